@@ -1,0 +1,149 @@
+/**
+ * The global role: admits zones by their `client-id`, runs one mux session
+ * per zone, and replaces a zone's older session when a newer one is ready.
+ *
+ * @module
+ */
+import { KdsError } from "../errors.ts";
+import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { consoleLogger, type Logger } from "../log.ts";
+import { resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
+import { MuxSession } from "../mux/session.ts";
+import type { SessionEnd } from "../mux/state.ts";
+import type { Session } from "../mux/views.ts";
+import type { MuxAcceptor } from "../transport/transport.ts";
+import { disabledMessage, missingClientIdMessage, notRegisteredMessage } from "./registration.ts";
+import type { ZoneRegistry } from "./zone-registry.ts";
+import { CLIENT_ID_HEADER, ZONE_NAME_PATTERN } from "../names.ts";
+
+/** Options of {@link GlobalServer}. */
+export interface GlobalServerOptions {
+  /** Which zones may connect. */
+  registry: ZoneRegistry;
+  /** This global's name, sent in its hello and shown in messages. Default "global". */
+  id?: string;
+  /**
+   * The global's admin API address, shown in the registration command told to
+   * refused zones. Default "<global-admin-url>".
+   */
+  adminUrl?: string;
+  /** Tunables of every session. */
+  session?: SessionOptions;
+  /** Called when a zone's session is ready (hellos exchanged). Errors are logged. */
+  onSession?: (session: Session) => void | Promise<void>;
+  /** Called when a zone's session ends. */
+  onSessionEnded?: (session: Session, end: SessionEnd) => void;
+  /** Where to log. Default: warnings and errors to the console. */
+  logger?: Logger;
+}
+
+/** The global control plane's mux endpoint. Mount it with `registerGlobal` or `memoryMuxTransport`. */
+export class GlobalServer implements MuxAcceptor {
+  /** This global's name. */
+  readonly id: string;
+  readonly #options: GlobalServerOptions;
+  readonly #logger: Logger;
+  readonly #adminUrl: string;
+  /** The session each zone currently uses (the newest ready one). */
+  readonly #current = new Map<string, MuxSession>();
+  /** Every live session, including ones still handshaking or being replaced. */
+  readonly #live = new Set<MuxSession>();
+  #closing = false;
+
+  /** @param options - registry, names, callbacks */
+  constructor(options: GlobalServerOptions) {
+    this.#options = options;
+    this.id = options.id ?? "global";
+    this.#logger = options.logger ?? consoleLogger();
+    this.#adminUrl = options.adminUrl ?? "<global-admin-url>";
+    resolveSessionOptions(options.session);
+  }
+
+  /** The largest frame a zone may send, in bytes (configure the server's read limit with it). */
+  get maxMessageBytes(): number {
+    return resolveSessionOptions(this.#options.session).maxMessageBytes;
+  }
+
+  /** The current session of every connected zone. */
+  sessions(): Session[] {
+    return [...this.#current.values()];
+  }
+
+  /** The current session of zone `name`, if connected. */
+  session(name: string): Session | undefined {
+    return this.#current.get(name);
+  }
+
+  async accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal): Promise<AsyncIterable<Message>> {
+    const zone = headers.get(CLIENT_ID_HEADER)?.trim() ?? "";
+    if (zone === "") throw new KdsError("missing_client_id", missingClientIdMessage());
+    if (!ZONE_NAME_PATTERN.test(zone)) {
+      throw new KdsError("invalid_argument", `the client-id header "${zone}" is not a valid zone name (1 to 63 lower-case letters, digits and '-')`);
+    }
+    if (this.#closing) throw new KdsError("session_closed", `global "${this.id}" is shutting down; the zone retries with backoff`);
+    const record = await this.#options.registry.get(zone, signal);
+    if (record === undefined) {
+      this.#logger.warn(`refused zone "${zone}": not registered`, { zone });
+      throw new KdsError("zone_not_registered", notRegisteredMessage(zone, this.id, this.#adminUrl));
+    }
+    if (!record.enabled) {
+      this.#logger.warn(`refused zone "${zone}": disabled`, { zone });
+      throw new KdsError("zone_disabled", disabledMessage(zone, this.id, this.#adminUrl));
+    }
+
+    const session = new MuxSession({ role: "global", localId: this.id, peerId: zone, options: this.#options.session });
+    this.#live.add(session);
+    const onTransportGone = (): void => session.fail("transport", `zone "${zone}" cancelled the stream or the connection was lost`, signal.reason);
+    if (signal.aborted) onTransportGone();
+    else signal.addEventListener("abort", onTransportGone, { once: true, signal: session.signal });
+    session.attach(inbound);
+    void this.#watch(session, zone);
+    return session.outbound;
+  }
+
+  /** Ends zone `name`'s session because it was removed or disabled; true if it was connected. */
+  async revoke(name: string, message?: string): Promise<boolean> {
+    const session = this.#current.get(name);
+    if (session === undefined) return false;
+    await session.close({ code: "zone_revoked", message: message ?? `zone "${name}" was removed or disabled on global "${this.id}"` });
+    return true;
+  }
+
+  /** Ends every session with a goaway and refuses new ones; resolves when all transports are released. */
+  async close(signal?: AbortSignal): Promise<void> {
+    this.#closing = true;
+    await Promise.all(
+      [...this.#live].map((s) => s.close({ code: "shutdown", message: `global "${this.id}" is shutting down; the zone reconnects with backoff`, signal })),
+    );
+  }
+
+  async #watch(session: MuxSession, zone: string): Promise<void> {
+    let ready = false;
+    try {
+      await session.ready;
+      ready = true;
+    } catch {
+      // Ended during the handshake; reported below.
+    }
+    if (ready) {
+      const previous = this.#current.get(zone);
+      this.#current.set(zone, session);
+      if (previous !== undefined) {
+        this.#logger.info(`zone "${zone}" reconnected; replacing its older session`, { zone });
+        void previous.close({ code: "replaced", message: `a newer session of zone "${zone}" replaced this one on global "${this.id}"` });
+      }
+      this.#logger.info(`zone "${zone}" connected`, { zone });
+      try {
+        await this.#options.onSession?.(session);
+      } catch (error) {
+        this.#logger.error(`onSession failed for zone "${zone}"`, { zone, error });
+      }
+    }
+    const end = await session.closed;
+    if (this.#current.get(zone) === session) this.#current.delete(zone);
+    this.#logger.info(`zone "${zone}" session ended (${end.code}): ${end.message}`, { zone, code: end.code });
+    if (ready) this.#options.onSessionEnded?.(session, end);
+    await session.released;
+    this.#live.delete(session);
+  }
+}

@@ -1,0 +1,27 @@
+/**
+ * kds-mux: bidirectional zone <-> global resource sync over one zone-dialed
+ * Connect stream. This entry point is runtime-neutral (web standards only);
+ * the node:http2 server helper lives in `kds-mux/node`.
+ *
+ * @module
+ */
+export { KdsError, type KdsErrorCode, type KdsErrorOptions } from "./errors.ts";
+export { consoleLogger, silentLogger, type Logger, type LogFields, type LogLevel } from "./log.ts";
+export { CLIENT_ID_HEADER, ZONE_NAME_PATTERN, assertZoneName } from "./names.ts";
+export type { MuxRequest, MuxResponse, Lane } from "./mux/frames.ts";
+export { defaultSessionOptions, resolveSessionOptions, type SessionOptions, type ResolvedSessionOptions } from "./mux/options.ts";
+export { MuxSession, PROTOCOL_VERSION, type SessionInit } from "./mux/session.ts";
+export type { SessionEnd, SessionEndCode, PeerSettings, SessionState } from "./mux/state.ts";
+export type { ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./mux/views.ts";
+export type { MuxAcceptor, MuxDialRequest, MuxTransport } from "./transport/transport.ts";
+export { memoryMuxTransport } from "./transport/memory.ts";
+export { connectMuxTransport, type ConnectMuxTransportOptions } from "./transport/connect.ts";
+export { KDS_ERROR_CODE_HEADER, fromConnectError, toConnectError } from "./transport/connect-errors.ts";
+export { GlobalServer, type GlobalServerOptions } from "./global/global-server.ts";
+export { multiplexServiceImpl, registerGlobal } from "./global/connect-service.ts";
+export { InMemoryZoneRegistry, type ZoneRecord, type ZoneRegistry } from "./global/zone-registry.ts";
+export { registerCommand, zoneResourceYaml } from "./global/registration.ts";
+export { ZoneClient, type RetryInfo, type ZoneClientOptions } from "./zone/zone-client.ts";
+export { backoffCeiling, backoffDelay, defaultBackoff, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "./zone/backoff.ts";
+export * from "./gen/kds/mux/v1/mux_pb.ts";
+export * from "./gen/kds/v1/discovery_pb.ts";

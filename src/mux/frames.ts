@@ -1,0 +1,65 @@
+/**
+ * The payloads the two views of a session carry, and how frames are built and
+ * classified. A request always goes to the receiver's server view, a response
+ * always to the receiver's client view: the frame's kind alone routes it.
+ *
+ * @module
+ */
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  GoAwayReason,
+  MessageSchema,
+  type Message,
+} from "../gen/kds/mux/v1/mux_pb.ts";
+import type {
+  DeltaDiscoveryRequest,
+  DeltaDiscoveryResponse,
+  DiscoveryRequest,
+  DiscoveryResponse,
+} from "../gen/kds/v1/discovery_pb.ts";
+
+/** What a client view sends and a server view receives: a SotW or delta request. */
+export type MuxRequest = DiscoveryRequest | DeltaDiscoveryRequest;
+
+/** What a server view sends and a client view receives: a SotW or delta response. */
+export type MuxResponse = DiscoveryResponse | DeltaDiscoveryResponse;
+
+/** The two data lanes of a session, named after the payload they carry. */
+export type Lane = "requests" | "responses";
+
+/** Wraps a request in a mux frame. */
+export function requestFrame(request: MuxRequest): Message {
+  return request.$typeName === "kds.v1.DiscoveryRequest"
+    ? create(MessageSchema, { value: { case: "request", value: request } })
+    : create(MessageSchema, { value: { case: "deltaRequest", value: request } });
+}
+
+/** Wraps a response in a mux frame. */
+export function responseFrame(response: MuxResponse): Message {
+  return response.$typeName === "kds.v1.DiscoveryResponse"
+    ? create(MessageSchema, { value: { case: "response", value: response } })
+    : create(MessageSchema, { value: { case: "deltaResponse", value: response } });
+}
+
+/** The oneof of a frame in its init form (plain objects accepted for nested messages). */
+export type FrameValueInit = NonNullable<MessageInitShape<typeof MessageSchema>["value"]>;
+
+/** Builds a control frame from its oneof case and value. */
+export function controlFrame(value: FrameValueInit): Message {
+  return create(MessageSchema, { value });
+}
+
+/** Human-readable name of a frame's kind, for error messages. */
+export function frameKind(frame: Message): string {
+  return frame.value.case ?? "empty frame";
+}
+
+/** The end codes a goaway carries, mapped to and from the wire enum. */
+export const goAwayReasons = {
+  shutdown: GoAwayReason.SHUTDOWN,
+  replaced: GoAwayReason.REPLACED,
+  protocol_error: GoAwayReason.PROTOCOL_ERROR,
+  heartbeat_timeout: GoAwayReason.HEARTBEAT_TIMEOUT,
+  send_timeout: GoAwayReason.SEND_TIMEOUT,
+  zone_revoked: GoAwayReason.ZONE_REVOKED,
+} as const;

@@ -1,0 +1,88 @@
+/**
+ * Session options, their defaults, and their validation.
+ *
+ * @module
+ */
+import { KdsError } from "../errors.ts";
+
+/** Tunables of a mux session. Every field has a documented default. */
+export interface SessionOptions {
+  /**
+   * How many requests the peer may send before this side's server view has
+   * consumed some (the request lane's window). Default 64.
+   */
+  requestWindow?: number;
+  /**
+   * How many responses the peer may send before this side's client view has
+   * consumed some (the response lane's window). Default 64.
+   */
+  responseWindow?: number;
+  /** The largest frame this side accepts, in bytes. Default 4 MiB. */
+  maxMessageBytes?: number;
+  /** How often to ping the peer. Default 15 s. */
+  heartbeatIntervalMs?: number;
+  /** End the session after hearing nothing from the peer for this long. Default 60 s. */
+  heartbeatTimeoutMs?: number;
+  /**
+   * End the session when a frame waits longer than this to be handed to the
+   * transport (the peer does not grant window, or the transport is stuck).
+   * Default 60 s.
+   */
+  sendTimeoutMs?: number;
+  /** How many sends may wait on one lane before `send` fails fast. Default 1024. */
+  maxQueuedSends?: number;
+  /** After this side ends the session, how long to wait for the peer to close before cutting the transport. Default 2 s. */
+  closeGraceMs?: number;
+  /** How long to wait for the peer's hello before failing. Default 30 s. */
+  handshakeTimeoutMs?: number;
+}
+
+/** {@link SessionOptions} with every default filled in. */
+export type ResolvedSessionOptions = Required<SessionOptions>;
+
+/** The defaults of {@link SessionOptions}. */
+export const defaultSessionOptions: ResolvedSessionOptions = Object.freeze({
+  requestWindow: 64,
+  responseWindow: 64,
+  maxMessageBytes: 4 * 1024 * 1024,
+  heartbeatIntervalMs: 15_000,
+  heartbeatTimeoutMs: 60_000,
+  sendTimeoutMs: 60_000,
+  maxQueuedSends: 1024,
+  closeGraceMs: 2_000,
+  handshakeTimeoutMs: 30_000,
+});
+
+const limits: Record<keyof SessionOptions, [min: number, max: number]> = {
+  requestWindow: [1, 65_536],
+  responseWindow: [1, 65_536],
+  maxMessageBytes: [1024, 2 ** 31 - 1],
+  heartbeatIntervalMs: [1, 2 ** 31 - 1],
+  heartbeatTimeoutMs: [1, 2 ** 31 - 1],
+  sendTimeoutMs: [1, 2 ** 31 - 1],
+  maxQueuedSends: [1, 1_000_000],
+  closeGraceMs: [0, 2 ** 31 - 1],
+  handshakeTimeoutMs: [1, 2 ** 31 - 1],
+};
+
+/** Fills in defaults and checks ranges; throws `invalid_argument` naming the bad option. */
+export function resolveSessionOptions(options: SessionOptions = {}): ResolvedSessionOptions {
+  const resolved = { ...defaultSessionOptions, ...stripUndefined(options) };
+  for (const [key, [min, max]] of Object.entries(limits) as [keyof SessionOptions, [number, number]][]) {
+    const value = resolved[key];
+    if (!Number.isInteger(value) || value < min || value > max) {
+      throw new KdsError("invalid_argument", `session option ${key} must be an integer from ${min} to ${max}, got ${String(value)}`);
+    }
+  }
+  if (resolved.heartbeatTimeoutMs <= resolved.heartbeatIntervalMs) {
+    throw new KdsError(
+      "invalid_argument",
+      `session option heartbeatTimeoutMs (${resolved.heartbeatTimeoutMs}) must be larger than heartbeatIntervalMs (${resolved.heartbeatIntervalMs}); three intervals or more is a good choice`,
+    );
+  }
+  return resolved;
+}
+
+function stripUndefined(options: SessionOptions): SessionOptions {
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as SessionOptions;
+}

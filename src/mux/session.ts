@@ -1,0 +1,448 @@
+/**
+ * The mux session: one transport stream, one reader, one writer, two views.
+ *
+ * The reader ({@link MuxSession.attach}) takes every inbound frame at once and
+ * never waits on a view's consumer: data frames go into the receiving view's
+ * buffer, bounded by the window this side granted, and a peer that sends
+ * beyond it is a protocol error. The writer is the {@link Outbox}, pulled by
+ * the transport through {@link MuxSession.outbound}.
+ *
+ * @module
+ */
+import { KdsError } from "../errors.ts";
+import { GoAwayReason, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { raceAbort } from "../util/abort.ts";
+import { deferred } from "../util/deferred.ts";
+import {
+  controlFrame,
+  frameKind,
+  goAwayReasons,
+  requestFrame,
+  responseFrame,
+  type Lane,
+  type MuxRequest,
+  type MuxResponse,
+} from "./frames.ts";
+import { Inbox } from "./inbox.ts";
+import { resolveSessionOptions, type ResolvedSessionOptions, type SessionOptions } from "./options.ts";
+import { Outbox } from "./outbox.ts";
+import { gracefulCodes, transition, type PeerSettings, type SessionEnd, type SessionEndCode, type SessionState } from "./state.ts";
+import type { ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
+
+/** Version of the mux protocol this implementation speaks. */
+export const PROTOCOL_VERSION = 1;
+
+/** How a {@link MuxSession} is created. */
+export interface SessionInit {
+  /** Which side this is. */
+  role: "zone" | "global";
+  /** This side's name, sent in the hello. */
+  localId: string;
+  /**
+   * The peer's authenticated name, when known before the hello (the global
+   * knows the zone from its `client-id` header). The peer's hello must match.
+   */
+  peerId?: string;
+  /** Tunables; see {@link SessionOptions}. */
+  options?: SessionOptions;
+  /** Aborting it closes the session (a goaway with reason shutdown). */
+  signal?: AbortSignal;
+  /** Monotonic clock in milliseconds (tests may inject one). Default `performance.now`. */
+  now?: () => number;
+}
+
+const endCodeOfGoAway = new Map<GoAwayReason, SessionEndCode>(
+  Object.entries(goAwayReasons).map(([code, reason]) => [reason, code as SessionEndCode]),
+);
+
+/** The session implementation shared by both roles. Library users see it as a {@link Session}. */
+export class MuxSession implements Session {
+  readonly role: "zone" | "global";
+  readonly localId: string;
+  readonly server: ServerStreamView;
+  readonly client: ClientStreamView;
+  readonly ready: Promise<void>;
+  readonly closed: Promise<SessionEnd>;
+  readonly signal: AbortSignal;
+
+  readonly #options: ResolvedSessionOptions;
+  readonly #now: () => number;
+  readonly #outbox: Outbox;
+  readonly #serverInbox: Inbox<MuxRequest>;
+  readonly #clientInbox: Inbox<MuxResponse>;
+  readonly #ready = deferred<void>();
+  readonly #closed = deferred<SessionEnd>();
+  readonly #released = deferred<void>();
+  readonly #abort = new AbortController();
+  readonly #transportAbort = new AbortController();
+  readonly #received = { requests: 0, responses: 0, control: 0 };
+  #expectedPeerId: string | undefined;
+  #state: SessionState = { kind: "handshaking" };
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #graceTimer: ReturnType<typeof setTimeout> | undefined;
+  #lastHeard: number;
+  #lastPingAt: number;
+  #nextPingId = 1n;
+  #pingSentAt = new Map<bigint, number>();
+  #rttMs: number | undefined;
+  #outboundUsed = false;
+  #outboundDone = false;
+  #inboundDone = false;
+  #peerEndedStream = false;
+
+  /** @param init - role, names, options and the owner's signal */
+  constructor(init: SessionInit) {
+    this.role = init.role;
+    this.localId = init.localId;
+    this.#expectedPeerId = init.peerId;
+    this.#options = resolveSessionOptions(init.options);
+    this.#now = init.now ?? (() => performance.now());
+    this.#lastHeard = this.#now();
+    this.#lastPingAt = this.#lastHeard;
+    this.signal = this.#abort.signal;
+    this.ready = this.#ready.promise;
+    this.ready.catch(() => undefined);
+    this.closed = this.#closed.promise;
+
+    this.#outbox = new Outbox(this.#options.maxQueuedSends, this.#now);
+    const grant = (lane: Lane, credit: number): void => this.#outbox.grant(lane, credit);
+    this.#serverInbox = new Inbox<MuxRequest>("requests", this.#options.requestWindow, grant);
+    this.#clientInbox = new Inbox<MuxResponse>("responses", this.#options.responseWindow, grant);
+    this.server = {
+      recv: (signal) => this.#serverInbox.recv(signal),
+      send: (response, signal) => this.#outbox.send("responses", responseFrame(response), signal),
+    };
+    this.client = {
+      recv: (signal) => this.#clientInbox.recv(signal),
+      send: (request, signal) => this.#outbox.send("requests", requestFrame(request), signal),
+    };
+
+    this.#outbox.setHello(
+      controlFrame({
+        case: "hello",
+        value: {
+          protocolVersion: PROTOCOL_VERSION,
+          peerId: this.localId,
+          requestWindow: this.#options.requestWindow,
+          responseWindow: this.#options.responseWindow,
+          maxMessageBytes: this.#options.maxMessageBytes,
+          heartbeatIntervalMs: this.#options.heartbeatIntervalMs,
+          heartbeatTimeoutMs: this.#options.heartbeatTimeoutMs,
+        },
+      }),
+    );
+
+    const o = this.#options;
+    const tickMs = Math.max(5, Math.floor(Math.min(o.heartbeatIntervalMs, o.heartbeatTimeoutMs / 4, o.sendTimeoutMs / 4, o.handshakeTimeoutMs / 4)));
+    this.#timer = setInterval(() => this.#tick(), tickMs);
+
+    if (init.signal !== undefined) {
+      const owner = init.signal;
+      const onAbort = (): void =>
+        this.#finish(
+          { code: "aborted", message: `${this.role} closed the session through its AbortSignal`, initiator: "local", graceful: true, cause: owner.reason },
+          GoAwayReason.SHUTDOWN,
+        );
+      if (owner.aborted) onAbort();
+      else owner.addEventListener("abort", onAbort, { once: true, signal: this.signal });
+    }
+  }
+
+  /** The peer's name (see {@link Session.peerId}). */
+  get peerId(): string {
+    return this.#expectedPeerId ?? "";
+  }
+
+  /** The end reason, once ended. */
+  get end(): SessionEnd | undefined {
+    return this.#state.kind === "ending" || this.#state.kind === "closed" ? this.#state.end : undefined;
+  }
+
+  /** The current lifecycle state (for diagnostics and tests). */
+  get state(): SessionState {
+    return this.#state;
+  }
+
+  /** Aborts when the session lets go of its transport; transports tie their call to it. */
+  get transportSignal(): AbortSignal {
+    return this.#transportAbort.signal;
+  }
+
+  /** Resolves once the transport has been released (the session has fully wound down). */
+  get released(): Promise<void> {
+    return this.#released.promise;
+  }
+
+  /** The frames this side writes. The transport pulls them; it may be taken once. */
+  get outbound(): AsyncIterable<Message> {
+    if (this.#outboundUsed) throw new KdsError("invalid_argument", "the outbound frames of a session can be taken only once (one writer per stream)");
+    this.#outboundUsed = true;
+    const frames = this.#outbox.frames();
+    const finished = (): void => this.#outboundFinished();
+    return (async function* outbound() {
+      try {
+        yield* frames;
+      } finally {
+        finished();
+      }
+    })();
+  }
+
+  /** Starts the one reader on `inbound` (the frames the peer writes). */
+  attach(inbound: AsyncIterable<Message>): void {
+    void this.#read(inbound);
+  }
+
+  stats(): SessionStats {
+    const { requests, responses, control } = this.#outbox.counters;
+    return {
+      sent: { requests, responses, control },
+      received: { ...this.#received },
+      buffered: { requests: this.#serverInbox.buffered, responses: this.#clientInbox.buffered },
+      heartbeatRttMs: this.#rttMs,
+    };
+  }
+
+  async close(options: CloseOptions = {}): Promise<SessionEnd> {
+    const code = options.code ?? "shutdown";
+    this.#finish(
+      { code, message: options.message ?? `${this.role} ${this.localId} closed the session`, initiator: "local", graceful: true },
+      goAwayReasons[code],
+    );
+    await raceAbort(this.#released.promise, options.signal, "waiting for the session to release its transport").catch(() => undefined);
+    return this.#closed.promise;
+  }
+
+  /**
+   * Ends the session because of a failure found outside the session (the
+   * transport call failed before or while streaming).
+   */
+  fail(code: SessionEndCode, message: string, cause?: unknown): void {
+    this.#finish({ code, message, initiator: "local", graceful: false, cause }, undefined);
+  }
+
+  async #read(inbound: AsyncIterable<Message>): Promise<void> {
+    const iterator = inbound[Symbol.asyncIterator]();
+    try {
+      for (;;) {
+        const result = await raceAbort(iterator.next(), this.#transportAbort.signal, "reading the mux stream");
+        if (result.done === true) {
+          this.#peerEndedStream = true;
+          this.#finish(
+            {
+              code: "peer_eof",
+              message: `the ${this.role === "zone" ? "global" : "zone"} ended its direction of the stream without a goaway (a proxy or load balancer may have cut it); reconnecting is safe`,
+              initiator: "peer",
+              graceful: false,
+            },
+            undefined,
+          );
+          return;
+        }
+        this.#lastHeard = this.#now();
+        this.#dispatch(result.value);
+      }
+    } catch (error) {
+      if (this.end === undefined) {
+        this.#finish(
+          { code: "transport", message: `the mux stream failed: ${describe(error)}`, initiator: "peer", graceful: false, cause: error },
+          undefined,
+        );
+      }
+    } finally {
+      this.#inboundDone = true;
+      void Promise.resolve(iterator.return?.()).catch(() => undefined);
+      this.#maybeRelease();
+    }
+  }
+
+  #dispatch(frame: Message): void {
+    const ended = this.end !== undefined;
+    const value = frame.value;
+    if (this.#state.kind === "handshaking" && value.case !== "hello") {
+      this.#protocolError(`the first frame must be a hello, got ${frameKind(frame)}`);
+      return;
+    }
+    switch (value.case) {
+      case "request":
+      case "deltaRequest":
+        this.#received.requests++;
+        if (!ended) this.#deliverOrFail(this.#serverInbox.deliver(value.value));
+        return;
+      case "response":
+      case "deltaResponse":
+        this.#received.responses++;
+        if (!ended) this.#deliverOrFail(this.#clientInbox.deliver(value.value));
+        return;
+      case "hello":
+        this.#received.control++;
+        this.#onHello(value.value);
+        return;
+      case "ping":
+        this.#received.control++;
+        this.#outbox.pong(value.value.id);
+        return;
+      case "pong": {
+        this.#received.control++;
+        const sentAt = this.#pingSentAt.get(value.value.id);
+        if (sentAt !== undefined) {
+          this.#rttMs = this.#now() - sentAt;
+          this.#pingSentAt.clear();
+        }
+        return;
+      }
+      case "windowUpdate":
+        this.#received.control++;
+        this.#deliverOrFail(this.#outbox.addCredit(value.value.requests, value.value.responses));
+        return;
+      case "goaway": {
+        this.#received.control++;
+        const code = endCodeOfGoAway.get(value.value.reason) ?? "shutdown";
+        this.#peerEndedStream = true;
+        this.#finish(
+          {
+            code,
+            message: value.value.message === "" ? `the peer ended the session (${code})` : value.value.message,
+            initiator: "peer",
+            graceful: gracefulCodes.has(code),
+          },
+          undefined,
+        );
+        return;
+      }
+      case undefined:
+        this.#protocolError("the peer sent a frame of a kind this version does not know; check that both sides run compatible kds-mux versions");
+        return;
+    }
+  }
+
+  #onHello(hello: { protocolVersion: number; peerId: string; requestWindow: number; responseWindow: number; maxMessageBytes: number }): void {
+    if (this.#state.kind !== "handshaking") {
+      this.#protocolError("the peer sent a second hello");
+      return;
+    }
+    if (hello.protocolVersion !== PROTOCOL_VERSION) {
+      this.#protocolError(`the peer speaks mux protocol version ${hello.protocolVersion}, this side speaks ${PROTOCOL_VERSION}; run compatible kds-mux versions on both sides`);
+      return;
+    }
+    if (hello.requestWindow < 1 || hello.responseWindow < 1 || hello.maxMessageBytes < 1024) {
+      this.#protocolError(`the peer's hello grants no usable window (requests ${hello.requestWindow}, responses ${hello.responseWindow}, max message ${hello.maxMessageBytes} bytes)`);
+      return;
+    }
+    if (this.#expectedPeerId !== undefined && hello.peerId !== this.#expectedPeerId) {
+      this.#protocolError(`the peer named itself "${hello.peerId}" in its hello but was admitted as "${this.#expectedPeerId}"`);
+      return;
+    }
+    const peer: PeerSettings = {
+      peerId: hello.peerId,
+      requestWindow: hello.requestWindow,
+      responseWindow: hello.responseWindow,
+      maxMessageBytes: hello.maxMessageBytes,
+    };
+    this.#expectedPeerId = hello.peerId;
+    this.#state = transition(this.#state, { type: "hello", peer });
+    this.#outbox.openLanes(peer.requestWindow, peer.responseWindow, peer.maxMessageBytes);
+    this.#ready.resolve();
+  }
+
+  #deliverOrFail(error: KdsError | undefined): void {
+    if (error !== undefined) this.#protocolError(error.message, error);
+  }
+
+  #protocolError(message: string, cause?: unknown): void {
+    this.#finish({ code: "protocol_error", message, initiator: "local", graceful: false, cause }, GoAwayReason.PROTOCOL_ERROR);
+  }
+
+  #tick(): void {
+    if (this.end !== undefined) return;
+    const now = this.#now();
+    const o = this.#options;
+    if (this.#state.kind === "handshaking" && now - this.#lastHeard > o.handshakeTimeoutMs) {
+      this.#finish(
+        { code: "handshake_timeout", message: `the peer sent no hello within ${o.handshakeTimeoutMs} ms; check that it runs kds-mux and is reachable`, initiator: "local", graceful: false },
+        GoAwayReason.PROTOCOL_ERROR,
+      );
+      return;
+    }
+    if (now - this.#lastHeard > o.heartbeatTimeoutMs) {
+      this.#finish(
+        {
+          code: "heartbeat_timeout",
+          message: `nothing heard from the peer for ${Math.round(now - this.#lastHeard)} ms (timeout ${o.heartbeatTimeoutMs} ms); the connection is presumed dead`,
+          initiator: "local",
+          graceful: false,
+        },
+        GoAwayReason.HEARTBEAT_TIMEOUT,
+      );
+      return;
+    }
+    const waitingSince = this.#outbox.oldestWaitingSince();
+    if (waitingSince !== undefined && now - waitingSince > o.sendTimeoutMs) {
+      this.#finish(
+        {
+          code: "send_timeout",
+          message: `a frame waited ${Math.round(now - waitingSince)} ms to be sent (timeout ${o.sendTimeoutMs} ms): the peer stopped consuming or the connection is stuck`,
+          initiator: "local",
+          graceful: false,
+        },
+        GoAwayReason.SEND_TIMEOUT,
+      );
+      return;
+    }
+    if (this.#state.kind === "open" && now - this.#lastPingAt >= o.heartbeatIntervalMs) {
+      const id = this.#nextPingId++;
+      this.#lastPingAt = now;
+      if (this.#pingSentAt.size > 16) this.#pingSentAt.clear();
+      this.#pingSentAt.set(id, now);
+      this.#outbox.ping(id);
+    }
+  }
+
+  /** Decides the session's end (first reason wins) and starts winding down. */
+  #finish(end: SessionEnd, goaway: GoAwayReason | undefined): void {
+    const before = this.#state;
+    this.#state = transition(before, { type: "end", end });
+    if (this.#state === before) return;
+    const error = new KdsError("session_closed", `the session has ended (${end.code}): ${end.message}`, { cause: end });
+    this.#serverInbox.close(error);
+    this.#clientInbox.close(error);
+    this.#ready.reject(error);
+    // Answer nothing to a peer that already ended its side; tell any other peer why.
+    const sendGoAway = goaway !== undefined && !this.#peerEndedStream && end.initiator === "local";
+    this.#outbox.finish(error, sendGoAway ? { case: "goaway", value: { reason: goaway, message: end.message } } : undefined);
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#graceTimer = setTimeout(() => this.#release(), this.#options.closeGraceMs);
+    this.#closed.resolve(end);
+    this.#abort.abort(error);
+    if (!this.#outboundUsed) this.#outboundDone = true;
+    this.#maybeRelease();
+  }
+
+  #outboundFinished(): void {
+    this.#outboundDone = true;
+    this.#maybeRelease();
+  }
+
+  #maybeRelease(): void {
+    if (this.end !== undefined && this.#inboundDone && this.#outboundDone) this.#release();
+  }
+
+  #release(): void {
+    if (this.#state.kind === "closed") return;
+    if (this.#state.kind !== "ending") {
+      // The transport went away before the session ended (cannot happen through
+      // #finish, which always runs first); end it as a transport failure.
+      this.fail("transport", "the transport was released while the session was open");
+      return;
+    }
+    this.#state = transition(this.#state, { type: "released" });
+    if (this.#graceTimer !== undefined) clearTimeout(this.#graceTimer);
+    this.#transportAbort.abort(this.#abort.signal.reason);
+    this.#released.resolve();
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,94 @@
+/**
+ * The two views a session gives each side, and the session's public shape.
+ *
+ * @module
+ */
+import type { MuxRequest, MuxResponse } from "./frames.ts";
+import type { SessionEnd } from "./state.ts";
+
+/**
+ * This side as a discovery *server*: receives the peer's requests and sends
+ * responses. On the global it serves global resources to the zone; on the
+ * zone it serves zone resources to the global.
+ */
+export interface ServerStreamView {
+  /**
+   * The next request from the peer. Waits until one arrives; rejects with
+   * `session_closed` once the session has ended and every buffered request
+   * was taken, with `busy` if another recv is pending, or with `aborted`.
+   */
+  recv(signal?: AbortSignal): Promise<MuxRequest>;
+  /**
+   * Sends a response. Resolves when the transport has taken it. Waits while
+   * the peer's client view has no room (its window), so a slow consumer on
+   * the other side slows only this lane.
+   */
+  send(response: MuxResponse, signal?: AbortSignal): Promise<void>;
+}
+
+/**
+ * This side as a discovery *client*: sends requests to the peer and receives
+ * its responses.
+ */
+export interface ClientStreamView {
+  /** Sends a request; same waiting rules as {@link ServerStreamView.send}. */
+  send(request: MuxRequest, signal?: AbortSignal): Promise<void>;
+  /** The next response from the peer; same rules as {@link ServerStreamView.recv}. */
+  recv(signal?: AbortSignal): Promise<MuxResponse>;
+}
+
+/** Live figures of a session. */
+export interface SessionStats {
+  /** Frames handed to the transport. */
+  readonly sent: { readonly requests: number; readonly responses: number; readonly control: number };
+  /** Frames read from the transport. */
+  readonly received: { readonly requests: number; readonly responses: number; readonly control: number };
+  /** Frames waiting in each view's receive buffer. */
+  readonly buffered: { readonly requests: number; readonly responses: number };
+  /** Round trip of the last answered heartbeat, in milliseconds. */
+  readonly heartbeatRttMs: number | undefined;
+}
+
+/** How {@link Session.close} ends a session. */
+export interface CloseOptions {
+  /** Why: a plain shutdown (default), replacement by a newer session, or a revoked zone. */
+  readonly code?: "shutdown" | "replaced" | "zone_revoked";
+  /** Told to the peer in the goaway. */
+  readonly message?: string;
+  /** Stops waiting for the transport to be released (the session still ends). */
+  readonly signal?: AbortSignal;
+}
+
+/** One multiplexed connection between a zone and the global, seen from one side. */
+export interface Session {
+  /** Which side this is. */
+  readonly role: "zone" | "global";
+  /** This side's name. */
+  readonly localId: string;
+  /**
+   * The peer's name. On the global it is the zone name the connection was
+   * admitted under; on the zone it is the global's name from its hello
+   * (empty until {@link Session.ready}).
+   */
+  readonly peerId: string;
+  /** This side as a discovery server. */
+  readonly server: ServerStreamView;
+  /** This side as a discovery client. */
+  readonly client: ClientStreamView;
+  /** Resolves once both hellos are exchanged; rejects if the session ends first. */
+  readonly ready: Promise<void>;
+  /** Resolves with the reason when the session ends (never rejects). */
+  readonly closed: Promise<SessionEnd>;
+  /** The reason, once ended. */
+  readonly end: SessionEnd | undefined;
+  /** Aborts when the session ends; tie per-session work to it. */
+  readonly signal: AbortSignal;
+  /** Live figures. */
+  stats(): SessionStats;
+  /**
+   * Ends the session on purpose: queued sends fail, a goaway tells the peer
+   * why, and the transport is released (after at most `closeGraceMs`).
+   * Resolves with the session's end reason (the first reason wins).
+   */
+  close(options?: CloseOptions): Promise<SessionEnd>;
+}

@@ -1,0 +1,61 @@
+/**
+ * Carrying a {@link KdsError} across Connect: the global throws a
+ * `ConnectError` with the matching status code and the kds code in the
+ * `kds-error-code` header; the zone turns it back into the same `KdsError`.
+ *
+ * @module
+ */
+import { Code, ConnectError } from "@connectrpc/connect";
+import { KdsError, type KdsErrorCode } from "../errors.ts";
+
+/** Response header that carries the {@link KdsErrorCode} of a rejected stream. */
+export const KDS_ERROR_CODE_HEADER = "kds-error-code";
+
+const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
+  invalid_argument: Code.InvalidArgument,
+  missing_client_id: Code.InvalidArgument,
+  zone_not_registered: Code.FailedPrecondition,
+  zone_disabled: Code.FailedPrecondition,
+  protocol_error: Code.InvalidArgument,
+  message_too_large: Code.ResourceExhausted,
+  aborted: Code.Canceled,
+};
+
+const kdsCodes: ReadonlySet<string> = new Set<KdsErrorCode>([
+  "invalid_argument",
+  "protocol_error",
+  "heartbeat_timeout",
+  "send_timeout",
+  "message_too_large",
+  "send_queue_full",
+  "session_closed",
+  "aborted",
+  "busy",
+  "transport",
+  "missing_client_id",
+  "zone_not_registered",
+  "zone_disabled",
+]);
+
+/** Turns any error into a `ConnectError` a Connect handler can throw. */
+export function toConnectError(error: unknown): ConnectError {
+  if (error instanceof ConnectError) return error;
+  if (error instanceof KdsError) {
+    return new ConnectError(error.message, connectCodes[error.code] ?? Code.Internal, { [KDS_ERROR_CODE_HEADER]: error.code }, undefined, error);
+  }
+  return ConnectError.from(error, Code.Internal);
+}
+
+/** Turns any error from a Connect call into a {@link KdsError}. */
+export function fromConnectError(error: unknown, target: string): KdsError {
+  if (error instanceof KdsError) return error;
+  const connectError = ConnectError.from(error);
+  const code = connectError.metadata.get(KDS_ERROR_CODE_HEADER);
+  if (code !== null && kdsCodes.has(code)) return new KdsError(code as KdsErrorCode, connectError.rawMessage, { cause: connectError });
+  if (connectError.code === Code.Canceled) return new KdsError("aborted", `the stream to ${target} was cancelled`, { cause: connectError });
+  return new KdsError(
+    "transport",
+    `the stream to ${target} failed: ${connectError.message}; check that the global is running and reachable at that address, with a matching protocol (gRPC, gRPC-web or Connect over HTTP/2)`,
+    { cause: connectError },
+  );
+}

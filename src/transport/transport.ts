@@ -1,0 +1,43 @@
+/**
+ * The seam between the zone and the wire: how a zone opens the mux stream.
+ *
+ * @module
+ */
+import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+
+/** What a zone hands a transport to open the mux stream. */
+export interface MuxDialRequest {
+  /** Request headers; carries `client-id` (the zone's name). */
+  readonly headers: Headers;
+  /** The frames the zone writes, pulled by the transport one at a time. */
+  readonly outbound: AsyncIterable<Message>;
+  /** Aborting it cancels the stream. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * Opens the zone's one bidirectional stream to the global. Implementations:
+ * {@link connectMuxTransport} (any Connect `Transport`: gRPC, gRPC-web and
+ * Connect over HTTP/2) and {@link memoryMuxTransport} (in process).
+ */
+export interface MuxTransport {
+  /** Short name for logs ("grpc", "memory", ...). */
+  readonly name: string;
+  /**
+   * Opens the stream and returns the frames the global writes. An admission
+   * failure or an unreachable global rejects with a `KdsError`, either here or
+   * from the first read of the returned iterable.
+   */
+  open(request: MuxDialRequest): Promise<AsyncIterable<Message>>;
+}
+
+/** The global's side of the seam: accepts one zone's stream. */
+export interface MuxAcceptor {
+  /**
+   * Admits the zone named in `headers` and returns the frames the global
+   * writes. Rejects with a `KdsError` (`missing_client_id`,
+   * `zone_not_registered`, `zone_disabled`) when the zone is not admitted.
+   * `signal` aborts when the zone's stream goes away.
+   */
+  accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal): Promise<AsyncIterable<Message>>;
+}

@@ -1,0 +1,164 @@
+/**
+ * The zone role: dials the global, hands each new session to the caller, and
+ * reconnects after any end with exponential backoff and full jitter.
+ *
+ * @module
+ */
+import { KdsError } from "../errors.ts";
+import { CLIENT_ID_HEADER, assertZoneName } from "../names.ts";
+import { consoleLogger, type Logger } from "../log.ts";
+import { resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
+import { MuxSession } from "../mux/session.ts";
+import type { Session } from "../mux/views.ts";
+import { anySignal, sleep } from "../util/abort.ts";
+import type { MuxTransport } from "../transport/transport.ts";
+import { backoffCeiling, backoffDelay, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "./backoff.ts";
+
+/** What the zone reports before each retry. */
+export interface RetryInfo {
+  /** Retry number since the last healthy session, from 0. */
+  readonly attempt: number;
+  /** How long the zone waits before dialing again. */
+  readonly delayMs: number;
+  /** The ceiling the delay was drawn from (grows with attempts up to the cap). */
+  readonly ceilingMs: number;
+  /** When the next dial happens (wall clock). */
+  readonly nextAttemptAt: Date;
+  /** Why the zone retries: the dial error, or `session_closed` with the end as cause. */
+  readonly error: KdsError;
+}
+
+/** Options of {@link ZoneClient}. */
+export interface ZoneClientOptions {
+  /** The zone's name, sent in `client-id`. */
+  name: string;
+  /** How to reach the global. */
+  transport: MuxTransport;
+  /** Called with every new session once it is ready. Errors are logged. */
+  onSession?: (session: Session) => void | Promise<void>;
+  /** Called before every retry (the default logger also logs it). */
+  onRetry?: (info: RetryInfo) => void;
+  /** Tunables of every session. */
+  session?: SessionOptions;
+  /** Reconnect backoff; see {@link BackoffOptions}. */
+  backoff?: BackoffOptions;
+  /** Where to log. Default: warnings and errors to the console. */
+  logger?: Logger;
+  /** Random source in [0, 1) for the jitter. Default `Math.random`. */
+  random?: () => number;
+}
+
+/** The zone control plane's side of the mux. */
+export class ZoneClient {
+  /** The zone's name. */
+  readonly name: string;
+  readonly #options: ZoneClientOptions;
+  readonly #backoff: ResolvedBackoff;
+  readonly #logger: Logger;
+  #current: MuxSession | undefined;
+
+  /** @param options - name, transport, callbacks */
+  constructor(options: ZoneClientOptions) {
+    assertZoneName(options.name);
+    resolveSessionOptions(options.session);
+    this.name = options.name;
+    this.#options = options;
+    this.#backoff = resolveBackoff(options.backoff);
+    this.#logger = options.logger ?? consoleLogger();
+  }
+
+  /** The current session, if one is open. */
+  get session(): Session | undefined {
+    return this.#current?.end === undefined ? this.#current : undefined;
+  }
+
+  /**
+   * Dials once. Resolves with the session once both hellos are exchanged;
+   * rejects with a `KdsError`: `zone_not_registered` / `zone_disabled` (the
+   * message says how to register), `missing_client_id`, `transport`
+   * (unreachable), `session_closed`, or `aborted`. Aborting `signal` later
+   * closes the session with a goaway.
+   */
+  async dial(signal?: AbortSignal): Promise<Session> {
+    const session = new MuxSession({ role: "zone", localId: this.name, options: this.#options.session, signal });
+    const transportSignal = signal === undefined ? session.transportSignal : anySignal([session.transportSignal, signal]);
+    try {
+      const inbound = await this.#options.transport.open({
+        headers: new Headers({ [CLIENT_ID_HEADER]: this.name }),
+        outbound: session.outbound,
+        signal: transportSignal,
+      });
+      session.attach(inbound);
+    } catch (error) {
+      const kdsError = error instanceof KdsError ? error : new KdsError("transport", `dialing the global failed: ${String(error)}`, { cause: error });
+      session.fail("transport", kdsError.message, kdsError);
+      throw kdsError;
+    }
+    try {
+      await session.ready;
+    } catch (error) {
+      // The session ended before the hello: surface the most specific reason.
+      const cause = session.end?.cause;
+      throw cause instanceof KdsError ? cause : error;
+    }
+    this.#current = session;
+    return session;
+  }
+
+  /**
+   * Keeps the zone connected until `signal` aborts: dial, hand the session to
+   * `onSession`, wait for its end, back off, dial again. Resolves after
+   * `signal` aborts and the last session has been closed with a goaway.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    let attempt = 0;
+    const random = this.#options.random ?? Math.random;
+    while (!signal.aborted) {
+      let error: KdsError;
+      let upMs = 0;
+      try {
+        const session = await this.dial(signal);
+        const startedAt = performance.now();
+        this.#logger.info(`zone "${this.name}" connected to global "${session.peerId}" over ${this.#options.transport.name}`);
+        void this.#handOver(session);
+        const end = await session.closed;
+        upMs = performance.now() - startedAt;
+        error = new KdsError("session_closed", `the session ended (${end.code}): ${end.message}`, { cause: end });
+        await (session as MuxSession).released;
+      } catch (e) {
+        error = e instanceof KdsError ? e : new KdsError("transport", String(e), { cause: e });
+      }
+      if (signal.aborted) break;
+      if (upMs >= this.#backoff.resetAfterMs) attempt = 0;
+      const delayMs = backoffDelay(attempt, this.#backoff, random);
+      const info: RetryInfo = {
+        attempt,
+        delayMs,
+        ceilingMs: backoffCeiling(attempt, this.#backoff),
+        nextAttemptAt: new Date(Date.now() + delayMs),
+        error,
+      };
+      attempt++;
+      this.#logger.warn(`${error.message}\nzone "${this.name}" retries in ${delayMs} ms (at ${info.nextAttemptAt.toISOString()}, attempt ${info.attempt + 1})`, {
+        zone: this.name,
+        code: error.code,
+        delayMs,
+      });
+      this.#options.onRetry?.(info);
+      try {
+        await sleep(delayMs, signal);
+      } catch {
+        break;
+      }
+    }
+    await this.#current?.close({ message: `zone "${this.name}" is shutting down` });
+  }
+
+  async #handOver(session: Session): Promise<void> {
+    try {
+      await this.#options.onSession?.(session);
+    } catch (error) {
+      this.#logger.error(`onSession failed for zone "${this.name}"`, { error });
+    }
+  }
+}
