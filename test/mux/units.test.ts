@@ -1,0 +1,153 @@
+// Unit tests of the session's building blocks.
+import { describe, expect, it } from "vitest";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { KdsError } from "../../src/errors.ts";
+import { controlFrame, requestFrame, responseFrame } from "../../src/mux/frames.ts";
+import { Inbox } from "../../src/mux/inbox.ts";
+import { resolveSessionOptions } from "../../src/mux/options.ts";
+import { Outbox } from "../../src/mux/outbox.ts";
+import { transition, type SessionEnd, type SessionState } from "../../src/mux/state.ts";
+import { fromConnectError, toConnectError } from "../../src/transport/connect-errors.ts";
+import { Ring } from "../../src/util/ring.ts";
+import { backoffCeiling, backoffDelay, resolveBackoff } from "../../src/zone/backoff.ts";
+import { request, response } from "../contract/harness.ts";
+
+describe("Ring", () => {
+  it("is FIFO, refuses to grow, and removes from the middle", () => {
+    const r = new Ring<number>(3);
+    expect([r.push(1), r.push(2), r.push(3), r.push(4)]).toEqual([true, true, true, false]);
+    expect(r.shift()).toBe(1);
+    expect(r.push(5)).toBe(true);
+    expect(r.remove((x) => x === 3)).toBe(true);
+    expect(r.drain()).toEqual([2, 5]);
+    expect(r.size).toBe(0);
+    expect(() => new Ring(0)).toThrow(RangeError);
+  });
+});
+
+describe("Inbox", () => {
+  it("grants credit in batches as the consumer takes frames, and flags overrun", async () => {
+    const grants: number[] = [];
+    const inbox = new Inbox<number>("requests", 8, (_lane, n) => grants.push(n));
+    for (let i = 0; i < 8; i++) expect(inbox.deliver(i)).toBeUndefined();
+    const overrun = inbox.deliver(8);
+    expect(overrun?.code).toBe("protocol_error");
+    for (let i = 0; i < 8; i++) expect(await inbox.recv()).toBe(i);
+    expect(grants).toEqual([2, 2, 2, 2]);
+    expect(grants.reduce((a, b) => a + b, 0)).toBe(8);
+  });
+
+  it("allows one pending recv, honours its signal, and drains before reporting the close", async () => {
+    const inbox = new Inbox<number>("responses", 4, () => undefined);
+    const controller = new AbortController();
+    const pending = inbox.recv(controller.signal);
+    await expect(inbox.recv()).rejects.toMatchObject({ code: "busy" });
+    controller.abort();
+    await expect(pending).rejects.toMatchObject({ code: "aborted" });
+    inbox.deliver(1);
+    inbox.close(new KdsError("session_closed", "gone"));
+    expect(await inbox.recv()).toBe(1);
+    await expect(inbox.recv()).rejects.toMatchObject({ code: "session_closed" });
+  });
+});
+
+describe("Outbox", () => {
+  it("sends control frames before data, alternates lanes, and respects credit", async () => {
+    const outbox = new Outbox(16, () => 0);
+    const frames = outbox.frames();
+    outbox.setHello(controlFrame({ case: "hello", value: { protocolVersion: 1 } }));
+    void outbox.send("requests", requestFrame(request("a")));
+    void outbox.send("requests", requestFrame(request("b")));
+    void outbox.send("responses", responseFrame(response("c")));
+    outbox.ping(1n);
+    expect((await frames.next()).value?.value.case).toBe("hello");
+    expect((await frames.next()).value?.value.case).toBe("ping");
+    outbox.openLanes(1, 5, 1 << 20);
+    const order: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const f = (await frames.next()).value;
+      order.push(`${f?.value.case}:${(f?.value.value as { typeUrl: string }).typeUrl}`);
+    }
+    expect(order).toEqual(["request:a", "response:c"]);
+    // The request lane is out of credit: "b" waits until a window update arrives,
+    // while a pong queued now still leaves first.
+    outbox.pong(7n);
+    expect((await frames.next()).value?.value.case).toBe("pong");
+    const next = frames.next();
+    outbox.addCredit(1, 0);
+    const f = (await next).value;
+    expect((f?.value.value as { typeUrl: string }).typeUrl).toBe("b");
+  });
+
+  it("bounds each lane's queue and fails sends on finish", async () => {
+    const outbox = new Outbox(2, () => 0);
+    const a = outbox.send("requests", requestFrame(request("a")));
+    const b = outbox.send("requests", requestFrame(request("b")));
+    await expect(outbox.send("requests", requestFrame(request("c")))).rejects.toMatchObject({ code: "send_queue_full" });
+    outbox.finish(new KdsError("session_closed", "bye"), { case: "goaway", value: { message: "bye" } });
+    await expect(a).rejects.toMatchObject({ code: "session_closed" });
+    await expect(b).rejects.toMatchObject({ code: "session_closed" });
+    const frames = outbox.frames();
+    expect((await frames.next()).value?.value.case).toBe("goaway");
+    expect((await frames.next()).done).toBe(true);
+  });
+
+  it("reports how long the oldest frame has waited", () => {
+    let now = 100;
+    const outbox = new Outbox(4, () => now);
+    expect(outbox.oldestWaitingSince()).toBeUndefined();
+    void outbox.send("responses", responseFrame(response("x")));
+    now = 500;
+    expect(outbox.oldestWaitingSince()).toBe(100);
+  });
+});
+
+describe("session state machine", () => {
+  const end: SessionEnd = { code: "shutdown", message: "bye", initiator: "local", graceful: true };
+  const peer = { peerId: "g", requestWindow: 1, responseWindow: 1, maxMessageBytes: 1024 };
+  it("moves handshaking -> open -> ending -> closed and keeps the first end", () => {
+    let s: SessionState = { kind: "handshaking" };
+    s = transition(s, { type: "hello", peer });
+    expect(s.kind).toBe("open");
+    s = transition(s, { type: "end", end });
+    expect(s).toMatchObject({ kind: "ending", end, peer });
+    s = transition(s, { type: "end", end: { ...end, code: "transport" } });
+    expect(s).toMatchObject({ kind: "ending", end });
+    s = transition(s, { type: "released" });
+    expect(s).toMatchObject({ kind: "closed", end });
+    expect(transition({ kind: "handshaking" }, { type: "released" })).toEqual({ kind: "handshaking" });
+  });
+});
+
+describe("options", () => {
+  it("fills defaults and names a bad option", () => {
+    expect(resolveSessionOptions().requestWindow).toBe(64);
+    expect(() => resolveSessionOptions({ requestWindow: 0 })).toThrow(/requestWindow must be an integer from 1/);
+    expect(() => resolveSessionOptions({ heartbeatIntervalMs: 10, heartbeatTimeoutMs: 10 })).toThrow(/must be larger than heartbeatIntervalMs/);
+  });
+});
+
+describe("backoff", () => {
+  it("grows exponentially to the cap, with full jitter below the ceiling", () => {
+    const b = resolveBackoff({ baseMs: 100, capMs: 1000 });
+    expect([0, 1, 2, 3, 4, 10].map((a) => backoffCeiling(a, b))).toEqual([100, 200, 400, 800, 1000, 1000]);
+    expect(backoffDelay(3, b, () => 0.5)).toBe(400);
+    expect(backoffDelay(3, b, () => 0)).toBe(0);
+    expect(backoffDelay(3, b, () => 0.999)).toBeLessThan(800);
+    expect(() => resolveBackoff({ baseMs: 10, capMs: 5 })).toThrow(/capMs/);
+  });
+});
+
+describe("Connect error mapping", () => {
+  it("carries the kds code across the wire and back", () => {
+    const original = new KdsError("zone_not_registered", "register it");
+    const wire = toConnectError(original);
+    expect(wire.code).toBe(Code.FailedPrecondition);
+    const back = fromConnectError(new ConnectError(wire.rawMessage, wire.code, wire.metadata), "global");
+    expect(back.code).toBe("zone_not_registered");
+    expect(back.message).toBe("register it");
+    const unreachable = fromConnectError(new ConnectError("connect ECONNREFUSED", Code.Unavailable), "http://127.0.0.1:1");
+    expect(unreachable.code).toBe("transport");
+    expect(unreachable.message).toContain("check that the global is running and reachable");
+  });
+});
