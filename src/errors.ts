@@ -33,7 +33,15 @@ export type KdsErrorCode =
   /** The global does not know the zone. */
   | "zone_not_registered"
   /** The zone is registered but disabled. */
-  | "zone_disabled";
+  | "zone_disabled"
+  /** A resource type is not registered. */
+  | "unknown_type"
+  /** A resource or its spec is invalid. */
+  | "invalid_resource"
+  /** A write expected another version of the resource (optimistic concurrency). */
+  | "conflict"
+  /** The resource does not exist. */
+  | "not_found";
 
 /** Options of {@link KdsError}. */
 export interface KdsErrorOptions {

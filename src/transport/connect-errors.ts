@@ -19,6 +19,10 @@ const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
   protocol_error: Code.InvalidArgument,
   message_too_large: Code.ResourceExhausted,
   aborted: Code.Canceled,
+  unknown_type: Code.InvalidArgument,
+  invalid_resource: Code.InvalidArgument,
+  conflict: Code.Aborted,
+  not_found: Code.NotFound,
 };
 
 const kdsCodes: ReadonlySet<string> = new Set<KdsErrorCode>([
@@ -35,6 +39,10 @@ const kdsCodes: ReadonlySet<string> = new Set<KdsErrorCode>([
   "missing_client_id",
   "zone_not_registered",
   "zone_disabled",
+  "unknown_type",
+  "invalid_resource",
+  "conflict",
+  "not_found",
 ]);
 
 /** Turns any error into a `ConnectError` a Connect handler can throw. */

@@ -1,0 +1,138 @@
+/**
+ * The discovery client of one stream: subscribes to its types, applies every
+ * response to a {@link ResourceSink}, and ACKs or NACKs it. A NACK carries
+ * the last accepted version and the reason; the sink keeps what it had.
+ *
+ * @module
+ */
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { KdsError } from "../errors.ts";
+import {
+  DeltaDiscoveryRequestSchema,
+  DiscoveryRequestSchema,
+  NodeSchema,
+  type DeltaDiscoveryResponse,
+  type DiscoveryResponse,
+} from "../gen/kds/v1/discovery_pb.ts";
+import type { ClientStreamView } from "../mux/views.ts";
+import type { ClientObserver, ReceivedResource, ResourceSink } from "./types.ts";
+
+/** google.rpc.Code INVALID_ARGUMENT, the code of a NACK's error_detail. */
+const INVALID_ARGUMENT = 3;
+
+/** How a {@link DiscoveryClient} is created. */
+export interface DiscoveryClientInit {
+  /** The stream view it requests on. */
+  readonly view: ClientStreamView;
+  /** The type URLs to subscribe to. */
+  readonly typeUrls: readonly string[];
+  /** State of the world or incremental. Default "delta". */
+  readonly mode?: "sotw" | "delta";
+  /** Where received resources go. */
+  readonly sink: ResourceSink;
+  /** Who is asking (sent in each type's first request). */
+  readonly node?: MessageInitShape<typeof NodeSchema>;
+  /** Status callbacks. */
+  readonly observer?: ClientObserver;
+}
+
+/** Subscribes one stream's client view to a set of types. */
+export class DiscoveryClient {
+  readonly #init: DiscoveryClientInit;
+  readonly #mode: "sotw" | "delta";
+  readonly #subscribed: ReadonlySet<string>;
+  readonly #accepted = new Map<string, string>();
+
+  /** @param init - view, types, sink */
+  constructor(init: DiscoveryClientInit) {
+    this.#init = init;
+    this.#mode = init.mode ?? "delta";
+    this.#subscribed = new Set(init.typeUrls);
+  }
+
+  /** The last accepted version of each type. */
+  acceptedVersions(): ReadonlyMap<string, string> {
+    return this.#accepted;
+  }
+
+  /** Subscribes, then applies responses until `signal` aborts or the stream ends; resolves then. */
+  async run(signal: AbortSignal): Promise<void> {
+    const { view, sink } = this.#init;
+    const node = create(NodeSchema, this.#init.node ?? {});
+    try {
+      for (const typeUrl of this.#init.typeUrls) {
+        if (this.#mode === "sotw") {
+          await view.send(create(DiscoveryRequestSchema, { typeUrl, node }), signal);
+        } else {
+          const known = await sink.versions(typeUrl, signal);
+          await view.send(
+            create(DeltaDiscoveryRequestSchema, { typeUrl, node, resourceNamesSubscribe: ["*"], initialResourceVersions: Object.fromEntries(known) }),
+            signal,
+          );
+        }
+      }
+      for (;;) {
+        const response = await view.recv(signal);
+        if (response.$typeName === "kds.v1.DiscoveryResponse") await this.#onSotw(response, signal);
+        else await this.#onDelta(response, signal);
+      }
+    } catch (error) {
+      if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted) return;
+      throw error;
+    }
+  }
+
+  async #onSotw(response: DiscoveryResponse, signal: AbortSignal): Promise<void> {
+    const { typeUrl, nonce, versionInfo } = response;
+    const error = await this.#apply(typeUrl, signal, () => this.#init.sink.replace(typeUrl, response.resources, signal));
+    if (error === undefined) {
+      this.#accepted.set(typeUrl, versionInfo);
+      await this.#init.view.send(create(DiscoveryRequestSchema, { typeUrl, versionInfo, responseNonce: nonce }), signal);
+      this.#init.observer?.accepted?.(typeUrl, { version: versionInfo, resources: response.resources.length, removed: 0 });
+      return;
+    }
+    await this.#init.view.send(
+      create(DiscoveryRequestSchema, {
+        typeUrl,
+        versionInfo: this.#accepted.get(typeUrl) ?? "",
+        responseNonce: nonce,
+        errorDetail: { code: INVALID_ARGUMENT, message: error },
+      }),
+      signal,
+    );
+    this.#init.observer?.rejected?.(typeUrl, versionInfo, error);
+  }
+
+  async #onDelta(response: DeltaDiscoveryResponse, signal: AbortSignal): Promise<void> {
+    const { typeUrl, nonce, systemVersionInfo } = response;
+    const received = response.resources.map((r) => ({ key: r.name, version: r.version, any: r.resource }));
+    const error = await this.#apply(typeUrl, signal, () => {
+      const missing = received.find((r) => r.any === undefined);
+      if (missing !== undefined) throw new KdsError("invalid_resource", `resource "${missing.key}" carries no payload`);
+      return this.#init.sink.apply(typeUrl, received as ReceivedResource[], response.removedResources, signal);
+    });
+    if (error === undefined) {
+      this.#accepted.set(typeUrl, systemVersionInfo);
+      await this.#init.view.send(create(DeltaDiscoveryRequestSchema, { typeUrl, responseNonce: nonce }), signal);
+      this.#init.observer?.accepted?.(typeUrl, { version: systemVersionInfo, resources: received.length, removed: response.removedResources.length });
+      return;
+    }
+    await this.#init.view.send(
+      create(DeltaDiscoveryRequestSchema, { typeUrl, responseNonce: nonce, errorDetail: { code: INVALID_ARGUMENT, message: error } }),
+      signal,
+    );
+    this.#init.observer?.rejected?.(typeUrl, systemVersionInfo, error);
+  }
+
+  /** Runs `apply`; returns the rejection reason, or undefined when it succeeded. */
+  async #apply(typeUrl: string, signal: AbortSignal, apply: () => Promise<void>): Promise<string | undefined> {
+    if (!this.#subscribed.has(typeUrl)) return `this client did not subscribe to ${typeUrl}`;
+    try {
+      await apply();
+      return undefined;
+    } catch (error) {
+      if (signal.aborted || KdsError.is(error, "aborted") || KdsError.is(error, "session_closed")) throw error;
+      return error instanceof Error ? error.message : String(error);
+    }
+  }
+}

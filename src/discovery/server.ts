@@ -1,0 +1,309 @@
+/**
+ * The discovery server of one stream: answers a client's SotW and delta
+ * subscriptions from a {@link SnapshotSource}, one event loop per stream.
+ *
+ * Rules it keeps (xDS v3): nonces per stream and type; an ACK or NACK whose
+ * nonce is not the latest sent is stale and ignored; at most one response per
+ * type in flight; an unchanged set is never resent; delta sends only changed
+ * resources and `removed_resources`, starts from the client's
+ * `initial_resource_versions`, and splits responses by size; after a NACK the
+ * server waits (exponential backoff) before it sends that type again; a
+ * response not ACKed in time is reported and resent.
+ *
+ * @module
+ */
+import { create } from "@bufbuild/protobuf";
+import { KdsError } from "../errors.ts";
+import {
+  DeltaDiscoveryResponseSchema,
+  DiscoveryResponseSchema,
+  type DeltaDiscoveryRequest,
+  type DiscoveryRequest,
+} from "../gen/kds/v1/discovery_pb.ts";
+import type { MuxRequest } from "../mux/frames.ts";
+import type { ServerStreamView } from "../mux/views.ts";
+import { nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
+import { defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource, type WireResource } from "./types.ts";
+import { Waker, timer } from "./wake.ts";
+
+/** Bytes kept free in every response for its envelope (type URL, nonce, version, framing). */
+const ENVELOPE_BYTES = 1024;
+/** Worst-case framing of one repeated entry (tag + length). */
+const ENTRY_OVERHEAD = 6;
+
+interface TypeState {
+  readonly typeUrl: string;
+  readonly mode: "sotw" | "delta";
+  phase: TypePhase;
+  /** The set may have changed since the last look. */
+  dirty: boolean;
+  /** Consecutive NACKs (drives the backoff). */
+  nacks: number;
+  /** SotW: version of the last set sent (ACKed or in flight). */
+  lastSentVersion: string | undefined;
+  /** Delta: what the client holds, key -> version (ACKed). */
+  readonly known: Map<string, string>;
+  /** Delta: explicit subscriptions; undefined means all ("*"). */
+  names: Set<string> | undefined;
+  /** Delta: resources left out as too large, key -> version. */
+  readonly oversized: Map<string, string>;
+}
+
+/** How a {@link DiscoveryServer} is created. */
+export interface DiscoveryServerInit {
+  /** The stream view it serves on. */
+  readonly view: ServerStreamView;
+  /** Where the resources come from. */
+  readonly source: SnapshotSource;
+  /** Tunables. */
+  readonly options?: DiscoveryOptions;
+  /** Status callbacks. */
+  readonly observer?: ServerObserver;
+  /** Monotonic clock in ms. Default `performance.now`. */
+  readonly now?: () => number;
+}
+
+/** Serves one client on one stream. */
+export class DiscoveryServer {
+  readonly #view: ServerStreamView;
+  readonly #source: SnapshotSource;
+  readonly #options: Required<DiscoveryOptions>;
+  readonly #observer: ServerObserver;
+  readonly #now: () => number;
+  readonly #types = new Map<string, TypeState>();
+  readonly #served: ReadonlySet<string>;
+  readonly #waker = new Waker();
+  #nonce = 0;
+
+  /** @param init - view, source, options */
+  constructor(init: DiscoveryServerInit) {
+    this.#view = init.view;
+    this.#source = init.source;
+    this.#options = { ...defaultDiscoveryOptions, ...init.options };
+    this.#observer = init.observer ?? {};
+    this.#now = init.now ?? (() => performance.now());
+    this.#served = new Set(init.source.typeUrls);
+  }
+
+  /**
+   * Serves until `signal` aborts or the stream ends; resolves then. Rejects
+   * only on an unexpected failure (a bug or a failing source).
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    this.#source.onChange((typeUrl) => {
+      const state = this.#types.get(typeUrl);
+      if (state === undefined) return;
+      state.dirty = true;
+      this.#waker.wake();
+    }, signal);
+    let next = this.#view.recv(signal);
+    try {
+      for (;;) {
+        await this.#pump(signal);
+        const wait = timer(this.#nextDeadline() - this.#now());
+        const event = await Promise.race([
+          next.then((request) => ({ request })),
+          this.#waker.wait().then(() => undefined),
+          wait.promise.then(() => undefined),
+        ]);
+        wait.cancel();
+        if (event !== undefined) {
+          this.#onRequest(event.request);
+          next = this.#view.recv(signal);
+        }
+      }
+    } catch (error) {
+      next.catch(() => undefined);
+      if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted) return;
+      throw error;
+    }
+  }
+
+  #onRequest(request: MuxRequest): void {
+    if (!this.#served.has(request.typeUrl)) {
+      this.#observer.unknownType?.(request.typeUrl);
+      return;
+    }
+    if (request.$typeName === "kds.v1.DiscoveryRequest") this.#onSotw(request);
+    else this.#onDelta(request);
+    this.#waker.wake();
+  }
+
+  #state(typeUrl: string, mode: "sotw" | "delta"): { state: TypeState; created: boolean } {
+    const existing = this.#types.get(typeUrl);
+    if (existing !== undefined && existing.mode === mode) return { state: existing, created: false };
+    const state: TypeState = {
+      typeUrl,
+      mode,
+      phase: { kind: "idle" },
+      dirty: true,
+      nacks: 0,
+      lastSentVersion: undefined,
+      known: new Map(),
+      names: undefined,
+      oversized: new Map(),
+    };
+    this.#types.set(typeUrl, state);
+    return { state, created: true };
+  }
+
+  #onSotw(request: DiscoveryRequest): void {
+    const { state, created } = this.#state(request.typeUrl, "sotw");
+    if (created) return; // a first request subscribes; any nonce in it is from an older stream
+    if (request.responseNonce === "") {
+      // A fresh subscription on the same stream: send the whole set again.
+      state.lastSentVersion = undefined;
+      state.dirty = true;
+      return;
+    }
+    this.#answer(state, request.responseNonce, request.errorDetail?.message);
+  }
+
+  #onDelta(request: DeltaDiscoveryRequest): void {
+    const { state, created } = this.#state(request.typeUrl, "delta");
+    if (created) {
+      for (const [key, version] of Object.entries(request.initialResourceVersions)) state.known.set(key, version);
+    }
+    // Subscription changes apply whatever the nonce.
+    const subscribe = request.resourceNamesSubscribe;
+    if (subscribe.length > 0 || request.resourceNamesUnsubscribe.length > 0) {
+      // An empty first subscription, or "*", means every resource of the type.
+      if (subscribe.includes("*")) state.names = undefined;
+      else if (created) state.names = new Set(subscribe);
+      else for (const name of subscribe) state.names?.add(name);
+      for (const name of request.resourceNamesUnsubscribe) {
+        state.names?.delete(name);
+        state.known.delete(name);
+      }
+      state.dirty = true;
+    }
+    if (!created && request.responseNonce !== "") this.#answer(state, request.responseNonce, request.errorDetail?.message);
+  }
+
+  /** An ACK (no error) or NACK for `nonce`; stale nonces change nothing. */
+  #answer(state: TypeState, nonce: string, error: string | undefined): void {
+    const phase = state.phase;
+    if (phase.kind !== "inflight" || phase.nonce !== nonce) return;
+    if (error === undefined) {
+      state.phase = nextPhase(phase, { type: "ack", nonce });
+      state.nacks = 0;
+      if (phase.delta !== undefined) {
+        for (const [key, version] of phase.delta.upserts) state.known.set(key, version);
+        for (const key of phase.delta.removed) state.known.delete(key);
+      }
+      this.#observer.acked?.(state.typeUrl, phase.version);
+      return;
+    }
+    const o = this.#options;
+    const backoff = Math.min(o.nackBackoffCapMs, o.nackBackoffMs * 2 ** Math.min(state.nacks, 30));
+    state.nacks++;
+    state.phase = nextPhase(phase, { type: "nack", nonce, until: this.#now() + backoff });
+    // After the backoff, send the current set again (it may be the same).
+    state.lastSentVersion = undefined;
+    state.dirty = true;
+    this.#observer.nacked?.(state.typeUrl, phase.version, error);
+  }
+
+  async #pump(signal: AbortSignal): Promise<void> {
+    for (const state of this.#types.values()) {
+      const now = this.#now();
+      if (state.phase.kind === "backoff") state.phase = nextPhase(state.phase, { type: "expired", now });
+      if (state.phase.kind === "inflight" && now - state.phase.sentAt > this.#options.ackTimeoutMs) {
+        this.#observer.stalled?.(state.typeUrl, state.phase.nonce, now - state.phase.sentAt);
+        state.phase = nextPhase(state.phase, { type: "timeout" });
+        state.lastSentVersion = undefined;
+        state.dirty = true;
+      }
+      if (state.phase.kind === "idle" && state.dirty) {
+        if (state.mode === "sotw") await this.#sendSotw(state, signal);
+        else await this.#sendDelta(state, signal);
+      }
+    }
+  }
+
+  #nextDeadline(): number {
+    let deadline = Number.POSITIVE_INFINITY;
+    for (const state of this.#types.values()) {
+      if (state.phase.kind === "backoff") deadline = Math.min(deadline, state.phase.until);
+      if (state.phase.kind === "inflight") deadline = Math.min(deadline, state.phase.sentAt + this.#options.ackTimeoutMs + 1);
+    }
+    return deadline;
+  }
+
+  async #sendSotw(state: TypeState, signal: AbortSignal): Promise<void> {
+    state.dirty = false;
+    const snapshot = await this.#source.snapshot(state.typeUrl, signal);
+    if (snapshot.version === state.lastSentVersion) return;
+    const limit = this.#options.maxMessageBytes - ENVELOPE_BYTES;
+    let bytes = 0;
+    for (const r of snapshot.resources.values()) bytes += r.anyBytes + ENTRY_OVERHEAD;
+    if (bytes > limit) {
+      // A state-of-the-world response cannot be split; report and wait for the set to shrink.
+      state.lastSentVersion = snapshot.version;
+      this.#observer.oversized?.(state.typeUrl, "*", bytes, limit);
+      return;
+    }
+    const nonce = String(++this.#nonce);
+    const resources = [...snapshot.resources.values()].map((r) => r.any);
+    state.phase = nextPhase(state.phase, { type: "sent", nonce, version: snapshot.version, at: this.#now(), delta: undefined });
+    state.lastSentVersion = snapshot.version;
+    await this.#view.send(create(DiscoveryResponseSchema, { versionInfo: snapshot.version, resources, typeUrl: state.typeUrl, nonce }), signal);
+    this.#observer.sent?.(state.typeUrl, { version: snapshot.version, nonce, resources: resources.length, removed: 0, bytes });
+  }
+
+  async #sendDelta(state: TypeState, signal: AbortSignal): Promise<void> {
+    state.dirty = false;
+    const snapshot = await this.#source.snapshot(state.typeUrl, signal);
+    const limit = this.#options.maxMessageBytes - ENVELOPE_BYTES;
+    const upserts: WireResource[] = [];
+    const removed: string[] = [];
+    let bytes = 0;
+    let more = false;
+    for (const [key, r] of snapshot.resources) {
+      if (state.names !== undefined && !state.names.has(key)) continue;
+      if (state.known.get(key) === r.version) continue;
+      const cost = r.resourceBytes + ENTRY_OVERHEAD;
+      if (cost > limit) {
+        if (state.oversized.get(key) !== r.version) {
+          state.oversized.set(key, r.version);
+          this.#observer.oversized?.(state.typeUrl, key, r.resourceBytes, limit);
+        }
+        continue;
+      }
+      if (bytes + cost > limit) {
+        more = true;
+        break;
+      }
+      upserts.push(r);
+      bytes += cost;
+    }
+    if (!more) {
+      for (const key of state.known.keys()) {
+        if (snapshot.resources.has(key)) continue;
+        const cost = key.length * 3 + ENTRY_OVERHEAD;
+        if (bytes + cost > limit) {
+          more = true;
+          break;
+        }
+        removed.push(key);
+        bytes += cost;
+      }
+    }
+    state.dirty = more;
+    if (upserts.length === 0 && removed.length === 0) return;
+    const nonce = String(++this.#nonce);
+    const delta: DeltaPending = { upserts: upserts.map((r) => [r.key, r.version] as const), removed };
+    state.phase = nextPhase(state.phase, { type: "sent", nonce, version: snapshot.version, at: this.#now(), delta });
+    await this.#view.send(
+      create(DeltaDiscoveryResponseSchema, {
+        systemVersionInfo: snapshot.version,
+        typeUrl: state.typeUrl,
+        nonce,
+        resources: upserts.map((r) => r.resource),
+        removedResources: removed,
+      }),
+      signal,
+    );
+    this.#observer.sent?.(state.typeUrl, { version: snapshot.version, nonce, resources: upserts.length, removed: removed.length, bytes });
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * The seams of the discovery layer: where a server gets its resources, where
+ * a client puts what it receives, and how both report what happens. The
+ * discovery state machines know nothing about stores or the mux; they work
+ * on a stream view.
+ *
+ * @module
+ */
+import type { Any } from "@bufbuild/protobuf/wkt";
+import type { Resource } from "../gen/kds/v1/discovery_pb.ts";
+
+/** One resource ready to send, with its encoded sizes computed once. */
+export interface WireResource {
+  /** Discovery name: "mesh/name" or "name". */
+  readonly key: string;
+  /** The resource's version in the sender's store. */
+  readonly version: string;
+  /** The resource as it travels (an Any holding a kds.v1.KdsResource). */
+  readonly any: Any;
+  /** The same, wrapped as a delta `Resource` (name, version, resource). */
+  readonly resource: Resource;
+  /** Encoded size of the Any, in bytes (a SotW response entry). */
+  readonly anyBytes: number;
+  /** Encoded size of a delta `Resource` holding it, in bytes. */
+  readonly resourceBytes: number;
+}
+
+/** What a server offers one client for one type, at one moment. */
+export interface Snapshot {
+  /** Changes whenever any resource in the set changes (a digest of keys and versions). */
+  readonly version: string;
+  /** The resources by key. */
+  readonly resources: ReadonlyMap<string, WireResource>;
+}
+
+/** Where a discovery server gets its resources. */
+export interface SnapshotSource {
+  /** Type URLs this source serves. */
+  readonly typeUrls: readonly string[];
+  /** The current set of `typeUrl` for this client. */
+  snapshot(typeUrl: string, signal: AbortSignal): Promise<Snapshot>;
+  /** Calls `listener` with a type URL whenever its set may have changed, until `signal` aborts. */
+  onChange(listener: (typeUrl: string) => void, signal: AbortSignal): void;
+}
+
+/** A resource received in a delta response. */
+export interface ReceivedResource {
+  /** Discovery name. */
+  readonly key: string;
+  /** The version the sender gave it. */
+  readonly version: string;
+  /** The payload. */
+  readonly any: Any;
+}
+
+/**
+ * Where a discovery client puts what it receives. A method that throws
+ * rejects the whole response (the client NACKs it and keeps what it had), so
+ * implementations validate everything before they write anything.
+ */
+export interface ResourceSink {
+  /** What the client holds of `typeUrl` now, key -> version (sent on reconnect to resume). */
+  versions(typeUrl: string, signal: AbortSignal): Promise<Map<string, string>>;
+  /** SotW: the set of `typeUrl` becomes exactly `resources`. */
+  replace(typeUrl: string, resources: readonly Any[], signal: AbortSignal): Promise<void>;
+  /** Delta: add or update `resources`, remove `removed` keys. */
+  apply(typeUrl: string, resources: readonly ReceivedResource[], removed: readonly string[], signal: AbortSignal): Promise<void>;
+}
+
+/** Server-side events, for status and metrics. */
+export interface ServerObserver {
+  /** A response left. */
+  sent?(typeUrl: string, info: { version: string; nonce: string; resources: number; removed: number; bytes: number }): void;
+  /** The client accepted a response. */
+  acked?(typeUrl: string, version: string): void;
+  /** The client rejected a response. */
+  nacked?(typeUrl: string, version: string, error: string): void;
+  /** A response has waited longer than the ACK timeout; the server resends. */
+  stalled?(typeUrl: string, nonce: string, waitedMs: number): void;
+  /** A resource is larger than a whole message may be; it is left out until it changes. */
+  oversized?(typeUrl: string, key: string, bytes: number, limit: number): void;
+  /** The client asked for a type this server does not serve. */
+  unknownType?(typeUrl: string): void;
+}
+
+/** Client-side events, for status and metrics. */
+export interface ClientObserver {
+  /** A response arrived and was applied. */
+  accepted?(typeUrl: string, info: { version: string; resources: number; removed: number }): void;
+  /** A response was rejected (NACKed); the previous state is kept. */
+  rejected?(typeUrl: string, version: string, error: string): void;
+}
+
+/** Tunables of the discovery layer. */
+export interface DiscoveryOptions {
+  /** No response is larger than this many bytes. Default 4 MiB minus 16 KiB of headroom. */
+  maxMessageBytes?: number;
+  /** First backoff before resending after a NACK; doubles per consecutive NACK. Default 5 s. */
+  nackBackoffMs?: number;
+  /** Cap of the NACK backoff. Default 60 s. */
+  nackBackoffCapMs?: number;
+  /** A response not ACKed for this long is reported stalled and resent. Default 30 s. */
+  ackTimeoutMs?: number;
+}
+
+/** {@link DiscoveryOptions} with defaults. */
+export const defaultDiscoveryOptions: Required<DiscoveryOptions> = Object.freeze({
+  maxMessageBytes: 4 * 1024 * 1024 - 16 * 1024,
+  nackBackoffMs: 5_000,
+  nackBackoffCapMs: 60_000,
+  ackTimeoutMs: 30_000,
+});

@@ -1,0 +1,27 @@
+/**
+ * Resource types kds-mux ships: the system kind Zone, and example kinds the
+ * demo and the tests use (library users register their own the same way).
+ *
+ * @module
+ */
+import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema } from "../gen/kds/example/v1/example_pb.ts";
+import { ZoneSpecSchema } from "../gen/kds/v1/resource_pb.ts";
+import { TypeRegistry, type ResourceTypeInit } from "./resource-types.ts";
+
+/** Kind of the system resource that registers a zone on the global. */
+export const ZONE_KIND = "Zone";
+
+/** Zone: cluster-scoped, lives only on the global (never synced). */
+export const zoneType: ResourceTypeInit = { kind: ZONE_KIND, schema: ZoneSpecSchema, direction: "local", scope: "cluster" };
+
+/** Example kinds: Mesh and TrafficPolicy flow global -> zone, Dataplane flows zone -> global. */
+export const exampleTypes: readonly ResourceTypeInit[] = Object.freeze([
+  { kind: "Mesh", schema: MeshSpecSchema, direction: "global-to-zone", scope: "cluster" },
+  { kind: "TrafficPolicy", schema: TrafficPolicySpecSchema, direction: "global-to-zone", scope: "mesh" },
+  { kind: "Dataplane", schema: DataplaneSpecSchema, direction: "zone-to-global", scope: "mesh" },
+]);
+
+/** A registry holding Zone plus `types` (the example kinds when omitted). */
+export function createTypeRegistry(types: Iterable<ResourceTypeInit> = exampleTypes): TypeRegistry {
+  return new TypeRegistry([zoneType, ...types]);
+}

@@ -1,0 +1,158 @@
+/**
+ * The resource model: typed resources backed by protobuf-es messages,
+ * registered by type with a short kind name, a scope and a sync direction.
+ *
+ * @module
+ */
+import type { DescMessage, Message } from "@bufbuild/protobuf";
+import { KdsError } from "../errors.ts";
+
+/**
+ * Which way a kind flows: created on the global and synced to zones,
+ * created in zones and synced to the global, or never synced.
+ */
+export type SyncDirection = "global-to-zone" | "zone-to-global" | "local";
+
+/** Whether a kind's resources live inside a mesh or at cluster level. */
+export type ResourceScope = "cluster" | "mesh";
+
+/** A registered resource type. */
+export interface ResourceType {
+  /** Short name used in stores, files and the CLI ("Mesh", "Dataplane"). */
+  readonly kind: string;
+  /** The protobuf message of the spec. */
+  readonly schema: DescMessage;
+  /** Discovery type URL: `type.googleapis.com/<message full name>`. */
+  readonly typeUrl: string;
+  /** Which way it flows. */
+  readonly direction: SyncDirection;
+  /** Cluster- or mesh-scoped. */
+  readonly scope: ResourceScope;
+}
+
+/** What {@link TypeRegistry.register} takes. */
+export interface ResourceTypeInit {
+  /** Short name; letters and digits, starting with an upper-case letter. */
+  kind: string;
+  /** The spec's protobuf message (a generated `...Schema`). */
+  schema: DescMessage;
+  /** Which way it flows. */
+  direction: SyncDirection;
+  /** Default "mesh". */
+  scope?: ResourceScope;
+}
+
+/** The prefix of every type URL. */
+export const TYPE_URL_PREFIX = "type.googleapis.com/";
+
+const KIND_PATTERN = /^[A-Z][A-Za-z0-9]{0,62}$/;
+
+/** The registered resource types, looked up by kind or type URL. */
+export class TypeRegistry {
+  readonly #byKind = new Map<string, ResourceType>();
+  readonly #byUrl = new Map<string, ResourceType>();
+
+  /** @param types - types to register at once */
+  constructor(types: Iterable<ResourceTypeInit> = []) {
+    for (const t of types) this.register(t);
+  }
+
+  /** Registers a type; throws `invalid_argument` on a bad or duplicate kind. */
+  register(init: ResourceTypeInit): ResourceType {
+    if (!KIND_PATTERN.test(init.kind)) {
+      throw new KdsError("invalid_argument", `resource kind "${init.kind}" must start with an upper-case letter and hold only letters and digits`);
+    }
+    const typeUrl = TYPE_URL_PREFIX + init.schema.typeName;
+    if (this.#byKind.has(init.kind)) throw new KdsError("invalid_argument", `resource kind "${init.kind}" is registered twice`);
+    if (this.#byUrl.has(typeUrl)) throw new KdsError("invalid_argument", `message ${init.schema.typeName} is already the spec of kind "${this.#byUrl.get(typeUrl)?.kind}"`);
+    const type: ResourceType = Object.freeze({ kind: init.kind, schema: init.schema, typeUrl, direction: init.direction, scope: init.scope ?? "mesh" });
+    this.#byKind.set(type.kind, type);
+    this.#byUrl.set(typeUrl, type);
+    return type;
+  }
+
+  /** The type of `kind` (case-insensitive), or undefined. */
+  find(kind: string): ResourceType | undefined {
+    const exact = this.#byKind.get(kind);
+    if (exact !== undefined) return exact;
+    const lower = kind.toLowerCase();
+    for (const t of this.#byKind.values()) if (t.kind.toLowerCase() === lower) return t;
+    return undefined;
+  }
+
+  /** The type of `kind`; throws `unknown_type` naming the known kinds. */
+  get(kind: string): ResourceType {
+    const t = this.find(kind);
+    if (t === undefined) {
+      throw new KdsError("unknown_type", `unknown resource type "${kind}"; known types: ${[...this.#byKind.keys()].join(", ")}`);
+    }
+    return t;
+  }
+
+  /** The type whose type URL is `typeUrl`, or undefined. */
+  byTypeUrl(typeUrl: string): ResourceType | undefined {
+    return this.#byUrl.get(typeUrl);
+  }
+
+  /** Every registered type. */
+  list(): ResourceType[] {
+    return [...this.#byKind.values()];
+  }
+
+  /** Types that flow in `direction`. */
+  flowing(direction: Exclude<SyncDirection, "local">): ResourceType[] {
+    return this.list().filter((t) => t.direction === direction);
+  }
+}
+
+/** Identity and bookkeeping of a stored resource. */
+export interface ResourceMeta {
+  /** Name, unique per kind and mesh. */
+  readonly name: string;
+  /** Mesh for mesh-scoped kinds; "" for cluster-scoped ones. */
+  readonly mesh: string;
+  /** Labels; `kds.io/` ones are managed by kds-mux. */
+  readonly labels: Readonly<Record<string, string>>;
+  /** Opaque version assigned by the store on every write. */
+  readonly version: string;
+  /** When the resource was created. */
+  readonly creationTime: Date;
+  /** When it was last changed. */
+  readonly modificationTime: Date;
+}
+
+/** A resource as stores hold and return it. */
+export interface StoredResource<T extends Message = Message> {
+  /** The kind ({@link ResourceType.kind}). */
+  readonly kind: string;
+  /** Identity and bookkeeping. */
+  readonly meta: ResourceMeta;
+  /** The typed spec. */
+  readonly spec: T;
+}
+
+/** Labels kds-mux sets; users must not set them. */
+export const LABELS = Object.freeze({
+  /** "global" or "zone": where the resource was created. */
+  origin: "kds.io/origin",
+  /** On the global: the zone a zone resource came from (from the authenticated session, never from the zone's data). */
+  zone: "kds.io/zone",
+  /** On the global: the zone resource's name in its zone. */
+  displayName: "kds.io/display-name",
+  /** On a synced copy: the version of the original in its origin's store. */
+  originVersion: "kds.io/origin-version",
+});
+
+/** Resource names: 1 to 253 characters of letters, digits, '.', '-' and '_', starting with a letter or digit. */
+export const RESOURCE_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
+
+/** The key of a resource in discovery messages: "mesh/name", or "name" for cluster-scoped ones. */
+export function resourceKey(mesh: string, name: string): string {
+  return mesh === "" ? name : `${mesh}/${name}`;
+}
+
+/** Splits a discovery key back into mesh and name. */
+export function parseResourceKey(key: string): { mesh: string; name: string } {
+  const slash = key.indexOf("/");
+  return slash < 0 ? { mesh: "", name: key } : { mesh: key.slice(0, slash), name: key.slice(slash + 1) };
+}
