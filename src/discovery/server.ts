@@ -23,7 +23,7 @@ import {
 import type { MuxRequest } from "../mux/frames.ts";
 import type { ServerStreamView } from "../mux/views.ts";
 import { nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
-import { defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource, type WireResource } from "./types.ts";
+import { defaultDiscoveryOptions, type DiscoveryOptions, type ResourceSet, type ServerObserver, type SnapshotSource, type WireResource } from "./types.ts";
 import { Waker, timer } from "./wake.ts";
 
 /** Bytes kept free in every response for its envelope (type URL, nonce, version, framing). */
@@ -47,6 +47,10 @@ interface TypeState {
   names: Set<string> | undefined;
   /** Delta: resources left out as too large, key -> version. */
   readonly oversized: Map<string, string>;
+  /** Delta: the next diff must look at every resource (first send, after a NACK, ...). */
+  full: boolean;
+  /** Delta: keys changed since the last diff (at most one entry per resource). */
+  readonly changed: Set<string>;
 }
 
 /** How a {@link DiscoveryServer} is created. */
@@ -90,10 +94,12 @@ export class DiscoveryServer {
    * only on an unexpected failure (a bug or a failing source).
    */
   async run(signal: AbortSignal): Promise<void> {
-    this.#source.onChange((typeUrl) => {
+    this.#source.onChange((typeUrl, key) => {
       const state = this.#types.get(typeUrl);
       if (state === undefined) return;
       state.dirty = true;
+      if (key === undefined) state.full = true;
+      else if (!state.full) state.changed.add(key);
       this.#waker.wake();
     }, signal);
     let next = this.#view.recv(signal);
@@ -142,6 +148,8 @@ export class DiscoveryServer {
       known: new Map(),
       names: undefined,
       oversized: new Map(),
+      full: true,
+      changed: new Set(),
     };
     this.#types.set(typeUrl, state);
     return { state, created: true };
@@ -176,6 +184,7 @@ export class DiscoveryServer {
         state.known.delete(name);
       }
       state.dirty = true;
+      state.full = true;
     }
     if (!created && request.responseNonce !== "") this.#answer(state, request.responseNonce, request.errorDetail?.message);
   }
@@ -201,6 +210,7 @@ export class DiscoveryServer {
     // After the backoff, send the current set again (it may be the same).
     state.lastSentVersion = undefined;
     state.dirty = true;
+    state.full = true;
     this.#observer.nacked?.(state.typeUrl, phase.version, error);
   }
 
@@ -213,6 +223,7 @@ export class DiscoveryServer {
         state.phase = nextPhase(state.phase, { type: "timeout" });
         state.lastSentVersion = undefined;
         state.dirty = true;
+        state.full = true;
       }
       if (state.phase.kind === "idle" && state.dirty) {
         if (state.mode === "sotw") await this.#sendSotw(state, signal);
@@ -236,7 +247,7 @@ export class DiscoveryServer {
     if (snapshot.version === state.lastSentVersion) return;
     const limit = this.#options.maxMessageBytes - ENVELOPE_BYTES;
     let bytes = 0;
-    for (const r of snapshot.resources.values()) bytes += r.anyBytes + ENTRY_OVERHEAD;
+    for (const r of snapshot.resources) bytes += r.anyBytes + ENTRY_OVERHEAD;
     if (bytes > limit) {
       // A state-of-the-world response cannot be split; report and wait for the set to shrink.
       state.lastSentVersion = snapshot.version;
@@ -244,7 +255,7 @@ export class DiscoveryServer {
       return;
     }
     const nonce = String(++this.#nonce);
-    const resources = [...snapshot.resources.values()].map((r) => r.any);
+    const resources = Array.from(snapshot.resources, (r) => r.any);
     state.phase = nextPhase(state.phase, { type: "sent", nonce, version: snapshot.version, at: this.#now(), delta: undefined });
     state.lastSentVersion = snapshot.version;
     await this.#view.send(create(DiscoveryResponseSchema, { versionInfo: snapshot.version, resources, typeUrl: state.typeUrl, nonce }), signal);
@@ -252,44 +263,60 @@ export class DiscoveryServer {
   }
 
   async #sendDelta(state: TypeState, signal: AbortSignal): Promise<void> {
+    // Take the work before reading the snapshot: a change that lands while it
+    // is being read marks the type again and is handled next round.
     state.dirty = false;
+    const full = state.full;
+    state.full = false;
+    const changed = [...state.changed];
+    state.changed.clear();
     const snapshot = await this.#source.snapshot(state.typeUrl, signal);
+    // From here to the send nothing awaits: the snapshot stays as it was read.
     const limit = this.#options.maxMessageBytes - ENVELOPE_BYTES;
     const upserts: WireResource[] = [];
     const removed: string[] = [];
     let bytes = 0;
     let more = false;
-    for (const [key, r] of snapshot.resources) {
-      if (state.names !== undefined && !state.names.has(key)) continue;
-      if (state.known.get(key) === r.version) continue;
-      const cost = r.resourceBytes + ENTRY_OVERHEAD;
-      if (cost > limit) {
-        if (state.oversized.get(key) !== r.version) {
-          state.oversized.set(key, r.version);
-          this.#observer.oversized?.(state.typeUrl, key, r.resourceBytes, limit);
-        }
+    // Which keys to look at: all of them, or only those changed since the last diff.
+    const candidates: Iterable<string> = full ? allKeys(snapshot.resources, state.known) : changed;
+    for (const key of candidates) {
+      if (more) {
+        if (!full) state.changed.add(key); // left for the next response
         continue;
       }
-      if (bytes + cost > limit) {
-        more = true;
-        break;
-      }
-      upserts.push(r);
-      bytes += cost;
-    }
-    if (!more) {
-      for (const key of state.known.keys()) {
-        if (snapshot.resources.has(key)) continue;
+      const r = snapshot.resources.get(key);
+      if (r !== undefined && (state.names === undefined || state.names.has(key))) {
+        if (state.known.get(key) === r.version) continue;
+        const cost = r.resourceBytes + ENTRY_OVERHEAD;
+        if (cost > limit) {
+          if (state.oversized.get(key) !== r.version) {
+            state.oversized.set(key, r.version);
+            this.#observer.oversized?.(state.typeUrl, key, r.resourceBytes, limit);
+          }
+          continue;
+        }
+        if (bytes + cost > limit) {
+          more = true;
+          if (!full) state.changed.add(key);
+          continue;
+        }
+        upserts.push(r);
+        bytes += cost;
+      } else if (r === undefined && state.known.has(key)) {
         const cost = key.length * 3 + ENTRY_OVERHEAD;
         if (bytes + cost > limit) {
           more = true;
-          break;
+          if (!full) state.changed.add(key);
+          continue;
         }
         removed.push(key);
         bytes += cost;
       }
     }
-    state.dirty = more;
+    if (more) {
+      state.dirty = true;
+      if (full) state.full = true;
+    }
     if (upserts.length === 0 && removed.length === 0) return;
     const nonce = String(++this.#nonce);
     const delta: DeltaPending = { upserts: upserts.map((r) => [r.key, r.version] as const), removed };
@@ -306,4 +333,10 @@ export class DiscoveryServer {
     );
     this.#observer.sent?.(state.typeUrl, { version: snapshot.version, nonce, resources: upserts.length, removed: removed.length, bytes });
   }
+}
+
+/** Every key of the current set, then every key the client holds that is no longer in it. */
+function* allKeys(resources: ResourceSet, known: ReadonlyMap<string, string>): Generator<string> {
+  for (const r of resources) yield r.key;
+  for (const key of known.keys()) if (resources.get(key) === undefined) yield key;
 }

@@ -25,12 +25,21 @@ export interface WireResource {
   readonly resourceBytes: number;
 }
 
-/** What a server offers one client for one type, at one moment. */
+/** A read-only view of a set of resources, by key. */
+export interface ResourceSet extends Iterable<WireResource> {
+  /** The resource under `key`, if it is in the set. */
+  get(key: string): WireResource | undefined;
+}
+
+/**
+ * What a server offers one client for one type, at one moment. Valid until
+ * the server's next `await`: sources may update it in place.
+ */
 export interface Snapshot {
   /** Changes whenever any resource in the set changes (a digest of keys and versions). */
   readonly version: string;
-  /** The resources by key. */
-  readonly resources: ReadonlyMap<string, WireResource>;
+  /** The resources. */
+  readonly resources: ResourceSet;
 }
 
 /** Where a discovery server gets its resources. */
@@ -39,8 +48,12 @@ export interface SnapshotSource {
   readonly typeUrls: readonly string[];
   /** The current set of `typeUrl` for this client. */
   snapshot(typeUrl: string, signal: AbortSignal): Promise<Snapshot>;
-  /** Calls `listener` with a type URL whenever its set may have changed, until `signal` aborts. */
-  onChange(listener: (typeUrl: string) => void, signal: AbortSignal): void;
+  /**
+   * Calls `listener` whenever the set of `typeUrl` may have changed, with the
+   * key that changed, or without one when anything may have, until `signal`
+   * aborts.
+   */
+  onChange(listener: (typeUrl: string, key?: string) => void, signal: AbortSignal): void;
 }
 
 /** A resource received in a delta response. */

@@ -46,7 +46,8 @@ export class GlobalSync {
   readonly #cache: SnapshotCache;
   readonly #logger: Logger;
   readonly #records = new Map<string, ZoneStatusRecord>();
-  readonly #attached = new Map<string, Set<Promise<void>>>();
+  /** Per zone, the last attachment: a new one starts only after it finished, so an old session's late writes never land after a new session's resume. */
+  readonly #attached = new Map<string, Promise<void>>();
 
   /** @param options - store, types, filter, callbacks */
   constructor(options: GlobalSyncOptions) {
@@ -70,14 +71,13 @@ export class GlobalSync {
   /** Runs sync over one zone session until it ends. */
   async attach(session: Session): Promise<void> {
     const zone = session.peerId;
-    const running = this.#run(zone, session);
-    let set = this.#attached.get(zone);
-    if (set === undefined) this.#attached.set(zone, (set = new Set()));
-    set.add(running);
+    const previous = this.#attached.get(zone) ?? Promise.resolve();
+    const running = previous.then(() => (session.end === undefined ? this.#run(zone, session) : undefined));
+    this.#attached.set(zone, running);
     try {
       await running;
     } finally {
-      set.delete(running);
+      if (this.#attached.get(zone) === running) this.#attached.delete(zone);
     }
   }
 
@@ -140,7 +140,7 @@ export class GlobalSync {
       return;
     }
     await this.#options.onZoneRevoked?.(zone, "deleted");
-    await Promise.all(this.#attached.get(zone) ?? []);
+    await this.#attached.get(zone);
     if ((await store.get(ZONE_KIND, "", zone)) !== undefined) return; // registered again meanwhile
     for (const type of types.flowing("zone-to-global")) {
       for (const r of await store.list(type.kind, { labels: { [LABELS.zone]: zone } })) {

@@ -1,15 +1,15 @@
 /**
  * One encoded copy of the resources a side serves, shared by all its
- * streams: each kind is re-read from the store only after it changed, and a
- * resource is re-encoded only when its version changed. Each stream gets a
+ * streams and kept up to date from the store's change feed: a change costs
+ * one store read and one encode, never a full re-read. Each stream gets a
  * {@link SnapshotSource} view, optionally filtered.
  *
  * @module
  */
-import { Digest } from "../discovery/digest.ts";
+import { SetDigest, digestOf } from "../discovery/digest.ts";
+import type { ResourceSet, Snapshot, SnapshotSource, WireResource } from "../discovery/types.ts";
 import { abortError } from "../errors.ts";
-import type { Snapshot, SnapshotSource, WireResource } from "../discovery/types.ts";
-import type { ResourceType, StoredResource } from "./resource-types.ts";
+import { resourceKey, type ResourceType, type StoredResource } from "./resource-types.ts";
 import type { ResourceStore } from "./store.ts";
 import { toWire } from "./wire.ts";
 
@@ -20,19 +20,20 @@ interface Entry {
 
 interface KindCache {
   readonly type: ResourceType;
-  dirty: boolean;
-  entries: Entry[];
-  byStoreKey: Map<string, Entry>;
-  all: Snapshot | undefined;
+  loaded: boolean;
+  readonly entries: Map<string, Entry>;
+  readonly digest: SetDigest;
+  /** Keys changed since the last refresh (at most one entry per resource). */
+  pending: Map<string, { mesh: string; name: string }>;
   refreshing: Promise<void> | undefined;
 }
 
-/** Shared, lazily refreshed wire form of the kinds a side serves. */
+/** Shared, incrementally refreshed wire form of the kinds a side serves. */
 export class SnapshotCache {
   readonly #store: ResourceStore;
   readonly #kinds = new Map<string, KindCache>();
   readonly #byUrl = new Map<string, KindCache>();
-  readonly #listeners = new Set<(typeUrl: string) => void>();
+  readonly #listeners = new Set<(typeUrl: string, key?: string) => void>();
 
   /**
    * @param store - where the resources live
@@ -41,7 +42,7 @@ export class SnapshotCache {
   constructor(store: ResourceStore, types: readonly ResourceType[]) {
     this.#store = store;
     for (const type of types) {
-      const cache: KindCache = { type, dirty: true, entries: [], byStoreKey: new Map(), all: undefined, refreshing: undefined };
+      const cache: KindCache = { type, loaded: false, entries: new Map(), digest: new SetDigest(), pending: new Map(), refreshing: undefined };
       this.#kinds.set(type.kind, cache);
       this.#byUrl.set(type.typeUrl, cache);
     }
@@ -52,13 +53,23 @@ export class SnapshotCache {
     return [...this.#byUrl.keys()];
   }
 
-  /** Follows the store's change feed until `signal` aborts. */
+  /**
+   * Follows the store's change feed until `signal` aborts. Whatever the cache
+   * held is re-read on the next snapshot: changes made while nobody watched
+   * are not lost.
+   */
   start(signal: AbortSignal): void {
+    const invalidate = (): void => {
+      for (const cache of this.#kinds.values()) cache.loaded = false;
+    };
+    invalidate();
+    signal.addEventListener("abort", invalidate, { once: true });
     this.#store.watch((change) => {
       const cache = this.#kinds.get(change.kind);
       if (cache === undefined) return;
-      cache.dirty = true;
-      for (const listener of this.#listeners) listener(cache.type.typeUrl);
+      const key = resourceKey(change.mesh, change.name);
+      cache.pending.set(key, { mesh: change.mesh, name: change.name });
+      for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
     }, signal);
   }
 
@@ -78,48 +89,85 @@ export class SnapshotCache {
   async #snapshot(typeUrl: string, filter: ((r: StoredResource) => boolean) | undefined, signal: AbortSignal): Promise<Snapshot> {
     if (signal.aborted) throw abortError(signal, "snapshot");
     const cache = this.#byUrl.get(typeUrl);
-    if (cache === undefined) return { version: new Digest().toString(), resources: new Map() };
-    // Wait for a refresh in progress (its result may be newer than what we hold),
-    // and refresh again while changes keep arriving.
-    while (cache.dirty || cache.refreshing !== undefined) {
+    if (cache === undefined) return { version: digestOf([]), resources: { get: () => undefined, [Symbol.iterator]: () => [][Symbol.iterator]() } };
+    // Wait for a refresh in progress, and refresh again while changes keep arriving.
+    while (!cache.loaded || cache.pending.size > 0 || cache.refreshing !== undefined) {
       cache.refreshing ??= this.#refresh(cache).finally(() => {
         cache.refreshing = undefined;
       });
       await cache.refreshing;
     }
+    const entries = cache.entries;
     if (filter === undefined) {
-      cache.all ??= build(cache.entries, undefined);
-      return cache.all;
+      return {
+        version: cache.digest.toString(),
+        resources: { get: (key) => entries.get(key)?.wire, [Symbol.iterator]: () => wires(entries.values(), undefined) },
+      };
     }
-    return build(cache.entries, filter);
+    const resources: ResourceSet = {
+      get: (key) => {
+        const entry = entries.get(key);
+        return entry !== undefined && filter(entry.resource) ? entry.wire : undefined;
+      },
+      [Symbol.iterator]: () => wires(entries.values(), filter),
+    };
+    let version: string | undefined;
+    return {
+      get version() {
+        version ??= digestOf(resources);
+        return version;
+      },
+      resources,
+    };
   }
 
-  /** Re-reads one kind. Shared by every stream, so no one stream's signal cancels it. */
+  /** Brings one kind up to date. Shared by every stream, so no one stream's signal cancels it. */
   async #refresh(cache: KindCache): Promise<void> {
-    cache.dirty = false;
-    const resources = await this.#store.list(cache.type.kind);
-    const next = new Map<string, Entry>();
-    const entries: Entry[] = [];
-    for (const resource of resources) {
-      const storeKey = `${resource.meta.mesh}/${resource.meta.name}`;
-      const previous = cache.byStoreKey.get(storeKey);
-      const entry = previous !== undefined && previous.resource.meta.version === resource.meta.version ? previous : { resource, wire: toWire(cache.type, resource) };
-      next.set(storeKey, entry);
-      entries.push(entry);
+    if (!cache.loaded) {
+      cache.pending = new Map();
+      cache.loaded = true;
+      const resources = await this.#store.list(cache.type.kind);
+      const present = new Set<string>();
+      for (const resource of resources) {
+        present.add(this.#set(cache, resource));
+      }
+      for (const [key, gone] of cache.entries) {
+        if (present.has(key)) continue;
+        cache.entries.delete(key);
+        cache.digest.remove(key, gone.wire.version);
+      }
+      return;
     }
-    cache.byStoreKey = next;
-    cache.entries = entries;
-    cache.all = undefined;
+    const batch = cache.pending;
+    cache.pending = new Map();
+    for (const [key, { mesh, name }] of batch) {
+      const resource = await this.#store.get(cache.type.kind, mesh, name);
+      if (resource !== undefined) this.#set(cache, resource);
+      else {
+        const gone = cache.entries.get(key);
+        if (gone !== undefined) {
+          cache.entries.delete(key);
+          cache.digest.remove(key, gone.wire.version);
+        }
+      }
+    }
+  }
+
+  /** Puts one resource into the cache (re-encoding it only if its version changed); returns its key. */
+  #set(cache: KindCache, resource: StoredResource): string {
+    const key = resourceKey(resource.meta.mesh, resource.meta.name);
+    const previous = cache.entries.get(key);
+    if (previous !== undefined) {
+      if (previous.resource.meta.version === resource.meta.version) return key;
+      cache.digest.remove(key, previous.wire.version);
+    }
+    const entry = { resource, wire: toWire(cache.type, resource) };
+    cache.entries.set(key, entry);
+    cache.digest.add(key, entry.wire.version);
+    return key;
   }
 }
 
-function build(entries: readonly Entry[], filter: ((r: StoredResource) => boolean) | undefined): Snapshot {
-  const digest = new Digest();
-  const resources = new Map<string, WireResource>();
-  for (const entry of entries) {
-    if (filter !== undefined && !filter(entry.resource)) continue;
-    resources.set(entry.wire.key, entry.wire);
-    digest.add(entry.wire.key).add(entry.wire.version);
-  }
-  return { version: digest.toString(), resources };
+function* wires(entries: Iterable<Entry>, filter: ((r: StoredResource) => boolean) | undefined): Generator<WireResource> {
+  for (const entry of entries) if (filter === undefined || filter(entry.resource)) yield entry.wire;
 }

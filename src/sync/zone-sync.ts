@@ -39,6 +39,8 @@ export class ZoneSync {
   readonly #cache: SnapshotCache;
   readonly #record: ZoneStatusRecord;
   readonly #logger: Logger;
+  /** The last attachment; the next waits for it (no late writes from an old session). */
+  #attached: Promise<void> = Promise.resolve();
 
   /** @param options - zone name, store, types */
   constructor(options: ZoneSyncOptions) {
@@ -58,8 +60,14 @@ export class ZoneSync {
     return this.#record.snapshot();
   }
 
-  /** Runs sync over one session until it ends. */
-  async attach(session: Session): Promise<void> {
+  /** Runs sync over one session until it ends (after the previous session's sync finished). */
+  attach(session: Session): Promise<void> {
+    const running = this.#attached.then(() => (session.end === undefined ? this.#run(session) : undefined));
+    this.#attached = running;
+    return running;
+  }
+
+  async #run(session: Session): Promise<void> {
     const { store, types, mode, discovery, zone } = this.#options;
     this.#record.connected(() => session.stats().heartbeatRttMs);
     const server = new DiscoveryServer({ view: session.server, source: this.#cache.source(), options: discovery, observer: this.#record.serverObserver() });

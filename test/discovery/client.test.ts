@@ -1,0 +1,90 @@
+// The discovery client's rules: ACK echoes the version and nonce; NACK carries
+// the last accepted version and the reason, and the client keeps what it had.
+import { create } from "@bufbuild/protobuf";
+import { AnySchema } from "@bufbuild/protobuf/wkt";
+import { describe, expect, it } from "vitest";
+import { DiscoveryClient } from "../../src/discovery/client.ts";
+import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema, type DeltaDiscoveryRequest, type DiscoveryRequest } from "../../src/gen/kds/v1/discovery_pb.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { InMemoryStore } from "../../src/sync/memory-store.ts";
+import { StoreSink, mirrorMapping } from "../../src/sync/store-sink.ts";
+import { toWire } from "../../src/sync/wire.ts";
+import { sessionPair } from "../contract/harness.ts";
+import { mesh } from "../sync/helpers.ts";
+
+const types = createTypeRegistry();
+const meshType = types.get("Mesh");
+
+async function meshWire(name: string, description: string) {
+  const source = new InMemoryStore(types);
+  return toWire(meshType, await source.put(mesh(name, description)));
+}
+
+function start(mode: "sotw" | "delta") {
+  const { zone, global } = sessionPair();
+  const store = new InMemoryStore(types);
+  const rejected: string[] = [];
+  const client = new DiscoveryClient({
+    view: zone.client,
+    typeUrls: [meshType.typeUrl],
+    mode,
+    sink: new StoreSink(store, types, mirrorMapping()),
+    observer: { rejected: (_t, _v, e) => void rejected.push(e) },
+  });
+  const running = client.run(zone.signal);
+  return { zone, global, store, rejected, running, close: async () => { await zone.close(); await running; } };
+}
+
+describe("discovery client", () => {
+  it("SotW: ACKs with the version and nonce; NACKs with the last accepted version and keeps its resources", async () => {
+    const c = start("sotw");
+    try {
+      const subscribe = (await c.global.server.recv()) as DiscoveryRequest;
+      expect(subscribe).toMatchObject({ typeUrl: meshType.typeUrl, versionInfo: "", responseNonce: "" });
+      const good = await meshWire("default", "v1");
+      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v1", nonce: "n1", resources: [good.any] }));
+      const ack = (await c.global.server.recv()) as DiscoveryRequest;
+      expect(ack).toMatchObject({ versionInfo: "v1", responseNonce: "n1" });
+      expect(ack.errorDetail).toBeUndefined();
+      expect((await c.store.list("Mesh")).map((r) => r.meta.name)).toEqual(["default"]);
+
+      // A response with one good and one malformed resource is rejected whole.
+      const other = await meshWire("other", "v2");
+      const bad = create(AnySchema, { typeUrl: good.any.typeUrl, value: new Uint8Array([0xff, 0xff, 0xff]) });
+      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v2", nonce: "n2", resources: [other.any, bad] }));
+      const nack = (await c.global.server.recv()) as DiscoveryRequest;
+      expect(nack.versionInfo).toBe("v1");
+      expect(nack.responseNonce).toBe("n2");
+      expect(nack.errorDetail?.code).toBe(3);
+      expect(nack.errorDetail?.message).toMatch(/malformed resource envelope/);
+      expect((await c.store.list("Mesh")).map((r) => r.meta.name)).toEqual(["default"]);
+      expect(c.rejected).toHaveLength(1);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("delta: ACKs with the nonce; NACKs a resource whose name does not match and keeps its resources", async () => {
+    const c = start("delta");
+    try {
+      const subscribe = (await c.global.server.recv()) as DeltaDiscoveryRequest;
+      expect(subscribe.resourceNamesSubscribe).toEqual(["*"]);
+      expect(subscribe.initialResourceVersions).toEqual({});
+      const good = await meshWire("default", "v1");
+      await c.global.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n1", resources: [good.resource] }));
+      const ack = (await c.global.server.recv()) as DeltaDiscoveryRequest;
+      expect(ack).toMatchObject({ responseNonce: "n1" });
+      expect(ack.errorDetail).toBeUndefined();
+
+      const forged = (await meshWire("other", "x")).resource;
+      forged.name = "somebody-else";
+      await c.global.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n2", resources: [forged], removedResources: ["default"] }));
+      const nack = (await c.global.server.recv()) as DeltaDiscoveryRequest;
+      expect(nack.responseNonce).toBe("n2");
+      expect(nack.errorDetail?.message).toMatch(/sent under the name "somebody-else"/);
+      expect((await c.store.list("Mesh")).map((r) => r.meta.name)).toEqual(["default"]);
+    } finally {
+      await c.close();
+    }
+  });
+});

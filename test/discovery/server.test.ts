@@ -1,0 +1,232 @@
+// One test per rule of the discovery server, for SotW and for delta.
+import { describe, expect, it } from "vitest";
+import { eventually, settle } from "../contract/harness.ts";
+import { FakeSource, T, startServer } from "./fixtures.ts";
+
+describe("discovery server, state of the world", () => {
+  it("answers a subscription, takes an ACK, and never resends an unchanged set", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    source.set("b", "1");
+    const s = startServer(source);
+    try {
+      await s.sotw();
+      const r1 = await s.recvSotw();
+      expect(r1?.typeUrl).toBe(T);
+      expect(r1?.resources).toHaveLength(2);
+      await s.sotw({ versionInfo: r1?.versionInfo, responseNonce: r1?.nonce });
+      source.set("a", "1"); // same version: the set is unchanged
+      expect(await s.recvSotw(300)).toBeUndefined();
+      expect(s.recorded.acked).toEqual([r1?.versionInfo]);
+      source.set("a", "2");
+      const r2 = await s.recvSotw();
+      expect(r2?.versionInfo).not.toBe(r1?.versionInfo);
+      expect(r2?.nonce).not.toBe(r1?.nonce);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("keeps one response in flight and ignores ACKs with a stale nonce", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    const s = startServer(source);
+    try {
+      await s.sotw();
+      const r1 = await s.recvSotw();
+      source.set("a", "2");
+      source.set("a", "3");
+      expect(await s.recvSotw(300)).toBeUndefined(); // r1 is not ACKed yet: nothing else leaves
+      await s.sotw({ versionInfo: r1?.versionInfo, responseNonce: "not-a-nonce" });
+      expect(await s.recvSotw(300)).toBeUndefined(); // a stale nonce ACKs nothing
+      await s.sotw({ versionInfo: r1?.versionInfo, responseNonce: r1?.nonce });
+      const r2 = await s.recvSotw();
+      expect(r2?.resources).toHaveLength(1);
+      expect(s.recorded.sent).toBe(2);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("after a NACK, resends only once the backoff has passed", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    const s = startServer(source, { nackBackoffMs: 1_000 });
+    try {
+      await s.sotw();
+      const r1 = await s.recvSotw();
+      const nackedAt = performance.now();
+      await s.sotw({ versionInfo: "", responseNonce: r1?.nonce, error: "bad spec" });
+      expect(await s.recvSotw(300)).toBeUndefined();
+      const r2 = await s.recvSotw();
+      expect(performance.now() - nackedAt).toBeGreaterThanOrEqual(990);
+      expect(r2?.versionInfo).toBe(r1?.versionInfo);
+      expect(r2?.nonce).not.toBe(r1?.nonce);
+      expect(s.recorded.nacked).toEqual(["bad spec"]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("reports a set too large for one message instead of sending it", async () => {
+    const source = new FakeSource();
+    for (let i = 0; i < 10; i++) source.set(`r${i}`, "1", 1_000);
+    const s = startServer(source, { maxMessageBytes: 8_000 });
+    try {
+      await s.sotw();
+      expect(await s.recvSotw(300)).toBeUndefined();
+      expect(s.recorded.oversized).toEqual(["*"]);
+      for (let i = 5; i < 10; i++) source.delete(`r${i}`);
+      const r = await s.recvSotw();
+      expect(r?.resources).toHaveLength(5);
+      expect(s.zone.end).toBeUndefined();
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("reports a response not ACKed in time and resends it under a new nonce", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    const s = startServer(source, { ackTimeoutMs: 200 });
+    try {
+      await s.sotw();
+      const r1 = await s.recvSotw();
+      const r2 = await s.recvSotw();
+      expect(s.recorded.stalled).toEqual([r1?.nonce]);
+      expect(r2?.nonce).not.toBe(r1?.nonce);
+      expect(r2?.versionInfo).toBe(r1?.versionInfo);
+      await s.sotw({ versionInfo: r2?.versionInfo, responseNonce: r2?.nonce });
+      await s.sotw({ versionInfo: r1?.versionInfo, responseNonce: r1?.nonce }); // late ACK of the old nonce: stale
+      await eventually(() => s.recorded.acked.length > 0, "the ACK of the resent response");
+      await settle(100);
+      expect(s.recorded.acked).toHaveLength(1);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("discovery server, delta", () => {
+  it("sends only what changed, and removals as removed_resources", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    source.set("b", "1");
+    source.set("c", "1");
+    const s = startServer(source);
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const r1 = await s.recvDelta();
+      expect(r1?.resources.map((r) => r.name).sort()).toEqual(["a", "b", "c"]);
+      await s.delta({ nonce: r1?.nonce });
+      source.set("b", "2");
+      const r2 = await s.recvDelta();
+      expect(r2?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["b@2"]);
+      await s.delta({ nonce: r2?.nonce });
+      source.delete("c");
+      const r3 = await s.recvDelta();
+      expect(r3?.resources).toHaveLength(0);
+      expect(r3?.removedResources).toEqual(["c"]);
+      await s.delta({ nonce: r3?.nonce });
+      expect(await s.recvDelta(300)).toBeUndefined();
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("resumes from initial_resource_versions: only the difference crosses", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    source.set("b", "2");
+    source.set("c", "1");
+    const s = startServer(source);
+    try {
+      await s.delta({ subscribe: ["*"], initial: { a: "1", b: "1", gone: "7" } });
+      const r = await s.recvDelta();
+      expect(r?.resources.map((x) => `${x.name}@${x.version}`).sort()).toEqual(["b@2", "c@1"]);
+      expect(r?.removedResources).toEqual(["gone"]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("splits a large change into responses no larger than the maximum, one in flight at a time", async () => {
+    const source = new FakeSource();
+    for (let i = 0; i < 40; i++) source.set(`r${String(i).padStart(2, "0")}`, "1", 400);
+    const max = 4_096;
+    const s = startServer(source, { maxMessageBytes: max });
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const names = new Set<string>();
+      let responses = 0;
+      for (;;) {
+        const r = await s.recvDelta(500);
+        if (r === undefined) break;
+        responses++;
+        const { toBinary } = await import("@bufbuild/protobuf");
+        const { DeltaDiscoveryResponseSchema } = await import("../../src/gen/kds/v1/discovery_pb.ts");
+        expect(toBinary(DeltaDiscoveryResponseSchema, r).byteLength).toBeLessThanOrEqual(max);
+        expect(await s.recvDelta(100)).toBeUndefined(); // the next chunk waits for this ACK
+        for (const x of r.resources) names.add(x.name);
+        await s.delta({ nonce: r.nonce });
+      }
+      expect(responses).toBeGreaterThan(4);
+      expect(names.size).toBe(40);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("reports a single resource larger than the maximum and sends the rest", async () => {
+    const source = new FakeSource();
+    source.set("small", "1", 100);
+    source.set("huge", "1", 10_000);
+    const s = startServer(source, { maxMessageBytes: 4_096 });
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const r = await s.recvDelta();
+      expect(r?.resources.map((x) => x.name)).toEqual(["small"]);
+      expect(s.recorded.oversized).toEqual(["huge"]);
+      await s.delta({ nonce: r?.nonce });
+      source.set("huge", "2", 100); // fits now
+      expect((await s.recvDelta())?.resources.map((x) => x.name)).toEqual(["huge"]);
+      expect(s.zone.end).toBeUndefined();
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("applies subscription changes even with a stale nonce", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    source.set("b", "1");
+    const s = startServer(source);
+    try {
+      await s.delta({ subscribe: ["a"] });
+      const r1 = await s.recvDelta();
+      expect(r1?.resources.map((x) => x.name)).toEqual(["a"]);
+      await s.delta({ nonce: r1?.nonce });
+      await s.delta({ nonce: "stale", subscribe: ["b"] });
+      expect((await s.recvDelta())?.resources.map((x) => x.name)).toEqual(["b"]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("after a NACK keeps the client's versions and resends after the backoff", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    const s = startServer(source, { nackBackoffMs: 500 });
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const r1 = await s.recvDelta();
+      await s.delta({ nonce: r1?.nonce, error: "rejected" });
+      expect(await s.recvDelta(200)).toBeUndefined();
+      const r2 = await s.recvDelta();
+      expect(r2?.resources.map((x) => `${x.name}@${x.version}`)).toEqual(["a@1"]);
+      expect(s.recorded.nacked).toEqual(["rejected"]);
+    } finally {
+      await s.close();
+    }
+  });
+});
