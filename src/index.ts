@@ -23,5 +23,48 @@ export { InMemoryZoneRegistry, type ZoneRecord, type ZoneRegistry } from "./glob
 export { registerCommand, zoneResourceYaml } from "./global/registration.ts";
 export { ZoneClient, type RetryInfo, type ZoneClientOptions } from "./zone/zone-client.ts";
 export { backoffCeiling, backoffDelay, defaultBackoff, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "./zone/backoff.ts";
+export { DiscoveryServer, type DiscoveryServerInit } from "./discovery/server.ts";
+export { DiscoveryClient, type DiscoveryClientInit } from "./discovery/client.ts";
+export { SetDigest, digestOf } from "./discovery/digest.ts";
+export {
+  defaultDiscoveryOptions,
+  type ClientObserver,
+  type DiscoveryOptions,
+  type ReceivedResource,
+  type ResourceSet,
+  type ResourceSink,
+  type ServerObserver,
+  type Snapshot,
+  type SnapshotSource,
+  type WireResource,
+} from "./discovery/types.ts";
+export {
+  LABELS,
+  RESOURCE_NAME_PATTERN,
+  TYPE_URL_PREFIX,
+  TypeRegistry,
+  parseResourceKey,
+  resourceKey,
+  type ResourceMeta,
+  type ResourceScope,
+  type ResourceType,
+  type ResourceTypeInit,
+  type StoredResource,
+  type SyncDirection,
+} from "./sync/resource-types.ts";
+export type { ListOptions, ResourceChange, ResourceInput, ResourceStore, WriteOptions } from "./sync/store.ts";
+export { InMemoryStore, validateInput } from "./sync/memory-store.ts";
+export { ZONE_KIND, createTypeRegistry, exampleTypes, zoneType } from "./sync/builtin-types.ts";
+export { SnapshotCache } from "./sync/snapshot-cache.ts";
+export { StoreSink, mirrorMapping, zoneMapping, type SinkMapping } from "./sync/store-sink.ts";
+export { KDS_RESOURCE_TYPE_URL, fromWire, toWire, type DecodedResource } from "./sync/wire.ts";
+export { ZoneStatusRecord, type TypeSyncStatus, type ZoneStatus } from "./sync/status.ts";
+export { GlobalSync, type GlobalSyncOptions } from "./sync/global-sync.ts";
+export { ZoneSync, type ZoneSyncOptions } from "./sync/zone-sync.ts";
+export { GlobalControlPlane, type GlobalControlPlaneOptions } from "./global/global-control-plane.ts";
+export { StoreZoneRegistry } from "./global/store-zone-registry.ts";
+export { ZoneControlPlane, type ZoneControlPlaneOptions } from "./zone/zone-control-plane.ts";
 export * from "./gen/kds/mux/v1/mux_pb.ts";
+export * from "./gen/kds/v1/resource_pb.ts";
+export * from "./gen/kds/example/v1/example_pb.ts";
 export * from "./gen/kds/v1/discovery_pb.ts";

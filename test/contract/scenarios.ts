@@ -10,6 +10,8 @@ import { MuxSession } from "../../src/mux/session.ts";
 import type { Session } from "../../src/mux/views.ts";
 import { silentLogger } from "../../src/log.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
+import { LABELS } from "../../src/sync/resource-types.ts";
+import { dataplane, mesh, startCluster } from "../sync/helpers.ts";
 import {
   RawPeer,
   check,
@@ -411,4 +413,30 @@ export const scenarios: Scenario[] = [
       }
     },
   },
+  ...(["memory", "grpc"] as const).map<Scenario>((kind) => ({
+    name: `resources sync both ways, attributed to the zone (${kind})`,
+    async run() {
+      const cluster = await startCluster(kind);
+      try {
+        await cluster.global.registerZone("zone-1");
+        await cluster.global.store.put(mesh("default", "from the global"));
+        const zone = cluster.startZone("zone-1");
+        await zone.store.put(dataplane("default", "web-1", "10.0.0.1", { [LABELS.zone]: "forged" }));
+        const deadline = Date.now() + 10_000;
+        for (;;) {
+          const mirrored = await zone.store.get("Mesh", "", "default");
+          const attributed = await cluster.global.store.get("Dataplane", "default", "zone-1.web-1");
+          if (mirrored !== undefined && attributed !== undefined) {
+            equal(mirrored.meta.labels[LABELS.origin], "global", "the zone's copy is marked as coming from the global");
+            equal(attributed.meta.labels[LABELS.zone], "zone-1", "the global attributes by the session, not by the zone's labels");
+            break;
+          }
+          check(Date.now() < deadline, "resources did not sync within 10 s");
+          await settle(10);
+        }
+      } finally {
+        await cluster.close();
+      }
+    },
+  })),
 ];
