@@ -64,6 +64,8 @@ export { ZoneSync, type ZoneSyncOptions } from "./sync/zone-sync.ts";
 export { GlobalControlPlane, type GlobalControlPlaneOptions } from "./global/global-control-plane.ts";
 export { StoreZoneRegistry } from "./global/store-zone-registry.ts";
 export { ZoneControlPlane, type ZoneControlPlaneOptions } from "./zone/zone-control-plane.ts";
+export { adminServiceImpl, registerAdmin, toAdminResource, fromAdminResource, assertWritable, type AdminBackend } from "./admin/admin-service.ts";
+export * from "./gen/kds/admin/v1/admin_pb.ts";
 export * from "./gen/kds/mux/v1/mux_pb.ts";
 export * from "./gen/kds/v1/resource_pb.ts";
 export * from "./gen/kds/example/v1/example_pb.ts";

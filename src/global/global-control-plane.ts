@@ -6,6 +6,7 @@
  * @module
  */
 import { create } from "@bufbuild/protobuf";
+import type { AdminBackend } from "../admin/admin-service.ts";
 import { ZoneSpecSchema } from "../gen/kds/v1/resource_pb.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import type { SessionOptions } from "../mux/options.ts";
@@ -28,8 +29,8 @@ export interface GlobalControlPlaneOptions {
   readonly store?: ResourceStore;
   /** This global's name. Default "global". */
   readonly id?: string;
-  /** The admin API address shown to refused zones. */
-  readonly adminUrl?: string;
+  /** The admin API address shown to refused zones (a function when known only once listening). */
+  readonly adminUrl?: string | (() => string);
   /** Which global resources a zone receives. Default: all. */
   readonly filter?: (zone: string, resource: StoredResource) => boolean;
   /** How the global subscribes to zone resources. Default "delta". */
@@ -95,6 +96,11 @@ export class GlobalControlPlane {
   /** Registers (or re-enables) zone `name`: writes its Zone resource. */
   registerZone(name: string, options: { enabled?: boolean } = {}): Promise<StoredResource> {
     return this.store.put({ kind: ZONE_KIND, name, spec: create(ZoneSpecSchema, { enabled: options.enabled ?? true }) });
+  }
+
+  /** The admin API backend of this global (see `registerAdmin`). */
+  admin(): AdminBackend {
+    return { role: "global", types: this.types, store: this.store, zoneStatuses: () => this.sync.zoneStatuses() };
   }
 
   /** Ends every session; resolves when their transports are released. */

@@ -24,9 +24,10 @@ export interface GlobalServerOptions {
   id?: string;
   /**
    * The global's admin API address, shown in the registration command told to
-   * refused zones. Default "<global-admin-url>".
+   * refused zones (a function when it is known only once the server listens).
+   * Default "<global-admin-url>".
    */
-  adminUrl?: string;
+  adminUrl?: string | (() => string);
   /** Tunables of every session. */
   session?: SessionOptions;
   /** Called when a zone's session is ready (hellos exchanged). Errors are logged. */
@@ -43,7 +44,7 @@ export class GlobalServer implements MuxAcceptor {
   readonly id: string;
   readonly #options: GlobalServerOptions;
   readonly #logger: Logger;
-  readonly #adminUrl: string;
+  readonly #adminUrl: () => string;
   /** The session each zone currently uses (the newest ready one). */
   readonly #current = new Map<string, MuxSession>();
   /** Every live session, including ones still handshaking or being replaced. */
@@ -55,7 +56,8 @@ export class GlobalServer implements MuxAcceptor {
     this.#options = options;
     this.id = options.id ?? "global";
     this.#logger = options.logger ?? consoleLogger();
-    this.#adminUrl = options.adminUrl ?? "<global-admin-url>";
+    const adminUrl = options.adminUrl ?? "<global-admin-url>";
+    this.#adminUrl = typeof adminUrl === "string" ? () => adminUrl : adminUrl;
     resolveSessionOptions(options.session);
   }
 
@@ -84,11 +86,11 @@ export class GlobalServer implements MuxAcceptor {
     const record = await this.#options.registry.get(zone, signal);
     if (record === undefined) {
       this.#logger.warn(`refused zone "${zone}": not registered`, { zone });
-      throw new KdsError("zone_not_registered", notRegisteredMessage(zone, this.id, this.#adminUrl));
+      throw new KdsError("zone_not_registered", notRegisteredMessage(zone, this.id, this.#adminUrl()));
     }
     if (!record.enabled) {
       this.#logger.warn(`refused zone "${zone}": disabled`, { zone });
-      throw new KdsError("zone_disabled", disabledMessage(zone, this.id, this.#adminUrl));
+      throw new KdsError("zone_disabled", disabledMessage(zone, this.id, this.#adminUrl()));
     }
 
     const session = new MuxSession({ role: "global", localId: this.id, peerId: zone, options: this.#options.session });

@@ -342,6 +342,7 @@ export class MuxSession implements Session {
     this.#expectedPeerId = hello.peerId;
     this.#state = transition(this.#state, { type: "hello", peer });
     this.#outbox.openLanes(peer.requestWindow, peer.responseWindow, peer.maxMessageBytes);
+    this.#ping(this.#now()); // a first round trip right away, so status shows one from the start
     this.#ready.resolve();
   }
 
@@ -389,13 +390,15 @@ export class MuxSession implements Session {
       );
       return;
     }
-    if (this.#state.kind === "open" && now - this.#lastPingAt >= o.heartbeatIntervalMs) {
-      const id = this.#nextPingId++;
-      this.#lastPingAt = now;
-      if (this.#pingSentAt.size > 16) this.#pingSentAt.clear();
-      this.#pingSentAt.set(id, now);
-      this.#outbox.ping(id);
-    }
+    if (this.#state.kind === "open" && now - this.#lastPingAt >= o.heartbeatIntervalMs) this.#ping(now);
+  }
+
+  #ping(now: number): void {
+    const id = this.#nextPingId++;
+    this.#lastPingAt = now;
+    if (this.#pingSentAt.size > 16) this.#pingSentAt.clear();
+    this.#pingSentAt.set(id, now);
+    this.#outbox.ping(id);
   }
 
   /** Decides the session's end (first reason wins) and starts winding down. */

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import type { AdminBackend } from "../admin/admin-service.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import type { SessionOptions } from "../mux/options.ts";
 import type { Session } from "../mux/views.ts";
@@ -75,6 +76,11 @@ export class ZoneControlPlane {
         void this.sync.attach(session);
       },
     });
+  }
+
+  /** The admin API backend of this zone (see `registerAdmin`). */
+  admin(): AdminBackend {
+    return { role: "zone", types: this.types, store: this.store, zoneStatuses: () => Promise.resolve([this.sync.status()]) };
   }
 
   /** Syncs with the global, reconnecting after every end, until `signal` aborts. */

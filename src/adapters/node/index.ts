@@ -1,6 +1,6 @@
 /**
- * The Node adapter entry point: serving the global on node:http2.
+ * The Node adapter entry point: serving the global and admin APIs on node:http2.
  *
  * @module
  */
-export { serveGlobal, type ServeGlobalOptions, type ServedGlobal } from "./serve-global.ts";
+export { serveGlobal, serveRoutes, type ListenOptions, type ServeGlobalOptions, type ServedGlobal } from "./serve-global.ts";

@@ -1,6 +1,8 @@
 /**
- * Serving the global on `node:http2` (h2c or TLS) with connect-node. Deno
- * and Bun run it through their `node:http2`.
+ * Serving Connect routes on `node:http2` (h2c or TLS) with connect-node:
+ * the global's mux (plus any other service) with {@link serveGlobal}, or
+ * any routes (a zone's admin API) with {@link serveRoutes}. Deno and Bun
+ * run it through their `node:http2`.
  *
  * @module
  */
@@ -11,41 +13,42 @@ import type { AddressInfo } from "node:net";
 import { registerGlobal } from "../../global/connect-service.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
 
-/** Options of {@link serveGlobal}. */
-export interface ServeGlobalOptions {
+/** Where and how to listen. */
+export interface ListenOptions {
   /** Address to listen on. Default "127.0.0.1". */
   host?: string;
   /** Port; 0 picks a free one. Default 0. */
   port?: number;
-  /** PEM key and certificate: serve TLS (h2, with HTTP/1.1 allowed for gRPC-web and Connect unary) instead of h2c. */
+  /** PEM key and certificate: serve TLS (h2, with HTTP/1.1 allowed for unary calls) instead of h2c. */
   tls?: { key: string | Buffer; cert: string | Buffer };
-  /** Mounts more services on the same router (for example the admin API). */
-  routes?: (router: ConnectRouter) => void;
-  /** After closing every session, how long to wait for HTTP/2 connections to finish before cutting them. Default 2 s. */
+  /** On close, how long to wait for HTTP/2 connections to finish before cutting them. Default 2 s. */
   closeGraceMs?: number;
 }
 
-/** A running global server. */
+/** Options of {@link serveGlobal}. */
+export interface ServeGlobalOptions extends ListenOptions {
+  /** Mounts more services on the same router (for example the admin API). */
+  routes?: (router: ConnectRouter) => void;
+}
+
+/** A running server. */
 export interface ServedGlobal {
-  /** Base URL zones dial, for example "http://127.0.0.1:5685". */
+  /** Base URL, for example "http://127.0.0.1:5685". */
   readonly url: string;
   /** The bound port. */
   readonly port: number;
   /** The underlying server. */
   readonly server: http2.Http2Server | http2.Http2SecureServer;
-  /** Sends every zone a goaway, stops listening, and resolves when every connection is gone. */
+  /** Stops listening and resolves when every connection is gone. */
   close(): Promise<void>;
 }
 
-/** Serves `global`'s `MultiplexService` on node:http2. */
-export async function serveGlobal(global: GlobalServer, options: ServeGlobalOptions = {}): Promise<ServedGlobal> {
-  const handler = connectNodeAdapter({
-    routes: (router) => {
-      registerGlobal(router, global);
-      options.routes?.(router);
-    },
-    readMaxBytes: global.maxMessageBytes,
-  });
+/** Serves `routes` on node:http2. `beforeClose` runs first on close (for example to send goaways). */
+export async function serveRoutes(
+  routes: (router: ConnectRouter) => void,
+  options: ListenOptions & { readMaxBytes?: number; beforeClose?: () => Promise<void> } = {},
+): Promise<ServedGlobal> {
+  const handler = connectNodeAdapter({ routes, readMaxBytes: options.readMaxBytes });
   const server = options.tls === undefined
     ? http2.createServer(handler)
     : http2.createSecureServer({ key: options.tls.key, cert: options.tls.cert, allowHTTP1: true }, handler);
@@ -73,7 +76,7 @@ export async function serveGlobal(global: GlobalServer, options: ServeGlobalOpti
     close: () => {
       closing ??= (async () => {
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-        await global.close();
+        await options.beforeClose?.();
         for (const session of sessions) session.close();
         const grace = setTimeout(() => {
           for (const session of sessions) session.destroy();
@@ -84,4 +87,15 @@ export async function serveGlobal(global: GlobalServer, options: ServeGlobalOpti
       return closing;
     },
   };
+}
+
+/** Serves `global`'s `MultiplexService` (and `options.routes`) on node:http2; close sends every zone a goaway first. */
+export function serveGlobal(global: GlobalServer, options: ServeGlobalOptions = {}): Promise<ServedGlobal> {
+  return serveRoutes(
+    (router) => {
+      registerGlobal(router, global);
+      options.routes?.(router);
+    },
+    { ...options, readMaxBytes: global.maxMessageBytes, beforeClose: () => global.close() },
+  );
 }

@@ -1,0 +1,23 @@
+#!/usr/bin/env node
+// The kds-mux executable. In a checkout (tsx installed, sources present) it
+// runs the TypeScript sources; in the published package, the compiled dist/.
+import { existsSync } from "node:fs";
+
+const source = new URL("../src/cli/run.ts", import.meta.url);
+const compiled = new URL("../dist/cli/run.js", import.meta.url);
+
+let useSource = existsSync(source);
+if (useSource) {
+  try {
+    const { register } = await import("tsx/esm/api");
+    register();
+  } catch {
+    useSource = false;
+  }
+}
+if (useSource) await import(source.href);
+else if (existsSync(compiled)) await import(compiled.href);
+else {
+  process.stderr.write("kds-mux: neither dist/ (run `npm run build`) nor tsx (run `npm install`) is available\n");
+  process.exit(1);
+}

@@ -1,0 +1,163 @@
+/**
+ * The admin API (`kds.admin.v1.AdminService`) over a side's store: list
+ * types, apply, get and delete resources, inspect zone status. The global
+ * manages global-to-zone kinds and Zone; a zone manages its zone-to-global
+ * kinds; both can read everything they hold.
+ *
+ * @module
+ */
+import { create, fromJsonString, toJsonString, type Message } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
+import { KdsError } from "../errors.ts";
+import {
+  AdminResourceSchema,
+  AdminService,
+  TypeInfoSchema,
+  ZoneInsightSchema,
+  type AdminResource,
+} from "../gen/kds/admin/v1/admin_pb.ts";
+import { ZONE_KIND } from "../sync/builtin-types.ts";
+import { validateInput } from "../sync/memory-store.ts";
+import type { ResourceType, StoredResource, TypeRegistry } from "../sync/resource-types.ts";
+import type { ZoneStatus } from "../sync/status.ts";
+import type { ResourceInput, ResourceStore } from "../sync/store.ts";
+import { toConnectError } from "../transport/connect-errors.ts";
+
+/** What the admin API serves from. */
+export interface AdminBackend {
+  /** Which side this is; decides which kinds may be written here. */
+  readonly role: "global" | "zone";
+  /** Registered types. */
+  readonly types: TypeRegistry;
+  /** The side's store. */
+  readonly store: ResourceStore;
+  /** Zone status: every zone on the global, the zone itself on a zone. */
+  zoneStatuses(): Promise<ZoneStatus[]>;
+}
+
+/** Converts a stored resource to its admin form. */
+export function toAdminResource(types: TypeRegistry, r: StoredResource): AdminResource {
+  return create(AdminResourceSchema, {
+    type: r.kind,
+    name: r.meta.name,
+    mesh: r.meta.mesh,
+    labels: { ...r.meta.labels },
+    specJson: toJsonString(types.get(r.kind).schema, r.spec),
+    version: r.meta.version,
+    creationTime: timestampFromDate(r.meta.creationTime),
+    modificationTime: timestampFromDate(r.meta.modificationTime),
+  });
+}
+
+/** Checks that `role` may write `type`; throws `invalid_argument` saying where to write it instead. */
+export function assertWritable(role: "global" | "zone", type: ResourceType): void {
+  if (role === "zone" && (type.direction === "global-to-zone" || type.kind === ZONE_KIND)) {
+    throw new KdsError("invalid_argument", `${type.kind} resources are managed on the global and synced to zones; apply them with --server pointing at the global`);
+  }
+  if (role === "global" && type.direction === "zone-to-global") {
+    throw new KdsError("invalid_argument", `${type.kind} resources are created in zones and synced to the global; apply them with --server pointing at a zone`);
+  }
+}
+
+/** Parses an admin resource into a store input, validated against its type. */
+export function fromAdminResource(types: TypeRegistry, role: "global" | "zone", r: AdminResource): ResourceInput {
+  const type = types.get(r.type);
+  assertWritable(role, type);
+  const what = `${type.kind} "${r.mesh === "" ? r.name : `${r.mesh}/${r.name}`}"`;
+  const reserved = Object.keys(r.labels).filter((k) => k.startsWith("kds.io/"));
+  if (reserved.length > 0) {
+    throw new KdsError("invalid_resource", `${what}: labels under kds.io/ are set by kds-mux and cannot be applied (${reserved.join(", ")}); remove them`);
+  }
+  let spec: Message;
+  try {
+    spec = fromJsonString(type.schema, r.specJson === "" ? "{}" : r.specJson);
+  } catch (error) {
+    throw new KdsError("invalid_resource", `${what}: the spec is not a valid ${type.schema.typeName}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  const input: ResourceInput = { kind: type.kind, mesh: r.mesh, name: r.name, labels: { ...r.labels }, spec };
+  validateInput(types, input);
+  return input;
+}
+
+/** The AdminService implementation over `backend`. */
+export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof AdminService> {
+  const { types, store, role } = backend;
+  const guard = async <T>(work: () => Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (error) {
+      throw toConnectError(error);
+    }
+  };
+  return {
+    listTypes: () =>
+      guard(async () => ({
+        types: types.list().map((t) => create(TypeInfoSchema, { kind: t.kind, typeUrl: t.typeUrl, direction: t.direction, scope: t.scope })),
+      })),
+    apply: (request, context) =>
+      guard(async () => {
+        const inputs = request.resources.map((r) => fromAdminResource(types, role, r));
+        const stored: AdminResource[] = [];
+        for (const input of inputs) stored.push(toAdminResource(types, await store.put(input, { signal: context.signal })));
+        return { resources: stored };
+      }),
+    get: (request, context) =>
+      guard(async () => {
+        const type = types.get(request.type);
+        if (request.name !== "") {
+          const found = await store.get(type.kind, request.mesh, request.name, { signal: context.signal });
+          if (found === undefined) {
+            const where = request.mesh === "" ? "" : ` in mesh "${request.mesh}"`;
+            const hint = type.scope === "mesh" && request.mesh === "" ? `; ${type.kind} is mesh-scoped, pass --mesh` : "";
+            throw new KdsError("not_found", `${type.kind} "${request.name}"${where} not found${hint}`);
+          }
+          return { resources: [toAdminResource(types, found)] };
+        }
+        const list = await store.list(type.kind, { mesh: request.mesh === "" ? undefined : request.mesh, signal: context.signal });
+        return { resources: list.map((r) => toAdminResource(types, r)) };
+      }),
+    delete: (request, context) =>
+      guard(async () => {
+        const type = types.get(request.type);
+        assertWritable(role, type);
+        const deleted = await store.delete(type.kind, request.mesh, request.name, { signal: context.signal });
+        if (!deleted) throw new KdsError("not_found", `${type.kind} "${request.mesh === "" ? request.name : `${request.mesh}/${request.name}`}" not found`);
+        return {};
+      }),
+    inspectZones: () =>
+      guard(async () => ({
+        zones: (await backend.zoneStatuses()).map((z) =>
+          create(ZoneInsightSchema, {
+            zone: z.zone,
+            online: z.online,
+            connectedAt: z.connectedAt === undefined ? undefined : timestampFromDate(z.connectedAt),
+            disconnectedAt: z.disconnectedAt === undefined ? undefined : timestampFromDate(z.disconnectedAt),
+            lastEndCode: z.lastEnd?.code ?? "",
+            lastEndMessage: z.lastEnd?.message ?? "",
+            heartbeatRttMs: z.heartbeatRttMs ?? -1,
+            types: z.types.map((t) => ({
+              kind: t.kind,
+              direction: t.direction,
+              sent: BigInt(t.sent),
+              acked: BigInt(t.acked),
+              nacked: BigInt(t.nacked),
+              lastAckedVersion: t.lastAckedVersion ?? "",
+              lastNackError: t.lastNackError ?? "",
+              stalled: t.stalled,
+              accepted: BigInt(t.accepted),
+              rejected: BigInt(t.rejected),
+              lastRejectError: t.lastRejectError ?? "",
+              oversized: [...t.oversized],
+            })),
+          }),
+        ),
+      })),
+  };
+}
+
+/** Registers the AdminService on `router`. */
+export function registerAdmin(router: ConnectRouter, backend: AdminBackend): ConnectRouter {
+  return router.service(AdminService, adminServiceImpl(backend));
+}
+

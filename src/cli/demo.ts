@@ -1,0 +1,132 @@
+/**
+ * `kds-mux demo`: a global and two zones on loopback (gRPC over h2c), example
+ * resources applied on both sides, and a live log of them flowing both ways.
+ *
+ * @module
+ */
+import { setMaxListeners } from "node:events";
+import { create, toJsonString } from "@bufbuild/protobuf";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { registerAdmin } from "../admin/admin-service.ts";
+import { serveGlobal } from "../adapters/node/serve-global.ts";
+import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema } from "../gen/kds/example/v1/example_pb.ts";
+import { GlobalControlPlane } from "../global/global-control-plane.ts";
+import type { Logger } from "../log.ts";
+import { LABELS, type TypeRegistry } from "../sync/resource-types.ts";
+import type { ResourceStore } from "../sync/store.ts";
+import { connectMuxTransport } from "../transport/connect.ts";
+import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
+import { adminClient } from "./admin-client.ts";
+import { formatZones } from "./format.ts";
+import { aborted } from "./signals.ts";
+
+/** Options of the demo. */
+export interface DemoOptions {
+  /** Stops the demo. */
+  readonly signal: AbortSignal;
+  /** Where the demo's own lines go. */
+  readonly print: (line: string) => void;
+  /** Where library logs go (warnings only, by default). */
+  readonly logger: Logger;
+}
+
+const zoneNames = ["zone-east", "zone-west"] as const;
+
+/** Runs the demo until `signal` aborts. */
+export async function runDemo(options: DemoOptions): Promise<void> {
+  const { print, signal } = options;
+  const started = performance.now();
+  const stamp = (): string => `[${((performance.now() - started) / 1000).toFixed(2).padStart(6)}s]`;
+  const counts = { down: 0, up: 0 };
+
+  const global = new GlobalControlPlane({ id: "global", logger: options.logger });
+  const stop = new AbortController();
+  setMaxListeners(0, stop.signal); // one global and two zones tie themselves to it
+  global.start(stop.signal);
+  const served = await serveGlobal(global.server, { port: 0, routes: (router) => registerAdmin(router, global.admin()) });
+  print(`kds-mux demo: one global and two zones on loopback, synced over gRPC (h2c) at ${served.url}`);
+  print(`  global -> zones: Mesh, TrafficPolicy      zones -> global: Dataplane      Ctrl-C to stop\n`);
+
+  // The global hears about zone resources arriving.
+  watch(global.store, global.types, stop.signal, (kind, key, op, spec, labels) => {
+    if (kind !== "Dataplane") return;
+    counts.up++;
+    const from = labels?.[LABELS.zone] ?? key.split("/")[1]?.split(".")[0] ?? "?";
+    print(`${stamp()} global    <- ${op === "put" ? "got" : "lost"} Dataplane ${key} from ${from}${spec === undefined ? "" : ` ${spec}`}`);
+  });
+  for (const name of zoneNames) await global.registerZone(name);
+  await global.store.put({ kind: "Mesh", name: "default", spec: create(MeshSpecSchema, { mtls: true, description: "the demo mesh" }) });
+  await global.store.put({ kind: "TrafficPolicy", mesh: "default", name: "timeouts", spec: create(TrafficPolicySpecSchema, { services: ["web"], timeoutMs: 1000, retries: 2 }) });
+
+  const zones = zoneNames.map((name) => {
+    const zone = new ZoneControlPlane({
+      name,
+      transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc", target: served.url }),
+      logger: options.logger,
+      backoff: { baseMs: 200, capMs: 2_000 },
+    });
+    watch(zone.store, zone.types, stop.signal, (kind, key, op, spec) => {
+      if (kind === "Dataplane") return;
+      counts.down++;
+      print(`${stamp()} ${name.padEnd(9)} <- ${op === "put" ? "got" : "lost"} ${kind} ${key}${spec === undefined ? "" : ` ${spec}`}`);
+    });
+    return { name, zone, done: zone.run(stop.signal) };
+  });
+  await zones[0]?.zone.store.put(dataplane("web-1", "10.0.1.1", "web"));
+  await zones[1]?.zone.store.put(dataplane("api-1", "10.0.2.1", "api"));
+
+  // A few changes on both sides while it runs.
+  const steps: ((i: number) => Promise<unknown>)[] = [
+    (i) => global.store.put({ kind: "TrafficPolicy", mesh: "default", name: "timeouts", spec: create(TrafficPolicySpecSchema, { services: ["web"], timeoutMs: 1000 + 500 * i, retries: 2 }) }),
+    (i) => zones[0]?.zone.store.put(dataplane(`web-${i + 1}`, `10.0.1.${i + 1}`, "web")) ?? Promise.resolve(),
+    (i) => global.store.put({ kind: "TrafficPolicy", mesh: "default", name: `retries-${i}`, spec: create(TrafficPolicySpecSchema, { services: ["api"], retries: i }) }),
+    (i) => zones[1]?.zone.store.put(dataplane("api-1", `10.0.2.${i + 10}`, "api")) ?? Promise.resolve(),
+    (i) => global.store.delete("TrafficPolicy", "default", `retries-${i - 2}`),
+  ];
+  let step = 0;
+  const ticker = setInterval(() => {
+    const run = steps[step % steps.length];
+    const round = Math.floor(step / steps.length) + 1;
+    step++;
+    void run?.(round).catch(() => undefined);
+  }, 2_000);
+  const admin = adminClient(served.url);
+  const showStatus = async (): Promise<void> => {
+    const { zones: insights } = await admin.inspectZones({});
+    print(`\n${stamp()} zone status (kds-mux inspect zones --server ${served.url}):\n${formatZones(insights, "table")}\n`);
+  };
+  const statusTimer = setInterval(() => void showStatus().catch(() => undefined), 10_000);
+
+  await aborted(signal);
+  clearInterval(ticker);
+  clearInterval(statusTimer);
+  await showStatus().catch(() => undefined);
+  stop.abort();
+  await Promise.all(zones.map((z) => z.done));
+  await served.close();
+  print(`demo finished: ${counts.down} changes reached the zones from the global, ${counts.up} reached the global from the zones`);
+}
+
+function dataplane(name: string, address: string, service: string) {
+  return { kind: "Dataplane", mesh: "default", name, labels: { app: service }, spec: create(DataplaneSpecSchema, { address, service, port: 8080 }) };
+}
+
+/** Calls `onChange` for every change of `store`, with the spec as compact JSON. */
+function watch(
+  store: ResourceStore,
+  types: TypeRegistry,
+  signal: AbortSignal,
+  onChange: (kind: string, key: string, op: "put" | "delete", spec: string | undefined, labels: Readonly<Record<string, string>> | undefined) => void,
+): void {
+  store.watch((change) => {
+    const key = change.mesh === "" ? change.name : `${change.mesh}/${change.name}`;
+    if (change.op === "delete") {
+      onChange(change.kind, key, "delete", undefined, undefined);
+      return;
+    }
+    void store.get(change.kind, change.mesh, change.name).then((r) => {
+      if (r === undefined) return;
+      onChange(change.kind, key, "put", toJsonString(types.get(r.kind).schema, r.spec), r.meta.labels);
+    });
+  }, signal);
+}

@@ -1,0 +1,124 @@
+/**
+ * Printing resources, types and zone status as a table, JSON or YAML.
+ *
+ * @module
+ */
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { stringify } from "yaml";
+import type { AdminResource, TypeInfo, ZoneInsight } from "../gen/kds/admin/v1/admin_pb.ts";
+
+/** Output formats. */
+export type OutputFormat = "table" | "json" | "yaml";
+
+/** A resource as `get -o json|yaml` prints it (and `apply` takes it back). */
+export function resourceDocument(r: AdminResource): Record<string, unknown> {
+  const doc: Record<string, unknown> = { type: r.type, name: r.name };
+  if (r.mesh !== "") doc.mesh = r.mesh;
+  doc.labels = { ...r.labels };
+  doc.spec = JSON.parse(r.specJson === "" ? "{}" : r.specJson) as unknown;
+  doc.version = r.version;
+  if (r.creationTime !== undefined) doc.creationTime = iso(r.creationTime);
+  if (r.modificationTime !== undefined) doc.modificationTime = iso(r.modificationTime);
+  return doc;
+}
+
+function iso(t: Timestamp): string {
+  return timestampDate(t).toISOString();
+}
+
+/** Renders rows as an aligned text table. */
+export function table(headers: string[], rows: string[][]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("   ").trimEnd();
+  return [line(headers), ...rows.map(line)].join("\n");
+}
+
+/** How long ago, compactly ("5s", "3m", "2h", "4d"). */
+export function age(t: Timestamp | undefined, now = Date.now()): string {
+  if (t === undefined) return "-";
+  const s = Math.max(0, Math.round((now - timestampDate(t).getTime()) / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.round(s / 60)}m`;
+  if (s < 172_800) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86_400)}d`;
+}
+
+/** Prints resources in `format`. */
+export function formatResources(resources: AdminResource[], format: OutputFormat): string {
+  if (format === "json") return JSON.stringify(resources.map(resourceDocument), null, 2);
+  if (format === "yaml") return resources.map((r) => stringify(resourceDocument(r))).join("---\n").trimEnd();
+  if (resources.length === 0) return "No resources found.";
+  const withMesh = resources.some((r) => r.mesh !== "");
+  const headers = ["TYPE", ...(withMesh ? ["MESH"] : []), "NAME", "LABELS", "VERSION", "AGE"];
+  const rows = resources.map((r) => [
+    r.type,
+    ...(withMesh ? [r.mesh] : []),
+    r.name,
+    Object.entries(r.labels).map(([k, v]) => `${k}=${v}`).join(",") || "-",
+    r.version,
+    age(r.creationTime),
+  ]);
+  return table(headers, rows);
+}
+
+/** Prints types in `format`. */
+export function formatTypes(types: TypeInfo[], format: OutputFormat): string {
+  const docs = types.map((t) => ({ kind: t.kind, typeUrl: t.typeUrl, direction: t.direction, scope: t.scope }));
+  if (format === "json") return JSON.stringify(docs, null, 2);
+  if (format === "yaml") return stringify(docs).trimEnd();
+  return table(["KIND", "DIRECTION", "SCOPE", "TYPE URL"], docs.map((t) => [t.kind, t.direction, t.scope, t.typeUrl]));
+}
+
+/** A zone's status as `inspect zones -o json|yaml` prints it. */
+export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
+  return {
+    zone: z.zone,
+    online: z.online,
+    connectedAt: z.connectedAt === undefined ? null : iso(z.connectedAt),
+    disconnectedAt: z.disconnectedAt === undefined ? null : iso(z.disconnectedAt),
+    lastEnd: z.lastEndCode === "" ? null : { code: z.lastEndCode, message: z.lastEndMessage },
+    heartbeatRttMs: z.heartbeatRttMs < 0 ? null : Math.round(z.heartbeatRttMs * 100) / 100,
+    types: z.types.map((t) => ({
+      kind: t.kind,
+      direction: t.direction,
+      sent: Number(t.sent),
+      acked: Number(t.acked),
+      nacked: Number(t.nacked),
+      lastAckedVersion: t.lastAckedVersion || null,
+      lastNackError: t.lastNackError || null,
+      stalled: t.stalled,
+      accepted: Number(t.accepted),
+      rejected: Number(t.rejected),
+      lastRejectError: t.lastRejectError || null,
+      oversized: [...t.oversized],
+    })),
+  };
+}
+
+/** Prints zone status in `format`. */
+export function formatZones(zones: ZoneInsight[], format: OutputFormat): string {
+  if (format === "json") return JSON.stringify(zones.map(zoneDocument), null, 2);
+  if (format === "yaml") return stringify(zones.map(zoneDocument)).trimEnd();
+  if (zones.length === 0) return "No zones registered.";
+  const rows: string[][] = [];
+  for (const z of zones) {
+    const rtt = z.heartbeatRttMs < 0 ? "-" : `${z.heartbeatRttMs.toFixed(1)}ms`;
+    const since = z.online ? age(z.connectedAt) : z.disconnectedAt === undefined ? "never" : `${age(z.disconnectedAt)} ago`;
+    for (const [i, t] of z.types.entries()) {
+      const lastError = t.lastNackError || t.lastRejectError || (t.stalled ? "stalled: waiting for ACK" : "");
+      rows.push([
+        i === 0 ? z.zone : "",
+        i === 0 ? (z.online ? "online" : "offline") : "",
+        i === 0 ? since : "",
+        i === 0 ? rtt : "",
+        t.kind,
+        t.direction,
+        `${t.sent}/${t.acked}/${t.nacked}`,
+        `${t.accepted}/${t.rejected}`,
+        lastError === "" ? "-" : lastError,
+      ]);
+    }
+    if (z.types.length === 0) rows.push([z.zone, z.online ? "online" : "offline", since, rtt, "-", "-", "-", "-", "-"]);
+  }
+  return table(["ZONE", "STATUS", "SINCE", "RTT", "TYPE", "DIRECTION", "SENT/ACK/NACK", "ACCEPTED/REJECTED", "LAST ERROR"], rows);
+}

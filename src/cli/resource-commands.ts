@@ -1,0 +1,74 @@
+/**
+ * `kds-mux generate zone`, `apply`, `get`, `delete`, `types` and `inspect
+ * zones`: talk to a global's or a zone's admin API.
+ *
+ * @module
+ */
+import { stringify } from "yaml";
+import { KdsError } from "../errors.ts";
+import { ZONE_KIND } from "../sync/builtin-types.ts";
+import { ZONE_NAME_PATTERN } from "../names.ts";
+import { adminClient, call } from "./admin-client.ts";
+import { parseResourceFile, type ResourceDocument } from "./documents.ts";
+import { formatResources, formatTypes, formatZones, type OutputFormat } from "./format.ts";
+
+/** Output formats accepted by -o. */
+export const outputFormats = ["table", "json", "yaml"] as const;
+
+/** Checks an -o value. */
+export function outputFormat(value: string, allowed: readonly string[] = outputFormats): OutputFormat {
+  if (!allowed.includes(value)) throw new KdsError("invalid_argument", `-o must be one of ${allowed.join(", ")}, got "${value}"`);
+  return value as OutputFormat;
+}
+
+/** `generate zone --name NAME`: the Zone resource that registers the zone. */
+export function generateZone(name: string, format: "yaml" | "json"): string {
+  if (!ZONE_NAME_PATTERN.test(name)) {
+    throw new KdsError("invalid_argument", `"${name}" is not a valid zone name: use 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit`);
+  }
+  const doc = { type: ZONE_KIND, name, spec: { enabled: true } };
+  return format === "json" ? JSON.stringify(doc, null, 2) : stringify(doc).trimEnd();
+}
+
+/** `apply -f FILE...`: reads every file (or stdin for "-") and applies all resources in one call. */
+export async function apply(server: string, files: readonly { name: string; text: string }[]): Promise<string> {
+  const documents: ResourceDocument[] = files.flatMap((f) => parseResourceFile(f.text, f.name));
+  const client = adminClient(server);
+  try {
+    const response = await call(server, () => client.apply({ resources: documents.map((d) => d.resource) }));
+    return response.resources.map((r) => `${r.type} ${r.mesh === "" ? r.name : `${r.mesh}/${r.name}`} applied (version ${r.version})`).join("\n");
+  } catch (error) {
+    // Point at the document the server complained about.
+    if (error instanceof KdsError) {
+      const culprit = documents.find((d) => error.message.includes(`"${d.resource.mesh === "" ? d.resource.name : `${d.resource.mesh}/${d.resource.name}`}"`));
+      if (culprit !== undefined) throw new KdsError(error.code, `${culprit.where}: ${error.message}`, { cause: error });
+    }
+    throw error;
+  }
+}
+
+/** `get TYPE [NAME]`. */
+export async function get(server: string, type: string, name: string | undefined, mesh: string | undefined, format: OutputFormat): Promise<string> {
+  const client = adminClient(server);
+  const response = await call(server, () => client.get({ type, name: name ?? "", mesh: mesh ?? "" }));
+  return formatResources(response.resources, format);
+}
+
+/** `delete TYPE NAME`. */
+export async function remove(server: string, type: string, name: string, mesh: string | undefined): Promise<string> {
+  const client = adminClient(server);
+  await call(server, () => client.delete({ type, name, mesh: mesh ?? "" }));
+  return `${type} ${mesh === undefined || mesh === "" ? name : `${mesh}/${name}`} deleted`;
+}
+
+/** `types`. */
+export async function types(server: string, format: OutputFormat): Promise<string> {
+  const client = adminClient(server);
+  return formatTypes((await call(server, () => client.listTypes({}))).types, format);
+}
+
+/** `inspect zones`. */
+export async function inspectZones(server: string, format: OutputFormat): Promise<string> {
+  const client = adminClient(server);
+  return formatZones((await call(server, () => client.inspectZones({}))).zones, format);
+}

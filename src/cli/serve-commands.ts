@@ -1,0 +1,87 @@
+/**
+ * `kds-mux global` and `kds-mux zone`: the two control planes as processes.
+ *
+ * @module
+ */
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import type { Transport } from "@connectrpc/connect";
+import { registerAdmin } from "../admin/admin-service.ts";
+import { serveGlobal, serveRoutes } from "../adapters/node/serve-global.ts";
+import { KdsError } from "../errors.ts";
+import { GlobalControlPlane } from "../global/global-control-plane.ts";
+import type { Logger } from "../log.ts";
+import { connectMuxTransport } from "../transport/connect.ts";
+import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
+import { parseListen } from "./address.ts";
+import { aborted } from "./signals.ts";
+
+/** Options of `kds-mux global`. */
+export interface GlobalCommandOptions {
+  readonly listen: string;
+  readonly name: string;
+  readonly logger: Logger;
+  readonly signal: AbortSignal;
+}
+
+/** Runs a global control plane until `signal` aborts. */
+export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
+  const { host, port } = parseListen(options.listen);
+  let url = "<global-admin-url>";
+  const global = new GlobalControlPlane({ id: options.name, logger: options.logger, adminUrl: () => url });
+  global.start(options.signal);
+  const served = await serveGlobal(global.server, { host, port, routes: (router) => registerAdmin(router, global.admin()) });
+  url = served.url;
+  options.logger.info(`global "${options.name}" listening on ${served.url} (zones dial it; the admin API is on the same address)`);
+  await aborted(options.signal);
+  options.logger.info("shutting down: telling every zone (goaway) and closing connections");
+  await served.close();
+  options.logger.info("stopped");
+}
+
+/** The transports `kds-mux zone --transport` offers. */
+export const zoneTransports = ["grpc", "grpc-web", "connect"] as const;
+
+/** Options of `kds-mux zone`. */
+export interface ZoneCommandOptions {
+  readonly name: string;
+  readonly global: string;
+  readonly transport: string;
+  readonly listen: string;
+  readonly logger: Logger;
+  readonly signal: AbortSignal;
+}
+
+function connectTransport(kind: string, baseUrl: string): Transport {
+  switch (kind) {
+    case "grpc":
+      return createGrpcTransport({ baseUrl });
+    case "grpc-web":
+      return createGrpcWebTransport({ baseUrl, httpVersion: "2" });
+    case "connect":
+      return createConnectTransport({ baseUrl, httpVersion: "2" });
+    default:
+      throw new KdsError("invalid_argument", `--transport must be one of ${zoneTransports.join(", ")}, got "${kind}"`);
+  }
+}
+
+/** Runs a zone control plane until `signal` aborts. */
+export async function runZone(options: ZoneCommandOptions): Promise<void> {
+  const { host, port } = parseListen(options.listen);
+  try {
+    new URL(options.global);
+  } catch {
+    throw new KdsError("invalid_argument", `--global "${options.global}" is not a URL; use for example http://127.0.0.1:5685`);
+  }
+  const transport = connectMuxTransport(connectTransport(options.transport, options.global), { name: options.transport, target: options.global });
+  const zone = new ZoneControlPlane({
+    name: options.name,
+    transport,
+    logger: options.logger,
+  });
+  const served = await serveRoutes((router) => registerAdmin(router, zone.admin()), { host, port });
+  options.logger.info(`zone "${options.name}" admin API listening on ${served.url}; dialing the global at ${options.global}`);
+  await zone.run(options.signal);
+  options.logger.info("shutting down");
+  await served.close();
+  options.logger.info("stopped");
+}
