@@ -1,0 +1,147 @@
+// The kds-mux executable, as operators use it: real processes on loopback.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { KdsProcess, run } from "./process.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "kds-mux-cli-"));
+const file = (name: string, text: string): string => {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+};
+
+async function until<T>(work: () => Promise<T>, ok: (value: T) => boolean, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await work();
+    if (ok(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe("kds-mux CLI", () => {
+  let global: KdsProcess;
+  let zone: KdsProcess;
+  let globalUrl: string;
+  let zoneUrl: string;
+
+  beforeAll(async () => {
+    global = new KdsProcess(["global", "--listen", "127.0.0.1:0"]);
+    globalUrl = (await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
+    const registered = await run(["apply", "-f", "-", "--server", globalUrl], (await run(["generate", "zone", "--name", "zone-1"])).stdout);
+    expect(registered.code).toBe(0);
+    zone = new KdsProcess(["zone", "--name", "zone-1", "--global", globalUrl, "--listen", "127.0.0.1:0"]);
+    zoneUrl = (await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
+    await zone.waitFor(/connected to global "global"/);
+  }, 60_000);
+
+  afterAll(async () => {
+    await zone?.stop();
+    await global?.stop();
+  });
+
+  it("syncs a resource applied on the global to the zone", async () => {
+    const mesh = file("mesh.yaml", "type: Mesh\nname: default\nspec:\n  mtls: true\n---\ntype: TrafficPolicy\nmesh: default\nname: timeouts\nspec:\n  timeoutMs: 1500\n");
+    const applied = await run(["apply", "-f", mesh, "--server", globalUrl]);
+    expect(applied.stderr).toBe("");
+    expect(applied.stdout).toContain("Mesh default applied");
+    const got = await until(
+      () => run(["get", "TrafficPolicy", "--server", zoneUrl, "-o", "json"]),
+      (r) => r.code === 0 && (JSON.parse(r.stdout) as unknown[]).length === 1,
+      "the policy on the zone",
+    );
+    const [policy] = JSON.parse(got.stdout) as { type: string; name: string; mesh: string; labels: Record<string, string>; spec: { timeoutMs: number } }[];
+    expect(policy).toMatchObject({ type: "TrafficPolicy", name: "timeouts", mesh: "default", spec: { timeoutMs: 1500 } });
+    expect(policy?.labels["kds.io/origin"]).toBe("global");
+  });
+
+  it("syncs a resource applied on the zone to the global, attributed to the zone", async () => {
+    const dp = file("dp.json", JSON.stringify({ type: "Dataplane", mesh: "default", name: "web-1", labels: { app: "web" }, spec: { address: "10.0.0.1", service: "web", port: 8080 } }));
+    expect((await run(["apply", "-f", dp, "--server", zoneUrl])).code).toBe(0);
+    const got = await until(
+      () => run(["get", "Dataplane", "--server", globalUrl, "-o", "json"]),
+      (r) => r.code === 0 && (JSON.parse(r.stdout) as unknown[]).length === 1,
+      "the dataplane on the global",
+    );
+    const [resource] = JSON.parse(got.stdout) as { name: string; labels: Record<string, string> }[];
+    expect(resource?.name).toBe("zone-1.web-1");
+    expect(resource?.labels).toMatchObject({ "kds.io/zone": "zone-1", "kds.io/display-name": "web-1", app: "web" });
+    const table = await run(["get", "Dataplane", "--server", globalUrl]);
+    expect(table.stdout).toMatch(/MESH\s+NAME\s+LABELS/);
+    expect(table.stdout).toContain("zone-1.web-1");
+  });
+
+  it("round-trips get -o yaml and get -o json through apply", async () => {
+    const yaml = await run(["get", "Mesh", "default", "--server", globalUrl, "-o", "yaml"]);
+    const json = await run(["get", "Mesh", "--server", globalUrl, "-o", "json"]);
+    const viaYaml = await run(["apply", "-f", "-", "--server", globalUrl], yaml.stdout);
+    expect(viaYaml.stderr).toBe("");
+    const viaJson = await run(["apply", "-f", "-", "--server", globalUrl], json.stdout);
+    expect(viaJson.stderr).toBe("");
+    expect(viaJson.stdout).toContain("Mesh default applied");
+  });
+
+  it("lists types and zone status as JSON", async () => {
+    const types = JSON.parse((await run(["types", "--server", globalUrl, "-o", "json"])).stdout) as { kind: string; typeUrl: string; direction: string }[];
+    expect(types).toContainEqual(expect.objectContaining({ kind: "Dataplane", direction: "zone-to-global", typeUrl: "type.googleapis.com/kds.example.v1.DataplaneSpec" }));
+    expect(types).toContainEqual(expect.objectContaining({ kind: "Zone", direction: "local" }));
+    const zones = JSON.parse((await run(["inspect", "zones", "--server", globalUrl, "-o", "json"])).stdout) as { zone: string; online: boolean; heartbeatRttMs: number | null; types: { kind: string; acked: number }[] }[];
+    expect(zones[0]).toMatchObject({ zone: "zone-1", online: true });
+    expect(zones[0]?.heartbeatRttMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it("rejects an invalid file naming the file and the problem", async () => {
+    const bad = file("bad.yaml", "type: Mesh\nname: [unclosed\n");
+    const r = await run(["apply", "-f", bad, "--server", globalUrl]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain(bad);
+    expect(r.stderr).toMatch(/invalid YAML/);
+    const badSpec = file("bad-spec.yaml", "type: Mesh\nname: ok\n---\ntype: Mesh\nname: broken\nspec:\n  mtls: \"not a bool\"\n");
+    const r2 = await run(["apply", "-f", badSpec, "--server", globalUrl]);
+    expect(r2.code).toBe(1);
+    expect(r2.stderr).toContain(`${badSpec}: document 2`);
+    expect(r2.stderr).toMatch(/not a valid kds\.example\.v1\.MeshSpec/);
+    const unknown = await run(["get", "Nope", "--server", globalUrl]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/unknown resource type "Nope"; known types: Zone, Mesh/);
+    const unreachable = await run(["get", "Mesh", "--server", "http://127.0.0.1:1"]);
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.stderr).toMatch(/cannot reach the admin API at http:\/\/127\.0\.0\.1:1/);
+    const badFlag = await run(["zone", "--name", "z", "--global", globalUrl, "--transport", "carrier-pigeon"]);
+    expect(badFlag.code).toBe(2);
+    expect(badFlag.stderr).toMatch(/carrier-pigeon/);
+  });
+
+  it("tells an unregistered zone how to register, on every retry", async () => {
+    const stray = new KdsProcess(["zone", "--name", "zone-9", "--global", globalUrl, "--listen", "127.0.0.1:0"]);
+    try {
+      const retry = /kds-mux generate zone --name zone-9 \| kds-mux apply -f - --server http:\/\/127\.0\.0\.1:\d+[\s\S]*?retries in \d+ ms \(at /g;
+      await stray.waitFor(new RegExp(`(${retry.source}[\\s\\S]*){2}`));
+      expect(stray.output.match(retry)?.length).toBeGreaterThanOrEqual(2);
+      expect(stray.output).toContain("type: Zone");
+    } finally {
+      expect(await stray.stop()).toBe(0);
+    }
+  });
+
+  it("stops cleanly on SIGTERM", async () => {
+    const other = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--log-format", "json"]);
+    const line = await other.waitFor(/\{.*"msg":"global \\"global\\" listening on [^"]+".*\}/);
+    expect(JSON.parse(line[0]) as { level: string }).toMatchObject({ level: "info" });
+    expect(await other.stop()).toBe(0);
+    expect(other.output).toContain('"msg":"stopped"');
+  });
+
+  it("runs the demo: resources flow both ways, then it exits cleanly", async () => {
+    const demo = await run(["demo", "--duration", "3s"]);
+    expect(demo.code).toBe(0);
+    expect(demo.stdout).toMatch(/zone-east <- got Mesh default/);
+    expect(demo.stdout).toMatch(/zone-west <- got TrafficPolicy default\/timeouts/);
+    expect(demo.stdout).toMatch(/global {4}<- got Dataplane default\/zone-east\.web-1 from zone-east/);
+    expect(demo.stdout).toMatch(/zone-east {3}online/);
+    expect(demo.stdout).toMatch(/demo finished: \d+ changes reached the zones from the global, \d+ reached the global from the zones/);
+  }, 30_000);
+});

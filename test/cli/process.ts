@@ -1,0 +1,50 @@
+// Runs the real kds-mux executable as a child process.
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const bin = fileURLToPath(new URL("../../bin/kds-mux.mjs", import.meta.url));
+
+/** A running kds-mux process whose output is collected. */
+export class KdsProcess {
+  readonly child: ChildProcess;
+  output = "";
+  readonly exited: Promise<number | null>;
+
+  constructor(args: string[]) {
+    this.child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    this.child.stdout?.on("data", (d: Buffer) => (this.output += d.toString()));
+    this.child.stderr?.on("data", (d: Buffer) => (this.output += d.toString()));
+    this.exited = new Promise((resolve) => this.child.once("exit", (code) => resolve(code)));
+  }
+
+  /** Waits until the output matches `pattern`; returns the match. */
+  async waitFor(pattern: RegExp, timeoutMs = 20_000): Promise<RegExpMatchArray> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const m = this.output.match(pattern);
+      if (m !== null) return m;
+      if (this.child.exitCode !== null) throw new Error(`process exited (${this.child.exitCode}) before printing ${pattern}:\n${this.output}`);
+      if (Date.now() > deadline) throw new Error(`no ${pattern} within ${timeoutMs} ms; output so far:\n${this.output}`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  /** Sends SIGTERM and returns the exit code. */
+  async stop(): Promise<number | null> {
+    if (this.child.exitCode === null) this.child.kill("SIGTERM");
+    return this.exited;
+  }
+}
+
+/** Runs kds-mux to completion; `input` goes to stdin. */
+export function run(args: string[], input?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [bin, ...args], { stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.once("exit", (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(input ?? "");
+  });
+}
