@@ -40,9 +40,9 @@ export async function rejects(promise: Promise<unknown>, what: string): Promise<
 }
 
 /** Waits until `condition` holds, polling; fails after `timeoutMs`. */
-export async function eventually(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+export async function eventually(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() > deadline) throw new AssertionFailed(`timed out after ${timeoutMs} ms waiting for: ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }

@@ -2,6 +2,7 @@
 // side reach the right places, over memory and over gRPC on HTTP/2.
 import { describe, expect, it } from "vitest";
 import { LABELS } from "../../src/sync/resource-types.ts";
+import { eventually } from "../contract/harness.ts";
 import { dataplane, mesh, policy, startCluster } from "./helpers.ts";
 
 for (const kind of ["memory", "grpc"] as const) {
@@ -22,25 +23,25 @@ for (const kind of ["memory", "grpc"] as const) {
         const z2 = cluster.startZone("zone-2");
 
         // global -> zones, with the filter
-        await waitFor(async () => (await z1.store.list("Mesh")).length === 2 && (await z2.store.list("Mesh")).length === 1, "meshes reach the zones");
+        await eventually(async () => (await z1.store.list("Mesh")).length === 2 && (await z2.store.list("Mesh")).length === 1, "meshes reach the zones");
         expect((await z2.store.list("Mesh")).map((r) => r.meta.name)).toEqual(["default"]);
-        await waitFor(async () => (await z1.store.get("TrafficPolicy", "default", "timeouts")) !== undefined, "policy reaches zone-1");
+        await eventually(async () => (await z1.store.get("TrafficPolicy", "default", "timeouts")) !== undefined, "policy reaches zone-1");
         const mirrored = await z1.store.get("Mesh", "", "default");
         expect(mirrored?.meta.labels[LABELS.origin]).toBe("global");
 
         // update and delete on the global
         await global.store.put(mesh("default", "second"));
         await global.store.delete("TrafficPolicy", "default", "timeouts");
-        await waitFor(async () => {
+        await eventually(async () => {
           const m = await z2.store.get("Mesh", "", "default");
           return (m?.spec as { description?: string } | undefined)?.description === "second";
         }, "mesh update reaches zone-2");
-        await waitFor(async () => (await z1.store.get("TrafficPolicy", "default", "timeouts")) === undefined, "policy deletion reaches zone-1");
+        await eventually(async () => (await z1.store.get("TrafficPolicy", "default", "timeouts")) === undefined, "policy deletion reaches zone-1");
 
         // zone -> global, attributed by the session's zone, never by the zone's data
         await z1.store.put(dataplane("default", "web-1", "10.0.0.1", { app: "web", [LABELS.zone]: "zone-2" }));
         await z2.store.put(dataplane("default", "web-1", "10.0.0.2"));
-        await waitFor(async () => (await global.store.list("Dataplane")).length === 2, "dataplanes reach the global");
+        await eventually(async () => (await global.store.list("Dataplane")).length === 2, "dataplanes reach the global");
         const fromZ1 = await global.store.get("Dataplane", "default", "zone-1.web-1");
         expect(fromZ1?.meta.labels).toMatchObject({ [LABELS.zone]: "zone-1", [LABELS.origin]: "zone", [LABELS.displayName]: "web-1", app: "web" });
         expect((await global.store.get("Dataplane", "default", "zone-2.web-1"))?.meta.labels[LABELS.zone]).toBe("zone-2");
@@ -48,7 +49,7 @@ for (const kind of ["memory", "grpc"] as const) {
 
         await z1.store.put(dataplane("default", "web-1", "10.9.9.9"));
         await z2.store.delete("Dataplane", "default", "web-1");
-        await waitFor(async () => {
+        await eventually(async () => {
           const d = await global.store.get("Dataplane", "default", "zone-1.web-1");
           return (d?.spec as { address?: string } | undefined)?.address === "10.9.9.9" && (await global.store.get("Dataplane", "default", "zone-2.web-1")) === undefined;
         }, "zone update and delete reach the global");
@@ -64,23 +65,15 @@ for (const kind of ["memory", "grpc"] as const) {
 
         // disconnect: resources stay, marked offline
         await cluster.stopZone("zone-1");
-        await waitFor(async () => (await global.sync.zoneStatus("zone-1"))?.online === false, "zone-1 offline");
+        await eventually(async () => (await global.sync.zoneStatus("zone-1"))?.online === false, "zone-1 offline");
         expect(await global.store.get("Dataplane", "default", "zone-1.web-1")).toBeDefined();
 
         // deleting the Zone deletes its resources
         await global.store.delete("Zone", "", "zone-1");
-        await waitFor(async () => (await global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).length === 0, "zone-1's resources removed");
+        await eventually(async () => (await global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).length === 0, "zone-1's resources removed");
       } finally {
         await cluster.close();
       }
     }, 60_000);
   });
-}
-
-async function waitFor(condition: () => Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }

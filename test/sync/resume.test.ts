@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { LABELS } from "../../src/sync/resource-types.ts";
+import { eventually } from "../contract/harness.ts";
 import { dataplane, policy, startCluster } from "./helpers.ts";
 
 interface WireCount {
@@ -38,13 +39,6 @@ function counting(inner: MuxTransport, count: WireCount): MuxTransport {
   };
 }
 
-async function waitFor(condition: () => Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe("delta resume", () => {
   it("sends only what changed while the zone was away", async () => {
@@ -57,7 +51,7 @@ describe("delta resume", () => {
       for (let i = 0; i < n; i++) await g.store.put(policy("default", `p${i}`, i));
       const zone = cluster.startZone("zone-1", { transport: counting(cluster.transport(), count) });
       for (let i = 0; i < n; i++) await zone.store.put(dataplane("default", `dp${i}`));
-      await waitFor(async () => (await zone.store.list("TrafficPolicy")).length === n && (await g.store.list("Dataplane")).length === n, "initial sync both ways");
+      await eventually(async () => (await zone.store.list("TrafficPolicy")).length === n && (await g.store.list("Dataplane")).length === n, "initial sync both ways", 60_000);
       expect(count.toZone).toBeGreaterThanOrEqual(n);
       expect(count.toGlobal).toBeGreaterThanOrEqual(n);
 
@@ -71,7 +65,7 @@ describe("delta resume", () => {
       count.toZone = 0;
       count.toGlobal = 0;
       cluster.startZone("zone-1");
-      await waitFor(async () => {
+      await eventually(async () => {
         const p0 = await zone.store.get("TrafficPolicy", "default", "p0");
         const dp0 = await g.store.get("Dataplane", "default", "zone-1.dp0");
         return (
@@ -81,7 +75,7 @@ describe("delta resume", () => {
           (dp0?.spec as { address?: string } | undefined)?.address === "10.1.1.1" &&
           (await g.store.get("Dataplane", "default", "zone-1.dp9")) === undefined
         );
-      }, "the changes made while away arrive");
+      }, "the changes made while away arrive", 60_000);
       await new Promise((r) => setTimeout(r, 200)); // let any stray resend show up in the count
       console.log(`resume after 10 changes in ${n} resources each way: ${count.toZone} resources to the zone, ${count.toGlobal} to the global`);
       expect(count.toZone).toBe(10);
