@@ -63,3 +63,37 @@ export const goAwayReasons = {
   send_timeout: GoAwayReason.SEND_TIMEOUT,
   zone_revoked: GoAwayReason.ZONE_REVOKED,
 } as const;
+
+/** A safe upper bound of a string's encoded field size (UTF-8 takes at most 3 bytes per UTF-16 unit). */
+function stringBound(text: string): number {
+  return text.length * 3 + 6;
+}
+
+/**
+ * An upper bound of the encoded size of a data frame, computed without
+ * encoding it, or undefined when the frame kind has no cheap bound. The
+ * outbox encodes a frame to measure it only when this bound exceeds the
+ * peer's limit, so large responses are not encoded twice.
+ */
+export function frameSizeBound(frame: Message): number | undefined {
+  const v = frame.value;
+  switch (v.case) {
+    case "response": {
+      let bytes = 16 + stringBound(v.value.versionInfo) + stringBound(v.value.typeUrl) + stringBound(v.value.nonce);
+      for (const r of v.value.resources) bytes += 12 + stringBound(r.typeUrl) + r.value.byteLength;
+      return bytes;
+    }
+    case "deltaResponse": {
+      let bytes = 16 + stringBound(v.value.systemVersionInfo) + stringBound(v.value.typeUrl) + stringBound(v.value.nonce);
+      for (const r of v.value.resources) {
+        bytes += 48 + stringBound(r.name) + stringBound(r.version);
+        for (const alias of r.aliases) bytes += stringBound(alias);
+        if (r.resource !== undefined) bytes += stringBound(r.resource.typeUrl) + r.resource.value.byteLength;
+      }
+      for (const name of v.value.removedResources) bytes += stringBound(name);
+      return bytes;
+    }
+    default:
+      return undefined;
+  }
+}

@@ -14,7 +14,7 @@ import { toBinary } from "@bufbuild/protobuf";
 import { KdsError, abortError } from "../errors.ts";
 import { MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { Ring } from "../util/ring.ts";
-import { controlFrame, type FrameValueInit, type Lane } from "./frames.ts";
+import { controlFrame, frameSizeBound, type FrameValueInit, type Lane } from "./frames.ts";
 
 interface PendingSend {
   frame: Message;
@@ -118,7 +118,7 @@ export class Outbox {
       return Promise.reject(new KdsError("session_closed", "the session has ended; wait for the next session to send"));
     }
     if (signal?.aborted) return Promise.reject(abortError(signal, "send"));
-    if (Number.isFinite(this.#peerMaxBytes)) {
+    if (Number.isFinite(this.#peerMaxBytes) && (frameSizeBound(frame) ?? Number.POSITIVE_INFINITY) > this.#peerMaxBytes) {
       const size = toBinary(MessageSchema, frame).byteLength;
       if (size > this.#peerMaxBytes) {
         return Promise.reject(

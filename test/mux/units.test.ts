@@ -102,6 +102,31 @@ describe("Outbox", () => {
   });
 });
 
+describe("frameSizeBound", () => {
+  it("never underestimates a response's encoded size", async () => {
+    const { toBinary, create } = await import("@bufbuild/protobuf");
+    const { MessageSchema } = await import("../../src/gen/kds/mux/v1/mux_pb.ts");
+    const { DeltaDiscoveryResponseSchema } = await import("../../src/gen/kds/v1/discovery_pb.ts");
+    const { frameSizeBound } = await import("../../src/mux/frames.ts");
+    for (let n = 0; n < 200; n += 7) {
+      const sotw = responseFrame(response("type.ü", `nonce-${n}`, n * 13));
+      const delta = create(MessageSchema, {
+        value: {
+          case: "deltaResponse",
+          value: create(DeltaDiscoveryResponseSchema, {
+            typeUrl: "t",
+            nonce: "ñ".repeat(n),
+            resources: Array.from({ length: n % 11 }, (_, i) => ({ name: `r-${i}-é`, version: String(i * n), aliases: ["a"], resource: { typeUrl: "x", value: new Uint8Array(n * i) } })),
+            removedResources: Array.from({ length: n % 5 }, (_, i) => `gone-${i}`),
+          }),
+        },
+      });
+      for (const frame of [sotw, delta]) expect(frameSizeBound(frame)).toBeGreaterThanOrEqual(toBinary(MessageSchema, frame).byteLength);
+    }
+    expect(frameSizeBound(requestFrame(request("x")))).toBeUndefined();
+  });
+});
+
 describe("session state machine", () => {
   const end: SessionEnd = { code: "shutdown", message: "bye", initiator: "local", graceful: true };
   const peer = { peerId: "g", requestWindow: 1, responseWindow: 1, maxMessageBytes: 1024 };

@@ -1,0 +1,169 @@
+// Throughput of one logical stream of a mux session vs a raw Connect bidi
+// echo vs a grpc-js bidi echo, all gRPC over h2c on loopback, same proto,
+// incompressible payloads. Each side echoes what it receives; a window of
+// messages is in flight.
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { createClient, type ConnectRouter } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import * as grpc from "@grpc/grpc-js";
+import { serveRoutes } from "../src/adapters/node/serve-global.ts";
+import { MessageSchema, MultiplexService, type Message } from "../src/gen/kds/mux/v1/mux_pb.ts";
+import { DiscoveryRequestSchema, DiscoveryResponseSchema } from "../src/gen/kds/v1/discovery_pb.ts";
+import { GlobalServer } from "../src/global/global-server.ts";
+import { InMemoryZoneRegistry } from "../src/global/zone-registry.ts";
+import { silentLogger } from "../src/log.ts";
+import type { Session } from "../src/mux/views.ts";
+import { serveGlobal } from "../src/adapters/node/serve-global.ts";
+import { connectMuxTransport } from "../src/transport/connect.ts";
+import { ZoneClient } from "../src/zone/zone-client.ts";
+
+export interface EchoResult {
+  readonly messages: number;
+  readonly seconds: number;
+  readonly msgPerSec: number;
+  readonly mbPerSec: number;
+}
+
+function payload(size: number): Uint8Array {
+  const out = new Uint8Array(size);
+  for (let i = 0; i < size; i += 65_536) crypto.getRandomValues(out.subarray(i, Math.min(size, i + 65_536)));
+  return out;
+}
+
+
+/** A request frame carrying `size` random bytes (in error_detail.details, the request's one bytes field). */
+function benchRequest(data: Uint8Array) {
+  return create(DiscoveryRequestSchema, { typeUrl: "bench", errorDetail: { details: [{ typeUrl: "bench", value: data }] } });
+}
+
+const result = (messages: number, size: number, ms: number): EchoResult => ({
+  messages,
+  seconds: ms / 1000,
+  msgPerSec: messages / (ms / 1000),
+  mbPerSec: (messages * size * 2) / (ms / 1000) / 1e6, // both directions carry the payload
+});
+
+/** A raw Connect bidi echo of `MultiplexService` frames. */
+export async function rawConnectEcho(size: number, count: number, window = 64): Promise<EchoResult> {
+  const served = await serveRoutes((router: ConnectRouter) =>
+    router.service(MultiplexService, {
+      async *streamMessage(requests) {
+        for await (const m of requests) yield m;
+      },
+    }),
+  );
+  try {
+    const client = createClient(MultiplexService, createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }));
+    const msg = create(MessageSchema, { value: { case: "request", value: benchRequest(payload(size)) } });
+    let received = 0;
+    let release: (() => void) | undefined;
+    const started = performance.now();
+    async function* requests(): AsyncGenerator<Message> {
+      for (let i = 0; i < count; i++) {
+        while (i - received >= window) await new Promise<void>((r) => (release = r));
+        yield msg;
+      }
+    }
+    for await (const _ of client.streamMessage(requests())) {
+      received++;
+      release?.();
+      release = undefined;
+      if (received === count) break;
+    }
+    return result(count, size, performance.now() - started);
+  } finally {
+    await served.close();
+  }
+}
+
+/** The same echo through one logical stream of a mux session: zone client view -> global server view -> back. */
+export async function muxEcho(size: number, count: number): Promise<EchoResult> {
+  const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["bench"]), logger: silentLogger });
+  const served = await serveGlobal(global);
+  try {
+    const zone = await new ZoneClient({
+      name: "bench",
+      transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url, acceptCompression: [] })),
+      logger: silentLogger,
+    }).dial();
+    let gs: Session | undefined;
+    while ((gs = global.session("bench")) === undefined) await new Promise((r) => setTimeout(r, 1));
+    const data = payload(size);
+    const request = benchRequest(data);
+    const response = create(DiscoveryResponseSchema, { typeUrl: "bench", resources: [{ typeUrl: "bench", value: data }] });
+    const started = performance.now();
+    const echo = (async () => {
+      for (let i = 0; i < count; i++) {
+        await gs.server.recv();
+        await gs.server.send(response);
+      }
+    })();
+    const send = (async () => {
+      for (let i = 0; i < count; i++) await zone.client.send(request);
+    })();
+    for (let i = 0; i < count; i++) await zone.client.recv();
+    await Promise.all([echo, send]);
+    const r = result(count, size, performance.now() - started);
+    await zone.close();
+    return r;
+  } finally {
+    await served.close();
+  }
+}
+
+/** The same echo on @grpc/grpc-js (client and server), same proto, serialized with protobuf-es. */
+export async function grpcJsEcho(size: number, count: number, window = 64): Promise<EchoResult> {
+  const method = {
+    path: "/kds.mux.v1.MultiplexService/StreamMessage",
+    requestStream: true,
+    responseStream: true,
+    requestSerialize: (m: Message) => Buffer.from(toBinary(MessageSchema, m)),
+    requestDeserialize: (b: Buffer) => fromBinary(MessageSchema, b),
+    responseSerialize: (m: Message) => Buffer.from(toBinary(MessageSchema, m)),
+    responseDeserialize: (b: Buffer) => fromBinary(MessageSchema, b),
+  };
+  const service = { streamMessage: method } as unknown as grpc.ServiceDefinition;
+  const server = new grpc.Server();
+  server.addService(service, {
+    streamMessage: (call: grpc.ServerDuplexStream<Message, Message>) => {
+      call.on("data", (m: Message) => call.write(m));
+      call.on("end", () => call.end());
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
+  const Client = grpc.makeGenericClientConstructor(service as unknown as grpc.ServiceDefinition, "MultiplexService");
+  const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as {
+    streamMessage(): grpc.ClientDuplexStream<Message, Message>;
+    close(): void;
+  };
+  try {
+    const msg = create(MessageSchema, { value: { case: "request", value: benchRequest(payload(size)) } });
+    const call = client.streamMessage();
+    const started = performance.now();
+    let sent = 0;
+    let received = 0;
+    await new Promise<void>((resolve, reject) => {
+      const pump = (): void => {
+        while (sent < count && sent - received < window) {
+          sent++;
+          call.write(msg);
+        }
+      };
+      call.on("data", () => {
+        received++;
+        if (received === count) {
+          call.end();
+          resolve();
+        } else pump();
+      });
+      call.on("error", reject);
+      pump();
+    });
+    return result(count, size, performance.now() - started);
+  } finally {
+    client.close();
+    await new Promise<void>((r) => server.tryShutdown(() => r()));
+  }
+}
