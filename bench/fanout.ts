@@ -41,13 +41,13 @@ export async function fanoutBench(zones: number, rounds: number): Promise<Fanout
   const global = new GlobalControlPlane({ logger: silentLogger });
   global.start(stop.signal);
   const served = await serveGlobal(global.server);
+  for (let i = 0; i < zones; i++) await global.registerZone(`zone-${i}`);
+  await global.store.put({ kind: "Mesh", name: "default", spec: create(MeshSpecSchema, { description: "start" }) });
+  const before = memory(); // no zone has dialed yet
   const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./fanout-zones.ts", import.meta.url)), served.url, String(zones)], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   try {
-    for (let i = 0; i < zones; i++) await global.registerZone(`zone-${i}`);
-    await global.store.put({ kind: "Mesh", name: "default", spec: create(MeshSpecSchema, { description: "start" }) });
-    const before = memory();
     const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
     const next = async (): Promise<Record<string, unknown>> => {
       const r = await lines.next();

@@ -9,6 +9,7 @@ import { fanoutBench, type FanoutResult } from "./fanout.ts";
 import { memoryBench, type MemoryResult } from "./memory.ts";
 
 const quick = process.argv.includes("--quick");
+const quiet = process.argv.includes("--quiet");
 const pkg = (name: string): string => (JSON.parse(readFileSync(new URL(`../node_modules/${name}/package.json`, import.meta.url), "utf8")) as { version: string }).version;
 const started = performance.now();
 const log = (line: string): void => void process.stderr.write(`${line}\n`);
@@ -86,7 +87,8 @@ lines.push("");
 lines.push(`Heap growth ${fmt(memory.heapGrowthMiB, 2)} MiB, RSS growth ${fmt(memory.rssGrowthMiB, 1)} MiB. Total run ${fmt((performance.now() - started) / 1000, 1)} s.`);
 
 const report = lines.join("\n");
-console.log(report);
+if (quiet) console.log(`bench ${quick ? "smoke" : "run"}: every scenario ran (${fmt((performance.now() - started) / 1000, 1)} s); report in bench/results/${quick ? "quick" : "full"}-latest.md`);
+else console.log(report);
 mkdirSync(new URL("./results/", import.meta.url), { recursive: true });
 const stamp = new Date().toISOString().replace(/[:.]/g, "-");
 const json = { quick, node: process.version, connect: pkg("@connectrpc/connect"), echo, sync, fanout, memory };

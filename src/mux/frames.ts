@@ -93,7 +93,40 @@ export function frameSizeBound(frame: Message): number | undefined {
       for (const name of v.value.removedResources) bytes += stringBound(name);
       return bytes;
     }
+    case "request": {
+      const r = v.value;
+      const extra = nodeAndErrorBound(r.node, r.errorDetail);
+      if (extra === undefined) return undefined;
+      let bytes = 16 + extra + stringBound(r.versionInfo) + stringBound(r.typeUrl) + stringBound(r.responseNonce);
+      for (const name of r.resourceNames) bytes += stringBound(name);
+      return bytes;
+    }
+    case "deltaRequest": {
+      const r = v.value;
+      const extra = nodeAndErrorBound(r.node, r.errorDetail);
+      if (extra === undefined) return undefined;
+      let bytes = 16 + extra + stringBound(r.typeUrl) + stringBound(r.responseNonce);
+      for (const name of r.resourceNamesSubscribe) bytes += stringBound(name);
+      for (const name of r.resourceNamesUnsubscribe) bytes += stringBound(name);
+      for (const [k, version] of Object.entries(r.initialResourceVersions)) bytes += 12 + stringBound(k) + stringBound(version);
+      return bytes;
+    }
     default:
       return undefined;
   }
+}
+
+/** Bound of a request's node and error detail; undefined when the node carries free-form metadata. */
+function nodeAndErrorBound(node: DiscoveryRequest["node"], error: DiscoveryRequest["errorDetail"]): number | undefined {
+  let bytes = 0;
+  if (node !== undefined) {
+    if (node.metadata !== undefined) return undefined;
+    bytes += 12 + stringBound(node.id) + stringBound(node.cluster) + stringBound(node.userAgentName) + stringBound(node.userAgentVersion);
+    for (const feature of node.clientFeatures) bytes += stringBound(feature);
+  }
+  if (error !== undefined) {
+    bytes += 24 + stringBound(error.message);
+    for (const d of error.details) bytes += 12 + stringBound(d.typeUrl) + d.value.byteLength;
+  }
+  return bytes;
 }

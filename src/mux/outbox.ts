@@ -5,41 +5,57 @@
  *
  * Control frames have fixed slots and always go first (hello, goaway, pong,
  * window update, ping): they are never queued behind bulk data. Data frames
- * wait in one bounded queue per lane and leave only while the peer has granted
- * credit for that lane; the two lanes take turns.
+ * wait in one bounded queue per lane. A send is *accepted* (its promise
+ * resolves) as soon as the peer's window for that lane has room for it; the
+ * frame then leaves in order. Sends beyond the window wait, so a slow
+ * consumer on the other side slows only its own lane. When several accepted
+ * frames are ready and the peer supports it, they leave together in one
+ * batch frame.
  *
  * @module
  */
-import { toBinary } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { KdsError, abortError } from "../errors.ts";
-import { MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { BatchSchema, MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { Ring } from "../util/ring.ts";
 import { controlFrame, frameSizeBound, type FrameValueInit, type Lane } from "./frames.ts";
 
 interface PendingSend {
-  frame: Message;
-  enqueuedAt: number;
+  readonly frame: Message;
+  /** Encoded size, or a safe upper bound of it. */
+  readonly bytes: number;
+  readonly enqueuedAt: number;
   resolve(): void;
   reject(reason: unknown): void;
-  signal: AbortSignal | undefined;
+  readonly signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
 }
 
 /** Counters of what left through the outbox. */
 export interface OutboxCounters {
-  /** Data frames handed to the transport, per lane. */
+  /** Request frames handed to the transport (inside batches or alone). */
   requests: number;
-  /** Data frames handed to the transport, per lane. */
+  /** Response frames handed to the transport (inside batches or alone). */
   responses: number;
   /** Control frames handed to the transport. */
   control: number;
+  /** Batch frames handed to the transport. */
+  batches: number;
 }
+
+/** Most data frames one batch carries. */
+const MAX_BATCH_FRAMES = 128;
+/** Most bytes one batch carries (also bounded by the peer's limit). */
+const MAX_BATCH_BYTES = 1024 * 1024;
 
 /** The single writer of a session. */
 export class Outbox {
   readonly #now: () => number;
   readonly #lanes: Record<Lane, Ring<PendingSend>>;
+  /** Window left per lane, after what was accepted. */
   readonly #credit: Record<Lane, number> = { requests: 0, responses: 0 };
+  /** How many frames at the head of each lane's queue are accepted (their send resolved). */
+  readonly #accepted: Record<Lane, number> = { requests: 0, responses: 0 };
   #hello: Message | undefined;
   #goaway: Message | undefined;
   #pongId: bigint | undefined;
@@ -50,16 +66,20 @@ export class Outbox {
   #wake: (() => void) | undefined;
   #ended = false;
   #peerMaxBytes = Number.POSITIVE_INFINITY;
+  #batching = false;
+  readonly #maxQueued: number;
   /** What left so far. */
-  readonly counters: OutboxCounters = { requests: 0, responses: 0, control: 0 };
+  readonly counters: OutboxCounters = { requests: 0, responses: 0, control: 0, batches: 0 };
 
   /**
-   * @param maxQueuedSends - bound of each lane's queue
+   * @param maxQueuedSends - how many sends may wait beyond the window, per lane
    * @param now - monotonic clock in milliseconds
+   * @param maxWindow - the largest window a peer may grant per lane (bounds the accepted frames)
    */
-  constructor(maxQueuedSends: number, now: () => number) {
+  constructor(maxQueuedSends: number, now: () => number, maxWindow = 65_536) {
     this.#now = now;
-    this.#lanes = { requests: new Ring(maxQueuedSends), responses: new Ring(maxQueuedSends) };
+    this.#lanes = { requests: new Ring(maxQueuedSends + maxWindow), responses: new Ring(maxQueuedSends + maxWindow) };
+    this.#maxQueued = maxQueuedSends;
   }
 
   /** Queues this side's hello; it leaves before anything else. */
@@ -68,21 +88,24 @@ export class Outbox {
     this.#controlQueued();
   }
 
-  /** Applies the peer's settings: initial credit and the largest frame it accepts. */
-  openLanes(requestWindow: number, responseWindow: number, peerMaxBytes: number): void {
+  /** Applies the peer's settings: initial window, largest frame, batch support. */
+  openLanes(requestWindow: number, responseWindow: number, peerMaxBytes: number, batching = false): void {
+    this.#peerMaxBytes = peerMaxBytes;
+    this.#batching = batching;
     this.#credit.requests += requestWindow;
     this.#credit.responses += responseWindow;
-    this.#peerMaxBytes = peerMaxBytes;
+    this.#acceptWaiting();
     this.#signal();
   }
 
-  /** Adds credit the peer granted through a window update. Returns an error when it overflows. */
+  /** Adds window the peer granted. Returns an error when it overflows. */
   addCredit(requests: number, responses: number): KdsError | undefined {
     this.#credit.requests += requests;
     this.#credit.responses += responses;
     if (this.#credit.requests > 2 ** 31 || this.#credit.responses > 2 ** 31) {
       return new KdsError("protocol_error", "peer granted more than 2^31 frames of window; a conforming peer grants only what its views consumed");
     }
+    this.#acceptWaiting();
     this.#signal();
     return undefined;
   }
@@ -109,40 +132,42 @@ export class Outbox {
   }
 
   /**
-   * Queues `frame` on `lane`. Resolves when the transport has taken the frame;
-   * rejects when the frame is too large for the peer, the lane's queue is full,
-   * `signal` aborts, or the session ends first.
+   * Queues `frame` on `lane`. Resolves once the frame is within the peer's
+   * window (it then leaves in order); rejects when the frame is too large for
+   * the peer, too many sends already wait, `signal` aborts first, or the
+   * session ends first.
    */
   send(lane: Lane, frame: Message, signal?: AbortSignal): Promise<void> {
     if (this.#ended || this.#goaway !== undefined) {
       return Promise.reject(new KdsError("session_closed", "the session has ended; wait for the next session to send"));
     }
     if (signal?.aborted) return Promise.reject(abortError(signal, "send"));
-    if (Number.isFinite(this.#peerMaxBytes) && (frameSizeBound(frame) ?? Number.POSITIVE_INFINITY) > this.#peerMaxBytes) {
-      const size = toBinary(MessageSchema, frame).byteLength;
-      if (size > this.#peerMaxBytes) {
+    let bytes = frameSizeBound(frame) ?? Number.POSITIVE_INFINITY;
+    if (bytes > this.#peerMaxBytes || (this.#batching && !Number.isFinite(bytes))) {
+      bytes = toBinary(MessageSchema, frame).byteLength;
+      if (bytes > this.#peerMaxBytes) {
         return Promise.reject(
           new KdsError(
             "message_too_large",
-            `a ${lane === "requests" ? "request" : "response"} of ${size} bytes exceeds the ${this.#peerMaxBytes} bytes the peer accepts; split it into smaller messages (the session goes on)`,
+            `a ${lane === "requests" ? "request" : "response"} of ${bytes} bytes exceeds the ${this.#peerMaxBytes} bytes the peer accepts; split it into smaller messages (the session goes on)`,
           ),
         );
       }
     }
+    const queue = this.#lanes[lane];
+    if (queue.size - this.#accepted[lane] >= this.#maxQueued) {
+      return Promise.reject(
+        new KdsError("send_queue_full", `${this.#maxQueued} sends already wait on the ${lane} lane; await each send before the next, or raise maxQueuedSends`),
+      );
+    }
     return new Promise<void>((resolve, reject) => {
-      const pending: PendingSend = { frame, enqueuedAt: this.#now(), resolve, reject, signal, onAbort: undefined };
-      if (!this.#lanes[lane].push(pending)) {
-        reject(
-          new KdsError(
-            "send_queue_full",
-            `${this.#lanes[lane].capacity} sends already wait on the ${lane} lane; await each send before the next, or raise maxQueuedSends`,
-          ),
-        );
-        return;
-      }
-      if (signal !== undefined) {
+      const pending: PendingSend = { frame, bytes, enqueuedAt: this.#now(), resolve, reject, signal, onAbort: undefined };
+      queue.push(pending);
+      if (this.#credit[lane] > 0 && this.#accepted[lane] === queue.size - 1) {
+        this.#accept(lane, pending);
+      } else if (signal !== undefined) {
         pending.onAbort = () => {
-          if (this.#lanes[lane].remove((p) => p === pending)) reject(abortError(signal, "send"));
+          if (queue.remove((p) => p === pending)) reject(abortError(signal, "send"));
         };
         signal.addEventListener("abort", pending.onAbort, { once: true });
       }
@@ -151,17 +176,20 @@ export class Outbox {
   }
 
   /**
-   * Stops taking data: every queued send rejects with `error`, then `goaway`
-   * (if given) is the last frame to leave. Without a goaway the frame stream
-   * ends at once.
+   * Stops taking data: every send not yet accepted rejects with `error`,
+   * accepted frames not yet sent are dropped, then `goaway` (if given) is the
+   * last frame to leave. Without a goaway the frame stream ends at once.
    */
   finish(error: KdsError, goaway?: FrameValueInit): void {
     if (this.#goaway !== undefined || this.#ended) return;
     for (const lane of ["requests", "responses"] as const) {
-      for (const pending of this.#lanes[lane].drain()) {
+      const accepted = this.#accepted[lane];
+      this.#accepted[lane] = 0;
+      this.#lanes[lane].drain().forEach((pending, i) => {
+        if (i < accepted) return;
         if (pending.onAbort !== undefined) pending.signal?.removeEventListener("abort", pending.onAbort);
         pending.reject(error);
-      }
+      });
     }
     this.#pingId = undefined;
     this.#pongId = undefined;
@@ -174,10 +202,7 @@ export class Outbox {
     this.#signal();
   }
 
-  /**
-   * Since when the oldest frame has waited to leave, or undefined when nothing
-   * waits. Drives the send timeout.
-   */
+  /** Since when the oldest frame has waited to leave, or undefined when nothing waits. Drives the send timeout. */
   oldestWaitingSince(): number | undefined {
     let oldest = this.#controlPendingSince;
     for (const lane of ["requests", "responses"] as const) {
@@ -208,6 +233,25 @@ export class Outbox {
     }
   }
 
+  /** Accepts waiting sends in order while their lanes have window. */
+  #acceptWaiting(): void {
+    for (const lane of ["requests", "responses"] as const) {
+      const queue = this.#lanes[lane];
+      while (this.#credit[lane] > 0 && this.#accepted[lane] < queue.size) {
+        const pending = queue.at(this.#accepted[lane]) as PendingSend;
+        if (pending.onAbort !== undefined) pending.signal?.removeEventListener("abort", pending.onAbort);
+        this.#accept(lane, pending);
+      }
+    }
+  }
+
+  #accept(lane: Lane, pending: PendingSend): void {
+    this.#credit[lane]--;
+    this.#accepted[lane]++;
+    pending.onAbort = undefined;
+    pending.resolve();
+  }
+
   #take(): Message | "end" | undefined {
     if (this.#ended) return "end";
     if (this.#hello !== undefined) {
@@ -227,27 +271,48 @@ export class Outbox {
     if (this.#grant.requests > 0 || this.#grant.responses > 0) {
       const { requests, responses } = this.#grant;
       this.#grant = { requests: 0, responses: 0 };
-      return this.#tookControl(
-        controlFrame({ case: "windowUpdate", value: { requests, responses } }),
-      );
+      return this.#tookControl(controlFrame({ case: "windowUpdate", value: { requests, responses } }));
     }
     if (this.#pingId !== undefined) {
       const id = this.#pingId;
       this.#pingId = undefined;
       return this.#tookControl(controlFrame({ case: "ping", value: { id } }));
     }
+    const first = this.#takeData();
+    if (first === undefined || !this.#batching) return first?.frame;
+    const limit = Math.min(this.#peerMaxBytes - 64, MAX_BATCH_BYTES);
+    const frames = [first.frame];
+    let bytes = first.bytes;
+    for (;;) {
+      const next = this.#peekData();
+      if (next === undefined || frames.length >= MAX_BATCH_FRAMES || bytes + next.bytes + 6 > limit) break;
+      this.#takeData();
+      frames.push(next.frame);
+      bytes += next.bytes + 6;
+    }
+    if (frames.length === 1) return first.frame;
+    this.counters.batches++;
+    return create(MessageSchema, { value: { case: "batch", value: create(BatchSchema, { frames }) } });
+  }
+
+  /** The accepted frame that would leave next (lanes take turns). */
+  #peekData(): PendingSend | undefined {
+    const first = this.#nextLane;
+    const second: Lane = first === "requests" ? "responses" : "requests";
+    for (const lane of [first, second]) if (this.#accepted[lane] > 0) return this.#lanes[lane].peek();
+    return undefined;
+  }
+
+  #takeData(): PendingSend | undefined {
     const first = this.#nextLane;
     const second: Lane = first === "requests" ? "responses" : "requests";
     for (const lane of [first, second]) {
-      if (this.#credit[lane] > 0 && this.#lanes[lane].size > 0) {
-        const pending = this.#lanes[lane].shift() as PendingSend;
-        this.#credit[lane]--;
-        this.counters[lane]++;
-        this.#nextLane = lane === "requests" ? "responses" : "requests";
-        if (pending.onAbort !== undefined) pending.signal?.removeEventListener("abort", pending.onAbort);
-        pending.resolve();
-        return pending.frame;
-      }
+      if (this.#accepted[lane] === 0) continue;
+      const pending = this.#lanes[lane].shift() as PendingSend;
+      this.#accepted[lane]--;
+      this.counters[lane]++;
+      this.#nextLane = second === lane ? first : second;
+      return pending;
     }
     return undefined;
   }

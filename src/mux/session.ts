@@ -32,6 +32,9 @@ import type { ClientStreamView, CloseOptions, ServerStreamView, Session, Session
 /** Version of the mux protocol this implementation speaks. */
 export const PROTOCOL_VERSION = 1;
 
+/** The largest window a peer may grant per lane. */
+const MAX_WINDOW = 65_536;
+
 /** How a {@link MuxSession} is created. */
 export interface SessionInit {
   /** Which side this is. */
@@ -104,7 +107,7 @@ export class MuxSession implements Session {
     this.ready.catch(() => undefined);
     this.closed = this.#closed.promise;
 
-    this.#outbox = new Outbox(this.#options.maxQueuedSends, this.#now);
+    this.#outbox = new Outbox(this.#options.maxQueuedSends, this.#now, MAX_WINDOW);
     const grant = (lane: Lane, credit: number): void => this.#outbox.grant(lane, credit);
     this.#serverInbox = new Inbox<MuxRequest>("requests", this.#options.requestWindow, grant);
     this.#clientInbox = new Inbox<MuxResponse>("responses", this.#options.responseWindow, grant);
@@ -128,6 +131,7 @@ export class MuxSession implements Session {
           maxMessageBytes: this.#options.maxMessageBytes,
           heartbeatIntervalMs: this.#options.heartbeatIntervalMs,
           heartbeatTimeoutMs: this.#options.heartbeatTimeoutMs,
+          batching: true,
         },
       }),
     );
@@ -156,6 +160,11 @@ export class MuxSession implements Session {
   /** The end reason, once ended. */
   get end(): SessionEnd | undefined {
     return this.#state.kind === "ending" || this.#state.kind === "closed" ? this.#state.end : undefined;
+  }
+
+  /** How many batch frames this side sent. */
+  get batchesSent(): number {
+    return this.#outbox.counters.batches;
   }
 
   /** The current lifecycle state (for diagnostics and tests). */
@@ -310,13 +319,24 @@ export class MuxSession implements Session {
         );
         return;
       }
+      case "batch":
+        for (const inner of value.value.frames) {
+          const kind = inner.value.case;
+          if (kind !== "request" && kind !== "deltaRequest" && kind !== "response" && kind !== "deltaResponse") {
+            this.#protocolError(`a batch may hold only requests and responses, got ${frameKind(inner)}`);
+            return;
+          }
+          this.#dispatch(inner);
+          if (this.#state.kind !== "open") return;
+        }
+        return;
       case undefined:
         this.#protocolError("the peer sent a frame of a kind this version does not know; check that both sides run compatible kds-mux versions");
         return;
     }
   }
 
-  #onHello(hello: { protocolVersion: number; peerId: string; requestWindow: number; responseWindow: number; maxMessageBytes: number }): void {
+  #onHello(hello: { protocolVersion: number; peerId: string; requestWindow: number; responseWindow: number; maxMessageBytes: number; batching: boolean }): void {
     if (this.#state.kind !== "handshaking") {
       this.#protocolError("the peer sent a second hello");
       return;
@@ -325,7 +345,7 @@ export class MuxSession implements Session {
       this.#protocolError(`the peer speaks mux protocol version ${hello.protocolVersion}, this side speaks ${PROTOCOL_VERSION}; run compatible kds-mux versions on both sides`);
       return;
     }
-    if (hello.requestWindow < 1 || hello.responseWindow < 1 || hello.maxMessageBytes < 1024) {
+    if (hello.requestWindow < 1 || hello.responseWindow < 1 || hello.requestWindow > MAX_WINDOW || hello.responseWindow > MAX_WINDOW || hello.maxMessageBytes < 1024) {
       this.#protocolError(`the peer's hello grants no usable window (requests ${hello.requestWindow}, responses ${hello.responseWindow}, max message ${hello.maxMessageBytes} bytes)`);
       return;
     }
@@ -341,7 +361,7 @@ export class MuxSession implements Session {
     };
     this.#expectedPeerId = hello.peerId;
     this.#state = transition(this.#state, { type: "hello", peer });
-    this.#outbox.openLanes(peer.requestWindow, peer.responseWindow, peer.maxMessageBytes);
+    this.#outbox.openLanes(peer.requestWindow, peer.responseWindow, peer.maxMessageBytes, hello.batching);
     this.#ping(this.#now()); // a first round trip right away, so status shows one from the start
     this.#ready.resolve();
   }

@@ -19,9 +19,12 @@ export interface ServerStreamView {
    */
   recv(signal?: AbortSignal): Promise<MuxRequest>;
   /**
-   * Sends a response. Resolves when the transport has taken it. Waits while
-   * the peer's client view has no room (its window), so a slow consumer on
-   * the other side slows only this lane.
+   * Sends a response. Resolves once the response fits in the peer's window
+   * for responses; it then leaves in order (possibly batched with others).
+   * Waits while the peer's client view has no room, so a slow consumer on the
+   * other side slows only this lane. Responses accepted but not yet written
+   * when the session ends are lost with it; the discovery layer's ACKs cover
+   * that.
    */
   send(response: MuxResponse, signal?: AbortSignal): Promise<void>;
 }

@@ -1,23 +1,24 @@
 /**
- * A fixed-capacity FIFO queue. It never grows: {@link Ring.push} returns false
- * when the queue is full, and the caller decides what that means.
+ * A bounded FIFO queue. It grows its storage on demand up to a fixed
+ * capacity and never past it: {@link Ring.push} returns false when the queue
+ * is full, and the caller decides what that means.
  *
  * @module
  */
 
-/** Fixed-capacity FIFO queue backed by a circular array. */
+/** Bounded FIFO queue backed by a circular array that grows up to `capacity`. */
 export class Ring<T> {
   /** The most items the queue ever holds. */
   readonly capacity: number;
-  readonly #items: (T | undefined)[];
+  #items: (T | undefined)[];
   #head = 0;
   #size = 0;
 
   /** @param capacity - the most items the queue ever holds (at least 1) */
   constructor(capacity: number) {
-    this.capacity = capacity;
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`ring capacity must be a positive integer, got ${capacity}`);
-    this.#items = new Array<T | undefined>(capacity);
+    this.capacity = capacity;
+    this.#items = new Array<T | undefined>(Math.min(capacity, 16));
   }
 
   /** Number of queued items. */
@@ -28,7 +29,8 @@ export class Ring<T> {
   /** Appends `item`; false when the queue is full. */
   push(item: T): boolean {
     if (this.#size === this.capacity) return false;
-    this.#items[(this.#head + this.#size) % this.capacity] = item;
+    if (this.#size === this.#items.length) this.#grow();
+    this.#items[(this.#head + this.#size) % this.#items.length] = item;
     this.#size++;
     return true;
   }
@@ -38,28 +40,30 @@ export class Ring<T> {
     return this.#size === 0 ? undefined : this.#items[this.#head];
   }
 
+  /** The item at position `index` from the oldest (0), or undefined. */
+  at(index: number): T | undefined {
+    return index < 0 || index >= this.#size ? undefined : this.#items[(this.#head + index) % this.#items.length];
+  }
+
   /** Removes and returns the oldest item. */
   shift(): T | undefined {
     if (this.#size === 0) return undefined;
     const item = this.#items[this.#head];
     this.#items[this.#head] = undefined;
-    this.#head = (this.#head + 1) % this.capacity;
+    this.#head = (this.#head + 1) % this.#items.length;
     this.#size--;
     return item;
   }
 
   /** Removes the first item for which `match` is true; true if one was removed. */
   remove(match: (item: T) => boolean): boolean {
+    const n = this.#items.length;
     for (let i = 0; i < this.#size; i++) {
-      const idx = (this.#head + i) % this.capacity;
-      if (match(this.#items[idx] as T)) {
-        for (let j = i; j < this.#size - 1; j++) {
-          this.#items[(this.#head + j) % this.capacity] = this.#items[(this.#head + j + 1) % this.capacity];
-        }
-        this.#items[(this.#head + this.#size - 1) % this.capacity] = undefined;
-        this.#size--;
-        return true;
-      }
+      if (!match(this.#items[(this.#head + i) % n] as T)) continue;
+      for (let j = i; j < this.#size - 1; j++) this.#items[(this.#head + j) % n] = this.#items[(this.#head + j + 1) % n];
+      this.#items[(this.#head + this.#size - 1) % n] = undefined;
+      this.#size--;
+      return true;
     }
     return false;
   }
@@ -69,5 +73,12 @@ export class Ring<T> {
     const out: T[] = [];
     while (this.#size > 0) out.push(this.shift() as T);
     return out;
+  }
+
+  #grow(): void {
+    const next = new Array<T | undefined>(Math.min(this.capacity, this.#items.length * 2));
+    for (let i = 0; i < this.#size; i++) next[i] = this.#items[(this.#head + i) % this.#items.length];
+    this.#items = next;
+    this.#head = 0;
   }
 }

@@ -4,7 +4,8 @@
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { KdsError } from "../../src/errors.ts";
-import { GoAwayReason, MultiplexService } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { create } from "@bufbuild/protobuf";
+import { GoAwayReason, MessageSchema, MultiplexService } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import type { MuxRequest, MuxResponse } from "../../src/mux/frames.ts";
 import { MuxSession } from "../../src/mux/session.ts";
 import type { Session } from "../../src/mux/views.ts";
@@ -196,6 +197,53 @@ export const scenarios: Scenario[] = [
       check(goaway?.value.case === "goaway", "the peer is told with a goaway");
       equal(goaway.value.value.reason, GoAwayReason.PROTOCOL_ERROR, "goaway reason");
       peer.end();
+    },
+  },
+  {
+    name: "queued data frames leave batched to a peer that accepts batches, and one by one otherwise",
+    async run() {
+      const { zone, global } = sessionPair({}, { requestWindow: 256 });
+      await zone.ready;
+      const sends = Array.from({ length: 100 }, (_, i) => zone.client.send(request("type.b", String(i))));
+      await Promise.all(sends);
+      for (let i = 0; i < 100; i++) equal((await global.server.recv()).responseNonce, String(i), "order across batches");
+      check(zone.stats().sent.requests === 100, "every request left");
+      check((zone as MuxSession).batchesSent > 0, "several queued requests left as batches");
+      await zone.close();
+
+      const lone = new MuxSession({ role: "zone", localId: "zone-1" });
+      const peer = new RawPeer(lone);
+      peer.hello("global", 64); // its hello does not set batching
+      await lone.ready;
+      await Promise.all(Array.from({ length: 20 }, (_, i) => lone.client.send(request("type.b", String(i)))));
+      let requests = 0;
+      while (requests < 20) {
+        const frame = await peer.read();
+        check(frame !== undefined && frame.value.case !== "batch", "no batch to a peer that did not ask for them");
+        if (frame?.value.case === "request") requests++;
+      }
+      peer.end();
+      await lone.close();
+    },
+  },
+  {
+    name: "a batch counts each frame against the window, and holds only data",
+    async run() {
+      const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: { requestWindow: 4 } });
+      const peer = new RawPeer(session);
+      peer.hello("zone-1");
+      peer.write({ case: "batch", value: { $typeName: "kds.mux.v1.Batch", frames: Array.from({ length: 5 }, (_, i) => create(MessageSchema, { value: { case: "request", value: request("t", String(i)) } })) } });
+      const end = await session.closed;
+      equal(end.code, "protocol_error", "a batch of 5 against a window of 4");
+      peer.end();
+
+      const other = new MuxSession({ role: "global", localId: "global", peerId: "zone-1" });
+      const peer2 = new RawPeer(other);
+      peer2.hello("zone-1");
+      peer2.write({ case: "batch", value: { $typeName: "kds.mux.v1.Batch", frames: [create(MessageSchema, { value: { case: "ping", value: { id: 1n } } })] } });
+      const end2 = await other.closed;
+      check(end2.code === "protocol_error" && end2.message.includes("only requests and responses"), end2.message);
+      peer2.end();
     },
   },
   {

@@ -123,7 +123,14 @@ describe("frameSizeBound", () => {
       });
       for (const frame of [sotw, delta]) expect(frameSizeBound(frame)).toBeGreaterThanOrEqual(toBinary(MessageSchema, frame).byteLength);
     }
-    expect(frameSizeBound(requestFrame(request("x")))).toBeUndefined();
+    const { DeltaDiscoveryRequestSchema } = await import("../../src/gen/kds/v1/discovery_pb.ts");
+    const requests = [
+      requestFrame(create((await import("../../src/gen/kds/v1/discovery_pb.ts")).DiscoveryRequestSchema, { typeUrl: "ü", resourceNames: ["a", "b"], node: { id: "zone-1", clientFeatures: ["x"] }, errorDetail: { code: 3, message: "bad ñ", details: [{ typeUrl: "t", value: new Uint8Array(100) }] } })),
+      requestFrame(create(DeltaDiscoveryRequestSchema, { typeUrl: "t", resourceNamesSubscribe: ["*"], initialResourceVersions: { "a/b": "1", é: "22" }, node: { id: "n" } })),
+    ];
+    for (const frame of requests) expect(frameSizeBound(frame)).toBeGreaterThanOrEqual(toBinary(MessageSchema, frame).byteLength);
+    const withMetadata = requestFrame(create((await import("../../src/gen/kds/v1/discovery_pb.ts")).DiscoveryRequestSchema, { node: { metadata: { fields: {} } } }));
+    expect(frameSizeBound(withMetadata)).toBeUndefined();
   });
 });
 

@@ -21,7 +21,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file kds/mux/v1/mux.proto.
  */
 export const file_kds_mux_v1_mux: GenFile = /*@__PURE__*/
-  fileDesc("ChRrZHMvbXV4L3YxL211eC5wcm90bxIKa2RzLm11eC52MSKhAwoHTWVzc2FnZRIrCgdyZXF1ZXN0GAEgASgLMhgua2RzLnYxLkRpc2NvdmVyeVJlcXVlc3RIABItCghyZXNwb25zZRgCIAEoCzIZLmtkcy52MS5EaXNjb3ZlcnlSZXNwb25zZUgAEjYKDWRlbHRhX3JlcXVlc3QYAyABKAsyHS5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXF1ZXN0SAASOAoOZGVsdGFfcmVzcG9uc2UYBCABKAsyHi5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXNwb25zZUgAEiIKBWhlbGxvGAogASgLMhEua2RzLm11eC52MS5IZWxsb0gAEiAKBHBpbmcYCyABKAsyEC5rZHMubXV4LnYxLlBpbmdIABIgCgRwb25nGAwgASgLMhAua2RzLm11eC52MS5Qb25nSAASMQoNd2luZG93X3VwZGF0ZRgNIAEoCzIYLmtkcy5tdXgudjEuV2luZG93VXBkYXRlSAASJAoGZ29hd2F5GA4gASgLMhIua2RzLm11eC52MS5Hb0F3YXlIAEIHCgV2YWx1ZSK7AQoFSGVsbG8SGAoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoDRIPCgdwZWVyX2lkGAIgASgJEhYKDnJlcXVlc3Rfd2luZG93GAMgASgNEhcKD3Jlc3BvbnNlX3dpbmRvdxgEIAEoDRIZChFtYXhfbWVzc2FnZV9ieXRlcxgFIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBiABKA0SHAoUaGVhcnRiZWF0X3RpbWVvdXRfbXMYByABKA0iEgoEUGluZxIKCgJpZBgBIAEoBCISCgRQb25nEgoKAmlkGAEgASgEIjMKDFdpbmRvd1VwZGF0ZRIQCghyZXF1ZXN0cxgBIAEoDRIRCglyZXNwb25zZXMYAiABKA0iQwoGR29Bd2F5EigKBnJlYXNvbhgBIAEoDjIYLmtkcy5tdXgudjEuR29Bd2F5UmVhc29uEg8KB21lc3NhZ2UYAiABKAkq8wEKDEdvQXdheVJlYXNvbhIeChpHT19BV0FZX1JFQVNPTl9VTlNQRUNJRklFRBAAEhsKF0dPX0FXQVlfUkVBU09OX1NIVVRET1dOEAESGwoXR09fQVdBWV9SRUFTT05fUkVQTEFDRUQQAhIhCh1HT19BV0FZX1JFQVNPTl9QUk9UT0NPTF9FUlJPUhADEiQKIEdPX0FXQVlfUkVBU09OX0hFQVJUQkVBVF9USU1FT1VUEAQSHwobR09fQVdBWV9SRUFTT05fU0VORF9USU1FT1VUEAUSHwobR09fQVdBWV9SRUFTT05fWk9ORV9SRVZPS0VEEAYyUQoQTXVsdGlwbGV4U2VydmljZRI9Cg1TdHJlYW1NZXNzYWdlEhMua2RzLm11eC52MS5NZXNzYWdlGhMua2RzLm11eC52MS5NZXNzYWdlKAEwAWIGcHJvdG8z", [file_kds_v1_discovery]);
+  fileDesc("ChRrZHMvbXV4L3YxL211eC5wcm90bxIKa2RzLm11eC52MSLFAwoHTWVzc2FnZRIrCgdyZXF1ZXN0GAEgASgLMhgua2RzLnYxLkRpc2NvdmVyeVJlcXVlc3RIABItCghyZXNwb25zZRgCIAEoCzIZLmtkcy52MS5EaXNjb3ZlcnlSZXNwb25zZUgAEjYKDWRlbHRhX3JlcXVlc3QYAyABKAsyHS5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXF1ZXN0SAASOAoOZGVsdGFfcmVzcG9uc2UYBCABKAsyHi5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXNwb25zZUgAEiIKBWhlbGxvGAogASgLMhEua2RzLm11eC52MS5IZWxsb0gAEiAKBHBpbmcYCyABKAsyEC5rZHMubXV4LnYxLlBpbmdIABIgCgRwb25nGAwgASgLMhAua2RzLm11eC52MS5Qb25nSAASMQoNd2luZG93X3VwZGF0ZRgNIAEoCzIYLmtkcy5tdXgudjEuV2luZG93VXBkYXRlSAASJAoGZ29hd2F5GA4gASgLMhIua2RzLm11eC52MS5Hb0F3YXlIABIiCgViYXRjaBgPIAEoCzIRLmtkcy5tdXgudjEuQmF0Y2hIAEIHCgV2YWx1ZSIsCgVCYXRjaBIjCgZmcmFtZXMYASADKAsyEy5rZHMubXV4LnYxLk1lc3NhZ2UizQEKBUhlbGxvEhgKEHByb3RvY29sX3ZlcnNpb24YASABKA0SDwoHcGVlcl9pZBgCIAEoCRIWCg5yZXF1ZXN0X3dpbmRvdxgDIAEoDRIXCg9yZXNwb25zZV93aW5kb3cYBCABKA0SGQoRbWF4X21lc3NhZ2VfYnl0ZXMYBSABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAcgASgNEhAKCGJhdGNoaW5nGAggASgIIhIKBFBpbmcSCgoCaWQYASABKAQiEgoEUG9uZxIKCgJpZBgBIAEoBCIzCgxXaW5kb3dVcGRhdGUSEAoIcmVxdWVzdHMYASABKA0SEQoJcmVzcG9uc2VzGAIgASgNIkMKBkdvQXdheRIoCgZyZWFzb24YASABKA4yGC5rZHMubXV4LnYxLkdvQXdheVJlYXNvbhIPCgdtZXNzYWdlGAIgASgJKvMBCgxHb0F3YXlSZWFzb24SHgoaR09fQVdBWV9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdHT19BV0FZX1JFQVNPTl9TSFVURE9XThABEhsKF0dPX0FXQVlfUkVBU09OX1JFUExBQ0VEEAISIQodR09fQVdBWV9SRUFTT05fUFJPVE9DT0xfRVJST1IQAxIkCiBHT19BV0FZX1JFQVNPTl9IRUFSVEJFQVRfVElNRU9VVBAEEh8KG0dPX0FXQVlfUkVBU09OX1NFTkRfVElNRU9VVBAFEh8KG0dPX0FXQVlfUkVBU09OX1pPTkVfUkVWT0tFRBAGMlEKEE11bHRpcGxleFNlcnZpY2USPQoNU3RyZWFtTWVzc2FnZRITLmtkcy5tdXgudjEuTWVzc2FnZRoTLmtkcy5tdXgudjEuTWVzc2FnZSgBMAFiBnByb3RvMw", [file_kds_v1_discovery]);
 
 /**
  * One frame of the multiplexed stream.
@@ -104,6 +104,15 @@ export type Message = Message$1<"kds.mux.v1.Message"> & {
      */
     value: GoAway;
     case: "goaway";
+  } | {
+    /**
+     * Several data frames in one message; only sent to a peer whose hello
+     * set `batching`.
+     *
+     * @generated from field: kds.mux.v1.Batch batch = 15;
+     */
+    value: Batch;
+    case: "batch";
   } | { case: undefined; value?: undefined };
 };
 
@@ -113,6 +122,29 @@ export type Message = Message$1<"kds.mux.v1.Message"> & {
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
   messageDesc(file_kds_mux_v1_mux, 0);
+
+/**
+ * Data frames (requests and responses) sent together, in order. Each counts
+ * against its lane's window as if sent alone. A batch holds no control
+ * frames and no batches.
+ *
+ * @generated from message kds.mux.v1.Batch
+ */
+export type Batch = Message$1<"kds.mux.v1.Batch"> & {
+  /**
+   * The frames, in the order they were sent.
+   *
+   * @generated from field: repeated kds.mux.v1.Message frames = 1;
+   */
+  frames: Message[];
+};
+
+/**
+ * Describes the message kds.mux.v1.Batch.
+ * Use `create(BatchSchema)` to create a new message.
+ */
+export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
+  messageDesc(file_kds_mux_v1_mux, 1);
 
 /**
  * The first frame of each side. Nothing but control frames may be sent before
@@ -169,6 +201,13 @@ export type Hello = Message$1<"kds.mux.v1.Hello"> & {
    * @generated from field: uint32 heartbeat_timeout_ms = 7;
    */
   heartbeatTimeoutMs: number;
+
+  /**
+   * The sender accepts `batch` frames.
+   *
+   * @generated from field: bool batching = 8;
+   */
+  batching: boolean;
 };
 
 /**
@@ -176,7 +215,7 @@ export type Hello = Message$1<"kds.mux.v1.Hello"> & {
  * Use `create(HelloSchema)` to create a new message.
  */
 export const HelloSchema: GenMessage<Hello> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 1);
+  messageDesc(file_kds_mux_v1_mux, 2);
 
 /**
  * A liveness probe.
@@ -197,7 +236,7 @@ export type Ping = Message$1<"kds.mux.v1.Ping"> & {
  * Use `create(PingSchema)` to create a new message.
  */
 export const PingSchema: GenMessage<Ping> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 2);
+  messageDesc(file_kds_mux_v1_mux, 3);
 
 /**
  * Answer to a ping.
@@ -218,7 +257,7 @@ export type Pong = Message$1<"kds.mux.v1.Pong"> & {
  * Use `create(PongSchema)` to create a new message.
  */
 export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 3);
+  messageDesc(file_kds_mux_v1_mux, 4);
 
 /**
  * Credit returned as the receiver's views consume frames.
@@ -246,7 +285,7 @@ export type WindowUpdate = Message$1<"kds.mux.v1.WindowUpdate"> & {
  * Use `create(WindowUpdateSchema)` to create a new message.
  */
 export const WindowUpdateSchema: GenMessage<WindowUpdate> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 4);
+  messageDesc(file_kds_mux_v1_mux, 5);
 
 /**
  * The last frame a side sends before it ends its half of the stream.
@@ -274,7 +313,7 @@ export type GoAway = Message$1<"kds.mux.v1.GoAway"> & {
  * Use `create(GoAwaySchema)` to create a new message.
  */
 export const GoAwaySchema: GenMessage<GoAway> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 5);
+  messageDesc(file_kds_mux_v1_mux, 6);
 
 /**
  * Why a side ends the session.
