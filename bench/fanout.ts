@@ -84,3 +84,19 @@ export async function fanoutBench(zones: number, rounds: number): Promise<Fanout
     await served.close();
   }
 }
+
+/** Runs {@link fanoutBench} in a fresh process, so earlier scenarios' garbage does not skew its memory figures. */
+export async function fanoutInFreshProcess(zones: number, rounds: number): Promise<FanoutResult> {
+  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), String(zones), String(rounds)], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  if (code !== 0) throw new Error(`fan-out with ${zones} zones failed (exit ${code})`);
+  return JSON.parse(out.trim().split("\n").at(-1) as string) as FanoutResult;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const result = await fanoutBench(Number(process.argv[2]), Number(process.argv[3]));
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  process.exit(0);
+}

@@ -5,7 +5,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { muxEcho, rawConnectEcho, grpcJsEcho, type EchoResult } from "./echo.ts";
 import { syncBench, type SyncResult } from "./sync.ts";
-import { fanoutBench, type FanoutResult } from "./fanout.ts";
+import { fanoutInFreshProcess, type FanoutResult } from "./fanout.ts";
 import { memoryBench, type MemoryResult } from "./memory.ts";
 
 const quick = process.argv.includes("--quick");
@@ -40,7 +40,7 @@ for (const n of plan.sync) {
 const fanout: FanoutResult[] = [];
 for (const zones of plan.fanout) {
   log(`fan-out ${zones} zones`);
-  fanout.push(await fanoutBench(zones, plan.rounds));
+  fanout.push(await fanoutInFreshProcess(zones, plan.rounds));
 }
 
 log(`memory ${plan.memory} messages`);

@@ -23,6 +23,15 @@ export interface SyncResult {
   readonly resumeResources: number;
 }
 
+/** Resources (and removals) carried by a frame, looking inside batches. */
+export function resourcesIn(frame: Message): number {
+  const v = frame.value;
+  if (v.case === "deltaResponse") return v.value.resources.length + v.value.removedResources.length;
+  if (v.case === "response") return v.value.resources.length;
+  if (v.case === "batch") return v.value.frames.reduce((sum, inner) => sum + resourcesIn(inner), 0);
+  return 0;
+}
+
 /** Counts bytes and resources of frames towards the zone. */
 function counting(inner: MuxTransport, tally: { bytes: number; resources: number }): MuxTransport {
   return {
@@ -32,10 +41,8 @@ function counting(inner: MuxTransport, tally: { bytes: number; resources: number
       return (async function* () {
         for await (const frame of inbound) {
           tally.bytes += toBinary(MessageSchema, frame).byteLength;
-          const v = frame.value;
-          if (v.case === "deltaResponse") tally.resources += v.value.resources.length + v.value.removedResources.length;
-          if (v.case === "response") tally.resources += v.value.resources.length;
-          yield frame as Message;
+          tally.resources += resourcesIn(frame);
+          yield frame;
         }
       })();
     },

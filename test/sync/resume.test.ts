@@ -12,12 +12,19 @@ interface WireCount {
   toGlobal: number;
 }
 
+/** Resources (and removals) carried by a frame, looking inside batches. */
+function resourcesIn(frame: Message): number {
+  const v = frame.value;
+  if (v.case === "deltaResponse") return v.value.resources.length + v.value.removedResources.length;
+  if (v.case === "response") return v.value.resources.length;
+  if (v.case === "batch") return v.value.frames.reduce((sum, inner) => sum + resourcesIn(inner), 0);
+  return 0;
+}
+
 /** Counts the resources (and removals) in every response frame, both ways. */
 function counting(inner: MuxTransport, count: WireCount): MuxTransport {
   const tally = (frame: Message, to: keyof WireCount): void => {
-    const v = frame.value;
-    if (v.case === "deltaResponse") count[to] += v.value.resources.length + v.value.removedResources.length;
-    if (v.case === "response") count[to] += v.value.resources.length;
+    count[to] += resourcesIn(frame);
   };
   return {
     name: `counting ${inner.name}`,
