@@ -26,6 +26,8 @@ interface KindCache {
   /** Keys changed since the last refresh (at most one entry per resource). */
   pending: Map<string, { mesh: string; name: string }>;
   refreshing: Promise<void> | undefined;
+  /** A background refresh is scheduled. */
+  scheduled: boolean;
 }
 
 /** Shared, incrementally refreshed wire form of the kinds a side serves. */
@@ -42,7 +44,7 @@ export class SnapshotCache {
   constructor(store: ResourceStore, types: readonly ResourceType[]) {
     this.#store = store;
     for (const type of types) {
-      const cache: KindCache = { type, loaded: false, entries: new Map(), digest: new SetDigest(), pending: new Map(), refreshing: undefined };
+      const cache: KindCache = { type, loaded: false, entries: new Map(), digest: new SetDigest(), pending: new Map(), refreshing: undefined, scheduled: false };
       this.#kinds.set(type.kind, cache);
       this.#byUrl.set(type.typeUrl, cache);
     }
@@ -54,9 +56,10 @@ export class SnapshotCache {
   }
 
   /**
-   * Follows the store's change feed until `signal` aborts. Whatever the cache
-   * held is re-read on the next snapshot: changes made while nobody watched
-   * are not lost.
+   * Follows the store's change feed until `signal` aborts, and loads every
+   * kind in the background so the first stream does not wait for the
+   * encoding. Whatever the cache held is re-read: changes made while nobody
+   * watched are not lost.
    */
   start(signal: AbortSignal): void {
     const invalidate = (): void => {
@@ -69,8 +72,10 @@ export class SnapshotCache {
       if (cache === undefined) return;
       const key = resourceKey(change.mesh, change.name);
       cache.pending.set(key, { mesh: change.mesh, name: change.name });
+      this.#scheduleRefresh(cache);
       for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
     }, signal);
+    for (const cache of this.#kinds.values()) void this.#bringUpToDate(cache).catch(() => undefined);
   }
 
   /** A source for one stream; `filter` picks which resources that stream sees. */
@@ -90,13 +95,7 @@ export class SnapshotCache {
     if (signal.aborted) throw abortError(signal, "snapshot");
     const cache = this.#byUrl.get(typeUrl);
     if (cache === undefined) return { version: digestOf([]), resources: { get: () => undefined, [Symbol.iterator]: () => [][Symbol.iterator]() } };
-    // Wait for a refresh in progress, and refresh again while changes keep arriving.
-    while (!cache.loaded || cache.pending.size > 0 || cache.refreshing !== undefined) {
-      cache.refreshing ??= this.#refresh(cache).finally(() => {
-        cache.refreshing = undefined;
-      });
-      await cache.refreshing;
-    }
+    await this.#bringUpToDate(cache);
     const entries = cache.entries;
     if (filter === undefined) {
       return {
@@ -119,6 +118,29 @@ export class SnapshotCache {
       },
       resources,
     };
+  }
+
+  /**
+   * Keeps the cache warm: encodes changes soon after they happen (once per
+   * burst), so a stream that asks later finds them ready.
+   */
+  #scheduleRefresh(cache: KindCache): void {
+    if (cache.scheduled) return;
+    cache.scheduled = true;
+    setTimeout(() => {
+      cache.scheduled = false;
+      void this.#bringUpToDate(cache).catch(() => undefined);
+    }, 0);
+  }
+
+  /** Waits for a refresh in progress, and refreshes again while changes keep arriving. */
+  async #bringUpToDate(cache: KindCache): Promise<void> {
+    while (!cache.loaded || cache.pending.size > 0 || cache.refreshing !== undefined) {
+      cache.refreshing ??= this.#refresh(cache).finally(() => {
+        cache.refreshing = undefined;
+      });
+      await cache.refreshing;
+    }
   }
 
   /** Brings one kind up to date. Shared by every stream, so no one stream's signal cancels it. */
