@@ -11,6 +11,7 @@ import { serveGlobal } from "../src/adapters/node/serve-global.ts";
 import { MeshSpecSchema } from "../src/gen/kds/example/v1/example_pb.ts";
 import { GlobalControlPlane } from "../src/global/global-control-plane.ts";
 import { silentLogger } from "../src/log.ts";
+import { isMain } from "./fresh.ts";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -85,17 +86,7 @@ export async function fanoutBench(zones: number, rounds: number): Promise<Fanout
   }
 }
 
-/** Runs {@link fanoutBench} in a fresh process, so earlier scenarios' garbage does not skew its memory figures. */
-export async function fanoutInFreshProcess(zones: number, rounds: number): Promise<FanoutResult> {
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), String(zones), String(rounds)], { stdio: ["ignore", "pipe", "inherit"] });
-  let out = "";
-  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-  if (code !== 0) throw new Error(`fan-out with ${zones} zones failed (exit ${code})`);
-  return JSON.parse(out.trim().split("\n").at(-1) as string) as FanoutResult;
-}
-
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
+if (isMain(import.meta.url)) {
   const result = await fanoutBench(Number(process.argv[2]), Number(process.argv[3]));
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);

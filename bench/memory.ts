@@ -12,6 +12,7 @@ import { silentLogger } from "../src/log.ts";
 import type { Session } from "../src/mux/views.ts";
 import { connectMuxTransport } from "../src/transport/connect.ts";
 import { ZoneClient } from "../src/zone/zone-client.ts";
+import { isMain } from "./fresh.ts";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -69,4 +70,10 @@ export async function memoryBench(total: number, samples = 10): Promise<MemoryRe
   } finally {
     await served.close();
   }
+}
+
+if (isMain(import.meta.url)) {
+  const result = await memoryBench(Number(process.argv[2]));
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  process.exit(0);
 }

@@ -5,8 +5,9 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { muxEcho, rawConnectEcho, grpcJsEcho, type EchoResult } from "./echo.ts";
 import { syncBench, type SyncResult } from "./sync.ts";
-import { fanoutInFreshProcess, type FanoutResult } from "./fanout.ts";
-import { memoryBench, type MemoryResult } from "./memory.ts";
+import type { FanoutResult } from "./fanout.ts";
+import { inFreshProcess } from "./fresh.ts";
+import type { MemoryResult } from "./memory.ts";
 
 const quick = process.argv.includes("--quick");
 const quiet = process.argv.includes("--quiet");
@@ -40,11 +41,11 @@ for (const n of plan.sync) {
 const fanout: FanoutResult[] = [];
 for (const zones of plan.fanout) {
   log(`fan-out ${zones} zones`);
-  fanout.push(await fanoutInFreshProcess(zones, plan.rounds));
+  fanout.push(await inFreshProcess<FanoutResult>(new URL("./fanout.ts", import.meta.url).href, [zones, plan.rounds]));
 }
 
 log(`memory ${plan.memory} messages`);
-const memory: MemoryResult = await memoryBench(plan.memory);
+const memory = await inFreshProcess<MemoryResult>(new URL("./memory.ts", import.meta.url).href, [plan.memory]);
 
 const fmt = (n: number, digits = 0): string => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const lines: string[] = [];
@@ -70,7 +71,7 @@ for (const s of sync) {
   lines.push(`| ${fmt(s.resources)} | ${s.mode} | ${fmt(s.initialMs)} ms | ${fmt(s.initialBytes / 1024)} KiB | ${fmt(s.resumeChanged)} | ${fmt(s.resumeMs)} ms | ${fmt(s.resumeBytes / 1024, 1)} KiB | ${fmt(s.resumeResources)} |`);
 }
 lines.push("");
-lines.push("## Fan-out: zones in a second process, one HTTP/2 connection each");
+lines.push("## Fan-out: zones in a second process, one HTTP/2 connection each (global in a fresh process)");
 lines.push("");
 lines.push("| zones | all connected and synced | global heap / zone | global RSS / zone | change to all zones p50 | p99 |");
 lines.push("|---:|---:|---:|---:|---:|---:|");
@@ -78,7 +79,7 @@ for (const f of fanout) {
   lines.push(`| ${fmt(f.zones)} | ${fmt(f.connectMs)} ms | ${fmt(f.heapPerZoneKiB)} KiB | ${fmt(f.rssPerZoneKiB)} KiB | ${fmt(f.p50Ms, 1)} ms | ${fmt(f.p99Ms, 1)} ms |`);
 }
 lines.push("");
-lines.push(`## Memory over a long session (${fmt(memory.messages)} messages in ${fmt(memory.seconds, 1)} s, after GC)`);
+lines.push(`## Memory over a long session (${fmt(memory.messages)} messages in ${fmt(memory.seconds, 1)} s, after GC, fresh process)`);
 lines.push("");
 lines.push("| messages | heap MiB | RSS MiB |");
 lines.push("|---:|---:|---:|");

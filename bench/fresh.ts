@@ -1,0 +1,20 @@
+// Runs one scenario in a fresh Node process, so garbage and connections left
+// by earlier scenarios do not skew its memory figures. The scenario module
+// prints its result as the last line of JSON on stdout when run directly.
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+/** Runs `module` (a file URL) with `args` under tsx and parses its last stdout line. */
+export async function inFreshProcess<T>(module: string, args: readonly (string | number)[]): Promise<T> {
+  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(module), ...args.map(String)], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  if (code !== 0) throw new Error(`${fileURLToPath(module)} ${args.join(" ")} failed (exit ${code})`);
+  return JSON.parse(out.trim().split("\n").at(-1) as string) as T;
+}
+
+/** True when `module` (import.meta.url) is the process's entry point. */
+export function isMain(module: string): boolean {
+  return process.argv[1] === fileURLToPath(module);
+}
