@@ -6,42 +6,48 @@
  * @module
  */
 
-/** Stable, machine-readable error codes. */
-export type KdsErrorCode =
-  /** A caller passed a bad option or argument. */
-  | "invalid_argument"
-  /** The peer broke the mux protocol (bad frame order, window overrun, ...). */
-  | "protocol_error"
-  /** The peer sent nothing for longer than the heartbeat timeout. */
-  | "heartbeat_timeout"
-  /** A frame could not be handed to the transport in time. */
-  | "send_timeout"
-  /** A message is larger than the peer accepts. */
-  | "message_too_large"
-  /** Too many sends are already waiting on one view. */
-  | "send_queue_full"
-  /** The session has ended; see the cause for why. */
-  | "session_closed"
-  /** The operation was cancelled through its AbortSignal. */
-  | "aborted"
-  /** A view already has a pending receive (one reader per view). */
-  | "busy"
-  /** The transport failed (connection refused, reset, ...). */
-  | "transport"
-  /** The zone did not name itself in the `client-id` header. */
-  | "missing_client_id"
-  /** The global does not know the zone. */
-  | "zone_not_registered"
-  /** The zone is registered but disabled. */
-  | "zone_disabled"
-  /** A resource type is not registered. */
-  | "unknown_type"
-  /** A resource or its spec is invalid. */
-  | "invalid_resource"
-  /** A write expected another version of the resource (optimistic concurrency). */
-  | "conflict"
-  /** The resource does not exist. */
-  | "not_found";
+/**
+ * Every stable, machine-readable error code:
+ * - `invalid_argument`: a caller passed a bad option or argument;
+ * - `protocol_error`: the peer broke the mux protocol (bad frame order, window overrun, ...);
+ * - `heartbeat_timeout`: the peer sent nothing for longer than the heartbeat timeout;
+ * - `send_timeout`: a frame could not be handed to the transport in time;
+ * - `message_too_large`: a message is larger than the peer accepts;
+ * - `send_queue_full`: too many sends already wait on one view;
+ * - `session_closed`: the session has ended (the cause says why);
+ * - `aborted`: the operation was cancelled through its AbortSignal;
+ * - `busy`: a view already has a pending receive (one reader per view);
+ * - `transport`: the transport failed (connection refused, reset, ...);
+ * - `missing_client_id`: the zone did not name itself in the `client-id` header;
+ * - `zone_not_registered`: the global does not know the zone;
+ * - `zone_disabled`: the zone is registered but disabled;
+ * - `unknown_type`: a resource type is not registered;
+ * - `invalid_resource`: a resource or its spec is invalid;
+ * - `conflict`: a write expected another version of the resource;
+ * - `not_found`: the resource does not exist.
+ */
+export const KDS_ERROR_CODES = [
+  "invalid_argument",
+  "protocol_error",
+  "heartbeat_timeout",
+  "send_timeout",
+  "message_too_large",
+  "send_queue_full",
+  "session_closed",
+  "aborted",
+  "busy",
+  "transport",
+  "missing_client_id",
+  "zone_not_registered",
+  "zone_disabled",
+  "unknown_type",
+  "invalid_resource",
+  "conflict",
+  "not_found",
+] as const;
+
+/** Stable, machine-readable error codes (see {@link KDS_ERROR_CODES}). */
+export type KdsErrorCode = (typeof KDS_ERROR_CODES)[number];
 
 /** Options of {@link KdsError}. */
 export interface KdsErrorOptions {

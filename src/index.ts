@@ -5,7 +5,7 @@
  *
  * @module
  */
-export { KdsError, type KdsErrorCode, type KdsErrorOptions } from "./errors.ts";
+export { KDS_ERROR_CODES, KdsError, type KdsErrorCode, type KdsErrorOptions } from "./errors.ts";
 export { consoleLogger, silentLogger, type Logger, type LogFields, type LogLevel } from "./log.ts";
 export { CLIENT_ID_HEADER, ZONE_NAME_PATTERN, assertZoneName } from "./names.ts";
 export type { MuxRequest, MuxResponse, Lane } from "./mux/frames.ts";

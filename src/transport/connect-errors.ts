@@ -6,7 +6,7 @@
  * @module
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { KdsError, type KdsErrorCode } from "../errors.ts";
+import { KDS_ERROR_CODES, KdsError, type KdsErrorCode } from "../errors.ts";
 
 /** Response header that carries the {@link KdsErrorCode} of a rejected stream. */
 export const KDS_ERROR_CODE_HEADER = "kds-error-code";
@@ -25,25 +25,7 @@ const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
   not_found: Code.NotFound,
 };
 
-const kdsCodes: ReadonlySet<string> = new Set<KdsErrorCode>([
-  "invalid_argument",
-  "protocol_error",
-  "heartbeat_timeout",
-  "send_timeout",
-  "message_too_large",
-  "send_queue_full",
-  "session_closed",
-  "aborted",
-  "busy",
-  "transport",
-  "missing_client_id",
-  "zone_not_registered",
-  "zone_disabled",
-  "unknown_type",
-  "invalid_resource",
-  "conflict",
-  "not_found",
-]);
+const kdsCodes: ReadonlySet<string> = new Set<string>(KDS_ERROR_CODES);
 
 /** Turns any error into a `ConnectError` a Connect handler can throw. */
 export function toConnectError(error: unknown): ConnectError {
