@@ -281,7 +281,7 @@ export class DiscoveryServer {
     const candidates: Iterable<string> = full ? allKeys(snapshot.resources, state.known) : changed;
     for (const key of candidates) {
       if (more) {
-        if (!full) state.changed.add(key); // left for the next response
+        state.changed.add(key); // left for the next response, which looks only at these
         continue;
       }
       const r = snapshot.resources.get(key);
@@ -297,7 +297,7 @@ export class DiscoveryServer {
         }
         if (bytes + cost > limit) {
           more = true;
-          if (!full) state.changed.add(key);
+          state.changed.add(key);
           continue;
         }
         upserts.push(r);
@@ -306,17 +306,14 @@ export class DiscoveryServer {
         const cost = key.length * 3 + ENTRY_OVERHEAD;
         if (bytes + cost > limit) {
           more = true;
-          if (!full) state.changed.add(key);
+          state.changed.add(key);
           continue;
         }
         removed.push(key);
         bytes += cost;
       }
     }
-    if (more) {
-      state.dirty = true;
-      if (full) state.full = true;
-    }
+    if (more) state.dirty = true;
     if (upserts.length === 0 && removed.length === 0) return;
     const nonce = String(++this.#nonce);
     const delta: DeltaPending = { upserts: upserts.map((r) => [r.key, r.version] as const), removed };
