@@ -19,6 +19,7 @@ export { connectMuxTransport, type ConnectMuxTransportOptions } from "./transpor
 export { KDS_ERROR_CODE_HEADER, fromConnectError, toConnectError } from "./transport/connect-errors.ts";
 export { GlobalServer, type GlobalServerOptions } from "./global/global-server.ts";
 export { multiplexServiceImpl, registerGlobal } from "./global/connect-service.ts";
+export { fetchHandler, globalFetchHandler, type FetchHandler, type FetchHandlerOptions } from "./adapters/fetch/fetch-handler.ts";
 export { InMemoryZoneRegistry, type ZoneRecord, type ZoneRegistry } from "./global/zone-registry.ts";
 export { registerCommand, zoneResourceYaml } from "./global/registration.ts";
 export { ZoneClient, type RetryInfo, type ZoneClientOptions } from "./zone/zone-client.ts";

@@ -2,6 +2,7 @@
 // executes this file: `deno run` and `bun` in `npm test`, or node through vitest.
 // Prints one line per scenario and a closing "RUNTIME: N passed, M failed".
 import { scenarios } from "../contract/scenarios.ts";
+import { fetchScenarios } from "./fetch-scenarios.ts";
 
 interface RuntimeGlobals {
   Deno?: { version: { deno: string }; exit(code: number): never };
@@ -23,7 +24,7 @@ function withTimeout(promise: Promise<void>, name: string): Promise<void> {
 
 let passed = 0;
 let failed = 0;
-for (const scenario of scenarios) {
+for (const scenario of [...scenarios, ...fetchScenarios]) {
   const started = performance.now();
   try {
     await withTimeout(scenario.run(), scenario.name);

@@ -1,0 +1,6 @@
+/**
+ * The Bun adapter entry point: serving the global on `Bun.serve`.
+ *
+ * @module
+ */
+export { serveGlobalBun, type ServeGlobalBunOptions, type ServedGlobalBun } from "./serve-global.ts";

@@ -1,0 +1,6 @@
+/**
+ * The Deno adapter entry point: serving the global on `Deno.serve`.
+ *
+ * @module
+ */
+export { serveGlobalDeno, type ServeGlobalDenoOptions, type ServedGlobalDeno } from "./serve-global.ts";
