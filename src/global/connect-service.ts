@@ -9,6 +9,7 @@ import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import { MultiplexService } from "../gen/kds/mux/v1/mux_pb.ts";
 import { toConnectError } from "../transport/connect-errors.ts";
 import type { GlobalServer } from "./global-server.ts";
+import { HalfDuplexHub, registerHalfDuplex, type HalfDuplexHubOptions } from "./half-duplex-hub.ts";
 
 /** The `MultiplexService` implementation backed by `global`. */
 export function multiplexServiceImpl(global: GlobalServer): ServiceImpl<typeof MultiplexService> {
@@ -25,7 +26,13 @@ export function multiplexServiceImpl(global: GlobalServer): ServiceImpl<typeof M
   };
 }
 
-/** Registers the global's `MultiplexService` on `router`. */
-export function registerGlobal(router: ConnectRouter, global: GlobalServer): ConnectRouter {
-  return router.service(MultiplexService, multiplexServiceImpl(global));
+/**
+ * Registers the global's `MultiplexService` on `router`, and its
+ * `HalfDuplexService` for zones that cannot stream request bodies (pass
+ * `halfDuplex: false` to leave it out, or hub options to tune it).
+ */
+export function registerGlobal(router: ConnectRouter, global: GlobalServer, options: { halfDuplex?: HalfDuplexHubOptions | false } = {}): ConnectRouter {
+  router.service(MultiplexService, multiplexServiceImpl(global));
+  if (options.halfDuplex !== false) registerHalfDuplex(router, new HalfDuplexHub(global, options.halfDuplex));
+  return router;
 }

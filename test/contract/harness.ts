@@ -14,10 +14,12 @@ import { MuxSession } from "../../src/mux/session.ts";
 import type { SessionOptions } from "../../src/mux/options.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
+import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 
 /** Every way the tests reach a global. */
-export const transportKinds = ["memory", "router", "grpc", "grpc-web", "connect"] as const;
+export const transportKinds = ["memory", "router", "grpc", "grpc-web", "connect", "half-duplex"] as const;
 export type TransportKind = (typeof transportKinds)[number];
 
 export class AssertionFailed extends Error {}
@@ -95,7 +97,8 @@ export async function startGlobal(
     const router = createRouterTransport((r) => registerGlobal(r, global));
     return { global, registry, kind, url: undefined, transport: () => connectMuxTransport(router, { name: "router" }), close: () => global.close() };
   }
-  const served = await serveGlobal(global, { port: options.port ?? 0 });
+  // The half-duplex transport runs on fetch (connect-web) over plain HTTP/1.1, as a browser would.
+  const served = await serveGlobal(global, { port: options.port ?? 0, httpVersion: kind === "half-duplex" ? "1.1" : "2" });
   const baseUrl = served.url;
   const make = (): MuxTransport => {
     switch (kind) {
@@ -105,6 +108,8 @@ export async function startGlobal(
         return connectMuxTransport(createGrpcWebTransport({ baseUrl, httpVersion: "2" }), { name: kind, target: baseUrl });
       case "connect":
         return connectMuxTransport(createConnectTransport({ baseUrl, httpVersion: "2" }), { name: kind, target: baseUrl });
+      case "half-duplex":
+        return halfDuplexMuxTransport(createWebConnectTransport({ baseUrl, useBinaryFormat: true }), { target: baseUrl });
     }
   };
   return { global, registry, kind, url: baseUrl, transport: make, close: () => served.close() };

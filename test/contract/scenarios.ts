@@ -120,7 +120,7 @@ export const scenarios: Scenario[] = [
       }
     },
   })),
-  ...(["memory", "grpc"] as const).map<Scenario>((kind) => ({
+  ...(["memory", "grpc", "half-duplex"] as const).map<Scenario>((kind) => ({
     name: `concurrent sends from both views are serialized intact over ${kind}`,
     async run() {
       const c = await connect(kind, { session: { requestWindow: 8, responseWindow: 8 } });
@@ -151,7 +151,7 @@ export const scenarios: Scenario[] = [
       }
     },
   })),
-  ...(["grpc", "memory"] as const).flatMap<Scenario>((kind) =>
+  ...(["grpc", "memory", "half-duplex"] as const).flatMap<Scenario>((kind) =>
     (["zone", "global"] as const).map((stalledSide) => ({
       name: `a stalled ${stalledSide} client view does not stall the other lane (${kind}, 64 KiB random payloads)`,
       async run() {
@@ -346,7 +346,7 @@ export const scenarios: Scenario[] = [
       }
     },
   },
-  ...(["grpc", "memory"] as const).map<Scenario>((kind) => ({
+  ...(["grpc", "memory", "half-duplex"] as const).map<Scenario>((kind) => ({
     name: `an unregistered zone is refused with FailedPrecondition and registration instructions (${kind})`,
     async run() {
       const t = await startGlobal(kind, { zones: [], adminUrl: "http://127.0.0.1:5681" });
@@ -356,7 +356,7 @@ export const scenarios: Scenario[] = [
         check(KdsError.is(error, "zone_not_registered"), `typed error: ${String(error)}`);
         check(error.message.includes("kds-mux generate zone --name zone-9 | kds-mux apply -f - --server http://127.0.0.1:5681"), error.message);
         check(error.message.includes("type: Zone\n  name: zone-9"), error.message);
-        if (kind === "grpc") {
+        if (kind !== "memory") {
           const cause = error.cause;
           check(cause instanceof ConnectError && cause.code === Code.FailedPrecondition, "FailedPrecondition on the wire");
         }
@@ -368,7 +368,7 @@ export const scenarios: Scenario[] = [
       }
     },
   })),
-  ...(["memory", "grpc"] as const).map<Scenario>((kind) => ({
+  ...(["memory", "grpc", "half-duplex"] as const).map<Scenario>((kind) => ({
     name: `a second session of the same zone replaces the older one (${kind})`,
     async run() {
       const ended: string[] = [];
@@ -461,7 +461,7 @@ export const scenarios: Scenario[] = [
       }
     },
   },
-  ...(["memory", "grpc"] as const).map<Scenario>((kind) => ({
+  ...(["memory", "grpc", "half-duplex"] as const).map<Scenario>((kind) => ({
     name: `resources sync both ways, attributed to the zone (${kind})`,
     async run() {
       const cluster = await startCluster(kind);

@@ -10,9 +10,11 @@ const stop = new AbortController();
 const global = new GlobalControlPlane({ logger: silentLogger });
 global.start(stop.signal);
 const served = await serveGlobal(global.server, { routes: (router) => registerAdmin(router, global.admin()) });
-console.log(JSON.stringify({ url: served.url }));
+// A second listener on plain HTTP/1.1 for half-duplex zones (fetch clients).
+const http1 = await serveGlobal(global.server, { httpVersion: "1.1" });
+console.log(JSON.stringify({ url: served.url, http1Url: http1.url }));
 process.stdin.on("data", () => undefined);
 process.stdin.on("end", () => {
   stop.abort();
-  void served.close().finally(() => process.exit(0));
+  void Promise.all([served.close(), http1.close()]).finally(() => process.exit(0));
 });

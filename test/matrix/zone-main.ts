@@ -1,5 +1,6 @@
 // Matrix cell, zone side: registers itself through the global's admin API,
-// syncs both ways over one transport, survives a forced disconnect with
+// syncs both ways over one transport (half-duplex: connect-web on the
+// runtime's fetch over HTTP/1.1), survives a forced disconnect with
 // changes made on both sides meanwhile, and checks convergence. Prints one
 // JSON line {"ok": true, "ms": N} or {"ok": false, "error": "..."}.
 import { create } from "@bufbuild/protobuf";
@@ -9,9 +10,11 @@ import { AdminService } from "../../src/gen/kds/admin/v1/admin_pb.ts";
 import { DataplaneSpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
 import { silentLogger } from "../../src/log.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
+import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 
-const [url, kind, name] = process.argv.slice(2) as [string, string, string];
+const [url, kind, name, http1Url] = process.argv.slice(2) as [string, string, string, string];
 const started = performance.now();
 const admin = createClient(AdminService, createConnectTransport({ baseUrl: url, httpVersion: "2" }));
 const transport = () => {
@@ -39,7 +42,11 @@ const globalHas = async (dataplane: string, address: string) =>
 
 try {
   await admin.apply({ resources: [{ type: "Zone", name, specJson: JSON.stringify({ enabled: true }) }, { type: "Mesh", name: `mesh-${name}`, specJson: meshJson("v1") }] });
-  const zone = new ZoneControlPlane({ name, transport: connectMuxTransport(transport(), { name: kind }), logger: silentLogger, backoff: { baseMs: 50, capMs: 200 } });
+  const mux =
+    kind === "half-duplex"
+      ? halfDuplexMuxTransport(createWebConnectTransport({ baseUrl: http1Url, useBinaryFormat: true }))
+      : connectMuxTransport(transport(), { name: kind });
+  const zone = new ZoneControlPlane({ name, transport: mux, logger: silentLogger, backoff: { baseMs: 50, capMs: 200 } });
   let run = new AbortController();
   let running = zone.run(run.signal);
   await zone.store.put({ kind: "Dataplane", mesh: "default", name: "web-1", spec: create(DataplaneSpecSchema, { address: "10.0.0.1" }) });

@@ -8,6 +8,8 @@ import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { LABELS } from "../../src/sync/resource-types.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
+import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { KdsError } from "../../src/errors.ts";
@@ -22,11 +24,13 @@ const runtime: Runtime | undefined = "Deno" in globalThis ? "deno" : "Bun" in gl
 /** Transports each fetch server carries (Bun.serve speaks HTTP/1.1 only). */
 const transports: Record<Runtime, Record<string, (url: string) => MuxTransport>> = {
   deno: {
+    "half-duplex (connect-web on fetch)": (url) => halfDuplexMuxTransport(createWebConnectTransport({ baseUrl: url, useBinaryFormat: true })),
     "Connect h2c": (url) => connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2" }), { name: "connect" }),
     "gRPC-web h2c": (url) => connectMuxTransport(createGrpcWebTransport({ baseUrl: url, httpVersion: "2" }), { name: "grpc-web" }),
     "Connect HTTP/1.1": (url) => connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "1.1" }), { name: "connect" }),
   },
   bun: {
+    "half-duplex (connect-web on fetch)": (url) => halfDuplexMuxTransport(createWebConnectTransport({ baseUrl: url, useBinaryFormat: true })),
     "Connect HTTP/1.1": (url) => connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "1.1" }), { name: "connect" }),
     "gRPC-web HTTP/1.1": (url) => connectMuxTransport(createGrpcWebTransport({ baseUrl: url, httpVersion: "1.1" }), { name: "grpc-web" }),
   },
@@ -89,7 +93,7 @@ export const fetchScenarios: Scenario[] =
             ]
           : []),
         {
-          name: `a quiet mux stream outlives ${runtime === "deno" ? "Deno.serve" : "Bun.serve"}'s idle timeouts (16 s without a frame; Bun cuts at 10 s by default)`,
+          name: `a quiet mux stream outlives ${runtime === "deno" ? "Deno.serve" : "Bun.serve"}'s idle timeouts (16 s without a frame; Bun.serve cuts at 10 s by default)`,
           run: () =>
             withFetchGlobal(async (global, url) => {
               const make = Object.values(transports[runtime])[0] as (url: string) => MuxTransport;

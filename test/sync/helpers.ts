@@ -8,6 +8,8 @@ import { silentLogger } from "../../src/log.ts";
 import type { ResourceStore } from "../../src/sync/store.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
+import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { ZoneControlPlane, type ZoneControlPlaneOptions } from "../../src/zone/zone-control-plane.ts";
 
@@ -46,14 +48,18 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-export async function startCluster(kind: "memory" | "grpc", options: GlobalControlPlaneOptions = {}): Promise<Cluster> {
+export async function startCluster(kind: "memory" | "grpc" | "half-duplex", options: GlobalControlPlaneOptions = {}): Promise<Cluster> {
   const controller = new AbortController();
   const global = new GlobalControlPlane({ logger: silentLogger, ...options });
   global.start(controller.signal);
   let served: ServedGlobal | undefined;
-  if (kind === "grpc") served = await serveGlobal(global.server);
+  if (kind !== "memory") served = await serveGlobal(global.server, { httpVersion: kind === "half-duplex" ? "1.1" : "2" });
   const transport = (): MuxTransport =>
-    served === undefined ? memoryMuxTransport(global.server) : connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc" });
+    served === undefined
+      ? memoryMuxTransport(global.server)
+      : kind === "half-duplex"
+        ? halfDuplexMuxTransport(createWebConnectTransport({ baseUrl: served.url, useBinaryFormat: true }))
+        : connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc" });
   const zones = new Map<string, ZoneControlPlane>();
   const running = new Map<string, { controller: AbortController; done: Promise<void> }>();
   return {

@@ -8,8 +8,9 @@
  */
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { ConnectRouter } from "@connectrpc/connect";
+import * as http from "node:http";
 import * as http2 from "node:http2";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { registerGlobal } from "../../global/connect-service.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
 
@@ -21,6 +22,11 @@ export interface ListenOptions {
   port?: number;
   /** PEM key and certificate: serve TLS (h2, with HTTP/1.1 allowed for unary calls) instead of h2c. */
   tls?: { key: string | Buffer; cert: string | Buffer };
+  /**
+   * Without TLS: "2" serves h2c (default); "1.1" serves plain HTTP/1.1, for
+   * clients that speak nothing else (they use the half-duplex transport).
+   */
+  httpVersion?: "2" | "1.1";
   /** On close, how long to wait for HTTP/2 connections to finish before cutting them. Default 2 s. */
   closeGraceMs?: number;
 }
@@ -38,7 +44,7 @@ export interface ServedGlobal {
   /** The bound port. */
   readonly port: number;
   /** The underlying server. */
-  readonly server: http2.Http2Server | http2.Http2SecureServer;
+  readonly server: http2.Http2Server | http2.Http2SecureServer | http.Server;
   /** Stops listening and resolves when every connection is gone. */
   close(): Promise<void>;
 }
@@ -49,13 +55,21 @@ export async function serveRoutes(
   options: ListenOptions & { readMaxBytes?: number; beforeClose?: () => Promise<void> } = {},
 ): Promise<ServedGlobal> {
   const handler = connectNodeAdapter({ routes, readMaxBytes: options.readMaxBytes });
-  const server = options.tls === undefined
-    ? http2.createServer(handler)
-    : http2.createSecureServer({ key: options.tls.key, cert: options.tls.cert, allowHTTP1: true }, handler);
+  const server =
+    options.tls !== undefined
+      ? http2.createSecureServer({ key: options.tls.key, cert: options.tls.cert, allowHTTP1: true }, handler)
+      : options.httpVersion === "1.1"
+        ? http.createServer(handler)
+        : http2.createServer(handler);
   const sessions = new Set<http2.Http2Session>();
   server.on("session", (session: http2.Http2Session) => {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
+  });
+  const sockets = new Set<Socket>();
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
   });
   const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve, reject) => {
@@ -78,8 +92,10 @@ export async function serveRoutes(
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         await options.beforeClose?.();
         for (const session of sessions) session.close();
+        if (server instanceof http.Server) server.closeIdleConnections();
         const grace = setTimeout(() => {
           for (const session of sessions) session.destroy();
+          for (const socket of sockets) socket.destroy();
         }, options.closeGraceMs ?? 2_000);
         await stopped;
         clearTimeout(grace);

@@ -1,0 +1,247 @@
+/**
+ * The global's side of the half-duplex mux (`kds.mux.v1.HalfDuplexService`):
+ * a *link* stands for one zone stream. Its global -> zone frames are numbered
+ * and kept until the zone acknowledges them, so a dropped Pull resumes where
+ * it broke; its zone -> global frames arrive numbered through Push calls and
+ * duplicates from retried calls are dropped. The session behind a link is an
+ * ordinary mux session from {@link GlobalServer.accept}.
+ *
+ * @module
+ */
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { KdsError } from "../errors.ts";
+import { HalfDuplexService, PullResponseSchema, type PullRequest, type PullResponse, type PushRequest } from "../gen/kds/mux/v1/half_duplex_pb.ts";
+import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { CLIENT_ID_HEADER } from "../names.ts";
+import { AsyncQueue } from "../util/async-queue.ts";
+import { toConnectError } from "../transport/connect-errors.ts";
+import type { GlobalServer } from "./global-server.ts";
+
+/** Options of {@link HalfDuplexHub}. */
+export interface HalfDuplexHubOptions {
+  /** A link whose zone has no Pull open for this long ends (its session fails). Default 30 s. */
+  resumeTimeoutMs?: number;
+  /** Most frames kept per direction while unacknowledged. Default 1024. */
+  maxUnacked?: number;
+}
+
+interface Link {
+  readonly id: string;
+  readonly zone: string;
+  readonly controller: AbortController;
+  readonly inbound: AsyncQueue<Message>;
+  receivedSeq: bigint;
+  readonly outbound: AsyncIterator<Message>;
+  /** Frames sent down, not yet acknowledged; seqs are consecutive. */
+  readonly buffer: { seq: bigint; frame: Message }[];
+  nextSeq: bigint;
+  outboundDone: boolean;
+  pullGeneration: number;
+  pullActive: boolean;
+  resumeTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Whoever waits for the link to change (its Pull stream, its pump). */
+  readonly waiters: Set<() => void>;
+}
+
+/** Wakes everyone waiting on `link`. */
+function notify(link: Link): void {
+  const waiting = [...link.waiters];
+  link.waiters.clear();
+  for (const wake of waiting) wake();
+}
+
+/** Resolves at the link's next change. */
+function changed(link: Link, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = (): void => {
+      signal?.removeEventListener("abort", done);
+      link.waiters.delete(done);
+      resolve();
+    };
+    link.waiters.add(done);
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** Serves the half-duplex mux for a {@link GlobalServer}. */
+export class HalfDuplexHub {
+  readonly #global: GlobalServer;
+  readonly #links = new Map<string, Link>();
+  readonly #resumeTimeoutMs: number;
+  readonly #maxUnacked: number;
+
+  /** @param global - the global whose sessions the links carry */
+  constructor(global: GlobalServer, options: HalfDuplexHubOptions = {}) {
+    this.#global = global;
+    this.#resumeTimeoutMs = options.resumeTimeoutMs ?? 30_000;
+    this.#maxUnacked = options.maxUnacked ?? 1024;
+  }
+
+  /** Links alive now. */
+  get links(): number {
+    return this.#links.size;
+  }
+
+  /** The service implementation; mount it with {@link registerHalfDuplex}. */
+  service(): ServiceImpl<typeof HalfDuplexService> {
+    return {
+      pull: (request, context) => this.#pull(request, context),
+      push: async (request, context) => {
+        try {
+          return { ackedSeq: this.#push(request, context) };
+        } catch (error) {
+          throw toConnectError(error);
+        }
+      },
+    };
+  }
+
+  async *#pull(request: PullRequest, context: HandlerContext): AsyncGenerator<PullResponse> {
+    let link: Link;
+    try {
+      link = request.linkId === "" ? await this.#open(context) : this.#find(request.linkId, context);
+    } catch (error) {
+      throw toConnectError(error);
+    }
+    this.#ack(link, request.ackedSeq);
+    const first = link.buffer[0];
+    if (first !== undefined && request.ackedSeq + 1n < first.seq) {
+      throw new ConnectError(`frames after ${request.ackedSeq} are no longer kept; reconnect`, Code.DataLoss);
+    }
+    const generation = ++link.pullGeneration;
+    link.pullActive = true;
+    if (link.resumeTimer !== undefined) clearTimeout(link.resumeTimer);
+    link.resumeTimer = undefined;
+    notify(link);
+    const response = (init: { seq?: bigint; frame?: Message; end?: boolean }): PullResponse => create(PullResponseSchema, { linkId: link.id, pushAckedSeq: link.receivedSeq, ...init });
+    try {
+      yield response({});
+      let next = request.ackedSeq + 1n;
+      for (;;) {
+        if (generation !== link.pullGeneration || context.signal.aborted) return;
+        const head = link.buffer[0];
+        const item = head === undefined ? undefined : link.buffer[Number(next - head.seq)];
+        if (item !== undefined && item.seq === next) {
+          yield response({ seq: item.seq, frame: item.frame });
+          next++;
+          continue;
+        }
+        if (link.outboundDone) {
+          yield response({ end: true });
+          // Everything before the end marker has been written: the link is done.
+          this.#drop(link);
+          return;
+        }
+        await changed(link, context.signal);
+      }
+    } finally {
+      if (generation === link.pullGeneration) {
+        link.pullActive = false;
+        this.#armResumeTimer(link);
+      }
+    }
+  }
+
+  #push(request: PushRequest, context: HandlerContext): bigint {
+    const link = this.#find(request.linkId, context);
+    this.#ack(link, request.pullAckedSeq);
+    request.frames.forEach((frame, i) => {
+      const seq = request.firstSeq + BigInt(i);
+      if (seq <= link.receivedSeq) return; // a retried call: already delivered
+      if (seq !== link.receivedSeq + 1n) {
+        throw new KdsError("protocol_error", `push of frame ${seq} after frame ${link.receivedSeq}: frames must arrive in order`);
+      }
+      if (!link.inbound.push(frame)) {
+        throw new KdsError("protocol_error", `more than ${this.#maxUnacked} zone frames wait to be read on link ${link.id}`);
+      }
+      link.receivedSeq = seq;
+    });
+    return link.receivedSeq;
+  }
+
+  async #open(context: HandlerContext): Promise<Link> {
+    const controller = new AbortController();
+    const inbound = new AsyncQueue<Message>(this.#maxUnacked);
+    const outbound = await this.#global.accept(context.requestHeader, inbound, controller.signal);
+    const zone = context.requestHeader.get(CLIENT_ID_HEADER)?.trim() ?? "";
+    const link: Link = {
+      id: crypto.randomUUID(),
+      zone,
+      controller,
+      inbound,
+      receivedSeq: 0n,
+      outbound: outbound[Symbol.asyncIterator](),
+      buffer: [],
+      nextSeq: 1n,
+      outboundDone: false,
+      pullGeneration: 0,
+      pullActive: false,
+      resumeTimer: undefined,
+      waiters: new Set(),
+    };
+    this.#links.set(link.id, link);
+    controller.signal.addEventListener("abort", () => this.#drop(link), { once: true });
+    void this.#pump(link);
+    return link;
+  }
+
+  #find(id: string, context: HandlerContext): Link {
+    const link = this.#links.get(id);
+    if (link === undefined) throw new KdsError("session_closed", `link ${id} has ended (or expired); open a new one`);
+    const zone = context.requestHeader.get(CLIENT_ID_HEADER)?.trim() ?? "";
+    if (zone !== link.zone) throw new KdsError("invalid_argument", `link ${id} belongs to zone "${link.zone}", not "${zone}"`);
+    return link;
+  }
+
+  /** Moves the session's outbound frames into the link's buffer, at most `maxUnacked` at a time. */
+  async #pump(link: Link): Promise<void> {
+    try {
+      for (;;) {
+        while (link.buffer.length >= this.#maxUnacked) {
+          await changed(link);
+          if (link.controller.signal.aborted) return;
+        }
+        const r = await link.outbound.next();
+        if (r.done === true) break;
+        link.buffer.push({ seq: link.nextSeq++, frame: r.value });
+        notify(link);
+      }
+    } catch {
+      // The session's writer failed; the link ends below.
+    }
+    link.outboundDone = true;
+    notify(link);
+    if (link.buffer.length === 0 && !link.pullActive) this.#drop(link);
+  }
+
+  #ack(link: Link, seq: bigint): void {
+    while (link.buffer.length > 0 && (link.buffer[0]?.seq ?? 0n) <= seq) link.buffer.shift();
+    notify(link);
+  }
+
+  #armResumeTimer(link: Link): void {
+    if (link.resumeTimer !== undefined || !this.#links.has(link.id)) return;
+    if (link.outboundDone && link.buffer.length === 0) {
+      this.#drop(link);
+      return;
+    }
+    link.resumeTimer = setTimeout(() => {
+      link.controller.abort(new KdsError("transport", `zone "${link.zone}" did not resume its half-duplex link within ${this.#resumeTimeoutMs} ms`));
+    }, this.#resumeTimeoutMs);
+  }
+
+  #drop(link: Link): void {
+    if (!this.#links.delete(link.id)) return;
+    if (link.resumeTimer !== undefined) clearTimeout(link.resumeTimer);
+    link.inbound.close();
+    link.controller.abort();
+    void link.outbound.return?.(undefined);
+    notify(link);
+  }
+}
+
+/** Registers the half-duplex service of `hub` on `router`. */
+export function registerHalfDuplex(router: ConnectRouter, hub: HalfDuplexHub): ConnectRouter {
+  return router.service(HalfDuplexService, hub.service());
+}

@@ -1,0 +1,129 @@
+// The half-duplex transport over fetch and HTTP/1.1 when its legs break: Pull
+// streams cut mid-flight, Push calls lost before or after the server saw
+// them. Every frame must still arrive exactly once, in order.
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { describe, expect, it } from "vitest";
+import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
+import { GlobalServer } from "../../src/global/global-server.ts";
+import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
+import { silentLogger } from "../../src/log.ts";
+import type { Session } from "../../src/mux/views.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
+import { ZoneClient } from "../../src/zone/zone-client.ts";
+import { eventually, request, response } from "../contract/harness.ts";
+
+interface Faults {
+  pullsCut: number;
+  pushesLostBefore: number;
+  pushesLostAfter: number;
+}
+
+/** Wraps a transport: every Pull is cut after `cutAfter` messages; Push calls fail now and then. */
+function flaky(inner: Transport, cutAfter: number, faults: Faults): Transport {
+  let pushes = 0;
+  return {
+    async unary(method, signal, timeoutMs, header, input, contextValues) {
+      pushes++;
+      if (pushes % 7 === 0) {
+        faults.pushesLostBefore++;
+        throw new ConnectError("request lost (test)", Code.Unavailable);
+      }
+      const result = await inner.unary(method, signal, timeoutMs, header, input, contextValues);
+      if (pushes % 5 === 0) {
+        faults.pushesLostAfter++;
+        throw new ConnectError("response lost (test)", Code.Unavailable);
+      }
+      return result;
+    },
+    async stream(method, signal, timeoutMs, header, input, contextValues) {
+      const cut = new AbortController();
+      const combined = signal === undefined ? cut.signal : AbortSignal.any([signal, cut.signal]);
+      const response = await inner.stream(method, combined, timeoutMs, header, input, contextValues);
+      const messages = response.message;
+      return {
+        ...response,
+        message: (async function* () {
+          let n = 0;
+          for await (const m of messages) {
+            yield m;
+            if (++n >= cutAfter) {
+              faults.pullsCut++;
+              cut.abort();
+              throw new ConnectError("leg dropped (test)", Code.Unavailable);
+            }
+          }
+        })(),
+      };
+    },
+  };
+}
+
+describe("half-duplex transport", () => {
+  it("delivers every frame exactly once, in order, across cut Pulls and lost Pushes", async () => {
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger, session: { requestWindow: 64, responseWindow: 64 } });
+    const served = await serveGlobal(global, { httpVersion: "1.1" });
+    const faults: Faults = { pullsCut: 0, pushesLostBefore: 0, pushesLostAfter: 0 };
+    try {
+      const transport = halfDuplexMuxTransport(flaky(createConnectTransport({ baseUrl: served.url, useBinaryFormat: true }), 40, faults));
+      const zone = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
+      await eventually(() => global.session("zone-1") !== undefined, "session listed");
+      const gs = global.session("zone-1") as Session;
+      const n = 1500;
+      const down = (async () => {
+        for (let i = 0; i < n; i++) await gs.server.send(response("down", String(i), 32));
+      })();
+      const up = (async () => {
+        for (let i = 0; i < n; i++) await zone.client.send(request("up", String(i)));
+      })();
+      const gotDown: string[] = [];
+      const gotUp: string[] = [];
+      await Promise.all([
+        (async () => {
+          for (let i = 0; i < n; i++) gotDown.push(((await zone.client.recv()) as { nonce: string }).nonce);
+        })(),
+        (async () => {
+          for (let i = 0; i < n; i++) gotUp.push((await gs.server.recv()).responseNonce);
+        })(),
+        down,
+        up,
+      ]);
+      const expected = Array.from({ length: n }, (_, i) => String(i));
+      expect(gotDown).toEqual(expected);
+      expect(gotUp).toEqual(expected);
+      expect(zone.end).toBeUndefined();
+      expect(faults.pullsCut).toBeGreaterThan(5);
+      expect(faults.pushesLostBefore).toBeGreaterThan(0);
+      expect(faults.pushesLostAfter).toBeGreaterThan(0);
+      await zone.close();
+    } finally {
+      await served.close();
+    }
+  }, 60_000);
+
+  it("ends the session when the global does not come back in time", async () => {
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger });
+    const served = await serveGlobal(global, { httpVersion: "1.1" });
+    const transport = halfDuplexMuxTransport(createConnectTransport({ baseUrl: served.url, useBinaryFormat: true }), { resumeTimeoutMs: 500 });
+    const zone = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
+    await served.close();
+    const end = await zone.closed;
+    expect(["shutdown", "transport", "peer_eof"]).toContain(end.code);
+  }, 30_000);
+
+  it("refuses a client that sends JSON with a clear error instead of retrying forever", async () => {
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger });
+    const served = await serveGlobal(global, { httpVersion: "1.1" });
+    try {
+      const transport = halfDuplexMuxTransport(createConnectTransport({ baseUrl: served.url }), { resumeTimeoutMs: 60_000 });
+      const zone = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
+      await eventually(() => global.session("zone-1") !== undefined, "session listed");
+      void zone.server.send(response("x", "1", 8)).catch(() => undefined);
+      const end = await zone.closed;
+      expect(end.code).toBe("transport");
+      expect(end.message).toMatch(/pushing the zone's frames failed/);
+    } finally {
+      await served.close();
+    }
+  }, 30_000);
+});
