@@ -15,6 +15,9 @@ export type { SessionEnd, SessionEndCode, PeerSettings, SessionState } from "./m
 export type { ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./mux/views.ts";
 export type { MuxAcceptor, MuxDialRequest, MuxTransport } from "./transport/transport.ts";
 export { memoryMuxTransport } from "./transport/memory.ts";
+export { halfDuplexMuxTransport, type HalfDuplexTransportOptions } from "./transport/half-duplex.ts";
+export { HalfDuplexHub, registerHalfDuplex, type HalfDuplexHubOptions } from "./global/half-duplex-hub.ts";
+export * from "./gen/kds/mux/v1/half_duplex_pb.ts";
 export { connectMuxTransport, type ConnectMuxTransportOptions } from "./transport/connect.ts";
 export { KDS_ERROR_CODE_HEADER, fromConnectError, toConnectError } from "./transport/connect-errors.ts";
 export { GlobalServer, type GlobalServerOptions } from "./global/global-server.ts";

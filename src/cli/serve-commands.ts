@@ -11,6 +11,7 @@ import { KdsError } from "../errors.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
 import { connectMuxTransport } from "../transport/connect.ts";
+import { halfDuplexMuxTransport } from "../transport/half-duplex.ts";
 import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
 import { parseListen } from "./address.ts";
 import { aborted } from "./signals.ts";
@@ -39,7 +40,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
 }
 
 /** The transports `kds-mux zone --transport` offers. */
-export const zoneTransports = ["grpc", "grpc-web", "connect"] as const;
+export const zoneTransports = ["grpc", "grpc-web", "connect", "half-duplex"] as const;
 
 /** Options of `kds-mux zone`. */
 export interface ZoneCommandOptions {
@@ -72,7 +73,11 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
   } catch {
     throw new KdsError("invalid_argument", `--global "${options.global}" is not a URL; use for example http://127.0.0.1:5685`);
   }
-  const transport = connectMuxTransport(connectTransport(options.transport, options.global), { name: options.transport, target: options.global });
+  const transport =
+    options.transport === "half-duplex"
+      ? // Unary and server-streaming calls only: for proxies that break bidi streams.
+        halfDuplexMuxTransport(createConnectTransport({ baseUrl: options.global, httpVersion: "2" }), { target: options.global })
+      : connectMuxTransport(connectTransport(options.transport, options.global), { name: options.transport, target: options.global });
   const zone = new ZoneControlPlane({
     name: options.name,
     transport,

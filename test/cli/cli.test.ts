@@ -127,6 +127,20 @@ describe("kds-mux CLI", () => {
     }
   });
 
+  it("runs a zone over the half-duplex transport", async () => {
+    const registered = await run(["apply", "-f", "-", "--server", globalUrl], (await run(["generate", "zone", "--name", "zone-hd"])).stdout);
+    expect(registered.code).toBe(0);
+    const hd = new KdsProcess(["zone", "--name", "zone-hd", "--global", globalUrl, "--listen", "127.0.0.1:0", "--transport", "half-duplex"]);
+    try {
+      const url = (await hd.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
+      await hd.waitFor(/connected to global "global" over half-duplex/);
+      const got = await until(() => run(["get", "Mesh", "--server", url, "-o", "json"]), (r) => r.code === 0 && (JSON.parse(r.stdout) as unknown[]).length > 0, "the mesh on the half-duplex zone");
+      expect(JSON.parse(got.stdout)).toContainEqual(expect.objectContaining({ type: "Mesh", name: "default" }));
+    } finally {
+      expect(await hd.stop()).toBe(0);
+    }
+  });
+
   it("stops cleanly on SIGTERM", async () => {
     const other = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--log-format", "json"]);
     const line = await other.waitFor(/\{.*"msg":"global \\"global\\" listening on [^"]+".*\}/);
