@@ -29,6 +29,8 @@ export interface ListenOptions {
   httpVersion?: "2" | "1.1";
   /** On close, how long to wait for HTTP/2 connections to finish before cutting them. Default 2 s. */
   closeGraceMs?: number;
+  /** Handles requests no Connect route matches (for example static files); default 404. */
+  fallback?: NonNullable<Parameters<typeof connectNodeAdapter>[0]["fallback"]>;
 }
 
 /** Options of {@link serveGlobal}. */
@@ -54,7 +56,7 @@ export async function serveRoutes(
   routes: (router: ConnectRouter) => void,
   options: ListenOptions & { readMaxBytes?: number; beforeClose?: () => Promise<void> } = {},
 ): Promise<ServedGlobal> {
-  const handler = connectNodeAdapter({ routes, readMaxBytes: options.readMaxBytes });
+  const handler = connectNodeAdapter({ routes, readMaxBytes: options.readMaxBytes, fallback: options.fallback });
   const server =
     options.tls !== undefined
       ? http2.createSecureServer({ key: options.tls.key, cert: options.tls.cert, allowHTTP1: true }, handler)

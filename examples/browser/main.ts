@@ -1,0 +1,48 @@
+// A zone control plane running in a web page: it dials the global that
+// served the page over the half-duplex transport (connect-web on fetch), and
+// shows the resources it holds as they sync. Built with esbuild by
+// examples/browser/build.ts; served by examples/browser/serve.ts.
+import { create } from "@bufbuild/protobuf";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { DataplaneSpecSchema, ZoneControlPlane, consoleLogger, halfDuplexMuxTransport } from "../../src/index.ts";
+
+const zoneName = new URLSearchParams(location.search).get("zone") ?? "browser";
+const zone = new ZoneControlPlane({
+  name: zoneName,
+  transport: halfDuplexMuxTransport(createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true }), { target: location.origin }),
+  logger: consoleLogger("warn"),
+  backoff: { baseMs: 200, capMs: 2_000 },
+});
+const stop = new AbortController();
+addEventListener("pagehide", () => stop.abort());
+
+const status = document.getElementById("status") as HTMLElement;
+const list = document.getElementById("resources") as HTMLElement;
+
+async function render(): Promise<void> {
+  const items: string[] = [];
+  for (const type of zone.types.list()) {
+    for (const r of await zone.store.list(type.kind)) items.push(`${type.kind} ${r.meta.mesh === "" ? r.meta.name : `${r.meta.mesh}/${r.meta.name}`}`);
+  }
+  list.replaceChildren(
+    ...items.map((text) => {
+      const li = document.createElement("li");
+      li.textContent = text;
+      return li;
+    }),
+  );
+  const s = zone.sync.status();
+  status.textContent = s.online ? `zone "${zoneName}" online` : `zone "${zoneName}" offline${s.lastEnd === undefined ? "" : `: ${s.lastEnd.message}`}`;
+  status.dataset.online = String(s.online);
+}
+
+let added = 0;
+document.getElementById("add-dataplane")?.addEventListener("click", () => {
+  added++;
+  void zone.store.put({ kind: "Dataplane", mesh: "default", name: `dp-${added}`, spec: create(DataplaneSpecSchema, { address: `10.9.0.${added}`, service: "browser" }) });
+});
+
+zone.store.watch(() => void render(), stop.signal);
+setInterval(() => void render(), 500);
+void zone.run(stop.signal);
+void render();
