@@ -2,7 +2,7 @@
 // streams cut mid-flight, Push calls lost before or after the server saw
 // them. Every frame must still arrive exactly once, in order.
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-web";
+import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { describe, expect, it } from "vitest";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
 import { GlobalServer } from "../../src/global/global-server.ts";
@@ -100,6 +100,23 @@ describe("half-duplex transport", () => {
       await served.close();
     }
   }, 60_000);
+
+  it("runs over connect-web's gRPC-web transport on HTTP/1.1 too", async () => {
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger });
+    const served = await serveGlobal(global, { httpVersion: "1.1" });
+    try {
+      const zone = await new ZoneClient({ name: "zone-1", transport: halfDuplexMuxTransport(createGrpcWebTransport({ baseUrl: served.url })), logger: silentLogger }).dial();
+      await eventually(() => global.session("zone-1") !== undefined, "session listed");
+      const gs = global.session("zone-1") as Session;
+      await zone.server.send(response("up", "1", 64));
+      expect(((await gs.client.recv()) as { nonce: string }).nonce).toBe("1");
+      await gs.server.send(response("down", "2", 64));
+      expect(((await zone.client.recv()) as { nonce: string }).nonce).toBe("2");
+      await zone.close();
+    } finally {
+      await served.close();
+    }
+  });
 
   it("ends the session when the global does not come back in time", async () => {
     const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger });
