@@ -1,10 +1,11 @@
 // Initial sync of N resources global -> zone (SotW vs delta) over gRPC on
 // loopback: time until the zone holds all of them, and bytes on the wire;
 // then resume after a reconnect with 0.1% changed.
+import { resourcesIn } from "../src/mux/frames.ts";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { serveGlobal } from "../src/adapters/node/serve-global.ts";
-import { MessageSchema, type Message } from "../src/gen/kds/mux/v1/mux_pb.ts";
+import { MessageSchema } from "../src/gen/kds/mux/v1/mux_pb.ts";
 import { TrafficPolicySpecSchema } from "../src/gen/kds/example/v1/example_pb.ts";
 import { GlobalControlPlane } from "../src/global/global-control-plane.ts";
 import { silentLogger } from "../src/log.ts";
@@ -23,14 +24,6 @@ export interface SyncResult {
   readonly resumeResources: number;
 }
 
-/** Resources (and removals) carried by a frame, looking inside batches. */
-export function resourcesIn(frame: Message): number {
-  const v = frame.value;
-  if (v.case === "deltaResponse") return v.value.resources.length + v.value.removedResources.length;
-  if (v.case === "response") return v.value.resources.length;
-  if (v.case === "batch") return v.value.frames.reduce((sum, inner) => sum + resourcesIn(inner), 0);
-  return 0;
-}
 
 /** Counts bytes and resources of frames towards the zone. */
 function counting(inner: MuxTransport, tally: { bytes: number; resources: number }): MuxTransport {

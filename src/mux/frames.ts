@@ -130,3 +130,12 @@ function nodeAndErrorBound(node: DiscoveryRequest["node"], error: DiscoveryReque
   }
   return bytes;
 }
+
+/** How many resources (and removals) a frame carries, looking inside batches; for metrics and tests. */
+export function resourcesIn(frame: Message): number {
+  const v = frame.value;
+  if (v.case === "deltaResponse") return v.value.resources.length + v.value.removedResources.length;
+  if (v.case === "response") return v.value.resources.length;
+  if (v.case === "batch") return v.value.frames.reduce((sum, inner) => sum + resourcesIn(inner), 0);
+  return 0;
+}

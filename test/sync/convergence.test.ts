@@ -66,7 +66,7 @@ async function converged(cluster: Cluster): Promise<string | undefined> {
     const mirror = await contents(z.store, ["Mesh", "TrafficPolicy"]);
     if (JSON.stringify([...mirror].sort()) !== JSON.stringify([...globalSide].sort())) return `${name}'s mirror differs from the global`;
     const local = await contents(z.store, ["Dataplane"]);
-    const attributed = await contents(g, ["Dataplane"], (n, labels) => (labels[LABELS.zone] === name ? labels[LABELS.displayName] : undefined));
+    const attributed = await contents(g, ["Dataplane"], (_name, labels) => (labels[LABELS.zone] === name ? labels[LABELS.displayName] : undefined));
     if (JSON.stringify([...local].sort()) !== JSON.stringify([...attributed].sort())) return `the global's copy of ${name}'s dataplanes differs`;
     for (const r of await g.list("Dataplane", { labels: { [LABELS.zone]: name } })) {
       if (r.meta.name !== `${name}.${r.meta.labels[LABELS.displayName]}`) return `${r.meta.name} is misnamed`;

@@ -1,5 +1,6 @@
 // Delta resume: after a reconnect with 10k resources each way of which 10
 // changed, fewer than 100 resources cross the wire (counted on the wire).
+import { resourcesIn } from "../../src/mux/frames.ts";
 import { describe, expect, it } from "vitest";
 import type { Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
@@ -12,14 +13,6 @@ interface WireCount {
   toGlobal: number;
 }
 
-/** Resources (and removals) carried by a frame, looking inside batches. */
-function resourcesIn(frame: Message): number {
-  const v = frame.value;
-  if (v.case === "deltaResponse") return v.value.resources.length + v.value.removedResources.length;
-  if (v.case === "response") return v.value.resources.length;
-  if (v.case === "batch") return v.value.frames.reduce((sum, inner) => sum + resourcesIn(inner), 0);
-  return 0;
-}
 
 /** Counts the resources (and removals) in every response frame, both ways. */
 function counting(inner: MuxTransport, count: WireCount): MuxTransport {
