@@ -1,0 +1,75 @@
+// Child process of the sync benchmark: the zone, in its own process (as in a
+// real deployment), so the global and the zone do not share an event loop.
+// Protocol on stdin/stdout, one JSON line each:
+//   start -> {"done": ms, "bytes": b, "resources": r} once `expect` holds
+//   stop  -> {"stopped": true}
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { toBinary } from "@bufbuild/protobuf";
+import { createInterface } from "node:readline";
+import { MessageSchema } from "../src/gen/kds/mux/v1/mux_pb.ts";
+import { silentLogger } from "../src/log.ts";
+import { resourcesIn } from "../src/mux/frames.ts";
+import { connectMuxTransport } from "../src/transport/connect.ts";
+import type { MuxTransport } from "../src/transport/transport.ts";
+import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
+
+const [url, mode, maxText, countText] = process.argv.slice(2) as [string, "sotw" | "delta", string, string];
+const maxMessageBytes = Number(maxText);
+const count = countText === "count";
+const tally = { bytes: 0, resources: 0 };
+const base = connectMuxTransport(createGrpcTransport({ baseUrl: url, readMaxBytes: maxMessageBytes, acceptCompression: [] }), { name: "grpc" });
+const transport: MuxTransport = !count
+  ? base
+  : {
+      name: base.name,
+      async open(request) {
+        const inbound = await base.open(request);
+        return (async function* () {
+          for await (const frame of inbound) {
+            tally.bytes += toBinary(MessageSchema, frame).byteLength;
+            tally.resources += resourcesIn(frame);
+            yield frame;
+          }
+        })();
+      },
+    };
+const zone = new ZoneControlPlane({
+  name: "zone-1",
+  transport,
+  logger: silentLogger,
+  mode,
+  session: { maxMessageBytes },
+  discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024 },
+  backoff: { baseMs: 1, capMs: 5 },
+});
+// Arrivals from the change feed: name -> timeoutMs of the policy.
+const seen = new Map<string, number>();
+const stopAll = new AbortController();
+zone.store.watch((c) => {
+  if (c.kind !== "TrafficPolicy" || c.op !== "put") return;
+  void zone.store.get("TrafficPolicy", c.mesh, c.name).then((r) => seen.set(c.name, (r?.spec as { timeoutMs?: number } | undefined)?.timeoutMs ?? 0));
+}, stopAll.signal);
+
+let run: AbortController | undefined;
+let running: Promise<void> | undefined;
+for await (const line of createInterface({ input: process.stdin })) {
+  const command = JSON.parse(line) as { start?: { total: number; changedName?: string; changedValue?: number }; stop?: true; exit?: true };
+  if (command.start !== undefined) {
+    const { total, changedName, changedValue } = command.start;
+    tally.bytes = 0;
+    tally.resources = 0;
+    const t0 = performance.now();
+    run = new AbortController();
+    running = zone.run(run.signal);
+    const done = (): boolean => (changedName === undefined ? seen.size >= total : seen.get(changedName) === changedValue);
+    while (!done()) await new Promise((r) => setTimeout(r, 2));
+    console.log(JSON.stringify({ done: performance.now() - t0, bytes: tally.bytes, resources: tally.resources }));
+  } else if (command.stop !== undefined) {
+    run?.abort();
+    await running;
+    console.log(JSON.stringify({ stopped: true }));
+  } else {
+    stopAll.abort();
+    process.exit(0);
+  }
+}
