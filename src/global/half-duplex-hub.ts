@@ -101,10 +101,10 @@ export class HalfDuplexHub {
     let link: Link;
     try {
       link = request.linkId === "" ? await this.#open(context) : this.#find(request.linkId, context);
+      this.#ack(link, request.ackedSeq);
     } catch (error) {
       throw toConnectError(error);
     }
-    this.#ack(link, request.ackedSeq);
     const first = link.buffer[0];
     if (first !== undefined && request.ackedSeq + 1n < first.seq) {
       throw new ConnectError(`frames after ${request.ackedSeq} are no longer kept; reconnect`, Code.DataLoss);
@@ -216,6 +216,9 @@ export class HalfDuplexHub {
   }
 
   #ack(link: Link, seq: bigint): void {
+    if (seq >= link.nextSeq) {
+      throw new KdsError("protocol_error", `link ${link.id} acknowledges frame ${seq}, but only ${link.nextSeq - 1n} were sent`);
+    }
     while (link.buffer.length > 0 && (link.buffer[0]?.seq ?? 0n) <= seq) link.buffer.shift();
     notify(link);
   }

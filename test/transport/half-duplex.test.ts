@@ -1,7 +1,8 @@
 // The half-duplex transport over fetch and HTTP/1.1 when its legs break: Pull
 // streams cut mid-flight, Push calls lost before or after the server saw
 // them. Every frame must still arrive exactly once, in order.
-import { Code, ConnectError, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import { HalfDuplexService } from "../../src/gen/kds/mux/v1/half_duplex_pb.ts";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { describe, expect, it } from "vitest";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
@@ -113,6 +114,29 @@ describe("half-duplex transport", () => {
       await gs.server.send(response("down", "2", 64));
       expect(((await zone.client.recv()) as { nonce: string }).nonce).toBe("2");
       await zone.close();
+    } finally {
+      await served.close();
+    }
+  });
+
+  it("refuses acknowledgements of frames that were never sent, and keeps serving", async () => {
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger });
+    const served = await serveGlobal(global, { httpVersion: "1.1" });
+    try {
+      const web = createConnectTransport({ baseUrl: served.url, useBinaryFormat: true });
+      const client = createClient(HalfDuplexService, web);
+      const headers = { "client-id": "zone-1" };
+      const pull = client.pull({}, { headers })[Symbol.asyncIterator]();
+      const opening = await pull.next();
+      const linkId = (opening.value as { linkId: string }).linkId;
+      expect(linkId).not.toBe("");
+      const error = await client.push({ linkId, firstSeq: 1n, frames: [], pullAckedSeq: 1_000_000n }, { headers }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(ConnectError);
+      expect((error as ConnectError).code).toBe(Code.InvalidArgument);
+      expect((error as ConnectError).rawMessage).toMatch(/acknowledges frame 1000000, but only \d+ were sent/);
+      const stranger = await client.push({ linkId, firstSeq: 1n, frames: [] }, { headers: { "client-id": "zone-2" } }).catch((e: unknown) => e);
+      expect((stranger as ConnectError).rawMessage).toMatch(/belongs to zone "zone-1"/);
+      await pull.return?.();
     } finally {
       await served.close();
     }
