@@ -18,32 +18,55 @@ export interface DeltaPending {
   readonly removed: readonly string[];
 }
 
+/** A response waiting for its ACK or NACK. */
+export interface InFlight {
+  /** Its nonce. */
+  readonly nonce: string;
+  /** The set version it carried. */
+  readonly version: string;
+  /** When it left. */
+  readonly sentAt: number;
+  /** Delta: what it carried. */
+  readonly delta: DeltaPending | undefined;
+}
+
 /** Phases of one type on one stream. */
 export type TypePhase =
   | { readonly kind: "idle" }
-  | { readonly kind: "inflight"; readonly nonce: string; readonly version: string; readonly sentAt: number; readonly delta: DeltaPending | undefined }
+  | { readonly kind: "inflight"; readonly sent: readonly InFlight[] }
   | { readonly kind: "backoff"; readonly until: number };
 
 /** Events of one type. */
 export type TypeEvent =
-  | { readonly type: "sent"; readonly nonce: string; readonly version: string; readonly at: number; readonly delta: DeltaPending | undefined }
+  | { readonly type: "sent"; readonly response: InFlight; readonly maxInFlight: number }
   | { readonly type: "ack"; readonly nonce: string }
   | { readonly type: "nack"; readonly nonce: string; readonly until: number }
   | { readonly type: "expired"; readonly now: number }
   | { readonly type: "timeout" };
 
+/** True when `phase` has room for one more response (at most `maxInFlight` unanswered). */
+export function canSend(phase: TypePhase, maxInFlight: number): boolean {
+  return phase.kind === "idle" || (phase.kind === "inflight" && phase.sent.length < maxInFlight);
+}
+
 /**
- * The one transition function. An ACK or NACK whose nonce is not the one in
- * flight is stale and changes nothing.
+ * The one transition function. An ACK or NACK whose nonce is not one in
+ * flight is stale and changes nothing. A NACK drops every response in
+ * flight: the client kept what it had, and the server starts over after the
+ * backoff.
  */
 export function nextPhase(phase: TypePhase, event: TypeEvent): TypePhase {
   switch (event.type) {
     case "sent":
-      return phase.kind === "idle" ? { kind: "inflight", nonce: event.nonce, version: event.version, sentAt: event.at, delta: event.delta } : phase;
-    case "ack":
-      return phase.kind === "inflight" && phase.nonce === event.nonce ? { kind: "idle" } : phase;
+      if (!canSend(phase, event.maxInFlight)) return phase;
+      return { kind: "inflight", sent: phase.kind === "inflight" ? [...phase.sent, event.response] : [event.response] };
+    case "ack": {
+      if (phase.kind !== "inflight" || !phase.sent.some((r) => r.nonce === event.nonce)) return phase;
+      const rest = phase.sent.filter((r) => r.nonce !== event.nonce);
+      return rest.length === 0 ? { kind: "idle" } : { kind: "inflight", sent: rest };
+    }
     case "nack":
-      return phase.kind === "inflight" && phase.nonce === event.nonce ? { kind: "backoff", until: event.until } : phase;
+      return phase.kind === "inflight" && phase.sent.some((r) => r.nonce === event.nonce) ? { kind: "backoff", until: event.until } : phase;
     case "expired":
       return phase.kind === "backoff" && event.now >= phase.until ? { kind: "idle" } : phase;
     case "timeout":

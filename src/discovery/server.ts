@@ -3,8 +3,8 @@
  * subscriptions from a {@link SnapshotSource}, one event loop per stream.
  *
  * Rules it keeps (xDS v3): nonces per stream and type; an ACK or NACK whose
- * nonce is not the latest sent is stale and ignored; at most one response per
- * type in flight; an unchanged set is never resent; delta sends only changed
+ * nonce is not one in flight is stale and ignored; a bounded number of
+ * responses per type in flight (one for SotW, `maxDeltaInFlight` for delta); an unchanged set is never resent; delta sends only changed
  * resources and `removed_resources`, starts from the client's
  * `initial_resource_versions`, and splits responses by size; after a NACK the
  * server waits (exponential backoff) before it sends that type again; a
@@ -22,7 +22,7 @@ import {
 } from "../gen/kds/v1/discovery_pb.ts";
 import type { MuxRequest } from "../mux/frames.ts";
 import type { ServerStreamView } from "../mux/views.ts";
-import { nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
+import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
 import { defaultDiscoveryOptions, type DiscoveryOptions, type ResourceSet, type ServerObserver, type SnapshotSource, type WireResource } from "./types.ts";
 import { Waker, timer } from "./wake.ts";
 
@@ -51,6 +51,8 @@ interface TypeState {
   full: boolean;
   /** Delta: keys changed since the last diff (at most one entry per resource). */
   readonly changed: Set<string>;
+  /** Delta: what the responses in flight will leave the client with, key -> version (null: removed). */
+  assumed: Map<string, string | null>;
 }
 
 /** How a {@link DiscoveryServer} is created. */
@@ -150,6 +152,7 @@ export class DiscoveryServer {
       oversized: new Map(),
       full: true,
       changed: new Set(),
+      assumed: new Map(),
     };
     this.#types.set(typeUrl, state);
     return { state, created: true };
@@ -192,40 +195,47 @@ export class DiscoveryServer {
   /** An ACK (no error) or NACK for `nonce`; stale nonces change nothing. */
   #answer(state: TypeState, nonce: string, error: string | undefined): void {
     const phase = state.phase;
-    if (phase.kind !== "inflight" || phase.nonce !== nonce) return;
+    const answered = phase.kind === "inflight" ? phase.sent.find((r) => r.nonce === nonce) : undefined;
+    if (answered === undefined) return; // stale
     if (error === undefined) {
       state.phase = nextPhase(phase, { type: "ack", nonce });
       state.nacks = 0;
-      if (phase.delta !== undefined) {
-        for (const [key, version] of phase.delta.upserts) state.known.set(key, version);
-        for (const key of phase.delta.removed) state.known.delete(key);
+      if (answered.delta !== undefined) {
+        for (const [key, version] of answered.delta.upserts) state.known.set(key, version);
+        for (const key of answered.delta.removed) state.known.delete(key);
+        state.assumed = assumedAfter(state.phase);
       }
-      this.#observer.acked?.(state.typeUrl, phase.version);
+      this.#observer.acked?.(state.typeUrl, answered.version);
       return;
     }
     const o = this.#options;
     const backoff = Math.min(o.nackBackoffCapMs, o.nackBackoffMs * 2 ** Math.min(state.nacks, 30));
     state.nacks++;
     state.phase = nextPhase(phase, { type: "nack", nonce, until: this.#now() + backoff });
-    // After the backoff, send the current set again (it may be the same).
+    this.#startOver(state);
+    this.#observer.nacked?.(state.typeUrl, answered.version, error);
+  }
+
+  /** After a NACK or a timeout: forget what was in flight; send the current set again (it may be the same). */
+  #startOver(state: TypeState): void {
     state.lastSentVersion = undefined;
+    state.assumed = new Map();
     state.dirty = true;
     state.full = true;
-    this.#observer.nacked?.(state.typeUrl, phase.version, error);
   }
 
   async #pump(signal: AbortSignal): Promise<void> {
     for (const state of this.#types.values()) {
       const now = this.#now();
       if (state.phase.kind === "backoff") state.phase = nextPhase(state.phase, { type: "expired", now });
-      if (state.phase.kind === "inflight" && now - state.phase.sentAt > this.#options.ackTimeoutMs) {
-        this.#observer.stalled?.(state.typeUrl, state.phase.nonce, now - state.phase.sentAt);
+      const oldest = state.phase.kind === "inflight" ? state.phase.sent[0] : undefined;
+      if (oldest !== undefined && now - oldest.sentAt > this.#options.ackTimeoutMs) {
+        this.#observer.stalled?.(state.typeUrl, oldest.nonce, now - oldest.sentAt);
         state.phase = nextPhase(state.phase, { type: "timeout" });
-        state.lastSentVersion = undefined;
-        state.dirty = true;
-        state.full = true;
+        this.#startOver(state);
       }
-      if (state.phase.kind === "idle" && state.dirty) {
+      // Send while there is something new and room in flight (a split change streams its parts).
+      while (state.dirty && canSend(state.phase, state.mode === "delta" ? this.#options.maxDeltaInFlight : 1)) {
         if (state.mode === "sotw") await this.#sendSotw(state, signal);
         else await this.#sendDelta(state, signal);
       }
@@ -236,7 +246,8 @@ export class DiscoveryServer {
     let deadline = Number.POSITIVE_INFINITY;
     for (const state of this.#types.values()) {
       if (state.phase.kind === "backoff") deadline = Math.min(deadline, state.phase.until);
-      if (state.phase.kind === "inflight") deadline = Math.min(deadline, state.phase.sentAt + this.#options.ackTimeoutMs + 1);
+      const oldest = state.phase.kind === "inflight" ? state.phase.sent[0] : undefined;
+      if (oldest !== undefined) deadline = Math.min(deadline, oldest.sentAt + this.#options.ackTimeoutMs + 1);
     }
     return deadline;
   }
@@ -256,7 +267,7 @@ export class DiscoveryServer {
     }
     const nonce = String(++this.#nonce);
     const resources = Array.from(snapshot.resources, (r) => r.any);
-    state.phase = nextPhase(state.phase, { type: "sent", nonce, version: snapshot.version, at: this.#now(), delta: undefined });
+    state.phase = nextPhase(state.phase, { type: "sent", response: { nonce, version: snapshot.version, sentAt: this.#now(), delta: undefined }, maxInFlight: 1 });
     state.lastSentVersion = snapshot.version;
     await this.#view.send(create(DiscoveryResponseSchema, { versionInfo: snapshot.version, resources, typeUrl: state.typeUrl, nonce }), signal);
     this.#observer.sent?.(state.typeUrl, { version: snapshot.version, nonce, resources: resources.length, removed: 0, bytes });
@@ -278,7 +289,12 @@ export class DiscoveryServer {
     let bytes = 0;
     let more = false;
     // Which keys to look at: all of them, or only those changed since the last diff.
-    const candidates: Iterable<string> = full ? allKeys(snapshot.resources, state.known) : changed;
+    const candidates: Iterable<string> = full ? allKeys(snapshot.resources, state.known, state.assumed) : changed;
+    // What the client will hold once the responses in flight are applied.
+    const holds = (key: string): string | undefined => {
+      const assumed = state.assumed.get(key);
+      return assumed === undefined ? state.known.get(key) : (assumed ?? undefined);
+    };
     for (const key of candidates) {
       if (more) {
         state.changed.add(key); // left for the next response, which looks only at these
@@ -286,7 +302,7 @@ export class DiscoveryServer {
       }
       const r = snapshot.resources.get(key);
       if (r !== undefined && (state.names === undefined || state.names.has(key))) {
-        if (state.known.get(key) === r.version) continue;
+        if (holds(key) === r.version) continue;
         const cost = r.resourceBytes + ENTRY_OVERHEAD;
         if (cost > limit) {
           if (state.oversized.get(key) !== r.version) {
@@ -302,7 +318,7 @@ export class DiscoveryServer {
         }
         upserts.push(r);
         bytes += cost;
-      } else if (r === undefined && state.known.has(key)) {
+      } else if (r === undefined && holds(key) !== undefined) {
         const cost = key.length * 3 + ENTRY_OVERHEAD;
         if (bytes + cost > limit) {
           more = true;
@@ -317,7 +333,9 @@ export class DiscoveryServer {
     if (upserts.length === 0 && removed.length === 0) return;
     const nonce = String(++this.#nonce);
     const delta: DeltaPending = { upserts: upserts.map((r) => [r.key, r.version] as const), removed };
-    state.phase = nextPhase(state.phase, { type: "sent", nonce, version: snapshot.version, at: this.#now(), delta });
+    state.phase = nextPhase(state.phase, { type: "sent", response: { nonce, version: snapshot.version, sentAt: this.#now(), delta }, maxInFlight: this.#options.maxDeltaInFlight });
+    for (const [key, version] of delta.upserts) state.assumed.set(key, version);
+    for (const key of removed) state.assumed.set(key, null);
     await this.#view.send(
       create(DeltaDiscoveryResponseSchema, {
         systemVersionInfo: snapshot.version,
@@ -332,8 +350,20 @@ export class DiscoveryServer {
   }
 }
 
-/** Every key of the current set, then every key the client holds that is no longer in it. */
-function* allKeys(resources: ResourceSet, known: ReadonlyMap<string, string>): Generator<string> {
+/** Every key of the current set, then every key the client holds (or will) that is no longer in it. */
+function* allKeys(resources: ResourceSet, known: ReadonlyMap<string, string>, assumed: ReadonlyMap<string, string | null>): Generator<string> {
   for (const r of resources) yield r.key;
   for (const key of known.keys()) if (resources.get(key) === undefined) yield key;
+  for (const key of assumed.keys()) if (resources.get(key) === undefined && !known.has(key)) yield key;
+}
+
+/** The overlay of the delta responses still in flight, oldest first. */
+function assumedAfter(phase: TypePhase): Map<string, string | null> {
+  const assumed = new Map<string, string | null>();
+  if (phase.kind !== "inflight") return assumed;
+  for (const response of phase.sent) {
+    for (const [key, version] of response.delta?.upserts ?? []) assumed.set(key, version);
+    for (const key of response.delta?.removed ?? []) assumed.set(key, null);
+  }
+  return assumed;
 }

@@ -114,6 +114,12 @@ export interface DiscoveryOptions {
   nackBackoffCapMs?: number;
   /** A response not ACKed for this long is reported stalled and resent. Default 30 s. */
   ackTimeoutMs?: number;
+  /**
+   * Delta responses of one type that may wait for their ACK at once, so a
+   * large change split over several responses streams instead of waiting a
+   * round trip per part. SotW always keeps one. Default 2.
+   */
+  maxDeltaInFlight?: number;
 }
 
 /** {@link DiscoveryOptions} with defaults. */
@@ -122,4 +128,5 @@ export const defaultDiscoveryOptions: Required<DiscoveryOptions> = Object.freeze
   nackBackoffMs: 5_000,
   nackBackoffCapMs: 60_000,
   ackTimeoutMs: 30_000,
+  maxDeltaInFlight: 2,
 });

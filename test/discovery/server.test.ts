@@ -154,7 +154,7 @@ describe("discovery server, delta", () => {
     const source = new FakeSource();
     for (let i = 0; i < 40; i++) source.set(`r${String(i).padStart(2, "0")}`, "1", 400);
     const max = 4_096;
-    const s = startServer(source, { maxMessageBytes: max });
+    const s = startServer(source, { maxMessageBytes: max, maxDeltaInFlight: 1 });
     try {
       await s.delta({ subscribe: ["*"] });
       const names = new Set<string>();
@@ -172,6 +172,43 @@ describe("discovery server, delta", () => {
       }
       expect(responses).toBeGreaterThan(4);
       expect(names.size).toBe(40);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("keeps up to maxDeltaInFlight parts of a split change in flight, never resending a part", async () => {
+    const source = new FakeSource();
+    for (let i = 0; i < 40; i++) source.set(`r${String(i).padStart(2, "0")}`, "1", 400);
+    const s = startServer(source, { maxMessageBytes: 4_096, maxDeltaInFlight: 2 });
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const first = await s.recvDelta();
+      const second = await s.recvDelta();
+      expect(await s.recvDelta(200)).toBeUndefined(); // a third waits for an ACK
+      const seen = new Set<string>();
+      for (const r of [...(first?.resources ?? []), ...(second?.resources ?? [])]) seen.add(r.name);
+      expect(seen.size).toBe((first?.resources.length ?? 0) + (second?.resources.length ?? 0));
+      await s.delta({ nonce: first?.nonce });
+      // A resource of the unsent rest is deleted, and one already in flight too: removals follow.
+      source.delete("r39");
+      source.delete(second?.resources[0]?.name ?? "");
+      await s.delta({ nonce: second?.nonce });
+      let pending = 0;
+      for (;;) {
+        const r = await s.recvDelta(300);
+        if (r === undefined) break;
+        for (const x of r.resources) {
+          expect(seen.has(x.name)).toBe(false);
+          seen.add(x.name);
+        }
+        for (const gone of r.removedResources) seen.delete(gone);
+        pending++;
+        await s.delta({ nonce: r.nonce });
+      }
+      expect(pending).toBeGreaterThan(0);
+      expect(seen.size).toBe(38);
+      expect(seen.has("r39")).toBe(false);
     } finally {
       await s.close();
     }
