@@ -95,7 +95,7 @@ class HalfDuplexLink {
   /** Opens the link (admission happens here) and starts pushing. */
   async open(): Promise<AsyncIterable<Message>> {
     const first = await this.#openPull();
-    void this.#readOutbound();
+    void this.#readOutbound().catch((error: unknown) => this.#fail(new KdsError("transport", `reading the session's frames failed: ${String(error)}`, { cause: error })));
     void this.#pushLoop().catch(() => undefined);
     return this.#inbound(first);
   }
