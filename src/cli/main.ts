@@ -10,12 +10,14 @@ import type { LogLevel } from "../log.ts";
 import { parseDuration } from "./address.ts";
 import { runDemo } from "./demo.ts";
 import { cliLogger, type LogFormat } from "./logger.ts";
-import { apply, generateZone, get, inspectZones, outputFormat, remove, types } from "./resource-commands.ts";
+import type { OutputFormat } from "./format.ts";
+import { apply, generateZone, get, inspectZones, outputFormats, remove, types } from "./resource-commands.ts";
 import { runGlobal, runZone, zoneTransports } from "./serve-commands.ts";
 import { stopSignal } from "./signals.ts";
 
 const logFormatOption = (): Option => new Option("--log-format <format>", "log lines as readable text or JSON lines").choices(["text", "json"]).default("text");
 const logLevelOption = (): Option => new Option("--log-level <level>", "lowest level logged").choices(["debug", "info", "warn", "error"]).default("info");
+const outputOption = (): Option => new Option("-o, --output <format>", "output format").choices([...outputFormats]).default("table");
 const serverOption = (): Option => new Option("--server <url>", "admin API of a global or zone, e.g. http://127.0.0.1:5685").makeOptionMandatory();
 const out = (text: string): void => void process.stdout.write(`${text}\n`);
 
@@ -91,10 +93,10 @@ export function program(): Command {
     .argument("<type>", "resource type (kind), e.g. Mesh")
     .argument("[name]", "one resource")
     .option("--mesh <mesh>", "the mesh (mesh-scoped types)")
-    .addOption(new Option("-o, --output <format>", "output format").choices(["table", "json", "yaml"]).default("table"))
+    .addOption(outputOption())
     .addOption(serverOption())
-    .action(async (type: string, name: string | undefined, o: { mesh?: string; output: string; server: string }) =>
-      out(await get(o.server, type, name, o.mesh, outputFormat(o.output))),
+    .action(async (type: string, name: string | undefined, o: { mesh?: string; output: OutputFormat; server: string }) =>
+      out(await get(o.server, type, name, o.mesh, o.output)),
     );
 
   cli
@@ -109,17 +111,17 @@ export function program(): Command {
   cli
     .command("types")
     .description("list the registered resource types")
-    .addOption(new Option("-o, --output <format>", "output format").choices(["table", "json", "yaml"]).default("table"))
+    .addOption(outputOption())
     .addOption(serverOption())
-    .action(async (o: { output: string; server: string }) => out(await types(o.server, outputFormat(o.output))));
+    .action(async (o: { output: OutputFormat; server: string }) => out(await types(o.server, o.output)));
 
   const inspect = cli.command("inspect").description("show sync status");
   inspect
     .command("zones")
     .description("zone status: online, connect time, per-type sent/ACK/NACK, last error, heartbeat round trip")
-    .addOption(new Option("-o, --output <format>", "output format").choices(["table", "json", "yaml"]).default("table"))
+    .addOption(outputOption())
     .addOption(serverOption())
-    .action(async (o: { output: string; server: string }) => out(await inspectZones(o.server, outputFormat(o.output))));
+    .action(async (o: { output: OutputFormat; server: string }) => out(await inspectZones(o.server, o.output)));
 
   cli
     .command("demo")

@@ -15,12 +15,6 @@ import { formatResources, formatTypes, formatZones, type OutputFormat } from "./
 /** Output formats accepted by -o. */
 export const outputFormats = ["table", "json", "yaml"] as const;
 
-/** Checks an -o value. */
-export function outputFormat(value: string, allowed: readonly string[] = outputFormats): OutputFormat {
-  if (!allowed.includes(value)) throw new KdsError("invalid_argument", `-o must be one of ${allowed.join(", ")}, got "${value}"`);
-  return value as OutputFormat;
-}
-
 /** `generate zone --name NAME`: the Zone resource that registers the zone. */
 export function generateZone(name: string, format: "yaml" | "json"): string {
   if (!ZONE_NAME_PATTERN.test(name)) {

@@ -296,38 +296,34 @@ export class DiscoveryServer {
       return assumed === undefined ? state.known.get(key) : (assumed ?? undefined);
     };
     for (const key of candidates) {
-      if (more) {
-        state.changed.add(key); // left for the next response, which looks only at these
-        continue;
-      }
-      const r = snapshot.resources.get(key);
-      if (r !== undefined && (state.names === undefined || state.names.has(key))) {
-        if (holds(key) === r.version) continue;
-        const cost = r.resourceBytes + ENTRY_OVERHEAD;
-        if (cost > limit) {
-          if (state.oversized.get(key) !== r.version) {
-            state.oversized.set(key, r.version);
-            this.#observer.oversized?.(state.typeUrl, key, r.resourceBytes, limit);
+      if (!more) {
+        const r = snapshot.resources.get(key);
+        if (r !== undefined && (state.names === undefined || state.names.has(key))) {
+          if (holds(key) === r.version) continue;
+          const cost = r.resourceBytes + ENTRY_OVERHEAD;
+          if (cost > limit) {
+            if (state.oversized.get(key) !== r.version) {
+              state.oversized.set(key, r.version);
+              this.#observer.oversized?.(state.typeUrl, key, r.resourceBytes, limit);
+            }
+            continue;
           }
-          continue;
-        }
-        if (bytes + cost > limit) {
-          more = true;
-          state.changed.add(key);
-          continue;
-        }
-        upserts.push(r);
-        bytes += cost;
-      } else if (r === undefined && holds(key) !== undefined) {
-        const cost = key.length * 3 + ENTRY_OVERHEAD;
-        if (bytes + cost > limit) {
-          more = true;
-          state.changed.add(key);
-          continue;
-        }
-        removed.push(key);
-        bytes += cost;
+          if (bytes + cost <= limit) {
+            upserts.push(r);
+            bytes += cost;
+            continue;
+          }
+        } else if (r === undefined && holds(key) !== undefined) {
+          const cost = key.length * 3 + ENTRY_OVERHEAD;
+          if (bytes + cost <= limit) {
+            removed.push(key);
+            bytes += cost;
+            continue;
+          }
+        } else continue;
+        more = true; // this response is full
       }
+      state.changed.add(key); // left for the next response, which looks only at these
     }
     if (more) state.dirty = true;
     if (upserts.length === 0 && removed.length === 0) return;

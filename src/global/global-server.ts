@@ -43,6 +43,7 @@ export class GlobalServer implements MuxAcceptor {
   /** This global's name. */
   readonly id: string;
   readonly #options: GlobalServerOptions;
+  readonly #maxMessageBytes: number;
   readonly #logger: Logger;
   readonly #adminUrl: () => string;
   /** The session each zone currently uses (the newest ready one). */
@@ -58,12 +59,12 @@ export class GlobalServer implements MuxAcceptor {
     this.#logger = options.logger ?? consoleLogger();
     const adminUrl = options.adminUrl ?? "<global-admin-url>";
     this.#adminUrl = typeof adminUrl === "string" ? () => adminUrl : adminUrl;
-    resolveSessionOptions(options.session);
+    this.#maxMessageBytes = resolveSessionOptions(options.session).maxMessageBytes;
   }
 
   /** The largest frame a zone may send, in bytes (configure the server's read limit with it). */
   get maxMessageBytes(): number {
-    return resolveSessionOptions(this.#options.session).maxMessageBytes;
+    return this.#maxMessageBytes;
   }
 
   /** The current session of every connected zone. */

@@ -53,9 +53,12 @@ export const defaultSessionOptions: ResolvedSessionOptions = Object.freeze({
   handshakeTimeoutMs: 30_000,
 });
 
+/** The largest window either side may grant per lane (in its options or its hello). */
+export const MAX_WINDOW = 65_536;
+
 const limits: Record<keyof SessionOptions, [min: number, max: number]> = {
-  requestWindow: [1, 65_536],
-  responseWindow: [1, 65_536],
+  requestWindow: [1, MAX_WINDOW],
+  responseWindow: [1, MAX_WINDOW],
   maxMessageBytes: [1024, 2 ** 31 - 1],
   heartbeatIntervalMs: [1, 2 ** 31 - 1],
   heartbeatTimeoutMs: [1, 2 ** 31 - 1],

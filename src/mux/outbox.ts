@@ -19,6 +19,7 @@ import { KdsError, abortError } from "../errors.ts";
 import { BatchSchema, MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { Ring } from "../util/ring.ts";
 import { controlFrame, frameSizeBound, type FrameValueInit, type Lane } from "./frames.ts";
+import { MAX_WINDOW } from "./options.ts";
 
 interface PendingSend {
   readonly frame: Message;
@@ -76,7 +77,7 @@ export class Outbox {
    * @param now - monotonic clock in milliseconds
    * @param maxWindow - the largest window a peer may grant per lane (bounds the accepted frames)
    */
-  constructor(maxQueuedSends: number, now: () => number, maxWindow = 65_536) {
+  constructor(maxQueuedSends: number, now: () => number, maxWindow = MAX_WINDOW) {
     this.#now = now;
     this.#lanes = { requests: new Ring(maxQueuedSends + maxWindow), responses: new Ring(maxQueuedSends + maxWindow) };
     this.#maxQueued = maxQueuedSends;

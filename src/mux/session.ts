@@ -24,7 +24,7 @@ import {
   type MuxResponse,
 } from "./frames.ts";
 import { Inbox } from "./inbox.ts";
-import { resolveSessionOptions, type ResolvedSessionOptions, type SessionOptions } from "./options.ts";
+import { MAX_WINDOW, resolveSessionOptions, type ResolvedSessionOptions, type SessionOptions } from "./options.ts";
 import { Outbox } from "./outbox.ts";
 import { gracefulCodes, transition, type PeerSettings, type SessionEnd, type SessionEndCode, type SessionState } from "./state.ts";
 import type { ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
@@ -32,8 +32,6 @@ import type { ClientStreamView, CloseOptions, ServerStreamView, Session, Session
 /** Version of the mux protocol this implementation speaks. */
 export const PROTOCOL_VERSION = 1;
 
-/** The largest window a peer may grant per lane. */
-const MAX_WINDOW = 65_536;
 
 /** How a {@link MuxSession} is created. */
 export interface SessionInit {

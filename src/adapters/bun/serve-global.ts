@@ -11,6 +11,7 @@
  */
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { GlobalServer } from "../../global/global-server.ts";
+import { baseUrl } from "../base-url.ts";
 import { globalFetchHandler } from "../fetch/fetch-handler.ts";
 
 interface BunServer {
@@ -59,7 +60,7 @@ export function serveGlobalBun(global: GlobalServer, options: ServeGlobalBunOpti
     fetch: globalFetchHandler(global, options.routes),
   });
   return {
-    url: `http://${hostname.includes(":") ? `[${hostname}]` : hostname}:${server.port}`,
+    url: baseUrl("http", hostname, server.port),
     close: async () => {
       await global.close();
       await server.stop(true);

@@ -8,6 +8,7 @@
  */
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { GlobalServer } from "../../global/global-server.ts";
+import { baseUrl } from "../base-url.ts";
 import { globalFetchHandler } from "../fetch/fetch-handler.ts";
 
 interface DenoServer {
@@ -44,7 +45,7 @@ export function serveGlobalDeno(global: GlobalServer, options: ServeGlobalDenoOp
   const hostname = options.hostname ?? "127.0.0.1";
   const server = deno.serve({ hostname, port: options.port ?? 0, onListen: () => undefined }, globalFetchHandler(global, options.routes));
   return {
-    url: `http://${hostname.includes(":") ? `[${hostname}]` : hostname}:${server.addr.port}`,
+    url: baseUrl("http", hostname, server.addr.port),
     close: async () => {
       await global.close();
       await server.shutdown();

@@ -12,6 +12,7 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import { registerGlobal } from "../../global/connect-service.ts";
+import { baseUrl } from "../base-url.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
 
 /** Where and how to listen. */
@@ -83,10 +84,9 @@ export async function serveRoutes(
   });
   const port = (server.address() as AddressInfo).port;
   const scheme = options.tls === undefined ? "http" : "https";
-  const urlHost = host.includes(":") ? `[${host}]` : host;
   let closing: Promise<void> | undefined;
   return {
-    url: `${scheme}://${urlHost}:${port}`,
+    url: baseUrl(scheme, host, port),
     port,
     server,
     close: () => {
