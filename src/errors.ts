@@ -24,7 +24,9 @@
  * - `unknown_type`: a resource type is not registered;
  * - `invalid_resource`: a resource or its spec is invalid;
  * - `conflict`: a write expected another version of the resource;
- * - `not_found`: the resource does not exist.
+ * - `not_found`: the resource does not exist;
+ * - `store_unavailable`: the store could not be reached or failed; retry later;
+ * - `store_compacted`: a store's change feed no longer reaches back to the revision asked for; list again.
  */
 export const KDS_ERROR_CODES = [
   "invalid_argument",
@@ -44,6 +46,8 @@ export const KDS_ERROR_CODES = [
   "invalid_resource",
   "conflict",
   "not_found",
+  "store_unavailable",
+  "store_compacted",
 ] as const;
 
 /** Stable, machine-readable error codes (see {@link KDS_ERROR_CODES}). */

@@ -24,7 +24,7 @@ import type { MuxRequest } from "../mux/frames.ts";
 import type { ServerStreamView } from "../mux/views.ts";
 import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
 import { defaultDiscoveryOptions, type DiscoveryOptions, type ResourceSet, type ServerObserver, type SnapshotSource, type WireResource } from "./types.ts";
-import { Waker, timer } from "./wake.ts";
+import { Waker, timer } from "../util/wake.ts";
 
 /** Bytes kept free in every response for its envelope (type URL, nonce, version, framing). */
 const ENVELOPE_BYTES = 1024;

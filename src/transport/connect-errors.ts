@@ -23,6 +23,8 @@ const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
   invalid_resource: Code.InvalidArgument,
   conflict: Code.Aborted,
   not_found: Code.NotFound,
+  store_unavailable: Code.Unavailable,
+  store_compacted: Code.Aborted,
 };
 
 const kdsCodes: ReadonlySet<string> = new Set<string>(KDS_ERROR_CODES);

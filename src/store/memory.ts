@@ -1,0 +1,190 @@
+/**
+ * The in-memory {@link ResourceStore}: the library's default. Revisions come
+ * from one counter; the change feed is a bounded log of the latest changes
+ * that every watcher reads at its own pace (nothing is queued per watcher).
+ *
+ * @module
+ */
+import { clone } from "@bufbuild/protobuf";
+import { KdsError, abortError } from "../errors.ts";
+import { resourceKey, type ResourceMeta, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
+import { Waker } from "../util/wake.ts";
+import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "./contract.ts";
+import { byMeshThenName, matchesLabels, validateInput, versionConflict } from "./validate.ts";
+
+/** Options of {@link InMemoryStore}. */
+export interface InMemoryStoreOptions {
+  /** Changes kept for watchers that fall behind; older ones make `watch` fail with `store_compacted`. Default 100,000. */
+  readonly historyLimit?: number;
+}
+
+/** Resources kept in memory. */
+export class InMemoryStore implements ResourceStore {
+  readonly #types: TypeRegistry;
+  readonly #byKind = new Map<string, Map<string, StoredResource>>();
+  readonly #historyLimit: number;
+  /** Changes with revisions `#logBase` .. `#revision`, oldest first. */
+  #log: StoreChange[] = [];
+  #logBase = 1;
+  #revision = 0;
+  readonly #watchers = new Set<Waker>();
+
+  /**
+   * @param types - the registered types; writes of other kinds are refused
+   * @param options - history size
+   */
+  constructor(types: TypeRegistry, options: InMemoryStoreOptions = {}) {
+    this.#types = types;
+    this.#historyLimit = options.historyLimit ?? 100_000;
+    if (!Number.isInteger(this.#historyLimit) || this.#historyLimit < 1) {
+      throw new KdsError("invalid_argument", `historyLimit must be a positive integer, got ${this.#historyLimit}`);
+    }
+  }
+
+  get(kind: string, mesh: string, name: string, options?: { signal?: AbortSignal }): Promise<StoredResource | undefined> {
+    if (options?.signal?.aborted) return Promise.reject(abortError(options.signal, "get"));
+    return Promise.resolve(this.#bucket(kind)?.get(resourceKey(mesh, name)));
+  }
+
+  list(kind: string, options: ListOptions = {}): Promise<ListResult> {
+    if (options.signal?.aborted) return Promise.reject(abortError(options.signal, "list"));
+    const resources: StoredResource[] = [];
+    for (const r of this.#bucket(kind)?.values() ?? []) {
+      if (options.mesh !== undefined && r.meta.mesh !== options.mesh) continue;
+      if (!matchesLabels(r.meta.labels, options.labels)) continue;
+      resources.push(r);
+    }
+    resources.sort(byMeshThenName);
+    return Promise.resolve({ revision: this.#revision, resources });
+  }
+
+  async put(input: ResourceInput, options: WriteOptions = {}): Promise<StoredResource> {
+    const { results } = await this.apply([{ op: "put", input, expectedVersion: options.expectedVersion }], options);
+    return results[0] as StoredResource;
+  }
+
+  async delete(kind: string, mesh: string, name: string, options: WriteOptions = {}): Promise<boolean> {
+    const { results } = await this.apply([{ op: "delete", kind, mesh, name, expectedVersion: options.expectedVersion }], options);
+    return results[0] as boolean;
+  }
+
+  apply(ops: readonly WriteOp[], options: { signal?: AbortSignal } = {}): Promise<ApplyResult> {
+    if (options.signal?.aborted) return Promise.reject(abortError(options.signal, "apply"));
+    // Stage every op against what the batch has written so far; commit only when all pass.
+    const staged = new Map<string, { kind: string; key: string; resource: StoredResource | undefined }>();
+    const current = (kind: string, key: string): StoredResource | undefined => {
+      const s = staged.get(`${kind}\u0000${key}`);
+      return s !== undefined ? s.resource : this.#byKind.get(kind)?.get(key);
+    };
+    const changes: StoreChange[] = [];
+    const results: Array<StoredResource | boolean> = [];
+    let revision = this.#revision;
+    const now = new Date();
+    try {
+      for (const op of ops) {
+        if (op.op === "put") {
+          validateInput(this.#types, op.input);
+          const type = this.#types.get(op.input.kind);
+          const mesh = op.input.mesh ?? "";
+          const key = resourceKey(mesh, op.input.name);
+          const existing = current(type.kind, key);
+          const conflict = versionConflict(type.kind, key, existing?.meta.version ?? "", op.expectedVersion);
+          if (conflict !== undefined) throw conflict;
+          const meta: ResourceMeta = Object.freeze({
+            name: op.input.name,
+            mesh,
+            labels: Object.freeze({ ...(op.input.labels ?? {}) }),
+            version: String(++revision),
+            creationTime: existing?.meta.creationTime ?? now,
+            modificationTime: now,
+          });
+          const resource: StoredResource = Object.freeze({ kind: type.kind, meta, spec: clone(type.schema, op.input.spec) });
+          staged.set(`${type.kind}\u0000${key}`, { kind: type.kind, key, resource });
+          changes.push({ op: "put", revision, resource });
+          results.push(resource);
+        } else {
+          const type = this.#types.get(op.kind);
+          const key = resourceKey(op.mesh, op.name);
+          const existing = current(type.kind, key);
+          const conflict = versionConflict(type.kind, key, existing?.meta.version ?? "", op.expectedVersion);
+          if (conflict !== undefined) throw conflict;
+          if (existing === undefined) {
+            results.push(false);
+            continue;
+          }
+          staged.set(`${type.kind}\u0000${key}`, { kind: type.kind, key, resource: undefined });
+          changes.push({ op: "delete", revision: ++revision, ref: { kind: type.kind, mesh: op.mesh, name: op.name } });
+          results.push(true);
+        }
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    for (const { kind, key, resource } of staged.values()) {
+      let bucket = this.#byKind.get(kind);
+      if (bucket === undefined) {
+        bucket = new Map();
+        this.#byKind.set(kind, bucket);
+      }
+      if (resource === undefined) bucket.delete(key);
+      else bucket.set(key, resource);
+    }
+    this.#record(changes);
+    return Promise.resolve({ revision: this.#revision, results });
+  }
+
+  revision(options: { signal?: AbortSignal } = {}): Promise<number> {
+    if (options.signal?.aborted) return Promise.reject(abortError(options.signal, "revision"));
+    return Promise.resolve(this.#revision);
+  }
+
+  watch(fromRevision: number, options: WatchOptions): AsyncIterable<StoreChange> {
+    return { [Symbol.asyncIterator]: () => this.#follow(fromRevision, options) };
+  }
+
+  async *#follow(fromRevision: number, options: WatchOptions): AsyncGenerator<StoreChange> {
+    const { signal } = options;
+    const kinds = options.kinds === undefined ? undefined : new Set(options.kinds.map((k) => this.#types.find(k)?.kind ?? k));
+    const waker = new Waker();
+    const onAbort = (): void => waker.wake();
+    this.#watchers.add(waker);
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      let cursor = fromRevision;
+      if (cursor > this.#revision) {
+        throw new KdsError("store_compacted", `the store is at revision ${this.#revision}, behind the revision ${cursor} asked for (it was reset); list again`);
+      }
+      while (!signal.aborted) {
+        while (cursor < this.#revision && !signal.aborted) {
+          if (cursor + 1 < this.#logBase) {
+            throw new KdsError("store_compacted", `changes after revision ${cursor} are no longer kept (the oldest kept is ${this.#logBase}); list again`);
+          }
+          const change = this.#log[cursor + 1 - this.#logBase] as StoreChange;
+          cursor = change.revision;
+          if (kinds === undefined || kinds.has(change.op === "put" ? change.resource.kind : change.ref.kind)) yield change;
+        }
+        if (!signal.aborted) await waker.wait();
+      }
+    } finally {
+      this.#watchers.delete(waker);
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  #record(changes: readonly StoreChange[]): void {
+    if (changes.length === 0) return;
+    for (const change of changes) this.#log.push(change);
+    this.#revision = (changes[changes.length - 1] as StoreChange).revision;
+    // Drop the oldest in chunks, so trimming stays amortised O(1) per change.
+    if (this.#log.length > this.#historyLimit * 1.25) {
+      const drop = this.#log.length - this.#historyLimit;
+      this.#log = this.#log.slice(drop);
+      this.#logBase += drop;
+    }
+    for (const waker of this.#watchers) waker.wake();
+  }
+
+  #bucket(kind: string): Map<string, StoredResource> | undefined {
+    return this.#byKind.get(this.#types.find(kind)?.kind ?? kind);
+  }
+}
