@@ -6,12 +6,18 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { setMaxListeners } from "node:events";
 import { silentLogger } from "../src/log.ts";
 import { connectMuxTransport } from "../src/transport/connect.ts";
+import type { ResourceStore, StoreChange } from "../src/store/contract.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
 
 const [url, countText] = process.argv.slice(2);
 const count = Number(countText);
 const stop = new AbortController();
 setMaxListeners(0, stop.signal);
+/** Calls `onChange` for every Mesh change of `store` until the bench stops. */
+async function follow(store: ResourceStore, onChange: (change: StoreChange) => void): Promise<void> {
+  for await (const change of store.watch(0, { signal: stop.signal, kinds: ["Mesh"] })) onChange(change);
+}
+
 const now = (): number => performance.timeOrigin + performance.now();
 const arrivals = new Map<number, number[]>();
 let ready = 0;
@@ -24,10 +30,10 @@ for (let i = 0; i < count; i++) {
     backoff: { baseMs: 100, capMs: 1_000 },
   });
   let seen = false;
-  zone.store.watch((change) => {
-    if (change.kind !== "Mesh" || change.op !== "put") return;
-    void zone.store.get("Mesh", "", change.name).then((mesh) => {
-      const description = (mesh?.spec as { description?: string } | undefined)?.description ?? "";
+  void follow(zone.store, (change) => {
+    if (change.op !== "put" || change.resource.kind !== "Mesh") return;
+    {
+      const description = (change.resource.spec as { description?: string } | undefined)?.description ?? "";
       if (!seen) {
         seen = true;
         if (++ready === count) process.stdout.write(`${JSON.stringify({ ready })}\n`);
@@ -39,8 +45,8 @@ for (let i = 0; i < count; i++) {
       list.push(now());
       arrivals.set(seq, list);
       if (list.length === count) process.stdout.write(`${JSON.stringify({ seq, arrivals: list })}\n`);
-    });
-  }, stop.signal);
+    }
+  });
   void zone.run(stop.signal);
 }
 process.stdin.on("data", () => undefined);

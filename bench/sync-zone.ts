@@ -45,10 +45,11 @@ const zone = new ZoneControlPlane({
 // Arrivals from the change feed: name -> timeoutMs of the policy.
 const seen = new Map<string, number>();
 const stopAll = new AbortController();
-zone.store.watch((c) => {
-  if (c.kind !== "TrafficPolicy" || c.op !== "put") return;
-  void zone.store.get("TrafficPolicy", c.mesh, c.name).then((r) => seen.set(c.name, (r?.spec as { timeoutMs?: number } | undefined)?.timeoutMs ?? 0));
-}, stopAll.signal);
+void (async () => {
+  for await (const c of zone.store.watch(0, { signal: stopAll.signal, kinds: ["TrafficPolicy"] })) {
+    if (c.op === "put") seen.set(c.resource.meta.name, (c.resource.spec as { timeoutMs?: number }).timeoutMs ?? 0);
+  }
+})();
 
 let run: AbortController | undefined;
 let running: Promise<void> | undefined;

@@ -26,7 +26,7 @@ export { fetchHandler, globalFetchHandler, type FetchHandler, type FetchHandlerO
 export { InMemoryZoneRegistry, type ZoneRecord, type ZoneRegistry } from "./global/zone-registry.ts";
 export { registerCommand, zoneResourceYaml } from "./global/registration.ts";
 export { ZoneClient, type RetryInfo, type ZoneClientOptions } from "./zone/zone-client.ts";
-export { backoffCeiling, backoffDelay, defaultBackoff, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "./zone/backoff.ts";
+export { backoffCeiling, backoffDelay, defaultBackoff, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "./util/backoff.ts";
 export { DiscoveryServer, type DiscoveryServerInit } from "./discovery/server.ts";
 export { DiscoveryClient, type DiscoveryClientInit } from "./discovery/client.ts";
 export { SetDigest, digestOf } from "./discovery/digest.ts";
@@ -35,8 +35,10 @@ export {
   type ClientObserver,
   type DiscoveryOptions,
   type ReceivedResource,
+  type RejectedResource,
   type ResourceSet,
   type ResourceSink,
+  type SinkResult,
   type ServerObserver,
   type Snapshot,
   type SnapshotSource,
@@ -56,15 +58,27 @@ export {
   type StoredResource,
   type SyncDirection,
 } from "./sync/resource-types.ts";
-export type { ListOptions, ResourceChange, ResourceInput, ResourceStore, WriteOptions } from "./sync/store.ts";
-export { InMemoryStore, validateInput } from "./sync/memory-store.ts";
+export type {
+  ApplyResult,
+  ListOptions,
+  ListResult,
+  ResourceInput,
+  ResourceRef,
+  ResourceStore,
+  StoreChange,
+  WatchOptions,
+  WriteOp,
+  WriteOptions,
+} from "./store/contract.ts";
+export { InMemoryStore, type InMemoryStoreOptions } from "./store/memory.ts";
+export { validateInput } from "./store/validate.ts";
 export { ZONE_KIND, createTypeRegistry, exampleTypes, zoneType } from "./sync/builtin-types.ts";
-export { SnapshotCache } from "./sync/snapshot-cache.ts";
+export { SnapshotCache, type ServedKindState, type SnapshotCacheOptions } from "./sync/snapshot-cache.ts";
 export { StoreSink, mirrorMapping, zoneMapping, type SinkMapping } from "./sync/store-sink.ts";
 export { KDS_RESOURCE_TYPE_URL, fromWire, toWire, type DecodedResource } from "./sync/wire.ts";
 export { ZoneStatusRecord, type TypeSyncStatus, type ZoneStatus } from "./sync/status.ts";
-export { GlobalSync, type GlobalSyncOptions } from "./sync/global-sync.ts";
-export { ZoneSync, type ZoneSyncOptions } from "./sync/zone-sync.ts";
+export { SyncEngine, type SyncEngineOptions, type SyncPeer } from "./sync/engine.ts";
+export { ZoneLifecycle, type ZoneLifecycleOptions } from "./global/zone-lifecycle.ts";
 export { GlobalControlPlane, type GlobalControlPlaneOptions } from "./global/global-control-plane.ts";
 export { StoreZoneRegistry } from "./global/store-zone-registry.ts";
 export { ZoneControlPlane, type ZoneControlPlaneOptions } from "./zone/zone-control-plane.ts";

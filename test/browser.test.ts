@@ -51,7 +51,7 @@ describe("browser zone", () => {
 
     await page.click("#add-dataplane");
     await eventually(async () => (await global.store.get("Dataplane", "default", "browser-1.dp-1")) !== undefined, "the browser's dataplane on the global", 20_000);
-    expect((await global.sync.zoneStatus("browser-1"))?.online).toBe(true);
+    expect((await global.zoneStatus("browser-1"))?.online).toBe(true);
     expect(errors).toEqual([]);
     await page.close();
   }, 60_000);

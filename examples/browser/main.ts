@@ -4,7 +4,7 @@
 // examples/browser/build.ts; served by examples/browser/serve.ts.
 import { create } from "@bufbuild/protobuf";
 import { createConnectTransport } from "@connectrpc/connect-web";
-import { DataplaneSpecSchema, ZoneControlPlane, consoleLogger, halfDuplexMuxTransport } from "../../src/index.ts";
+import { DataplaneSpecSchema, ZoneControlPlane, consoleLogger, halfDuplexMuxTransport, resourceKey } from "../../src/index.ts";
 
 const zoneName = new URLSearchParams(location.search).get("zone") ?? "browser";
 const zone = new ZoneControlPlane({
@@ -22,7 +22,7 @@ const list = document.getElementById("resources") as HTMLElement;
 async function render(): Promise<void> {
   const items: string[] = [];
   for (const type of zone.types.list()) {
-    for (const r of await zone.store.list(type.kind)) items.push(`${type.kind} ${r.meta.mesh === "" ? r.meta.name : `${r.meta.mesh}/${r.meta.name}`}`);
+    for (const r of (await zone.store.list(type.kind)).resources) items.push(`${type.kind} ${resourceKey(r.meta.mesh, r.meta.name)}`);
   }
   list.replaceChildren(
     ...items.map((text) => {
@@ -31,7 +31,7 @@ async function render(): Promise<void> {
       return li;
     }),
   );
-  const s = zone.sync.status();
+  const s = zone.status();
   status.textContent = s.online ? `zone "${zoneName}" online` : `zone "${zoneName}" offline${s.lastEnd === undefined ? "" : `: ${s.lastEnd.message}`}`;
   status.dataset.online = String(s.online);
 }
@@ -42,7 +42,9 @@ document.getElementById("add-dataplane")?.addEventListener("click", () => {
   void zone.store.put({ kind: "Dataplane", mesh: "default", name: `dp-${added}`, spec: create(DataplaneSpecSchema, { address: `10.9.0.${added}`, service: "browser" }) });
 });
 
-zone.store.watch(() => void render(), stop.signal);
+void (async () => {
+  for await (const _change of zone.store.watch(0, { signal: stop.signal })) await render();
+})();
 setInterval(() => void render(), 500);
 void zone.run(stop.signal);
 void render();

@@ -18,10 +18,10 @@ import {
   type AdminResource,
 } from "../gen/kds/admin/v1/admin_pb.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
-import { validateInput } from "../sync/memory-store.ts";
-import type { ResourceType, StoredResource, TypeRegistry } from "../sync/resource-types.ts";
+import { validateInput } from "../store/validate.ts";
+import { resourceKey, type ResourceType, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
 import type { ZoneStatus } from "../sync/status.ts";
-import type { ResourceInput, ResourceStore } from "../sync/store.ts";
+import type { ResourceInput, ResourceStore } from "../store/contract.ts";
 import { toConnectError } from "../transport/connect-errors.ts";
 
 /** What the admin API serves from. */
@@ -64,7 +64,7 @@ export function assertWritable(role: "global" | "zone", type: ResourceType): voi
 export function fromAdminResource(types: TypeRegistry, role: "global" | "zone", r: AdminResource): ResourceInput {
   const type = types.get(r.type);
   assertWritable(role, type);
-  const what = `${type.kind} "${r.mesh === "" ? r.name : `${r.mesh}/${r.name}`}"`;
+  const what = `${type.kind} "${resourceKey(r.mesh, r.name)}"`;
   const reserved = Object.keys(r.labels).filter((k) => k.startsWith("kds.io/"));
   if (reserved.length > 0) {
     throw new KdsError("invalid_resource", `${what}: labels under kds.io/ are set by kds-mux and cannot be applied (${reserved.join(", ")}); remove them`);
@@ -114,15 +114,15 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
           }
           return { resources: [toAdminResource(types, found)] };
         }
-        const list = await store.list(type.kind, { mesh: request.mesh === "" ? undefined : request.mesh, signal: context.signal });
-        return { resources: list.map((r) => toAdminResource(types, r)) };
+        const { resources } = await store.list(type.kind, { mesh: request.mesh === "" ? undefined : request.mesh, signal: context.signal });
+        return { resources: resources.map((r) => toAdminResource(types, r)) };
       }),
     delete: (request, context) =>
       guard(async () => {
         const type = types.get(request.type);
         assertWritable(role, type);
         const deleted = await store.delete(type.kind, request.mesh, request.name, { signal: context.signal });
-        if (!deleted) throw new KdsError("not_found", `${type.kind} "${request.mesh === "" ? request.name : `${request.mesh}/${request.name}`}" not found`);
+        if (!deleted) throw new KdsError("not_found", `${type.kind} "${resourceKey(request.mesh, request.name)}" not found`);
         return {};
       }),
     inspectZones: () =>

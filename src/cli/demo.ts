@@ -12,8 +12,8 @@ import { serveGlobal } from "../adapters/node/serve-global.ts";
 import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema } from "../gen/kds/example/v1/example_pb.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
-import { LABELS, type TypeRegistry } from "../sync/resource-types.ts";
-import type { ResourceStore } from "../sync/store.ts";
+import { LABELS, resourceKey, type TypeRegistry } from "../sync/resource-types.ts";
+import type { ResourceStore } from "../store/contract.ts";
 import { connectMuxTransport } from "../transport/connect.ts";
 import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
 import { adminClient } from "./admin-client.ts";
@@ -48,12 +48,13 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   print(`  global -> zones: Mesh, TrafficPolicy      zones -> global: Dataplane      Ctrl-C to stop\n`);
 
   // The global hears about zone resources arriving.
+  const watchFailed = (error: unknown): void => options.logger.error("demo: following a store failed", { error });
   watch(global.store, global.types, stop.signal, (kind, key, op, spec, labels) => {
     if (kind !== "Dataplane") return;
     counts.up++;
     const from = labels?.[LABELS.zone] ?? key.split("/")[1]?.split(".")[0] ?? "?";
     print(`${stamp()} global    <- ${op === "put" ? "got" : "lost"} Dataplane ${key} from ${from}${spec === undefined ? "" : ` ${spec}`}`);
-  });
+  }).catch(watchFailed);
   for (const name of zoneNames) await global.registerZone(name);
   await global.store.put({ kind: "Mesh", name: "default", spec: create(MeshSpecSchema, { mtls: true, description: "the demo mesh" }) });
   await global.store.put({ kind: "TrafficPolicy", mesh: "default", name: "timeouts", spec: create(TrafficPolicySpecSchema, { services: ["web"], timeoutMs: 1000, retries: 2 }) });
@@ -69,7 +70,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       if (kind === "Dataplane") return;
       counts.down++;
       print(`${stamp()} ${name.padEnd(9)} <- ${op === "put" ? "got" : "lost"} ${kind} ${key}${spec === undefined ? "" : ` ${spec}`}`);
-    });
+    }).catch(watchFailed);
     return { name, zone, done: zone.run(stop.signal) };
   });
   await zones[0]?.zone.store.put(dataplane("web-1", "10.0.1.1", "web"));
@@ -111,22 +112,18 @@ function dataplane(name: string, address: string, service: string) {
   return { kind: "Dataplane", mesh: "default", name, labels: { app: service }, spec: create(DataplaneSpecSchema, { address, service, port: 8080 }) };
 }
 
-/** Calls `onChange` for every change of `store`, with the spec as compact JSON. */
-function watch(
+/** Calls `onChange` for every change of `store` (the demo's stores start empty), with the spec as compact JSON. */
+async function watch(
   store: ResourceStore,
   types: TypeRegistry,
   signal: AbortSignal,
   onChange: (kind: string, key: string, op: "put" | "delete", spec: string | undefined, labels: Readonly<Record<string, string>> | undefined) => void,
-): void {
-  store.watch((change) => {
-    const key = change.mesh === "" ? change.name : `${change.mesh}/${change.name}`;
-    if (change.op === "delete") {
-      onChange(change.kind, key, "delete", undefined, undefined);
-      return;
+): Promise<void> {
+  for await (const change of store.watch(0, { signal })) {
+    if (change.op === "delete") onChange(change.ref.kind, resourceKey(change.ref.mesh, change.ref.name), "delete", undefined, undefined);
+    else {
+      const r = change.resource;
+      onChange(r.kind, resourceKey(r.meta.mesh, r.meta.name), "put", toJsonString(types.get(r.kind).schema, r.spec), r.meta.labels);
     }
-    void store.get(change.kind, change.mesh, change.name).then((r) => {
-      if (r === undefined) return;
-      onChange(change.kind, key, "put", toJsonString(types.get(r.kind).schema, r.spec), r.meta.labels);
-    });
-  }, signal);
+  }
 }

@@ -7,6 +7,7 @@
 import { stringify } from "yaml";
 import { KdsError } from "../errors.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
+import { resourceKey } from "../sync/resource-types.ts";
 import { ZONE_NAME_PATTERN } from "../names.ts";
 import { adminClient, call } from "./admin-client.ts";
 import { parseResourceFile, type ResourceDocument } from "./documents.ts";
@@ -30,11 +31,11 @@ export async function apply(server: string, files: readonly { name: string; text
   const client = adminClient(server);
   try {
     const response = await call(server, () => client.apply({ resources: documents.map((d) => d.resource) }));
-    return response.resources.map((r) => `${r.type} ${r.mesh === "" ? r.name : `${r.mesh}/${r.name}`} applied (version ${r.version})`).join("\n");
+    return response.resources.map((r) => `${r.type} ${resourceKey(r.mesh, r.name)} applied (version ${r.version})`).join("\n");
   } catch (error) {
     // Point at the document the server complained about.
     if (error instanceof KdsError) {
-      const culprit = documents.find((d) => error.message.includes(`"${d.resource.mesh === "" ? d.resource.name : `${d.resource.mesh}/${d.resource.name}`}"`));
+      const culprit = documents.find((d) => error.message.includes(`"${resourceKey(d.resource.mesh, d.resource.name)}"`));
       if (culprit !== undefined) throw new KdsError(error.code, `${culprit.where}: ${error.message}`, { cause: error });
     }
     throw error;
@@ -52,7 +53,7 @@ export async function get(server: string, type: string, name: string | undefined
 export async function remove(server: string, type: string, name: string, mesh: string | undefined): Promise<string> {
   const client = adminClient(server);
   await call(server, () => client.delete({ type, name, mesh: mesh ?? "" }));
-  return `${type} ${mesh === undefined || mesh === "" ? name : `${mesh}/${name}`} deleted`;
+  return `${type} ${resourceKey(mesh ?? "", name)} deleted`;
 }
 
 /** `types`. */

@@ -15,7 +15,7 @@ import {
   type DiscoveryResponse,
 } from "../gen/kds/v1/discovery_pb.ts";
 import type { ClientStreamView } from "../mux/views.ts";
-import type { ClientObserver, ReceivedResource, ResourceSink } from "./types.ts";
+import type { ClientObserver, ReceivedResource, ResourceSink, SinkResult } from "./types.ts";
 
 /** google.rpc.Code INVALID_ARGUMENT, the code of a NACK's error_detail. */
 const INVALID_ARGUMENT = 3;
@@ -125,10 +125,11 @@ export class DiscoveryClient {
   }
 
   /** Runs `apply`; returns the rejection reason, or undefined when it succeeded. */
-  async #apply(typeUrl: string, signal: AbortSignal, apply: () => Promise<void>): Promise<string | undefined> {
+  async #apply(typeUrl: string, signal: AbortSignal, apply: () => Promise<SinkResult>): Promise<string | undefined> {
     if (!this.#subscribed.has(typeUrl)) return `this client did not subscribe to ${typeUrl}`;
     try {
-      await apply();
+      const { rejected } = await apply();
+      for (const r of rejected) this.#init.observer?.resourceRejected?.(typeUrl, r.key, r.reason);
       return undefined;
     } catch (error) {
       if (signal.aborted || KdsError.is(error, "aborted") || KdsError.is(error, "session_closed")) throw error;

@@ -24,6 +24,7 @@ import type { MuxRequest } from "../mux/frames.ts";
 import type { ServerStreamView } from "../mux/views.ts";
 import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
 import { defaultDiscoveryOptions, type DiscoveryOptions, type ResourceSet, type ServerObserver, type SnapshotSource, type WireResource } from "./types.ts";
+import { backoffCeiling } from "../util/backoff.ts";
 import { Waker, timer } from "../util/wake.ts";
 
 /** Bytes kept free in every response for its envelope (type URL, nonce, version, framing). */
@@ -209,7 +210,7 @@ export class DiscoveryServer {
       return;
     }
     const o = this.#options;
-    const backoff = Math.min(o.nackBackoffCapMs, o.nackBackoffMs * 2 ** Math.min(state.nacks, 30));
+    const backoff = backoffCeiling(state.nacks, { baseMs: o.nackBackoffMs, capMs: o.nackBackoffCapMs, resetAfterMs: 0 });
     state.nacks++;
     state.phase = nextPhase(phase, { type: "nack", nonce, until: this.#now() + backoff });
     this.#startOver(state);
@@ -255,7 +256,7 @@ export class DiscoveryServer {
   async #sendSotw(state: TypeState, signal: AbortSignal): Promise<void> {
     state.dirty = false;
     const snapshot = await this.#source.snapshot(state.typeUrl, signal);
-    if (snapshot.version === state.lastSentVersion) return;
+    if (snapshot === undefined || snapshot.version === state.lastSentVersion) return;
     const limit = this.#options.maxMessageBytes - ENVELOPE_BYTES;
     let bytes = 0;
     for (const r of snapshot.resources) bytes += r.anyBytes + ENTRY_OVERHEAD;
@@ -282,6 +283,12 @@ export class DiscoveryServer {
     const changed = [...state.changed];
     state.changed.clear();
     const snapshot = await this.#source.snapshot(state.typeUrl, signal);
+    if (snapshot === undefined) {
+      // Not known yet: keep the work for when the source says it changed.
+      state.full = state.full || full;
+      for (const key of changed) state.changed.add(key);
+      return;
+    }
     // From here to the send nothing awaits: the snapshot stays as it was read.
     const limit = this.#options.maxMessageBytes - ENVELOPE_BYTES;
     const upserts: WireResource[] = [];

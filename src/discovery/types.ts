@@ -46,8 +46,13 @@ export interface Snapshot {
 export interface SnapshotSource {
   /** Type URLs this source serves. */
   readonly typeUrls: readonly string[];
-  /** The current set of `typeUrl` for this client. */
-  snapshot(typeUrl: string, signal: AbortSignal): Promise<Snapshot>;
+  /**
+   * The current set of `typeUrl` for this client, or undefined while the
+   * source cannot tell it yet (not loaded, or its store failed): the server
+   * then sends nothing for that type — never an empty set — and waits for the
+   * source's next change notification.
+   */
+  snapshot(typeUrl: string, signal: AbortSignal): Promise<Snapshot | undefined>;
   /**
    * Calls `listener` whenever the set of `typeUrl` may have changed, with the
    * key that changed, or without one when anything may have, until `signal`
@@ -66,18 +71,34 @@ export interface ReceivedResource {
   readonly any: Any;
 }
 
+/** A resource the sink could not take, while it took the rest of the response. */
+export interface RejectedResource {
+  /** Its discovery key. */
+  readonly key: string;
+  /** Why, for logs and status. */
+  readonly reason: string;
+}
+
+/** What a sink did with a response it accepted. */
+export interface SinkResult {
+  /** Resources left out, each for its own reason (the response is still ACKed). */
+  readonly rejected: readonly RejectedResource[];
+}
+
 /**
  * Where a discovery client puts what it receives. A method that throws
- * rejects the whole response (the client NACKs it and keeps what it had), so
- * implementations validate everything before they write anything.
+ * rejects the whole response (the client NACKs it), and must then have
+ * changed nothing: implementations write a response atomically. A resource
+ * that only this side cannot take (its local name is invalid, say) is
+ * reported in the result instead, and does not block the rest.
  */
 export interface ResourceSink {
   /** What the client holds of `typeUrl` now, key -> version (sent on reconnect to resume). */
   versions(typeUrl: string, signal: AbortSignal): Promise<Map<string, string>>;
   /** SotW: the set of `typeUrl` becomes exactly `resources`. */
-  replace(typeUrl: string, resources: readonly Any[], signal: AbortSignal): Promise<void>;
+  replace(typeUrl: string, resources: readonly Any[], signal: AbortSignal): Promise<SinkResult>;
   /** Delta: add or update `resources`, remove `removed` keys. */
-  apply(typeUrl: string, resources: readonly ReceivedResource[], removed: readonly string[], signal: AbortSignal): Promise<void>;
+  apply(typeUrl: string, resources: readonly ReceivedResource[], removed: readonly string[], signal: AbortSignal): Promise<SinkResult>;
 }
 
 /** Server-side events, for status and metrics. */
@@ -102,6 +123,8 @@ export interface ClientObserver {
   accepted?(typeUrl: string, info: { version: string; resources: number; removed: number }): void;
   /** A response was rejected (NACKed); the previous state is kept. */
   rejected?(typeUrl: string, version: string, error: string): void;
+  /** One resource of an accepted response was left out (see {@link SinkResult}). */
+  resourceRejected?(typeUrl: string, key: string, reason: string): void;
 }
 
 /** Tunables of the discovery layer. */

@@ -1,25 +1,30 @@
 /**
  * A global control plane in one object: the mux endpoint ({@link GlobalServer})
- * admitting zones registered as Zone resources, and resource sync
- * ({@link GlobalSync}) over every admitted session.
+ * admitting zones registered as Zone resources, resource sync
+ * ({@link SyncEngine}) over every admitted session, and the Zone lifecycle
+ * (a disabled or deleted zone loses its session; a deleted one its resources).
  *
  * @module
  */
 import { create } from "@bufbuild/protobuf";
 import type { AdminBackend } from "../admin/admin-service.ts";
+import type { DiscoveryOptions } from "../discovery/types.ts";
 import { ZoneSpecSchema } from "../gen/kds/v1/resource_pb.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import type { SessionOptions } from "../mux/options.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
+import type { ResourceStore } from "../store/contract.ts";
+import { InMemoryStore } from "../store/memory.ts";
 import { ZONE_KIND, createTypeRegistry } from "../sync/builtin-types.ts";
-import type { DiscoveryOptions } from "../discovery/types.ts";
-import { GlobalSync } from "../sync/global-sync.ts";
-import { InMemoryStore } from "../sync/memory-store.ts";
+import { SyncEngine } from "../sync/engine.ts";
 import type { StoredResource, TypeRegistry } from "../sync/resource-types.ts";
-import type { ResourceStore } from "../sync/store.ts";
+import type { ZoneStatus } from "../sync/status.ts";
+import { zoneMapping } from "../sync/store-sink.ts";
+import type { BackoffOptions } from "../util/backoff.ts";
 import { GlobalServer } from "./global-server.ts";
 import { StoreZoneRegistry } from "./store-zone-registry.ts";
+import { ZoneLifecycle } from "./zone-lifecycle.ts";
 
 /** Options of {@link GlobalControlPlane}. */
 export interface GlobalControlPlaneOptions {
@@ -39,7 +44,9 @@ export interface GlobalControlPlaneOptions {
   readonly session?: SessionOptions;
   /** Discovery tunables. */
   readonly discovery?: DiscoveryOptions;
-  /** Called when a zone's session is ready. */
+  /** Delays between retries of a failed store read. */
+  readonly storeRetry?: BackoffOptions;
+  /** Called when a zone's session is ready, after sync attached to it. A throw is logged and changes nothing. */
   readonly onSession?: (session: Session) => void;
   /** Called when a zone's session ends. */
   readonly onSessionEnded?: (session: Session, end: SessionEnd) => void;
@@ -55,42 +62,63 @@ export class GlobalControlPlane {
   readonly store: ResourceStore;
   /** The mux endpoint; mount it with `registerGlobal` or `serveGlobal`. */
   readonly server: GlobalServer;
-  /** Resource sync and zone status. */
-  readonly sync: GlobalSync;
+  /** Resource sync over every zone session. */
+  readonly sync: SyncEngine;
+  readonly #lifecycle: ZoneLifecycle;
 
   /** @param options - types, store, names, callbacks */
   constructor(options: GlobalControlPlaneOptions = {}) {
     const logger = options.logger ?? consoleLogger();
     this.types = options.types ?? createTypeRegistry();
+    this.types.get(ZONE_KIND);
     this.store = options.store ?? new InMemoryStore(this.types);
-    this.sync = new GlobalSync({
+    const id = options.id ?? "global";
+    this.sync = new SyncEngine({
       store: this.store,
       types: this.types,
-      filter: options.filter,
+      role: "global",
+      name: id,
       mode: options.mode,
       discovery: options.discovery,
+      storeRetry: options.storeRetry,
       logger,
-      onZoneRevoked: async (zone, reason) => {
-        await this.server.revoke(zone, `zone "${zone}" was ${reason} on global "${this.server.id}"`);
-      },
     });
+    const filter = options.filter;
     this.server = new GlobalServer({
       registry: new StoreZoneRegistry(this.store),
-      id: options.id,
+      id,
       adminUrl: options.adminUrl,
       session: options.session,
       logger,
       onSession: (session) => {
-        options.onSession?.(session);
-        void this.sync.attach(session);
+        // Sync first: a user callback that throws must not stop it.
+        const zone = session.peerId;
+        void this.sync.attach(session, { zone, mapping: zoneMapping(zone), filter: filter === undefined ? undefined : (r) => filter(zone, r) });
+        try {
+          options.onSession?.(session);
+        } catch (error) {
+          logger.error(`the onSession callback failed for zone "${zone}"; sync goes on`, { zone, error });
+        }
       },
       onSessionEnded: options.onSessionEnded,
     });
+    this.#lifecycle = new ZoneLifecycle({
+      store: this.store,
+      types: this.types,
+      logger,
+      retry: options.storeRetry,
+      revoke: async (zone, reason) => {
+        await this.server.revoke(zone, `zone "${zone}" was ${reason} on global "${this.server.id}"`);
+      },
+      settled: (zone) => this.sync.settled(zone),
+      forgotten: (zone) => this.sync.forget(zone),
+    });
   }
 
-  /** Starts following the store until `signal` aborts. */
+  /** Loads and follows the store (global resources, Zone changes) until `signal` aborts. */
   start(signal: AbortSignal): void {
     this.sync.start(signal);
+    this.#lifecycle.start(signal);
   }
 
   /** Registers (or re-enables) zone `name`: writes its Zone resource. */
@@ -98,9 +126,21 @@ export class GlobalControlPlane {
     return this.store.put({ kind: ZONE_KIND, name, spec: create(ZoneSpecSchema, { enabled: options.enabled ?? true }) });
   }
 
+  /** Status of one registered zone (undefined when not registered). */
+  async zoneStatus(zone: string, signal?: AbortSignal): Promise<ZoneStatus | undefined> {
+    const registered = await this.store.get(ZONE_KIND, "", zone, { signal });
+    return registered === undefined ? undefined : this.sync.status(zone);
+  }
+
+  /** Status of every registered zone, sorted by name. */
+  async zoneStatuses(signal?: AbortSignal): Promise<ZoneStatus[]> {
+    const { resources } = await this.store.list(ZONE_KIND, { signal });
+    return resources.map((z) => this.sync.status(z.meta.name));
+  }
+
   /** The admin API backend of this global (see `registerAdmin`). */
   admin(): AdminBackend {
-    return { role: "global", types: this.types, store: this.store, zoneStatuses: () => this.sync.zoneStatuses() };
+    return { role: "global", types: this.types, store: this.store, zoneStatuses: () => this.zoneStatuses() };
   }
 
   /** Ends every session; resolves when their transports are released. */

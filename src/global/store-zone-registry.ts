@@ -7,7 +7,7 @@
  */
 import type { ZoneSpec } from "../gen/kds/v1/resource_pb.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
-import type { ResourceStore } from "../sync/store.ts";
+import type { ResourceStore } from "../store/contract.ts";
 import type { ZoneRecord, ZoneRegistry } from "./zone-registry.ts";
 
 /** Looks zones up as Zone resources in a store. */

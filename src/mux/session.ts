@@ -155,6 +155,11 @@ export class MuxSession implements Session {
     return this.#expectedPeerId ?? "";
   }
 
+  /** What the peer announced in its hello (see {@link Session.peer}). */
+  get peer(): PeerSettings | undefined {
+    return this.#state.kind === "handshaking" ? undefined : this.#state.peer;
+  }
+
   /** The end reason, once ended. */
   get end(): SessionEnd | undefined {
     return this.#state.kind === "ending" || this.#state.kind === "closed" ? this.#state.end : undefined;

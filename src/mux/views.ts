@@ -4,7 +4,7 @@
  * @module
  */
 import type { MuxRequest, MuxResponse } from "./frames.ts";
-import type { SessionEnd } from "./state.ts";
+import type { PeerSettings, SessionEnd } from "./state.ts";
 
 /**
  * This side as a discovery *server*: receives the peer's requests and sends
@@ -74,6 +74,8 @@ export interface Session {
    * (empty until {@link Session.ready}).
    */
   readonly peerId: string;
+  /** What the peer announced in its hello (windows, largest message); undefined before it arrived. */
+  readonly peer: PeerSettings | undefined;
   /** This side as a discovery server. */
   readonly server: ServerStreamView;
   /** This side as a discovery client. */

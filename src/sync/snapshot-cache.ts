@@ -1,16 +1,24 @@
 /**
- * One encoded copy of the resources a side serves, shared by all its
- * streams and kept up to date from the store's change feed: a change costs
- * one store read and one encode, never a full re-read. Each stream gets a
- * {@link SnapshotSource} view, optionally filtered.
+ * One encoded copy of the resources a side serves, shared by all its streams
+ * and kept up to date from the store's change feed. Each change carries its
+ * resource, so a change costs one encode and no store read.
+ *
+ * A kind is served only once it has loaded: until its first `list`
+ * succeeds, a stream asking for it gets nothing (it waits), never an empty
+ * set, so a failing store can never turn into deletions on the other side.
+ * A failed list or watch is logged, shown in status, and retried with
+ * backoff; while the watch is down the last loaded state stays served.
  *
  * @module
  */
 import { SetDigest, digestOf } from "../discovery/digest.ts";
 import type { ResourceSet, Snapshot, SnapshotSource, WireResource } from "../discovery/types.ts";
-import { abortError } from "../errors.ts";
+import { KdsError, abortError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import type { ResourceStore, StoreChange } from "../store/contract.ts";
+import { resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
+import { retryUntilAborted } from "../util/retry.ts";
 import { resourceKey, type ResourceType, type StoredResource } from "./resource-types.ts";
-import type { ResourceStore } from "./store.ts";
 import { toWire } from "./wire.ts";
 
 interface Entry {
@@ -20,31 +28,55 @@ interface Entry {
 
 interface KindCache {
   readonly type: ResourceType;
-  loaded: boolean;
+  /** The revision of the snapshot loaded last; undefined until the first list succeeds (or after compaction). */
+  loadedAt: number | undefined;
+  /** The kind has been loaded at least once (what it holds may be served). */
+  ready: boolean;
   readonly entries: Map<string, Entry>;
   readonly digest: SetDigest;
-  /** Keys changed since the last refresh (at most one entry per resource). */
-  pending: Map<string, { mesh: string; name: string }>;
-  refreshing: Promise<void> | undefined;
-  /** A background refresh is scheduled. */
-  scheduled: boolean;
 }
 
-/** Shared, incrementally refreshed wire form of the kinds a side serves. */
+/** The store-facing state of one served kind, for status pages. */
+export interface ServedKindState {
+  /** The kind. */
+  readonly kind: string;
+  /** Loaded at least once: its resources are being served. */
+  readonly loaded: boolean;
+  /** The last store failure while loading or following it, until the next success. */
+  readonly error: string | undefined;
+  /** Resources held. */
+  readonly resources: number;
+}
+
+/** Options of {@link SnapshotCache}. */
+export interface SnapshotCacheOptions {
+  /** Where failures are logged. */
+  readonly logger: Logger;
+  /** Delays between retries of a failed list or watch. Default 200 ms doubling to 10 s. */
+  readonly retry?: BackoffOptions;
+}
+
+/** Shared, incrementally updated wire form of the kinds a side serves. */
 export class SnapshotCache {
   readonly #store: ResourceStore;
+  readonly #logger: Logger;
+  readonly #retry: ResolvedBackoff;
   readonly #kinds = new Map<string, KindCache>();
   readonly #byUrl = new Map<string, KindCache>();
   readonly #listeners = new Set<(typeUrl: string, key?: string) => void>();
+  #error: string | undefined;
 
   /**
    * @param store - where the resources live
    * @param types - the kinds to serve
+   * @param options - logger and retry delays
    */
-  constructor(store: ResourceStore, types: readonly ResourceType[]) {
+  constructor(store: ResourceStore, types: readonly ResourceType[], options: SnapshotCacheOptions) {
     this.#store = store;
+    this.#logger = options.logger;
+    this.#retry = resolveBackoff({ baseMs: 200, capMs: 10_000, ...options.retry });
     for (const type of types) {
-      const cache: KindCache = { type, loaded: false, entries: new Map(), digest: new SetDigest(), pending: new Map(), refreshing: undefined, scheduled: false };
+      const cache: KindCache = { type, loadedAt: undefined, ready: false, entries: new Map(), digest: new SetDigest() };
       this.#kinds.set(type.kind, cache);
       this.#byUrl.set(type.typeUrl, cache);
     }
@@ -55,34 +87,31 @@ export class SnapshotCache {
     return [...this.#byUrl.keys()];
   }
 
+  /** The state of every served kind. */
+  state(): ServedKindState[] {
+    return [...this.#kinds.values()].map((c) => ({
+      kind: c.type.kind,
+      loaded: c.ready,
+      error: this.#error,
+      resources: c.entries.size,
+    }));
+  }
+
   /**
-   * Follows the store's change feed until `signal` aborts, and loads every
-   * kind in the background so the first stream does not wait for the
-   * encoding. Whatever the cache held is re-read: changes made while nobody
-   * watched are not lost.
+   * Loads every kind, then follows the store's change feed until `signal`
+   * aborts. Never rejects: failures are logged, kept for {@link state} and
+   * retried with backoff.
    */
   start(signal: AbortSignal): void {
-    const invalidate = (): void => {
-      for (const cache of this.#kinds.values()) cache.loaded = false;
-    };
-    invalidate();
-    signal.addEventListener("abort", invalidate, { once: true });
-    this.#store.watch((change) => {
-      const cache = this.#kinds.get(change.kind);
-      if (cache === undefined) return;
-      const key = resourceKey(change.mesh, change.name);
-      cache.pending.set(key, { mesh: change.mesh, name: change.name });
-      this.#scheduleRefresh(cache);
-      for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
-    }, signal);
-    for (const cache of this.#kinds.values()) void this.#bringUpToDate(cache).catch(() => undefined);
+    if (this.#kinds.size === 0) return;
+    void this.#follow(signal);
   }
 
   /** A source for one stream; `filter` picks which resources that stream sees. */
   source(filter?: (resource: StoredResource) => boolean): SnapshotSource {
     return {
       typeUrls: this.typeUrls,
-      snapshot: (typeUrl, signal) => this.#snapshot(typeUrl, filter, signal),
+      snapshot: (typeUrl, signal) => Promise.resolve(this.#snapshot(typeUrl, filter, signal)),
       onChange: (listener, signal) => {
         if (signal.aborted) return;
         this.#listeners.add(listener);
@@ -91,11 +120,76 @@ export class SnapshotCache {
     };
   }
 
-  async #snapshot(typeUrl: string, filter: ((r: StoredResource) => boolean) | undefined, signal: AbortSignal): Promise<Snapshot> {
+  async #follow(signal: AbortSignal): Promise<void> {
+    let cursor = 0;
+    await retryUntilAborted(
+      signal,
+      this.#retry,
+      async (healthy) => {
+        for (const cache of this.#kinds.values()) {
+          if (cache.loadedAt === undefined) await this.#load(cache, signal);
+        }
+        cursor = Math.max(cursor, Math.min(...[...this.#kinds.values()].map((c) => c.loadedAt ?? 0)));
+        this.#recovered();
+        for await (const change of this.#store.watch(cursor, { signal, kinds: [...this.#kinds.keys()] })) {
+          healthy();
+          cursor = change.revision;
+          this.#apply(change);
+        }
+      },
+      (error, delay) => {
+        if (KdsError.is(error, "store_compacted")) {
+          // Changes were missed: list every kind again (the cache keeps serving what it holds meanwhile).
+          for (const cache of this.#kinds.values()) cache.loadedAt = undefined;
+          cursor = 0;
+        }
+        this.#error = error instanceof Error ? error.message : String(error);
+        this.#logger.warn(`reading the store failed; retrying in ${delay} ms (served kinds keep their last loaded state)`, { error });
+      },
+    );
+  }
+
+  #recovered(): void {
+    if (this.#error === undefined) return;
+    this.#error = undefined;
+    this.#logger.info("the store answers again; following its changes");
+  }
+
+  /** Lists one kind and replaces what the cache holds of it; tells every stream. */
+  async #load(cache: KindCache, signal: AbortSignal): Promise<void> {
+    const { revision, resources } = await this.#store.list(cache.type.kind, { signal });
+    const present = new Set<string>();
+    for (const resource of resources) present.add(this.#set(cache, resource));
+    for (const [key, gone] of cache.entries) {
+      if (present.has(key)) continue;
+      cache.entries.delete(key);
+      cache.digest.remove(key, gone.wire.version);
+    }
+    cache.loadedAt = revision;
+    cache.ready = true;
+    for (const listener of this.#listeners) listener(cache.type.typeUrl);
+  }
+
+  #apply(change: StoreChange): void {
+    const kind = change.op === "put" ? change.resource.kind : change.ref.kind;
+    const cache = this.#kinds.get(kind);
+    if (cache === undefined || cache.loadedAt === undefined || change.revision <= cache.loadedAt) return;
+    let key: string;
+    if (change.op === "put") key = this.#set(cache, change.resource);
+    else {
+      key = resourceKey(change.ref.mesh, change.ref.name);
+      const gone = cache.entries.get(key);
+      if (gone === undefined) return;
+      cache.entries.delete(key);
+      cache.digest.remove(key, gone.wire.version);
+    }
+    for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
+  }
+
+  #snapshot(typeUrl: string, filter: ((r: StoredResource) => boolean) | undefined, signal: AbortSignal): Snapshot | undefined {
     if (signal.aborted) throw abortError(signal, "snapshot");
     const cache = this.#byUrl.get(typeUrl);
-    if (cache === undefined) return { version: digestOf([]), resources: { get: () => undefined, [Symbol.iterator]: () => [][Symbol.iterator]() } };
-    await this.#bringUpToDate(cache);
+    if (cache === undefined || !cache.ready) return undefined;
     const entries = cache.entries;
     if (filter === undefined) {
       return {
@@ -118,61 +212,6 @@ export class SnapshotCache {
       },
       resources,
     };
-  }
-
-  /**
-   * Keeps the cache warm: encodes changes soon after they happen (once per
-   * burst), so a stream that asks later finds them ready.
-   */
-  #scheduleRefresh(cache: KindCache): void {
-    if (cache.scheduled) return;
-    cache.scheduled = true;
-    setTimeout(() => {
-      cache.scheduled = false;
-      void this.#bringUpToDate(cache).catch(() => undefined);
-    }, 0);
-  }
-
-  /** Waits for a refresh in progress, and refreshes again while changes keep arriving. */
-  async #bringUpToDate(cache: KindCache): Promise<void> {
-    while (!cache.loaded || cache.pending.size > 0 || cache.refreshing !== undefined) {
-      cache.refreshing ??= this.#refresh(cache).finally(() => {
-        cache.refreshing = undefined;
-      });
-      await cache.refreshing;
-    }
-  }
-
-  /** Brings one kind up to date. Shared by every stream, so no one stream's signal cancels it. */
-  async #refresh(cache: KindCache): Promise<void> {
-    if (!cache.loaded) {
-      cache.pending = new Map();
-      cache.loaded = true;
-      const resources = await this.#store.list(cache.type.kind);
-      const present = new Set<string>();
-      for (const resource of resources) {
-        present.add(this.#set(cache, resource));
-      }
-      for (const [key, gone] of cache.entries) {
-        if (present.has(key)) continue;
-        cache.entries.delete(key);
-        cache.digest.remove(key, gone.wire.version);
-      }
-      return;
-    }
-    const batch = cache.pending;
-    cache.pending = new Map();
-    for (const [key, { mesh, name }] of batch) {
-      const resource = await this.#store.get(cache.type.kind, mesh, name);
-      if (resource !== undefined) this.#set(cache, resource);
-      else {
-        const gone = cache.entries.get(key);
-        if (gone !== undefined) {
-          cache.entries.delete(key);
-          cache.digest.remove(key, gone.wire.version);
-        }
-      }
-    }
   }
 
   /** Puts one resource into the cache (re-encoding it only if its version changed); returns its key. */

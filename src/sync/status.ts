@@ -8,6 +8,10 @@
 import type { ClientObserver, ServerObserver } from "../discovery/types.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { ResourceType } from "./resource-types.ts";
+import type { ServedKindState } from "./snapshot-cache.ts";
+
+/** Most resource rejections kept per type. */
+const MAX_REJECTIONS = 20;
 
 /** Status of one type on one zone's connection. */
 export interface TypeSyncStatus {
@@ -39,6 +43,12 @@ export interface TypeSyncStatus {
   readonly lastAcceptedVersion: string | undefined;
   /** As receiver: why the last rejected response was rejected. */
   readonly lastRejectError: string | undefined;
+  /** As receiver: resources of accepted responses left out, newest last (at most 20). */
+  readonly rejectedResources: ReadonlyArray<{ readonly key: string; readonly reason: string }>;
+  /** As sender: the kind has loaded from this side's store (until then nothing of it is sent). */
+  readonly storeLoaded: boolean | undefined;
+  /** As sender: the last failure reading this side's store, while it lasts. */
+  readonly storeError: string | undefined;
 }
 
 /** Status of one zone (on the global), or of the zone's own connection (on the zone). */
@@ -59,7 +69,10 @@ export interface ZoneStatus {
   readonly types: readonly TypeSyncStatus[];
 }
 
-type MutableType = { -readonly [K in keyof TypeSyncStatus]: TypeSyncStatus[K] } & { oversized: string[] };
+type MutableType = { -readonly [K in keyof TypeSyncStatus]: TypeSyncStatus[K] } & {
+  oversized: string[];
+  rejectedResources: Array<{ key: string; reason: string }>;
+};
 
 /** The mutable record behind a {@link ZoneStatus}. */
 export class ZoneStatusRecord {
@@ -71,10 +84,16 @@ export class ZoneStatusRecord {
   #rtt: (() => number | undefined) | undefined;
   #lastRtt: number | undefined;
   readonly #types = new Map<string, MutableType>();
+  readonly #served: () => readonly ServedKindState[];
 
-  /** @param zone - zone name; @param types - the kinds that flow, with their direction */
-  constructor(zone: string, types: readonly ResourceType[]) {
+  /**
+   * @param zone - zone name
+   * @param types - the kinds that flow, with their direction
+   * @param served - reads the store state of the kinds this side sends
+   */
+  constructor(zone: string, types: readonly ResourceType[], served: () => readonly ServedKindState[] = () => []) {
     this.zone = zone;
+    this.#served = served;
     for (const t of types) {
       if (t.direction === "local") continue;
       this.#types.set(t.typeUrl, {
@@ -92,6 +111,9 @@ export class ZoneStatusRecord {
         rejected: 0,
         lastAcceptedVersion: undefined,
         lastRejectError: undefined,
+        rejectedResources: [],
+        storeLoaded: undefined,
+        storeError: undefined,
       });
     }
   }
@@ -149,6 +171,10 @@ export class ZoneStatusRecord {
           t.rejected++;
           t.lastRejectError = error;
         }),
+      resourceRejected: (typeUrl, key, reason) =>
+        void this.#with(typeUrl, (t) => {
+          t.rejectedResources = [...t.rejectedResources.filter((r) => r.key !== key), { key, reason }].slice(-MAX_REJECTIONS);
+        }),
     };
   }
 
@@ -161,7 +187,16 @@ export class ZoneStatusRecord {
       disconnectedAt: this.#disconnectedAt,
       lastEnd: this.#lastEnd,
       heartbeatRttMs: this.#rtt?.() ?? this.#lastRtt,
-      types: [...this.#types.values()].map((t) => ({ ...t, oversized: [...t.oversized] })),
+      types: [...this.#types.values()].map((t) => {
+        const served = this.#served().find((k) => k.kind === t.kind);
+        return {
+          ...t,
+          oversized: [...t.oversized],
+          rejectedResources: [...t.rejectedResources],
+          storeLoaded: served?.loaded,
+          storeError: served?.error,
+        };
+      }),
     };
   }
 

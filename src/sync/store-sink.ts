@@ -1,16 +1,19 @@
 /**
  * Where a discovery client's resources land: a {@link ResourceSink} over a
- * store, with a mapping that decides local names and labels. Every response
- * is decoded and validated in full before anything is written, so a NACKed
- * response leaves the store as it was.
+ * store, with a mapping that decides local names and labels. Each response
+ * is decoded and validated in full, then written with ONE atomic
+ * `store.apply`: a NACKed response leaves the store as it was. A resource
+ * whose local copy cannot be stored (its mapped name is too long, say) is
+ * left out and reported on its own; it does not block the rest.
  *
  * @module
  */
 import type { Any } from "@bufbuild/protobuf/wkt";
 import { KdsError } from "../errors.ts";
-import type { ReceivedResource, ResourceSink } from "../discovery/types.ts";
-import { LABELS, parseResourceKey, type ResourceType, type StoredResource, type TypeRegistry } from "./resource-types.ts";
-import type { ResourceStore } from "./store.ts";
+import type { ReceivedResource, RejectedResource, ResourceSink, SinkResult } from "../discovery/types.ts";
+import type { ResourceInput, ResourceStore, WriteOp } from "../store/contract.ts";
+import { matchesLabels, validateInput } from "../store/validate.ts";
+import { LABELS, parseResourceKey, resourceKey, type ResourceType, type StoredResource, type TypeRegistry } from "./resource-types.ts";
 import { fromWire, type DecodedResource } from "./wire.ts";
 
 /** How received resources map onto the local store. */
@@ -31,7 +34,7 @@ export function mirrorMapping(): SinkMapping {
     scope: { [LABELS.origin]: "global" },
     localName: (name) => name,
     labels: (r, user) => ({ ...user, [LABELS.origin]: "global", [LABELS.originVersion]: r.version }),
-    keyOf: (local) => (local.meta.mesh === "" ? local.meta.name : `${local.meta.mesh}/${local.meta.name}`),
+    keyOf: (local) => resourceKey(local.meta.mesh, local.meta.name),
   };
 }
 
@@ -45,10 +48,7 @@ export function zoneMapping(zone: string): SinkMapping {
     scope: { [LABELS.origin]: "zone", [LABELS.zone]: zone },
     localName: (name) => `${zone}.${name}`,
     labels: (r, user) => ({ ...user, [LABELS.origin]: "zone", [LABELS.zone]: zone, [LABELS.displayName]: r.name, [LABELS.originVersion]: r.version }),
-    keyOf: (local) => {
-      const name = local.meta.labels[LABELS.displayName] ?? local.meta.name;
-      return local.meta.mesh === "" ? name : `${local.meta.mesh}/${name}`;
-    },
+    keyOf: (local) => resourceKey(local.meta.mesh, local.meta.labels[LABELS.displayName] ?? local.meta.name),
   };
 }
 
@@ -72,14 +72,15 @@ export class StoreSink implements ResourceSink {
   async versions(typeUrl: string, signal: AbortSignal): Promise<Map<string, string>> {
     const type = this.#type(typeUrl);
     const out = new Map<string, string>();
-    for (const local of await this.#store.list(type.kind, { labels: this.#mapping.scope, signal })) {
+    const { resources } = await this.#store.list(type.kind, { labels: this.#mapping.scope, signal });
+    for (const local of resources) {
       const version = local.meta.labels[LABELS.originVersion];
       if (version !== undefined) out.set(this.#mapping.keyOf(local), version);
     }
     return out;
   }
 
-  async replace(typeUrl: string, resources: readonly Any[], signal: AbortSignal): Promise<void> {
+  async replace(typeUrl: string, resources: readonly Any[], signal: AbortSignal): Promise<SinkResult> {
     const type = this.#type(typeUrl);
     const desired = new Map<string, DecodedResource>();
     for (const any of resources) {
@@ -88,33 +89,44 @@ export class StoreSink implements ResourceSink {
       desired.set(decoded.key, decoded);
     }
     const existing = new Map<string, StoredResource>();
-    for (const local of await this.#store.list(type.kind, { labels: this.#mapping.scope, signal })) existing.set(this.#mapping.keyOf(local), local);
+    const { resources: held } = await this.#store.list(type.kind, { labels: this.#mapping.scope, signal });
+    for (const local of held) existing.set(this.#mapping.keyOf(local), local);
+    const ops: WriteOp[] = [];
+    const rejected: RejectedResource[] = [];
     for (const [key, decoded] of desired) {
-      if (existing.get(key)?.meta.labels[LABELS.originVersion] === decoded.version) continue;
-      await this.#put(type, decoded, signal);
+      const local = existing.get(key);
+      if (local?.meta.labels[LABELS.originVersion] === decoded.version) continue;
+      const input = this.#input(type, decoded, rejected);
+      if (input !== undefined) ops.push({ op: "put", input, expectedVersion: local?.meta.version ?? "" });
     }
     for (const [key, local] of existing) {
-      if (!desired.has(key)) await this.#store.delete(type.kind, local.meta.mesh, local.meta.name, { signal });
+      if (!desired.has(key)) ops.push({ op: "delete", kind: type.kind, mesh: local.meta.mesh, name: local.meta.name, expectedVersion: local.meta.version });
     }
+    if (ops.length > 0) await this.#store.apply(ops, { signal });
+    return { rejected };
   }
 
-  async apply(typeUrl: string, resources: readonly ReceivedResource[], removed: readonly string[], signal: AbortSignal): Promise<void> {
+  async apply(typeUrl: string, resources: readonly ReceivedResource[], removed: readonly string[], signal: AbortSignal): Promise<SinkResult> {
     const type = this.#type(typeUrl);
-    const decoded = resources.map((r) => {
-      const d = fromWire(type, r.any, r.key);
-      if (d.version !== r.version) throw new KdsError("invalid_resource", `${type.kind} "${r.key}": version ${r.version} in the response but ${d.version} in the resource`);
-      return d;
-    });
-    for (const d of decoded) await this.#put(type, d, signal);
+    const ops: WriteOp[] = [];
+    const rejected: RejectedResource[] = [];
+    for (const r of resources) {
+      const decoded = fromWire(type, r.any, r.key);
+      if (decoded.version !== r.version) throw new KdsError("invalid_resource", `${type.kind} "${r.key}": version ${r.version} in the response but ${decoded.version} in the resource`);
+      const input = this.#input(type, decoded, rejected);
+      if (input !== undefined) ops.push({ op: "put", input });
+    }
     for (const key of removed) {
       const { mesh, name } = parseResourceKey(key);
       const localName = this.#mapping.localName(name);
       const local = await this.#store.get(type.kind, mesh, localName, { signal });
-      // Only ever delete this sink's own copies.
-      if (local !== undefined && Object.entries(this.#mapping.scope).every(([k, v]) => local.meta.labels[k] === v)) {
-        await this.#store.delete(type.kind, mesh, localName, { signal });
+      // Only ever delete this sink's own copies, and only the version just read.
+      if (local !== undefined && matchesLabels(local.meta.labels, this.#mapping.scope)) {
+        ops.push({ op: "delete", kind: type.kind, mesh, name: localName, expectedVersion: local.meta.version });
       }
     }
+    if (ops.length > 0) await this.#store.apply(ops, { signal });
+    return { rejected };
   }
 
   #type(typeUrl: string): ResourceType {
@@ -123,12 +135,24 @@ export class StoreSink implements ResourceSink {
     return type;
   }
 
-  async #put(type: ResourceType, decoded: DecodedResource, signal: AbortSignal): Promise<void> {
+  /** The local copy to write, or undefined (and a rejection) when this store cannot hold it. */
+  #input(type: ResourceType, decoded: DecodedResource, rejected: RejectedResource[]): ResourceInput | undefined {
     const user: Record<string, string> = {};
     for (const [k, v] of Object.entries(decoded.labels)) if (!k.startsWith("kds.io/")) user[k] = v;
-    await this.#store.put(
-      { kind: type.kind, mesh: decoded.mesh, name: this.#mapping.localName(decoded.name), labels: this.#mapping.labels(decoded, user), spec: decoded.spec },
-      { signal },
-    );
+    const input: ResourceInput = {
+      kind: type.kind,
+      mesh: decoded.mesh,
+      name: this.#mapping.localName(decoded.name),
+      labels: this.#mapping.labels(decoded, user),
+      spec: decoded.spec,
+    };
+    try {
+      validateInput(this.#types, input);
+      return input;
+    } catch (error) {
+      if (!KdsError.is(error, "invalid_resource")) throw error;
+      rejected.push({ key: decoded.key, reason: `cannot be stored on this side: ${error.message}` });
+      return undefined;
+    }
   }
 }

@@ -20,8 +20,12 @@ import { KdsError } from "../errors.ts";
 import { HalfDuplexService, PushRequestSchema, type PullResponse } from "../gen/kds/mux/v1/half_duplex_pb.ts";
 import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { anySignal, sleep } from "../util/abort.ts";
+import { backoffCeiling, type ResolvedBackoff } from "../util/backoff.ts";
 import { fromConnectError } from "./connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "./transport.ts";
+
+/** Delays between attempts to re-open a broken Pull: 50 ms doubling to 2 s. */
+const RESUME_BACKOFF: ResolvedBackoff = { baseMs: 50, capMs: 2_000, resetAfterMs: 0 };
 
 /** Failures a Push retries (the network or the server was briefly away); others end the link. */
 const retryable: ReadonlySet<Code> = new Set([Code.Unavailable, Code.Unknown, Code.DeadlineExceeded, Code.Aborted, Code.Canceled]);
@@ -145,8 +149,7 @@ class HalfDuplexLink {
   /** Re-opens Pull with backoff until it works or the resume timeout passes. */
   async #resume(cause: unknown): Promise<AsyncIterator<PullResponse>> {
     const deadline = performance.now() + this.#resumeTimeoutMs;
-    let delay = 50;
-    for (;;) {
+    for (let attempt = 0; ; attempt++) {
       try {
         return await this.#openPull();
       } catch (error) {
@@ -154,8 +157,7 @@ class HalfDuplexLink {
           throw new KdsError("transport", `the half-duplex link to ${this.#target} broke and could not be resumed: ${String(error)}`, { cause: cause ?? error });
         }
       }
-      await sleep(delay, this.#request.signal);
-      delay = Math.min(delay * 2, 2_000);
+      await sleep(backoffCeiling(attempt, RESUME_BACKOFF), this.#request.signal);
     }
   }
 

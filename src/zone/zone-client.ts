@@ -12,7 +12,7 @@ import { MuxSession } from "../mux/session.ts";
 import type { Session } from "../mux/views.ts";
 import { anySignal, sleep } from "../util/abort.ts";
 import type { MuxTransport } from "../transport/transport.ts";
-import { backoffCeiling, backoffDelay, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "./backoff.ts";
+import { backoffCeiling, backoffDelay, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
 
 /** What the zone reports before each retry. */
 export interface RetryInfo {

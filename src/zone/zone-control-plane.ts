@@ -1,6 +1,6 @@
 /**
  * A zone control plane in one object: the dialer ({@link ZoneClient}) with
- * reconnects, and resource sync ({@link ZoneSync}) over every session.
+ * reconnects, and resource sync ({@link SyncEngine}) over every session.
  *
  * @module
  */
@@ -9,13 +9,15 @@ import { consoleLogger, type Logger } from "../log.ts";
 import type { SessionOptions } from "../mux/options.ts";
 import type { Session } from "../mux/views.ts";
 import type { DiscoveryOptions } from "../discovery/types.ts";
+import type { ResourceStore } from "../store/contract.ts";
+import { InMemoryStore } from "../store/memory.ts";
 import { createTypeRegistry } from "../sync/builtin-types.ts";
-import { InMemoryStore } from "../sync/memory-store.ts";
+import { SyncEngine } from "../sync/engine.ts";
 import type { TypeRegistry } from "../sync/resource-types.ts";
-import type { ResourceStore } from "../sync/store.ts";
-import { ZoneSync } from "../sync/zone-sync.ts";
+import type { ZoneStatus } from "../sync/status.ts";
+import { mirrorMapping } from "../sync/store-sink.ts";
 import type { MuxTransport } from "../transport/transport.ts";
-import type { BackoffOptions } from "./backoff.ts";
+import type { BackoffOptions } from "../util/backoff.ts";
 import { ZoneClient, type RetryInfo } from "./zone-client.ts";
 
 /** Options of {@link ZoneControlPlane}. */
@@ -36,7 +38,9 @@ export interface ZoneControlPlaneOptions {
   readonly discovery?: DiscoveryOptions;
   /** Reconnect backoff. */
   readonly backoff?: BackoffOptions;
-  /** Called with every new session. */
+  /** Delays between retries of a failed store read. */
+  readonly storeRetry?: BackoffOptions;
+  /** Called with every new session, after sync attached to it. A throw is logged and changes nothing. */
   readonly onSession?: (session: Session) => void;
   /** Called before every retry. */
   readonly onRetry?: (info: RetryInfo) => void;
@@ -54,15 +58,26 @@ export class ZoneControlPlane {
   readonly store: ResourceStore;
   /** The dialer. */
   readonly client: ZoneClient;
-  /** Resource sync and connection status. */
-  readonly sync: ZoneSync;
+  /** Resource sync over each session. */
+  readonly sync: SyncEngine;
+  readonly #name: string;
 
   /** @param options - name, transport, types, store */
   constructor(options: ZoneControlPlaneOptions) {
     const logger = options.logger ?? consoleLogger();
     this.types = options.types ?? createTypeRegistry();
     this.store = options.store ?? new InMemoryStore(this.types);
-    this.sync = new ZoneSync({ zone: options.name, store: this.store, types: this.types, mode: options.mode, discovery: options.discovery, logger });
+    this.#name = options.name;
+    this.sync = new SyncEngine({
+      store: this.store,
+      types: this.types,
+      role: "zone",
+      name: options.name,
+      mode: options.mode,
+      discovery: options.discovery,
+      storeRetry: options.storeRetry,
+      logger,
+    });
     this.client = new ZoneClient({
       name: options.name,
       transport: options.transport,
@@ -72,15 +87,25 @@ export class ZoneControlPlane {
       random: options.random,
       onRetry: options.onRetry,
       onSession: (session) => {
-        options.onSession?.(session);
-        void this.sync.attach(session);
+        // Sync first: a user callback that throws must not stop it.
+        void this.sync.attach(session, { zone: options.name, mapping: mirrorMapping() });
+        try {
+          options.onSession?.(session);
+        } catch (error) {
+          logger.error(`the onSession callback failed in zone "${options.name}"; sync goes on`, { error });
+        }
       },
     });
   }
 
+  /** This zone's connection and sync status. */
+  status(): ZoneStatus {
+    return this.sync.status(this.#name);
+  }
+
   /** The admin API backend of this zone (see `registerAdmin`). */
   admin(): AdminBackend {
-    return { role: "zone", types: this.types, store: this.store, zoneStatuses: () => Promise.resolve([this.sync.status()]) };
+    return { role: "zone", types: this.types, store: this.store, zoneStatuses: () => Promise.resolve([this.status()]) };
   }
 
   /** Syncs with the global, reconnecting after every end, until `signal` aborts. */

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { DiscoveryClient } from "../../src/discovery/client.ts";
 import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema, type DeltaDiscoveryRequest, type DiscoveryRequest } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
-import { InMemoryStore } from "../../src/sync/memory-store.ts";
+import { InMemoryStore } from "../../src/store/memory.ts";
 import { StoreSink, mirrorMapping } from "../../src/sync/store-sink.ts";
 import { toWire } from "../../src/sync/wire.ts";
 import { sessionPair } from "../contract/harness.ts";
@@ -46,7 +46,7 @@ describe("discovery client", () => {
       const ack = (await c.global.server.recv()) as DiscoveryRequest;
       expect(ack).toMatchObject({ versionInfo: "v1", responseNonce: "n1" });
       expect(ack.errorDetail).toBeUndefined();
-      expect((await c.store.list("Mesh")).map((r) => r.meta.name)).toEqual(["default"]);
+      expect((await c.store.list("Mesh")).resources.map((r) => r.meta.name)).toEqual(["default"]);
 
       // A response with one good and one malformed resource is rejected whole.
       const other = await meshWire("other", "v2");
@@ -57,7 +57,7 @@ describe("discovery client", () => {
       expect(nack.responseNonce).toBe("n2");
       expect(nack.errorDetail?.code).toBe(3);
       expect(nack.errorDetail?.message).toMatch(/malformed resource envelope/);
-      expect((await c.store.list("Mesh")).map((r) => r.meta.name)).toEqual(["default"]);
+      expect((await c.store.list("Mesh")).resources.map((r) => r.meta.name)).toEqual(["default"]);
       expect(c.rejected).toHaveLength(1);
     } finally {
       await c.close();
@@ -82,7 +82,7 @@ describe("discovery client", () => {
       const nack = (await c.global.server.recv()) as DeltaDiscoveryRequest;
       expect(nack.responseNonce).toBe("n2");
       expect(nack.errorDetail?.message).toMatch(/sent under the name "somebody-else"/);
-      expect((await c.store.list("Mesh")).map((r) => r.meta.name)).toEqual(["default"]);
+      expect((await c.store.list("Mesh")).resources.map((r) => r.meta.name)).toEqual(["default"]);
     } finally {
       await c.close();
     }

@@ -68,7 +68,7 @@ async function converged(cluster: Cluster): Promise<string | undefined> {
     const local = await contents(z.store, ["Dataplane"]);
     const attributed = await contents(g, ["Dataplane"], (_name, labels) => (labels[LABELS.zone] === name ? labels[LABELS.displayName] : undefined));
     if (JSON.stringify([...local].sort()) !== JSON.stringify([...attributed].sort())) return `the global's copy of ${name}'s dataplanes differs`;
-    for (const r of await g.list("Dataplane", { labels: { [LABELS.zone]: name } })) {
+    for (const r of (await g.list("Dataplane", { labels: { [LABELS.zone]: name } })).resources) {
       if (r.meta.name !== `${name}.${r.meta.labels[LABELS.displayName]}`) return `${r.meta.name} is misnamed`;
     }
   }

@@ -23,8 +23,8 @@ for (const kind of ["memory", "grpc"] as const) {
         const z2 = cluster.startZone("zone-2");
 
         // global -> zones, with the filter
-        await eventually(async () => (await z1.store.list("Mesh")).length === 2 && (await z2.store.list("Mesh")).length === 1, "meshes reach the zones");
-        expect((await z2.store.list("Mesh")).map((r) => r.meta.name)).toEqual(["default"]);
+        await eventually(async () => (await z1.store.list("Mesh")).resources.length === 2 && (await z2.store.list("Mesh")).resources.length === 1, "meshes reach the zones");
+        expect((await z2.store.list("Mesh")).resources.map((r) => r.meta.name)).toEqual(["default"]);
         await eventually(async () => (await z1.store.get("TrafficPolicy", "default", "timeouts")) !== undefined, "policy reaches zone-1");
         const mirrored = await z1.store.get("Mesh", "", "default");
         expect(mirrored?.meta.labels[LABELS.origin]).toBe("global");
@@ -41,11 +41,11 @@ for (const kind of ["memory", "grpc"] as const) {
         // zone -> global, attributed by the session's zone, never by the zone's data
         await z1.store.put(dataplane("default", "web-1", "10.0.0.1", { app: "web", [LABELS.zone]: "zone-2" }));
         await z2.store.put(dataplane("default", "web-1", "10.0.0.2"));
-        await eventually(async () => (await global.store.list("Dataplane")).length === 2, "dataplanes reach the global");
+        await eventually(async () => (await global.store.list("Dataplane")).resources.length === 2, "dataplanes reach the global");
         const fromZ1 = await global.store.get("Dataplane", "default", "zone-1.web-1");
         expect(fromZ1?.meta.labels).toMatchObject({ [LABELS.zone]: "zone-1", [LABELS.origin]: "zone", [LABELS.displayName]: "web-1", app: "web" });
         expect((await global.store.get("Dataplane", "default", "zone-2.web-1"))?.meta.labels[LABELS.zone]).toBe("zone-2");
-        expect(await global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-2" } })).toHaveLength(1);
+        expect((await global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-2" } })).resources).toHaveLength(1);
 
         await z1.store.put(dataplane("default", "web-1", "10.9.9.9"));
         await z2.store.delete("Dataplane", "default", "web-1");
@@ -55,7 +55,7 @@ for (const kind of ["memory", "grpc"] as const) {
         }, "zone update and delete reach the global");
 
         // zone status
-        const status = await global.sync.zoneStatus("zone-1");
+        const status = await global.zoneStatus("zone-1");
         expect(status?.online).toBe(true);
         const dp = status?.types.find((t) => t.kind === "Dataplane");
         expect(dp?.accepted).toBeGreaterThanOrEqual(2);
@@ -65,12 +65,12 @@ for (const kind of ["memory", "grpc"] as const) {
 
         // disconnect: resources stay, marked offline
         await cluster.stopZone("zone-1");
-        await eventually(async () => (await global.sync.zoneStatus("zone-1"))?.online === false, "zone-1 offline");
+        await eventually(async () => (await global.zoneStatus("zone-1"))?.online === false, "zone-1 offline");
         expect(await global.store.get("Dataplane", "default", "zone-1.web-1")).toBeDefined();
 
         // deleting the Zone deletes its resources
         await global.store.delete("Zone", "", "zone-1");
-        await eventually(async () => (await global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).length === 0, "zone-1's resources removed");
+        await eventually(async () => (await global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).resources.length === 0, "zone-1's resources removed");
       } finally {
         await cluster.close();
       }

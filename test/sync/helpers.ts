@@ -5,7 +5,7 @@ import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/serve-gl
 import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
 import { GlobalControlPlane, type GlobalControlPlaneOptions } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
-import type { ResourceStore } from "../../src/sync/store.ts";
+import type { ResourceStore } from "../../src/store/contract.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
 import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
@@ -28,7 +28,7 @@ export async function contents(store: ResourceStore, kinds: string[], map: (name
   const out = new Map<string, string>();
   const { toJsonString } = await import("@bufbuild/protobuf");
   for (const kind of kinds) {
-    for (const r of await store.list(kind)) {
+    for (const r of (await store.list(kind)).resources) {
       const name = map(r.meta.name, r.meta.labels);
       if (name === undefined) continue;
       const userLabels = Object.entries(r.meta.labels).filter(([k]) => !k.startsWith("kds.io/")).sort();

@@ -51,7 +51,7 @@ describe("delta resume", () => {
       for (let i = 0; i < n; i++) await g.store.put(policy("default", `p${i}`, i));
       const zone = cluster.startZone("zone-1", { transport: counting(cluster.transport(), count) });
       for (let i = 0; i < n; i++) await zone.store.put(dataplane("default", `dp${i}`));
-      await eventually(async () => (await zone.store.list("TrafficPolicy")).length === n && (await g.store.list("Dataplane")).length === n, "initial sync both ways", 60_000);
+      await eventually(async () => (await zone.store.list("TrafficPolicy")).resources.length === n && (await g.store.list("Dataplane")).resources.length === n, "initial sync both ways", 60_000);
       expect(count.toZone).toBeGreaterThanOrEqual(n);
       expect(count.toGlobal).toBeGreaterThanOrEqual(n);
 
@@ -80,7 +80,7 @@ describe("delta resume", () => {
       console.log(`resume after 10 changes in ${n} resources each way: ${count.toZone} resources to the zone, ${count.toGlobal} to the global`);
       expect(count.toZone).toBe(10);
       expect(count.toGlobal).toBe(10);
-      expect(await g.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).toHaveLength(n - 1);
+      expect((await g.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).resources).toHaveLength(n - 1);
     } finally {
       await cluster.close();
     }

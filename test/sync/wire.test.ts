@@ -8,7 +8,7 @@ import { ResourceSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { KdsResourceSchema } from "../../src/gen/kds/v1/resource_pb.ts";
 import { TrafficPolicySpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
-import { InMemoryStore } from "../../src/sync/memory-store.ts";
+import { InMemoryStore } from "../../src/store/memory.ts";
 import { fromWire, toWire } from "../../src/sync/wire.ts";
 
 describe("wire envelope", () => {

@@ -1,11 +1,12 @@
 /**
- * Reconnect delays: exponential backoff with full jitter.
+ * The one backoff of kds-mux: exponential with full jitter, for the zone's
+ * reconnects, the discovery NACK backoff and store retries.
  *
  * @module
  */
 import { KdsError } from "../errors.ts";
 
-/** Backoff tunables of the zone's reconnect loop. */
+/** Backoff tunables (reconnects, NACK resends, store retries). */
 export interface BackoffOptions {
   /** Ceiling of the first retry's delay. Default 1 s. */
   baseMs?: number;

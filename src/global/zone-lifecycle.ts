@@ -1,0 +1,115 @@
+/**
+ * What the global does when a Zone resource changes: a disabled or deleted
+ * zone loses its live session at once, and a deleted zone's resources are
+ * removed from the global's store. It follows the store's change feed, so it
+ * acts on changes made through any instance sharing the store, and at start
+ * it removes what zones deleted while no global was running left behind.
+ *
+ * @module
+ */
+import { KdsError } from "../errors.ts";
+import type { ZoneSpec } from "../gen/kds/v1/resource_pb.ts";
+import type { Logger } from "../log.ts";
+import type { ResourceStore, WriteOp } from "../store/contract.ts";
+import { ZONE_KIND } from "../sync/builtin-types.ts";
+import { LABELS, type TypeRegistry } from "../sync/resource-types.ts";
+import { resolveBackoff, type BackoffOptions } from "../util/backoff.ts";
+import { retryUntilAborted } from "../util/retry.ts";
+
+/** Options of {@link ZoneLifecycle}. */
+export interface ZoneLifecycleOptions {
+  /** The global's store. */
+  readonly store: ResourceStore;
+  /** Registered types. */
+  readonly types: TypeRegistry;
+  /** Ends the zone's live session (if this instance holds it). */
+  readonly revoke: (zone: string, reason: "deleted" | "disabled") => Promise<void>;
+  /** Resolves once the zone's sync on this instance has stopped writing. */
+  readonly settled: (zone: string) => Promise<void>;
+  /** Called after a deleted zone's resources were removed. */
+  readonly forgotten?: (zone: string) => void;
+  /** Delays between retries of a failed store read. */
+  readonly retry?: BackoffOptions;
+  /** Where to log. */
+  readonly logger: Logger;
+}
+
+/** Follows Zone resources on the global. */
+export class ZoneLifecycle {
+  readonly #options: ZoneLifecycleOptions;
+
+  /** @param options - store, callbacks */
+  constructor(options: ZoneLifecycleOptions) {
+    this.#options = options;
+  }
+
+  /** Follows Zone changes until `signal` aborts; failures are logged and retried. */
+  start(signal: AbortSignal): void {
+    const { store, logger } = this.#options;
+    let cursor: number | undefined;
+    void retryUntilAborted(
+      signal,
+      resolveBackoff({ baseMs: 200, capMs: 10_000, ...this.#options.retry }),
+      async (healthy) => {
+        if (cursor === undefined) {
+          const { revision, resources } = await store.list(ZONE_KIND, { signal });
+          await this.#sweep(new Set(resources.map((z) => z.meta.name)), signal);
+          cursor = revision;
+          healthy();
+        }
+        for await (const change of store.watch(cursor, { signal, kinds: [ZONE_KIND] })) {
+          healthy();
+          if (change.op === "put") {
+            if ((change.resource.spec as ZoneSpec).enabled === false) await this.#options.revoke(change.resource.meta.name, "disabled");
+          } else {
+            await this.#deleted(change.ref.name, signal);
+          }
+          cursor = change.revision;
+        }
+      },
+      (error, delay) => {
+        if (KdsError.is(error, "store_compacted")) cursor = undefined; // list again, then follow from there
+        logger.warn(`following Zone resources failed; retrying in ${delay} ms`, { error });
+      },
+    );
+  }
+
+  async #deleted(zone: string, signal: AbortSignal): Promise<void> {
+    const { store, logger } = this.#options;
+    await this.#options.revoke(zone, "deleted");
+    await this.#options.settled(zone);
+    if ((await store.get(ZONE_KIND, "", zone, { signal })) !== undefined) return; // registered again meanwhile
+    const removed = await this.#removeResourcesOf(zone, signal);
+    this.#options.forgotten?.(zone);
+    logger.info(`zone "${zone}" was deleted; its ${removed} resources were removed`, { zone });
+  }
+
+  /** Removes resources of zones that no longer exist (deleted while no global followed the store). */
+  async #sweep(registered: ReadonlySet<string>, signal: AbortSignal): Promise<void> {
+    const orphans = new Set<string>();
+    for (const type of this.#options.types.flowing("zone-to-global")) {
+      const { resources } = await this.#options.store.list(type.kind, { labels: { [LABELS.origin]: "zone" }, signal });
+      for (const r of resources) {
+        const zone = r.meta.labels[LABELS.zone];
+        if (zone !== undefined && !registered.has(zone)) orphans.add(zone);
+      }
+    }
+    for (const zone of orphans) {
+      const removed = await this.#removeResourcesOf(zone, signal);
+      this.#options.logger.info(`zone "${zone}" no longer exists; its ${removed} resources were removed`, { zone });
+    }
+  }
+
+  /** Deletes every resource the zone synced up, one atomic batch per kind; returns how many. */
+  async #removeResourcesOf(zone: string, signal: AbortSignal): Promise<number> {
+    let removed = 0;
+    for (const type of this.#options.types.flowing("zone-to-global")) {
+      const { resources } = await this.#options.store.list(type.kind, { labels: { [LABELS.zone]: zone }, signal });
+      if (resources.length === 0) continue;
+      const ops: WriteOp[] = resources.map((r) => ({ op: "delete", kind: type.kind, mesh: r.meta.mesh, name: r.meta.name }));
+      await this.#options.store.apply(ops, { signal });
+      removed += resources.length;
+    }
+    return removed;
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * The one sync engine of both roles. Over every session it serves the kinds
+ * this side owns (from a shared {@link SnapshotCache}) and subscribes to the
+ * kinds the peer owns (into the local store through a {@link StoreSink}).
+ * The global runs one per process and attaches every zone's session; a zone
+ * runs one and attaches each session it dials.
+ *
+ * @module
+ */
+import { DiscoveryClient } from "../discovery/client.ts";
+import { DiscoveryServer } from "../discovery/server.ts";
+import { defaultDiscoveryOptions, type DiscoveryOptions } from "../discovery/types.ts";
+import type { Logger } from "../log.ts";
+import type { Session } from "../mux/views.ts";
+import type { ResourceStore } from "../store/contract.ts";
+import type { BackoffOptions } from "../util/backoff.ts";
+import type { StoredResource, SyncDirection, TypeRegistry } from "./resource-types.ts";
+import { SnapshotCache, type ServedKindState } from "./snapshot-cache.ts";
+import { ZoneStatusRecord, type ZoneStatus } from "./status.ts";
+import { StoreSink, type SinkMapping } from "./store-sink.ts";
+
+/** Bytes the mux adds around a discovery message in one frame (oneof tag and length, with room to spare). */
+const MUX_FRAME_OVERHEAD = 64;
+
+/** Options of {@link SyncEngine}. */
+export interface SyncEngineOptions {
+  /** This side's store. */
+  readonly store: ResourceStore;
+  /** Registered types. */
+  readonly types: TypeRegistry;
+  /** Which side this is: the global serves global-to-zone kinds, a zone serves zone-to-global kinds. */
+  readonly role: "global" | "zone";
+  /** This side's name, sent as the discovery node id. */
+  readonly name: string;
+  /** How this side subscribes to the peer's kinds. Default "delta". */
+  readonly mode?: "delta" | "sotw";
+  /** Discovery tunables. */
+  readonly discovery?: DiscoveryOptions;
+  /** Delays between retries of a failed store list or watch. */
+  readonly storeRetry?: BackoffOptions;
+  /** Where to log. */
+  readonly logger: Logger;
+}
+
+/** One peer attached over a session. */
+export interface SyncPeer {
+  /** The zone's name (on both sides: the zone syncs as itself). */
+  readonly zone: string;
+  /** How the peer's resources map onto the local store. */
+  readonly mapping: SinkMapping;
+  /** Which served resources this peer receives. Default: all. */
+  readonly filter?: (resource: StoredResource) => boolean;
+}
+
+/** Resource sync over sessions, for either role. */
+export class SyncEngine {
+  readonly #options: SyncEngineOptions;
+  readonly #cache: SnapshotCache;
+  readonly #served: Exclude<SyncDirection, "local">;
+  readonly #received: Exclude<SyncDirection, "local">;
+  readonly #records = new Map<string, ZoneStatusRecord>();
+  /** Per zone, the last attachment: a new one starts only after it finished, so an old session's late writes never land after a new session's resume. */
+  readonly #attached = new Map<string, Promise<void>>();
+
+  /** @param options - store, types, role */
+  constructor(options: SyncEngineOptions) {
+    this.#options = options;
+    this.#served = options.role === "global" ? "global-to-zone" : "zone-to-global";
+    this.#received = options.role === "global" ? "zone-to-global" : "global-to-zone";
+    this.#cache = new SnapshotCache(options.store, options.types.flowing(this.#served), { logger: options.logger, retry: options.storeRetry });
+  }
+
+  /** Loads and follows the served kinds until `signal` aborts. */
+  start(signal: AbortSignal): void {
+    this.#cache.start(signal);
+  }
+
+  /** The store-facing state of each served kind. */
+  served(): ServedKindState[] {
+    return this.#cache.state();
+  }
+
+  /**
+   * Runs sync over `session` until it ends, after any earlier session of the
+   * same zone finished. Never rejects: a sync failure is logged and closes
+   * the session, so the zone reconnects.
+   */
+  async attach(session: Session, peer: SyncPeer): Promise<void> {
+    const previous = this.#attached.get(peer.zone) ?? Promise.resolve();
+    const running = previous.then(() => (session.end === undefined ? this.#run(session, peer) : undefined));
+    this.#attached.set(peer.zone, running);
+    try {
+      await running;
+    } finally {
+      if (this.#attached.get(peer.zone) === running) this.#attached.delete(peer.zone);
+    }
+  }
+
+  /** Resolves once the attachment of `zone` (if any) has finished. */
+  async settled(zone: string): Promise<void> {
+    await this.#attached.get(zone);
+  }
+
+  /** The status of `zone` (offline and empty when it never connected). */
+  status(zone: string): ZoneStatus {
+    return this.#record(zone).snapshot();
+  }
+
+  /** Drops what is known about `zone` (it was deleted). */
+  forget(zone: string): void {
+    this.#records.delete(zone);
+  }
+
+  async #run(session: Session, peer: SyncPeer): Promise<void> {
+    const { store, types, mode, discovery, logger, name } = this.#options;
+    const record = this.#record(peer.zone);
+    record.connected(() => session.stats().heartbeatRttMs);
+    const own = discovery?.maxMessageBytes ?? defaultDiscoveryOptions.maxMessageBytes;
+    const peerMax = session.peer?.maxMessageBytes;
+    // Responses must fit what the peer accepts, not only what this side would send.
+    const maxMessageBytes = peerMax === undefined ? own : Math.min(own, peerMax - MUX_FRAME_OVERHEAD);
+    const server = new DiscoveryServer({
+      view: session.server,
+      source: this.#cache.source(peer.filter),
+      options: { ...discovery, maxMessageBytes },
+      observer: record.serverObserver(),
+    });
+    const observer = record.clientObserver();
+    const client = new DiscoveryClient({
+      view: session.client,
+      typeUrls: types.flowing(this.#received).map((t) => t.typeUrl),
+      mode: mode ?? "delta",
+      sink: new StoreSink(store, types, peer.mapping),
+      node: { id: name, cluster: this.#options.role, userAgentName: "kds-mux" },
+      observer: {
+        ...observer,
+        resourceRejected: (typeUrl, key, reason) => {
+          observer.resourceRejected?.(typeUrl, key, reason);
+          logger.warn(`a resource from ${this.#options.role === "global" ? `zone "${peer.zone}"` : "the global"} was left out: ${key}: ${reason}`, { zone: peer.zone, typeUrl, key });
+        },
+      },
+    });
+    const where = this.#options.role === "global" ? `with zone "${peer.zone}"` : `in zone "${peer.zone}" with the global`;
+    const work = Promise.all([server.run(session.signal), client.run(session.signal)]).catch(async (error: unknown) => {
+      logger.error(`sync ${where} failed; closing the session so the zone reconnects`, { zone: peer.zone, error });
+      await session.close({ message: `sync failed ${where}: ${error instanceof Error ? error.message : String(error)}` });
+    });
+    const end = await session.closed;
+    record.disconnected(end);
+    await work;
+  }
+
+  #record(zone: string): ZoneStatusRecord {
+    let record = this.#records.get(zone);
+    if (record === undefined) {
+      record = new ZoneStatusRecord(zone, this.#options.types.list(), () => this.#cache.state());
+      this.#records.set(zone, record);
+    }
+    return record;
+  }
+}
