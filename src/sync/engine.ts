@@ -130,7 +130,10 @@ export class SyncEngine {
       view: session.client,
       typeUrls: types.flowing(this.#received).map((t) => t.typeUrl),
       mode: mode ?? "delta",
-      sink: new StoreSink(store, types, peer.mapping),
+      sink: new StoreSink(store, types, peer.mapping, {
+        retry: this.#options.storeRetry,
+        onRetry: (error, delay) => logger.warn(`reading what this side holds failed; retrying in ${delay} ms before subscribing`, { zone: peer.zone, error }),
+      }),
       node: { id: name, cluster: this.#options.role, userAgentName: "kds-mux" },
       observer: {
         ...observer,

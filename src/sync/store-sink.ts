@@ -14,6 +14,8 @@ import type { ReceivedResource, RejectedResource, ResourceSink, SinkResult } fro
 import type { ResourceInput, ResourceStore, WriteOp } from "../store/contract.ts";
 import { matchesLabels, validateInput } from "../store/validate.ts";
 import { LABELS, parseResourceKey, resourceKey, type ResourceType, type StoredResource, type TypeRegistry } from "./resource-types.ts";
+import { resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
+import { retrying } from "../util/retry.ts";
 import { fromWire, type DecodedResource } from "./wire.ts";
 
 /** How received resources map onto the local store. */
@@ -52,27 +54,41 @@ export function zoneMapping(zone: string): SinkMapping {
   };
 }
 
+/** Options of {@link StoreSink}. */
+export interface StoreSinkOptions {
+  /** Delays between retries of a failed read of what this side holds (before subscribing). */
+  readonly retry?: BackoffOptions;
+  /** Told about each failed read before it is retried. */
+  readonly onRetry?: (error: unknown, delayMs: number) => void;
+}
+
 /** A sink writing into `store` through `mapping`. */
 export class StoreSink implements ResourceSink {
   readonly #store: ResourceStore;
   readonly #types: TypeRegistry;
   readonly #mapping: SinkMapping;
+  readonly #retry: ResolvedBackoff;
+  readonly #onRetry: (error: unknown, delayMs: number) => void;
 
   /**
    * @param store - the local store
    * @param types - registered types (responses of other types are rejected)
    * @param mapping - names and labels of local copies
+   * @param options - retries of the resume read
    */
-  constructor(store: ResourceStore, types: TypeRegistry, mapping: SinkMapping) {
+  constructor(store: ResourceStore, types: TypeRegistry, mapping: SinkMapping, options: StoreSinkOptions = {}) {
     this.#store = store;
     this.#types = types;
     this.#mapping = mapping;
+    this.#retry = resolveBackoff({ baseMs: 200, capMs: 10_000, ...options.retry });
+    this.#onRetry = options.onRetry ?? ((): void => undefined);
   }
 
+  /** What this side holds of the type; a failing store is retried (with backoff) rather than read as empty. */
   async versions(typeUrl: string, signal: AbortSignal): Promise<Map<string, string>> {
     const type = this.#type(typeUrl);
     const out = new Map<string, string>();
-    const { resources } = await this.#store.list(type.kind, { labels: this.#mapping.scope, signal });
+    const { resources } = await retrying(signal, this.#retry, () => this.#store.list(type.kind, { labels: this.#mapping.scope, signal }), this.#onRetry);
     for (const local of resources) {
       const version = local.meta.labels[LABELS.originVersion];
       if (version !== undefined) out.set(this.#mapping.keyOf(local), version);

@@ -41,3 +41,26 @@ export async function retryUntilAborted(
     }
   }
 }
+
+/**
+ * Calls `fn` until it resolves, waiting with backoff after each rejection
+ * (reported through `onError`). Rejects only when `signal` aborts.
+ */
+export async function retrying<T>(
+  signal: AbortSignal,
+  backoff: ResolvedBackoff,
+  fn: () => Promise<T>,
+  onError: (error: unknown, delayMs: number) => void,
+  random: () => number = Math.random,
+): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn();
+    } catch (error) {
+      if (signal.aborted) throw error;
+      const delay = backoffDelay(attempt, backoff, random);
+      onError(error, delay);
+      await sleep(delay, signal);
+    }
+  }
+}
