@@ -15,6 +15,7 @@ export type { SessionEnd, SessionEndCode, PeerSettings, SessionState } from "./m
 export type { ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./mux/views.ts";
 export type { MuxAcceptor, MuxDialRequest, MuxTransport } from "./transport/transport.ts";
 export { memoryMuxTransport } from "./transport/memory.ts";
+export { failoverMuxTransport } from "./transport/failover.ts";
 export { halfDuplexMuxTransport, type HalfDuplexTransportOptions } from "./transport/half-duplex.ts";
 export { HalfDuplexHub, registerHalfDuplex, type HalfDuplexHubOptions } from "./global/half-duplex-hub.ts";
 export * from "./gen/kds/mux/v1/half_duplex_pb.ts";
@@ -72,13 +73,14 @@ export type {
 } from "./store/contract.ts";
 export { InMemoryStore, type InMemoryStoreOptions } from "./store/memory.ts";
 export { validateInput } from "./store/validate.ts";
-export { ZONE_KIND, createTypeRegistry, exampleTypes, zoneType } from "./sync/builtin-types.ts";
+export { ZONE_INSIGHT_KIND, ZONE_KIND, createTypeRegistry, exampleTypes, zoneInsightType, zoneType } from "./sync/builtin-types.ts";
 export { SnapshotCache, type ServedKindState, type SnapshotCacheOptions } from "./sync/snapshot-cache.ts";
 export { StoreSink, mirrorMapping, zoneMapping, type SinkMapping } from "./sync/store-sink.ts";
 export { KDS_RESOURCE_TYPE_URL, fromWire, toWire, type DecodedResource } from "./sync/wire.ts";
 export { ZoneStatusRecord, type TypeSyncStatus, type ZoneStatus } from "./sync/status.ts";
 export { SyncEngine, type SyncEngineOptions, type SyncPeer } from "./sync/engine.ts";
 export { ZoneLifecycle, type ZoneLifecycleOptions } from "./global/zone-lifecycle.ts";
+export { ZoneOwnership, type ZoneLease, type ZoneOwnershipOptions } from "./global/zone-ownership.ts";
 export { GlobalControlPlane, type GlobalControlPlaneOptions } from "./global/global-control-plane.ts";
 export { StoreZoneRegistry } from "./global/store-zone-registry.ts";
 export { ZoneControlPlane, type ZoneControlPlaneOptions } from "./zone/zone-control-plane.ts";

@@ -58,7 +58,7 @@ export function program(): Command {
     .command("zone")
     .description("run a zone control plane that dials the global and serves its own admin API")
     .requiredOption("--name <name>", "the zone's name (registered on the global)")
-    .requiredOption("--global <url>", "the global's address, e.g. http://127.0.0.1:5685")
+    .requiredOption("--global <urls>", "the global's address, e.g. http://127.0.0.1:5685; several instances comma-separated (the zone fails over between them)")
     .addOption(new Option("--transport <kind>", "how to dial the global (HTTP/2; half-duplex uses unary and server-streaming calls only)").choices([...zoneTransports]).default("grpc"))
     .option("--listen <host:port>", "address of this zone's admin API", "127.0.0.1:5681")
     .addOption(logFormatOption())

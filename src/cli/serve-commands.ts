@@ -11,7 +11,9 @@ import { KdsError } from "../errors.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
 import { connectMuxTransport } from "../transport/connect.ts";
+import { failoverMuxTransport } from "../transport/failover.ts";
 import { halfDuplexMuxTransport } from "../transport/half-duplex.ts";
+import type { MuxTransport } from "../transport/transport.ts";
 import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
 import { parseListen } from "./address.ts";
 import { aborted } from "./signals.ts";
@@ -68,16 +70,22 @@ function connectTransport(kind: string, baseUrl: string): Transport {
 /** Runs a zone control plane until `signal` aborts. */
 export async function runZone(options: ZoneCommandOptions): Promise<void> {
   const { host, port } = parseListen(options.listen);
-  try {
-    new URL(options.global);
-  } catch {
-    throw new KdsError("invalid_argument", `--global "${options.global}" is not a URL; use for example http://127.0.0.1:5685`);
+  // Several global instances: "--global URL1,URL2" fails over between them.
+  const urls = options.global.split(",").map((u) => u.trim()).filter((u) => u !== "");
+  for (const url of urls) {
+    try {
+      new URL(url);
+    } catch {
+      throw new KdsError("invalid_argument", `--global "${url}" is not a URL; use for example http://127.0.0.1:5685 (or several, comma-separated)`);
+    }
   }
-  const transport =
+  if (urls.length === 0) throw new KdsError("invalid_argument", "--global needs at least one URL, for example http://127.0.0.1:5685");
+  const dial = (url: string): MuxTransport =>
     options.transport === "half-duplex"
       ? // Unary and server-streaming calls only: for proxies that break bidi streams.
-        halfDuplexMuxTransport(createConnectTransport({ baseUrl: options.global, httpVersion: "2" }), { target: options.global })
-      : connectMuxTransport(connectTransport(options.transport, options.global), { name: options.transport, target: options.global });
+        halfDuplexMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2" }), { target: url })
+      : connectMuxTransport(connectTransport(options.transport, url), { name: options.transport, target: url });
+  const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial));
   const zone = new ZoneControlPlane({
     name: options.name,
     transport,

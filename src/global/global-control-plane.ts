@@ -16,7 +16,8 @@ import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
-import { ZONE_KIND, createTypeRegistry } from "../sync/builtin-types.ts";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { ZONE_INSIGHT_KIND, ZONE_KIND, createTypeRegistry, zoneInsightType } from "../sync/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
 import type { StoredResource, TypeRegistry } from "../sync/resource-types.ts";
 import type { ZoneStatus } from "../sync/status.ts";
@@ -25,6 +26,7 @@ import type { BackoffOptions } from "../util/backoff.ts";
 import { GlobalServer } from "./global-server.ts";
 import { StoreZoneRegistry } from "./store-zone-registry.ts";
 import { ZoneLifecycle } from "./zone-lifecycle.ts";
+import { ZoneOwnership } from "./zone-ownership.ts";
 
 /** Options of {@link GlobalControlPlane}. */
 export interface GlobalControlPlaneOptions {
@@ -32,8 +34,15 @@ export interface GlobalControlPlaneOptions {
   readonly types?: TypeRegistry;
   /** The store. Default: an {@link InMemoryStore}. */
   readonly store?: ResourceStore;
-  /** This global's name. Default "global". */
+  /** This global's name (shown to zones). Default "global". */
   readonly id?: string;
+  /**
+   * This instance's id, unique among global instances sharing one store.
+   * Default: the name and a random suffix.
+   */
+  readonly instance?: string;
+  /** How often this instance renews the leases of the zone sessions it holds. Default 10 s. */
+  readonly leaseRenewMs?: number;
   /** The admin API address shown to refused zones (a function when known only once listening). */
   readonly adminUrl?: string | (() => string);
   /** Which global resources a zone receives. Default: all. */
@@ -64,6 +73,8 @@ export class GlobalControlPlane {
   readonly server: GlobalServer;
   /** Resource sync over every zone session. */
   readonly sync: SyncEngine;
+  /** Which instance holds each zone's session (shared through the store). */
+  readonly ownership: ZoneOwnership;
   readonly #lifecycle: ZoneLifecycle;
 
   /** @param options - types, store, names, callbacks */
@@ -71,6 +82,7 @@ export class GlobalControlPlane {
     const logger = options.logger ?? consoleLogger();
     this.types = options.types ?? createTypeRegistry();
     this.types.get(ZONE_KIND);
+    if (this.types.find(ZONE_INSIGHT_KIND) === undefined) this.types.register(zoneInsightType);
     this.store = options.store ?? new InMemoryStore(this.types);
     const id = options.id ?? "global";
     this.sync = new SyncEngine({
@@ -84,6 +96,13 @@ export class GlobalControlPlane {
       logger,
     });
     const filter = options.filter;
+    this.ownership = new ZoneOwnership({
+      store: this.store,
+      instance: options.instance ?? `${id}-${crypto.randomUUID().slice(0, 8)}`,
+      renewMs: options.leaseRenewMs,
+      retry: options.storeRetry,
+      logger,
+    });
     this.server = new GlobalServer({
       registry: new StoreZoneRegistry(this.store),
       id,
@@ -94,6 +113,9 @@ export class GlobalControlPlane {
         // Sync first: a user callback that throws must not stop it.
         const zone = session.peerId;
         void this.sync.attach(session, { zone, mapping: zoneMapping(zone), filter: filter === undefined ? undefined : (r) => filter(zone, r) });
+        this.ownership.claim(session).catch((error: unknown) => {
+          logger.warn(`recording that this instance holds zone "${zone}" failed; the next renewal retries`, { zone, error });
+        });
         try {
           options.onSession?.(session);
         } catch (error) {
@@ -119,6 +141,7 @@ export class GlobalControlPlane {
   start(signal: AbortSignal): void {
     this.sync.start(signal);
     this.#lifecycle.start(signal);
+    this.ownership.start(signal);
   }
 
   /** Registers (or re-enables) zone `name`: writes its Zone resource. */
@@ -128,14 +151,34 @@ export class GlobalControlPlane {
 
   /** Status of one registered zone (undefined when not registered). */
   async zoneStatus(zone: string, signal?: AbortSignal): Promise<ZoneStatus | undefined> {
-    const registered = await this.store.get(ZONE_KIND, "", zone, { signal });
-    return registered === undefined ? undefined : this.sync.status(zone);
+    return (await this.zoneStatuses(signal)).find((z) => z.zone === zone);
   }
 
-  /** Status of every registered zone, sorted by name. */
+  /**
+   * Status of every registered zone, sorted by name, whichever instance
+   * holds its session: full detail for zones connected here, the shared
+   * lease (online, since when, heartbeat) for zones held by another instance.
+   */
   async zoneStatuses(signal?: AbortSignal): Promise<ZoneStatus[]> {
     const { resources } = await this.store.list(ZONE_KIND, { signal });
-    return resources.map((z) => this.sync.status(z.meta.name));
+    const leases = await this.ownership.leases(signal);
+    return resources.map((z) => {
+      const name = z.meta.name;
+      const local = this.sync.status(name);
+      if (this.server.session(name) !== undefined) return { ...local, instance: this.ownership.instance };
+      const lease = leases.get(name);
+      if (lease === undefined) return local;
+      const i = lease.insight;
+      return {
+        ...local,
+        instance: lease.instance,
+        online: lease.online,
+        connectedAt: i.connectedAt === undefined ? local.connectedAt : timestampDate(i.connectedAt),
+        disconnectedAt: i.disconnectedAt === undefined ? local.disconnectedAt : timestampDate(i.disconnectedAt),
+        lastEnd: i.lastEndCode === "" ? local.lastEnd : { code: i.lastEndCode, message: i.lastEndMessage },
+        heartbeatRttMs: i.heartbeatRttMs === 0 ? local.heartbeatRttMs : i.heartbeatRttMs,
+      };
+    });
   }
 
   /** The admin API backend of this global (see `registerAdmin`). */

@@ -5,7 +5,7 @@
  * @module
  */
 import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema } from "../gen/kds/example/v1/example_pb.ts";
-import { ZoneSpecSchema } from "../gen/kds/v1/resource_pb.ts";
+import { ZoneInsightSpecSchema, ZoneSpecSchema } from "../gen/kds/v1/resource_pb.ts";
 import { TypeRegistry, type ResourceTypeInit } from "./resource-types.ts";
 
 /** Kind of the system resource that registers a zone on the global. */
@@ -13,6 +13,12 @@ export const ZONE_KIND = "Zone";
 
 /** Zone: cluster-scoped, lives only on the global (never synced). */
 export const zoneType: ResourceTypeInit = { kind: ZONE_KIND, schema: ZoneSpecSchema, direction: "local", scope: "cluster" };
+
+/** Kind of the system resource that records which global instance holds a zone's session (see `ZoneInsightSpec`). */
+export const ZONE_INSIGHT_KIND = "ZoneInsight";
+
+/** ZoneInsight: cluster-scoped, lives only in the global's store (never synced). */
+export const zoneInsightType: ResourceTypeInit = { kind: ZONE_INSIGHT_KIND, schema: ZoneInsightSpecSchema, direction: "local", scope: "cluster" };
 
 /** Example kinds: Mesh and TrafficPolicy flow global -> zone, Dataplane flows zone -> global. */
 export const exampleTypes: readonly ResourceTypeInit[] = Object.freeze([

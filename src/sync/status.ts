@@ -57,6 +57,8 @@ export interface ZoneStatus {
   readonly zone: string;
   /** A session is up. */
   readonly online: boolean;
+  /** On a global with several instances: the instance holding (or that last held) the zone's session. */
+  readonly instance?: string;
   /** When the current (or last) session started. */
   readonly connectedAt: Date | undefined;
   /** When the last session ended. */

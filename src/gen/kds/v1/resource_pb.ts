@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/v1/resource.proto.
  */
 export const file_kds_v1_resource: GenFile = /*@__PURE__*/
-  fileDesc("ChVrZHMvdjEvcmVzb3VyY2UucHJvdG8SBmtkcy52MSKGAgoMUmVzb3VyY2VNZXRhEgwKBG5hbWUYASABKAkSDAoEbWVzaBgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5rZHMudjEuUmVzb3VyY2VNZXRhLkxhYmVsc0VudHJ5Eg8KB3ZlcnNpb24YBCABKAkSMQoNY3JlYXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbW9kaWZpY2F0aW9uX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVQoLS2RzUmVzb3VyY2USIgoEbWV0YRgBIAEoCzIULmtkcy52MS5SZXNvdXJjZU1ldGESIgoEc3BlYxgCIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkiGwoIWm9uZVNwZWMSDwoHZW5hYmxlZBgBIAEoCGIGcHJvdG8z", [file_google_protobuf_any, file_google_protobuf_timestamp]);
+  fileDesc("ChVrZHMvdjEvcmVzb3VyY2UucHJvdG8SBmtkcy52MSKGAgoMUmVzb3VyY2VNZXRhEgwKBG5hbWUYASABKAkSDAoEbWVzaBgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5rZHMudjEuUmVzb3VyY2VNZXRhLkxhYmVsc0VudHJ5Eg8KB3ZlcnNpb24YBCABKAkSMQoNY3JlYXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbW9kaWZpY2F0aW9uX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVQoLS2RzUmVzb3VyY2USIgoEbWV0YRgBIAEoCzIULmtkcy52MS5SZXNvdXJjZU1ldGESIgoEc3BlYxgCIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkiGwoIWm9uZVNwZWMSDwoHZW5hYmxlZBgBIAEoCCKmAgoPWm9uZUluc2lnaHRTcGVjEhAKCGluc3RhbmNlGAEgASgJEg8KB3Nlc3Npb24YAiABKAkSDgoGb25saW5lGAMgASgIEjAKDGNvbm5lY3RlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPZGlzY29ubmVjdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZW5ld2VkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sYXN0X2VuZF9jb2RlGAcgASgJEhgKEGxhc3RfZW5kX21lc3NhZ2UYCCABKAkSGAoQaGVhcnRiZWF0X3J0dF9tcxgJIAEoAWIGcHJvdG8z", [file_google_protobuf_any, file_google_protobuf_timestamp]);
 
 /**
  * Identity and bookkeeping of a resource.
@@ -122,4 +122,86 @@ export type ZoneSpec = Message<"kds.v1.ZoneSpec"> & {
  */
 export const ZoneSpecSchema: GenMessage<ZoneSpec> = /*@__PURE__*/
   messageDesc(file_kds_v1_resource, 2);
+
+/**
+ * Which global instance holds a zone's session, and how it is doing
+ * (cluster-scoped kind "ZoneInsight", one per zone, kept in the global's
+ * store and never synced). It is also the ownership lease: the instance
+ * holding the newest session writes it; the others see the change and close
+ * their older session of that zone; the holder renews it while the session
+ * lives, so a crashed instance's entry goes stale and shows offline.
+ *
+ * @generated from message kds.v1.ZoneInsightSpec
+ */
+export type ZoneInsightSpec = Message<"kds.v1.ZoneInsightSpec"> & {
+  /**
+   * The global instance holding the session.
+   *
+   * @generated from field: string instance = 1;
+   */
+  instance: string;
+
+  /**
+   * That session's id (random per session).
+   *
+   * @generated from field: string session = 2;
+   */
+  session: string;
+
+  /**
+   * The session is up (as of `renewed_at`).
+   *
+   * @generated from field: bool online = 3;
+   */
+  online: boolean;
+
+  /**
+   * When the session started.
+   *
+   * @generated from field: google.protobuf.Timestamp connected_at = 4;
+   */
+  connectedAt?: Timestamp | undefined;
+
+  /**
+   * When the session ended (offline only).
+   *
+   * @generated from field: google.protobuf.Timestamp disconnected_at = 5;
+   */
+  disconnectedAt?: Timestamp | undefined;
+
+  /**
+   * When the holder last renewed the lease.
+   *
+   * @generated from field: google.protobuf.Timestamp renewed_at = 6;
+   */
+  renewedAt?: Timestamp | undefined;
+
+  /**
+   * Why the last session ended.
+   *
+   * @generated from field: string last_end_code = 7;
+   */
+  lastEndCode: string;
+
+  /**
+   * Its message.
+   *
+   * @generated from field: string last_end_message = 8;
+   */
+  lastEndMessage: string;
+
+  /**
+   * Round trip of the last heartbeat, in ms (0 when unknown).
+   *
+   * @generated from field: double heartbeat_rtt_ms = 9;
+   */
+  heartbeatRttMs: number;
+};
+
+/**
+ * Describes the message kds.v1.ZoneInsightSpec.
+ * Use `create(ZoneInsightSpecSchema)` to create a new message.
+ */
+export const ZoneInsightSpecSchema: GenMessage<ZoneInsightSpec> = /*@__PURE__*/
+  messageDesc(file_kds_v1_resource, 3);
 

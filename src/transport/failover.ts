@@ -1,0 +1,55 @@
+/**
+ * A zone that knows several global instances: each dial uses one of them,
+ * and a dial that fails before the global answered moves the next dial on to
+ * the next instance.
+ *
+ * @module
+ */
+import { KdsError } from "../errors.ts";
+import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import type { MuxDialRequest, MuxTransport } from "./transport.ts";
+
+/** Errors that mean "no instance will take the zone" (they share one store), not "this instance is unreachable". */
+const REFUSALS: ReadonlySet<string> = new Set(["zone_not_registered", "zone_disabled", "missing_client_id", "invalid_argument"]);
+
+/**
+ * Dials `transports` one at a time: the current one until a dial fails
+ * before the global sent its first frame, then the next one, round robin.
+ * The zone's reconnect backoff applies between dials as usual. A refusal
+ * (unregistered or disabled zone) does not move on: every instance shares
+ * the same registry.
+ */
+export function failoverMuxTransport(transports: readonly MuxTransport[]): MuxTransport {
+  if (transports.length === 0) throw new KdsError("invalid_argument", "failoverMuxTransport needs at least one transport");
+  let current = 0;
+  const failed = (index: number, error: unknown): void => {
+    if (KdsError.is(error) && REFUSALS.has(error.code)) return;
+    if (current === index) current = (index + 1) % transports.length;
+  };
+  return {
+    name: transports.map((t) => t.name).join(","),
+    async open(request: MuxDialRequest): Promise<AsyncIterable<Message>> {
+      const index = current;
+      const transport = transports[index] as MuxTransport;
+      let inbound: AsyncIterable<Message>;
+      try {
+        inbound = await transport.open(request);
+      } catch (error) {
+        if (!request.signal.aborted) failed(index, error);
+        throw error;
+      }
+      return (async function* () {
+        let answered = false;
+        try {
+          for await (const frame of inbound) {
+            answered = true;
+            yield frame;
+          }
+        } catch (error) {
+          if (!answered && !request.signal.aborted) failed(index, error);
+          throw error;
+        }
+      })();
+    },
+  };
+}

@@ -1,0 +1,108 @@
+// Several global instances over one shared store: a zone's session is held by
+// one instance at a time (a lease in the store), every instance reports every
+// zone, and a zone fails over between instances.
+import { afterEach, describe, expect, it } from "vitest";
+import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
+import { silentLogger } from "../../src/log.ts";
+import { InMemoryStore } from "../../src/store/memory.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { LABELS } from "../../src/sync/resource-types.ts";
+import { failoverMuxTransport } from "../../src/transport/failover.ts";
+import { memoryMuxTransport } from "../../src/transport/memory.ts";
+import type { MuxTransport } from "../../src/transport/transport.ts";
+import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
+import { eventually } from "../contract/harness.ts";
+import { dataplane, mesh } from "../sync/helpers.ts";
+import { KdsError } from "../../src/errors.ts";
+
+const stops: AbortController[] = [];
+afterEach(() => {
+  for (const s of stops.splice(0)) s.abort();
+});
+
+function instances(n: number) {
+  const types = createTypeRegistry();
+  const store = new InMemoryStore(types);
+  const globals = Array.from({ length: n }, (_, i) => {
+    const g = new GlobalControlPlane({ types, store, id: "global", instance: `g${i}`, logger: silentLogger, leaseRenewMs: 50, storeRetry: { baseMs: 5, capMs: 20 } });
+    const stop = new AbortController();
+    stops.push(stop);
+    g.start(stop.signal);
+    return g;
+  });
+  return { types, store, globals };
+}
+
+/** A transport to `global` that can be switched off (an instance that is down). */
+function switchable(global: GlobalControlPlane): { transport: MuxTransport; up: boolean } {
+  const inner = memoryMuxTransport(global.server);
+  const state = {
+    up: true,
+    transport: {
+      name: "memory",
+      open: (request: Parameters<MuxTransport["open"]>[0]) => (state.up ? inner.open(request) : Promise.reject(new KdsError("transport", "instance is down"))),
+    } satisfies MuxTransport,
+  };
+  return state;
+}
+
+describe("several global instances on one store", () => {
+  it("any instance shows every zone, and resources flow through whichever instance holds the zone", async () => {
+    const { globals } = instances(2);
+    const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
+    await a.registerZone("zone-1");
+    await b.store.put(mesh("from-b"));
+    const zone = new ZoneControlPlane({ name: "zone-1", transport: memoryMuxTransport(a.server), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
+    const stop = new AbortController();
+    stops.push(stop);
+    void zone.run(stop.signal);
+    await zone.store.put(dataplane("default", "web"));
+    await eventually(async () => (await zone.store.get("Mesh", "", "from-b")) !== undefined, "a mesh written through b reaches a zone on a");
+    await eventually(async () => (await b.store.get("Dataplane", "default", "zone-1.web")) !== undefined, "the zone's dataplane visible through b");
+    await eventually(async () => (await b.zoneStatus("zone-1"))?.online === true, "b shows zone-1 online");
+    expect((await b.zoneStatus("zone-1"))?.instance).toBe("g0");
+    expect((await a.zoneStatus("zone-1"))?.instance).toBe("g0");
+  });
+
+  it("a newer session on another instance replaces the older one, and the zone fails over", async () => {
+    const { globals, store } = instances(2);
+    const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
+    await a.registerZone("zone-1");
+    const toA = switchable(a);
+    const toB = switchable(b);
+    const zone = new ZoneControlPlane({ name: "zone-1", transport: failoverMuxTransport([toA.transport, toB.transport]), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
+    const stop = new AbortController();
+    stops.push(stop);
+    void zone.run(stop.signal);
+    await eventually(() => a.server.session("zone-1") !== undefined, "zone-1 on a");
+    await zone.store.put(dataplane("default", "web"));
+    await eventually(async () => (await store.get("Dataplane", "default", "zone-1.web")) !== undefined, "dataplane stored");
+
+    // Instance a goes down for new dials, and its session drops: the zone moves to b.
+    toA.up = false;
+    a.server.session("zone-1")?.close({ message: "a is going away" });
+    await eventually(() => b.server.session("zone-1") !== undefined, "zone-1 on b");
+    await eventually(async () => (await a.zoneStatus("zone-1"))?.instance === "g1", "a reports that b holds zone-1");
+    await zone.store.put(dataplane("default", "api"));
+    await eventually(async () => (await store.get("Dataplane", "default", "zone-1.api")) !== undefined, "sync goes on through b");
+    expect((await store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).resources).toHaveLength(2);
+  });
+
+  it("two sessions of one zone on two instances: the older one is closed through the lease", async () => {
+    const { globals } = instances(2);
+    const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
+    await a.registerZone("zone-1");
+    const first = new ZoneControlPlane({ name: "zone-1", transport: memoryMuxTransport(a.server), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
+    const stop = new AbortController();
+    stops.push(stop);
+    void first.run(stop.signal);
+    await eventually(() => a.server.session("zone-1") !== undefined && first.status().online, "first session on a");
+    const older = a.server.session("zone-1");
+    const second = new ZoneControlPlane({ name: "zone-1", transport: memoryMuxTransport(b.server), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
+    void second.run(stop.signal);
+    await eventually(() => older?.end !== undefined, "a closed its older session");
+    expect(older?.end?.code).toBe("replaced");
+    expect(older?.end?.message).toContain('instance "g1"');
+    expect(b.server.session("zone-1")?.end).toBeUndefined();
+  });
+});
