@@ -73,6 +73,7 @@ export type {
 } from "./store/contract.ts";
 export { InMemoryStore, type InMemoryStoreOptions } from "./store/memory.ts";
 export { validateInput } from "./store/validate.ts";
+export { followStore, type FollowOptions } from "./store/follow.ts";
 export { ZONE_INSIGHT_KIND, ZONE_KIND, createTypeRegistry, exampleTypes, zoneInsightType, zoneType } from "./sync/builtin-types.ts";
 export { SnapshotCache, type ServedKindState, type SnapshotCacheOptions } from "./sync/snapshot-cache.ts";
 export { StoreSink, mirrorMapping, zoneMapping, type SinkMapping } from "./sync/store-sink.ts";

@@ -7,14 +7,13 @@
  *
  * @module
  */
-import { KdsError } from "../errors.ts";
 import type { ZoneSpec } from "../gen/kds/v1/resource_pb.ts";
 import type { Logger } from "../log.ts";
 import type { ResourceStore, WriteOp } from "../store/contract.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
 import { LABELS, type TypeRegistry } from "../sync/resource-types.ts";
-import { resolveBackoff, type BackoffOptions } from "../util/backoff.ts";
-import { retryUntilAborted } from "../util/retry.ts";
+import { followStore } from "../store/follow.ts";
+import type { BackoffOptions } from "../util/backoff.ts";
 
 /** Options of {@link ZoneLifecycle}. */
 export interface ZoneLifecycleOptions {
@@ -46,32 +45,26 @@ export class ZoneLifecycle {
   /** Follows Zone changes until `signal` aborts; failures are logged and retried. */
   start(signal: AbortSignal): void {
     const { store, logger } = this.#options;
-    let cursor: number | undefined;
-    void retryUntilAborted(
+    void followStore({
+      store,
+      kinds: [ZONE_KIND],
       signal,
-      resolveBackoff({ baseMs: 200, capMs: 10_000, ...this.#options.retry }),
-      async (healthy) => {
-        if (cursor === undefined) {
-          const { revision, resources } = await store.list(ZONE_KIND, { signal });
-          await this.#sweep(new Set(resources.map((z) => z.meta.name)), signal);
-          cursor = revision;
-          healthy();
-        }
-        for await (const change of store.watch(cursor, { signal, kinds: [ZONE_KIND] })) {
-          healthy();
-          if (change.op === "put") {
-            if ((change.resource.spec as ZoneSpec).enabled === false) await this.#options.revoke(change.resource.meta.name, "disabled");
-          } else {
-            await this.#deleted(change.ref.name, signal);
-          }
-          cursor = change.revision;
+      what: "Zone resources",
+      logger,
+      retry: this.#options.retry,
+      begin: async () => {
+        const { revision, resources } = await store.list(ZONE_KIND, { signal });
+        await this.#sweep(new Set(resources.map((z) => z.meta.name)), signal);
+        return revision;
+      },
+      onChange: async (change) => {
+        if (change.op === "put") {
+          if ((change.resource.spec as ZoneSpec).enabled === false) await this.#options.revoke(change.resource.meta.name, "disabled");
+        } else {
+          await this.#deleted(change.ref.name, signal);
         }
       },
-      (error, delay) => {
-        if (KdsError.is(error, "store_compacted")) cursor = undefined; // list again, then follow from there
-        logger.warn(`following Zone resources failed; retrying in ${delay} ms`, { error });
-      },
-    );
+    });
   }
 
   async #deleted(zone: string, signal: AbortSignal): Promise<void> {

@@ -19,8 +19,8 @@ import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { ZONE_INSIGHT_KIND } from "../sync/builtin-types.ts";
-import { resolveBackoff, type BackoffOptions } from "../util/backoff.ts";
-import { retryUntilAborted } from "../util/retry.ts";
+import { followStore } from "../store/follow.ts";
+import type { BackoffOptions } from "../util/backoff.ts";
 
 /** Options of {@link ZoneOwnership}. */
 export interface ZoneOwnershipOptions {
@@ -83,23 +83,18 @@ export class ZoneOwnership {
    */
   start(signal: AbortSignal): void {
     const { store, logger } = this.#options;
-    let cursor: number | undefined;
-    void retryUntilAborted(
+    void followStore({
+      store,
+      kinds: [ZONE_INSIGHT_KIND],
       signal,
-      resolveBackoff({ baseMs: 200, capMs: 10_000, ...this.#options.retry }),
-      async (healthy) => {
-        cursor ??= await store.revision({ signal });
-        for await (const change of store.watch(cursor, { signal, kinds: [ZONE_INSIGHT_KIND] })) {
-          healthy();
-          cursor = change.revision;
-          if (change.op === "put") this.#claimed(change.resource.meta.name, change.resource.spec as ZoneInsightSpec, change.resource.meta.version);
-        }
+      what: "zone ownership",
+      logger,
+      retry: this.#options.retry,
+      begin: () => store.revision({ signal }),
+      onChange: (change) => {
+        if (change.op === "put") this.#claimed(change.resource.meta.name, change.resource.spec as ZoneInsightSpec, change.resource.meta.version);
       },
-      (error, delay) => {
-        if (KdsError.is(error, "store_compacted")) cursor = undefined;
-        logger.warn(`following zone ownership failed; retrying in ${delay} ms`, { error });
-      },
-    );
+    });
     const timer = setInterval(() => void this.#renewAll(signal), this.#renewMs);
     signal.addEventListener("abort", () => clearInterval(timer), { once: true });
   }

@@ -13,11 +13,11 @@
  */
 import { SetDigest, digestOf } from "../discovery/digest.ts";
 import type { ResourceSet, Snapshot, SnapshotSource, WireResource } from "../discovery/types.ts";
-import { KdsError, abortError } from "../errors.ts";
+import { abortError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { ResourceStore, StoreChange } from "../store/contract.ts";
-import { resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
-import { retryUntilAborted } from "../util/retry.ts";
+import { followStore } from "../store/follow.ts";
+import type { BackoffOptions } from "../util/backoff.ts";
 import { resourceKey, type ResourceType, type StoredResource } from "./resource-types.ts";
 import { toWire } from "./wire.ts";
 
@@ -60,7 +60,7 @@ export interface SnapshotCacheOptions {
 export class SnapshotCache {
   readonly #store: ResourceStore;
   readonly #logger: Logger;
-  readonly #retry: ResolvedBackoff;
+  readonly #retry: BackoffOptions | undefined;
   readonly #kinds = new Map<string, KindCache>();
   readonly #byUrl = new Map<string, KindCache>();
   readonly #listeners = new Set<(typeUrl: string, key?: string) => void>();
@@ -74,7 +74,7 @@ export class SnapshotCache {
   constructor(store: ResourceStore, types: readonly ResourceType[], options: SnapshotCacheOptions) {
     this.#store = store;
     this.#logger = options.logger;
-    this.#retry = resolveBackoff({ baseMs: 200, capMs: 10_000, ...options.retry });
+    this.#retry = options.retry;
     for (const type of types) {
       const cache: KindCache = { type, loadedAt: undefined, ready: false, entries: new Map(), digest: new SetDigest() };
       this.#kinds.set(type.kind, cache);
@@ -121,38 +121,29 @@ export class SnapshotCache {
   }
 
   async #follow(signal: AbortSignal): Promise<void> {
-    let cursor = 0;
-    await retryUntilAborted(
+    await followStore({
+      store: this.#store,
+      kinds: [...this.#kinds.keys()],
       signal,
-      this.#retry,
-      async (healthy) => {
+      what: "the served kinds (they keep their last loaded state meanwhile)",
+      logger: this.#logger,
+      retry: this.#retry,
+      begin: async (signal, compacted) => {
+        // After a compaction, changes were missed: list every kind again.
+        if (compacted) for (const cache of this.#kinds.values()) cache.loadedAt = undefined;
         for (const cache of this.#kinds.values()) {
           if (cache.loadedAt === undefined) await this.#load(cache, signal);
         }
-        cursor = Math.max(cursor, Math.min(...[...this.#kinds.values()].map((c) => c.loadedAt ?? 0)));
-        this.#recovered();
-        for await (const change of this.#store.watch(cursor, { signal, kinds: [...this.#kinds.keys()] })) {
-          healthy();
-          cursor = change.revision;
-          this.#apply(change);
-        }
+        return Math.min(...[...this.#kinds.values()].map((c) => c.loadedAt ?? 0));
       },
-      (error, delay) => {
-        if (KdsError.is(error, "store_compacted")) {
-          // Changes were missed: list every kind again (the cache keeps serving what it holds meanwhile).
-          for (const cache of this.#kinds.values()) cache.loadedAt = undefined;
-          cursor = 0;
-        }
+      onChange: (change) => this.#apply(change),
+      onError: (error) => {
         this.#error = error instanceof Error ? error.message : String(error);
-        this.#logger.warn(`reading the store failed; retrying in ${delay} ms (served kinds keep their last loaded state)`, { error });
       },
-    );
-  }
-
-  #recovered(): void {
-    if (this.#error === undefined) return;
-    this.#error = undefined;
-    this.#logger.info("the store answers again; following its changes");
+      onRecovered: () => {
+        this.#error = undefined;
+      },
+    });
   }
 
   /** Lists one kind and replaces what the cache holds of it; tells every stream. */

@@ -36,7 +36,7 @@ function instances(n: number) {
 /** A transport to `global` that can be switched off (an instance that is down). */
 function switchable(global: GlobalControlPlane): { transport: MuxTransport; up: boolean } {
   const inner = memoryMuxTransport(global.server);
-  const state = {
+  const state: { transport: MuxTransport; up: boolean } = {
     up: true,
     transport: {
       name: "memory",
