@@ -178,7 +178,7 @@ export class PostgresStore implements ResourceStore {
           SELECT ${tx.unsafe(RESOURCE_COLUMNS)} FROM kds_resources
           WHERE kind = ${k}
             ${options.mesh !== undefined ? tx`AND mesh = ${options.mesh}` : tx``}
-            ${options.labels !== undefined ? tx`AND labels @> ${JSON.stringify(options.labels)}::jsonb` : tx``}
+            ${options.labels !== undefined ? tx`AND labels @> ${tx.json({ ...options.labels })}` : tx``}
           ORDER BY mesh, name`);
         return { revision: Number(state?.revision ?? 0), resources: rows.map((r) => decodeResource(this.#types, r)) };
       }) as Promise<ListResult>,
