@@ -1,0 +1,489 @@
+/**
+ * The PostgreSQL {@link ResourceStore} on postgres.js (which runs on Node,
+ * Deno and Bun). Several processes may share one database (and schema).
+ *
+ * - **Revisions in commit order.** Every write transaction first locks the
+ *   one row of `kds_state` and takes its revisions from the counter there,
+ *   so a transaction cannot get a revision until every transaction holding
+ *   a lower one has committed: a reader of `revision > cursor` never skips a
+ *   change that commits late. Revisions have no gaps.
+ * - **Change log.** Every write also appends the resource (or a tombstone)
+ *   to `kds_changes`; `watch` reads it by revision. Compaction keeps the last
+ *   `historyLimit` changes; watching from before them fails with
+ *   `store_compacted`.
+ * - **Other instances** learn of commits through LISTEN/NOTIFY (payload: the
+ *   revision) and always catch up by revision after listening (again), so a
+ *   notification lost during a reconnect loses nothing; a slow poll is the
+ *   safety net.
+ * - **A lost connection** is ridden out inside `watch`: it keeps its cursor,
+ *   reconnects and catches up. Only when the database stays unreachable for
+ *   `watchOutageMs` does the watch fail with `store_unavailable`; the
+ *   consumer then watches again from the last revision it saw.
+ *
+ * @module
+ */
+import { clone } from "@bufbuild/protobuf";
+import postgres, { type Sql, type TransactionSql } from "postgres";
+import { KdsError, abortError } from "../errors.ts";
+import { consoleLogger, type Logger } from "../log.ts";
+import { resourceKey, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
+import { sleep } from "../util/abort.ts";
+import { Waker, timer } from "../util/wake.ts";
+import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "./contract.ts";
+import { describeTarget, isConnectionError, storeError } from "./postgres/errors.ts";
+import { guarded, type Runner } from "./postgres/guard.ts";
+import { migrate, quoteIdent, type MigrationReport } from "./postgres/migrations.ts";
+import { CHANGE_COLUMNS, RESOURCE_COLUMNS, decodeChange, decodeResource, encodeSpec, toHex, type ChangeRow, type ResourceRow } from "./postgres/rows.ts";
+import { validateInput, versionConflict } from "./validate.ts";
+
+/** Options of {@link PostgresStore.open}. */
+export interface PostgresStoreOptions {
+  /** `postgres://user:password@host:port/database` (postgres.js syntax; `?sslmode=require` and friends work). */
+  readonly url: string;
+  /** The PostgreSQL schema holding the store's tables (created when missing). Default "public". */
+  readonly schema?: string;
+  /** Changes kept in the change log for watchers that fall behind. Default 100,000. */
+  readonly historyLimit?: number;
+  /** Pool size for queries (the LISTEN connection is one more). Default 10. */
+  readonly maxConnections?: number;
+  /** How long to wait for a connection before failing with `store_unavailable`. Default 5,000 ms. */
+  readonly connectTimeoutMs?: number;
+  /** The safety-net poll of every watch, in case a notification was lost. Default 5,000 ms. */
+  readonly pollIntervalMs?: number;
+  /** How long a watch rides out an unreachable database before failing with `store_unavailable`. Default 30,000 ms. */
+  readonly watchOutageMs?: number;
+  /** Changes read per catch-up query. Default 1,000. */
+  readonly watchPageSize?: number;
+  /** Where retries are reported. Default: warnings to the console. */
+  readonly logger?: Logger;
+  /** Cancels opening (connecting and migrating). */
+  readonly signal?: AbortSignal;
+}
+
+/** Resources kept in PostgreSQL. Open one with {@link PostgresStore.open}. */
+export class PostgresStore implements ResourceStore {
+  readonly #types: TypeRegistry;
+  readonly #sql: Sql;
+  readonly #listenSql: Sql;
+  readonly #target: string;
+  readonly #schema: string;
+  readonly #channel: string;
+  readonly #historyLimit: number;
+  readonly #pollIntervalMs: number;
+  readonly #watchOutageMs: number;
+  readonly #pageSize: number;
+  readonly #logger: Logger;
+  readonly #watchers = new Set<Waker>();
+  readonly #closed = new AbortController();
+  #listening: Promise<void> | undefined;
+  /** What the start-up migration did. */
+  readonly migration: MigrationReport;
+
+  /**
+   * Connects, brings the schema up to date (see `migrations.ts`) and returns
+   * the store. Fails fast with `store_unavailable` naming the server when it
+   * cannot be reached, refuses the login, or holds a newer schema.
+   *
+   * @param types - the registered types; writes of other kinds are refused
+   * @param options - where the database is, and tuning
+   */
+  static async open(types: TypeRegistry, options: PostgresStoreOptions): Promise<PostgresStore> {
+    const schema = options.schema ?? "public";
+    quoteIdent(schema); // validates
+    const historyLimit = options.historyLimit ?? 100_000;
+    if (!Number.isInteger(historyLimit) || historyLimit < 1) throw new KdsError("invalid_argument", `historyLimit must be a positive integer, got ${historyLimit}`);
+    const target = describeTarget(options.url);
+    if (!/^postgres(ql)?:\/\//.test(options.url)) {
+      throw new KdsError("invalid_argument", `a PostgreSQL store URL starts with postgres:// or postgresql://, got ${target}`);
+    }
+    const common = {
+      connect_timeout: Math.max(1, Math.ceil((options.connectTimeoutMs ?? 5_000) / 1000)),
+      onnotice: () => undefined, // NOTICEs ("schema already exists, skipping") are not errors.
+      connection: { search_path: schema, application_name: "kds-mux" },
+    };
+    const sql = postgres(options.url, { ...common, max: options.maxConnections ?? 10 });
+    const wakeAll = (): void => {
+      for (const w of store.#watchers) w.wake();
+    };
+    // `onnotify` is a postgres.js option its typings omit: it sees every notification of the connection.
+    const listenOptions: postgres.Options<Record<string, never>> & { onnotify: (channel: string, payload: string) => void } = {
+      ...common,
+      max: 1,
+      idle_timeout: 0,
+      max_lifetime: null,
+      fetch_types: false,
+      onnotify: () => wakeAll(),
+      onclose: () => {
+        // The LISTEN died with its connection: the next watch loop listens again, then catches up.
+        store.#listening = undefined;
+        wakeAll();
+      },
+    };
+    const listenSql = postgres(options.url, listenOptions);
+    let migration: MigrationReport;
+    try {
+      migration = await guarded(options.signal, "opening the PostgreSQL store", (run) =>
+        sql.begin((tx) => migrate(tx, schema, target, undefined, run)) as Promise<MigrationReport>,
+      );
+    } catch (error) {
+      await Promise.allSettled([sql.end({ timeout: 1 }), listenSql.end({ timeout: 1 })]);
+      if (options.signal?.aborted) throw abortError(options.signal, "opening the PostgreSQL store");
+      throw storeError(error, target, "opening the PostgreSQL store");
+    }
+    const store: PostgresStore = new PostgresStore(types, sql, listenSql, { ...options, schema, historyLimit, target, migration });
+    return store;
+  }
+
+  private constructor(
+    types: TypeRegistry,
+    sql: Sql,
+    listenSql: Sql,
+    options: PostgresStoreOptions & { schema: string; historyLimit: number; target: string; migration: MigrationReport },
+  ) {
+    this.#types = types;
+    this.#sql = sql;
+    this.#listenSql = listenSql;
+    this.#target = options.target;
+    this.#schema = options.schema;
+    this.#channel = `kds.${options.schema}`;
+    this.#historyLimit = options.historyLimit;
+    this.#pollIntervalMs = options.pollIntervalMs ?? 5_000;
+    this.#watchOutageMs = options.watchOutageMs ?? 30_000;
+    this.#pageSize = options.watchPageSize ?? 1_000;
+    this.#logger = options.logger ?? consoleLogger();
+    this.migration = options.migration;
+  }
+
+  /** The schema this store keeps its tables in. */
+  get schema(): string {
+    return this.#schema;
+  }
+
+  async get(kind: string, mesh: string, name: string, options: { signal?: AbortSignal } = {}): Promise<StoredResource | undefined> {
+    const k = this.#kindName(kind);
+    const rows = await this.#call("get", options.signal, (run) =>
+      run(this.#sql<ResourceRow[]>`SELECT ${this.#sql.unsafe(RESOURCE_COLUMNS)} FROM kds_resources WHERE kind = ${k} AND mesh = ${mesh} AND name = ${name}`),
+    );
+    const row = rows[0];
+    return row === undefined ? undefined : decodeResource(this.#types, row);
+  }
+
+  async list(kind: string, options: ListOptions = {}): Promise<ListResult> {
+    const k = this.#kindName(kind);
+    return this.#call("list", options.signal, (run) =>
+      this.#sql.begin("isolation level repeatable read read only", async (tx) => {
+        // One snapshot: the revision and the rows agree.
+        const [state] = await run(tx<Array<{ revision: string }>>`SELECT revision::text AS revision FROM kds_state`);
+        const rows = await run(tx<ResourceRow[]>`
+          SELECT ${tx.unsafe(RESOURCE_COLUMNS)} FROM kds_resources
+          WHERE kind = ${k}
+            ${options.mesh !== undefined ? tx`AND mesh = ${options.mesh}` : tx``}
+            ${options.labels !== undefined ? tx`AND labels @> ${tx.json({ ...options.labels })}` : tx``}
+          ORDER BY mesh, name`);
+        return { revision: Number(state?.revision ?? 0), resources: rows.map((r) => decodeResource(this.#types, r)) };
+      }) as Promise<ListResult>,
+    );
+  }
+
+  async put(input: ResourceInput, options: WriteOptions = {}): Promise<StoredResource> {
+    const { results } = await this.apply([{ op: "put", input, expectedVersion: options.expectedVersion }], options);
+    return results[0] as StoredResource;
+  }
+
+  async delete(kind: string, mesh: string, name: string, options: WriteOptions = {}): Promise<boolean> {
+    const { results } = await this.apply([{ op: "delete", kind, mesh, name, expectedVersion: options.expectedVersion }], options);
+    return results[0] as boolean;
+  }
+
+  async apply(ops: readonly WriteOp[], options: { signal?: AbortSignal } = {}): Promise<ApplyResult> {
+    const signal = options.signal;
+    if (signal?.aborted) throw abortError(signal, "apply");
+    // Refuse bad input before touching the database.
+    const refs = ops.map((op) => {
+      if (op.op === "put") {
+        validateInput(this.#types, op.input);
+        return { kind: this.#types.get(op.input.kind).kind, mesh: op.input.mesh ?? "", name: op.input.name };
+      }
+      return { kind: this.#types.get(op.kind).kind, mesh: op.mesh, name: op.name };
+    });
+    const result = await this.#call("apply", signal, (run) =>
+      this.#sql.begin(async (tx) => {
+        const [state] = await run(tx<Array<{ revision: string; compacted: string }>>`
+          SELECT revision::text AS revision, compacted_through::text AS compacted FROM kds_state WHERE id FOR UPDATE`);
+        if (state === undefined) throw new KdsError("store_unavailable", `the store's state row is missing in ${this.#target} (schema "${this.#schema}"); the schema was damaged by hand`);
+        const written = await this.#stageAndWrite(tx, run, ops, refs, Number(state.revision), Number(state.compacted));
+        // Last chance to cancel: past this point the transaction commits.
+        if (signal?.aborted) throw abortError(signal, "apply");
+        return written;
+      }) as Promise<ApplyResult & { changed: boolean }>,
+    );
+    if (result.changed) for (const w of this.#watchers) w.wake();
+    return { revision: result.revision, results: result.results };
+  }
+
+  async revision(options: { signal?: AbortSignal } = {}): Promise<number> {
+    const [row] = await this.#call("revision", options.signal, (run) => run(this.#sql<Array<{ revision: string }>>`SELECT revision::text AS revision FROM kds_state`));
+    return Number(row?.revision ?? 0);
+  }
+
+  watch(fromRevision: number, options: WatchOptions): AsyncIterable<StoreChange> {
+    return { [Symbol.asyncIterator]: () => this.#follow(fromRevision, options) };
+  }
+
+  /** Ends every watch (with `store_unavailable`) and closes the connections; later calls fail. */
+  async close(): Promise<void> {
+    if (this.#closed.signal.aborted) return;
+    this.#closed.abort(new KdsError("store_unavailable", `the PostgreSQL store (${this.#target}) was closed`));
+    for (const w of this.#watchers) w.wake();
+    await Promise.all([this.#sql.end({ timeout: 5 }), this.#listenSql.end({ timeout: 5 })]);
+  }
+
+  /** Stages `ops` against the rows they touch, then writes rows, change log, counter and notification. */
+  async #stageAndWrite(
+    tx: TransactionSql,
+    run: Runner,
+    ops: readonly WriteOp[],
+    refs: ReadonlyArray<{ kind: string; mesh: string; name: string }>,
+    startRevision: number,
+    compactedThrough: number,
+  ): Promise<ApplyResult & { changed: boolean }> {
+    const id = (r: { kind: string; mesh: string; name: string }): string => `${r.kind}\u0000${r.mesh}\u0000${r.name}`;
+    // What the batch sees: the stored version and creation time of each touched key, updated as ops stage.
+    const current = new Map<string, { version: string; created: Date } | undefined>();
+    if (refs.length > 0) {
+      const existing = await run(tx<Array<{ kind: string; mesh: string; name: string; version: string; created_at: Date }>>`
+        SELECT kind, mesh, name, version::text AS version, created_at FROM kds_resources
+        WHERE (kind, mesh, name) IN (SELECT * FROM unnest(${refs.map((r) => r.kind)}::text[], ${refs.map((r) => r.mesh)}::text[], ${refs.map((r) => r.name)}::text[]))`);
+      for (const row of existing) current.set(id(row), { version: row.version, created: row.created_at });
+    }
+    const final = new Map<string, StoredResource | { deleted: { kind: string; mesh: string; name: string } }>();
+    const changes: StoreChange[] = [];
+    const results: Array<StoredResource | boolean> = [];
+    let revision = startRevision;
+    const now = new Date();
+    ops.forEach((op, i) => {
+      const ref = refs[i] as { kind: string; mesh: string; name: string };
+      const key = id(ref);
+      const before = current.get(key);
+      const conflict = versionConflict(ref.kind, resourceKey(ref.mesh, ref.name), before?.version ?? "", op.expectedVersion);
+      if (conflict !== undefined) throw conflict;
+      if (op.op === "put") {
+        revision += 1;
+        const resource: StoredResource = Object.freeze({
+          kind: ref.kind,
+          meta: Object.freeze({
+            name: ref.name,
+            mesh: ref.mesh,
+            labels: Object.freeze({ ...(op.input.labels ?? {}) }),
+            version: String(revision),
+            creationTime: before?.created ?? now,
+            modificationTime: now,
+          }),
+          spec: clone(this.#types.get(ref.kind).schema, op.input.spec),
+        });
+        current.set(key, { version: resource.meta.version, created: resource.meta.creationTime });
+        final.set(key, resource);
+        changes.push({ op: "put", revision, resource });
+        results.push(resource);
+      } else if (before === undefined) {
+        results.push(false);
+      } else {
+        revision += 1;
+        current.set(key, undefined);
+        final.set(key, { deleted: ref });
+        changes.push({ op: "delete", revision, ref });
+        results.push(true);
+      }
+    });
+    if (changes.length === 0) return { revision: startRevision, results, changed: false };
+
+    const puts: StoredResource[] = [];
+    const deletes: Array<{ kind: string; mesh: string; name: string }> = [];
+    for (const v of final.values()) {
+      if ("deleted" in v) deletes.push(v.deleted);
+      else puts.push(v);
+    }
+    // Encode once; the same bytes go to the resource row and the change row.
+    const specHex = new Map<StoredResource, string>();
+    for (const c of changes) if (c.op === "put") specHex.set(c.resource, toHex(encodeSpec(this.#types, c.resource)));
+    for (const chunk of chunks(puts, 5_000)) {
+      await run(tx`
+        INSERT INTO kds_resources (kind, mesh, name, labels, spec, version, created_at, modified_at)
+        SELECT k, m, n, l::jsonb, decode(s, 'hex'), v::int8, c, u FROM unnest(
+          ${chunk.map((r) => r.kind)}::text[], ${chunk.map((r) => r.meta.mesh)}::text[], ${chunk.map((r) => r.meta.name)}::text[],
+          ${chunk.map((r) => JSON.stringify(r.meta.labels))}::text[], ${chunk.map((r) => specHex.get(r) as string)}::text[],
+          ${chunk.map((r) => r.meta.version)}::text[], ${chunk.map((r) => r.meta.creationTime.toISOString())}::timestamptz[],
+          ${chunk.map((r) => r.meta.modificationTime.toISOString())}::timestamptz[]
+        ) AS t(k, m, n, l, s, v, c, u)
+        ON CONFLICT (kind, mesh, name) DO UPDATE SET
+          labels = excluded.labels, spec = excluded.spec, version = excluded.version, modified_at = excluded.modified_at`);
+    }
+    for (const chunk of chunks(deletes, 5_000)) {
+      await run(tx`
+        DELETE FROM kds_resources WHERE (kind, mesh, name) IN (
+          SELECT * FROM unnest(${chunk.map((r) => r.kind)}::text[], ${chunk.map((r) => r.mesh)}::text[], ${chunk.map((r) => r.name)}::text[]))`);
+    }
+    const putChanges = changes.filter((c): c is Extract<StoreChange, { op: "put" }> => c.op === "put");
+    for (const chunk of chunks(putChanges, 5_000)) {
+      await run(tx`
+        INSERT INTO kds_changes (revision, op, kind, mesh, name, labels, spec, created_at, modified_at)
+        SELECT r::int8, 'put', k, m, n, l::jsonb, decode(s, 'hex'), c, u FROM unnest(
+          ${chunk.map((c) => String(c.revision))}::text[], ${chunk.map((c) => c.resource.kind)}::text[],
+          ${chunk.map((c) => c.resource.meta.mesh)}::text[], ${chunk.map((c) => c.resource.meta.name)}::text[],
+          ${chunk.map((c) => JSON.stringify(c.resource.meta.labels))}::text[], ${chunk.map((c) => specHex.get(c.resource) as string)}::text[],
+          ${chunk.map((c) => c.resource.meta.creationTime.toISOString())}::timestamptz[],
+          ${chunk.map((c) => c.resource.meta.modificationTime.toISOString())}::timestamptz[]
+        ) AS t(r, k, m, n, l, s, c, u)`);
+    }
+    const deleteChanges = changes.filter((c): c is Extract<StoreChange, { op: "delete" }> => c.op === "delete");
+    for (const chunk of chunks(deleteChanges, 5_000)) {
+      await run(tx`
+        INSERT INTO kds_changes (revision, op, kind, mesh, name)
+        SELECT r::int8, 'delete', k, m, n FROM unnest(
+          ${chunk.map((c) => String(c.revision))}::text[], ${chunk.map((c) => c.ref.kind)}::text[],
+          ${chunk.map((c) => c.ref.mesh)}::text[], ${chunk.map((c) => c.ref.name)}::text[]
+        ) AS t(r, k, m, n)`);
+    }
+    // Compact in chunks of a quarter of the history, so the cost per write stays constant.
+    let compacted = compactedThrough;
+    if (revision - compactedThrough > this.#historyLimit + Math.max(1, Math.floor(this.#historyLimit / 4))) {
+      compacted = revision - this.#historyLimit;
+      await run(tx`DELETE FROM kds_changes WHERE revision <= ${String(compacted)}::int8`);
+    }
+    await run(tx`UPDATE kds_state SET revision = ${String(revision)}::int8, compacted_through = ${String(compacted)}::int8 WHERE id`);
+    // Delivered to every listener when (and only if) the transaction commits.
+    await run(tx`SELECT pg_notify(${this.#channel}, ${String(revision)})`);
+    return { revision, results, changed: true };
+  }
+
+  async *#follow(fromRevision: number, options: WatchOptions): AsyncGenerator<StoreChange> {
+    const { signal } = options;
+    const kinds = (options.kinds ?? this.#types.list().map((t) => t.kind)).map((k) => this.#types.find(k)?.kind ?? k);
+    const waker = new Waker();
+    const onAbort = (): void => waker.wake();
+    this.#watchers.add(waker);
+    signal.addEventListener("abort", onAbort, { once: true });
+    let cursor = fromRevision;
+    let outageSince: number | undefined;
+    let attempt = 0;
+    try {
+      while (!signal.aborted) {
+        if (this.#closed.signal.aborted) throw this.#closed.signal.reason;
+        let page: { head: number; compacted: number; changes: StoreChange[] };
+        try {
+          // Listen first, then read: a commit after the read is always notified.
+          await this.#listen();
+          page = await this.#page(cursor, kinds, signal);
+          outageSince = undefined;
+          attempt = 0;
+        } catch (error) {
+          if (signal.aborted) return;
+          if (this.#closed.signal.aborted) throw this.#closed.signal.reason;
+          if (!isConnectionError(error)) throw storeError(error, this.#target, `watching changes after revision ${cursor}`);
+          const now = Date.now();
+          outageSince ??= now;
+          if (now - outageSince >= this.#watchOutageMs) {
+            throw new KdsError(
+              "store_unavailable",
+              `watching changes after revision ${cursor}: PostgreSQL at ${this.#target} has been unreachable for ${Math.round((now - outageSince) / 1000)} s; watch again from revision ${cursor} once it is back`,
+              { cause: error },
+            );
+          }
+          attempt += 1;
+          const delay = Math.min(100 * 2 ** Math.min(attempt, 6), 2_000) * (0.5 + Math.random() / 2);
+          this.#logger.warn("PostgreSQL store: watch lost its connection; reconnecting and catching up", {
+            target: this.#target,
+            revision: cursor,
+            attempt,
+            retryInMs: Math.round(delay),
+            error: error instanceof Error ? error.message : String(error),
+          });
+          try {
+            await sleep(delay, signal);
+          } catch {
+            // Only an abort rejects sleep, and an aborted watch ends without an error.
+            return;
+          }
+          continue;
+        }
+        if (cursor > page.head) {
+          throw new KdsError("store_compacted", `the store is at revision ${page.head}, behind the revision ${cursor} asked for (it was reset); list again`);
+        }
+        if (cursor < page.compacted) {
+          throw new KdsError("store_compacted", `changes after revision ${cursor} are no longer kept (the oldest kept is ${page.compacted + 1}); list again`);
+        }
+        for (const change of page.changes) {
+          if (signal.aborted) return;
+          yield change;
+          cursor = change.revision;
+        }
+        if (page.changes.length >= this.#pageSize) continue;
+        // Every matching change up to the head was read: skip past the others.
+        cursor = Math.max(cursor, page.head);
+        if (signal.aborted) return;
+        const poll = timer(this.#pollIntervalMs);
+        try {
+          await Promise.race([waker.wait(), poll.promise]);
+        } finally {
+          poll.cancel();
+        }
+      }
+    } finally {
+      this.#watchers.delete(waker);
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Changes after `cursor` of `kinds` (up to a page), with the head revision and compaction point of the same snapshot. */
+  async #page(cursor: number, kinds: readonly string[], signal: AbortSignal): Promise<{ head: number; compacted: number; changes: StoreChange[] }> {
+    const rows = await guarded(signal, "watch", (run) =>
+      run(this.#sql<Array<{ head: string; compacted: string } & { [K in keyof ChangeRow]: ChangeRow[K] | null }>>`
+        SELECT s.revision::text AS head, s.compacted_through::text AS compacted, c.*
+        FROM kds_state s LEFT JOIN LATERAL (
+          SELECT ${this.#sql.unsafe(CHANGE_COLUMNS)} FROM kds_changes
+          WHERE revision > ${String(cursor)}::int8 AND kind = ANY(${kinds as string[]}::text[])
+          ORDER BY kds_changes.revision LIMIT ${this.#pageSize}
+        ) c ON true
+        ORDER BY c.revision::int8`),
+    );
+    const first = rows[0];
+    if (first === undefined) throw new KdsError("store_unavailable", `the store's state row is missing in ${this.#target} (schema "${this.#schema}")`);
+    const changes: StoreChange[] = [];
+    for (const row of rows) if (row.revision !== null) changes.push(decodeChange(this.#types, row as ChangeRow));
+    return { head: Number(first.head), compacted: Number(first.compacted), changes };
+  }
+
+  /** Makes sure the LISTEN connection is up (again); wakes every watcher to catch up when it had to listen anew. */
+  #listen(): Promise<void> {
+    if (this.#listening === undefined) {
+      const listening = this.#listenSql`LISTEN ${this.#listenSql.unsafe(`"${this.#channel}"`)}`.then(() => {
+        for (const w of this.#watchers) w.wake();
+      });
+      this.#listening = listening;
+      listening.catch(() => {
+        // The watcher awaiting this promise handles the failure; forget it so the next attempt listens again.
+        if (this.#listening === listening) this.#listening = undefined;
+      });
+    }
+    return this.#listening;
+  }
+
+  /** Runs one store call: cancellable through `signal`, failures turned into KdsErrors. */
+  async #call<T>(what: string, signal: AbortSignal | undefined, body: (run: Runner) => Promise<T>): Promise<T> {
+    if (this.#closed.signal.aborted) throw this.#closed.signal.reason;
+    try {
+      return await guarded(signal, what, body);
+    } catch (error) {
+      if (signal?.aborted) throw abortError(signal, what);
+      throw storeError(error, this.#target, what);
+    }
+  }
+
+  #kindName(kind: string): string {
+    return this.#types.find(kind)?.kind ?? kind;
+  }
+}
+
+function* chunks<T>(items: readonly T[], size: number): Generator<T[]> {
+  for (let i = 0; i < items.length; i += size) yield items.slice(i, i + size);
+}
