@@ -78,6 +78,7 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
     disconnectedAt: z.disconnectedAt === undefined ? null : iso(z.disconnectedAt),
     lastEnd: z.lastEndCode === "" ? null : { code: z.lastEndCode, message: z.lastEndMessage },
     heartbeatRttMs: z.heartbeatRttMs < 0 ? null : Math.round(z.heartbeatRttMs * 100) / 100,
+    instance: z.instance || null,
     types: z.types.map((t) => ({
       kind: t.kind,
       direction: t.direction,
@@ -91,6 +92,10 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
       rejected: Number(t.rejected),
       lastRejectError: t.lastRejectError || null,
       oversized: [...t.oversized],
+      resourcesSent: Number(t.resourcesSent),
+      resourcesReceived: Number(t.resourcesReceived),
+      rejectedResources: t.rejectedResources.map((r) => ({ key: r.key, reason: r.reason })),
+      storeError: t.storeError || null,
     })),
   };
 }
@@ -105,7 +110,9 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat): string 
     const rtt = z.heartbeatRttMs < 0 ? "-" : `${z.heartbeatRttMs.toFixed(1)}ms`;
     const since = z.online ? age(z.connectedAt) : z.disconnectedAt === undefined ? "never" : `${age(z.disconnectedAt)} ago`;
     for (const [i, t] of z.types.entries()) {
-      const lastError = t.lastNackError || t.lastRejectError || (t.stalled ? "stalled: waiting for ACK" : "");
+      const rejected = t.rejectedResources.at(-1);
+      const lastError =
+        t.storeError || t.lastNackError || t.lastRejectError || (rejected === undefined ? "" : `left out ${rejected.key}: ${rejected.reason}`) || (t.stalled ? "stalled: waiting for ACK" : "");
       rows.push([
         i === 0 ? z.zone : "",
         i === 0 ? (z.online ? "online" : "offline") : "",

@@ -23,6 +23,8 @@ export interface TypeSyncStatus {
   readonly direction: "global-to-zone" | "zone-to-global";
   /** As sender: responses sent. */
   readonly sent: number;
+  /** As sender: resources sent in them (added or updated; a resume that finds nothing changed sends none). */
+  readonly resourcesSent: number;
   /** As sender: responses the peer ACKed. */
   readonly acked: number;
   /** As sender: responses the peer NACKed. */
@@ -37,6 +39,8 @@ export interface TypeSyncStatus {
   readonly oversized: readonly string[];
   /** As receiver: responses accepted. */
   readonly accepted: number;
+  /** As receiver: resources received in accepted responses. */
+  readonly resourcesReceived: number;
   /** As receiver: responses rejected (NACKed). */
   readonly rejected: number;
   /** As receiver: the last version accepted. */
@@ -103,6 +107,7 @@ export class ZoneStatusRecord {
         typeUrl: t.typeUrl,
         direction: t.direction,
         sent: 0,
+        resourcesSent: 0,
         acked: 0,
         nacked: 0,
         lastAckedVersion: undefined,
@@ -110,6 +115,7 @@ export class ZoneStatusRecord {
         stalled: false,
         oversized: [],
         accepted: 0,
+        resourcesReceived: 0,
         rejected: 0,
         lastAcceptedVersion: undefined,
         lastRejectError: undefined,
@@ -140,7 +146,11 @@ export class ZoneStatusRecord {
   /** Callbacks for the discovery server of this zone's connection. */
   serverObserver(): ServerObserver {
     return {
-      sent: (typeUrl) => void this.#with(typeUrl, (t) => t.sent++),
+      sent: (typeUrl, info) =>
+        void this.#with(typeUrl, (t) => {
+          t.sent++;
+          t.resourcesSent += info.resources;
+        }),
       acked: (typeUrl, version) =>
         void this.#with(typeUrl, (t) => {
           t.acked++;
@@ -166,6 +176,7 @@ export class ZoneStatusRecord {
       accepted: (typeUrl, info) =>
         void this.#with(typeUrl, (t) => {
           t.accepted++;
+          t.resourcesReceived += info.resources;
           t.lastAcceptedVersion = info.version;
         }),
       rejected: (typeUrl, _version, error) =>

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/admin/v1/admin.proto.
  */
 export const file_kds_admin_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChhrZHMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDGtkcy5hZG1pbi52MSKvAgoNQWRtaW5SZXNvdXJjZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCRI3CgZsYWJlbHMYBCADKAsyJy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIxCg1jcmVhdGlvbl90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChFtb2RpZmljYXRpb25fdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMCghUeXBlSW5mbxIMCgRraW5kGAEgASgJEhAKCHR5cGVfdXJsGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRINCgVzY29wZRgEIAEoCSISChBMaXN0VHlwZXNSZXF1ZXN0IjoKEUxpc3RUeXBlc1Jlc3BvbnNlEiUKBXR5cGVzGAEgAygLMhYua2RzLmFkbWluLnYxLlR5cGVJbmZvIj4KDEFwcGx5UmVxdWVzdBIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI/Cg1BcHBseVJlc3BvbnNlEi4KCXJlc291cmNlcxgBIAMoCzIbLmtkcy5hZG1pbi52MS5BZG1pblJlc291cmNlIjYKCkdldFJlcXVlc3QSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBG1lc2gYAyABKAkiPQoLR2V0UmVzcG9uc2USLgoJcmVzb3VyY2VzGAEgAygLMhsua2RzLmFkbWluLnYxLkFkbWluUmVzb3VyY2UiOQoNRGVsZXRlUmVxdWVzdBIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCSIQCg5EZWxldGVSZXNwb25zZSLyAQoKVHlwZVN0YXR1cxIMCgRraW5kGAEgASgJEhEKCWRpcmVjdGlvbhgCIAEoCRIMCgRzZW50GAMgASgEEg0KBWFja2VkGAQgASgEEg4KBm5hY2tlZBgFIAEoBBIaChJsYXN0X2Fja2VkX3ZlcnNpb24YBiABKAkSFwoPbGFzdF9uYWNrX2Vycm9yGAcgASgJEg8KB3N0YWxsZWQYCCABKAgSEAoIYWNjZXB0ZWQYCSABKAQSEAoIcmVqZWN0ZWQYCiABKAQSGQoRbGFzdF9yZWplY3RfZXJyb3IYCyABKAkSEQoJb3ZlcnNpemVkGAwgAygJIoYCCgtab25lSW5zaWdodBIMCgR6b25lGAEgASgJEg4KBm9ubGluZRgCIAEoCBIwCgxjb25uZWN0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2Rpc2Nvbm5lY3RlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9lbmRfY29kZRgFIAEoCRIYChBsYXN0X2VuZF9tZXNzYWdlGAYgASgJEhgKEGhlYXJ0YmVhdF9ydHRfbXMYByABKAESJwoFdHlwZXMYCCADKAsyGC5rZHMuYWRtaW4udjEuVHlwZVN0YXR1cyIVChNJbnNwZWN0Wm9uZXNSZXF1ZXN0IkAKFEluc3BlY3Rab25lc1Jlc3BvbnNlEigKBXpvbmVzGAEgAygLMhkua2RzLmFkbWluLnYxLlpvbmVJbnNpZ2h0MvYCCgxBZG1pblNlcnZpY2USTAoJTGlzdFR5cGVzEh4ua2RzLmFkbWluLnYxLkxpc3RUeXBlc1JlcXVlc3QaHy5rZHMuYWRtaW4udjEuTGlzdFR5cGVzUmVzcG9uc2USQAoFQXBwbHkSGi5rZHMuYWRtaW4udjEuQXBwbHlSZXF1ZXN0Ghsua2RzLmFkbWluLnYxLkFwcGx5UmVzcG9uc2USOgoDR2V0Ehgua2RzLmFkbWluLnYxLkdldFJlcXVlc3QaGS5rZHMuYWRtaW4udjEuR2V0UmVzcG9uc2USQwoGRGVsZXRlEhsua2RzLmFkbWluLnYxLkRlbGV0ZVJlcXVlc3QaHC5rZHMuYWRtaW4udjEuRGVsZXRlUmVzcG9uc2USVQoMSW5zcGVjdFpvbmVzEiEua2RzLmFkbWluLnYxLkluc3BlY3Rab25lc1JlcXVlc3QaIi5rZHMuYWRtaW4udjEuSW5zcGVjdFpvbmVzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChhrZHMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDGtkcy5hZG1pbi52MSKvAgoNQWRtaW5SZXNvdXJjZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCRI3CgZsYWJlbHMYBCADKAsyJy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIxCg1jcmVhdGlvbl90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChFtb2RpZmljYXRpb25fdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMCghUeXBlSW5mbxIMCgRraW5kGAEgASgJEhAKCHR5cGVfdXJsGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRINCgVzY29wZRgEIAEoCSISChBMaXN0VHlwZXNSZXF1ZXN0IjoKEUxpc3RUeXBlc1Jlc3BvbnNlEiUKBXR5cGVzGAEgAygLMhYua2RzLmFkbWluLnYxLlR5cGVJbmZvIj4KDEFwcGx5UmVxdWVzdBIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI/Cg1BcHBseVJlc3BvbnNlEi4KCXJlc291cmNlcxgBIAMoCzIbLmtkcy5hZG1pbi52MS5BZG1pblJlc291cmNlIjYKCkdldFJlcXVlc3QSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBG1lc2gYAyABKAkiPQoLR2V0UmVzcG9uc2USLgoJcmVzb3VyY2VzGAEgAygLMhsua2RzLmFkbWluLnYxLkFkbWluUmVzb3VyY2UiOQoNRGVsZXRlUmVxdWVzdBIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCSIQCg5EZWxldGVSZXNwb25zZSKNAwoKVHlwZVN0YXR1cxIMCgRraW5kGAEgASgJEhEKCWRpcmVjdGlvbhgCIAEoCRIMCgRzZW50GAMgASgEEg0KBWFja2VkGAQgASgEEg4KBm5hY2tlZBgFIAEoBBIaChJsYXN0X2Fja2VkX3ZlcnNpb24YBiABKAkSFwoPbGFzdF9uYWNrX2Vycm9yGAcgASgJEg8KB3N0YWxsZWQYCCABKAgSEAoIYWNjZXB0ZWQYCSABKAQSEAoIcmVqZWN0ZWQYCiABKAQSGQoRbGFzdF9yZWplY3RfZXJyb3IYCyABKAkSEQoJb3ZlcnNpemVkGAwgAygJEhYKDnJlc291cmNlc19zZW50GA0gASgEEhoKEnJlc291cmNlc19yZWNlaXZlZBgOIAEoBBI6ChJyZWplY3RlZF9yZXNvdXJjZXMYDyADKAsyHi5rZHMuYWRtaW4udjEuUmVqZWN0ZWRSZXNvdXJjZRIUCgxzdG9yZV9sb2FkZWQYECABKAgSEwoLc3RvcmVfZXJyb3IYESABKAkiLwoQUmVqZWN0ZWRSZXNvdXJjZRILCgNrZXkYASABKAkSDgoGcmVhc29uGAIgASgJIpgCCgtab25lSW5zaWdodBIMCgR6b25lGAEgASgJEg4KBm9ubGluZRgCIAEoCBIwCgxjb25uZWN0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2Rpc2Nvbm5lY3RlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9lbmRfY29kZRgFIAEoCRIYChBsYXN0X2VuZF9tZXNzYWdlGAYgASgJEhgKEGhlYXJ0YmVhdF9ydHRfbXMYByABKAESJwoFdHlwZXMYCCADKAsyGC5rZHMuYWRtaW4udjEuVHlwZVN0YXR1cxIQCghpbnN0YW5jZRgJIAEoCSIVChNJbnNwZWN0Wm9uZXNSZXF1ZXN0IkAKFEluc3BlY3Rab25lc1Jlc3BvbnNlEigKBXpvbmVzGAEgAygLMhkua2RzLmFkbWluLnYxLlpvbmVJbnNpZ2h0MvYCCgxBZG1pblNlcnZpY2USTAoJTGlzdFR5cGVzEh4ua2RzLmFkbWluLnYxLkxpc3RUeXBlc1JlcXVlc3QaHy5rZHMuYWRtaW4udjEuTGlzdFR5cGVzUmVzcG9uc2USQAoFQXBwbHkSGi5rZHMuYWRtaW4udjEuQXBwbHlSZXF1ZXN0Ghsua2RzLmFkbWluLnYxLkFwcGx5UmVzcG9uc2USOgoDR2V0Ehgua2RzLmFkbWluLnYxLkdldFJlcXVlc3QaGS5rZHMuYWRtaW4udjEuR2V0UmVzcG9uc2USQwoGRGVsZXRlEhsua2RzLmFkbWluLnYxLkRlbGV0ZVJlcXVlc3QaHC5rZHMuYWRtaW4udjEuRGVsZXRlUmVzcG9uc2USVQoMSW5zcGVjdFpvbmVzEiEua2RzLmFkbWluLnYxLkluc3BlY3Rab25lc1JlcXVlc3QaIi5rZHMuYWRtaW4udjEuSW5zcGVjdFpvbmVzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * A resource as the admin API shows and takes it.
@@ -403,6 +403,41 @@ export type TypeStatus = Message<"kds.admin.v1.TypeStatus"> & {
    * @generated from field: repeated string oversized = 12;
    */
   oversized: string[];
+
+  /**
+   * Resources sent in responses (a resume that finds nothing changed sends none).
+   *
+   * @generated from field: uint64 resources_sent = 13;
+   */
+  resourcesSent: bigint;
+
+  /**
+   * Resources received in accepted responses.
+   *
+   * @generated from field: uint64 resources_received = 14;
+   */
+  resourcesReceived: bigint;
+
+  /**
+   * Resources of accepted responses that this side could not store, newest last.
+   *
+   * @generated from field: repeated kds.admin.v1.RejectedResource rejected_resources = 15;
+   */
+  rejectedResources: RejectedResource[];
+
+  /**
+   * As sender: the kind has loaded from this side's store (until then nothing of it is sent).
+   *
+   * @generated from field: bool store_loaded = 16;
+   */
+  storeLoaded: boolean;
+
+  /**
+   * As sender: the last failure reading this side's store, while it lasts.
+   *
+   * @generated from field: string store_error = 17;
+   */
+  storeError: string;
 };
 
 /**
@@ -411,6 +446,34 @@ export type TypeStatus = Message<"kds.admin.v1.TypeStatus"> & {
  */
 export const TypeStatusSchema: GenMessage<TypeStatus> = /*@__PURE__*/
   messageDesc(file_kds_admin_v1_admin, 10);
+
+/**
+ * A resource left out of an accepted response.
+ *
+ * @generated from message kds.admin.v1.RejectedResource
+ */
+export type RejectedResource = Message<"kds.admin.v1.RejectedResource"> & {
+  /**
+   * Its discovery name (mesh/name or name).
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * Why it could not be stored.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message kds.admin.v1.RejectedResource.
+ * Use `create(RejectedResourceSchema)` to create a new message.
+ */
+export const RejectedResourceSchema: GenMessage<RejectedResource> = /*@__PURE__*/
+  messageDesc(file_kds_admin_v1_admin, 11);
 
 /**
  * Status of one zone.
@@ -473,6 +536,13 @@ export type ZoneInsight = Message<"kds.admin.v1.ZoneInsight"> & {
    * @generated from field: repeated kds.admin.v1.TypeStatus types = 8;
    */
   types: TypeStatus[];
+
+  /**
+   * With several global instances: the instance holding (or that last held) the session.
+   *
+   * @generated from field: string instance = 9;
+   */
+  instance: string;
 };
 
 /**
@@ -480,7 +550,7 @@ export type ZoneInsight = Message<"kds.admin.v1.ZoneInsight"> & {
  * Use `create(ZoneInsightSchema)` to create a new message.
  */
 export const ZoneInsightSchema: GenMessage<ZoneInsight> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 11);
+  messageDesc(file_kds_admin_v1_admin, 12);
 
 /**
  * Request of InspectZones.
@@ -495,7 +565,7 @@ export type InspectZonesRequest = Message<"kds.admin.v1.InspectZonesRequest"> & 
  * Use `create(InspectZonesRequestSchema)` to create a new message.
  */
 export const InspectZonesRequestSchema: GenMessage<InspectZonesRequest> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 12);
+  messageDesc(file_kds_admin_v1_admin, 13);
 
 /**
  * Response of InspectZones.
@@ -516,7 +586,7 @@ export type InspectZonesResponse = Message<"kds.admin.v1.InspectZonesResponse"> 
  * Use `create(InspectZonesResponseSchema)` to create a new message.
  */
 export const InspectZonesResponseSchema: GenMessage<InspectZonesResponse> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 13);
+  messageDesc(file_kds_admin_v1_admin, 14);
 
 /**
  * Manage resources and read status on a global or a zone.
