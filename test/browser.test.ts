@@ -1,9 +1,9 @@
-// The browser zone in headless Chromium (Debian's chromium, driven by
-// playwright-core; .ci/run installs it): the page dials the global over the
-// half-duplex transport, shows the global's resources, and its own
-// dataplanes reach the global.
-import { existsSync } from "node:fs";
-import { chromium, type Browser } from "playwright-core";
+// The browser zone in headless Chromium (driven by playwright-core; a system
+// Chromium, CHROMIUM_PATH, or the one shipped in the npm package
+// @sparticuz/chromium: see test/support/chromium.ts): the page dials the
+// global over the half-duplex transport, shows the global's resources, and
+// its own dataplanes reach the global.
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { MeshSpecSchema } from "../src/gen/kds/example/v1/example_pb.ts";
@@ -11,8 +11,7 @@ import type { GlobalControlPlane } from "../src/global/global-control-plane.ts";
 import type { ServedGlobal } from "../src/adapters/node/serve-global.ts";
 import { serveBrowserDemo } from "../examples/browser/serve.ts";
 import { eventually } from "./contract/harness.ts";
-
-const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+import { launchChromium } from "./support/chromium.ts";
 
 describe("browser zone", () => {
   let browser: Browser;
@@ -21,15 +20,9 @@ describe("browser zone", () => {
   const stop = new AbortController();
 
   beforeAll(async () => {
-    if (!existsSync(executablePath)) {
-      throw new Error(`no Chromium at ${executablePath}: install Debian's chromium (apt-get install chromium; .ci/run does) or set CHROMIUM_PATH`);
-    }
     ({ global, served } = await serveBrowserDemo({ zones: ["browser-1"], signal: stop.signal }));
-    browser = await chromium.launch({
-      executablePath,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"],
-    });
-  }, 60_000);
+    browser = await launchChromium();
+  }, 120_000);
 
   afterAll(async () => {
     await browser?.close();
