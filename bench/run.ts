@@ -1,6 +1,8 @@
 // npm run bench [-- --quick]: every scenario against its baseline in one run,
 // reported as ratios. Prints a markdown report and writes JSON to
 // bench/results/. --quick finishes in under a minute (smoke; no targets).
+// Exits 1 when any planned figure is missing or not a finite number
+// (bench/figures.ts), so the smoke run in `npm test` checks the report too.
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { muxEcho, rawConnectEcho, grpcJsEcho, type EchoResult } from "./echo.ts";
@@ -8,6 +10,7 @@ import { syncBench, type SyncResult } from "./sync.ts";
 import type { FanoutResult } from "./fanout.ts";
 import { inFreshProcess } from "./fresh.ts";
 import type { MemoryResult } from "./memory.ts";
+import { figureProblems } from "./figures.ts";
 
 const quick = process.argv.includes("--quick");
 const quiet = process.argv.includes("--quiet");
@@ -95,4 +98,13 @@ const stamp = new Date().toISOString().replace(/[:.]/g, "-");
 const json = { quick, node: process.version, connect: pkg("@connectrpc/connect"), echo, sync, fanout, memory };
 writeFileSync(new URL(`./results/${quick ? "quick" : "full"}-${stamp}.json`, import.meta.url), JSON.stringify(json, null, 2));
 writeFileSync(new URL(`./results/${quick ? "quick" : "full"}-latest.md`, import.meta.url), `${report}\n`);
+const problems = figureProblems(
+  { echoSizes: plan.echo.map(([size]) => size as number), syncResources: plan.sync, fanoutZones: plan.fanout },
+  { echo, sync, fanout, memory },
+);
+if (problems.length > 0) {
+  log(`bench: ${problems.length} figure(s) missing or not finite numbers:\n  ${problems.join("\n  ")}`);
+  process.exit(1);
+}
+if (quiet) console.log(`bench: all figures present and finite (${echo.length} echo, ${sync.length} sync, ${fanout.length} fan-out, ${memory.samples.length} memory samples)`);
 process.exit(0);
