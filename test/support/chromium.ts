@@ -4,6 +4,8 @@
 //   2. a system Chromium at one of SYSTEM_CHROMIUM_PATHS;
 //   3. the Chromium shipped inside the npm package @sparticuz/chromium
 //      (Linux x64 only), unpacked once per version into the OS temp folder.
+// Test files that launch Chromium live in test/browser/: `npm test` runs them
+// as its own "browser" step (npm run test:browser), apart from the vitest step.
 import { existsSync } from "node:fs";
 import { mkdtemp, rename, rm } from "node:fs/promises";
 import { createRequire } from "node:module";

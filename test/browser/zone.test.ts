@@ -6,12 +6,12 @@
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
-import { MeshSpecSchema } from "../src/gen/kds/example/v1/example_pb.ts";
-import type { GlobalControlPlane } from "../src/global/global-control-plane.ts";
-import type { ServedGlobal } from "../src/adapters/node/serve-global.ts";
-import { serveBrowserDemo } from "../examples/browser/serve.ts";
-import { eventually } from "./contract/harness.ts";
-import { launchChromium } from "./support/chromium.ts";
+import { MeshSpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
+import type { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
+import type { ServedGlobal } from "../../src/adapters/node/serve-global.ts";
+import { serveBrowserDemo } from "../../examples/browser/serve.ts";
+import { eventually } from "../contract/harness.ts";
+import { launchChromium } from "../support/chromium.ts";
 
 describe("browser zone", () => {
   let browser: Browser;
