@@ -1,33 +1,29 @@
 /**
  * kds-mux: bidirectional zone <-> global resource sync over one zone-dialed
  * Connect stream. This entry point is runtime-neutral (web standards only);
- * the node:http2 server helper lives in `kds-mux/node`.
+ * the node:http2 server helper lives in `kds-mux/node`. The layers are also
+ * entry points of their own, for bundles that want only one of them:
+ * `kds-mux/mux`, `kds-mux/transport`, `kds-mux/zone` and `kds-mux/fetch`.
+ *
+ * The mux frame type is `MuxMessage` (schema `MuxMessageSchema`); the names
+ * `Message` and `MessageSchema` remain as deprecated aliases.
  *
  * @module
  */
 export { KDS_ERROR_CODES, KdsError, type KdsErrorCode, type KdsErrorOptions } from "./errors.ts";
 export { consoleLogger, silentLogger, type Logger, type LogFields, type LogLevel } from "./log.ts";
 export { CLIENT_ID_HEADER, ZONE_NAME_PATTERN, assertZoneName } from "./names.ts";
-export type { MuxRequest, MuxResponse, Lane } from "./mux/frames.ts";
-export { defaultSessionOptions, resolveSessionOptions, type SessionOptions, type ResolvedSessionOptions } from "./mux/options.ts";
-export { MuxSession, PROTOCOL_VERSION, type SessionInit } from "./mux/session.ts";
-export type { SessionEnd, SessionEndCode, PeerSettings, SessionState } from "./mux/state.ts";
-export type { ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./mux/views.ts";
-export type { MuxAcceptor, MuxDialRequest, MuxTransport } from "./transport/transport.ts";
-export { memoryMuxTransport } from "./transport/memory.ts";
-export { failoverMuxTransport } from "./transport/failover.ts";
-export { halfDuplexMuxTransport, type HalfDuplexTransportOptions } from "./transport/half-duplex.ts";
+export * from "./mux/index.ts";
+export { type Message, MessageSchema } from "./deprecated-names.ts";
+export * from "./transport/index.ts";
 export { HalfDuplexHub, registerHalfDuplex, type HalfDuplexHubOptions } from "./global/half-duplex-hub.ts";
 export * from "./gen/kds/mux/v1/half_duplex_pb.ts";
-export { connectMuxTransport, type ConnectMuxTransportOptions } from "./transport/connect.ts";
-export { KDS_ERROR_CODE_HEADER, fromConnectError, toConnectError } from "./transport/connect-errors.ts";
 export { GlobalServer, type GlobalServerOptions } from "./global/global-server.ts";
 export { multiplexServiceImpl, registerGlobal } from "./global/connect-service.ts";
-export { fetchHandler, globalFetchHandler, type FetchHandler, type FetchHandlerOptions } from "./adapters/fetch/fetch-handler.ts";
+export * from "./adapters/fetch/index.ts";
 export { InMemoryZoneRegistry, type ZoneRecord, type ZoneRegistry } from "./global/zone-registry.ts";
 export { registerCommand, zoneResourceYaml } from "./global/registration.ts";
-export { ZoneClient, type RetryInfo, type ZoneClientOptions } from "./zone/zone-client.ts";
-export { backoffCeiling, backoffDelay, defaultBackoff, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "./util/backoff.ts";
+export * from "./zone/index.ts";
 export { DiscoveryServer, type DiscoveryServerInit } from "./discovery/server.ts";
 export { DiscoveryClient, type DiscoveryClientInit } from "./discovery/client.ts";
 export { SetDigest, digestOf } from "./discovery/digest.ts";
@@ -84,10 +80,8 @@ export { ZoneLifecycle, type ZoneLifecycleOptions } from "./global/zone-lifecycl
 export { ZoneOwnership, type ZoneLease, type ZoneOwnershipOptions } from "./global/zone-ownership.ts";
 export { GlobalControlPlane, type GlobalControlPlaneOptions } from "./global/global-control-plane.ts";
 export { StoreZoneRegistry } from "./global/store-zone-registry.ts";
-export { ZoneControlPlane, type ZoneControlPlaneOptions } from "./zone/zone-control-plane.ts";
 export { adminServiceImpl, registerAdmin, toAdminResource, fromAdminResource, assertWritable, type AdminBackend } from "./admin/admin-service.ts";
 export * from "./gen/kds/admin/v1/admin_pb.ts";
-export * from "./gen/kds/mux/v1/mux_pb.ts";
 export * from "./gen/kds/v1/resource_pb.ts";
 export * from "./gen/kds/example/v1/example_pb.ts";
 export * from "./gen/kds/v1/discovery_pb.ts";

@@ -1,0 +1,15 @@
+/**
+ * `kds-mux/mux`: the mux layer on its own. A {@link MuxSession} multiplexes
+ * discovery in both directions, with per-lane windows, heartbeats and a
+ * graceful goaway, over the frames of any `MuxTransport`
+ * (`kds-mux/transport`); the mux wire schema comes with it as `MuxMessage`,
+ * `HelloSchema` and so on. Web standards only: no `node:` import.
+ *
+ * @module
+ */
+export type { MuxRequest, MuxResponse, Lane } from "./frames.ts";
+export { defaultSessionOptions, resolveSessionOptions, type SessionOptions, type ResolvedSessionOptions } from "./options.ts";
+export { MuxSession, PROTOCOL_VERSION, type SessionInit } from "./session.ts";
+export type { SessionEnd, SessionEndCode, PeerSettings, SessionState } from "./state.ts";
+export type { ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
+export * from "./schema.ts";

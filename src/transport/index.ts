@@ -1,0 +1,18 @@
+/**
+ * `kds-mux/transport`: how a zone's mux frames reach the global. Full-duplex
+ * over any Connect transport ({@link connectMuxTransport}: gRPC, gRPC-web or
+ * the Connect protocol), half-duplex for clients that cannot stream a request
+ * body ({@link halfDuplexMuxTransport}: fetch, connect-web, HTTP/1.1), or an
+ * in-memory pair ({@link memoryMuxTransport}); {@link failoverMuxTransport}
+ * tries several globals in turn. Web standards only: no `node:`
+ * import; bring the Connect transport of your runtime (connect-web in a
+ * browser, connect-node on Node).
+ *
+ * @module
+ */
+export type { MuxAcceptor, MuxDialRequest, MuxTransport } from "./transport.ts";
+export { memoryMuxTransport } from "./memory.ts";
+export { failoverMuxTransport } from "./failover.ts";
+export { halfDuplexMuxTransport, type HalfDuplexTransportOptions } from "./half-duplex.ts";
+export { connectMuxTransport, type ConnectMuxTransportOptions } from "./connect.ts";
+export { KDS_ERROR_CODE_HEADER, fromConnectError, toConnectError } from "./connect-errors.ts";
