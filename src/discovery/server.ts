@@ -25,6 +25,7 @@ import type { ServerStreamView } from "../mux/views.ts";
 import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
 import { defaultDiscoveryOptions, type DiscoveryOptions, type ResourceSet, type ServerObserver, type SnapshotSource, type WireResource } from "./types.ts";
 import { backoffCeiling } from "../util/backoff.ts";
+import { systemClock, type Clock } from "../util/clock.ts";
 import { Waker, timer } from "../util/wake.ts";
 
 /** Bytes kept free in every response for its envelope (type URL, nonce, version, framing). */
@@ -66,7 +67,17 @@ export interface DiscoveryServerInit {
   readonly options?: DiscoveryOptions;
   /** Status callbacks. */
   readonly observer?: ServerObserver;
-  /** Monotonic clock in ms. Default `performance.now`. */
+  /**
+   * Time for the ACK timeout and the NACK backoff: its `now` and its timers.
+   * Default {@link systemClock}; tests step a manual one.
+   */
+  readonly clock?: Clock;
+  /**
+   * Monotonic clock in ms.
+   *
+   * @deprecated Use `clock`, which also times the waits. When set (and
+   * `clock` is not), this `now` is used with real timers.
+   */
   readonly now?: () => number;
 }
 
@@ -76,7 +87,7 @@ export class DiscoveryServer {
   readonly #source: SnapshotSource;
   readonly #options: Required<DiscoveryOptions>;
   readonly #observer: ServerObserver;
-  readonly #now: () => number;
+  readonly #clock: Clock;
   readonly #types = new Map<string, TypeState>();
   readonly #served: ReadonlySet<string>;
   readonly #waker = new Waker();
@@ -88,7 +99,7 @@ export class DiscoveryServer {
     this.#source = init.source;
     this.#options = { ...defaultDiscoveryOptions, ...init.options };
     this.#observer = init.observer ?? {};
-    this.#now = init.now ?? (() => performance.now());
+    this.#clock = init.clock ?? (init.now === undefined ? systemClock : { now: init.now, setTimer: systemClock.setTimer });
     this.#served = new Set(init.source.typeUrls);
   }
 
@@ -109,7 +120,7 @@ export class DiscoveryServer {
     try {
       for (;;) {
         await this.#pump(signal);
-        const wait = timer(this.#nextDeadline() - this.#now());
+        const wait = timer(this.#nextDeadline() - this.#now(), this.#clock);
         const event = await Promise.race([
           next.then((request) => ({ request })),
           this.#waker.wait().then(() => undefined),
@@ -126,6 +137,10 @@ export class DiscoveryServer {
       if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted) return;
       throw error;
     }
+  }
+
+  #now(): number {
+    return this.#clock.now();
   }
 
   #onRequest(request: MuxRequest): void {

@@ -4,22 +4,23 @@
  * @module
  */
 import { abortError } from "../errors.ts";
+import { systemClock, type Clock } from "./clock.ts";
 
 /**
- * Resolves after `ms` milliseconds, or rejects with the abort error as soon as
- * `signal` aborts.
+ * Resolves after `ms` milliseconds of `clock`, or rejects with the abort error
+ * as soon as `signal` aborts.
  */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+export function sleep(ms: number, signal?: AbortSignal, clock: Clock = systemClock): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(abortError(signal, "sleep"));
       return;
     }
     const onAbort = (): void => {
-      clearTimeout(timer);
+      cancel();
       reject(abortError(signal as AbortSignal, "sleep"));
     };
-    const timer = setTimeout(() => {
+    const cancel = clock.setTimer(() => {
       signal?.removeEventListener("abort", onAbort);
       resolve();
     }, ms);

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { systemClock, type Clock } from "./clock.ts";
 
 /** Wakes one waiting loop. */
 export class Waker {
@@ -30,12 +31,12 @@ export class Waker {
   }
 }
 
-/** Resolves after `ms` (or never for Infinity); the returned cancel clears the timer. */
-export function timer(ms: number): { promise: Promise<void>; cancel(): void } {
+/** Resolves after `ms` of `clock` (or never for Infinity); the returned cancel clears the timer. */
+export function timer(ms: number, clock: Clock = systemClock): { promise: Promise<void>; cancel(): void } {
   if (!Number.isFinite(ms)) return { promise: new Promise<void>(() => undefined), cancel: () => undefined };
-  let handle: ReturnType<typeof setTimeout> | undefined;
+  let cancel: () => void = () => undefined;
   const promise = new Promise<void>((resolve) => {
-    handle = setTimeout(resolve, Math.max(0, ms));
+    cancel = clock.setTimer(resolve, ms);
   });
-  return { promise, cancel: () => clearTimeout(handle) };
+  return { promise, cancel };
 }

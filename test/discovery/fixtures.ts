@@ -1,5 +1,8 @@
 // A scripted discovery peer: a DiscoveryServer on one side of a session pair,
-// raw requests from the other side, and a source the test controls.
+// raw requests from the other side, a source the test controls, and a manual
+// clock (the server's ACK timeout and NACK backoff move only when the test
+// advances it), so "nothing more is sent" is checked once the server has
+// settled rather than by waiting N ms for silence.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { AnySchema } from "@bufbuild/protobuf/wkt";
 import { DeltaDiscoveryRequestSchema, DiscoveryRequestSchema, ResourceSchema, type DeltaDiscoveryResponse, type DiscoveryResponse } from "../../src/gen/kds/v1/discovery_pb.ts";
@@ -9,6 +12,7 @@ import type { DiscoveryOptions, ServerObserver, Snapshot, SnapshotSource, WireRe
 import type { MuxResponse } from "../../src/mux/frames.ts";
 import { KdsError } from "../../src/errors.ts";
 import { randomBytes, sessionPair } from "../contract/harness.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 export const T = "type.googleapis.com/test.Thing";
 
@@ -56,9 +60,16 @@ export interface Recorded {
   oversized: string[];
 }
 
+/** Event-loop turns {@link startServer}'s `waiting()` allows the server to settle in. */
+const SETTLE_TURNS = 1_000;
+
+/** One turn of the event loop: every promise job queued before it has run. */
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 /** Starts a DiscoveryServer on a session pair; the test speaks for the client. */
 export function startServer(source: SnapshotSource, options: DiscoveryOptions = {}) {
   const { zone, global } = sessionPair({ requestWindow: 256, responseWindow: 256 }, { requestWindow: 256, responseWindow: 256 });
+  const clock = new ManualClock();
   const recorded: Recorded = { sent: 0, acked: [], nacked: [], stalled: [], oversized: [] };
   const observer: ServerObserver = {
     sent: () => void recorded.sent++,
@@ -67,14 +78,42 @@ export function startServer(source: SnapshotSource, options: DiscoveryOptions = 
     stalled: (_t, n) => void recorded.stalled.push(n),
     oversized: (_t, k) => void recorded.oversized.push(k),
   };
-  const server = new DiscoveryServer({ view: global.server, source, options, observer });
+  const server = new DiscoveryServer({ view: global.server, source, options, observer, clock });
   const running = server.run(global.signal);
   const client = zone.client;
+  /**
+   * Resolves once the server has settled: it has taken every request the
+   * zone sent, every response it sent has reached the zone's client view,
+   * and nothing changed over a whole event-loop turn. The server and the
+   * in-memory session pair move on promise jobs alone and its clock is
+   * manual, so once settled it sends nothing more until the test acts.
+   */
+  const settled = async (): Promise<void> => {
+    let last = "";
+    for (let i = 0; i < SETTLE_TURNS; i++) {
+      await turn();
+      const z = zone.stats();
+      const g = global.stats();
+      const caughtUp = g.received.requests === z.sent.requests && g.buffered.requests === 0 && z.received.responses === g.sent.responses;
+      const now = JSON.stringify([z.sent, z.received, g.sent, g.received, recorded]);
+      if (caughtUp && now === last) return;
+      last = now;
+    }
+    throw new Error(`the discovery server did not settle within ${SETTLE_TURNS} event-loop turns`);
+  };
   return {
     recorded,
     zone,
     global,
     running,
+    clock,
+    /** Responses that have reached the test and wait to be read, once the server has settled. */
+    waiting: async (): Promise<number> => {
+      await settled();
+      return zone.stats().buffered.responses;
+    },
+    /** Advances the server's clock by `ms` (firing its timers that fall due). */
+    advance: (ms: number): void => clock.advance(ms),
     sotw: (init: { versionInfo?: string; responseNonce?: string; error?: string } = {}) =>
       client.send(
         create(DiscoveryRequestSchema, {
@@ -95,8 +134,9 @@ export function startServer(source: SnapshotSource, options: DiscoveryOptions = 
           errorDetail: init.error === undefined ? undefined : { code: 3, message: init.error },
         }),
       ),
-    recvSotw: async (ms = 10_000) => (await next(client.recv.bind(client), ms)) as DiscoveryResponse | undefined,
-    recvDelta: async (ms = 10_000) => (await next(client.recv.bind(client), ms)) as DeltaDiscoveryResponse | undefined,
+    /** The next response (fails after 10 s: a bound for a response that must come, not a check for silence). */
+    recvSotw: async () => (await next(client.recv.bind(client), 10_000)) as DiscoveryResponse,
+    recvDelta: async () => (await next(client.recv.bind(client), 10_000)) as DeltaDiscoveryResponse,
     close: async () => {
       await zone.close();
       await running;
@@ -104,12 +144,12 @@ export function startServer(source: SnapshotSource, options: DiscoveryOptions = 
   };
 }
 
-/** The next response, or undefined if none arrives within `ms`. */
-async function next(recv: (signal?: AbortSignal) => Promise<MuxResponse>, ms: number): Promise<MuxResponse | undefined> {
+/** The next response; throws if none arrives within `ms`. */
+async function next(recv: (signal?: AbortSignal) => Promise<MuxResponse>, ms: number): Promise<MuxResponse> {
   try {
     return await recv(AbortSignal.timeout(ms));
   } catch (error) {
-    if (KdsError.is(error, "aborted")) return undefined;
+    if (KdsError.is(error, "aborted")) throw new Error(`no response within ${ms} ms`, { cause: error });
     throw error;
   }
 }

@@ -1,6 +1,10 @@
-// One test per rule of the discovery server, for SotW and for delta.
+// One test per rule of the discovery server, for SotW and for delta. The
+// server runs on a manual clock; "nothing more is sent" is checked with
+// s.waiting() once the server has settled (see fixtures.ts), never by
+// waiting N ms for silence.
 import { describe, expect, it } from "vitest";
-import { eventually, settle } from "../contract/harness.ts";
+import { toBinary } from "@bufbuild/protobuf";
+import { DeltaDiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { FakeSource, T, startServer } from "./fixtures.ts";
 
 describe("discovery server, state of the world", () => {
@@ -16,7 +20,8 @@ describe("discovery server, state of the world", () => {
       expect(r1?.resources).toHaveLength(2);
       await s.sotw({ versionInfo: r1?.versionInfo, responseNonce: r1?.nonce });
       source.set("a", "1"); // same version: the set is unchanged
-      expect(await s.recvSotw(300)).toBeUndefined();
+      expect(await s.waiting()).toBe(0);
+      expect(s.recorded.sent).toBe(1);
       expect(s.recorded.acked).toEqual([r1?.versionInfo]);
       source.set("a", "2");
       const r2 = await s.recvSotw();
@@ -36,9 +41,9 @@ describe("discovery server, state of the world", () => {
       const r1 = await s.recvSotw();
       source.set("a", "2");
       source.set("a", "3");
-      expect(await s.recvSotw(300)).toBeUndefined(); // r1 is not ACKed yet: nothing else leaves
+      expect(await s.waiting()).toBe(0); // r1 is not ACKed yet: nothing else leaves
       await s.sotw({ versionInfo: r1?.versionInfo, responseNonce: "not-a-nonce" });
-      expect(await s.recvSotw(300)).toBeUndefined(); // a stale nonce ACKs nothing
+      expect(await s.waiting()).toBe(0); // a stale nonce ACKs nothing
       await s.sotw({ versionInfo: r1?.versionInfo, responseNonce: r1?.nonce });
       const r2 = await s.recvSotw();
       expect(r2?.resources).toHaveLength(1);
@@ -55,11 +60,13 @@ describe("discovery server, state of the world", () => {
     try {
       await s.sotw();
       const r1 = await s.recvSotw();
-      const nackedAt = performance.now();
       await s.sotw({ versionInfo: "", responseNonce: r1?.nonce, error: "bad spec" });
-      expect(await s.recvSotw(300)).toBeUndefined();
+      expect(await s.waiting()).toBe(0);
+      s.advance(999);
+      expect(await s.waiting()).toBe(0); // 1 ms before the backoff ends
+      s.advance(1);
+      expect(await s.waiting()).toBe(1);
       const r2 = await s.recvSotw();
-      expect(performance.now() - nackedAt).toBeGreaterThanOrEqual(990);
       expect(r2?.versionInfo).toBe(r1?.versionInfo);
       expect(r2?.nonce).not.toBe(r1?.nonce);
       expect(s.recorded.nacked).toEqual(["bad spec"]);
@@ -74,7 +81,7 @@ describe("discovery server, state of the world", () => {
     const s = startServer(source, { maxMessageBytes: 8_000 });
     try {
       await s.sotw();
-      expect(await s.recvSotw(300)).toBeUndefined();
+      expect(await s.waiting()).toBe(0);
       expect(s.recorded.oversized).toEqual(["*"]);
       for (let i = 5; i < 10; i++) source.delete(`r${i}`);
       const r = await s.recvSotw();
@@ -92,15 +99,19 @@ describe("discovery server, state of the world", () => {
     try {
       await s.sotw();
       const r1 = await s.recvSotw();
+      s.advance(200);
+      expect(await s.waiting()).toBe(0); // not late yet
+      expect(s.recorded.stalled).toEqual([]);
+      s.advance(1);
       const r2 = await s.recvSotw();
       expect(s.recorded.stalled).toEqual([r1?.nonce]);
       expect(r2?.nonce).not.toBe(r1?.nonce);
       expect(r2?.versionInfo).toBe(r1?.versionInfo);
       await s.sotw({ versionInfo: r2?.versionInfo, responseNonce: r2?.nonce });
       await s.sotw({ versionInfo: r1?.versionInfo, responseNonce: r1?.nonce }); // late ACK of the old nonce: stale
-      await eventually(() => s.recorded.acked.length > 0, "the ACK of the resent response");
-      await settle(100);
-      expect(s.recorded.acked).toHaveLength(1);
+      expect(await s.waiting()).toBe(0);
+      expect(s.recorded.acked).toEqual([r2?.versionInfo]); // only the current nonce's ACK counts
+      expect(s.recorded.sent).toBe(2);
     } finally {
       await s.close();
     }
@@ -128,7 +139,8 @@ describe("discovery server, delta", () => {
       expect(r3?.resources).toHaveLength(0);
       expect(r3?.removedResources).toEqual(["c"]);
       await s.delta({ nonce: r3?.nonce });
-      expect(await s.recvDelta(300)).toBeUndefined();
+      expect(await s.waiting()).toBe(0);
+      expect(s.recorded.sent).toBe(3);
     } finally {
       await s.close();
     }
@@ -159,14 +171,12 @@ describe("discovery server, delta", () => {
       await s.delta({ subscribe: ["*"] });
       const names = new Set<string>();
       let responses = 0;
-      for (;;) {
-        const r = await s.recvDelta(500);
-        if (r === undefined) break;
+      while ((await s.waiting()) > 0) {
+        expect(responses).toBeLessThan(40); // at least one resource per response
+        const r = await s.recvDelta();
         responses++;
-        const { toBinary } = await import("@bufbuild/protobuf");
-        const { DeltaDiscoveryResponseSchema } = await import("../../src/gen/kds/v1/discovery_pb.ts");
         expect(toBinary(DeltaDiscoveryResponseSchema, r).byteLength).toBeLessThanOrEqual(max);
-        expect(await s.recvDelta(100)).toBeUndefined(); // the next chunk waits for this ACK
+        expect(await s.waiting()).toBe(0); // the next chunk waits for this ACK
         for (const x of r.resources) names.add(x.name);
         await s.delta({ nonce: r.nonce });
       }
@@ -185,7 +195,7 @@ describe("discovery server, delta", () => {
       await s.delta({ subscribe: ["*"] });
       const first = await s.recvDelta();
       const second = await s.recvDelta();
-      expect(await s.recvDelta(200)).toBeUndefined(); // a third waits for an ACK
+      expect(await s.waiting()).toBe(0); // a third waits for an ACK
       const seen = new Set<string>();
       for (const r of [...(first?.resources ?? []), ...(second?.resources ?? [])]) seen.add(r.name);
       expect(seen.size).toBe((first?.resources.length ?? 0) + (second?.resources.length ?? 0));
@@ -195,9 +205,9 @@ describe("discovery server, delta", () => {
       source.delete(second?.resources[0]?.name ?? "");
       await s.delta({ nonce: second?.nonce });
       let pending = 0;
-      for (;;) {
-        const r = await s.recvDelta(300);
-        if (r === undefined) break;
+      while ((await s.waiting()) > 0) {
+        expect(pending).toBeLessThan(40);
+        const r = await s.recvDelta();
         for (const x of r.resources) {
           expect(seen.has(x.name)).toBe(false);
           seen.add(x.name);
@@ -258,7 +268,10 @@ describe("discovery server, delta", () => {
       await s.delta({ subscribe: ["*"] });
       const r1 = await s.recvDelta();
       await s.delta({ nonce: r1?.nonce, error: "rejected" });
-      expect(await s.recvDelta(200)).toBeUndefined();
+      expect(await s.waiting()).toBe(0);
+      s.advance(499);
+      expect(await s.waiting()).toBe(0); // 1 ms before the backoff ends
+      s.advance(1);
       const r2 = await s.recvDelta();
       expect(r2?.resources.map((x) => `${x.name}@${x.version}`)).toEqual(["a@1"]);
       expect(s.recorded.nacked).toEqual(["rejected"]);
