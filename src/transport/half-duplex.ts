@@ -21,6 +21,7 @@ import { HalfDuplexService, PushRequestSchema, type PullResponse } from "../gen/
 import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { anySignal, sleep } from "../util/abort.ts";
 import { backoffCeiling, type ResolvedBackoff } from "../util/backoff.ts";
+import { systemClock, type Clock } from "../util/clock.ts";
 import { fromConnectError } from "./connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "./transport.ts";
 
@@ -44,6 +45,8 @@ export interface HalfDuplexTransportOptions {
   resumeTimeoutMs?: number;
   /** Acknowledge received frames after this many, even with nothing to push. Default 16. */
   ackEvery?: number;
+  /** Times the resume timeout and the retry backoff. Default {@link systemClock}; tests step a manual one. */
+  clock?: Clock;
 }
 
 /** A {@link MuxTransport} over any Connect transport, using only unary and server-streaming calls. */
@@ -62,6 +65,7 @@ class HalfDuplexLink {
   readonly #maxUnacked: number;
   readonly #resumeTimeoutMs: number;
   readonly #ackEvery: number;
+  readonly #clock: Clock;
   #linkId = "";
   /** Highest seq of the global's frames received. */
   #received = 0n;
@@ -87,6 +91,7 @@ class HalfDuplexLink {
     this.#maxUnacked = options.maxUnacked ?? 1024;
     this.#resumeTimeoutMs = options.resumeTimeoutMs ?? 20_000;
     this.#ackEvery = options.ackEvery ?? 16;
+    this.#clock = options.clock ?? systemClock;
     this.#signal = anySignal([request.signal, this.#abort.signal]);
   }
 
@@ -148,16 +153,18 @@ class HalfDuplexLink {
 
   /** Re-opens Pull with backoff until it works or the resume timeout passes. */
   async #resume(cause: unknown): Promise<AsyncIterator<PullResponse>> {
-    const deadline = performance.now() + this.#resumeTimeoutMs;
+    const deadline = this.#clock.now() + this.#resumeTimeoutMs;
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.#openPull();
       } catch (error) {
-        if (this.#request.signal.aborted || KdsError.is(error, "session_closed") || performance.now() > deadline) {
-          throw new KdsError("transport", `the half-duplex link to ${this.#target} broke and could not be resumed: ${String(error)}`, { cause: cause ?? error });
+        if (this.#request.signal.aborted || KdsError.is(error, "session_closed") || this.#clock.now() > deadline) {
+          throw new KdsError("transport", `the half-duplex link to ${this.#target} broke and could not be resumed within ${this.#resumeTimeoutMs} ms: ${String(error)}`, {
+            cause: cause ?? error,
+          });
         }
       }
-      await sleep(backoffCeiling(attempt, RESUME_BACKOFF), this.#request.signal);
+      await sleep(backoffCeiling(attempt, RESUME_BACKOFF), this.#request.signal, this.#clock);
     }
   }
 
@@ -205,14 +212,14 @@ class HalfDuplexLink {
         delay = 50;
       } catch (error) {
         if (signal.aborted) return;
-        failingSince ??= performance.now();
+        failingSince ??= this.#clock.now();
         const code = error instanceof ConnectError ? error.code : Code.Unknown;
-        if (!retryable.has(code) || performance.now() - failingSince > this.#resumeTimeoutMs) {
+        if (!retryable.has(code) || this.#clock.now() - failingSince > this.#resumeTimeoutMs) {
           const kds = fromConnectError(error, this.#target);
           this.#fail(new KdsError(kds.code, `pushing the zone's frames failed: ${kds.message}`, { cause: error }));
           return;
         }
-        await sleep(delay, signal).catch(() => undefined);
+        await sleep(delay, signal, this.#clock).catch(() => undefined);
         delay = Math.min(delay * 2, 2_000);
       }
     }

@@ -13,6 +13,7 @@ import type { Session } from "../../src/mux/views.ts";
 import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { eventually, request, response } from "../contract/harness.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 interface Faults {
   pullsCut: number;
@@ -56,6 +57,42 @@ function flaky(inner: Transport, cutAfter: number, faults: Faults): Transport {
           }
         })(),
       };
+    },
+  };
+}
+
+/**
+ * Wraps a transport with a switch: after cut(), open Pull streams fail and
+ * every new call is refused (Unavailable), as when the network goes away.
+ */
+function partitionable(inner: Transport): { transport: Transport; cut(): void; readonly refused: number } {
+  let down = false;
+  let refused = 0;
+  const open = new Set<AbortController>();
+  const refuse = (): never => {
+    refused++;
+    throw new ConnectError("network unreachable (test)", Code.Unavailable);
+  };
+  return {
+    get refused() {
+      return refused;
+    },
+    cut() {
+      down = true;
+      for (const c of open) c.abort(new ConnectError("network unreachable (test)", Code.Unavailable));
+    },
+    transport: {
+      async unary(method, signal, timeoutMs, header, input, contextValues) {
+        if (down) refuse();
+        return inner.unary(method, signal, timeoutMs, header, input, contextValues);
+      },
+      async stream(method, signal, timeoutMs, header, input, contextValues) {
+        if (down) refuse();
+        const cut = new AbortController();
+        open.add(cut);
+        const combined = signal === undefined ? cut.signal : AbortSignal.any([signal, cut.signal]);
+        return inner.stream(method, combined, timeoutMs, header, input, contextValues);
+      },
     },
   };
 }
@@ -142,14 +179,30 @@ describe("half-duplex transport", () => {
     }
   });
 
-  it("ends the session when the global does not come back in time", async () => {
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger });
-    const served = await serveGlobal(global, { httpVersion: "1.1" });
-    const transport = halfDuplexMuxTransport(createConnectTransport({ baseUrl: served.url, useBinaryFormat: true }), { resumeTimeoutMs: 500 });
-    const zone = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
-    await served.close();
-    const end = await zone.closed;
-    expect(["shutdown", "transport", "peer_eof"]).toContain(end.code);
+  it("ends the session with the resume timeout when the global stays unreachable", async () => {
+    // The global's side of the link cannot hear the zone either: a short grace lets the teardown finish sooner.
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger, session: { closeGraceMs: 100 } });
+    const served = await serveGlobal(global, { httpVersion: "1.1", closeGraceMs: 100 });
+    const clock = new ManualClock();
+    const net = partitionable(createConnectTransport({ baseUrl: served.url, useBinaryFormat: true }));
+    try {
+      const transport = halfDuplexMuxTransport(net.transport, { resumeTimeoutMs: 500, clock });
+      // No heartbeats during the test: nothing for the zone to push, so only the Pull's resume is timed.
+      const zone = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger, session: { heartbeatIntervalMs: 600_000, heartbeatTimeoutMs: 1_200_000 } }).dial();
+      net.cut(); // the network goes away without a word from the global: no goaway, no end of stream
+      await eventually(() => net.refused >= 1 && clock.pending === 1, "the zone tries to resume the Pull, then waits to retry");
+      clock.advance(499); // each retry fails; the last one before the deadline
+      await eventually(() => net.refused >= 2 && clock.pending === 1, "the zone retries while the timeout has not passed");
+      expect(zone.end).toBeUndefined();
+      const retries = net.refused;
+      clock.advance(1_000); // past the deadline: the next retry fails and gives up
+      const end = await zone.closed;
+      expect(net.refused).toBe(retries + 1);
+      expect(end.code).toBe("transport");
+      expect(end.message).toMatch(/could not be resumed within 500 ms/);
+    } finally {
+      await served.close();
+    }
   }, 30_000);
 
   it("refuses a client that sends JSON with a clear error instead of retrying forever", async () => {
