@@ -79,7 +79,11 @@ export const scenarios: Scenario[] = [
       await zone.server.send(response("type.a", "r1"));
       const resp = await global.client.recv();
       equal((resp as { nonce: string }).nonce, "r1", "the response reached the client view");
-      await settle();
+      // No waiting for silence: the one reader has read every frame sent so
+      // far (the response above), and none of them was a request.
+      equal(global.stats().received.requests, 0, "requests read by the global");
+      equal(global.stats().buffered.requests, 0, "requests waiting in the global's server view");
+      await settle(0); // one turn, so a wrongly resolved recv would have run its callback
       check(!requestArrived, "the server view's recv must still block: no request was sent");
       await zone.client.send(request("type.a", "q1"));
       const req = await pending;

@@ -76,11 +76,22 @@ describe("delta resume", () => {
           (await g.store.get("Dataplane", "default", "zone-1.dp9")) === undefined
         );
       }, "the changes made while away arrive", 60_000);
-      await new Promise((r) => setTimeout(r, 200)); // let any stray resend show up in the count
-      console.log(`resume after 10 changes in ${n} resources each way: ${count.toZone} resources to the zone, ${count.toGlobal} to the global`);
-      expect(count.toZone).toBe(10);
-      expect(count.toGlobal).toBe(10);
-      expect((await g.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).resources).toHaveLength(n - 1);
+      // A barrier instead of a pause: one more change each way, made after the
+      // resume converged. A direction's responses for a type leave in order and
+      // the unsent rest of a split change goes before anything changed later,
+      // so once the barrier has arrived every resource the resume sent has
+      // been counted, with no "wait N ms for strays".
+      await g.store.put(policy("default", "p-barrier", 7));
+      await zone.store.put(dataplane("default", "dp-barrier", "10.2.2.2"));
+      await eventually(
+        async () => (await zone.store.get("TrafficPolicy", "default", "p-barrier")) !== undefined && (await g.store.get("Dataplane", "default", "zone-1.dp-barrier")) !== undefined,
+        "the barrier changes arrive",
+        60_000,
+      );
+      console.log(`resume after 10 changes in ${n} resources each way: ${count.toZone - 1} resources to the zone, ${count.toGlobal - 1} to the global (plus one barrier each way)`);
+      expect(count.toZone).toBe(10 + 1);
+      expect(count.toGlobal).toBe(10 + 1);
+      expect((await g.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).resources).toHaveLength(n - 1 + 1);
     } finally {
       await cluster.close();
     }
