@@ -13,6 +13,7 @@
 export { KDS_ERROR_CODES, KdsError, type KdsErrorCode, type KdsErrorOptions } from "./errors.ts";
 export { consoleLogger, silentLogger, type Logger, type LogFields, type LogLevel } from "./log.ts";
 export { CLIENT_ID_HEADER, ZONE_NAME_PATTERN, assertZoneName } from "./names.ts";
+export { systemClock, type Clock } from "./util/clock.ts";
 export * from "./mux/index.ts";
 export { type Message, MessageSchema } from "./deprecated-names.ts";
 export * from "./transport/index.ts";
