@@ -189,6 +189,12 @@ describe("half-duplex transport", () => {
       const transport = halfDuplexMuxTransport(net.transport, { resumeTimeoutMs: 500, clock });
       // No heartbeats during the test: nothing for the zone to push, so only the Pull's resume is timed.
       const zone = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger, session: { heartbeatIntervalMs: 600_000, heartbeatTimeoutMs: 1_200_000 } }).dial();
+      // The opening exchange is over (hellos, and each side's first ping answered) and every frame
+      // the zone sent has reached the global: nothing is left for a Push to retry after the cut.
+      await eventually(() => {
+        const gs = global.session("zone-1");
+        return gs !== undefined && gs.stats().heartbeatRttMs !== undefined && zone.stats().heartbeatRttMs !== undefined && gs.stats().received.control === zone.stats().sent.control;
+      }, "the opening exchange is over and every zone frame reached the global");
       net.cut(); // the network goes away without a word from the global: no goaway, no end of stream
       await eventually(() => net.refused >= 1 && clock.pending === 1, "the zone tries to resume the Pull, then waits to retry");
       clock.advance(499); // each retry fails; the last one before the deadline
