@@ -7,6 +7,9 @@ import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } f
 import type { Transport } from "@connectrpc/connect";
 import { registerAdmin } from "../admin/admin-service.ts";
 import { serveGlobal, serveRoutes } from "../adapters/node/serve-global.ts";
+import { fetchFallback } from "../adapters/node/fetch-fallback.ts";
+import { observeHandler } from "../observe/http.ts";
+import { PrometheusMetrics } from "../observe/prometheus.ts";
 import { KdsError } from "../errors.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
@@ -30,9 +33,17 @@ export interface GlobalCommandOptions {
 export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const { host, port } = parseListen(options.listen);
   let url = "<global-admin-url>";
-  const global = new GlobalControlPlane({ id: options.name, logger: options.logger, adminUrl: () => url });
+  const metrics = new PrometheusMetrics({ labels: { role: "global" } });
+  const global = new GlobalControlPlane({ id: options.name, logger: options.logger, adminUrl: () => url, metrics });
   global.start(options.signal);
-  const served = await serveGlobal(global.server, { host, port, routes: (router) => registerAdmin(router, global.admin()) });
+  const served = await serveGlobal(global.server, {
+    host,
+    port,
+    // h2c for zones and the CLI; HTTP/1.1 for browsers and Prometheus on the same port.
+    httpVersion: "both",
+    routes: (router) => registerAdmin(router, global.admin()),
+    fallback: fetchFallback(observeHandler({ metrics })),
+  });
   url = served.url;
   options.logger.info(`global "${options.name}" listening on ${served.url} (zones dial it; the admin API is on the same address)`);
   await aborted(options.signal);
@@ -86,12 +97,19 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
         halfDuplexMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2" }), { target: url })
       : connectMuxTransport(connectTransport(options.transport, url), { name: options.transport, target: url });
   const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial));
+  const metrics = new PrometheusMetrics({ labels: { role: "zone", zone: options.name } });
   const zone = new ZoneControlPlane({
     name: options.name,
     transport,
     logger: options.logger,
+    metrics,
   });
-  const served = await serveRoutes((router) => registerAdmin(router, zone.admin()), { host, port });
+  const served = await serveRoutes((router) => registerAdmin(router, zone.admin()), {
+    host,
+    port,
+    httpVersion: "both",
+    fallback: fetchFallback(observeHandler({ metrics })),
+  });
   options.logger.info(`zone "${options.name}" admin API listening on ${served.url}; dialing the global at ${options.global}`);
   await zone.run(options.signal);
   options.logger.info("shutting down");

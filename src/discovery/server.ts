@@ -221,7 +221,7 @@ export class DiscoveryServer {
         for (const key of answered.delta.removed) state.known.delete(key);
         state.assumed = assumedAfter(state.phase);
       }
-      this.#observer.acked?.(state.typeUrl, answered.version);
+      this.#observer.acked?.(state.typeUrl, answered.version, nonce);
       return;
     }
     const o = this.#options;
@@ -229,7 +229,7 @@ export class DiscoveryServer {
     state.nacks++;
     state.phase = nextPhase(phase, { type: "nack", nonce, until: this.#now() + backoff });
     this.#startOver(state);
-    this.#observer.nacked?.(state.typeUrl, answered.version, error);
+    this.#observer.nacked?.(state.typeUrl, answered.version, error, nonce);
   }
 
   /** After a NACK or a timeout: forget what was in flight; send the current set again (it may be the same). */
@@ -364,7 +364,7 @@ export class DiscoveryServer {
       }),
       signal,
     );
-    this.#observer.sent?.(state.typeUrl, { version: snapshot.version, nonce, resources: upserts.length, removed: removed.length, bytes });
+    this.#observer.sent?.(state.typeUrl, { version: snapshot.version, nonce, resources: upserts.length, removed: removed.length, bytes, keys: [...delta.upserts.map(([key]) => key), ...removed] });
   }
 }
 

@@ -103,12 +103,16 @@ export interface ResourceSink {
 
 /** Server-side events, for status and metrics. */
 export interface ServerObserver {
-  /** A response left. */
-  sent?(typeUrl: string, info: { version: string; nonce: string; resources: number; removed: number; bytes: number }): void;
-  /** The client accepted a response. */
-  acked?(typeUrl: string, version: string): void;
-  /** The client rejected a response. */
-  nacked?(typeUrl: string, version: string, error: string): void;
+  /**
+   * A response left. `keys` names what a delta response carried (updated and
+   * removed); it is undefined for a state-of-the-world response, which
+   * carries the whole set.
+   */
+  sent?(typeUrl: string, info: { version: string; nonce: string; resources: number; removed: number; bytes: number; keys?: readonly string[] }): void;
+  /** The client accepted the response sent with `nonce`. */
+  acked?(typeUrl: string, version: string, nonce: string): void;
+  /** The client rejected the response sent with `nonce`. */
+  nacked?(typeUrl: string, version: string, error: string, nonce: string): void;
   /** A response has waited longer than the ACK timeout; the server resends. */
   stalled?(typeUrl: string, nonce: string, waitedMs: number): void;
   /** A resource is larger than a whole message may be; it is left out until it changes. */

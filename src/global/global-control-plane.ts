@@ -27,6 +27,8 @@ import { GlobalServer } from "./global-server.ts";
 import { StoreZoneRegistry } from "./store-zone-registry.ts";
 import { ZoneLifecycle } from "./zone-lifecycle.ts";
 import { ZoneOwnership } from "./zone-ownership.ts";
+import type { Metrics } from "../observe/metrics.ts";
+import { instrumentStore } from "../observe/store.ts";
 
 /** Options of {@link GlobalControlPlane}. */
 export interface GlobalControlPlaneOptions {
@@ -61,6 +63,11 @@ export interface GlobalControlPlaneOptions {
   readonly onSessionEnded?: (session: Session, end: SessionEnd) => void;
   /** Where to log. */
   readonly logger?: Logger;
+  /**
+   * Where admissions, sessions, frames, discovery events, sync lag and store
+   * latency are reported (for example a `PrometheusMetrics`). Default: nowhere.
+   */
+  readonly metrics?: Metrics;
 }
 
 /** A global control plane: admission, mux and sync. */
@@ -83,7 +90,8 @@ export class GlobalControlPlane {
     this.types = options.types ?? createTypeRegistry();
     this.types.get(ZONE_KIND);
     if (this.types.find(ZONE_INSIGHT_KIND) === undefined) this.types.register(zoneInsightType);
-    this.store = options.store ?? new InMemoryStore(this.types);
+    const store = options.store ?? new InMemoryStore(this.types);
+    this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
     const id = options.id ?? "global";
     this.sync = new SyncEngine({
       store: this.store,
@@ -94,6 +102,7 @@ export class GlobalControlPlane {
       discovery: options.discovery,
       storeRetry: options.storeRetry,
       logger,
+      metrics: options.metrics,
     });
     const filter = options.filter;
     this.ownership = new ZoneOwnership({
@@ -109,6 +118,7 @@ export class GlobalControlPlane {
       adminUrl: options.adminUrl,
       session: options.session,
       logger,
+      metrics: options.metrics,
       onSession: (session) => {
         // Sync first: a user callback that throws must not stop it.
         const zone = session.peerId;

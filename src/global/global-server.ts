@@ -12,6 +12,7 @@ import { MuxSession } from "../mux/session.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
 import type { MuxAcceptor } from "../transport/transport.ts";
+import { noopMetrics, type AdmissionResult, type Metrics } from "../observe/metrics.ts";
 import { disabledMessage, missingClientIdMessage, notRegisteredMessage } from "./registration.ts";
 import type { ZoneRegistry } from "./zone-registry.ts";
 import { CLIENT_ID_HEADER, ZONE_NAME_PATTERN } from "../names.ts";
@@ -36,6 +37,8 @@ export interface GlobalServerOptions {
   onSessionEnded?: (session: Session, end: SessionEnd) => void;
   /** Where to log. Default: warnings and errors to the console. */
   logger?: Logger;
+  /** Where admissions and every session's frames are reported. Default: nowhere. */
+  metrics?: Metrics;
 }
 
 /** The global control plane's mux endpoint. Mount it with `registerGlobal` or `memoryMuxTransport`. */
@@ -45,6 +48,7 @@ export class GlobalServer implements MuxAcceptor {
   readonly #options: GlobalServerOptions;
   readonly #maxMessageBytes: number;
   readonly #logger: Logger;
+  readonly #metrics: Metrics;
   readonly #adminUrl: () => string;
   /** The session each zone currently uses (the newest ready one). */
   readonly #current = new Map<string, MuxSession>();
@@ -57,6 +61,7 @@ export class GlobalServer implements MuxAcceptor {
     this.#options = options;
     this.id = options.id ?? "global";
     this.#logger = options.logger ?? consoleLogger();
+    this.#metrics = options.metrics ?? noopMetrics;
     const adminUrl = options.adminUrl ?? "<global-admin-url>";
     this.#adminUrl = typeof adminUrl === "string" ? () => adminUrl : adminUrl;
     this.#maxMessageBytes = resolveSessionOptions(options.session).maxMessageBytes;
@@ -78,6 +83,17 @@ export class GlobalServer implements MuxAcceptor {
   }
 
   async accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal): Promise<AsyncIterable<Message>> {
+    try {
+      const outbound = await this.#admit(headers, inbound, signal);
+      this.#metrics.admission("admitted");
+      return outbound;
+    } catch (error) {
+      this.#metrics.admission(admissionResult(error));
+      throw error;
+    }
+  }
+
+  async #admit(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal): Promise<AsyncIterable<Message>> {
     const zone = headers.get(CLIENT_ID_HEADER)?.trim() ?? "";
     if (zone === "") throw new KdsError("missing_client_id", missingClientIdMessage());
     if (!ZONE_NAME_PATTERN.test(zone)) {
@@ -94,7 +110,7 @@ export class GlobalServer implements MuxAcceptor {
       throw new KdsError("zone_disabled", disabledMessage(zone, this.id, this.#adminUrl()));
     }
 
-    const session = new MuxSession({ role: "global", localId: this.id, peerId: zone, options: this.#options.session });
+    const session = new MuxSession({ role: "global", localId: this.id, peerId: zone, options: this.#options.session, metrics: this.#metrics });
     this.#live.add(session);
     const onTransportGone = (): void => session.fail("transport", `zone "${zone}" cancelled the stream or the connection was lost`, signal.reason);
     if (signal.aborted) onTransportGone();
@@ -148,5 +164,24 @@ export class GlobalServer implements MuxAcceptor {
     if (ready) this.#options.onSessionEnded?.(session, end);
     await session.released;
     this.#live.delete(session);
+  }
+}
+
+/** The admission result a refusal counts as. */
+function admissionResult(error: unknown): AdmissionResult {
+  if (!(error instanceof KdsError)) return "error";
+  switch (error.code) {
+    case "missing_client_id":
+      return "missing_client_id";
+    case "invalid_argument":
+      return "invalid_client_id";
+    case "zone_not_registered":
+      return "not_registered";
+    case "zone_disabled":
+      return "disabled";
+    case "session_closed":
+      return "shutting_down";
+    default:
+      return "error";
   }
 }

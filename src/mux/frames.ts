@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   GoAwayReason,
   MessageSchema,
@@ -138,4 +138,31 @@ export function resourcesIn(frame: Message): number {
   if (v.case === "response") return v.value.resources.length;
   if (v.case === "batch") return v.value.frames.reduce((sum, inner) => sum + resourcesIn(inner), 0);
   return 0;
+}
+
+/** The lane a frame travels on, as metrics count it (a batch is counted by its frames). */
+export function laneOf(frame: Message): Lane | "control" {
+  switch (frame.value.case) {
+    case "request":
+    case "deltaRequest":
+      return "requests";
+    case "response":
+    case "deltaResponse":
+      return "responses";
+    default:
+      return "control";
+  }
+}
+
+/**
+ * Reports `frame` to `count` as metrics see it: a batch as each frame it
+ * holds, every frame with its size as the mux accounts it (the cheap upper
+ * bound of {@link frameSizeBound} where there is one, else the encoded size).
+ */
+export function countFrame(frame: Message, count: (lane: Lane | "control", bytes: number) => void): void {
+  if (frame.value.case === "batch") {
+    for (const inner of frame.value.value.frames) countFrame(inner, count);
+    return;
+  }
+  count(laneOf(frame), frameSizeBound(frame) ?? toBinary(MessageSchema, frame).byteLength);
 }

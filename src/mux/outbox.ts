@@ -69,6 +69,9 @@ export class Outbox {
   #peerMaxBytes = Number.POSITIVE_INFINITY;
   #batching = false;
   readonly #maxQueued: number;
+  /** Since when each lane has had sends waiting for credit, or undefined. */
+  readonly #waitingForCredit: Record<Lane, number | undefined> = { requests: undefined, responses: undefined };
+  readonly #onCreditWait: (lane: Lane, ms: number) => void;
   /** What left so far. */
   readonly counters: OutboxCounters = { requests: 0, responses: 0, control: 0, batches: 0 };
 
@@ -76,9 +79,11 @@ export class Outbox {
    * @param maxQueuedSends - how many sends may wait beyond the window, per lane
    * @param now - monotonic clock in milliseconds
    * @param maxWindow - the largest window a peer may grant per lane (bounds the accepted frames)
+   * @param onCreditWait - told how long a lane's sends waited for credit, when the wait ends
    */
-  constructor(maxQueuedSends: number, now: () => number, maxWindow = MAX_WINDOW) {
+  constructor(maxQueuedSends: number, now: () => number, maxWindow = MAX_WINDOW, onCreditWait: (lane: Lane, ms: number) => void = () => undefined) {
     this.#now = now;
+    this.#onCreditWait = onCreditWait;
     this.#lanes = { requests: new Ring(maxQueuedSends + maxWindow), responses: new Ring(maxQueuedSends + maxWindow) };
     this.#maxQueued = maxQueuedSends;
   }
@@ -166,11 +171,15 @@ export class Outbox {
       queue.push(pending);
       if (this.#credit[lane] > 0 && this.#accepted[lane] === queue.size - 1) {
         this.#accept(lane, pending);
-      } else if (signal !== undefined) {
-        pending.onAbort = () => {
-          if (queue.remove((p) => p === pending)) reject(abortError(signal, "send"));
-        };
-        signal.addEventListener("abort", pending.onAbort, { once: true });
+      } else {
+        if (this.#credit[lane] <= 0) this.#waitingForCredit[lane] ??= pending.enqueuedAt;
+        if (signal !== undefined) {
+          pending.onAbort = () => {
+            if (queue.remove((p) => p === pending)) reject(abortError(signal, "send"));
+            if (this.#accepted[lane] === queue.size) this.#creditWaitEnded(lane);
+          };
+          signal.addEventListener("abort", pending.onAbort, { once: true });
+        }
       }
       this.#signal();
     });
@@ -191,6 +200,7 @@ export class Outbox {
         if (pending.onAbort !== undefined) pending.signal?.removeEventListener("abort", pending.onAbort);
         pending.reject(error);
       });
+      this.#creditWaitEnded(lane);
     }
     this.#pingId = undefined;
     this.#pongId = undefined;
@@ -243,7 +253,16 @@ export class Outbox {
         if (pending.onAbort !== undefined) pending.signal?.removeEventListener("abort", pending.onAbort);
         this.#accept(lane, pending);
       }
+      if (this.#accepted[lane] === queue.size) this.#creditWaitEnded(lane);
     }
+  }
+
+  /** Reports the wait for credit on `lane` once nothing on it waits any more. */
+  #creditWaitEnded(lane: Lane): void {
+    const since = this.#waitingForCredit[lane];
+    if (since === undefined) return;
+    this.#waitingForCredit[lane] = undefined;
+    this.#onCreditWait(lane, this.#now() - since);
   }
 
   #accept(lane: Lane, pending: PendingSend): void {

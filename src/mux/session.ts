@@ -13,8 +13,10 @@ import { KdsError } from "../errors.ts";
 import { GoAwayReason, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { raceAbort } from "../util/abort.ts";
 import { deferred } from "../util/deferred.ts";
+import { noopMetrics, type Metrics } from "../observe/metrics.ts";
 import {
   controlFrame,
+  countFrame,
   frameKind,
   goAwayReasons,
   requestFrame,
@@ -50,6 +52,8 @@ export interface SessionInit {
   signal?: AbortSignal;
   /** Monotonic clock in milliseconds (tests may inject one). Default `performance.now`. */
   now?: () => number;
+  /** Where frames, credit waits and the session's open and end are reported. Default: nowhere. */
+  metrics?: Metrics;
 }
 
 const endCodeOfGoAway = new Map<GoAwayReason, SessionEndCode>(
@@ -68,6 +72,7 @@ export class MuxSession implements Session {
 
   readonly #options: ResolvedSessionOptions;
   readonly #now: () => number;
+  readonly #metrics: Metrics;
   readonly #outbox: Outbox;
   readonly #serverInbox: Inbox<MuxRequest>;
   readonly #clientInbox: Inbox<MuxResponse>;
@@ -98,6 +103,7 @@ export class MuxSession implements Session {
     this.#expectedPeerId = init.peerId;
     this.#options = resolveSessionOptions(init.options);
     this.#now = init.now ?? (() => performance.now());
+    this.#metrics = init.metrics ?? noopMetrics;
     this.#lastHeard = this.#now();
     this.#lastPingAt = this.#lastHeard;
     this.signal = this.#abort.signal;
@@ -105,7 +111,8 @@ export class MuxSession implements Session {
     this.ready.catch(() => undefined);
     this.closed = this.#closed.promise;
 
-    this.#outbox = new Outbox(this.#options.maxQueuedSends, this.#now, MAX_WINDOW);
+    const metrics = this.#metrics;
+    this.#outbox = new Outbox(this.#options.maxQueuedSends, this.#now, MAX_WINDOW, (lane, ms) => metrics.creditWait(lane, ms));
     const grant = (lane: Lane, credit: number): void => this.#outbox.grant(lane, credit);
     this.#serverInbox = new Inbox<MuxRequest>("requests", this.#options.requestWindow, grant);
     this.#clientInbox = new Inbox<MuxResponse>("responses", this.#options.responseWindow, grant);
@@ -191,9 +198,14 @@ export class MuxSession implements Session {
     this.#outboundUsed = true;
     const frames = this.#outbox.frames();
     const finished = (): void => this.#outboundFinished();
+    const metrics = this.#metrics;
+    const sent = (lane: Lane | "control", bytes: number): void => metrics.frames("sent", lane, 1, bytes);
     return (async function* outbound() {
       try {
-        yield* frames;
+        for await (const frame of frames) {
+          countFrame(frame, sent);
+          yield frame;
+        }
       } finally {
         finished();
       }
@@ -252,6 +264,7 @@ export class MuxSession implements Session {
           return;
         }
         this.#lastHeard = this.#now();
+        countFrame(result.value, this.#countReceived);
         this.#dispatch(result.value);
       }
     } catch (error) {
@@ -267,6 +280,8 @@ export class MuxSession implements Session {
       this.#maybeRelease();
     }
   }
+
+  readonly #countReceived = (lane: Lane | "control", bytes: number): void => this.#metrics.frames("received", lane, 1, bytes);
 
   #dispatch(frame: Message): void {
     const ended = this.end !== undefined;
@@ -366,6 +381,7 @@ export class MuxSession implements Session {
     this.#state = transition(this.#state, { type: "hello", peer });
     this.#outbox.openLanes(peer.requestWindow, peer.responseWindow, peer.maxMessageBytes, hello.batching);
     this.#ping(this.#now()); // a first round trip right away, so status shows one from the start
+    this.#metrics.sessionOpened(peer.peerId);
     this.#ready.resolve();
   }
 
@@ -429,6 +445,7 @@ export class MuxSession implements Session {
     const before = this.#state;
     this.#state = transition(before, { type: "end", end });
     if (this.#state === before) return;
+    if (before.kind === "open") this.#metrics.sessionClosed(before.peer.peerId, end.code);
     const error = new KdsError("session_closed", `the session has ended (${end.code}): ${end.message}`, { cause: end });
     this.#serverInbox.close(error);
     this.#clientInbox.close(error);

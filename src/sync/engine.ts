@@ -12,6 +12,8 @@ import { DiscoveryServer } from "../discovery/server.ts";
 import { defaultDiscoveryOptions, type DiscoveryOptions } from "../discovery/types.ts";
 import type { Logger } from "../log.ts";
 import type { Session } from "../mux/views.ts";
+import { noopMetrics, type Metrics } from "../observe/metrics.ts";
+import { combineClientObservers, combineServerObservers, streamObservers } from "../observe/sync-observers.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import type { StoredResource, SyncDirection, TypeRegistry } from "./resource-types.ts";
@@ -40,6 +42,8 @@ export interface SyncEngineOptions {
   readonly storeRetry?: BackoffOptions;
   /** Where to log. */
   readonly logger: Logger;
+  /** Where discovery events and sync lag are reported. Default: nowhere. */
+  readonly metrics?: Metrics;
 }
 
 /** One peer attached over a session. */
@@ -119,13 +123,14 @@ export class SyncEngine {
     const peerMax = session.peer?.maxMessageBytes;
     // Responses must fit what the peer accepts, not only what this side would send.
     const maxMessageBytes = peerMax === undefined ? own : Math.min(own, peerMax - MUX_FRAME_OVERHEAD);
+    const observed = streamObservers(this.#options.metrics ?? noopMetrics, this.#options.role === "global" ? peer.zone : session.peerId, (url) => types.byTypeUrl(url)?.kind ?? url);
     const server = new DiscoveryServer({
       view: session.server,
-      source: this.#cache.source(peer.filter),
+      source: observed.source(this.#cache.source(peer.filter)),
       options: { ...discovery, maxMessageBytes },
-      observer: record.serverObserver(),
+      observer: combineServerObservers(record.serverObserver(), observed.server),
     });
-    const observer = record.clientObserver();
+    const observer = combineClientObservers(record.clientObserver(), observed.client);
     const client = new DiscoveryClient({
       view: session.client,
       typeUrls: types.flowing(this.#received).map((t) => t.typeUrl),

@@ -12,6 +12,7 @@ import { MuxSession } from "../mux/session.ts";
 import type { Session } from "../mux/views.ts";
 import { anySignal, sleep } from "../util/abort.ts";
 import type { MuxTransport } from "../transport/transport.ts";
+import type { Metrics } from "../observe/metrics.ts";
 import { backoffCeiling, backoffDelay, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
 
 /** What the zone reports before each retry. */
@@ -46,6 +47,8 @@ export interface ZoneClientOptions {
   logger?: Logger;
   /** Random source in [0, 1) for the jitter. Default `Math.random`. */
   random?: () => number;
+  /** Where every session's frames, credit waits, open and end are reported. Default: nowhere. */
+  metrics?: Metrics;
 }
 
 /** The zone control plane's side of the mux. */
@@ -80,7 +83,7 @@ export class ZoneClient {
    * closes the session with a goaway.
    */
   async dial(signal?: AbortSignal): Promise<Session> {
-    const session = new MuxSession({ role: "zone", localId: this.name, options: this.#options.session, signal });
+    const session = new MuxSession({ role: "zone", localId: this.name, options: this.#options.session, signal, metrics: this.#options.metrics });
     const transportSignal = signal === undefined ? session.transportSignal : anySignal([session.transportSignal, signal]);
     try {
       const inbound = await this.#options.transport.open({

@@ -19,6 +19,8 @@ import { mirrorMapping } from "../sync/store-sink.ts";
 import type { MuxTransport } from "../transport/transport.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { ZoneClient, type RetryInfo } from "./zone-client.ts";
+import type { Metrics } from "../observe/metrics.ts";
+import { instrumentStore } from "../observe/store.ts";
 
 /** Options of {@link ZoneControlPlane}. */
 export interface ZoneControlPlaneOptions {
@@ -48,6 +50,11 @@ export interface ZoneControlPlaneOptions {
   readonly logger?: Logger;
   /** Random source for the backoff jitter. */
   readonly random?: () => number;
+  /**
+   * Where sessions, frames, discovery events, sync lag and store latency are
+   * reported (for example a `PrometheusMetrics`). Default: nowhere.
+   */
+  readonly metrics?: Metrics;
 }
 
 /** A zone control plane: dialing, reconnects and sync. */
@@ -66,7 +73,8 @@ export class ZoneControlPlane {
   constructor(options: ZoneControlPlaneOptions) {
     const logger = options.logger ?? consoleLogger();
     this.types = options.types ?? createTypeRegistry();
-    this.store = options.store ?? new InMemoryStore(this.types);
+    const store = options.store ?? new InMemoryStore(this.types);
+    this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
     this.#name = options.name;
     this.sync = new SyncEngine({
       store: this.store,
@@ -77,6 +85,7 @@ export class ZoneControlPlane {
       discovery: options.discovery,
       storeRetry: options.storeRetry,
       logger,
+      metrics: options.metrics,
     });
     this.client = new ZoneClient({
       name: options.name,
@@ -85,6 +94,7 @@ export class ZoneControlPlane {
       backoff: options.backoff,
       logger,
       random: options.random,
+      metrics: options.metrics,
       onRetry: options.onRetry,
       onSession: (session) => {
         // Sync first: a user callback that throws must not stop it.

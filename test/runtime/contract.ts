@@ -1,8 +1,10 @@
-// Runs the session contract (test/contract/scenarios.ts) on whichever runtime
+// Runs the session contract (test/contract/scenarios.ts), the fetch-server
+// scenarios and the /metrics scenarios (test/observe) on whichever runtime
 // executes this file: `deno run` and `bun` in `npm test`, or node through vitest.
 // Prints one line per scenario and a closing "RUNTIME: N passed, M failed".
 import { scenarios } from "../contract/scenarios.ts";
 import { fetchScenarios } from "./fetch-scenarios.ts";
+import { metricsScenarios } from "../observe/metrics-scenarios.ts";
 
 interface RuntimeGlobals {
   Deno?: { version: { deno: string }; exit(code: number): never };
@@ -24,7 +26,7 @@ function withTimeout(promise: Promise<void>, name: string): Promise<void> {
 
 let passed = 0;
 let failed = 0;
-for (const scenario of [...scenarios, ...fetchScenarios]) {
+for (const scenario of [...scenarios, ...fetchScenarios, ...metricsScenarios]) {
   const started = performance.now();
   try {
     await withTimeout(scenario.run(), scenario.name);

@@ -37,6 +37,8 @@ export interface ServeGlobalBunOptions {
   port?: number;
   /** More routes on the same server (the admin API). */
   routes?: (router: ConnectRouter) => void;
+  /** Answers paths no route owns (for example `observeHandler` for `/metrics`). */
+  fallback?: (request: Request) => Promise<Response | undefined>;
 }
 
 /** A running Bun server. */
@@ -57,7 +59,7 @@ export function serveGlobalBun(global: GlobalServer, options: ServeGlobalBunOpti
     port: options.port ?? 0,
     idleTimeout: 0,
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-    fetch: globalFetchHandler(global, options.routes),
+    fetch: globalFetchHandler(global, options.routes, options.fallback),
   });
   return {
     url: baseUrl("http", hostname, server.port),

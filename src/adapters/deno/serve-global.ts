@@ -28,6 +28,8 @@ export interface ServeGlobalDenoOptions {
   port?: number;
   /** More routes on the same server (the admin API). */
   routes?: (router: ConnectRouter) => void;
+  /** Answers paths no route owns (for example `observeHandler` for `/metrics`). */
+  fallback?: (request: Request) => Promise<Response | undefined>;
 }
 
 /** A running Deno server. */
@@ -43,7 +45,7 @@ export function serveGlobalDeno(global: GlobalServer, options: ServeGlobalDenoOp
   const deno = (globalThis as { Deno?: DenoLike }).Deno;
   if (deno === undefined) throw new Error("serveGlobalDeno needs Deno; on Node use serveGlobal from kds-mux/node");
   const hostname = options.hostname ?? "127.0.0.1";
-  const server = deno.serve({ hostname, port: options.port ?? 0, onListen: () => undefined }, globalFetchHandler(global, options.routes));
+  const server = deno.serve({ hostname, port: options.port ?? 0, onListen: () => undefined }, globalFetchHandler(global, options.routes, options.fallback));
   return {
     url: baseUrl("http", hostname, server.addr.port),
     close: async () => {

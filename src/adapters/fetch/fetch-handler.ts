@@ -19,6 +19,8 @@ export type FetchHandler = (request: Request) => Promise<Response>;
 export interface FetchHandlerOptions {
   /** Largest message the server reads, in bytes. */
   readMaxBytes?: number;
+  /** Answers paths no Connect route owns (for example `observeHandler`); undefined from it means 404. */
+  fallback?: (request: Request) => Promise<Response | undefined>;
 }
 
 /** A fetch handler serving `routes`; unknown paths get 404. */
@@ -30,18 +32,21 @@ export function fetchHandler(routes: (router: ConnectRouter) => void, options: F
   const byPath = new Map(router.handlers.map((h) => [h.requestPath, createFetchHandler(h, { httpVersion: "2.0" })]));
   return async (request) => {
     const handle = byPath.get(new URL(request.url).pathname);
-    if (handle === undefined) return new Response("not found: this server serves kds-mux Connect routes", { status: 404 });
+    if (handle === undefined) {
+      const answered = await options.fallback?.(request);
+      return answered ?? new Response("not found: this server serves kds-mux Connect routes", { status: 404 });
+    }
     return handle(request);
   };
 }
 
 /** A fetch handler serving `global`'s mux (Connect and gRPC-web) plus `routes`. */
-export function globalFetchHandler(global: GlobalServer, routes?: (router: ConnectRouter) => void): FetchHandler {
+export function globalFetchHandler(global: GlobalServer, routes?: (router: ConnectRouter) => void, fallback?: FetchHandlerOptions["fallback"]): FetchHandler {
   return fetchHandler(
     (router) => {
       registerGlobal(router, global);
       routes?.(router);
     },
-    { readMaxBytes: global.maxMessageBytes },
+    { readMaxBytes: global.maxMessageBytes, fallback },
   );
 }

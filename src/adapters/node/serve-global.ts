@@ -10,6 +10,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import type { ConnectRouter } from "@connectrpc/connect";
 import * as http from "node:http";
 import * as http2 from "node:http2";
+import * as net from "node:net";
 import type { AddressInfo, Socket } from "node:net";
 import { registerGlobal } from "../../global/connect-service.ts";
 import { baseUrl } from "../base-url.ts";
@@ -25,9 +26,12 @@ export interface ListenOptions {
   tls?: { key: string | Buffer; cert: string | Buffer };
   /**
    * Without TLS: "2" serves h2c (default); "1.1" serves plain HTTP/1.1, for
-   * clients that speak nothing else (they use the half-duplex transport).
+   * clients that speak nothing else (they use the half-duplex transport);
+   * "both" serves each connection in the protocol its first bytes speak (the
+   * HTTP/2 preface or an HTTP/1.1 request), so Connect clients use h2c while
+   * browsers and Prometheus reach the same port over HTTP/1.1.
    */
-  httpVersion?: "2" | "1.1";
+  httpVersion?: "2" | "1.1" | "both";
   /** On close, how long to wait for HTTP/2 connections to finish before cutting them. Default 2 s. */
   closeGraceMs?: number;
   /** Handles requests no Connect route matches (for example static files); default 404. */
@@ -47,7 +51,7 @@ export interface ServedGlobal {
   /** The bound port. */
   readonly port: number;
   /** The underlying server. */
-  readonly server: http2.Http2Server | http2.Http2SecureServer | http.Server;
+  readonly server: http2.Http2Server | http2.Http2SecureServer | http.Server | net.Server;
   /** Stops listening and resolves when every connection is gone. */
   close(): Promise<void>;
 }
@@ -58,14 +62,16 @@ export async function serveRoutes(
   options: ListenOptions & { readMaxBytes?: number; beforeClose?: () => Promise<void> } = {},
 ): Promise<ServedGlobal> {
   const handler = connectNodeAdapter({ routes, readMaxBytes: options.readMaxBytes, fallback: options.fallback });
-  const server =
+  const h1 = options.tls === undefined && (options.httpVersion === "1.1" || options.httpVersion === "both") ? http.createServer(handler) : undefined;
+  const h2 =
     options.tls !== undefined
       ? http2.createSecureServer({ key: options.tls.key, cert: options.tls.cert, allowHTTP1: true }, handler)
       : options.httpVersion === "1.1"
-        ? http.createServer(handler)
+        ? undefined
         : http2.createServer(handler);
+  const server = options.httpVersion === "both" && options.tls === undefined ? sniffingServer(h1 as http.Server, h2 as http2.Http2Server) : ((h2 ?? h1) as http2.Http2Server | http2.Http2SecureServer | http.Server);
   const sessions = new Set<http2.Http2Session>();
-  server.on("session", (session: http2.Http2Session) => {
+  h2?.on("session", (session: http2.Http2Session) => {
     sessions.add(session);
     session.once("close", () => sessions.delete(session));
   });
@@ -94,7 +100,7 @@ export async function serveRoutes(
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         await options.beforeClose?.();
         for (const session of sessions) session.close();
-        if (server instanceof http.Server) server.closeIdleConnections();
+        h1?.closeIdleConnections();
         const grace = setTimeout(() => {
           for (const session of sessions) session.destroy();
           for (const socket of sockets) socket.destroy();
@@ -105,6 +111,32 @@ export async function serveRoutes(
       return closing;
     },
   };
+}
+
+/** The HTTP/2 connection preface starts with these bytes; no HTTP/1.1 request does. */
+const H2_PREFACE = "PRI * HTTP/2.0";
+
+/** A plaintext server handing each connection to `h2` or `h1` by its first bytes. */
+function sniffingServer(h1: http.Server, h2: http2.Http2Server): net.Server {
+  return net.createServer((socket) => {
+    let head = Buffer.alloc(0);
+    const onData = (chunk: Buffer): void => {
+      head = Buffer.concat([head, chunk]);
+      const prefix = head.subarray(0, H2_PREFACE.length).toString("latin1");
+      if (prefix.length < H2_PREFACE.length && H2_PREFACE.startsWith(prefix)) return; // too short to tell yet
+      socket.off("data", onData);
+      socket.pause();
+      socket.unshift(head);
+      if (prefix === H2_PREFACE) {
+        // node:http2 takes over the socket and reads what was put back itself.
+        h2.emit("connection", socket);
+      } else {
+        h1.emit("connection", socket);
+        socket.resume();
+      }
+    };
+    socket.on("data", onData);
+  });
 }
 
 /** Serves `global`'s `MultiplexService` (and `options.routes`) on node:http2; close sends every zone a goaway first. */

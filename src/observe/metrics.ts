@@ -1,0 +1,94 @@
+/**
+ * The metrics seam: what the layers report, as events. The mux, the
+ * discovery observers, the roles and the store wrapper call a {@link Metrics};
+ * what it does with the events (Prometheus counters, the status page's live
+ * feed, nothing) is up to the implementation. Web standards only: this file
+ * imports nothing, so every layer may depend on it.
+ *
+ * @module
+ */
+
+/** A mux lane as metrics label it: the two data lanes, and control frames. */
+export type MetricLane = "requests" | "responses" | "control";
+
+/** How the global answered a zone's stream. */
+export type AdmissionResult =
+  /** Admitted: a session starts. */
+  | "admitted"
+  /** The `client-id` header was missing. */
+  | "missing_client_id"
+  /** The `client-id` is not a valid zone name. */
+  | "invalid_client_id"
+  /** No Zone resource of that name. */
+  | "not_registered"
+  /** The Zone resource is disabled. */
+  | "disabled"
+  /** The global was shutting down. */
+  | "shutting_down"
+  /** The registry could not be read. */
+  | "error";
+
+/** What a discovery event was, seen from the side that sent the response. */
+export type DiscoveryEvent =
+  /** This side sent a response. */
+  | "response"
+  /** The peer ACKed one of this side's responses. */
+  | "ack"
+  /** The peer NACKed one of this side's responses. */
+  | "nack"
+  /** This side accepted (and ACKed) a response from the peer. */
+  | "accepted"
+  /** This side rejected (and NACKed) a response from the peer. */
+  | "rejected";
+
+/**
+ * Where the layers report. Every method returns at once and never throws
+ * into the caller's path (an implementation that can fail catches its own
+ * errors). Names are peers (zone or global names), kinds ("Mesh") and store
+ * method names; the implementation chooses which become labels.
+ */
+export interface Metrics {
+  /** A mux session finished its handshake with `peer`. */
+  sessionOpened(peer: string): void;
+  /** A session that had opened ended, for `code` (a `SessionEndCode`). */
+  sessionClosed(peer: string, code: string): void;
+  /** The global decided on a zone's stream. */
+  admission(result: AdmissionResult): void;
+  /** `frames` frames of `bytes` bytes (as the mux accounts them) left or arrived on `lane`. */
+  frames(direction: "sent" | "received", lane: MetricLane, frames: number, bytes: number): void;
+  /** Sends on `lane` waited `ms` milliseconds for the peer's credit (reported when the wait ends). */
+  creditWait(lane: "requests" | "responses", ms: number): void;
+  /** A discovery response, ACK or NACK of `kind` on the session with `peer`. */
+  discovery(event: DiscoveryEvent, peer: string, kind: string): void;
+  /** A change of `kind` reached `peer` and was ACKed `ms` milliseconds after the store reported it. */
+  syncLag(peer: string, kind: string, ms: number): void;
+  /** A store call `op` took `ms` milliseconds and succeeded or failed. */
+  storeOperation(op: string, ms: number, ok: boolean): void;
+}
+
+/** A {@link Metrics} that drops everything (the default everywhere). */
+export const noopMetrics: Metrics = Object.freeze({
+  sessionOpened: () => undefined,
+  sessionClosed: () => undefined,
+  admission: () => undefined,
+  frames: () => undefined,
+  creditWait: () => undefined,
+  discovery: () => undefined,
+  syncLag: () => undefined,
+  storeOperation: () => undefined,
+});
+
+/** One {@link Metrics} that reports every event to each of `sinks`, in order. */
+export function fanOutMetrics(...sinks: Metrics[]): Metrics {
+  if (sinks.length === 1) return sinks[0] as Metrics;
+  return {
+    sessionOpened: (peer) => sinks.forEach((s) => s.sessionOpened(peer)),
+    sessionClosed: (peer, code) => sinks.forEach((s) => s.sessionClosed(peer, code)),
+    admission: (result) => sinks.forEach((s) => s.admission(result)),
+    frames: (direction, lane, frames, bytes) => sinks.forEach((s) => s.frames(direction, lane, frames, bytes)),
+    creditWait: (lane, ms) => sinks.forEach((s) => s.creditWait(lane, ms)),
+    discovery: (event, peer, kind) => sinks.forEach((s) => s.discovery(event, peer, kind)),
+    syncLag: (peer, kind, ms) => sinks.forEach((s) => s.syncLag(peer, kind, ms)),
+    storeOperation: (op, ms, ok) => sinks.forEach((s) => s.storeOperation(op, ms, ok)),
+  };
+}

@@ -1,0 +1,163 @@
+/**
+ * {@link Metrics} backed by prom-client, exposed in the Prometheus text
+ * format. prom-client uses Node built-ins (`util`, `cluster`) through
+ * `require`, which Node, Deno and Bun all provide; it does not run in a
+ * browser, so the root entry point does not re-export this module.
+ *
+ * Every instance has its own registry, so several control planes in one
+ * process do not share or clash over series. Labels are kinds, lanes and
+ * outcomes, never zone names, so the number of series does not grow with the
+ * number of zones (per-zone figures are on the status page and in
+ * `inspect zones`).
+ *
+ * @module
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { AdmissionResult, DiscoveryEvent, MetricLane, Metrics } from "./metrics.ts";
+
+/** The names of every series {@link PrometheusMetrics} exposes (for docs and tests). */
+export const METRIC_NAMES = Object.freeze([
+  "kds_sessions_open",
+  "kds_sessions_closed_total",
+  "kds_admissions_total",
+  "kds_mux_frames_total",
+  "kds_mux_frame_bytes_total",
+  "kds_mux_credit_wait_seconds_total",
+  "kds_discovery_responses_sent_total",
+  "kds_discovery_acks_total",
+  "kds_discovery_nacks_total",
+  "kds_discovery_responses_received_total",
+  "kds_sync_lag_seconds",
+  "kds_store_operation_seconds",
+] as const);
+
+/** Buckets of the sync lag histogram, in seconds (1 ms to 1 min). */
+const LAG_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+/** Buckets of the store latency histogram, in seconds (50 µs to 5 s). */
+const STORE_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
+
+/** Prometheus-backed metrics of one control plane. */
+export class PrometheusMetrics implements Metrics {
+  /** The registry holding this instance's series. */
+  readonly registry = new Registry();
+  readonly #sessionsOpen: Gauge<string>;
+  readonly #sessionsClosed: Counter<"code">;
+  readonly #admissions: Counter<"result">;
+  readonly #frames: Counter<"direction" | "lane">;
+  readonly #bytes: Counter<"direction" | "lane">;
+  readonly #creditWait: Counter<"lane">;
+  readonly #responsesSent: Counter<"kind">;
+  readonly #acks: Counter<"kind">;
+  readonly #nacks: Counter<"kind">;
+  readonly #received: Counter<"kind" | "result">;
+  readonly #lag: Histogram<"kind">;
+  readonly #store: Histogram<"op" | "outcome">;
+
+  /** @param options - `labels` are added to every series (for example `{ role: "global" }`) */
+  constructor(options: { labels?: Record<string, string> } = {}) {
+    if (options.labels !== undefined) this.registry.setDefaultLabels(options.labels);
+    const registers = [this.registry];
+    this.#sessionsOpen = new Gauge({ name: "kds_sessions_open", help: "Mux sessions whose handshake finished and that have not ended.", registers });
+    this.#sessionsClosed = new Counter({ name: "kds_sessions_closed_total", help: "Mux sessions that ended after their handshake, by end code.", labelNames: ["code"], registers });
+    this.#admissions = new Counter({ name: "kds_admissions_total", help: "Zone streams the global admitted or refused, by result.", labelNames: ["result"], registers });
+    this.#frames = new Counter({
+      name: "kds_mux_frames_total",
+      help: "Mux frames by direction (sent, received) and lane (requests, responses, control); frames inside a batch count one by one.",
+      labelNames: ["direction", "lane"],
+      registers,
+    });
+    this.#bytes = new Counter({
+      name: "kds_mux_frame_bytes_total",
+      help: "Bytes of mux frames by direction and lane, as the mux accounts them: an upper bound of the encoded size computed without encoding (exact for payloads, up to 3 bytes per character of strings).",
+      labelNames: ["direction", "lane"],
+      registers,
+    });
+    this.#creditWait = new Counter({
+      name: "kds_mux_credit_wait_seconds_total",
+      help: "Time sends on a lane waited because the peer had granted no credit (window), summed per lane.",
+      labelNames: ["lane"],
+      registers,
+    });
+    this.#responsesSent = new Counter({ name: "kds_discovery_responses_sent_total", help: "Discovery responses this side sent, by kind.", labelNames: ["kind"], registers });
+    this.#acks = new Counter({ name: "kds_discovery_acks_total", help: "ACKs the peer sent for this side's responses, by kind.", labelNames: ["kind"], registers });
+    this.#nacks = new Counter({ name: "kds_discovery_nacks_total", help: "NACKs the peer sent for this side's responses, by kind.", labelNames: ["kind"], registers });
+    this.#received = new Counter({
+      name: "kds_discovery_responses_received_total",
+      help: "Discovery responses from the peer, by kind and result (accepted and ACKed, or rejected and NACKed).",
+      labelNames: ["kind", "result"],
+      registers,
+    });
+    this.#lag = new Histogram({
+      name: "kds_sync_lag_seconds",
+      help: "From a store change reaching this side's change feed to the peer's ACK of the response that carried it, by kind.",
+      labelNames: ["kind"],
+      buckets: LAG_BUCKETS,
+      registers,
+    });
+    this.#store = new Histogram({
+      name: "kds_store_operation_seconds",
+      help: "Duration of store calls, by operation (get, list, put, delete, ...) and outcome (ok, error).",
+      labelNames: ["op", "outcome"],
+      buckets: STORE_BUCKETS,
+      registers,
+    });
+  }
+
+  /** The content type of {@link PrometheusMetrics.text}. */
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** Every series in the Prometheus text exposition format. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  sessionOpened(): void {
+    this.#sessionsOpen.inc();
+  }
+
+  sessionClosed(_peer: string, code: string): void {
+    this.#sessionsOpen.dec();
+    this.#sessionsClosed.inc({ code });
+  }
+
+  admission(result: AdmissionResult): void {
+    this.#admissions.inc({ result });
+  }
+
+  frames(direction: "sent" | "received", lane: MetricLane, frames: number, bytes: number): void {
+    this.#frames.inc({ direction, lane }, frames);
+    this.#bytes.inc({ direction, lane }, bytes);
+  }
+
+  creditWait(lane: "requests" | "responses", ms: number): void {
+    this.#creditWait.inc({ lane }, ms / 1000);
+  }
+
+  discovery(event: DiscoveryEvent, _peer: string, kind: string): void {
+    switch (event) {
+      case "response":
+        this.#responsesSent.inc({ kind });
+        return;
+      case "ack":
+        this.#acks.inc({ kind });
+        return;
+      case "nack":
+        this.#nacks.inc({ kind });
+        return;
+      case "accepted":
+      case "rejected":
+        this.#received.inc({ kind, result: event });
+        return;
+    }
+  }
+
+  syncLag(_peer: string, kind: string, ms: number): void {
+    this.#lag.observe({ kind }, ms / 1000);
+  }
+
+  storeOperation(op: string, ms: number, ok: boolean): void {
+    this.#store.observe({ op, outcome: ok ? "ok" : "error" }, ms / 1000);
+  }
+}

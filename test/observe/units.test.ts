@@ -1,0 +1,124 @@
+// The observe layer's parts with an injected clock: the sync lag clocks per
+// key, the store timing wrapper, and the outbox's time without credit.
+import { describe, expect, it } from "vitest";
+import type { Snapshot, SnapshotSource } from "../../src/discovery/types.ts";
+import { KdsError } from "../../src/errors.ts";
+import { Outbox } from "../../src/mux/outbox.ts";
+import { requestFrame } from "../../src/mux/frames.ts";
+import { noopMetrics, type Metrics } from "../../src/observe/metrics.ts";
+import { instrumentStore } from "../../src/observe/store.ts";
+import { streamObservers } from "../../src/observe/sync-observers.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { InMemoryStore } from "../../src/store/memory.ts";
+import { request } from "../contract/harness.ts";
+import { mesh } from "../sync/helpers.ts";
+
+/** Records every event as a line. */
+function recorder(): { metrics: Metrics; events: string[] } {
+  const events: string[] = [];
+  return {
+    events,
+    metrics: {
+      ...noopMetrics,
+      discovery: (event, peer, kind) => events.push(`${event} ${peer} ${kind}`),
+      syncLag: (peer, kind, ms) => events.push(`lag ${peer} ${kind} ${ms}`),
+      storeOperation: (op, ms, ok) => events.push(`store ${op} ${ms} ${ok ? "ok" : "error"}`),
+      creditWait: (lane, ms) => events.push(`credit ${lane} ${ms}`),
+    },
+  };
+}
+
+/** A source whose changes the test fires by hand. */
+function manualSource(): { source: SnapshotSource; change(typeUrl: string, key?: string): void } {
+  let listener: ((typeUrl: string, key?: string) => void) | undefined;
+  const empty: Snapshot = { version: "v", resources: { get: () => undefined, [Symbol.iterator]: () => [][Symbol.iterator]() } };
+  return {
+    source: { typeUrls: ["t"], snapshot: () => Promise.resolve(empty), onChange: (l) => void (listener = l) },
+    change: (typeUrl, key) => listener?.(typeUrl, key),
+  };
+}
+
+describe("sync lag clocks", () => {
+  it("run from a key's first unsent change to the ACK of the delta response carrying it", () => {
+    let now = 0;
+    const { metrics, events } = recorder();
+    const o = streamObservers(metrics, "zone-1", () => "Mesh", () => now);
+    const { source, change } = manualSource();
+    o.source(source).onChange(() => undefined, new AbortController().signal);
+    change("t", "a"); // clock of a starts at 0
+    now = 5;
+    change("t", "a"); // a second change of a keeps the earlier start
+    change("t", "b"); // b starts at 5
+    now = 10;
+    o.server.sent?.("t", { version: "1", nonce: "n1", resources: 1, removed: 0, bytes: 10, keys: ["a"] });
+    now = 30;
+    o.server.acked?.("t", "1", "n1");
+    expect(events).toEqual(["response zone-1 Mesh", "ack zone-1 Mesh", "lag zone-1 Mesh 30"]);
+    o.server.sent?.("t", { version: "2", nonce: "n2", resources: 1, removed: 0, bytes: 10, keys: ["b"] });
+    now = 42;
+    o.server.acked?.("t", "2", "n2");
+    expect(events.at(-1)).toBe("lag zone-1 Mesh 37");
+  });
+
+  it("keep running across a NACK until a resend is ACKed", () => {
+    let now = 0;
+    const { metrics, events } = recorder();
+    const o = streamObservers(metrics, "z", () => "Mesh", () => now);
+    const { source, change } = manualSource();
+    o.source(source).onChange(() => undefined, new AbortController().signal);
+    change("t", "a");
+    o.server.sent?.("t", { version: "1", nonce: "n1", resources: 1, removed: 0, bytes: 1, keys: ["a"] });
+    now = 100;
+    o.server.nacked?.("t", "1", "bad", "n1");
+    o.server.sent?.("t", { version: "1", nonce: "n2", resources: 1, removed: 0, bytes: 1, keys: ["a"] });
+    now = 250;
+    o.server.acked?.("t", "1", "n2");
+    expect(events.filter((e) => e.startsWith("lag") || e.startsWith("nack"))).toEqual(["nack z Mesh", "lag z Mesh 250"]);
+  });
+
+  it("a state-of-the-world response carries every pending change of its type; stale ACKs measure nothing", () => {
+    let now = 0;
+    const { metrics, events } = recorder();
+    const o = streamObservers(metrics, "z", () => "Mesh", () => now);
+    const { source, change } = manualSource();
+    o.source(source).onChange(() => undefined, new AbortController().signal);
+    change("t", "a");
+    now = 4;
+    change("t", "b");
+    o.server.sent?.("t", { version: "1", nonce: "n1", resources: 2, removed: 0, bytes: 1 });
+    now = 10;
+    o.server.acked?.("t", "0", "unknown-nonce");
+    o.server.acked?.("t", "1", "n1");
+    expect(events.filter((e) => e.startsWith("lag"))).toEqual(["lag z Mesh 10", "lag z Mesh 6"]);
+  });
+});
+
+describe("store timing", () => {
+  it("times each asynchronous call by method name, success and failure, and keeps results", async () => {
+    let now = 0;
+    const { metrics, events } = recorder();
+    const types = createTypeRegistry();
+    const store = instrumentStore(new InMemoryStore(types), metrics, () => (now += 2));
+    const put = await store.put(mesh("default"));
+    expect((await store.get("Mesh", "", "default"))?.meta.version).toBe(put.meta.version);
+    await expect(store.put({ ...mesh("other"), kind: "Nope" })).rejects.toBeInstanceOf(KdsError);
+    expect(events).toEqual(["store put 2 ok", "store get 2 ok", "store put 2 error"]);
+  });
+});
+
+describe("time without credit", () => {
+  it("is reported per lane when the peer's credit lets the waiting sends go", async () => {
+    let now = 0;
+    const { metrics, events } = recorder();
+    const outbox = new Outbox(16, () => now, 64, (lane, ms) => metrics.creditWait(lane, ms));
+    outbox.openLanes(1, 1, 1 << 20);
+    await outbox.send("requests", requestFrame(request("t", "1"))); // within the window
+    now = 10;
+    const waiting = outbox.send("requests", requestFrame(request("t", "2"))); // no credit left: waits from 10
+    now = 70;
+    expect(events).toEqual([]);
+    outbox.addCredit(1, 0);
+    await waiting;
+    expect(events).toEqual(["credit requests 60"]);
+  });
+});
