@@ -81,6 +81,10 @@ export { ZoneLifecycle, type ZoneLifecycleOptions } from "./global/zone-lifecycl
 export { ZoneOwnership, type ZoneLease, type ZoneOwnershipOptions } from "./global/zone-ownership.ts";
 export { GlobalControlPlane, type GlobalControlPlaneOptions } from "./global/global-control-plane.ts";
 export { StoreZoneRegistry } from "./global/store-zone-registry.ts";
+export { fanOutMetrics, noopMetrics, type AdmissionResult, type DiscoveryEvent, type MetricLane, type Metrics } from "./observe/metrics.ts";
+export { instrumentStore } from "./observe/store.ts";
+export { combineClientObservers, combineServerObservers, streamObservers, type StreamObservers } from "./observe/sync-observers.ts";
+export { observeHandler, type MetricsText, type ObserveOptions } from "./observe/http.ts";
 export { adminServiceImpl, registerAdmin, toAdminResource, fromAdminResource, assertWritable, type AdminBackend } from "./admin/admin-service.ts";
 export * from "./gen/kds/admin/v1/admin_pb.ts";
 export * from "./gen/kds/v1/resource_pb.ts";

@@ -4,3 +4,4 @@
  * @module
  */
 export { serveGlobalBun, type ServeGlobalBunOptions, type ServedGlobalBun } from "./serve-global.ts";
+export { METRIC_NAMES, PrometheusMetrics } from "../../observe/prometheus.ts";

@@ -4,3 +4,4 @@
  * @module
  */
 export { serveGlobalDeno, type ServeGlobalDenoOptions, type ServedGlobalDeno } from "./serve-global.ts";
+export { METRIC_NAMES, PrometheusMetrics } from "../../observe/prometheus.ts";

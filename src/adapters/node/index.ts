@@ -4,3 +4,5 @@
  * @module
  */
 export { serveGlobal, serveRoutes, type ListenOptions, type ServeGlobalOptions, type ServedGlobal } from "./serve-global.ts";
+export { METRIC_NAMES, PrometheusMetrics } from "../../observe/prometheus.ts";
+export { fetchFallback, type NodeFallback, type OptionalFetchHandler } from "./fetch-fallback.ts";
