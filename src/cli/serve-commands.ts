@@ -7,9 +7,13 @@ import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } f
 import type { Transport } from "@connectrpc/connect";
 import { registerAdmin } from "../admin/admin-service.ts";
 import { serveGlobal, serveRoutes } from "../adapters/node/serve-global.ts";
-import { fetchFallback } from "../adapters/node/fetch-fallback.ts";
+import { fetchFallback, type NodeFallback } from "../adapters/node/fetch-fallback.ts";
 import { observeHandler } from "../observe/http.ts";
+import { fanOutMetrics, type Metrics } from "../observe/metrics.ts";
 import { PrometheusMetrics } from "../observe/prometheus.ts";
+import { StatusFeed } from "../observe/status-feed.ts";
+import { STATUS_PAGE_HTML } from "../observe/status-page-html.ts";
+import type { ZoneStatus } from "../sync/status.ts";
 import { KdsError } from "../errors.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
@@ -33,8 +37,8 @@ export interface GlobalCommandOptions {
 export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const { host, port } = parseListen(options.listen);
   let url = "<global-admin-url>";
-  const metrics = new PrometheusMetrics({ labels: { role: "global" } });
-  const global = new GlobalControlPlane({ id: options.name, logger: options.logger, adminUrl: () => url, metrics });
+  const observe = observation("global", options.name, () => global.zoneStatuses());
+  const global: GlobalControlPlane = new GlobalControlPlane({ id: options.name, logger: options.logger, adminUrl: () => url, metrics: observe.metrics });
   global.start(options.signal);
   const served = await serveGlobal(global.server, {
     host,
@@ -42,14 +46,28 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
     // h2c for zones and the CLI; HTTP/1.1 for browsers and Prometheus on the same port.
     httpVersion: "both",
     routes: (router) => registerAdmin(router, global.admin()),
-    fallback: fetchFallback(observeHandler({ metrics })),
+    fallback: observe.fallback,
   });
   url = served.url;
-  options.logger.info(`global "${options.name}" listening on ${served.url} (zones dial it; the admin API is on the same address)`);
+  options.logger.info(`global "${options.name}" listening on ${served.url} (zones dial it; the admin API, the status page at ${served.url}/ and metrics at ${served.url}/metrics are on the same address)`);
   await aborted(options.signal);
   options.logger.info("shutting down: telling every zone (goaway) and closing connections");
   await served.close();
   options.logger.info("stopped");
+}
+
+/**
+ * What a control plane's admin listener adds beside the admin API: Prometheus
+ * metrics at /metrics and the live status page at / (with /status/events).
+ * The listener serves HTTP/1.1 beside h2c so browsers and Prometheus reach it.
+ */
+function observation(role: "global" | "zone", name: string, zones: () => Promise<readonly ZoneStatus[]>): { metrics: Metrics; fallback: NodeFallback } {
+  const prometheus = new PrometheusMetrics({ labels: role === "zone" ? { role, zone: name } : { role } });
+  const status = new StatusFeed({ role, name, zones, zone: role === "zone" ? name : undefined });
+  return {
+    metrics: fanOutMetrics(prometheus, status.metrics),
+    fallback: fetchFallback(observeHandler({ metrics: prometheus, status, page: STATUS_PAGE_HTML })),
+  };
 }
 
 /** The transports `kds-mux zone --transport` offers. */
@@ -97,20 +115,20 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
         halfDuplexMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2" }), { target: url })
       : connectMuxTransport(connectTransport(options.transport, url), { name: options.transport, target: url });
   const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial));
-  const metrics = new PrometheusMetrics({ labels: { role: "zone", zone: options.name } });
-  const zone = new ZoneControlPlane({
+  const observe = observation("zone", options.name, () => Promise.resolve([zone.status()]));
+  const zone: ZoneControlPlane = new ZoneControlPlane({
     name: options.name,
     transport,
     logger: options.logger,
-    metrics,
+    metrics: observe.metrics,
   });
   const served = await serveRoutes((router) => registerAdmin(router, zone.admin()), {
     host,
     port,
     httpVersion: "both",
-    fallback: fetchFallback(observeHandler({ metrics })),
+    fallback: observe.fallback,
   });
-  options.logger.info(`zone "${options.name}" admin API listening on ${served.url}; dialing the global at ${options.global}`);
+  options.logger.info(`zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`);
   await zone.run(options.signal);
   options.logger.info("shutting down");
   await served.close();

@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseMetrics } from "../observe/scrape.ts";
 import { KdsProcess, run } from "./process.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "kds-mux-cli-"));
@@ -91,6 +92,21 @@ describe("kds-mux CLI", () => {
     const zones = JSON.parse((await run(["inspect", "zones", "--server", globalUrl, "-o", "json"])).stdout) as { zone: string; online: boolean; heartbeatRttMs: number | null; types: { kind: string; acked: number }[] }[];
     expect(zones[0]).toMatchObject({ zone: "zone-1", online: true });
     expect(zones[0]?.heartbeatRttMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it("serves /metrics and the status page beside the admin API, over HTTP/1.1", async () => {
+    const globalMetrics = await parseMetrics(await (await fetch(`${globalUrl}/metrics`)).text());
+    expect(globalMetrics.value("kds_sessions_open", { role: "global" })).toBe(1);
+    expect(globalMetrics.value("kds_admissions_total", { result: "admitted" })).toBeGreaterThanOrEqual(1);
+    const zoneMetrics = await parseMetrics(await (await fetch(`${zoneUrl}/metrics`)).text());
+    expect(zoneMetrics.value("kds_sessions_open", { role: "zone", zone: "zone-1" })).toBe(1);
+    for (const url of [globalUrl, zoneUrl]) {
+      const page = await fetch(`${url}/`);
+      expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
+      expect(await page.text()).toContain('id="zones"');
+    }
+    const status = (await (await fetch(`${zoneUrl}/status.json`)).json()) as { role: string; zones: { zone: string; online: boolean }[] };
+    expect(status).toMatchObject({ role: "zone", zones: [{ zone: "zone-1", online: true }] });
   });
 
   it("rejects an invalid file naming the file and the problem", async () => {

@@ -1,0 +1,169 @@
+/**
+ * What the live status page shows, kept small and bounded: the zones' sync
+ * status (read on demand from the role), the latest sessions, and the sync
+ * lag over time per zone. It is a {@link Metrics} sink (give it to a control
+ * plane through `fanOutMetrics`), and it tells readers when something changed
+ * so the page's event stream sends a fresh snapshot. Web standards only.
+ *
+ * @module
+ */
+import type { ZoneStatus } from "../sync/status.ts";
+import { noopMetrics, type Metrics } from "./metrics.ts";
+
+/** How many recent sessions the page lists. */
+const MAX_SESSIONS = 50;
+/** How many seconds of lag history are kept per zone (one point per second with a change). */
+const LAG_SECONDS = 300;
+/** How many zones keep a lag history; the least recently updated is dropped beyond it. */
+const MAX_LAG_ZONES = 200;
+
+/** One session as the page lists it. */
+export interface SessionEntry {
+  /** The peer (zone name on the global, the global's name on a zone). */
+  readonly peer: string;
+  /** When it opened (ms since the epoch). */
+  readonly openedAt: number;
+  /** When it ended, if it did. */
+  readonly endedAt?: number;
+  /** Why it ended (a session end code). */
+  readonly endCode?: string;
+}
+
+/** One point of a zone's lag series: the worst lag ACKed in that second. */
+export interface LagPoint {
+  /** The second (ms since the epoch, rounded down to the second). */
+  readonly t: number;
+  /** The largest lag ACKed in it, in ms. */
+  readonly ms: number;
+}
+
+/** A zone's status as JSON (dates as ms since the epoch). */
+export interface ZoneStatusJson extends Omit<ZoneStatus, "connectedAt" | "disconnectedAt"> {
+  /** When the current or last session started. */
+  readonly connectedAt: number | null;
+  /** When the last session ended. */
+  readonly disconnectedAt: number | null;
+}
+
+/** Everything the page shows, as one JSON document. */
+export interface StatusSnapshot {
+  /** "global" or "zone". */
+  readonly role: "global" | "zone";
+  /** This side's name. */
+  readonly name: string;
+  /** When the snapshot was taken (ms since the epoch). */
+  readonly now: number;
+  /** Per zone (on a zone: itself). */
+  readonly zones: readonly ZoneStatusJson[];
+  /** Newest first. */
+  readonly sessions: readonly SessionEntry[];
+  /** Per zone, the lag series, oldest first. */
+  readonly lag: Readonly<Record<string, readonly LagPoint[]>>;
+}
+
+/** Options of {@link StatusFeed}. */
+export interface StatusFeedOptions {
+  /** "global" or "zone". */
+  readonly role: "global" | "zone";
+  /** This side's name. */
+  readonly name: string;
+  /** Reads the zones' status (the global's every zone, or the zone itself). */
+  readonly zones: () => Promise<readonly ZoneStatus[]>;
+  /** On a zone, the zone's name: lag is reported per peer (the global), and shown under the zone. */
+  readonly zone?: string;
+  /** Wall clock in ms. Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+/** The live state behind the status page. */
+export class StatusFeed {
+  /** Report into this (for example through `fanOutMetrics`). */
+  readonly metrics: Metrics;
+  readonly #options: StatusFeedOptions;
+  readonly #now: () => number;
+  readonly #sessions: SessionEntry[] = [];
+  readonly #lag = new Map<string, LagPoint[]>();
+  #version = 0;
+  #waiters: (() => void)[] = [];
+
+  /** @param options - role, name and where zone status comes from */
+  constructor(options: StatusFeedOptions) {
+    this.#options = options;
+    this.#now = options.now ?? (() => Date.now());
+    this.metrics = {
+      ...noopMetrics,
+      sessionOpened: (peer) => {
+        this.#sessions.unshift({ peer, openedAt: this.#now() });
+        if (this.#sessions.length > MAX_SESSIONS) this.#sessions.pop();
+        this.#changed();
+      },
+      sessionClosed: (peer, code) => {
+        const i = this.#sessions.findIndex((s) => s.peer === peer && s.endedAt === undefined);
+        if (i >= 0) this.#sessions[i] = { ...(this.#sessions[i] as SessionEntry), endedAt: this.#now(), endCode: code };
+        this.#changed();
+      },
+      discovery: () => this.#changed(),
+      syncLag: (peer, _kind, ms) => this.#addLag(options.zone ?? peer, ms),
+    };
+  }
+
+  /** Bumped at every change (readers compare it to know whether to send again). */
+  get version(): number {
+    return this.#version;
+  }
+
+  /** Everything the page shows, now. */
+  async snapshot(): Promise<StatusSnapshot> {
+    const zones = await this.#options.zones();
+    return {
+      role: this.#options.role,
+      name: this.#options.name,
+      now: this.#now(),
+      zones: zones.map((z) => ({ ...z, connectedAt: z.connectedAt?.getTime() ?? null, disconnectedAt: z.disconnectedAt?.getTime() ?? null })),
+      sessions: [...this.#sessions],
+      lag: Object.fromEntries([...this.#lag].map(([zone, points]) => [zone, [...points]])),
+    };
+  }
+
+  /**
+   * Resolves at the next change, or after `ms` (the page also refreshes
+   * figures such as the heartbeat round trip that change without an event),
+   * or when `signal` aborts.
+   */
+  changed(ms: number, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        this.#waiters = this.#waiters.filter((w) => w !== done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener("abort", done, { once: true });
+      this.#waiters.push(done);
+    });
+  }
+
+  #addLag(zone: string, ms: number): void {
+    const second = Math.floor(this.#now() / 1000) * 1000;
+    let points = this.#lag.get(zone);
+    if (points === undefined) {
+      points = [];
+      if (this.#lag.size >= MAX_LAG_ZONES) this.#lag.delete(this.#lag.keys().next().value as string);
+    } else this.#lag.delete(zone); // re-inserted below: the map stays ordered by last update
+    this.#lag.set(zone, points);
+    const last = points.at(-1);
+    if (last !== undefined && last.t === second) points[points.length - 1] = { t: second, ms: Math.max(last.ms, ms) };
+    else points.push({ t: second, ms });
+    while (points.length > 0 && (points[0] as LagPoint).t <= second - LAG_SECONDS * 1000) points.shift();
+    this.#changed();
+  }
+
+  #changed(): void {
+    this.#version++;
+    const waiting = this.#waiters;
+    this.#waiters = [];
+    for (const wake of waiting) wake();
+  }
+}
