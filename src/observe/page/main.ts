@@ -6,7 +6,9 @@ import type { LagPoint, SessionEntry, StatusSnapshot } from "../status-feed.ts";
 
 const SVG = "http://www.w3.org/2000/svg";
 const COLORS = ["#2f6fdb", "#d9480f", "#2b8a3e", "#9c36b5", "#e8590c", "#1098ad", "#c2255c", "#5c940d"];
-const WINDOW_MS = 5 * 60 * 1000;
+/** The chart spans the history there is, from 30 s up to the 5 min the server keeps. */
+const MIN_WINDOW_MS = 30 * 1000;
+const MAX_WINDOW_MS = 5 * 60 * 1000;
 
 type Child = Node | string | null | undefined;
 
@@ -135,16 +137,22 @@ function renderLag(s: StatusSnapshot): void {
   const left = 48;
   const bottom = 20;
   const top = 8;
-  const from = s.now - WINDOW_MS;
+  const oldest = Math.min(s.now, ...zones.map((z) => s.lag[z]?.[0]?.t ?? s.now));
+  const span = Math.min(MAX_WINDOW_MS, Math.max(MIN_WINDOW_MS, s.now - oldest + 5_000));
+  const from = s.now - span;
   const max = niceMax(Math.max(0, ...zones.flatMap((z) => (s.lag[z] ?? []).map((p) => p.ms))));
-  const x = (t: number): number => left + ((t - from) / WINDOW_MS) * (w - left - 4);
+  const x = (t: number): number => left + ((t - from) / span) * (w - left - 8);
   const y = (ms: number): number => top + (1 - ms / max) * (h - top - bottom);
   const chart = svg("svg", { viewBox: `0 0 ${w} ${h}`, preserveAspectRatio: "none", role: "img", "aria-label": "sync lag per zone over the last five minutes" });
   for (const f of [0, 0.5, 1]) {
     chart.append(svg("line", { x1: left, x2: w - 4, y1: y(max * f), y2: y(max * f), stroke: "#e3e6eb" }));
     chart.append(svg("text", { x: left - 6, y: y(max * f) + 4, "text-anchor": "end" }, `${max * f} ms`));
   }
-  for (const m of [5, 4, 3, 2, 1, 0]) chart.append(svg("text", { x: x(s.now - m * 60_000), y: h - 4, "text-anchor": "middle" }, m === 0 ? "now" : `-${m}m`));
+  for (const f of [1, 0.75, 0.5, 0.25, 0]) {
+    const back = span * f;
+    const label = f === 0 ? "now" : back >= 120_000 ? `-${Math.round(back / 60_000)}m` : `-${Math.round(back / 1000)}s`;
+    chart.append(svg("text", { x: x(s.now - back), y: h - 4, "text-anchor": f === 0 ? "end" : f === 1 ? "start" : "middle" }, label));
+  }
   for (const zone of zones) {
     const points = (s.lag[zone] ?? []).filter((p: LagPoint) => p.t >= from);
     if (points.length === 0) continue;
