@@ -27,6 +27,7 @@
  * - `not_found`: the resource does not exist;
  * - `store_unavailable`: the store could not be reached or failed; retry later;
  * - `store_compacted`: a store's change feed no longer reaches back to the revision asked for; list again.
+ * - `zone_offline`: a reverse call names a zone that has no session with the global.
  */
 export const KDS_ERROR_CODES = [
   "invalid_argument",
@@ -48,6 +49,7 @@ export const KDS_ERROR_CODES = [
   "not_found",
   "store_unavailable",
   "store_compacted",
+  "zone_offline",
 ] as const;
 
 /** Stable, machine-readable error codes (see {@link KDS_ERROR_CODES}). */

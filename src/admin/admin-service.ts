@@ -8,7 +8,7 @@
  */
 import { create, fromJsonString, toJsonString, type Message } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
+import { createClient, type Client, type ConnectRouter, type ServiceImpl, type Transport } from "@connectrpc/connect";
 import { KdsError } from "../errors.ts";
 import {
   AdminResourceSchema,
@@ -34,6 +34,19 @@ export interface AdminBackend {
   readonly store: ResourceStore;
   /** Zone status: every zone on the global, the zone itself on a zone. */
   zoneStatuses(): Promise<ZoneStatus[]>;
+  /** On a global: a transport to zone `zone`'s own services (reverse calls), for requests that name a zone. */
+  zoneTransport?(zone: string): Transport;
+}
+
+/** Longest a request forwarded to a zone may take. */
+const ZONE_CALL_TIMEOUT_MS = 30_000;
+
+/** The AdminService of zone `zone`, reached through the global; throws when this side cannot forward. */
+function zoneClient(backend: AdminBackend, zone: string): Client<typeof AdminService> {
+  if (backend.zoneTransport === undefined) {
+    throw new KdsError("invalid_argument", `this is a zone's admin API; --zone "${zone}" asks a global to forward to a zone, so point --server at the global`);
+  }
+  return createClient(AdminService, backend.zoneTransport(zone));
 }
 
 /** Converts a stored resource to its admin form. */
@@ -104,6 +117,9 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
       }),
     get: (request, context) =>
       guard(async () => {
+        if (request.zone !== "") {
+          return zoneClient(backend, request.zone).get({ ...request, zone: "" }, { signal: context.signal, timeoutMs: ZONE_CALL_TIMEOUT_MS });
+        }
         const type = types.get(request.type);
         if (request.name !== "") {
           const found = await store.get(type.kind, request.mesh, request.name, { signal: context.signal });
@@ -125,8 +141,10 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
         if (!deleted) throw new KdsError("not_found", `${type.kind} "${resourceKey(request.mesh, request.name)}" not found`);
         return {};
       }),
-    inspectZones: () =>
-      guard(async () => ({
+    inspectZones: (request, context) =>
+      guard(async () => {
+        if (request.zone !== "") return zoneClient(backend, request.zone).inspectZones({ zone: "" }, { signal: context.signal, timeoutMs: ZONE_CALL_TIMEOUT_MS });
+        return {
         zones: (await backend.zoneStatuses()).map((z) =>
           create(ZoneInsightSchema, {
             zone: z.zone,
@@ -158,7 +176,8 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
             })),
           }),
         ),
-      })),
+        };
+      }),
   };
 }
 

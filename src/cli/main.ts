@@ -11,7 +11,7 @@ import { parseDuration } from "./address.ts";
 import { runDemo } from "./demo.ts";
 import { cliLogger, type LogFormat } from "./logger.ts";
 import type { OutputFormat } from "./format.ts";
-import { apply, generateZone, get, inspectZones, outputFormats, remove, types } from "./resource-commands.ts";
+import { apply, generateZone, get, inspectZone, inspectZones, outputFormats, remove, types } from "./resource-commands.ts";
 import { runGlobal, runZone, zoneTransports } from "./serve-commands.ts";
 import { stopSignal } from "./signals.ts";
 
@@ -93,10 +93,11 @@ export function program(): Command {
     .argument("<type>", "resource type (kind), e.g. Mesh")
     .argument("[name]", "one resource")
     .option("--mesh <mesh>", "the mesh (mesh-scoped types)")
+    .option("--zone <zone>", "ask this zone, through the global at --server, what it holds itself (local kinds included)")
     .addOption(outputOption())
     .addOption(serverOption())
-    .action(async (type: string, name: string | undefined, o: { mesh?: string; output: OutputFormat; server: string }) =>
-      out(await get(o.server, type, name, o.mesh, o.output)),
+    .action(async (type: string, name: string | undefined, o: { mesh?: string; zone?: string; output: OutputFormat; server: string }) =>
+      out(await get(o.server, type, name, o.mesh, o.output, o.zone)),
     );
 
   cli
@@ -122,6 +123,13 @@ export function program(): Command {
     .addOption(outputOption())
     .addOption(serverOption())
     .action(async (o: { output: OutputFormat; server: string }) => out(await inspectZones(o.server, o.output)));
+  inspect
+    .command("zone")
+    .description("a zone's own view of its sync status, answered by the zone through the global at --server")
+    .argument("<name>", "the zone")
+    .addOption(outputOption())
+    .addOption(serverOption())
+    .action(async (name: string, o: { output: OutputFormat; server: string }) => out(await inspectZone(o.server, name, o.output)));
 
   cli
     .command("demo")

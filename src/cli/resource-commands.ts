@@ -42,10 +42,10 @@ export async function apply(server: string, files: readonly { name: string; text
   }
 }
 
-/** `get TYPE [NAME]`. */
-export async function get(server: string, type: string, name: string | undefined, mesh: string | undefined, format: OutputFormat): Promise<string> {
+/** `get TYPE [NAME] [--zone ZONE]`: with a zone, what that zone holds itself, answered by the zone through the global. */
+export async function get(server: string, type: string, name: string | undefined, mesh: string | undefined, format: OutputFormat, zone?: string): Promise<string> {
   const client = adminClient(server);
-  const response = await call(server, () => client.get({ type, name: name ?? "", mesh: mesh ?? "" }));
+  const response = await call(server, () => client.get({ type, name: name ?? "", mesh: mesh ?? "", zone: zone ?? "" }));
   return formatResources(response.resources, format);
 }
 
@@ -60,6 +60,12 @@ export async function remove(server: string, type: string, name: string, mesh: s
 export async function types(server: string, format: OutputFormat): Promise<string> {
   const client = adminClient(server);
   return formatTypes((await call(server, () => client.listTypes({}))).types, format);
+}
+
+/** `inspect zone NAME`: the zone's own view of its sync status, answered by the zone through the global. */
+export async function inspectZone(server: string, zone: string, format: OutputFormat): Promise<string> {
+  const client = adminClient(server);
+  return formatZones((await call(server, () => client.inspectZones({ zone }))).zones, format);
 }
 
 /** `inspect zones`. */

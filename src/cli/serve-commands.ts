@@ -121,6 +121,8 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
     transport,
     logger: options.logger,
     metrics: observe.metrics,
+    // The global may call the zone's own admin API inside the session (get --zone, inspect zone).
+    reverseCalls: (router) => registerAdmin(router, zone.admin()),
   });
   const served = await serveRoutes((router) => registerAdmin(router, zone.admin()), {
     host,

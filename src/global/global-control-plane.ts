@@ -193,7 +193,7 @@ export class GlobalControlPlane {
 
   /** The admin API backend of this global (see `registerAdmin`). */
   admin(): AdminBackend {
-    return { role: "global", types: this.types, store: this.store, zoneStatuses: () => this.zoneStatuses() };
+    return { role: "global", types: this.types, store: this.store, zoneStatuses: () => this.zoneStatuses(), zoneTransport: (zone) => this.server.zoneTransport(zone) };
   }
 
   /** Ends every session; resolves when their transports are released. */

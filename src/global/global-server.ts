@@ -13,6 +13,10 @@ import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
 import type { MuxAcceptor } from "../transport/transport.ts";
 import { noopMetrics, type AdmissionResult, type Metrics } from "../observe/metrics.ts";
+import type { Transport } from "@connectrpc/connect";
+import { callEndpoint } from "../rpc/endpoint.ts";
+import { reverseCallTransport, type ReverseCallTransportOptions } from "../rpc/transport.ts";
+import { toConnectError } from "../transport/connect-errors.ts";
 import { disabledMessage, missingClientIdMessage, notRegisteredMessage } from "./registration.ts";
 import type { ZoneRegistry } from "./zone-registry.ts";
 import { CLIENT_ID_HEADER, ZONE_NAME_PATTERN } from "../names.ts";
@@ -112,12 +116,40 @@ export class GlobalServer implements MuxAcceptor {
 
     const session = new MuxSession({ role: "global", localId: this.id, peerId: zone, options: this.#options.session, metrics: this.#metrics });
     this.#live.add(session);
+    callEndpoint(session); // the global serves no calls: a zone's calls are refused
     const onTransportGone = (): void => session.fail("transport", `zone "${zone}" cancelled the stream or the connection was lost`, signal.reason);
     if (signal.aborted) onTransportGone();
     else signal.addEventListener("abort", onTransportGone, { once: true, signal: session.signal });
     session.attach(inbound);
     void this.#watch(session, zone);
     return session.outbound;
+  }
+
+  /**
+   * A Connect transport to the services zone `name` serves, through reverse
+   * calls inside its current session (the global never dials a zone). Each
+   * call takes the zone's session at the time it starts, so it reaches that
+   * zone and no other; a zone without a session fails the call with
+   * `zone_offline` (Connect code unavailable).
+   */
+  zoneTransport(name: string, options: ReverseCallTransportOptions = {}): Transport {
+    return reverseCallTransport(
+      (request) => {
+        const session = this.#current.get(name);
+        if (session === undefined || session.end !== undefined) {
+          return Promise.reject(
+            toConnectError(
+              new KdsError(
+                "zone_offline",
+                `zone "${name}" is offline: it has no session with global "${this.id}", and the global reaches a zone only through the zone's own session; check that the zone runs and reaches the global (kds-mux inspect zones)`,
+              ),
+            ),
+          );
+        }
+        return callEndpoint(session).httpClient(request);
+      },
+      { maxMessageBytes: this.#maxMessageBytes, ...options },
+    );
   }
 
   /** Ends zone `name`'s session because it was removed or disabled; true if it was connected. */

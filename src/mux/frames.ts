@@ -9,6 +9,7 @@ import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   GoAwayReason,
   MessageSchema,
+  type Call,
   type Message,
 } from "../gen/kds/mux/v1/mux_pb.ts";
 import type {
@@ -149,9 +150,17 @@ export function laneOf(frame: Message): Lane | "control" {
     case "response":
     case "deltaResponse":
       return "responses";
+    case "call":
+      return callLane(frame.value.value);
     default:
       return "control";
   }
+}
+
+/** The lane a call frame travels on: the caller's frames with requests, the callee's with responses. */
+export function callLane(call: Call): Lane {
+  const kind = call.kind.case;
+  return kind === "open" || kind === "cancel" || kind === "credit" ? "requests" : "responses";
 }
 
 /**

@@ -10,11 +10,13 @@
  * @module
  */
 import { KdsError } from "../errors.ts";
-import { GoAwayReason, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { create } from "@bufbuild/protobuf";
+import { CallSchema, GoAwayReason, MessageSchema, type Call, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { raceAbort } from "../util/abort.ts";
 import { deferred } from "../util/deferred.ts";
 import { noopMetrics, type Metrics } from "../observe/metrics.ts";
 import {
+  callLane,
   controlFrame,
   countFrame,
   frameKind,
@@ -29,7 +31,7 @@ import { Inbox } from "./inbox.ts";
 import { MAX_WINDOW, resolveSessionOptions, type ResolvedSessionOptions, type SessionOptions } from "./options.ts";
 import { Outbox } from "./outbox.ts";
 import { gracefulCodes, transition, type PeerSettings, type SessionEnd, type SessionEndCode, type SessionState } from "./state.ts";
-import type { ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
+import type { CallPort, ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
 
 /** Version of the mux protocol this implementation speaks. */
 export const PROTOCOL_VERSION = 1;
@@ -82,6 +84,7 @@ export class MuxSession implements Session {
   readonly #abort = new AbortController();
   readonly #transportAbort = new AbortController();
   readonly #received = { requests: 0, responses: 0, control: 0 };
+  #callListener: ((call: Call) => KdsError | undefined) | undefined;
   #expectedPeerId: string | undefined;
   #state: SessionState = { kind: "handshaking" };
   #timer: ReturnType<typeof setInterval> | undefined;
@@ -137,6 +140,7 @@ export class MuxSession implements Session {
           heartbeatIntervalMs: this.#options.heartbeatIntervalMs,
           heartbeatTimeoutMs: this.#options.heartbeatTimeoutMs,
           batching: true,
+          calls: true,
         },
       }),
     );
@@ -156,6 +160,16 @@ export class MuxSession implements Session {
       else owner.addEventListener("abort", onAbort, { once: true, signal: this.signal });
     }
   }
+
+  /** The reverse-call frames of this session (see {@link CallPort}). */
+  readonly calls: CallPort = {
+    peerAcceptsCalls: () => this.peer?.calls === true,
+    send: (call, signal) => this.#outbox.send(callLane(call), create(MessageSchema, { value: { case: "call", value: call } }), signal),
+    listen: (listener) => {
+      if (this.#callListener !== undefined) throw new KdsError("busy", "a session has one call listener; it is already set");
+      this.#callListener = listener;
+    },
+  };
 
   /** The peer's name (see {@link Session.peerId}). */
   get peerId(): string {
@@ -337,11 +351,17 @@ export class MuxSession implements Session {
         );
         return;
       }
+      case "call": {
+        const lane = callLane(value.value);
+        this.#received[lane]++;
+        if (!ended) this.#deliverOrFail(this.#onCall(value.value, lane));
+        return;
+      }
       case "batch":
         for (const inner of value.value.frames) {
           const kind = inner.value.case;
-          if (kind !== "request" && kind !== "deltaRequest" && kind !== "response" && kind !== "deltaResponse") {
-            this.#protocolError(`a batch may hold only requests and responses, got ${frameKind(inner)}`);
+          if (kind !== "request" && kind !== "deltaRequest" && kind !== "response" && kind !== "deltaResponse" && kind !== "call") {
+            this.#protocolError(`a batch may hold only requests, responses and calls, got ${frameKind(inner)}`);
             return;
           }
           this.#dispatch(inner);
@@ -354,7 +374,7 @@ export class MuxSession implements Session {
     }
   }
 
-  #onHello(hello: { protocolVersion: number; peerId: string; requestWindow: number; responseWindow: number; maxMessageBytes: number; batching: boolean }): void {
+  #onHello(hello: { protocolVersion: number; peerId: string; requestWindow: number; responseWindow: number; maxMessageBytes: number; batching: boolean; calls: boolean }): void {
     if (this.#state.kind !== "handshaking") {
       this.#protocolError("the peer sent a second hello");
       return;
@@ -376,6 +396,7 @@ export class MuxSession implements Session {
       requestWindow: hello.requestWindow,
       responseWindow: hello.responseWindow,
       maxMessageBytes: hello.maxMessageBytes,
+      calls: hello.calls,
     };
     this.#expectedPeerId = hello.peerId;
     this.#state = transition(this.#state, { type: "hello", peer });
@@ -383,6 +404,22 @@ export class MuxSession implements Session {
     this.#ping(this.#now()); // a first round trip right away, so status shows one from the start
     this.#metrics.sessionOpened(peer.peerId);
     this.#ready.resolve();
+  }
+
+  /**
+   * Hands a call frame to the session's call listener. The frame's lane
+   * credit is returned at once: the call layer bounds what it keeps per call
+   * (its own window), so a slow caller never holds up discovery traffic.
+   */
+  #onCall(call: Call, lane: Lane): KdsError | undefined {
+    this.#outbox.grant(lane, 1);
+    if (this.#callListener !== undefined) return this.#callListener(call);
+    if (call.kind.case === "open") {
+      // Nothing here serves calls: refuse, so the caller is not left waiting.
+      const end = create(CallSchema, { id: call.id, kind: { case: "end", value: { error: `${this.role} "${this.localId}" serves no calls over the mux`, code: "unimplemented" } } });
+      this.calls.send(end).catch(() => undefined); // fails only once the session has ended, when the caller fails anyway
+    }
+    return undefined;
   }
 
   #deliverOrFail(error: KdsError | undefined): void {

@@ -57,6 +57,8 @@ export interface PeerSettings {
   readonly responseWindow: number;
   /** The largest frame the peer accepts. */
   readonly maxMessageBytes: number;
+  /** The peer accepts reverse-call frames (it answers or refuses calls). */
+  readonly calls: boolean;
 }
 
 /** The states of a session. */

@@ -4,6 +4,8 @@
  * @module
  */
 import type { MuxRequest, MuxResponse } from "./frames.ts";
+import type { KdsError } from "../errors.ts";
+import type { Call } from "../gen/kds/mux/v1/mux_pb.ts";
 import type { PeerSettings, SessionEnd } from "./state.ts";
 
 /**
@@ -38,6 +40,24 @@ export interface ClientStreamView {
   send(request: MuxRequest, signal?: AbortSignal): Promise<void>;
   /** The next response from the peer; same rules as {@link ServerStreamView.recv}. */
   recv(signal?: AbortSignal): Promise<MuxResponse>;
+}
+
+/**
+ * The reverse-call frames of a session, for the call layer (`src/rpc`):
+ * frames travel on the request lane (from the caller) or the response lane
+ * (from the callee), in order with discovery traffic.
+ */
+export interface CallPort {
+  /** Whether the peer's hello said it accepts call frames (false before the hello). */
+  peerAcceptsCalls(): boolean;
+  /** Sends a call frame; same waiting rules as {@link ServerStreamView.send}. */
+  send(call: Call, signal?: AbortSignal): Promise<void>;
+  /**
+   * Sets the one listener of call frames. It is called by the session's
+   * reader and must not wait; returning an error ends the session with a
+   * protocol error. Without a listener, calls are refused.
+   */
+  listen(listener: (call: Call) => KdsError | undefined): void;
 }
 
 /** Live figures of a session. */
@@ -80,6 +100,8 @@ export interface Session {
   readonly server: ServerStreamView;
   /** This side as a discovery client. */
   readonly client: ClientStreamView;
+  /** Reverse-call frames (see `src/rpc`). */
+  readonly calls: CallPort;
   /** Resolves once both hellos are exchanged; rejects if the session ends first. */
   readonly ready: Promise<void>;
   /** Resolves with the reason when the session ends (never rejects). */

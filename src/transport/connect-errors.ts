@@ -25,6 +25,7 @@ const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
   not_found: Code.NotFound,
   store_unavailable: Code.Unavailable,
   store_compacted: Code.Aborted,
+  zone_offline: Code.Unavailable,
 };
 
 const kdsCodes: ReadonlySet<string> = new Set<string>(KDS_ERROR_CODES);

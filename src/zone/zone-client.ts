@@ -13,6 +13,9 @@ import type { Session } from "../mux/views.ts";
 import { anySignal, sleep } from "../util/abort.ts";
 import type { MuxTransport } from "../transport/transport.ts";
 import type { Metrics } from "../observe/metrics.ts";
+import { createConnectRouter, type ConnectRouter } from "@connectrpc/connect";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import { callEndpoint, type CallEndpointOptions } from "../rpc/endpoint.ts";
 import { backoffCeiling, backoffDelay, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
 
 /** What the zone reports before each retry. */
@@ -49,6 +52,13 @@ export interface ZoneClientOptions {
   random?: () => number;
   /** Where every session's frames, credit waits, open and end are reported. Default: nowhere. */
   metrics?: Metrics;
+  /**
+   * Connect services the global may call inside the session (reverse
+   * calls), for example the zone's admin API. Default: none (calls are refused).
+   */
+  reverseCalls?: (router: ConnectRouter) => void;
+  /** Bounds of reverse calls. */
+  reverseCallOptions?: CallEndpointOptions;
 }
 
 /** The zone control plane's side of the mux. */
@@ -59,6 +69,7 @@ export class ZoneClient {
   readonly #backoff: ResolvedBackoff;
   readonly #logger: Logger;
   #current: MuxSession | undefined;
+  #callHandlers: readonly UniversalHandler[] | undefined;
 
   /** @param options - name, transport, callbacks */
   constructor(options: ZoneClientOptions) {
@@ -68,6 +79,16 @@ export class ZoneClient {
     this.#options = options;
     this.#backoff = resolveBackoff(options.backoff);
     this.#logger = options.logger ?? consoleLogger();
+  }
+
+  /** The services reverse calls reach, built at the first dial (the routes may refer to the object that owns this client). */
+  #reverseCallHandlers(): readonly UniversalHandler[] {
+    if (this.#callHandlers === undefined) {
+      const router = createConnectRouter();
+      this.#options.reverseCalls?.(router);
+      this.#callHandlers = router.handlers;
+    }
+    return this.#callHandlers;
   }
 
   /** The current session, if one is open. */
@@ -84,6 +105,7 @@ export class ZoneClient {
    */
   async dial(signal?: AbortSignal): Promise<Session> {
     const session = new MuxSession({ role: "zone", localId: this.name, options: this.#options.session, signal, metrics: this.#options.metrics });
+    callEndpoint(session, this.#reverseCallHandlers(), this.#options.reverseCallOptions);
     const transportSignal = signal === undefined ? session.transportSignal : anySignal([session.transportSignal, signal]);
     try {
       const inbound = await this.#options.transport.open({

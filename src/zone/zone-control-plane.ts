@@ -20,6 +20,7 @@ import type { MuxTransport } from "../transport/transport.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { ZoneClient, type RetryInfo } from "./zone-client.ts";
 import type { Metrics } from "../observe/metrics.ts";
+import type { ConnectRouter } from "@connectrpc/connect";
 import { instrumentStore } from "../observe/store.ts";
 
 /** Options of {@link ZoneControlPlane}. */
@@ -55,6 +56,12 @@ export interface ZoneControlPlaneOptions {
    * reported (for example a `PrometheusMetrics`). Default: nowhere.
    */
   readonly metrics?: Metrics;
+  /**
+   * Connect services the global may call inside the session (for example
+   * `(router) => registerAdmin(router, zone.admin())`, which `kds-mux zone`
+   * does). Default: none.
+   */
+  readonly reverseCalls?: (router: ConnectRouter) => void;
 }
 
 /** A zone control plane: dialing, reconnects and sync. */
@@ -95,6 +102,7 @@ export class ZoneControlPlane {
       logger,
       random: options.random,
       metrics: options.metrics,
+      reverseCalls: options.reverseCalls,
       onRetry: options.onRetry,
       onSession: (session) => {
         // Sync first: a user callback that throws must not stop it.

@@ -246,7 +246,7 @@ export const scenarios: Scenario[] = [
       peer2.hello("zone-1");
       peer2.write({ case: "batch", value: { $typeName: "kds.mux.v1.Batch", frames: [create(MessageSchema, { value: { case: "ping", value: { id: 1n } } })] } });
       const end2 = await other.closed;
-      check(end2.code === "protocol_error" && end2.message.includes("only requests and responses"), end2.message);
+      check(end2.code === "protocol_error" && end2.message.includes("only requests, responses and calls"), end2.message);
       peer2.end();
     },
   },

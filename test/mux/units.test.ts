@@ -136,7 +136,7 @@ describe("frameSizeBound", () => {
 
 describe("session state machine", () => {
   const end: SessionEnd = { code: "shutdown", message: "bye", initiator: "local", graceful: true };
-  const peer = { peerId: "g", requestWindow: 1, responseWindow: 1, maxMessageBytes: 1024 };
+  const peer = { peerId: "g", requestWindow: 1, responseWindow: 1, maxMessageBytes: 1024, calls: false };
   it("moves handshaking -> open -> ending -> closed and keeps the first end", () => {
     let s: SessionState = { kind: "handshaking" };
     s = transition(s, { type: "hello", peer });

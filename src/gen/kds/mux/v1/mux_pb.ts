@@ -21,7 +21,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file kds/mux/v1/mux.proto.
  */
 export const file_kds_mux_v1_mux: GenFile = /*@__PURE__*/
-  fileDesc("ChRrZHMvbXV4L3YxL211eC5wcm90bxIKa2RzLm11eC52MSLFAwoHTWVzc2FnZRIrCgdyZXF1ZXN0GAEgASgLMhgua2RzLnYxLkRpc2NvdmVyeVJlcXVlc3RIABItCghyZXNwb25zZRgCIAEoCzIZLmtkcy52MS5EaXNjb3ZlcnlSZXNwb25zZUgAEjYKDWRlbHRhX3JlcXVlc3QYAyABKAsyHS5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXF1ZXN0SAASOAoOZGVsdGFfcmVzcG9uc2UYBCABKAsyHi5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXNwb25zZUgAEiIKBWhlbGxvGAogASgLMhEua2RzLm11eC52MS5IZWxsb0gAEiAKBHBpbmcYCyABKAsyEC5rZHMubXV4LnYxLlBpbmdIABIgCgRwb25nGAwgASgLMhAua2RzLm11eC52MS5Qb25nSAASMQoNd2luZG93X3VwZGF0ZRgNIAEoCzIYLmtkcy5tdXgudjEuV2luZG93VXBkYXRlSAASJAoGZ29hd2F5GA4gASgLMhIua2RzLm11eC52MS5Hb0F3YXlIABIiCgViYXRjaBgPIAEoCzIRLmtkcy5tdXgudjEuQmF0Y2hIAEIHCgV2YWx1ZSIsCgVCYXRjaBIjCgZmcmFtZXMYASADKAsyEy5rZHMubXV4LnYxLk1lc3NhZ2UizQEKBUhlbGxvEhgKEHByb3RvY29sX3ZlcnNpb24YASABKA0SDwoHcGVlcl9pZBgCIAEoCRIWCg5yZXF1ZXN0X3dpbmRvdxgDIAEoDRIXCg9yZXNwb25zZV93aW5kb3cYBCABKA0SGQoRbWF4X21lc3NhZ2VfYnl0ZXMYBSABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAcgASgNEhAKCGJhdGNoaW5nGAggASgIIhIKBFBpbmcSCgoCaWQYASABKAQiEgoEUG9uZxIKCgJpZBgBIAEoBCIzCgxXaW5kb3dVcGRhdGUSEAoIcmVxdWVzdHMYASABKA0SEQoJcmVzcG9uc2VzGAIgASgNIkMKBkdvQXdheRIoCgZyZWFzb24YASABKA4yGC5rZHMubXV4LnYxLkdvQXdheVJlYXNvbhIPCgdtZXNzYWdlGAIgASgJKvMBCgxHb0F3YXlSZWFzb24SHgoaR09fQVdBWV9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdHT19BV0FZX1JFQVNPTl9TSFVURE9XThABEhsKF0dPX0FXQVlfUkVBU09OX1JFUExBQ0VEEAISIQodR09fQVdBWV9SRUFTT05fUFJPVE9DT0xfRVJST1IQAxIkCiBHT19BV0FZX1JFQVNPTl9IRUFSVEJFQVRfVElNRU9VVBAEEh8KG0dPX0FXQVlfUkVBU09OX1NFTkRfVElNRU9VVBAFEh8KG0dPX0FXQVlfUkVBU09OX1pPTkVfUkVWT0tFRBAGMlEKEE11bHRpcGxleFNlcnZpY2USPQoNU3RyZWFtTWVzc2FnZRITLmtkcy5tdXgudjEuTWVzc2FnZRoTLmtkcy5tdXgudjEuTWVzc2FnZSgBMAFiBnByb3RvMw", [file_kds_v1_discovery]);
+  fileDesc("ChRrZHMvbXV4L3YxL211eC5wcm90bxIKa2RzLm11eC52MSLnAwoHTWVzc2FnZRIrCgdyZXF1ZXN0GAEgASgLMhgua2RzLnYxLkRpc2NvdmVyeVJlcXVlc3RIABItCghyZXNwb25zZRgCIAEoCzIZLmtkcy52MS5EaXNjb3ZlcnlSZXNwb25zZUgAEjYKDWRlbHRhX3JlcXVlc3QYAyABKAsyHS5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXF1ZXN0SAASOAoOZGVsdGFfcmVzcG9uc2UYBCABKAsyHi5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXNwb25zZUgAEiIKBWhlbGxvGAogASgLMhEua2RzLm11eC52MS5IZWxsb0gAEiAKBHBpbmcYCyABKAsyEC5rZHMubXV4LnYxLlBpbmdIABIgCgRwb25nGAwgASgLMhAua2RzLm11eC52MS5Qb25nSAASMQoNd2luZG93X3VwZGF0ZRgNIAEoCzIYLmtkcy5tdXgudjEuV2luZG93VXBkYXRlSAASJAoGZ29hd2F5GA4gASgLMhIua2RzLm11eC52MS5Hb0F3YXlIABIiCgViYXRjaBgPIAEoCzIRLmtkcy5tdXgudjEuQmF0Y2hIABIgCgRjYWxsGBAgASgLMhAua2RzLm11eC52MS5DYWxsSABCBwoFdmFsdWUi1gEKBENhbGwSCgoCaWQYASABKAQSJAoEb3BlbhgCIAEoCzIULmtkcy5tdXgudjEuQ2FsbE9wZW5IABIkCgRoZWFkGAMgASgLMhQua2RzLm11eC52MS5DYWxsSGVhZEgAEg4KBGRhdGEYBCABKAxIABIiCgNlbmQYBSABKAsyEy5rZHMubXV4LnYxLkNhbGxFbmRIABIoCgZjYW5jZWwYBiABKAsyFi5rZHMubXV4LnYxLkNhbGxDYW5jZWxIABIQCgZjcmVkaXQYByABKA1IAEIGCgRraW5kIpoBCghDYWxsT3BlbhIMCgRwYXRoGAEgASgJEjIKB2hlYWRlcnMYAiADKAsyIS5rZHMubXV4LnYxLkNhbGxPcGVuLkhlYWRlcnNFbnRyeRIMCgRib2R5GAMgASgMEg4KBndpbmRvdxgEIAEoDRouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ+CghDYWxsSGVhZBIOCgZzdGF0dXMYASABKA0SMgoHaGVhZGVycxgCIAMoCzIhLmtkcy5tdXgudjEuQ2FsbEhlYWQuSGVhZGVyc0VudHJ5Gi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIowBCgdDYWxsRW5kEjMKCHRyYWlsZXJzGAEgAygLMiEua2RzLm11eC52MS5DYWxsRW5kLlRyYWlsZXJzRW50cnkSDQoFZXJyb3IYAiABKAkSDAoEY29kZRgDIAEoCRovCg1UcmFpbGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiDAoKQ2FsbENhbmNlbCIsCgVCYXRjaBIjCgZmcmFtZXMYASADKAsyEy5rZHMubXV4LnYxLk1lc3NhZ2Ui3AEKBUhlbGxvEhgKEHByb3RvY29sX3ZlcnNpb24YASABKA0SDwoHcGVlcl9pZBgCIAEoCRIWCg5yZXF1ZXN0X3dpbmRvdxgDIAEoDRIXCg9yZXNwb25zZV93aW5kb3cYBCABKA0SGQoRbWF4X21lc3NhZ2VfYnl0ZXMYBSABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAcgASgNEhAKCGJhdGNoaW5nGAggASgIEg0KBWNhbGxzGAkgASgIIhIKBFBpbmcSCgoCaWQYASABKAQiEgoEUG9uZxIKCgJpZBgBIAEoBCIzCgxXaW5kb3dVcGRhdGUSEAoIcmVxdWVzdHMYASABKA0SEQoJcmVzcG9uc2VzGAIgASgNIkMKBkdvQXdheRIoCgZyZWFzb24YASABKA4yGC5rZHMubXV4LnYxLkdvQXdheVJlYXNvbhIPCgdtZXNzYWdlGAIgASgJKvMBCgxHb0F3YXlSZWFzb24SHgoaR09fQVdBWV9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdHT19BV0FZX1JFQVNPTl9TSFVURE9XThABEhsKF0dPX0FXQVlfUkVBU09OX1JFUExBQ0VEEAISIQodR09fQVdBWV9SRUFTT05fUFJPVE9DT0xfRVJST1IQAxIkCiBHT19BV0FZX1JFQVNPTl9IRUFSVEJFQVRfVElNRU9VVBAEEh8KG0dPX0FXQVlfUkVBU09OX1NFTkRfVElNRU9VVBAFEh8KG0dPX0FXQVlfUkVBU09OX1pPTkVfUkVWT0tFRBAGMlEKEE11bHRpcGxleFNlcnZpY2USPQoNU3RyZWFtTWVzc2FnZRITLmtkcy5tdXgudjEuTWVzc2FnZRoTLmtkcy5tdXgudjEuTWVzc2FnZSgBMAFiBnByb3RvMw", [file_kds_v1_discovery]);
 
 /**
  * One frame of the multiplexed stream.
@@ -106,13 +106,22 @@ export type Message = Message$1<"kds.mux.v1.Message"> & {
     case: "goaway";
   } | {
     /**
-     * Several data frames in one message; only sent to a peer whose hello
+     * Several data frames (requests, responses and calls) in one message; only sent to a peer whose hello
      * set `batching`.
      *
      * @generated from field: kds.mux.v1.Batch batch = 15;
      */
     value: Batch;
     case: "batch";
+  } | {
+    /**
+     * One frame of a reverse call (the global calling a Connect service the
+     * zone serves); only sent to a peer whose hello set `calls`.
+     *
+     * @generated from field: kds.mux.v1.Call call = 16;
+     */
+    value: Call;
+    case: "call";
   } | { case: undefined; value?: undefined };
 };
 
@@ -122,6 +131,206 @@ export type Message = Message$1<"kds.mux.v1.Message"> & {
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
   messageDesc(file_kds_mux_v1_mux, 0);
+
+/**
+ * A frame of a reverse call: an HTTP-like exchange carrying the Connect
+ * protocol, so any Connect service the receiver serves can be called inside
+ * the session. The caller opens, may grant credit and may cancel; the callee
+ * answers with a head, body chunks and an end. Frames from the caller travel
+ * on the request lane, frames from the callee on the response lane.
+ *
+ * @generated from message kds.mux.v1.Call
+ */
+export type Call = Message$1<"kds.mux.v1.Call"> & {
+  /**
+   * Chosen by the caller, unique among its calls on this session.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from oneof kds.mux.v1.Call.kind
+   */
+  kind: {
+    /**
+     * Caller: starts the call.
+     *
+     * @generated from field: kds.mux.v1.CallOpen open = 2;
+     */
+    value: CallOpen;
+    case: "open";
+  } | {
+    /**
+     * Callee: the response status and headers; sent once, first.
+     *
+     * @generated from field: kds.mux.v1.CallHead head = 3;
+     */
+    value: CallHead;
+    case: "head";
+  } | {
+    /**
+     * Callee: a chunk of the response body; each takes one unit of credit.
+     *
+     * @generated from field: bytes data = 4;
+     */
+    value: Uint8Array;
+    case: "data";
+  } | {
+    /**
+     * Callee: the end of the response; the last frame of the call.
+     *
+     * @generated from field: kds.mux.v1.CallEnd end = 5;
+     */
+    value: CallEnd;
+    case: "end";
+  } | {
+    /**
+     * Caller: stop the call (the callee sends nothing more for it).
+     *
+     * @generated from field: kds.mux.v1.CallCancel cancel = 6;
+     */
+    value: CallCancel;
+    case: "cancel";
+  } | {
+    /**
+     * Caller: the callee may send that many more data frames.
+     *
+     * @generated from field: uint32 credit = 7;
+     */
+    value: number;
+    case: "credit";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message kds.mux.v1.Call.
+ * Use `create(CallSchema)` to create a new message.
+ */
+export const CallSchema: GenMessage<Call> = /*@__PURE__*/
+  messageDesc(file_kds_mux_v1_mux, 1);
+
+/**
+ * The start of a reverse call.
+ *
+ * @generated from message kds.mux.v1.CallOpen
+ */
+export type CallOpen = Message$1<"kds.mux.v1.CallOpen"> & {
+  /**
+   * The request path, for example "/kds.admin.v1.AdminService/Get".
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * Request headers (Connect protocol headers included; values of a repeated
+   * header are joined by ", ").
+   *
+   * @generated from field: map<string, string> headers = 2;
+   */
+  headers: { [key: string]: string };
+
+  /**
+   * The whole request body (unary and server-streaming calls send one message).
+   *
+   * @generated from field: bytes body = 3;
+   */
+  body: Uint8Array;
+
+  /**
+   * How many data frames the callee may send before it receives credit.
+   *
+   * @generated from field: uint32 window = 4;
+   */
+  window: number;
+};
+
+/**
+ * Describes the message kds.mux.v1.CallOpen.
+ * Use `create(CallOpenSchema)` to create a new message.
+ */
+export const CallOpenSchema: GenMessage<CallOpen> = /*@__PURE__*/
+  messageDesc(file_kds_mux_v1_mux, 2);
+
+/**
+ * The head of a reverse call's response.
+ *
+ * @generated from message kds.mux.v1.CallHead
+ */
+export type CallHead = Message$1<"kds.mux.v1.CallHead"> & {
+  /**
+   * HTTP status as the Connect protocol uses it.
+   *
+   * @generated from field: uint32 status = 1;
+   */
+  status: number;
+
+  /**
+   * Response headers.
+   *
+   * @generated from field: map<string, string> headers = 2;
+   */
+  headers: { [key: string]: string };
+};
+
+/**
+ * Describes the message kds.mux.v1.CallHead.
+ * Use `create(CallHeadSchema)` to create a new message.
+ */
+export const CallHeadSchema: GenMessage<CallHead> = /*@__PURE__*/
+  messageDesc(file_kds_mux_v1_mux, 3);
+
+/**
+ * The end of a reverse call's response.
+ *
+ * @generated from message kds.mux.v1.CallEnd
+ */
+export type CallEnd = Message$1<"kds.mux.v1.CallEnd"> & {
+  /**
+   * Response trailers.
+   *
+   * @generated from field: map<string, string> trailers = 1;
+   */
+  trailers: { [key: string]: string };
+
+  /**
+   * Set when the call failed outside the Connect protocol (refused, too many
+   * calls, cancelled); says what happened and what to do.
+   *
+   * @generated from field: string error = 2;
+   */
+  error: string;
+
+  /**
+   * With `error`: a Connect code name ("permission_denied", "unavailable", ...).
+   *
+   * @generated from field: string code = 3;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message kds.mux.v1.CallEnd.
+ * Use `create(CallEndSchema)` to create a new message.
+ */
+export const CallEndSchema: GenMessage<CallEnd> = /*@__PURE__*/
+  messageDesc(file_kds_mux_v1_mux, 4);
+
+/**
+ * Cancels a reverse call.
+ *
+ * @generated from message kds.mux.v1.CallCancel
+ */
+export type CallCancel = Message$1<"kds.mux.v1.CallCancel"> & {
+};
+
+/**
+ * Describes the message kds.mux.v1.CallCancel.
+ * Use `create(CallCancelSchema)` to create a new message.
+ */
+export const CallCancelSchema: GenMessage<CallCancel> = /*@__PURE__*/
+  messageDesc(file_kds_mux_v1_mux, 5);
 
 /**
  * Data frames (requests and responses) sent together, in order. Each counts
@@ -144,7 +353,7 @@ export type Batch = Message$1<"kds.mux.v1.Batch"> & {
  * Use `create(BatchSchema)` to create a new message.
  */
 export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 1);
+  messageDesc(file_kds_mux_v1_mux, 6);
 
 /**
  * The first frame of each side. Nothing but control frames may be sent before
@@ -208,6 +417,14 @@ export type Hello = Message$1<"kds.mux.v1.Hello"> & {
    * @generated from field: bool batching = 8;
    */
   batching: boolean;
+
+  /**
+   * The sender accepts `call` frames (it answers reverse calls, or refuses
+   * them with a `CallEnd`).
+   *
+   * @generated from field: bool calls = 9;
+   */
+  calls: boolean;
 };
 
 /**
@@ -215,7 +432,7 @@ export type Hello = Message$1<"kds.mux.v1.Hello"> & {
  * Use `create(HelloSchema)` to create a new message.
  */
 export const HelloSchema: GenMessage<Hello> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 2);
+  messageDesc(file_kds_mux_v1_mux, 7);
 
 /**
  * A liveness probe.
@@ -236,7 +453,7 @@ export type Ping = Message$1<"kds.mux.v1.Ping"> & {
  * Use `create(PingSchema)` to create a new message.
  */
 export const PingSchema: GenMessage<Ping> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 3);
+  messageDesc(file_kds_mux_v1_mux, 8);
 
 /**
  * Answer to a ping.
@@ -257,7 +474,7 @@ export type Pong = Message$1<"kds.mux.v1.Pong"> & {
  * Use `create(PongSchema)` to create a new message.
  */
 export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 4);
+  messageDesc(file_kds_mux_v1_mux, 9);
 
 /**
  * Credit returned as the receiver's views consume frames.
@@ -285,7 +502,7 @@ export type WindowUpdate = Message$1<"kds.mux.v1.WindowUpdate"> & {
  * Use `create(WindowUpdateSchema)` to create a new message.
  */
 export const WindowUpdateSchema: GenMessage<WindowUpdate> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 5);
+  messageDesc(file_kds_mux_v1_mux, 10);
 
 /**
  * The last frame a side sends before it ends its half of the stream.
@@ -313,7 +530,7 @@ export type GoAway = Message$1<"kds.mux.v1.GoAway"> & {
  * Use `create(GoAwaySchema)` to create a new message.
  */
 export const GoAwaySchema: GenMessage<GoAway> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 6);
+  messageDesc(file_kds_mux_v1_mux, 11);
 
 /**
  * Why a side ends the session.
