@@ -85,6 +85,10 @@ export { fanOutMetrics, noopMetrics, type AdmissionResult, type DiscoveryEvent, 
 export { instrumentStore } from "./observe/store.ts";
 export { combineClientObservers, combineServerObservers, streamObservers, type StreamObservers } from "./observe/sync-observers.ts";
 export { observeHandler, type MetricsText, type ObserveOptions } from "./observe/http.ts";
+export { StatusFeed, type LagPoint, type SessionEntry, type StatusFeedOptions, type StatusSnapshot, type ZoneStatusJson } from "./observe/status-feed.ts";
+export { STATUS_PAGE_HTML } from "./observe/status-page-html.ts";
+export { CALLER_HEADER, CallEndpoint, callEndpoint, type CallEndpointOptions } from "./rpc/endpoint.ts";
+export { reverseCallTransport, type ReverseCallTransportOptions } from "./rpc/transport.ts";
 export { adminServiceImpl, registerAdmin, toAdminResource, fromAdminResource, assertWritable, type AdminBackend } from "./admin/admin-service.ts";
 export * from "./gen/kds/admin/v1/admin_pb.ts";
 export * from "./gen/kds/v1/resource_pb.ts";

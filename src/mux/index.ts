@@ -11,5 +11,5 @@ export type { MuxRequest, MuxResponse, Lane } from "./frames.ts";
 export { defaultSessionOptions, resolveSessionOptions, type SessionOptions, type ResolvedSessionOptions } from "./options.ts";
 export { MuxSession, PROTOCOL_VERSION, type SessionInit } from "./session.ts";
 export type { SessionEnd, SessionEndCode, PeerSettings, SessionState } from "./state.ts";
-export type { ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
+export type { CallPort, ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
 export * from "./schema.ts";

@@ -109,6 +109,21 @@ describe("kds-mux CLI", () => {
     expect(status).toMatchObject({ role: "zone", zones: [{ zone: "zone-1", online: true }] });
   });
 
+  it("asks the zone itself through the global: get --zone and inspect zone", async () => {
+    await run(["apply", "-f", file("dp-zone.yaml", "type: Dataplane\nmesh: default\nname: dp-asked\nspec:\n  address: 10.0.0.9\n"), "--server", zoneUrl]);
+    const got = await until(
+      () => run(["get", "Dataplane", "dp-asked", "--mesh", "default", "--zone", "zone-1", "--server", globalUrl, "-o", "json"]),
+      (r) => r.code === 0,
+      "the zone's own dataplane through the global",
+    );
+    expect((JSON.parse(got.stdout) as { name: string }[]).map((d) => d.name)).toEqual(["dp-asked"]); // the zone's name for it, not zone-1.dp-asked
+    const view = JSON.parse((await run(["inspect", "zone", "zone-1", "--server", globalUrl, "-o", "json"])).stdout) as { zone: string; online: boolean }[];
+    expect(view).toEqual([expect.objectContaining({ zone: "zone-1", online: true })]);
+    const offline = await run(["get", "Dataplane", "--zone", "zone-9", "--server", globalUrl]);
+    expect(offline.code).toBe(1);
+    expect(offline.stderr).toContain('zone "zone-9" is offline');
+  });
+
   it("rejects an invalid file naming the file and the problem", async () => {
     const bad = file("bad.yaml", "type: Mesh\nname: [unclosed\n");
     const r = await run(["apply", "-f", bad, "--server", globalUrl]);
