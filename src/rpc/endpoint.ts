@@ -89,6 +89,8 @@ export class CallEndpoint {
   readonly #serve: UniversalClientFn | undefined;
   readonly #outgoing = new Map<bigint, OutgoingCall>();
   readonly #incoming = new Map<bigint, IncomingCall>();
+  /** Refusals accepted by the session but not yet on their way. */
+  #refusing = 0;
   #nextId = 1n;
 
   /** Use {@link callEndpoint}. */
@@ -203,8 +205,7 @@ export class CallEndpoint {
     const kind = call.kind;
     switch (kind.case) {
       case "open":
-        this.#open(call.id, kind.value.path, kind.value.headers, kind.value.body, kind.value.window);
-        return undefined;
+        return this.#open(call.id, kind.value.path, kind.value.headers, kind.value.body, kind.value.window);
       case "credit": {
         const incoming = this.#incoming.get(call.id);
         if (incoming !== undefined) {
@@ -249,38 +250,45 @@ export class CallEndpoint {
     }
   }
 
-  #open(id: bigint, path: string, headers: Record<string, string>, body: Uint8Array, window: number): void {
-    const refuse = (error: string, code: string): void => this.#send({ id, kind: { case: "end", value: { error, code } } });
+  #open(id: bigint, path: string, headers: Record<string, string>, body: Uint8Array, window: number): KdsError | undefined {
+    if (this.#refusing >= this.#maxCalls * 4) {
+      return new KdsError("protocol_error", `the peer opened calls faster than ${this.#maxCalls * 4} refusals could be sent; a caller waits for each call's end`);
+    }
+    const refuse = (error: string, code: string): undefined => {
+      this.#refusing++;
+      this.#session.calls
+        .send(create(CallSchema, { id, kind: { case: "end", value: { error, code } } }))
+        .catch(() => undefined) // fails only when the session ended (every call ends with it) or its send queue is full (bounded by the check above)
+        .finally(() => this.#refusing--);
+      return undefined;
+    };
     if (this.#incoming.has(id)) {
-      refuse(`call ${id} is already open`, "invalid_argument");
-      return;
+      return refuse(`call ${id} is already open`, "invalid_argument");
     }
     if (this.#serve === undefined) {
       const who = this.#session.role === "global" ? `global "${this.#session.localId}"` : `zone "${this.#session.localId}"`;
-      refuse(`${who} serves no calls over the mux: reverse calls go from the global to a zone, and a zone reaches only its own services`, "permission_denied");
-      return;
+      return refuse(`${who} serves no calls over the mux: reverse calls go from the global to a zone, and a zone reaches only its own services`, "permission_denied");
     }
     const handler = this.#handlers.get(path);
     if (handler === undefined) {
-      refuse(`${path} is not served here`, "unimplemented");
-      return;
+      return refuse(`${path} is not served here`, "unimplemented");
     }
     if (handler.method.methodKind !== "unary" && handler.method.methodKind !== "server_streaming") {
-      refuse(`${path} is a ${handler.method.methodKind.replace("_", "-")} method; reverse calls carry unary and server-streaming calls only`, "unimplemented");
-      return;
+      return refuse(`${path} is a ${handler.method.methodKind.replace("_", "-")} method; reverse calls carry unary and server-streaming calls only`, "unimplemented");
     }
     if (this.#incoming.size >= this.#maxCalls) {
-      refuse(`${this.#maxCalls} calls already run on this session; retry when one has ended`, "resource_exhausted");
-      return;
+      return refuse(`${this.#maxCalls} calls already run on this session; retry when one has ended`, "resource_exhausted");
     }
     const abort = new AbortController();
     const incoming: IncomingCall = { abort, credit: window, wake: undefined };
     this.#incoming.set(id, incoming);
     void this.#serveCall(id, incoming, this.#serve, path, headers, body).finally(() => this.#incoming.delete(id));
+    return undefined;
   }
 
   async #serveCall(id: bigint, incoming: IncomingCall, serve: UniversalClientFn, path: string, headers: Record<string, string>, body: Uint8Array): Promise<void> {
     const signal = incoming.abort.signal;
+    signal.addEventListener("abort", () => incoming.wake?.(), { once: true }); // a cancel frees a wait for credit
     const header = new Headers(headers);
     header.set(CALLER_HEADER, this.#session.peerId);
     try {

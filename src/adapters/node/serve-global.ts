@@ -113,18 +113,24 @@ export async function serveRoutes(
   };
 }
 
+/** How long a new connection may take to send its first bytes on a "both" server. */
+const SNIFF_TIMEOUT_MS = 10_000;
+
 /** The HTTP/2 connection preface starts with these bytes; no HTTP/1.1 request does. */
 const H2_PREFACE = "PRI * HTTP/2.0";
 
 /** A plaintext server handing each connection to `h2` or `h1` by its first bytes. */
 function sniffingServer(h1: http.Server, h2: http2.Http2Server): net.Server {
   return net.createServer((socket) => {
+    // A connection that never says which protocol it speaks is closed, not kept.
+    socket.setTimeout(SNIFF_TIMEOUT_MS, () => socket.destroy());
     let head = Buffer.alloc(0);
     const onData = (chunk: Buffer): void => {
       head = Buffer.concat([head, chunk]);
       const prefix = head.subarray(0, H2_PREFACE.length).toString("latin1");
       if (prefix.length < H2_PREFACE.length && H2_PREFACE.startsWith(prefix)) return; // too short to tell yet
       socket.off("data", onData);
+      socket.setTimeout(0);
       socket.pause();
       socket.unshift(head);
       if (prefix === H2_PREFACE) {
