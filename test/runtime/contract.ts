@@ -1,10 +1,12 @@
 // Runs the session contract (test/contract/scenarios.ts), the fetch-server
-// scenarios and the /metrics scenarios (test/observe) on whichever runtime
+// scenarios, the /metrics scenarios (test/observe) and the reverse-call
+// scenarios (test/rpc) on whichever runtime
 // executes this file: `deno run` and `bun` in `npm test`, or node through vitest.
 // Prints one line per scenario and a closing "RUNTIME: N passed, M failed".
 import { scenarios } from "../contract/scenarios.ts";
 import { fetchScenarios } from "./fetch-scenarios.ts";
 import { metricsScenarios } from "../observe/metrics-scenarios.ts";
+import { reverseCallScenarios } from "../rpc/reverse-scenarios.ts";
 
 interface RuntimeGlobals {
   Deno?: { version: { deno: string }; exit(code: number): never };
@@ -26,7 +28,7 @@ function withTimeout(promise: Promise<void>, name: string): Promise<void> {
 
 let passed = 0;
 let failed = 0;
-for (const scenario of [...scenarios, ...fetchScenarios, ...metricsScenarios]) {
+for (const scenario of [...scenarios, ...fetchScenarios, ...metricsScenarios, ...reverseCallScenarios]) {
   const started = performance.now();
   try {
     await withTimeout(scenario.run(), scenario.name);
