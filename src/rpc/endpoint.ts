@@ -271,7 +271,7 @@ export class CallEndpoint {
     }
     const handler = this.#handlers.get(path);
     if (handler === undefined) {
-      return refuse(`${path} is not served here`, "unimplemented");
+      return refuse(`${this.#session.role} "${this.#session.localId}" serves no ${path} over reverse calls (a zone run by \`kds-mux zone\` serves its admin API; a library zone serves what its reverseCalls option registers)`, "unimplemented");
     }
     if (handler.method.methodKind !== "unary" && handler.method.methodKind !== "server_streaming") {
       return refuse(`${path} is a ${handler.method.methodKind.replace("_", "-")} method; reverse calls carry unary and server-streaming calls only`, "unimplemented");
