@@ -122,7 +122,7 @@ describe("kds-mux CLI", () => {
     const offline = await run(["get", "Dataplane", "--zone", "zone-9", "--server", globalUrl]);
     expect(offline.code).toBe(1);
     expect(offline.stderr).toContain('zone "zone-9" is offline');
-  });
+  }, 120_000); // four CLI processes: each takes seconds to start on a loaded machine
 
   it("rejects an invalid file naming the file and the problem", async () => {
     const bad = file("bad.yaml", "type: Mesh\nname: [unclosed\n");
