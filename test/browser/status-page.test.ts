@@ -1,0 +1,125 @@
+// The live status page in headless Chromium: what it shows after a zone
+// connects, a resource changes and a zone goes offline, updated through its
+// event stream without a reload. Saves a screenshot in the test's temp folder
+// (and to docs/status-page.png with KDS_UPDATE_SCREENSHOT=1).
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium, type Browser } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fetchFallback } from "../../src/adapters/node/fetch-fallback.ts";
+import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/serve-global.ts";
+import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
+import { silentLogger } from "../../src/log.ts";
+import { observeHandler } from "../../src/observe/http.ts";
+import { fanOutMetrics } from "../../src/observe/metrics.ts";
+import { PrometheusMetrics } from "../../src/observe/prometheus.ts";
+import { StatusFeed } from "../../src/observe/status-feed.ts";
+import { STATUS_PAGE_HTML } from "../../src/observe/status-page-html.ts";
+import { connectMuxTransport } from "../../src/transport/connect.ts";
+import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
+import { dataplane, mesh } from "../sync/helpers.ts";
+
+/**
+ * Chromium as test/browser.test.ts finds it today (CHROMIUM_PATH or Debian's);
+ * switch to test/support/chromium.ts's launchChromium once it is on main.
+ */
+async function launchChromium(): Promise<Browser> {
+  const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+  if (!existsSync(executablePath)) throw new Error(`no Chromium at ${executablePath}: install Chromium or set CHROMIUM_PATH`);
+  return chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"] });
+}
+
+describe("status page", () => {
+  let browser: Browser;
+  let global: GlobalControlPlane;
+  let served: ServedGlobal;
+  const stop = new AbortController();
+  const zones = new Map<string, { stop: AbortController; running: Promise<void>; plane: ZoneControlPlane }>();
+
+  beforeAll(async () => {
+    const prometheus = new PrometheusMetrics();
+    const status: StatusFeed = new StatusFeed({ role: "global", name: "global", zones: () => global.zoneStatuses() });
+    global = new GlobalControlPlane({ logger: silentLogger, metrics: fanOutMetrics(prometheus, status.metrics) });
+    global.start(stop.signal);
+    served = await serveGlobal(global.server, { httpVersion: "both", fallback: fetchFallback(observeHandler({ metrics: prometheus, status, page: STATUS_PAGE_HTML, refreshMs: 500, minIntervalMs: 100 })) });
+    await global.registerZone("zone-east");
+    await global.registerZone("zone-west");
+    browser = await launchChromium();
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const z of zones.values()) z.stop.abort();
+    await Promise.all([...zones.values()].map((z) => z.running));
+    await browser?.close();
+    stop.abort();
+    await served?.close();
+  });
+
+  function startZone(name: string): ZoneControlPlane {
+    const plane = new ZoneControlPlane({ name, transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), logger: silentLogger });
+    const zoneStop = new AbortController();
+    zones.set(name, { stop: zoneStop, running: plane.run(zoneStop.signal), plane });
+    return plane;
+  }
+
+  it("shows a zone connecting, a change syncing with its lag, and the zone going offline, without reloading", async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.goto(`${served.url}/`);
+    await page.waitForSelector('#live[data-live="true"]', { timeout: 20_000 });
+    await page.waitForSelector('#zones tr[data-zone="zone-east"][data-online="false"]', { timeout: 20_000 });
+    expect(await page.textContent('#zones tr[data-zone="zone-east"] .since')).toBe("never connected");
+    const loads = await page.evaluate(() => performance.getEntriesByType("navigation").length);
+
+    // A zone connects.
+    const east = startZone("zone-east");
+    await page.waitForSelector('#zones tr[data-zone="zone-east"][data-online="true"]', { timeout: 20_000 });
+    expect(await page.textContent('#zones tr[data-zone="zone-east"] .badge')).toBe("online");
+    await page.waitForSelector('#sessions tr[data-peer="zone-east"][data-open="true"]', { timeout: 20_000 });
+    startZone("zone-west");
+    await page.waitForSelector('#zones tr[data-zone="zone-west"][data-online="true"]', { timeout: 20_000 });
+
+    // A resource changes on the global, and one in a zone: both sync, and the lag chart draws a line per zone.
+    for (let i = 0; i < 3; i++) {
+      await global.store.put(mesh("default", `revision ${i}`));
+      await new Promise((r) => setTimeout(r, 1100)); // points are per second: three seconds, three points
+    }
+    await east.store.put(dataplane("default", "web-1"));
+    await page.waitForFunction(() => document.querySelector('#types tr[data-zone="zone-east"][data-kind="Mesh"] .sent')?.textContent?.startsWith("0 ") === false, undefined, { timeout: 20_000 });
+    await page.waitForSelector('#lag polyline[data-zone="zone-east"]', { timeout: 20_000 });
+    await page.waitForSelector('#lag polyline[data-zone="zone-west"]', { timeout: 20_000 });
+    await page.waitForFunction(() => Number(document.querySelector('#lag polyline[data-zone="zone-east"]')?.getAttribute("data-points") ?? 0) >= 2, undefined, { timeout: 20_000 });
+    const meshRow = await page.textContent('#types tr[data-zone="zone-east"][data-kind="Mesh"] .sent');
+    const [sent, acked] = (meshRow ?? "").split(" / ").map(Number);
+    expect(sent).toBeGreaterThanOrEqual(1);
+    expect(acked).toBeGreaterThanOrEqual(1);
+    await page.waitForFunction(() => document.querySelector('#types tr[data-zone="zone-east"][data-kind="Dataplane"] .received')?.textContent?.startsWith("0 ") === false, undefined, { timeout: 20_000 });
+
+    // The zone goes offline.
+    const west = zones.get("zone-west");
+    west?.stop.abort();
+    await west?.running;
+    await page.waitForSelector('#zones tr[data-zone="zone-west"][data-online="false"]', { timeout: 20_000 });
+    expect(await page.textContent('#zones tr[data-zone="zone-west"] .badge')).toBe("offline");
+    expect(await page.textContent('#zones tr[data-zone="zone-west"] .since')).toMatch(/^offline since /);
+    await page.waitForSelector('#sessions tr[data-peer="zone-west"][data-open="false"]', { timeout: 20_000 });
+    expect(await page.textContent('#zones tr[data-zone="zone-east"] .badge')).toBe("online");
+
+    // All of it arrived through the event stream: the page never reloaded.
+    expect(await page.evaluate(() => performance.getEntriesByType("navigation").length)).toBe(loads);
+    expect(Number(await page.getAttribute("body", "data-version"))).toBeGreaterThan(3);
+    expect(errors).toEqual([]);
+
+    const shot = join(mkdtempSync(join(tmpdir(), "kds-mux-status-page-")), "status-page.png");
+    await page.screenshot({ path: shot, fullPage: true });
+    if (process.env.KDS_UPDATE_SCREENSHOT === "1") {
+      await page.screenshot({ path: fileURLToPath(new URL("../../docs/status-page.png", import.meta.url)), fullPage: true });
+    }
+    console.log(`status page screenshot: ${shot}`);
+    await page.close();
+  }, 120_000);
+});
