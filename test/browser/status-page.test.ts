@@ -3,11 +3,11 @@
 // event stream without a reload. Saves a screenshot in the test's temp folder
 // (and to docs/status-page.png with KDS_UPDATE_SCREENSHOT=1).
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { existsSync, mkdtempSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fetchFallback } from "../../src/adapters/node/fetch-fallback.ts";
 import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/serve-global.ts";
@@ -21,16 +21,7 @@ import { STATUS_PAGE_HTML } from "../../src/observe/status-page-html.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { dataplane, mesh } from "../sync/helpers.ts";
-
-/**
- * Chromium as test/browser.test.ts finds it today (CHROMIUM_PATH or Debian's);
- * switch to test/support/chromium.ts's launchChromium once it is on main.
- */
-async function launchChromium(): Promise<Browser> {
-  const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-  if (!existsSync(executablePath)) throw new Error(`no Chromium at ${executablePath}: install Chromium or set CHROMIUM_PATH`);
-  return chromium.launch({ executablePath, args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"] });
-}
+import { launchChromium } from "../support/chromium.ts";
 
 describe("status page", () => {
   let browser: Browser;
