@@ -410,7 +410,15 @@ function startServer(
 async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
-  const within = (ms: number): Promise<boolean> => Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+  const within = async (ms: number): Promise<boolean> => {
+    let handle: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<boolean>((r) => (handle = setTimeout(() => r(false), ms)));
+    try {
+      return await Promise.race([exited.then(() => true), late]);
+    } finally {
+      clearTimeout(handle);
+    }
+  };
   child.kill("SIGINT");
   if (await within(30_000)) return;
   child.kill("SIGQUIT");
