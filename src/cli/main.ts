@@ -13,6 +13,7 @@ import { cliLogger, type LogFormat } from "./logger.ts";
 import type { OutputFormat } from "./format.ts";
 import { apply, generateZone, get, inspectZone, inspectZones, outputFormats, remove, types } from "./resource-commands.ts";
 import { runGlobal, runZone, zoneTransports } from "./serve-commands.ts";
+import { dataDirOption, storeOption, type StoreChoice } from "./store-option.ts";
 import { stopSignal } from "./signals.ts";
 
 const logFormatOption = (): Option => new Option("--log-format <format>", "log lines as readable text or JSON lines").choices(["text", "json"]).default("text");
@@ -40,15 +41,17 @@ export function program(): Command {
 
   cli
     .command("global")
-    .description("run a global control plane (mux and admin API on one address, in-memory store)")
+    .description("run a global control plane (mux and admin API on one address; state in --store, durable by default)")
     .option("--listen <host:port>", "address to listen on", "127.0.0.1:5685")
     .option("--name <name>", "this global's name", "global")
+    .addOption(storeOption())
+    .addOption(dataDirOption())
     .addOption(logFormatOption())
     .addOption(logLevelOption())
-    .action(async (o: { listen: string; name: string; logFormat: LogFormat; logLevel: LogLevel }) => {
+    .action(async (o: { listen: string; name: string; logFormat: LogFormat; logLevel: LogLevel } & StoreChoice) => {
       const stop = stopSignal();
       try {
-        await runGlobal({ listen: o.listen, name: o.name, logger: cliLogger(o.logFormat, o.logLevel), signal: stop.signal });
+        await runGlobal({ listen: o.listen, name: o.name, store: o.store, dataDir: o.dataDir, logger: cliLogger(o.logFormat, o.logLevel), signal: stop.signal });
       } finally {
         stop.dispose();
       }
@@ -61,9 +64,11 @@ export function program(): Command {
     .requiredOption("--global <urls>", "the global's address, e.g. http://127.0.0.1:5685; several instances comma-separated (the zone fails over between them)")
     .addOption(new Option("--transport <kind>", "how to dial the global (HTTP/2; half-duplex uses unary and server-streaming calls only)").choices([...zoneTransports]).default("grpc"))
     .option("--listen <host:port>", "address of this zone's admin API", "127.0.0.1:5681")
+    .addOption(storeOption())
+    .addOption(dataDirOption())
     .addOption(logFormatOption())
     .addOption(logLevelOption())
-    .action(async (o: { name: string; global: string; transport: string; listen: string; logFormat: LogFormat; logLevel: LogLevel }) => {
+    .action(async (o: { name: string; global: string; transport: string; listen: string; logFormat: LogFormat; logLevel: LogLevel } & StoreChoice) => {
       const stop = stopSignal();
       try {
         await runZone({ ...o, logger: cliLogger(o.logFormat, o.logLevel), signal: stop.signal });

@@ -24,9 +24,11 @@ import type { MuxTransport } from "../transport/transport.ts";
 import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
 import { parseListen } from "./address.ts";
 import { aborted } from "./signals.ts";
+import { openCliStore, type StoreChoice } from "./store-option.ts";
+import { createTypeRegistry } from "../sync/builtin-types.ts";
 
 /** Options of `kds-mux global`. */
-export interface GlobalCommandOptions {
+export interface GlobalCommandOptions extends StoreChoice {
   readonly listen: string;
   readonly name: string;
   readonly logger: Logger;
@@ -37,22 +39,29 @@ export interface GlobalCommandOptions {
 export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const { host, port } = parseListen(options.listen);
   let url = "<global-admin-url>";
-  const observe = observation("global", options.name, () => global.zoneStatuses());
-  const global: GlobalControlPlane = new GlobalControlPlane({ id: options.name, logger: options.logger, adminUrl: () => url, metrics: observe.metrics });
-  global.start(options.signal);
-  const served = await serveGlobal(global.server, {
-    host,
-    port,
-    // h2c for zones and the CLI; HTTP/1.1 for browsers and Prometheus on the same port.
-    httpVersion: "both",
-    routes: (router) => registerAdmin(router, global.admin()),
-    fallback: observe.fallback,
-  });
-  url = served.url;
-  options.logger.info(`global "${options.name}" listening on ${served.url} (zones dial it; the admin API, the status page at ${served.url}/ and metrics at ${served.url}/metrics are on the same address)`);
-  await aborted(options.signal);
-  options.logger.info("shutting down: telling every zone (goaway) and closing connections");
-  await served.close();
+  const types = createTypeRegistry();
+  const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: options.signal });
+  try {
+    options.logger.info(`global "${options.name}" keeps its state in ${opened.description}`);
+    const observe = observation("global", options.name, () => global.zoneStatuses());
+    const global: GlobalControlPlane = new GlobalControlPlane({ id: options.name, types, store: opened.store, logger: options.logger, adminUrl: () => url, metrics: observe.metrics });
+    global.start(options.signal);
+    const served = await serveGlobal(global.server, {
+      host,
+      port,
+      // h2c for zones and the CLI; HTTP/1.1 for browsers and Prometheus on the same port.
+      httpVersion: "both",
+      routes: (router) => registerAdmin(router, global.admin()),
+      fallback: observe.fallback,
+    });
+    url = served.url;
+    options.logger.info(`global "${options.name}" listening on ${served.url} (zones dial it; the admin API, the status page at ${served.url}/ and metrics at ${served.url}/metrics are on the same address)`);
+    await aborted(options.signal);
+    options.logger.info("shutting down: telling every zone (goaway) and closing connections");
+    await served.close();
+  } finally {
+    await opened.close();
+  }
   options.logger.info("stopped");
 }
 
@@ -74,7 +83,7 @@ function observation(role: "global" | "zone", name: string, zones: () => Promise
 export const zoneTransports = ["grpc", "grpc-web", "connect", "half-duplex"] as const;
 
 /** Options of `kds-mux zone`. */
-export interface ZoneCommandOptions {
+export interface ZoneCommandOptions extends StoreChoice {
   readonly name: string;
   readonly global: string;
   readonly transport: string;
@@ -115,24 +124,33 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
         halfDuplexMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2" }), { target: url })
       : connectMuxTransport(connectTransport(options.transport, url), { name: options.transport, target: url });
   const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial));
-  const observe = observation("zone", options.name, () => Promise.resolve([zone.status()]));
-  const zone: ZoneControlPlane = new ZoneControlPlane({
-    name: options.name,
-    transport,
-    logger: options.logger,
-    metrics: observe.metrics,
-    // The global may call the zone's own admin API inside the session (get --zone, inspect zone).
-    reverseCalls: (router) => registerAdmin(router, zone.admin()),
-  });
-  const served = await serveRoutes((router) => registerAdmin(router, zone.admin()), {
-    host,
-    port,
-    httpVersion: "both",
-    fallback: observe.fallback,
-  });
-  options.logger.info(`zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`);
-  await zone.run(options.signal);
-  options.logger.info("shutting down");
-  await served.close();
+  const types = createTypeRegistry();
+  const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: options.signal });
+  try {
+    options.logger.info(`zone "${options.name}" keeps its state in ${opened.description}`);
+    const observe = observation("zone", options.name, () => Promise.resolve([zone.status()]));
+    const zone: ZoneControlPlane = new ZoneControlPlane({
+      name: options.name,
+      transport,
+      types,
+      store: opened.store,
+      logger: options.logger,
+      metrics: observe.metrics,
+      // The global may call the zone's own admin API inside the session (get --zone, inspect zone).
+      reverseCalls: (router) => registerAdmin(router, zone.admin()),
+    });
+    const served = await serveRoutes((router) => registerAdmin(router, zone.admin()), {
+      host,
+      port,
+      httpVersion: "both",
+      fallback: observe.fallback,
+    });
+    options.logger.info(`zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`);
+    await zone.run(options.signal);
+    options.logger.info("shutting down");
+    await served.close();
+  } finally {
+    await opened.close();
+  }
   options.logger.info("stopped");
 }

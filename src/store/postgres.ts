@@ -28,6 +28,7 @@ import { KdsError, abortError } from "../errors.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import { resourceKey, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
 import { sleep } from "../util/abort.ts";
+import { backoffDelay, resolveBackoff } from "../util/backoff.ts";
 import { Waker, timer } from "../util/wake.ts";
 import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "./contract.ts";
 import { describeTarget, isConnectionError, storeError } from "./postgres/errors.ts";
@@ -35,6 +36,9 @@ import { guarded, type Runner } from "./postgres/guard.ts";
 import { migrate, quoteIdent, type MigrationReport } from "./postgres/migrations.ts";
 import { CHANGE_COLUMNS, RESOURCE_COLUMNS, decodeChange, decodeResource, encodeSpec, toHex, type ChangeRow, type ResourceRow } from "./postgres/rows.ts";
 import { validateInput, versionConflict } from "./validate.ts";
+
+/** Delays between a watch's reconnect attempts while the database is unreachable. */
+const WATCH_RETRY = resolveBackoff({ baseMs: 200, capMs: 2_000 });
 
 /** Options of {@link PostgresStore.open}. */
 export interface PostgresStoreOptions {
@@ -390,7 +394,7 @@ export class PostgresStore implements ResourceStore {
             );
           }
           attempt += 1;
-          const delay = Math.min(100 * 2 ** Math.min(attempt, 6), 2_000) * (0.5 + Math.random() / 2);
+          const delay = backoffDelay(attempt - 1, WATCH_RETRY);
           this.#logger.warn("PostgreSQL store: watch lost its connection; reconnecting and catching up", {
             target: this.#target,
             revision: cursor,

@@ -30,11 +30,11 @@ describe("kds-mux CLI", () => {
   let zoneUrl: string;
 
   beforeAll(async () => {
-    global = new KdsProcess(["global", "--listen", "127.0.0.1:0"]);
+    global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--store", "memory"]);
     globalUrl = (await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
     const registered = await run(["apply", "-f", "-", "--server", globalUrl], (await run(["generate", "zone", "--name", "zone-1"])).stdout);
     expect(registered.code).toBe(0);
-    zone = new KdsProcess(["zone", "--name", "zone-1", "--global", globalUrl, "--listen", "127.0.0.1:0"]);
+    zone = new KdsProcess(["zone", "--name", "zone-1", "--global", globalUrl, "--listen", "127.0.0.1:0", "--store", "memory"]);
     zoneUrl = (await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
     await zone.waitFor(/connected to global "global"/);
   }, 60_000);
@@ -147,7 +147,7 @@ describe("kds-mux CLI", () => {
   });
 
   it("tells an unregistered zone how to register, on every retry", async () => {
-    const stray = new KdsProcess(["zone", "--name", "zone-9", "--global", globalUrl, "--listen", "127.0.0.1:0"]);
+    const stray = new KdsProcess(["zone", "--name", "zone-9", "--global", globalUrl, "--listen", "127.0.0.1:0", "--store", "memory"]);
     try {
       const retry = /kds-mux generate zone --name zone-9 \| kds-mux apply -f - --server http:\/\/127\.0\.0\.1:\d+[\s\S]*?retries in \d+ ms \(at /g;
       await stray.waitFor(new RegExp(`(${retry.source}[\\s\\S]*){2}`));
@@ -161,7 +161,7 @@ describe("kds-mux CLI", () => {
   it("runs a zone over the half-duplex transport", async () => {
     const registered = await run(["apply", "-f", "-", "--server", globalUrl], (await run(["generate", "zone", "--name", "zone-hd"])).stdout);
     expect(registered.code).toBe(0);
-    const hd = new KdsProcess(["zone", "--name", "zone-hd", "--global", globalUrl, "--listen", "127.0.0.1:0", "--transport", "half-duplex"]);
+    const hd = new KdsProcess(["zone", "--name", "zone-hd", "--global", globalUrl, "--listen", "127.0.0.1:0", "--transport", "half-duplex", "--store", "memory"]);
     try {
       const url = (await hd.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
       await hd.waitFor(/connected to global "global" over half-duplex/);
@@ -173,7 +173,7 @@ describe("kds-mux CLI", () => {
   });
 
   it("stops cleanly on SIGTERM", async () => {
-    const other = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--log-format", "json"]);
+    const other = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--log-format", "json", "--store", "memory"]);
     const line = await other.waitFor(/\{.*"msg":"global \\"global\\" listening on [^"]+".*\}/);
     expect(JSON.parse(line[0]) as { level: string }).toMatchObject({ level: "info" });
     expect(await other.stop()).toBe(0);

@@ -26,7 +26,7 @@ import { randomBytes } from "node:crypto";
 import { chmod, chown, mkdir, open, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { arch, platform } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { KdsError, abortError } from "../../errors.ts";
 import { silentLogger, type Logger } from "../../log.ts";
 
@@ -82,8 +82,8 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   let child: ChildProcess | undefined;
   try {
     const bin = await binaries();
-    const owner = await serverUser(options);
-    if (owner !== undefined) await letThrough(dataDir);
+    const owner = await serverUser(options, logger);
+    if (owner !== undefined) await letThrough(dataDir, owner, options.systemUser ?? "postgres");
     const password = await ensurePassword(dataDir);
     if (!(await exists(join(pgDir, "PG_VERSION")))) {
       logger.info("creating the embedded PostgreSQL cluster", { dataDir: pgDir });
@@ -235,7 +235,7 @@ async function binaries(): Promise<{ initdb: string; postgres: string }> {
 }
 
 /** As root, the uid/gid the server runs as; undefined otherwise. */
-async function serverUser(options: EmbeddedPostgresOptions): Promise<{ uid: number; gid: number } | undefined> {
+async function serverUser(options: EmbeddedPostgresOptions, logger: Logger): Promise<{ uid: number; gid: number } | undefined> {
   if (typeof process.getuid !== "function" || process.getuid() !== 0) return undefined;
   const name = options.systemUser ?? "postgres";
   const lookup = async (): Promise<{ uid: number; gid: number }> => ({
@@ -254,6 +254,7 @@ async function serverUser(options: EmbeddedPostgresOptions): Promise<{ uid: numb
     }
     try {
       await run("useradd", ["--system", "--user-group", "--no-create-home", name]);
+      logger.warn(`created the system user "${name}" to run the embedded PostgreSQL (it does not run as root)`);
       return await lookup();
     } catch (error) {
       throw new KdsError("store_unavailable", `could not create the system user "${name}" for PostgreSQL (${(error as Error).message}): create it by hand, or use --store memory`, { cause: error });
@@ -263,10 +264,24 @@ async function serverUser(options: EmbeddedPostgresOptions): Promise<{ uid: numb
 
 /**
  * As root, the server (another user) must pass through the data directory to
- * reach `pg/`: add search (x) permission for others, nothing more (the
- * password file stays 0600, `pg/` stays 0700 and the server's own).
+ * reach `pg/`: add search (x) permission for others on the data directory,
+ * nothing more (the password file stays 0600, `pg/` stays 0700 and the
+ * server's own). A folder above it that does not let others through (like
+ * /root) is refused with what to do; it is not ours to change.
  */
-async function letThrough(dir: string): Promise<void> {
+async function letThrough(dir: string, owner: { uid: number; gid: number }, user: string): Promise<void> {
+  for (let above = dirname(dir); ; above = dirname(above)) {
+    const { mode, uid, gid } = await stat(above);
+    const passes = (mode & 0o001) !== 0 || (uid === owner.uid && (mode & 0o100) !== 0) || (gid === owner.gid && (mode & 0o010) !== 0);
+    if (!passes) {
+      throw new KdsError(
+        "invalid_argument",
+        `the embedded PostgreSQL runs as the system user "${user}" (it refuses to run as root), which cannot pass through ${above} (mode ${(mode & 0o777).toString(8)}) to reach ${dir}: ` +
+          `choose a --data-dir outside it (for example /var/lib/kds-mux/<name>), or let others through it (chmod o+x ${above})`,
+      );
+    }
+    if (dirname(above) === above) break;
+  }
   const { mode } = await stat(dir);
   if ((mode & 0o001) === 0) await chmod(dir, (mode & 0o7777) | 0o011);
 }

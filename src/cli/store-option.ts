@@ -1,0 +1,91 @@
+/**
+ * `--store` and `--data-dir` of `kds-mux global` and `kds-mux zone`: where a
+ * control plane keeps its state. Durable by default: an embedded PostgreSQL
+ * in `./kds-data/<name>`; `--store memory` keeps it in the process only;
+ * `--store postgres://...` uses a PostgreSQL server (shared by several
+ * global instances).
+ *
+ * @module
+ */
+import { Option } from "commander";
+import { startEmbeddedPostgres } from "../adapters/node/embedded-postgres.ts";
+import { KdsError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import type { ResourceStore } from "../store/contract.ts";
+import { InMemoryStore } from "../store/memory.ts";
+import { PostgresStore } from "../store/postgres.ts";
+import { describeTarget } from "../store/postgres/errors.ts";
+import type { TypeRegistry } from "../sync/resource-types.ts";
+
+/** `--store`: embedded (default), memory, or a PostgreSQL URL. */
+export const storeOption = (): Option =>
+  new Option("--store <store>", "where state lives: embedded (a PostgreSQL in --data-dir, the default), memory (lost at exit), or a postgres://user:pass@host:port/db URL");
+
+/** `--data-dir`: the embedded store's directory. */
+export const dataDirOption = (): Option => new Option("--data-dir <dir>", "the embedded store's directory (default ./kds-data/<name>)");
+
+/** What the two options said. */
+export interface StoreChoice {
+  /** `--store`, if given. */
+  readonly store?: string;
+  /** `--data-dir`, if given. */
+  readonly dataDir?: string;
+}
+
+/** An open store and how to release it. */
+export interface CliStore {
+  /** The store to hand to the control plane. */
+  readonly store: ResourceStore;
+  /** Where it lives, for the log ("memory", "PostgreSQL at host:port/db", "embedded PostgreSQL in DIR"). */
+  readonly description: string;
+  /** Closes the store (and stops the embedded server). */
+  close(): Promise<void>;
+}
+
+/** Data dir names: one path segment made of name characters. */
+const NAME_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+/**
+ * Opens the store the options choose for the control plane `name`. Refuses
+ * with a clear `invalid_argument` or `store_unavailable` (an unwritable data
+ * dir, a data dir in use, a database that does not answer, a newer schema).
+ */
+export async function openCliStore(choice: StoreChoice, context: { name: string; types: TypeRegistry; logger: Logger; signal: AbortSignal }): Promise<CliStore> {
+  const kind = choice.store ?? "embedded";
+  const { types, logger, signal } = context;
+  if (kind !== "embedded" && choice.dataDir !== undefined) {
+    throw new KdsError("invalid_argument", `--data-dir is for the embedded store; drop it, or drop --store ${kind.startsWith("postgres") ? "<url>" : kind}`);
+  }
+  if (kind === "memory") {
+    return { store: new InMemoryStore(types), description: "memory (state is lost when the process ends)", close: async () => undefined };
+  }
+  if (/^postgres(ql)?:\/\//.test(kind)) {
+    const store = await PostgresStore.open(types, { url: kind, logger, signal });
+    return { store, description: `PostgreSQL at ${describeTarget(kind)}`, close: () => store.close() };
+  }
+  if (kind !== "embedded") {
+    throw new KdsError("invalid_argument", `--store must be embedded, memory or a postgres:// URL, got "${kind.startsWith("postgres") ? describeTarget(kind) : kind}"`);
+  }
+  if (choice.dataDir === undefined && !NAME_SEGMENT.test(context.name)) {
+    throw new KdsError("invalid_argument", `--name "${context.name}" cannot name a data directory; give --data-dir`);
+  }
+  const dataDir = choice.dataDir ?? `./kds-data/${context.name}`;
+  const server = await startEmbeddedPostgres({ dataDir, logger, signal, createSystemUser: true });
+  try {
+    const store = await PostgresStore.open(types, { url: server.url, logger, signal });
+    return {
+      store,
+      description: `embedded PostgreSQL in ${server.dataDir}`,
+      close: async () => {
+        try {
+          await store.close();
+        } finally {
+          await server.stop();
+        }
+      },
+    };
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
+}
