@@ -11,6 +11,7 @@ import type { FanoutResult } from "./fanout.ts";
 import { inFreshProcess } from "./fresh.ts";
 import type { MemoryResult } from "./memory.ts";
 import { figureProblems } from "./figures.ts";
+import { storesBench, type StoreResult } from "./stores.ts";
 
 const quick = process.argv.includes("--quick");
 const quiet = process.argv.includes("--quiet");
@@ -19,8 +20,12 @@ const started = performance.now();
 const log = (line: string): void => void process.stderr.write(`${line}\n`);
 
 const plan = quick
-  ? { echo: [[100, 3_000], [1024, 2_000], [65_536, 200]], sync: [2_000], fanout: [20], rounds: 3, memory: 50_000 }
-  : { echo: [[100, 40_000], [1024, 30_000], [65_536, 3_000]], sync: [1_000, 10_000, 100_000], fanout: [10, 100, 1000], rounds: 10, memory: 1_000_000 };
+  ? { echo: [[100, 3_000], [1024, 2_000], [65_536, 200]], sync: [2_000], fanout: [20], rounds: 3, memory: 50_000, stores: [2_000] }
+  : { echo: [[100, 40_000], [1024, 30_000], [65_536, 3_000]], sync: [1_000, 10_000, 100_000], fanout: [10, 100, 1000], rounds: 10, memory: 1_000_000, stores: [10_000, 100_000] };
+// Stores: a PostgreSQL server only with KDS_TEST_DATABASE_URL; the quick run smokes the SQL path once
+// (on that server, else on the embedded engine) and the full run measures every store.
+const serverUrl = process.env.KDS_TEST_DATABASE_URL ?? "";
+const storeKinds: StoreResult["store"][] = quick ? ["memory", serverUrl !== "" ? "postgres" : "embedded"] : ["memory", "embedded", "postgres"];
 
 const echo: { size: number; raw: EchoResult; mux: EchoResult; grpcJs: EchoResult }[] = [];
 for (const [size, count] of plan.echo as [number, number][]) {
@@ -45,6 +50,12 @@ const fanout: FanoutResult[] = [];
 for (const zones of plan.fanout) {
   log(`fan-out ${zones} zones`);
   fanout.push(await inFreshProcess<FanoutResult>(new URL("./fanout.ts", import.meta.url).href, [zones, plan.rounds]));
+}
+
+const stores: StoreResult[] = [];
+for (const n of plan.stores) {
+  log(`stores ${n} resources: ${storeKinds.join(", ")}`);
+  stores.push(...(await storesBench(n, storeKinds)));
 }
 
 log(`memory ${plan.memory} messages`);
@@ -82,6 +93,14 @@ for (const f of fanout) {
   lines.push(`| ${fmt(f.zones)} | ${fmt(f.connectMs)} ms | ${fmt(f.heapPerZoneKiB)} KiB | ${fmt(f.rssPerZoneKiB)} KiB | ${fmt(f.p50Ms, 1)} ms | ${fmt(f.p99Ms, 1)} ms |`);
 }
 lines.push("");
+lines.push("## Stores: write (apply batches of 1,000), list everything, watch catch-up from revision 0");
+lines.push("");
+lines.push(`PostgreSQL: ${serverUrl !== "" ? "the server at KDS_TEST_DATABASE_URL (a fresh schema)" : "not measured (set KDS_TEST_DATABASE_URL)"}; embedded: PostgreSQL 18 from the npm-shipped binaries in a fresh data dir, the CLI's default.`);
+lines.push("");
+lines.push("| store | resources | writes/s | list all | watch catch-up changes/s |");
+lines.push("|---|---:|---:|---:|---:|");
+for (const s of stores) lines.push(`| ${s.store} | ${fmt(s.resources)} | ${fmt(s.writesPerSec)} | ${fmt(s.listMs)} ms | ${fmt(s.catchUpPerSec)} |`);
+lines.push("");
 lines.push(`## Memory over a long session (${fmt(memory.messages)} messages in ${fmt(memory.seconds, 1)} s, after GC, fresh process)`);
 lines.push("");
 lines.push("| messages | heap MiB | RSS MiB |");
@@ -95,16 +114,25 @@ if (quiet) console.log(`bench ${quick ? "smoke" : "run"}: every scenario ran (${
 else console.log(report);
 mkdirSync(new URL("./results/", import.meta.url), { recursive: true });
 const stamp = new Date().toISOString().replace(/[:.]/g, "-");
-const json = { quick, node: process.version, connect: pkg("@connectrpc/connect"), echo, sync, fanout, memory };
+const json = { quick, node: process.version, connect: pkg("@connectrpc/connect"), echo, sync, fanout, stores, memory };
 writeFileSync(new URL(`./results/${quick ? "quick" : "full"}-${stamp}.json`, import.meta.url), JSON.stringify(json, null, 2));
 writeFileSync(new URL(`./results/${quick ? "quick" : "full"}-latest.md`, import.meta.url), `${report}\n`);
 const problems = figureProblems(
   { echoSizes: plan.echo.map(([size]) => size as number), syncResources: plan.sync, fanoutZones: plan.fanout },
   { echo, sync, fanout, memory },
 );
+// Every planned store row, each figure a positive number ("postgres" only with a server to run on).
+for (const n of plan.stores) {
+  for (const kind of storeKinds) {
+    if (kind === "postgres" && serverUrl === "") continue;
+    const row = stores.find((r) => r.store === kind && r.resources === n);
+    if (row === undefined) problems.push(`stores ${kind} ${n}: no result`);
+    else for (const figure of ["writesPerSec", "listMs", "catchUpPerSec"] as const) if (!(Number.isFinite(row[figure]) && row[figure] > 0)) problems.push(`stores ${kind} ${n}: ${figure} is ${row[figure]}`);
+  }
+}
 if (problems.length > 0) {
   log(`bench: ${problems.length} figure(s) missing or not finite numbers:\n  ${problems.join("\n  ")}`);
   process.exit(1);
 }
-if (quiet) console.log(`bench: all figures present and finite (${echo.length} echo, ${sync.length} sync, ${fanout.length} fan-out, ${memory.samples.length} memory samples)`);
+if (quiet) console.log(`bench: all figures present and finite (${echo.length} echo, ${sync.length} sync, ${fanout.length} fan-out, ${stores.length} store, ${memory.samples.length} memory samples)`);
 process.exit(0);
