@@ -20,8 +20,10 @@ export interface ResourceRow {
   readonly spec: Uint8Array;
   /** `version::text`. */
   readonly version: string;
-  readonly created_at: Date;
-  readonly modified_at: Date;
+  /** Milliseconds since the epoch (a number parses much faster than a timestamp string). */
+  readonly created_ms: number;
+  /** Milliseconds since the epoch. */
+  readonly modified_ms: number;
 }
 
 /** A row of `kds_changes` as the store selects it (resource columns null for a delete). */
@@ -34,15 +36,19 @@ export interface ChangeRow {
   readonly name: string;
   readonly labels: string | null;
   readonly spec: Uint8Array | null;
-  readonly created_at: Date | null;
-  readonly modified_at: Date | null;
+  readonly created_ms: number | null;
+  readonly modified_ms: number | null;
 }
 
 /** The columns every resource select lists, in the shape of {@link ResourceRow}. */
-export const RESOURCE_COLUMNS = "kind, mesh, name, labels::text AS labels, spec, version::text AS version, created_at, modified_at";
+export const RESOURCE_COLUMNS =
+  "kind, mesh, name, labels::text AS labels, spec, version::text AS version, " +
+  "(extract(epoch FROM created_at) * 1000)::float8 AS created_ms, (extract(epoch FROM modified_at) * 1000)::float8 AS modified_ms";
 
 /** The columns every change select lists, in the shape of {@link ChangeRow}. */
-export const CHANGE_COLUMNS = "revision::text AS revision, op, kind, mesh, name, labels::text AS labels, spec, created_at, modified_at";
+export const CHANGE_COLUMNS =
+  "revision::text AS revision, op, kind, mesh, name, labels::text AS labels, spec, " +
+  "(extract(epoch FROM created_at) * 1000)::float8 AS created_ms, (extract(epoch FROM modified_at) * 1000)::float8 AS modified_ms";
 
 /** Decodes a stored row into a frozen {@link StoredResource}. */
 export function decodeResource(types: TypeRegistry, row: ResourceRow): StoredResource {
@@ -61,8 +67,8 @@ export function decodeResource(types: TypeRegistry, row: ResourceRow): StoredRes
     mesh: row.mesh,
     labels: Object.freeze(parseLabels(row.labels)),
     version: row.version,
-    creationTime: row.created_at,
-    modificationTime: row.modified_at,
+    creationTime: new Date(row.created_ms),
+    modificationTime: new Date(row.modified_ms),
   });
   return Object.freeze({ kind: type.kind, meta, spec });
 }
@@ -78,8 +84,8 @@ export function decodeChange(types: TypeRegistry, row: ChangeRow): StoreChange {
     labels: row.labels ?? "{}",
     spec: row.spec ?? new Uint8Array(0),
     version: row.revision,
-    created_at: row.created_at ?? new Date(0),
-    modified_at: row.modified_at ?? new Date(0),
+    created_ms: row.created_ms ?? 0,
+    modified_ms: row.modified_ms ?? 0,
   });
   return { op: "put", revision, resource };
 }
