@@ -100,6 +100,31 @@ describe.each(variants)("store contract: $name", (variant) => {
     expect(after.resources).toHaveLength(3);
   });
 
+  it("lists a snapshot that matches its revision while another instance writes", async () => {
+    const space = await fresh();
+    const writer = await space.peer();
+    // Every revision adds one new Mesh, so a consistent snapshot holds exactly `revision` of them.
+    const writing = (async () => {
+      for (let i = 0; i < 30; i++) {
+        await writer.apply([
+          { op: "put", input: mesh(`x${i}`) },
+          { op: "put", input: mesh(`y${i}`) },
+        ]);
+      }
+    })();
+    const mismatches: string[] = [];
+    let lists = 0;
+    for (let done = false; !done && lists < 1_000; lists++) {
+      done = (await Promise.race([writing.then(() => true), Promise.resolve(false)])) as boolean;
+      const { revision, resources } = await space.store.list("Mesh");
+      if (resources.length !== revision) mismatches.push(`revision ${revision} with ${resources.length} resources`);
+    }
+    await writing;
+    expect(mismatches).toEqual([]);
+    expect(lists).toBeGreaterThan(1);
+    expect((await space.store.list("Mesh")).resources).toHaveLength(60);
+  });
+
   it("watches every change in order with the resource or a tombstone, and resumes from any revision", async () => {
     const { store } = await fresh();
     await store.put(mesh("m", "one"));
