@@ -183,7 +183,14 @@ async function lockDataDir(dir: string): Promise<() => Promise<void>> {
         throw new KdsError("invalid_argument", `cannot create the lock file ${path}: ${(error as Error).message}`, { cause: error });
       }
     }
-    const holder = Number.parseInt((await readFile(path, "utf8").catch(() => "")).trim(), 10);
+    let text: string;
+    try {
+      text = await readFile(path, "utf8");
+    } catch (error) {
+      if ((error as { code?: string }).code === "ENOENT") continue; // released meanwhile: try to take it again
+      throw new KdsError("invalid_argument", `cannot read the lock file ${path}: ${(error as Error).message}`, { cause: error });
+    }
+    const holder = Number.parseInt(text.trim(), 10);
     // Our own pid in a lock we did not take is a previous life of this pid (a restarted container): stale.
     if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && alive(holder)) {
       throw new KdsError(
