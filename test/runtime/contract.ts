@@ -7,6 +7,7 @@ import { scenarios } from "../contract/scenarios.ts";
 import { fetchScenarios } from "./fetch-scenarios.ts";
 import { metricsScenarios } from "../observe/metrics-scenarios.ts";
 import { reverseCallScenarios } from "../rpc/reverse-scenarios.ts";
+import { storeScenarios } from "./store-scenarios.ts";
 
 interface RuntimeGlobals {
   Deno?: { version: { deno: string }; exit(code: number): never };
@@ -28,7 +29,7 @@ function withTimeout(promise: Promise<void>, name: string): Promise<void> {
 
 let passed = 0;
 let failed = 0;
-for (const scenario of [...scenarios, ...fetchScenarios, ...metricsScenarios, ...reverseCallScenarios]) {
+for (const scenario of [...scenarios, ...fetchScenarios, ...metricsScenarios, ...reverseCallScenarios, ...storeScenarios]) {
   const started = performance.now();
   try {
     await withTimeout(scenario.run(), scenario.name);
