@@ -8,12 +8,10 @@
  * @module
  */
 import { Option } from "commander";
-import { startEmbeddedPostgres } from "../adapters/node/embedded-postgres.ts";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
-import { PostgresStore } from "../store/postgres.ts";
 import { describeTarget } from "../store/postgres/errors.ts";
 import type { TypeRegistry } from "../sync/resource-types.ts";
 
@@ -59,6 +57,8 @@ export async function openCliStore(choice: StoreChoice, context: { name: string;
   if (kind === "memory") {
     return { store: new InMemoryStore(types), description: "memory (state is lost when the process ends)", close: async () => undefined };
   }
+  // The database client and the launcher load only when used: every other command starts faster.
+  const { PostgresStore } = await import("../store/postgres.ts");
   if (/^postgres(ql)?:\/\//.test(kind)) {
     const store = await PostgresStore.open(types, { url: kind, logger, signal });
     return { store, description: `PostgreSQL at ${describeTarget(kind)}`, close: () => store.close() };
@@ -70,6 +70,7 @@ export async function openCliStore(choice: StoreChoice, context: { name: string;
     throw new KdsError("invalid_argument", `--name "${context.name}" cannot name a data directory; give --data-dir`);
   }
   const dataDir = choice.dataDir ?? `./kds-data/${context.name}`;
+  const { startEmbeddedPostgres } = await import("../adapters/node/embedded-postgres.ts");
   const server = await startEmbeddedPostgres({ dataDir, logger, signal, createSystemUser: true });
   try {
     const store = await PostgresStore.open(types, { url: server.url, logger, signal });
