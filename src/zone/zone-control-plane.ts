@@ -5,13 +5,14 @@
  * @module
  */
 import type { AdminBackend } from "../admin/admin-service.ts";
+import { TokenAuthority } from "../auth/token-authority.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import type { SessionOptions } from "../mux/options.ts";
 import type { Session } from "../mux/views.ts";
 import type { DiscoveryOptions } from "../discovery/types.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
-import { createTypeRegistry } from "../sync/builtin-types.ts";
+import { authTypes, createTypeRegistry } from "../sync/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
 import type { TypeRegistry } from "../sync/resource-types.ts";
 import type { ZoneStatus } from "../sync/status.ts";
@@ -29,6 +30,8 @@ export interface ZoneControlPlaneOptions {
   readonly name: string;
   /** How to reach the global. */
   readonly transport: MuxTransport;
+  /** The zone token presented to the global on every dial (see `ZoneClientOptions.token`). */
+  readonly token?: string | (() => string | Promise<string>);
   /** Registered types. Default: Zone plus the example kinds. */
   readonly types?: TypeRegistry;
   /** The store. Default: an {@link InMemoryStore}. */
@@ -74,15 +77,21 @@ export class ZoneControlPlane {
   readonly client: ZoneClient;
   /** Resource sync over each session. */
   readonly sync: SyncEngine;
+  /** Issues and verifies admin tokens for this zone's admin API (keys and revocations in its store). */
+  readonly tokens: TokenAuthority;
   readonly #name: string;
+  readonly #logger: Logger;
 
   /** @param options - name, transport, types, store */
   constructor(options: ZoneControlPlaneOptions) {
     const logger = options.logger ?? consoleLogger();
+    this.#logger = logger;
     this.types = options.types ?? createTypeRegistry();
     const store = options.store ?? new InMemoryStore(this.types);
     this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
     this.#name = options.name;
+    for (const t of authTypes) if (this.types.find(t.kind) === undefined) this.types.register(t);
+    this.tokens = new TokenAuthority({ store: this.store, issuer: options.name, logger });
     this.sync = new SyncEngine({
       store: this.store,
       types: this.types,
@@ -97,6 +106,7 @@ export class ZoneControlPlane {
     this.client = new ZoneClient({
       name: options.name,
       transport: options.transport,
+      token: options.token,
       session: options.session,
       backoff: options.backoff,
       logger,
@@ -123,7 +133,7 @@ export class ZoneControlPlane {
 
   /** The admin API backend of this zone (see `registerAdmin`). */
   admin(): AdminBackend {
-    return { role: "zone", types: this.types, store: this.store, zoneStatuses: () => Promise.resolve([this.status()]) };
+    return { role: "zone", types: this.types, store: this.store, tokens: this.tokens, logger: this.#logger, zoneStatuses: () => Promise.resolve([this.status()]) };
   }
 
   /** Syncs with the global, reconnecting after every end, until `signal` aborts. */
