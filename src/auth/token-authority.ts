@@ -120,7 +120,7 @@ export class TokenAuthority {
   }
 
   /** Revokes one token by id, or every token of a zone issued until now. */
-  revoke(target: { tokenId: string } | { zone: string }, revokedBy: string, signal?: AbortSignal): Promise<Revocation> {
+  async revoke(target: { tokenId: string } | { zone: string }, revokedBy: string, signal?: AbortSignal): Promise<Revocation> {
     if ("zone" in target) {
       assertZoneName(target.zone);
       return this.revocations.revokeZone(target.zone, revokedBy, signal);

@@ -109,10 +109,11 @@ export interface TestGlobal {
 
 export async function startGlobal(
   kind: TransportKind,
-  options: Partial<GlobalServerOptions> & { zones?: string[]; port?: number } = {},
+  options: Partial<GlobalServerOptions> & { zones?: string[]; port?: number; tokens?: TokenAuthority } = {},
 ): Promise<TestGlobal> {
   const registry = new InMemoryZoneRegistry(options.zones ?? ["zone-1", "zone-2"]);
-  const tokens = new TokenAuthority({ issuer: "global" });
+  // A global restarted with `tokens` of an earlier one shares its signing key, as instances sharing a store do.
+  const tokens = options.tokens ?? new TokenAuthority({ issuer: "global" });
   const global = new GlobalServer({ registry, logger: silentLogger, authenticator: new TokenZoneAuthenticator(tokens), ...options });
   if (kind === "memory") {
     return { global, registry, tokens, kind, url: undefined, transport: () => withZoneTokens(memoryMuxTransport(global), tokens), close: () => global.close() };
