@@ -244,10 +244,14 @@ export class GlobalServer implements MuxAcceptor {
       try {
         if (identity !== undefined) await this.#options.authenticator.revalidate?.(identity);
       } catch (error) {
-        ready = false;
-        const reason = error instanceof Error ? error.message : String(error);
-        this.#logger.warn(`zone "${zone}"'s credentials were revoked during admission: ${reason}`, { zone });
-        await session.close({ code: "zone_revoked", message: `zone "${zone}" was revoked on global "${this.id}": ${reason}` });
+        if (KdsError.is(error, "unauthenticated")) {
+          ready = false;
+          this.#logger.warn(`zone "${zone}"'s credentials were revoked during admission: ${error.message}`, { zone });
+          await session.close({ code: "zone_revoked", message: `zone "${zone}" was revoked on global "${this.id}": ${error.message}` });
+        } else {
+          // Admission just verified the credential; a store that cannot answer now does not revoke it.
+          this.#logger.warn(`could not re-check zone "${zone}"'s credentials after admission; the session stays up`, { zone, error });
+        }
       }
     }
     if (ready) {
