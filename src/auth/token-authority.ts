@@ -10,11 +10,11 @@ import { KdsError } from "../errors.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import { ZONE_NAME_PATTERN, assertZoneName } from "../names.ts";
 import type { ResourceStore, StoreChange } from "../store/contract.ts";
+import { followStore } from "../store/follow.ts";
 import { InMemoryStore } from "../store/memory.ts";
 import { SIGNING_KEY_KIND, TOKEN_REVOCATION_KIND, authTypes } from "../sync/builtin-types.ts";
 import { TypeRegistry } from "../sync/resource-types.ts";
 import type { TokenRevocationSpec } from "../gen/kds/v1/auth_pb.ts";
-import { sleep } from "../util/abort.ts";
 import { Revocations, revocationOf, type Revocation } from "./revocations.ts";
 import { SigningKeys } from "./signing-keys.ts";
 import {
@@ -134,38 +134,26 @@ export class TokenAuthority {
   /**
    * Follows the store's change feed until `signal` aborts, calling
    * `onChange` for every revocation and retired key, from any instance.
-   * Store failures are logged and retried with backoff; a feed that can no
-   * longer resume reports `resync`.
+   * Store failures are logged and retried with backoff (`followStore`); a
+   * feed that can no longer resume reports `resync`.
    */
-  async follow(signal: AbortSignal, onChange: (change: AuthChange) => void): Promise<void> {
-    let from: number | undefined;
-    let delayMs = 500;
-    while (!signal.aborted) {
-      try {
-        from ??= await this.#store.revision({ signal });
-        for await (const change of this.#store.watch(from, { signal, kinds: [TOKEN_REVOCATION_KIND, SIGNING_KEY_KIND] })) {
-          from = change.revision;
-          delayMs = 500;
-          const event = authChange(change);
-          if (event !== undefined) onChange(event);
-        }
-      } catch (error) {
-        if (signal.aborted) return;
-        if (KdsError.is(error, "store_compacted")) {
-          this.#logger.warn("the store's change feed could not resume; re-checking every live session's credentials", { error });
-          from = undefined;
-          onChange({ kind: "resync" });
-          continue;
-        }
-        this.#logger.error(`following revocations failed; retrying in ${delayMs} ms`, { error });
-        try {
-          await sleep(delayMs, signal);
-        } catch {
-          return; // aborted while waiting: the follow ends, as asked
-        }
-        delayMs = Math.min(delayMs * 2, 30_000);
-      }
-    }
+  follow(signal: AbortSignal, onChange: (change: AuthChange) => void): Promise<void> {
+    return followStore({
+      store: this.#store,
+      kinds: [TOKEN_REVOCATION_KIND, SIGNING_KEY_KIND],
+      signal,
+      what: "token revocations and signing keys",
+      logger: this.#logger,
+      begin: async (beginSignal, compacted) => {
+        // After a gap in the feed, every live identity is checked again against the store.
+        if (compacted) onChange({ kind: "resync" });
+        return this.#store.revision({ signal: beginSignal });
+      },
+      onChange: (change) => {
+        const event = authChange(change);
+        if (event !== undefined) onChange(event);
+      },
+    });
   }
 
   async #assertNotRevoked(name: string, claims: { tokenId: string; zone?: string; issuedAt: Date }, signal: AbortSignal | undefined): Promise<void> {

@@ -1,5 +1,5 @@
-// Two instances of a global sharing one store for keys and revocations: a
-// token issued by one admits on the other, and a revocation made on one ends
+// Two instances of a global sharing one store (keys and revocations live in
+// it): a token issued by one admits on the other, and a revocation made on one ends
 // the live session on the other at once.
 import { describe, expect, it } from "vitest";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
@@ -10,13 +10,13 @@ import { memoryMuxTransport } from "../../src/transport/memory.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { eventually } from "../contract/harness.ts";
 
-describe("instances sharing the identity store", () => {
+describe("global instances sharing a store", () => {
   it("admit each other's tokens and act on each other's revocations at once", async () => {
     const types = createTypeRegistry();
-    const authStore = new InMemoryStore(types);
+    const store = new InMemoryStore(types);
     const stop = new AbortController();
-    const a = new GlobalControlPlane({ types, authStore, logger: silentLogger });
-    const b = new GlobalControlPlane({ types, authStore, logger: silentLogger });
+    const a = new GlobalControlPlane({ types, store, logger: silentLogger });
+    const b = new GlobalControlPlane({ types, store, logger: silentLogger });
     a.start(stop.signal);
     b.start(stop.signal);
     try {
