@@ -39,7 +39,7 @@ async function refusal(dial: Promise<unknown>): Promise<KdsError> {
   throw new Error("the dial was admitted");
 }
 
-describe("identity: zone tokens, TLS and mutual TLS (real processes)", () => {
+describe("identity: zone tokens, TLS and mutual TLS (real processes)", { timeout: 180_000 }, () => {
   let global: KdsProcess;
   let muxUrl: string;
   let admin: AdminTarget;
@@ -74,7 +74,7 @@ describe("identity: zone tokens, TLS and mutual TLS (real processes)", () => {
       await adminClient(admin).apply({ resources: [{ type: "Zone", name, specJson: '{"enabled":true}' }] });
     }
     await adminClient(admin).apply({ resources: [{ type: "Mesh", name: "default", specJson: '{"mtls":true}' }] });
-  }, 90_000);
+  }, 180_000);
 
   afterAll(async () => {
     for (const z of zones) await z.stop();
@@ -90,7 +90,7 @@ describe("identity: zone tokens, TLS and mutual TLS (real processes)", () => {
     } finally {
       expect(await zone.stop()).toBe(0);
     }
-  }, 60_000);
+  });
 
   it("refuses forged, expired, revoked and another zone's tokens, each with its reason", async () => {
     const valid = await zoneToken("zone-a");
@@ -131,7 +131,7 @@ describe("identity: zone tokens, TLS and mutual TLS (real processes)", () => {
     const session = await dialer("zone-a", valid).dial();
     expect(session.peerId).toBe("global");
     await session.close();
-  }, 90_000);
+  });
 
   it("lets only a valid token replace a live session, and ends it at once when its token is revoked", async () => {
     const tokenFile = file("zone-a.token", (await run(["generate", "zone-token", "--zone", "zone-a", "--server", admin.url, "--ca-cert", caFile])).stdout);
@@ -161,7 +161,7 @@ describe("identity: zone tokens, TLS and mutual TLS (real processes)", () => {
     await zone.waitFor(/session ended \(zone_revoked\)[^\n]*its zone token was revoked/);
     await zone.waitFor(/zone token was revoked \(token [0-9a-f-]+, at/);
     await eventually(async () => (await connectedAt("zone-a")) === undefined, "zone-a offline");
-  }, 120_000);
+  });
 
   it("ends a zone's live session when the zone is disabled or deleted", async () => {
     const session = await dialer("zone-b", await zoneToken("zone-b")).dial();
@@ -171,7 +171,7 @@ describe("identity: zone tokens, TLS and mutual TLS (real processes)", () => {
     const again = await dialer("zone-b", await zoneToken("zone-b")).dial();
     await adminClient(admin).delete({ type: "Zone", name: "zone-b" });
     expect(await again.closed).toMatchObject({ code: "zone_revoked", initiator: "peer" });
-  }, 60_000);
+  });
 
   it("serves no admin API on the zone port, and refuses Zone names that could never connect", async () => {
     const onMuxPort = await run(["get", "Mesh", "--server", muxUrl, "--ca-cert", caFile]);
@@ -186,7 +186,7 @@ describe("identity: zone tokens, TLS and mutual TLS (real processes)", () => {
     // The internal identity kinds are not visible through the admin API.
     await expect(adminClient(admin).get({ type: "SigningKey" })).rejects.toMatchObject({ rawMessage: expect.stringContaining('unknown resource type "SigningKey"') });
     expect((await adminClient(admin).listTypes({})).types.map((t) => t.kind)).not.toContain("TokenRevocation");
-  }, 60_000);
+  });
 
   it("runs zones over TLS and mutual TLS, on HTTP/2 and half-duplex", async () => {
     const zoneC = await zonesCa.issue({ commonName: "zone-c", client: true });
@@ -216,10 +216,10 @@ describe("identity: zone tokens, TLS and mutual TLS (real processes)", () => {
     const zoneAdmin = { url: eUrl, token: readFileSync(adminTokenFile, "utf8") };
     await eventually(async () => (await adminClient(zoneAdmin).get({ type: "Mesh" })).resources.length > 0, "the mesh on zone-e", 20_000);
     expect(statSync(adminTokenFile).mode & 0o777).toBe(0o600);
-  }, 120_000);
+  });
 });
 
-describe("identity: an admin API bound to 0.0.0.0 (real process, reached through 127.0.0.1)", () => {
+describe("identity: an admin API bound to 0.0.0.0 (real process, reached through 127.0.0.1)", { timeout: 180_000 }, () => {
   let global: KdsProcess;
   let url: string;
   let bootstrap: string;
@@ -230,7 +230,7 @@ describe("identity: an admin API bound to 0.0.0.0 (real process, reached through
     const port = (await global.waitFor(/admin API on http:\/\/0\.0\.0\.0:(\d+)/))[1] as string;
     url = `http://127.0.0.1:${port}`;
     bootstrap = readFileSync(tokenFile, "utf8").trim();
-  }, 60_000);
+  }, 180_000);
 
   afterAll(async () => {
     await global?.stop();
@@ -259,11 +259,11 @@ describe("identity: an admin API bound to 0.0.0.0 (real process, reached through
     expect(adminWrite.code, adminWrite.stderr).toBe(0);
     await global.waitFor(/admin write by "bootstrap" \(admin token [0-9a-f-]+\): applied Mesh default/);
     await global.waitFor(/admin write by "bootstrap" \(admin token [0-9a-f-]+\): issued read-only admin token [0-9a-f-]+ for "auditor"/);
-  }, 90_000);
+  });
 
   it("will not start a non-loopback admin listener without a place for the first admin token", async () => {
     const refused = await run(["global", "--listen", "127.0.0.1:0", "--admin-listen", "0.0.0.0:0"]);
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/is not a loopback address.*--admin-token-file/);
-  }, 30_000);
+  });
 });

@@ -17,8 +17,8 @@ export class KdsProcess {
     this.exited = new Promise((resolve) => this.child.once("exit", (code) => resolve(code)));
   }
 
-  /** Waits until the output matches `pattern`; returns the match. */
-  async waitFor(pattern: RegExp, timeoutMs = 20_000): Promise<RegExpMatchArray> {
+  /** Waits until the output matches `pattern` (generous by default: a process starting on a loaded machine is slow); returns the match. */
+  async waitFor(pattern: RegExp, timeoutMs = 60_000): Promise<RegExpMatchArray> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const m = this.output.match(pattern);
