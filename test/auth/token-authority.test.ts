@@ -36,6 +36,8 @@ describe("TokenAuthority", () => {
     await expect(tokens.verifyAdminToken(zone.token)).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining("not a admin token") });
     await expect(tokens.verifyZoneToken(admin.token)).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining("not a zone token") });
     expect(await tokens.verifyAdminToken(admin.token)).toMatchObject({ name: "alice", role: "read-only" });
+    await tokens.revoke({ tokenId: admin.tokenId }, "test");
+    await expect(tokens.verifyAdminToken(admin.token)).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining("admin token was revoked") });
     await expect(tokens.issueAdminToken("bob", "root" as never)).rejects.toMatchObject({ code: "invalid_argument" });
   });
 
