@@ -13,10 +13,12 @@ import { AdminService } from "../gen/kds/admin/v1/admin_pb.ts";
 import { registerAdmin, type AdminBackend } from "./admin-service.ts";
 import { registerTokenService } from "./token-service.ts";
 
+function readMethods(): ReadonlySet<string> {
+  return new Set([AdminService.method.listTypes, AdminService.method.get, AdminService.method.inspectZones].map((m) => `${AdminService.typeName}/${m.name}`));
+}
+
 /** The admin methods a read-only caller may use, as "package.Service/Method"; every other one writes. */
-export const ADMIN_READ_METHODS: ReadonlySet<string> = new Set(
-  [AdminService.method.listTypes, AdminService.method.get, AdminService.method.inspectZones].map((m) => `${AdminService.typeName}/${m.name}`),
-);
+export const ADMIN_READ_METHODS: ReadonlySet<string> = /* @__PURE__ */ readMethods();
 
 /** Registers the admin API of `backend` (and its token service) on `router`. */
 export function registerAdminRoutes(router: ConnectRouter, backend: AdminBackend): ConnectRouter {

@@ -34,7 +34,7 @@ export interface AdminAuthorizer {
 }
 
 /** The caller of the current admin call, set by {@link adminInterceptor}. */
-export const adminPrincipalKey: ContextKey<AdminPrincipal | undefined> = createContextKey<AdminPrincipal | undefined>(undefined, { description: "kds-mux admin principal" });
+export const adminPrincipalKey: ContextKey<AdminPrincipal | undefined> = /* @__PURE__ */ createContextKey<AdminPrincipal | undefined>(undefined, { description: "kds-mux admin principal" });
 
 /** "who" in the log line of an admin write. */
 export function describePrincipal(principal: AdminPrincipal | undefined): string {

@@ -27,4 +27,4 @@ export interface PeerInfo {
 }
 
 /** The Connect context value carrying {@link PeerInfo}; a server adapter sets it. */
-export const peerInfoKey: ContextKey<PeerInfo> = createContextKey<PeerInfo>({}, { description: "kds-mux peer info" });
+export const peerInfoKey: ContextKey<PeerInfo> = /* @__PURE__ */ createContextKey<PeerInfo>({}, { description: "kds-mux peer info" });

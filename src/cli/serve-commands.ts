@@ -13,6 +13,7 @@ import { registerAdmin } from "../admin/admin-service.ts";
 import { serveGlobal, serveRoutes, type ServedGlobal } from "../adapters/node/serve-global.ts";
 import { fetchFallback, type OptionalFetchHandler } from "../adapters/node/fetch-fallback.ts";
 import { isLoopback } from "../auth/admin-authorizer.ts";
+import { TokenAuthority } from "../auth/token-authority.ts";
 import { insecureZoneAuthenticator } from "../auth/zone-authenticator.ts";
 import { observeHandler } from "../observe/http.ts";
 import { fanOutMetrics, type Metrics } from "../observe/metrics.ts";
@@ -229,7 +230,9 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
   if (tokenFile === undefined && clientTls.cert === undefined) {
     options.logger.warn(`zone "${options.name}" presents no credential (no --token-file, no --client-cert): only a global started with --insecure-no-zone-auth admits it`);
   }
-  const served = await serveAdminApi(zone.admin(), options.adminListen, { tls: readTls(options), tokenFile: options.adminTokenFile, flag: "--admin-listen", logger: options.logger, observe: observe.handler });
+  // The zone signs its own admin tokens, with a key kept in its own store.
+  const backend = { ...zone.admin(), tokens: new TokenAuthority({ store: zone.store, issuer: options.name, logger: options.logger }) };
+  const served = await serveAdminApi(backend, options.adminListen, { tls: readTls(options), tokenFile: options.adminTokenFile, flag: "--admin-listen", logger: options.logger, observe: observe.handler });
   options.logger.info(`zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`);
   await zone.run(options.signal);
   options.logger.info("shutting down");

@@ -5,7 +5,6 @@
  * @module
  */
 import type { AdminBackend } from "../admin/admin-service.ts";
-import { TokenAuthority } from "../auth/token-authority.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import type { SessionOptions } from "../mux/options.ts";
 import type { Session } from "../mux/views.ts";
@@ -77,8 +76,6 @@ export class ZoneControlPlane {
   readonly client: ZoneClient;
   /** Resource sync over each session. */
   readonly sync: SyncEngine;
-  /** Issues and verifies admin tokens for this zone's admin API (keys and revocations in its store). */
-  readonly tokens: TokenAuthority;
   readonly #name: string;
   readonly #logger: Logger;
 
@@ -90,8 +87,8 @@ export class ZoneControlPlane {
     const store = options.store ?? new InMemoryStore(this.types);
     this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
     this.#name = options.name;
+    // The store may hold this zone's admin-token keys and revocations (kds-mux zone keeps them there).
     for (const t of authTypes) if (this.types.find(t.kind) === undefined) this.types.register(t);
-    this.tokens = new TokenAuthority({ store: this.store, issuer: options.name, logger });
     this.sync = new SyncEngine({
       store: this.store,
       types: this.types,
@@ -131,9 +128,14 @@ export class ZoneControlPlane {
     return this.sync.status(this.#name);
   }
 
-  /** The admin API backend of this zone (see `registerAdmin`). */
+  /**
+   * The admin API backend of this zone (see `registerAdmin`). To serve it on
+   * an admin listener with admin tokens, add a `TokenAuthority` over this
+   * zone's store (`kds-mux zone` does; a zone in a browser needs none, and
+   * leaves the JWT library out of its bundle).
+   */
   admin(): AdminBackend {
-    return { role: "zone", types: this.types, store: this.store, tokens: this.tokens, logger: this.#logger, zoneStatuses: () => Promise.resolve([this.status()]) };
+    return { role: "zone", types: this.types, store: this.store, logger: this.#logger, zoneStatuses: () => Promise.resolve([this.status()]) };
   }
 
   /** Syncs with the global, reconnecting after every end, until `signal` aborts. */
