@@ -9,6 +9,8 @@ import * as grpc from "@grpc/grpc-js";
 import { serveRoutes } from "../src/adapters/node/serve-global.ts";
 import { MessageSchema, MultiplexService, type Message } from "../src/gen/kds/mux/v1/mux_pb.ts";
 import { DiscoveryRequestSchema, DiscoveryResponseSchema } from "../src/gen/kds/v1/discovery_pb.ts";
+// The mux is measured without zone authentication (a token check happens once per connect, not per frame).
+import { insecureZoneAuthenticator } from "../src/auth/zone-authenticator.ts";
 import { GlobalServer } from "../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../src/global/zone-registry.ts";
 import { silentLogger } from "../src/log.ts";
@@ -78,7 +80,7 @@ export async function rawConnectEcho(size: number, count: number, window = 64): 
 
 /** The same echo through one logical stream of a mux session: zone client view -> global server view -> back. */
 export async function muxEcho(size: number, count: number): Promise<EchoResult> {
-  const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["bench"]), logger: silentLogger });
+  const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["bench"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger });
   const served = await serveGlobal(global);
   try {
     const zone = await new ZoneClient({

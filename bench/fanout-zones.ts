@@ -4,12 +4,14 @@
 // parent makes (arrival times as performance.timeOrigin + performance.now()).
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { setMaxListeners } from "node:events";
+import { readFileSync } from "node:fs";
 import { silentLogger } from "../src/log.ts";
 import { connectMuxTransport } from "../src/transport/connect.ts";
 import type { ResourceStore, StoreChange } from "../src/store/contract.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
 
-const [url, countText] = process.argv.slice(2);
+const [url, countText, tokensFile] = process.argv.slice(2);
+const tokens = JSON.parse(readFileSync(tokensFile as string, "utf8")) as string[];
 const count = Number(countText);
 const stop = new AbortController();
 setMaxListeners(0, stop.signal);
@@ -25,6 +27,7 @@ let ready = 0;
 for (let i = 0; i < count; i++) {
   const zone = new ZoneControlPlane({
     name: `zone-${i}`,
+    token: tokens[i],
     transport: connectMuxTransport(createGrpcTransport({ baseUrl: url as string, acceptCompression: [] })),
     logger: silentLogger,
     backoff: { baseMs: 100, capMs: 1_000 },

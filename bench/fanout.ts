@@ -3,6 +3,9 @@
 // takes to reach every zone (p50 and p99 over zones and rounds).
 import { create } from "@bufbuild/protobuf";
 import { spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
@@ -45,7 +48,12 @@ export async function fanoutBench(zones: number, rounds: number): Promise<Fanout
   for (let i = 0; i < zones; i++) await global.registerZone(`zone-${i}`);
   await global.store.put({ kind: "Mesh", name: "default", spec: create(MeshSpecSchema, { description: "start" }) });
   const before = memory(); // no zone has dialed yet
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./fanout-zones.ts", import.meta.url)), served.url, String(zones)], {
+  // Every zone proves its name with its own token, as deployed; too many for argv, so they go through a file.
+  const tokensFile = join(mkdtempSync(join(tmpdir(), "kds-mux-fanout-")), "tokens.json");
+  const tokens: string[] = [];
+  for (let i = 0; i < zones; i++) tokens.push((await global.tokens.issueZoneToken(`zone-${i}`)).token);
+  writeFileSync(tokensFile, JSON.stringify(tokens));
+  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./fanout-zones.ts", import.meta.url)), served.url, String(zones), tokensFile], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   try {

@@ -6,6 +6,8 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { serveGlobal } from "../src/adapters/node/serve-global.ts";
 import { DiscoveryResponseSchema } from "../src/gen/kds/v1/discovery_pb.ts";
+// The mux is measured without zone authentication (a token check happens once per connect, not per frame).
+import { insecureZoneAuthenticator } from "../src/auth/zone-authenticator.ts";
 import { GlobalServer } from "../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../src/global/zone-registry.ts";
 import { silentLogger } from "../src/log.ts";
@@ -40,7 +42,7 @@ function sample(messages: number): MemorySample {
 
 /** Streams `total` messages global -> zone through one session, sampling memory `samples` times. */
 export async function memoryBench(total: number, samples = 10): Promise<MemoryResult> {
-  const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger });
+  const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger });
   const served = await serveGlobal(global);
   try {
     const zone = await new ZoneClient({ name: "zone-1", transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url, acceptCompression: [] })), logger: silentLogger }).dial();

@@ -13,7 +13,7 @@ import { connectMuxTransport } from "../src/transport/connect.ts";
 import type { MuxTransport } from "../src/transport/transport.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
 
-const [url, mode, maxText, countText] = process.argv.slice(2) as [string, "sotw" | "delta", string, string];
+const [url, mode, maxText, countText, token] = process.argv.slice(2) as [string, "sotw" | "delta", string, string, string];
 const maxMessageBytes = Number(maxText);
 const count = countText === "count";
 const tally = { bytes: 0, resources: 0 };
@@ -35,6 +35,7 @@ const transport: MuxTransport = !count
     };
 const zone = new ZoneControlPlane({
   name: "zone-1",
+  token,
   transport,
   logger: silentLogger,
   mode,

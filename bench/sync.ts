@@ -31,7 +31,8 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
   const global = new GlobalControlPlane({ logger: silentLogger, session: { maxMessageBytes }, discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024 } });
   global.start(stop.signal);
   const served = await serveGlobal(global.server);
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./sync-zone.ts", import.meta.url)), served.url, mode, String(maxMessageBytes), count ? "count" : "time"], {
+  const token = (await global.tokens.issueZoneToken("zone-1")).token; // the zone proves its name, as deployed
+  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./sync-zone.ts", import.meta.url)), served.url, mode, String(maxMessageBytes), count ? "count" : "time", token], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();

@@ -7,15 +7,19 @@ import {
   DiscoveryResponseSchema,
   GlobalServer,
   InMemoryZoneRegistry,
+  TokenAuthority,
+  TokenZoneAuthenticator,
   ZoneClient,
   connectMuxTransport,
   type Session,
 } from "../src/index.ts";
 import { serveGlobal } from "../src/adapters/node/index.ts";
 
-// The global: admits registered zones and serves the mux on node:http2.
+// The global: admits registered zones that prove their name with a zone token, and serves the mux on node:http2.
+const tokens = new TokenAuthority({ issuer: "global" }); // signing key in memory; GlobalControlPlane keeps it in its store
 const global = new GlobalServer({
   registry: new InMemoryZoneRegistry(["zone-east"]),
+  authenticator: new TokenZoneAuthenticator(tokens),
   onSession: async (session: Session) => {
     // global -> zone: answer the zone's requests for global resources.
     const request = await session.server.recv(session.signal);
@@ -33,6 +37,7 @@ console.log(`global listening on ${served.url}`);
 // The zone: dials the global once and keeps the session (run() would also reconnect).
 const zone = new ZoneClient({
   name: "zone-east",
+  token: (await tokens.issueZoneToken("zone-east")).token, // what `kds-mux generate zone-token` prints
   transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc", target: served.url }),
 });
 const session = await zone.dial();

@@ -21,6 +21,8 @@
  * - `missing_client_id`: the zone did not name itself in the `client-id` header;
  * - `zone_not_registered`: the global does not know the zone;
  * - `zone_disabled`: the zone is registered but disabled;
+ * - `unauthenticated`: no valid credential: a missing, malformed, forged, expired or revoked token, or an untrusted certificate;
+ * - `permission_denied`: a valid credential that does not allow this (another zone's token, a read-only admin token writing);
  * - `unknown_type`: a resource type is not registered;
  * - `invalid_resource`: a resource or its spec is invalid;
  * - `conflict`: a write expected another version of the resource;
@@ -43,6 +45,8 @@ export const KDS_ERROR_CODES = [
   "missing_client_id",
   "zone_not_registered",
   "zone_disabled",
+  "unauthenticated",
+  "permission_denied",
   "unknown_type",
   "invalid_resource",
   "conflict",

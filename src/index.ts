@@ -71,7 +71,7 @@ export type {
 export { InMemoryStore, type InMemoryStoreOptions } from "./store/memory.ts";
 export { validateInput } from "./store/validate.ts";
 export { followStore, type FollowOptions } from "./store/follow.ts";
-export { ZONE_INSIGHT_KIND, ZONE_KIND, createTypeRegistry, exampleTypes, zoneInsightType, zoneType } from "./sync/builtin-types.ts";
+export { SIGNING_KEY_KIND, TOKEN_REVOCATION_KIND, ZONE_INSIGHT_KIND, ZONE_KIND, authTypes, createTypeRegistry, exampleTypes, zoneInsightType, zoneType } from "./sync/builtin-types.ts";
 export { SnapshotCache, type ServedKindState, type SnapshotCacheOptions } from "./sync/snapshot-cache.ts";
 export { StoreSink, mirrorMapping, zoneMapping, type SinkMapping } from "./sync/store-sink.ts";
 export { KDS_RESOURCE_TYPE_URL, fromWire, toWire, type DecodedResource } from "./sync/wire.ts";
@@ -89,8 +89,50 @@ export { StatusFeed, type LagPoint, type SessionEntry, type StatusFeedOptions, t
 export { STATUS_PAGE_HTML } from "./observe/status-page-html.ts";
 export { CALLER_HEADER, CallEndpoint, callEndpoint, type CallEndpointOptions } from "./rpc/endpoint.ts";
 export { reverseCallTransport, type ReverseCallTransportOptions } from "./rpc/transport.ts";
-export { adminServiceImpl, registerAdmin, toAdminResource, fromAdminResource, assertWritable, type AdminBackend } from "./admin/admin-service.ts";
+export { ZoneControlPlane, type ZoneControlPlaneOptions } from "./zone/zone-control-plane.ts";
+export { adminServiceImpl, adminType, registerAdmin, toAdminResource, fromAdminResource, assertWritable, logWrite, type AdminBackend } from "./admin/admin-service.ts";
+export { registerTokenService, tokenServiceImpl, type TokenBackend } from "./admin/token-service.ts";
+export { ADMIN_READ_METHODS, adminListenerInterceptor, registerAdminRoutes } from "./admin/admin-routes.ts";
+export { peerInfoKey, type PeerCertificate, type PeerInfo } from "./auth/peer.ts";
+export {
+  TokenZoneAuthenticator,
+  insecureZoneAuthenticator,
+  missingTokenMessage,
+  zoneTokenCommand,
+  type RevokedMatcher,
+  type TokenZoneAuthenticatorOptions,
+  type ZoneAuthenticator,
+  type ZoneCredentials,
+  type ZoneIdentity,
+} from "./auth/zone-authenticator.ts";
+export { DEFAULT_TOKEN_VALIDITY_MS, TokenAuthority, type AuthChange, type TokenAuthorityOptions } from "./auth/token-authority.ts";
+export {
+  ADMIN_ROLES,
+  ADMIN_TOKEN_AUDIENCE,
+  ZONE_TOKEN_AUDIENCE,
+  bearerToken,
+  type AdminRole,
+  type AdminTokenClaims,
+  type IssuedToken,
+  type TokenClaims,
+  type ZoneTokenClaims,
+} from "./auth/tokens.ts";
+export { SIGNING_ALGORITHM, SigningKeys, type ActiveSigningKey } from "./auth/signing-keys.ts";
+export { Revocations, revokes, type RevocableToken, type Revocation } from "./auth/revocations.ts";
+export {
+  TokenAdminAuthorizer,
+  adminInterceptor,
+  adminPrincipalKey,
+  describePrincipal,
+  isLoopback,
+  type AdminAuthorizer,
+  type AdminPrincipal,
+  type TokenAdminAuthorizerOptions,
+} from "./auth/admin-authorizer.ts";
 export * from "./gen/kds/admin/v1/admin_pb.ts";
+export * from "./gen/kds/admin/v1/tokens_pb.ts";
+export * from "./gen/kds/v1/auth_pb.ts";
+export * from "./gen/kds/mux/v1/mux_pb.ts";
 export * from "./gen/kds/v1/resource_pb.ts";
 export * from "./gen/kds/example/v1/example_pb.ts";
 export * from "./gen/kds/v1/discovery_pb.ts";

@@ -1,14 +1,18 @@
 // A zone control plane running in a web page: it dials the global that
-// served the page over the half-duplex transport (connect-web on fetch), and
-// shows the resources it holds as they sync. Built with esbuild by
+// served the page over the half-duplex transport (connect-web on fetch),
+// proving its name with the zone token in the page's fragment (#token=...,
+// which the browser never sends to a server), and shows the resources it
+// holds as they sync. Built with esbuild by
 // examples/browser/build.ts; served by examples/browser/serve.ts.
 import { create } from "@bufbuild/protobuf";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { DataplaneSpecSchema, ZoneControlPlane, consoleLogger, halfDuplexMuxTransport, resourceKey } from "../../src/index.ts";
 
 const zoneName = new URLSearchParams(location.search).get("zone") ?? "browser";
+const token = new URLSearchParams(location.hash.slice(1)).get("token") ?? undefined;
 const zone = new ZoneControlPlane({
   name: zoneName,
+  token,
   transport: halfDuplexMuxTransport(createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true }), { target: location.origin }),
   logger: consoleLogger("warn"),
   backoff: { baseMs: 200, capMs: 2_000 },

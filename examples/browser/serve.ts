@@ -1,11 +1,18 @@
 // Serves the browser zone: a global control plane on plain HTTP/1.1 (what a
 // browser's fetch speaks without TLS) that also serves the page. Open the
-// printed address; `npm run example:browser`.
+// printed address (it carries a zone token in its fragment); `npm run
+// example:browser`.
 import { create } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";
 import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/index.ts";
 import { GlobalControlPlane, MeshSpecSchema, TrafficPolicySpecSchema, consoleLogger } from "../../src/index.ts";
 import { buildBrowserZone } from "./build.ts";
+
+/** The page's address for zone `zone`, with a fresh zone token in the fragment (never sent to a server). */
+export async function pageUrl(global: GlobalControlPlane, served: ServedGlobal, zone: string): Promise<string> {
+  const { token } = await global.tokens.issueZoneToken(zone);
+  return `${served.url}/?zone=${zone}#token=${token}`;
+}
 
 /** Builds the page and starts a global that serves it; zones named in `zones` are registered. */
 export async function serveBrowserDemo(options: { port?: number; zones?: string[]; signal?: AbortSignal } = {}): Promise<{ global: GlobalControlPlane; served: ServedGlobal }> {
@@ -36,6 +43,6 @@ export async function serveBrowserDemo(options: { port?: number; zones?: string[
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { served } = await serveBrowserDemo({ port: 5690 });
-  console.log(`open ${served.url}/?zone=browser in a browser (Ctrl-C to stop)`);
+  const { global, served } = await serveBrowserDemo({ port: 5690 });
+  console.log(`open ${await pageUrl(global, served, "browser")} in a browser (Ctrl-C to stop)`);
 }

@@ -2,13 +2,20 @@
  * The admin API (`kds.admin.v1.AdminService`) over a side's store: list
  * types, apply, get and delete resources, inspect zone status. The global
  * manages global-to-zone kinds and Zone; a zone manages its zone-to-global
- * kinds; both can read everything they hold.
+ * kinds; both can read everything they hold except the internal identity
+ * kinds (signing keys, revocations), which it neither shows nor writes.
+ * Every write is logged with who made it (the caller the admin listener's
+ * interceptor authorized, see src/auth/admin-authorizer.ts).
  *
  * @module
  */
 import { create, fromJsonString, toJsonString, type Message } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { createClient, type Client, type ConnectRouter, type ServiceImpl, type Transport } from "@connectrpc/connect";
+import { createClient, type Client, type ConnectRouter, type HandlerContext, type ServiceImpl, type Transport } from "@connectrpc/connect";
+import { adminPrincipalKey, describePrincipal } from "../auth/admin-authorizer.ts";
+import type { TokenAuthority } from "../auth/token-authority.ts";
+import type { Logger } from "../log.ts";
+import { assertZoneName } from "../names.ts";
 import { KdsError } from "../errors.ts";
 import {
   AdminResourceSchema,
@@ -36,6 +43,25 @@ export interface AdminBackend {
   zoneStatuses(): Promise<ZoneStatus[]>;
   /** On a global: a transport to zone `zone`'s own services (reverse calls), for requests that name a zone. */
   zoneTransport?(zone: string): Transport;
+  /** The side's token authority (serves `TokenService`). */
+  readonly tokens?: TokenAuthority;
+  /** Where admin writes are logged, with who made them. */
+  readonly logger?: Logger;
+}
+
+/** The type of `kind` as the admin API sees it: internal kinds are unknown here. */
+export function adminType(types: TypeRegistry, kind: string): ResourceType {
+  const type = types.find(kind);
+  if (type === undefined || type.internal) {
+    throw new KdsError("unknown_type", `unknown resource type "${kind}"; known types: ${types.visible().map((t) => t.kind).join(", ")}`);
+  }
+  return type;
+}
+
+/** Logs an admin write with the caller the admin listener authorized. */
+export function logWrite(backend: { readonly logger?: Logger }, context: HandlerContext, what: string): void {
+  const principal = context.values.get(adminPrincipalKey);
+  backend.logger?.info(`admin write by ${describePrincipal(principal)}: ${what}`, { who: principal?.name ?? "unknown", via: principal?.via ?? "none" });
 }
 
 /** Longest a request forwarded to a zone may take. */
@@ -75,9 +101,16 @@ export function assertWritable(role: "global" | "zone", type: ResourceType): voi
 
 /** Parses an admin resource into a store input, validated against its type. */
 export function fromAdminResource(types: TypeRegistry, role: "global" | "zone", r: AdminResource): ResourceInput {
-  const type = types.get(r.type);
+  const type = adminType(types, r.type);
   assertWritable(role, type);
   const what = `${type.kind} "${resourceKey(r.mesh, r.name)}"`;
+  if (type.kind === ZONE_KIND) {
+    try {
+      assertZoneName(r.name);
+    } catch (error) {
+      throw new KdsError("invalid_resource", `${what} could never connect: ${error instanceof Error ? error.message : String(error)} (a zone sends its name in client-id)`, { cause: error });
+    }
+  }
   const reserved = Object.keys(r.labels).filter((k) => k.startsWith("kds.io/"));
   if (reserved.length > 0) {
     throw new KdsError("invalid_resource", `${what}: labels under kds.io/ are set by kds-mux and cannot be applied (${reserved.join(", ")}); remove them`);
@@ -106,13 +139,17 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
   return {
     listTypes: () =>
       guard(async () => ({
-        types: types.list().map((t) => create(TypeInfoSchema, { kind: t.kind, typeUrl: t.typeUrl, direction: t.direction, scope: t.scope })),
+        types: types.visible().map((t) => create(TypeInfoSchema, { kind: t.kind, typeUrl: t.typeUrl, direction: t.direction, scope: t.scope })),
       })),
     apply: (request, context) =>
       guard(async () => {
         const inputs = request.resources.map((r) => fromAdminResource(types, role, r));
         const stored: AdminResource[] = [];
-        for (const input of inputs) stored.push(toAdminResource(types, await store.put(input, { signal: context.signal })));
+        for (const input of inputs) {
+          const r = await store.put(input, { signal: context.signal });
+          logWrite(backend, context, `applied ${r.kind} ${resourceKey(r.meta.mesh, r.meta.name)} (version ${r.meta.version})`);
+          stored.push(toAdminResource(types, r));
+        }
         return { resources: stored };
       }),
     get: (request, context) =>
@@ -120,7 +157,7 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
         if (request.zone !== "") {
           return zoneClient(backend, request.zone).get({ ...request, zone: "" }, { signal: context.signal, timeoutMs: ZONE_CALL_TIMEOUT_MS });
         }
-        const type = types.get(request.type);
+        const type = adminType(types, request.type);
         if (request.name !== "") {
           const found = await store.get(type.kind, request.mesh, request.name, { signal: context.signal });
           if (found === undefined) {
@@ -135,10 +172,12 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
       }),
     delete: (request, context) =>
       guard(async () => {
-        const type = types.get(request.type);
+        const type = adminType(types, request.type);
         assertWritable(role, type);
+        const key = resourceKey(request.mesh, request.name);
         const deleted = await store.delete(type.kind, request.mesh, request.name, { signal: context.signal });
-        if (!deleted) throw new KdsError("not_found", `${type.kind} "${resourceKey(request.mesh, request.name)}" not found`);
+        if (!deleted) throw new KdsError("not_found", `${type.kind} "${key}" not found`);
+        logWrite(backend, context, `deleted ${type.kind} ${key}`);
         return {};
       }),
     inspectZones: (request, context) =>

@@ -1,41 +1,85 @@
 /**
- * The CLI's client of the admin API, with errors a person can act on.
+ * The CLI's client of the admin API, with errors a person can act on. A
+ * target carries the address and, when needed, the admin token (`--token`
+ * or `KDS_TOKEN`) and the CA that signed the server's certificate
+ * (`--ca-cert`, for https://).
  *
  * @module
  */
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { KdsError } from "../errors.ts";
 import { AdminService } from "../gen/kds/admin/v1/admin_pb.ts";
+import { TokenService } from "../gen/kds/admin/v1/tokens_pb.ts";
 import { fromConnectError } from "../transport/connect-errors.ts";
 
-/** A typed AdminService client for `server` (a base URL such as http://127.0.0.1:5685). */
-export function adminClient(server: string): Client<typeof AdminService> {
+/** Where and how the CLI calls an admin API. */
+export interface AdminTarget {
+  /** Base URL, for example http://127.0.0.1:5681. */
+  readonly url: string;
+  /** An admin token, sent as `authorization: Bearer`. */
+  readonly token?: string;
+  /** PEM of the CA that signed the server's certificate (https only). */
+  readonly caCert?: string;
+}
+
+function targetOf(server: AdminTarget | string): AdminTarget {
+  return typeof server === "string" ? { url: server } : server;
+}
+
+/** The Connect transport to `server`'s admin API. */
+export function adminTransport(server: AdminTarget | string): Transport {
+  const target = targetOf(server);
   let url: URL;
   try {
-    url = new URL(server);
+    url = new URL(target.url);
   } catch {
-    throw new KdsError("invalid_argument", `--server "${server}" is not a URL; use for example http://127.0.0.1:5685`);
+    throw new KdsError("invalid_argument", `--server "${target.url}" is not a URL; use for example http://127.0.0.1:5681`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw new KdsError("invalid_argument", `--server "${server}" must start with http:// or https://`);
+    throw new KdsError("invalid_argument", `--server "${target.url}" must start with http:// or https://`);
   }
-  return createClient(AdminService, createConnectTransport({ baseUrl: server, httpVersion: "2" }));
+  const token = target.token?.trim();
+  return createConnectTransport({
+    baseUrl: target.url,
+    httpVersion: "2",
+    nodeOptions: target.caCert === undefined ? undefined : { ca: target.caCert },
+    interceptors:
+      token === undefined || token === ""
+        ? []
+        : [
+            (next) => (request) => {
+              request.header.set("authorization", `Bearer ${token}`);
+              return next(request);
+            },
+          ],
+  });
+}
+
+/** A typed AdminService client for `server` (a base URL such as http://127.0.0.1:5681, or a target). */
+export function adminClient(server: AdminTarget | string): Client<typeof AdminService> {
+  return createClient(AdminService, adminTransport(server));
+}
+
+/** A typed TokenService client for `server`. */
+export function tokenClient(server: AdminTarget | string): Client<typeof TokenService> {
+  return createClient(TokenService, adminTransport(server));
 }
 
 /** Turns an admin call failure into a KdsError whose message says what to do. */
-export function adminError(error: unknown, server: string): KdsError {
+export function adminError(error: unknown, server: AdminTarget | string): KdsError {
+  const url = targetOf(server).url;
   if (error instanceof ConnectError && (error.code === Code.Unavailable || error.code === Code.Unknown || error.code === Code.Internal) && error.metadata.get("kds-error-code") === null) {
-    return new KdsError("transport", `cannot reach the admin API at ${server} (${error.rawMessage}); check that a kds-mux global or zone runs there and that --server is right`, {
+    return new KdsError("transport", `cannot reach the admin API at ${url} (${error.rawMessage}); check that a kds-mux global or zone runs there and that --server is right (an https:// server needs --ca-cert unless a public CA signed it)`, {
       cause: error,
     });
   }
-  const kds = fromConnectError(error, server);
+  const kds = fromConnectError(error, url);
   return kds.code === "transport" ? kds : new KdsError(kds.code, kds.message.replace(/^\[[a-z_]+\] /, ""), { cause: error });
 }
 
 /** Runs an admin call, converting its failure. */
-export async function call<T>(server: string, work: () => Promise<T>): Promise<T> {
+export async function call<T>(server: AdminTarget | string, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {

@@ -1,14 +1,15 @@
 /**
- * `kds-mux demo`: a global and two zones on loopback (gRPC over h2c), example
- * resources applied on both sides, and a live log of them flowing both ways.
+ * `kds-mux demo`: a global and two zones on loopback (gRPC over h2c), each
+ * zone proving its name with a zone token, example resources applied on both
+ * sides, and a live log of them flowing both ways.
  *
  * @module
  */
 import { setMaxListeners } from "node:events";
 import { create, toJsonString } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { registerAdmin } from "../admin/admin-service.ts";
-import { serveGlobal } from "../adapters/node/serve-global.ts";
+import { adminListenerInterceptor, registerAdminRoutes } from "../admin/admin-routes.ts";
+import { serveGlobal, serveRoutes } from "../adapters/node/serve-global.ts";
 import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema } from "../gen/kds/example/v1/example_pb.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
@@ -43,8 +44,9 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   const stop = new AbortController();
   setMaxListeners(0, stop.signal); // one global and two zones tie themselves to it
   global.start(stop.signal);
-  const served = await serveGlobal(global.server, { port: 0, routes: (router) => registerAdmin(router, global.admin()) });
-  print(`kds-mux demo: one global and two zones on loopback, synced over gRPC (h2c) at ${served.url}`);
+  const served = await serveGlobal(global.server, { port: 0 });
+  const adminApi = await serveRoutes((router) => registerAdminRoutes(router, global.admin()), { port: 0, interceptors: [adminListenerInterceptor(global.admin(), "127.0.0.1")] });
+  print(`kds-mux demo: one global and two zones on loopback, synced over gRPC (h2c) at ${served.url}, each zone with its zone token; admin API at ${adminApi.url}`);
   print(`  global -> zones: Mesh, TrafficPolicy      zones -> global: Dataplane      Ctrl-C to stop\n`);
 
   // The global hears about zone resources arriving.
@@ -62,6 +64,8 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   const zones = zoneNames.map((name) => {
     const zone = new ZoneControlPlane({
       name,
+      // What `kds-mux generate zone-token --zone NAME` prints, issued in process here.
+      token: async () => (await global.tokens.issueZoneToken(name, { validForMs: 3_600_000 })).token,
       transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc", target: served.url }),
       logger: options.logger,
       backoff: { baseMs: 200, capMs: 2_000 },
@@ -91,10 +95,10 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     step++;
     void run?.(round).catch(() => undefined);
   }, 2_000);
-  const admin = adminClient(served.url);
+  const admin = adminClient(adminApi.url);
   const showStatus = async (): Promise<void> => {
     const { zones: insights } = await admin.inspectZones({});
-    print(`\n${stamp()} zone status (kds-mux inspect zones --server ${served.url}):\n${formatZones(insights, "table")}\n`);
+    print(`\n${stamp()} zone status (kds-mux inspect zones --server ${adminApi.url}):\n${formatZones(insights, "table")}\n`);
   };
   const statusTimer = setInterval(() => void showStatus().catch(() => undefined), 10_000);
 
@@ -104,7 +108,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   await showStatus().catch(() => undefined);
   stop.abort();
   await Promise.all(zones.map((z) => z.done));
-  await served.close();
+  await Promise.all([served.close(), adminApi.close()]);
   print(`demo finished: ${counts.down} changes reached the zones from the global, ${counts.up} reached the global from the zones`);
 }
 

@@ -11,15 +11,37 @@ import { parseDuration } from "./address.ts";
 import { runDemo } from "./demo.ts";
 import { cliLogger, type LogFormat } from "./logger.ts";
 import type { OutputFormat } from "./format.ts";
+import type { AdminTarget } from "./admin-client.ts";
 import { apply, generateZone, get, inspectZone, inspectZones, outputFormats, remove, types } from "./resource-commands.ts";
-import { runGlobal, runZone, zoneTransports } from "./serve-commands.ts";
-import { dataDirOption, storeOption, type StoreChoice } from "./store-option.ts";
+import { readPem } from "./secret-files.ts";
+import { runGlobal, runZone, zoneTransports, type GlobalCommandOptions, type ZoneCommandOptions } from "./serve-commands.ts";
 import { stopSignal } from "./signals.ts";
+import { dataDirOption, storeOption } from "./store-option.ts";
+import { generateAdminToken, generateZoneToken, revokeToken, rotateSigningKey } from "./token-commands.ts";
 
 const logFormatOption = (): Option => new Option("--log-format <format>", "log lines as readable text or JSON lines").choices(["text", "json"]).default("text");
 const logLevelOption = (): Option => new Option("--log-level <level>", "lowest level logged").choices(["debug", "info", "warn", "error"]).default("info");
 const outputOption = (): Option => new Option("-o, --output <format>", "output format").choices([...outputFormats]).default("table");
-const serverOption = (): Option => new Option("--server <url>", "admin API of a global or zone, e.g. http://127.0.0.1:5685").makeOptionMandatory();
+const serverOption = (): Option => new Option("--server <url>", "admin API of a global or zone, e.g. http://127.0.0.1:5681").makeOptionMandatory();
+const tokenOption = (): Option => new Option("--token <token>", "admin token (needed when the admin API is not bound to loopback)").env("KDS_TOKEN");
+const caCertOption = (): Option => new Option("--ca-cert <file>", "PEM of the CA that signed the admin API's certificate (https)").env("KDS_CA_CERT");
+const validForOption = (): Option => new Option("--valid-for <duration>", "how long the token is valid, e.g. 720h, 30m").default("720h");
+
+/** Options every admin command takes. */
+interface AdminFlags {
+  server: string;
+  token?: string;
+  caCert?: string;
+}
+
+/** Adds --server, --token and --ca-cert to an admin command. */
+function adminCommand(command: Command): Command {
+  return command.addOption(serverOption()).addOption(tokenOption()).addOption(caCertOption());
+}
+
+function target(o: AdminFlags): AdminTarget {
+  return { url: o.server, token: o.token, caCert: o.caCert === undefined ? undefined : readPem(o.caCert, "--ca-cert") };
+}
 const out = (text: string): void => void process.stdout.write(`${text}\n`);
 
 function readInput(file: string): { name: string; text: string } {
@@ -39,39 +61,57 @@ export function program(): Command {
     .showHelpAfterError("(run with --help for usage)")
     .exitOverride();
 
+  type GlobalFlags = Omit<GlobalCommandOptions, "logger" | "signal"> & { logFormat: LogFormat; logLevel: LogLevel };
   cli
     .command("global")
-    .description("run a global control plane (mux and admin API on one address; state in --store, durable by default)")
-    .option("--listen <host:port>", "address to listen on", "127.0.0.1:5685")
+    .description("run a global control plane: zones dial --listen (mux and half-duplex only), the admin API is on --admin-listen; state in --store, durable by default")
+    .option("--listen <host:port>", "zone-facing address (mux and half-duplex)", "127.0.0.1:5685")
+    .option("--admin-listen <host:port>", "admin API address; not loopback means every admin call needs an admin token", "127.0.0.1:5681")
+    .option("--admin-token-file <file>", "with a non-loopback --admin-listen: write a first admin token (role admin) here")
+    .option("--tls-cert <file>", "PEM certificate chain: serve TLS on both listeners")
+    .option("--tls-key <file>", "PEM private key of --tls-cert")
+    .option("--client-ca <file>", "PEM CA: a zone may prove its name with a client certificate it signed (CN = zone name) instead of a token")
+    .option("--insecure-no-zone-auth", "DEVELOPMENT ONLY: admit any client that names itself in client-id, without a token")
     .option("--name <name>", "this global's name", "global")
     .addOption(storeOption())
     .addOption(dataDirOption())
     .addOption(logFormatOption())
     .addOption(logLevelOption())
-    .action(async (o: { listen: string; name: string; logFormat: LogFormat; logLevel: LogLevel } & StoreChoice) => {
+    .action(async (o: GlobalFlags) => {
       const stop = stopSignal();
       try {
-        await runGlobal({ listen: o.listen, name: o.name, store: o.store, dataDir: o.dataDir, logger: cliLogger(o.logFormat, o.logLevel), signal: stop.signal });
+        const { logFormat, logLevel, ...flags } = o;
+        await runGlobal({ ...flags, logger: cliLogger(logFormat, logLevel), signal: stop.signal });
       } finally {
         stop.dispose();
       }
     });
 
+  type ZoneFlags = Omit<ZoneCommandOptions, "logger" | "signal" | "adminListen"> & { adminListen?: string; listen?: string; logFormat: LogFormat; logLevel: LogLevel };
   cli
     .command("zone")
     .description("run a zone control plane that dials the global and serves its own admin API")
     .requiredOption("--name <name>", "the zone's name (registered on the global)")
-    .requiredOption("--global <urls>", "the global's address, e.g. http://127.0.0.1:5685; several instances comma-separated (the zone fails over between them)")
-    .addOption(new Option("--transport <kind>", "how to dial the global (HTTP/2; half-duplex uses unary and server-streaming calls only)").choices([...zoneTransports]).default("grpc"))
-    .option("--listen <host:port>", "address of this zone's admin API", "127.0.0.1:5681")
     .addOption(storeOption())
     .addOption(dataDirOption())
+    .requiredOption("--global <urls>", "the global's zone-facing address, e.g. https://global.example:5685; several instances comma-separated (the zone fails over between them)")
+    .addOption(new Option("--transport <kind>", "how to dial the global (HTTP/2; half-duplex uses unary and server-streaming calls only)").choices([...zoneTransports]).default("grpc"))
+    .option("--token-file <file>", "the zone token (kds-mux generate zone-token), re-read before every dial")
+    .option("--ca-cert <file>", "PEM CA that signed the global's certificate (https --global)")
+    .option("--client-cert <file>", "PEM client certificate (CN = zone name) for mutual TLS, instead of a token")
+    .option("--client-key <file>", "PEM private key of --client-cert")
+    .option("--admin-listen <host:port>", "address of this zone's admin API (default 127.0.0.1:5682; a global's is 5681)")
+    .addOption(new Option("--listen <host:port>", "old name of --admin-listen").hideHelp())
+    .option("--admin-token-file <file>", "with a non-loopback --admin-listen: write a first admin token (role admin) here")
+    .option("--tls-cert <file>", "PEM certificate chain: serve the admin API over TLS")
+    .option("--tls-key <file>", "PEM private key of --tls-cert")
     .addOption(logFormatOption())
     .addOption(logLevelOption())
-    .action(async (o: { name: string; global: string; transport: string; listen: string; logFormat: LogFormat; logLevel: LogLevel } & StoreChoice) => {
+    .action(async (o: ZoneFlags) => {
       const stop = stopSignal();
       try {
-        await runZone({ ...o, logger: cliLogger(o.logFormat, o.logLevel), signal: stop.signal });
+        const { logFormat, logLevel, listen, adminListen, ...flags } = o;
+        await runZone({ ...flags, adminListen: adminListen ?? listen ?? "127.0.0.1:5682", logger: cliLogger(logFormat, logLevel), signal: stop.signal });
       } finally {
         stop.dispose();
       }
@@ -84,13 +124,63 @@ export function program(): Command {
     .requiredOption("--name <name>", "the zone's name")
     .addOption(new Option("-o, --output <format>", "output format").choices(["yaml", "json"]).default("yaml"))
     .action((o: { name: string; output: "yaml" | "json" }) => out(generateZone(o.name, o.output)));
+  adminCommand(
+    generate
+      .command("zone-token")
+      .description("print a token that proves a zone's name to the global (pass it to kds-mux zone --token-file)")
+      .requiredOption("--zone <name>", "the zone's name")
+      .addOption(validForOption()),
+  ).action(async (o: AdminFlags & { zone: string; validFor: string }) => {
+    const r = await generateZoneToken(target(o), o.zone, parseDuration(o.validFor));
+    out(r.token);
+    process.stderr.write(`${r.note}\n`);
+  });
+  adminCommand(
+    generate
+      .command("admin-token")
+      .description("print an admin token (pass it with --token or KDS_TOKEN)")
+      .requiredOption("--name <name>", "who holds it; every write made with it is logged with this name")
+      .addOption(new Option("--role <role>", "read-only: read everything; admin: also write").choices(["read-only", "admin"]).makeOptionMandatory())
+      .addOption(validForOption()),
+  ).action(async (o: AdminFlags & { name: string; role: string; validFor: string }) => {
+    const r = await generateAdminToken(target(o), o.name, o.role, parseDuration(o.validFor));
+    out(r.token);
+    process.stderr.write(`${r.note}\n`);
+  });
+
+  const revoke = cli.command("revoke").description("revoke tokens");
+  adminCommand(
+    revoke
+      .command("zone-token")
+      .description("revoke a zone token (its live session ends at once with goaway ZONE_REVOKED)")
+      .option("--id <id>", "the token's id (printed when it was generated; its jti claim)")
+      .option("--token-file <file>", "the token itself")
+      .option("--zone <name>", "every token of this zone issued until now"),
+  ).action(async (o: AdminFlags & { id?: string; tokenFile?: string; zone?: string }) => out(await revokeToken(target(o), o)));
+  adminCommand(
+    revoke
+      .command("admin-token")
+      .description("revoke an admin token")
+      .option("--id <id>", "the token's id (printed when it was generated; its jti claim)")
+      .option("--token-file <file>", "the token itself"),
+  ).action(async (o: AdminFlags & { id?: string; tokenFile?: string }) => out(await revokeToken(target(o), { id: o.id, tokenFile: o.tokenFile })));
+
+  const rotate = cli.command("rotate").description("rotate keys");
+  adminCommand(
+    rotate
+      .command("signing-key")
+      .description("create a new signing key that signs every token from now on")
+      .option("--retire-previous", "delete the older keys: tokens they signed stop working and sessions admitted with them end"),
+  ).action(async (o: AdminFlags & { retirePrevious?: boolean }) => out(await rotateSigningKey(target(o), o.retirePrevious === true)));
 
   cli
     .command("apply")
     .description("create or replace resources from YAML or JSON files")
     .requiredOption("-f, --file <file...>", "resource file(s); - reads stdin")
     .addOption(serverOption())
-    .action(async (o: { file: string[]; server: string }) => out(await apply(o.server, o.file.map(readInput))));
+    .addOption(tokenOption())
+    .addOption(caCertOption())
+    .action(async (o: AdminFlags & { file: string[] }) => out(await apply(target(o), o.file.map(readInput))));
 
   cli
     .command("get")
@@ -101,8 +191,10 @@ export function program(): Command {
     .option("--zone <zone>", "ask this zone, through the global at --server, what it holds itself (local kinds included)")
     .addOption(outputOption())
     .addOption(serverOption())
-    .action(async (type: string, name: string | undefined, o: { mesh?: string; zone?: string; output: OutputFormat; server: string }) =>
-      out(await get(o.server, type, name, o.mesh, o.output, o.zone)),
+    .addOption(tokenOption())
+    .addOption(caCertOption())
+    .action(async (type: string, name: string | undefined, o: AdminFlags & { mesh?: string; zone?: string; output: OutputFormat }) =>
+      out(await get(target(o), type, name, o.mesh, o.output, o.zone)),
     );
 
   cli
@@ -112,14 +204,18 @@ export function program(): Command {
     .argument("<name>", "resource name")
     .option("--mesh <mesh>", "the mesh (mesh-scoped types)")
     .addOption(serverOption())
-    .action(async (type: string, name: string, o: { mesh?: string; server: string }) => out(await remove(o.server, type, name, o.mesh)));
+    .addOption(tokenOption())
+    .addOption(caCertOption())
+    .action(async (type: string, name: string, o: AdminFlags & { mesh?: string }) => out(await remove(target(o), type, name, o.mesh)));
 
   cli
     .command("types")
     .description("list the registered resource types")
     .addOption(outputOption())
     .addOption(serverOption())
-    .action(async (o: { output: OutputFormat; server: string }) => out(await types(o.server, o.output)));
+    .addOption(tokenOption())
+    .addOption(caCertOption())
+    .action(async (o: AdminFlags & { output: OutputFormat }) => out(await types(target(o), o.output)));
 
   const inspect = cli.command("inspect").description("show sync status");
   inspect
@@ -127,14 +223,18 @@ export function program(): Command {
     .description("zone status: online, connect time, per-type sent/ACK/NACK, last error, heartbeat round trip")
     .addOption(outputOption())
     .addOption(serverOption())
-    .action(async (o: { output: OutputFormat; server: string }) => out(await inspectZones(o.server, o.output)));
+    .addOption(tokenOption())
+    .addOption(caCertOption())
+    .action(async (o: AdminFlags & { output: OutputFormat }) => out(await inspectZones(target(o), o.output)));
   inspect
     .command("zone")
     .description("a zone's own view of its sync status, answered by the zone through the global at --server")
     .argument("<name>", "the zone")
     .addOption(outputOption())
     .addOption(serverOption())
-    .action(async (name: string, o: { output: OutputFormat; server: string }) => out(await inspectZone(o.server, name, o.output)));
+    .addOption(tokenOption())
+    .addOption(caCertOption())
+    .action(async (name: string, o: AdminFlags & { output: OutputFormat }) => out(await inspectZone(target(o), name, o.output)));
 
   cli
     .command("demo")

@@ -9,7 +9,7 @@ import { KdsError } from "../errors.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
 import { resourceKey } from "../sync/resource-types.ts";
 import { ZONE_NAME_PATTERN } from "../names.ts";
-import { adminClient, call } from "./admin-client.ts";
+import { adminClient, call, type AdminTarget } from "./admin-client.ts";
 import { parseResourceFile, type ResourceDocument } from "./documents.ts";
 import { formatResources, formatTypes, formatZones, type OutputFormat } from "./format.ts";
 
@@ -26,7 +26,7 @@ export function generateZone(name: string, format: "yaml" | "json"): string {
 }
 
 /** `apply -f FILE...`: reads every file (or stdin for "-") and applies all resources in one call. */
-export async function apply(server: string, files: readonly { name: string; text: string }[]): Promise<string> {
+export async function apply(server: AdminTarget | string, files: readonly { name: string; text: string }[]): Promise<string> {
   const documents: ResourceDocument[] = files.flatMap((f) => parseResourceFile(f.text, f.name));
   const client = adminClient(server);
   try {
@@ -43,33 +43,33 @@ export async function apply(server: string, files: readonly { name: string; text
 }
 
 /** `get TYPE [NAME] [--zone ZONE]`: with a zone, what that zone holds itself, answered by the zone through the global. */
-export async function get(server: string, type: string, name: string | undefined, mesh: string | undefined, format: OutputFormat, zone?: string): Promise<string> {
+export async function get(server: AdminTarget | string, type: string, name: string | undefined, mesh: string | undefined, format: OutputFormat, zone?: string): Promise<string> {
   const client = adminClient(server);
   const response = await call(server, () => client.get({ type, name: name ?? "", mesh: mesh ?? "", zone: zone ?? "" }));
   return formatResources(response.resources, format);
 }
 
 /** `delete TYPE NAME`. */
-export async function remove(server: string, type: string, name: string, mesh: string | undefined): Promise<string> {
+export async function remove(server: AdminTarget | string, type: string, name: string, mesh: string | undefined): Promise<string> {
   const client = adminClient(server);
   await call(server, () => client.delete({ type, name, mesh: mesh ?? "" }));
   return `${type} ${resourceKey(mesh ?? "", name)} deleted`;
 }
 
 /** `types`. */
-export async function types(server: string, format: OutputFormat): Promise<string> {
+export async function types(server: AdminTarget | string, format: OutputFormat): Promise<string> {
   const client = adminClient(server);
   return formatTypes((await call(server, () => client.listTypes({}))).types, format);
 }
 
 /** `inspect zone NAME`: the zone's own view of its sync status, answered by the zone through the global. */
-export async function inspectZone(server: string, zone: string, format: OutputFormat): Promise<string> {
+export async function inspectZone(server: AdminTarget | string, zone: string, format: OutputFormat): Promise<string> {
   const client = adminClient(server);
   return formatZones((await call(server, () => client.inspectZones({ zone }))).zones, format);
 }
 
 /** `inspect zones`. */
-export async function inspectZones(server: string, format: OutputFormat): Promise<string> {
+export async function inspectZones(server: AdminTarget | string, format: OutputFormat): Promise<string> {
   const client = adminClient(server);
   return formatZones((await call(server, () => client.inspectZones({}))).zones, format);
 }

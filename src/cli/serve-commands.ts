@@ -1,13 +1,20 @@
 /**
  * `kds-mux global` and `kds-mux zone`: the two control planes as processes.
+ * The global has two listeners: the zone-facing one (mux and half-duplex
+ * only) and the admin API's; a zone has its admin API's.
  *
  * @module
  */
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import type { Transport } from "@connectrpc/connect";
+import { adminListenerInterceptor, authorizedReads, registerAdminRoutes } from "../admin/admin-routes.ts";
+import type { AdminBackend } from "../admin/admin-service.ts";
 import { registerAdmin } from "../admin/admin-service.ts";
-import { serveGlobal, serveRoutes } from "../adapters/node/serve-global.ts";
-import { fetchFallback, type NodeFallback } from "../adapters/node/fetch-fallback.ts";
+import { serveGlobal, serveRoutes, type ServedGlobal } from "../adapters/node/serve-global.ts";
+import { fetchFallback, type OptionalFetchHandler } from "../adapters/node/fetch-fallback.ts";
+import { isLoopback } from "../auth/admin-authorizer.ts";
+import { TokenAuthority } from "../auth/token-authority.ts";
+import { insecureZoneAuthenticator } from "../auth/zone-authenticator.ts";
 import { observeHandler } from "../observe/http.ts";
 import { fanOutMetrics, type Metrics } from "../observe/metrics.ts";
 import { PrometheusMetrics } from "../observe/prometheus.ts";
@@ -26,39 +33,109 @@ import { parseListen } from "./address.ts";
 import { aborted } from "./signals.ts";
 import { openCliStore, type StoreChoice } from "./store-option.ts";
 import { createTypeRegistry } from "../sync/builtin-types.ts";
+import { readPem, readTokenFile, writeSecretFile } from "./secret-files.ts";
+
+/** TLS flags of a listener: PEM files. */
+export interface TlsFlags {
+  /** --tls-cert: the server's certificate chain. */
+  readonly tlsCert?: string;
+  /** --tls-key: its private key. */
+  readonly tlsKey?: string;
+}
 
 /** Options of `kds-mux global`. */
-export interface GlobalCommandOptions extends StoreChoice {
+export interface GlobalCommandOptions extends TlsFlags, StoreChoice {
+  /** Zone-facing address (mux and half-duplex). */
   readonly listen: string;
+  /** Admin API address. */
+  readonly adminListen: string;
+  /** Where to write a first admin token when the admin listener is not loopback. */
+  readonly adminTokenFile?: string;
+  /** --client-ca: admit zones by client certificates this CA signed (mutual TLS). */
+  readonly clientCa?: string;
+  /** --insecure-no-zone-auth: trust client-id (development only). */
+  readonly insecureNoZoneAuth?: boolean;
   readonly name: string;
   readonly logger: Logger;
   readonly signal: AbortSignal;
 }
 
+function readTls(flags: TlsFlags): { key: string; cert: string } | undefined {
+  if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined)) throw new KdsError("invalid_argument", "--tls-cert and --tls-key go together: pass both, or neither");
+  if (flags.tlsCert === undefined || flags.tlsKey === undefined) return undefined;
+  return { cert: readPem(flags.tlsCert, "--tls-cert"), key: readPem(flags.tlsKey, "--tls-key") };
+}
+
+/**
+ * Serves `backend`'s admin API on `listen`. Not loopback: every call needs
+ * an admin token, and a first one is written to `tokenFile`.
+ */
+async function serveAdminApi(
+  backend: AdminBackend,
+  listen: string,
+  options: { tls?: { key: string; cert: string }; tokenFile?: string; flag: string; logger: Logger; observe?: OptionalFetchHandler },
+): Promise<ServedGlobal> {
+  const { host, port } = parseListen(listen);
+  const open = !isLoopback(host);
+  if (open && options.tokenFile === undefined) {
+    throw new KdsError(
+      "invalid_argument",
+      `${options.flag} ${listen} is not a loopback address, so every admin call needs an admin token; pass --admin-token-file FILE and a first admin token (role admin) is written there`,
+    );
+  }
+  const served = await serveRoutes((router) => registerAdminRoutes(router, backend), {
+    host,
+    port,
+    tls: options.tls,
+    // h2c for the CLI; HTTP/1.1 beside it for browsers and Prometheus (TLS offers both by itself).
+    httpVersion: "both",
+    interceptors: [adminListenerInterceptor(backend, host)],
+    // The status page and /metrics follow the admin API's rules: any role may read them.
+    fallback: options.observe === undefined ? undefined : fetchFallback(authorizedReads(options.observe, backend, host)),
+  });
+  if (open && options.tokenFile !== undefined && backend.tokens !== undefined) {
+    const issued = await backend.tokens.issueAdminToken("bootstrap", "admin");
+    writeSecretFile(options.tokenFile, `${issued.token}\n`);
+    options.logger.info(`the admin API listens on ${served.url}, not loopback: every call needs an admin token; a first one (role admin, id ${issued.tokenId}) is in ${options.tokenFile}`);
+    if (options.tls === undefined) options.logger.warn(`the admin API on ${served.url} has no TLS: admin tokens cross the network in clear text; pass --tls-cert and --tls-key`);
+  }
+  return served;
+}
+
 /** Runs a global control plane until `signal` aborts. */
 export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const { host, port } = parseListen(options.listen);
-  let url = "<global-admin-url>";
+  const tls = readTls(options);
+  const clientCa = options.clientCa === undefined ? undefined : readPem(options.clientCa, "--client-ca");
+  if (clientCa !== undefined && tls === undefined) throw new KdsError("invalid_argument", "--client-ca needs TLS: pass --tls-cert and --tls-key too");
+  let adminUrl = "<global-admin-url>";
   const types = createTypeRegistry();
   const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: options.signal });
   try {
     options.logger.info(`global "${options.name}" keeps its state in ${opened.description}`);
     const observe = observation("global", options.name, () => global.zoneStatuses());
-    const global: GlobalControlPlane = new GlobalControlPlane({ id: options.name, types, store: opened.store, logger: options.logger, adminUrl: () => url, metrics: observe.metrics });
-    global.start(options.signal);
-    const served = await serveGlobal(global.server, {
-      host,
-      port,
-      // h2c for zones and the CLI; HTTP/1.1 for browsers and Prometheus on the same port.
-      httpVersion: "both",
-      routes: (router) => registerAdmin(router, global.admin()),
-      fallback: observe.fallback,
+    const global: GlobalControlPlane = new GlobalControlPlane({
+      id: options.name,
+      types,
+      store: opened.store,
+      logger: options.logger,
+      adminUrl: () => adminUrl,
+      metrics: observe.metrics,
+      authenticator: options.insecureNoZoneAuth === true ? insecureZoneAuthenticator() : undefined,
+      clientCertificates: clientCa !== undefined,
     });
-    url = served.url;
-    options.logger.info(`global "${options.name}" listening on ${served.url} (zones dial it; the admin API, the status page at ${served.url}/ and metrics at ${served.url}/metrics are on the same address)`);
+    global.start(options.signal);
+    const admin = await serveAdminApi(global.admin(), options.adminListen, { tls, tokenFile: options.adminTokenFile, flag: "--admin-listen", logger: options.logger, observe: observe.handler });
+    adminUrl = admin.url;
+    const served = await serveGlobal(global.server, { host, port, tls: tls === undefined ? undefined : { ...tls, clientCa } });
+    const proof = options.insecureNoZoneAuth === true ? "NOTHING (insecure)" : clientCa !== undefined ? "client certificates or zone tokens" : "zone tokens";
+    options.logger.info(
+      `global "${options.name}" listening on ${served.url} for zones (mux and half-duplex; zones prove themselves with ${proof}); admin API on ${admin.url} (status page at ${admin.url}/, metrics at ${admin.url}/metrics)`,
+    );
+    if (tls === undefined && !isLoopback(host)) options.logger.warn(`zones dial ${served.url} without TLS: their tokens cross the network in clear text; pass --tls-cert and --tls-key`);
     await aborted(options.signal);
     options.logger.info("shutting down: telling every zone (goaway) and closing connections");
-    await served.close();
+    await Promise.all([served.close(), admin.close()]);
   } finally {
     await opened.close();
   }
@@ -70,12 +147,12 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
  * metrics at /metrics and the live status page at / (with /status/events).
  * The listener serves HTTP/1.1 beside h2c so browsers and Prometheus reach it.
  */
-function observation(role: "global" | "zone", name: string, zones: () => Promise<readonly ZoneStatus[]>): { metrics: Metrics; fallback: NodeFallback } {
+function observation(role: "global" | "zone", name: string, zones: () => Promise<readonly ZoneStatus[]>): { metrics: Metrics; handler: OptionalFetchHandler } {
   const prometheus = new PrometheusMetrics({ labels: role === "zone" ? { role, zone: name } : { role } });
   const status = new StatusFeed({ role, name, zones, zone: role === "zone" ? name : undefined });
   return {
     metrics: fanOutMetrics(prometheus, status.metrics),
-    fallback: fetchFallback(observeHandler({ metrics: prometheus, status, page: STATUS_PAGE_HTML })),
+    handler: observeHandler({ metrics: prometheus, status, page: STATUS_PAGE_HTML }),
   };
 }
 
@@ -83,23 +160,40 @@ function observation(role: "global" | "zone", name: string, zones: () => Promise
 export const zoneTransports = ["grpc", "grpc-web", "connect", "half-duplex"] as const;
 
 /** Options of `kds-mux zone`. */
-export interface ZoneCommandOptions extends StoreChoice {
+export interface ZoneCommandOptions extends TlsFlags, StoreChoice {
   readonly name: string;
   readonly global: string;
   readonly transport: string;
-  readonly listen: string;
+  /** This zone's admin API address. */
+  readonly adminListen: string;
+  /** Where to write a first admin token when the admin listener is not loopback. */
+  readonly adminTokenFile?: string;
+  /** --token-file: the zone token, re-read before every dial. */
+  readonly tokenFile?: string;
+  /** --ca-cert: the CA that signed the global's certificate. */
+  readonly caCert?: string;
+  /** --client-cert / --client-key: a client certificate for mutual TLS. */
+  readonly clientCert?: string;
+  readonly clientKey?: string;
   readonly logger: Logger;
   readonly signal: AbortSignal;
 }
 
-function connectTransport(kind: string, baseUrl: string): Transport {
+/** TLS material the zone's HTTP client uses. */
+interface ClientTls {
+  readonly ca?: string;
+  readonly cert?: string;
+  readonly key?: string;
+}
+
+function connectTransport(kind: string, baseUrl: string, nodeOptions: ClientTls | undefined): Transport {
   switch (kind) {
     case "grpc":
-      return createGrpcTransport({ baseUrl });
+      return createGrpcTransport({ baseUrl, nodeOptions });
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl, httpVersion: "2" });
+      return createGrpcWebTransport({ baseUrl, httpVersion: "2", nodeOptions });
     case "connect":
-      return createConnectTransport({ baseUrl, httpVersion: "2" });
+      return createConnectTransport({ baseUrl, httpVersion: "2", nodeOptions });
     default:
       throw new KdsError("invalid_argument", `--transport must be one of ${zoneTransports.join(", ")}, got "${kind}"`);
   }
@@ -107,23 +201,33 @@ function connectTransport(kind: string, baseUrl: string): Transport {
 
 /** Runs a zone control plane until `signal` aborts. */
 export async function runZone(options: ZoneCommandOptions): Promise<void> {
-  const { host, port } = parseListen(options.listen);
   // Several global instances: "--global URL1,URL2" fails over between them.
   const urls = options.global.split(",").map((u) => u.trim()).filter((u) => u !== "");
-  for (const url of urls) {
+  const parsed = urls.map((url) => {
     try {
-      new URL(url);
+      return new URL(url);
     } catch {
-      throw new KdsError("invalid_argument", `--global "${url}" is not a URL; use for example http://127.0.0.1:5685 (or several, comma-separated)`);
+      throw new KdsError("invalid_argument", `--global "${url}" is not a URL; use for example https://global.example:5685 (or several, comma-separated)`);
     }
-  }
-  if (urls.length === 0) throw new KdsError("invalid_argument", "--global needs at least one URL, for example http://127.0.0.1:5685");
+  });
+  if (urls.length === 0) throw new KdsError("invalid_argument", "--global needs at least one URL, for example https://global.example:5685");
+  if ((options.clientCert === undefined) !== (options.clientKey === undefined)) throw new KdsError("invalid_argument", "--client-cert and --client-key go together: pass both, or neither");
+  const clientTls: ClientTls = {
+    ca: options.caCert === undefined ? undefined : readPem(options.caCert, "--ca-cert"),
+    cert: options.clientCert === undefined ? undefined : readPem(options.clientCert, "--client-cert"),
+    key: options.clientKey === undefined ? undefined : readPem(options.clientKey, "--client-key"),
+  };
+  const tlsFlags = clientTls.ca !== undefined || clientTls.cert !== undefined;
+  if (tlsFlags && parsed.some((u) => u.protocol !== "https:")) throw new KdsError("invalid_argument", `--ca-cert and --client-cert need an https:// --global, got ${options.global}`);
+  const nodeOptions = tlsFlags ? clientTls : undefined;
+  if (options.tokenFile !== undefined) readTokenFile(options.tokenFile); // fail now on a missing file, not at the first dial
   const dial = (url: string): MuxTransport =>
     options.transport === "half-duplex"
       ? // Unary and server-streaming calls only: for proxies that break bidi streams.
-        halfDuplexMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2" }), { target: url })
-      : connectMuxTransport(connectTransport(options.transport, url), { name: options.transport, target: url });
+        halfDuplexMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2", nodeOptions }), { target: url })
+      : connectMuxTransport(connectTransport(options.transport, url, nodeOptions), { name: options.transport, target: url });
   const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial));
+  const tokenFile = options.tokenFile;
   const types = createTypeRegistry();
   const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: options.signal });
   try {
@@ -134,17 +238,18 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       transport,
       types,
       store: opened.store,
+      token: tokenFile === undefined ? undefined : () => readTokenFile(tokenFile),
       logger: options.logger,
       metrics: observe.metrics,
       // The global may call the zone's own admin API inside the session (get --zone, inspect zone).
       reverseCalls: (router) => registerAdmin(router, zone.admin()),
     });
-    const served = await serveRoutes((router) => registerAdmin(router, zone.admin()), {
-      host,
-      port,
-      httpVersion: "both",
-      fallback: observe.fallback,
-    });
+    if (tokenFile === undefined && clientTls.cert === undefined) {
+      options.logger.warn(`zone "${options.name}" presents no credential (no --token-file, no --client-cert): only a global started with --insecure-no-zone-auth admits it`);
+    }
+    // The zone signs its own admin tokens, with a key kept in its own store.
+    const backend = { ...zone.admin(), tokens: new TokenAuthority({ store: zone.store, issuer: options.name, logger: options.logger }) };
+    const served = await serveAdminApi(backend, options.adminListen, { tls: readTls(options), tokenFile: options.adminTokenFile, flag: "--admin-listen", logger: options.logger, observe: observe.handler });
     options.logger.info(`zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`);
     await zone.run(options.signal);
     options.logger.info("shutting down");

@@ -6,6 +6,7 @@
  * @module
  */
 import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
+import { peerInfoKey } from "../auth/peer.ts";
 import { MultiplexService } from "../gen/kds/mux/v1/mux_pb.ts";
 import { toConnectError } from "../transport/connect-errors.ts";
 import type { GlobalServer } from "./global-server.ts";
@@ -17,7 +18,7 @@ export function multiplexServiceImpl(global: GlobalServer): ServiceImpl<typeof M
     async *streamMessage(requests, context) {
       let outbound;
       try {
-        outbound = await global.accept(context.requestHeader, requests, context.signal);
+        outbound = await global.accept(context.requestHeader, requests, context.signal, context.values.get(peerInfoKey));
       } catch (error) {
         throw toConnectError(error);
       }

@@ -1,13 +1,19 @@
 /**
  * A global control plane in one object: the mux endpoint ({@link GlobalServer})
- * admitting zones registered as Zone resources, resource sync
- * ({@link SyncEngine}) over every admitted session, and the Zone lifecycle
- * (a disabled or deleted zone loses its session; a deleted one its resources).
+ * admitting zones that prove their name with a zone token (or a client
+ * certificate) and are registered as Zone resources, the token authority
+ * that issues and revokes those tokens (keys and revocations in the store,
+ * shared by every instance), resource sync ({@link SyncEngine}) over every
+ * admitted session, and the Zone lifecycle (a disabled or deleted zone loses
+ * its session; a deleted one its resources).
  *
  * @module
  */
 import { create } from "@bufbuild/protobuf";
 import type { AdminBackend } from "../admin/admin-service.ts";
+import { TokenAuthority } from "../auth/token-authority.ts";
+import { TokenZoneAuthenticator, type ZoneAuthenticator } from "../auth/zone-authenticator.ts";
+import { assertZoneName } from "../names.ts";
 import type { DiscoveryOptions } from "../discovery/types.ts";
 import { ZoneSpecSchema } from "../gen/kds/v1/resource_pb.ts";
 import { consoleLogger, type Logger } from "../log.ts";
@@ -17,7 +23,7 @@ import type { Session } from "../mux/views.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { ZONE_INSIGHT_KIND, ZONE_KIND, createTypeRegistry, zoneInsightType } from "../sync/builtin-types.ts";
+import { ZONE_INSIGHT_KIND, ZONE_KIND, authTypes, createTypeRegistry, zoneInsightType } from "../sync/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
 import type { StoredResource, TypeRegistry } from "../sync/resource-types.ts";
 import type { ZoneStatus } from "../sync/status.ts";
@@ -47,6 +53,13 @@ export interface GlobalControlPlaneOptions {
   readonly leaseRenewMs?: number;
   /** The admin API address shown to refused zones (a function when known only once listening). */
   readonly adminUrl?: string | (() => string);
+  /**
+   * Proves dialing zones. Default: zone tokens issued by {@link GlobalControlPlane.tokens}
+   * (and client certificates when `clientCertificates` is set).
+   */
+  readonly authenticator?: ZoneAuthenticator;
+  /** Also admit a zone by a verified client certificate whose CN is its name (mutual TLS). Default false. */
+  readonly clientCertificates?: boolean;
   /** Which global resources a zone receives. Default: all. */
   readonly filter?: (zone: string, resource: StoredResource) => boolean;
   /** How the global subscribes to zone resources. Default "delta". */
@@ -82,17 +95,24 @@ export class GlobalControlPlane {
   readonly sync: SyncEngine;
   /** Which instance holds each zone's session (shared through the store). */
   readonly ownership: ZoneOwnership;
+  /** Issues, verifies and revokes zone and admin tokens; its keys and revocations live in the store. */
+  readonly tokens: TokenAuthority;
   readonly #lifecycle: ZoneLifecycle;
+  readonly #logger: Logger;
 
   /** @param options - types, store, names, callbacks */
   constructor(options: GlobalControlPlaneOptions = {}) {
     const logger = options.logger ?? consoleLogger();
+    this.#logger = logger;
     this.types = options.types ?? createTypeRegistry();
     this.types.get(ZONE_KIND);
     if (this.types.find(ZONE_INSIGHT_KIND) === undefined) this.types.register(zoneInsightType);
+    for (const t of authTypes) if (this.types.find(t.kind) === undefined) this.types.register(t);
     const store = options.store ?? new InMemoryStore(this.types);
     this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
     const id = options.id ?? "global";
+    this.tokens = new TokenAuthority({ store: this.store, issuer: id, logger });
+    const adminUrl = options.adminUrl ?? "<global-admin-url>";
     this.sync = new SyncEngine({
       store: this.store,
       types: this.types,
@@ -114,6 +134,9 @@ export class GlobalControlPlane {
     });
     this.server = new GlobalServer({
       registry: new StoreZoneRegistry(this.store),
+      authenticator:
+        options.authenticator ??
+        new TokenZoneAuthenticator(this.tokens, { adminUrl: typeof adminUrl === "string" ? () => adminUrl : adminUrl, certificates: options.clientCertificates }),
       id,
       adminUrl: options.adminUrl,
       session: options.session,
@@ -147,15 +170,17 @@ export class GlobalControlPlane {
     });
   }
 
-  /** Loads and follows the store (global resources, Zone changes) until `signal` aborts. */
+  /** Loads and follows the store (global resources, Zone changes, revocations) until `signal` aborts. */
   start(signal: AbortSignal): void {
     this.sync.start(signal);
     this.#lifecycle.start(signal);
     this.ownership.start(signal);
+    this.server.followRevocations(signal).catch((error: unknown) => this.#logger.error("following revocations stopped", { error }));
   }
 
   /** Registers (or re-enables) zone `name`: writes its Zone resource. */
   registerZone(name: string, options: { enabled?: boolean } = {}): Promise<StoredResource> {
+    assertZoneName(name);
     return this.store.put({ kind: ZONE_KIND, name, spec: create(ZoneSpecSchema, { enabled: options.enabled ?? true }) });
   }
 
@@ -193,7 +218,15 @@ export class GlobalControlPlane {
 
   /** The admin API backend of this global (see `registerAdmin`). */
   admin(): AdminBackend {
-    return { role: "global", types: this.types, store: this.store, zoneStatuses: () => this.zoneStatuses(), zoneTransport: (zone) => this.server.zoneTransport(zone) };
+    return {
+      role: "global",
+      types: this.types,
+      store: this.store,
+      tokens: this.tokens,
+      logger: this.#logger,
+      zoneStatuses: () => this.zoneStatuses(),
+      zoneTransport: (zone) => this.server.zoneTransport(zone),
+    };
   }
 
   /** Ends every session; resolves when their transports are released. */

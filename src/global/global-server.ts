@@ -1,9 +1,13 @@
 /**
- * The global role: admits zones by their `client-id`, runs one mux session
- * per zone, and replaces a zone's older session when a newer one is ready.
+ * The global role: admits a zone once its authenticator proves the name in
+ * `client-id` (a zone token, or a client certificate) and the registry
+ * knows it, runs one mux session per zone, replaces a zone's older session
+ * when a newer one is ready, and ends sessions whose credentials are revoked.
  *
  * @module
  */
+import type { PeerInfo } from "../auth/peer.ts";
+import type { RevokedMatcher, ZoneAuthenticator, ZoneIdentity } from "../auth/zone-authenticator.ts";
 import { KdsError } from "../errors.ts";
 import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { consoleLogger, type Logger } from "../log.ts";
@@ -25,6 +29,13 @@ import { CLIENT_ID_HEADER, ZONE_NAME_PATTERN } from "../names.ts";
 export interface GlobalServerOptions {
   /** Which zones may connect. */
   registry: ZoneRegistry;
+  /**
+   * Proves each dialing zone's name before anything is looked up for it:
+   * `TokenZoneAuthenticator` (zone tokens, optionally client certificates),
+   * or `insecureZoneAuthenticator()` to trust `client-id` (development only;
+   * the global logs a warning).
+   */
+  authenticator: ZoneAuthenticator;
   /** This global's name, sent in its hello and shown in messages. Default "global". */
   id?: string;
   /**
@@ -56,8 +67,8 @@ export class GlobalServer implements MuxAcceptor {
   readonly #adminUrl: () => string;
   /** The session each zone currently uses (the newest ready one). */
   readonly #current = new Map<string, MuxSession>();
-  /** Every live session, including ones still handshaking or being replaced. */
-  readonly #live = new Set<MuxSession>();
+  /** Every live session, including ones still handshaking or being replaced, with who it was proven to be. */
+  readonly #live = new Map<MuxSession, ZoneIdentity>();
   #closing = false;
 
   /** @param options - registry, names, callbacks */
@@ -69,6 +80,11 @@ export class GlobalServer implements MuxAcceptor {
     const adminUrl = options.adminUrl ?? "<global-admin-url>";
     this.#adminUrl = typeof adminUrl === "string" ? () => adminUrl : adminUrl;
     this.#maxMessageBytes = resolveSessionOptions(options.session).maxMessageBytes;
+    if (!options.authenticator.secure) {
+      this.#logger.warn(
+        `INSECURE: global "${this.id}" authenticates no zone (${options.authenticator.description}); anyone who can reach it can impersonate any zone, read every global resource and write zone resources. Use this for local development only.`,
+      );
+    }
   }
 
   /** The largest frame a zone may send, in bytes (configure the server's read limit with it). */
@@ -86,9 +102,14 @@ export class GlobalServer implements MuxAcceptor {
     return this.#current.get(name);
   }
 
-  async accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal): Promise<AsyncIterable<Message>> {
+  /** How zone `session` was proven to be who it is (undefined once it ended). */
+  identity(session: Session): ZoneIdentity | undefined {
+    return this.#live.get(session as MuxSession);
+  }
+
+  async accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal, peer?: PeerInfo): Promise<AsyncIterable<Message>> {
     try {
-      const outbound = await this.#admit(headers, inbound, signal);
+      const outbound = await this.#admit(headers, inbound, signal, peer);
       this.#metrics.admission("admitted");
       return outbound;
     } catch (error) {
@@ -97,13 +118,21 @@ export class GlobalServer implements MuxAcceptor {
     }
   }
 
-  async #admit(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal): Promise<AsyncIterable<Message>> {
+  async #admit(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal, peer: PeerInfo | undefined): Promise<AsyncIterable<Message>> {
     const zone = headers.get(CLIENT_ID_HEADER)?.trim() ?? "";
     if (zone === "") throw new KdsError("missing_client_id", missingClientIdMessage());
     if (!ZONE_NAME_PATTERN.test(zone)) {
       throw new KdsError("invalid_argument", `the client-id header "${zone}" is not a valid zone name (1 to 63 lower-case letters, digits and '-')`);
     }
     if (this.#closing) throw new KdsError("session_closed", `global "${this.id}" is shutting down; the zone retries with backoff`);
+    // Prove the name before looking anything up for it: an unproven caller learns nothing about the zone.
+    let identity: ZoneIdentity;
+    try {
+      identity = await this.#options.authenticator.authenticate({ zone, headers, peer }, signal);
+    } catch (error) {
+      this.#logger.warn(`refused zone "${zone}": ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`, { zone, code: KdsError.is(error) ? error.code : undefined });
+      throw error;
+    }
     const record = await this.#options.registry.get(zone, signal);
     if (record === undefined) {
       this.#logger.warn(`refused zone "${zone}": not registered`, { zone });
@@ -115,7 +144,7 @@ export class GlobalServer implements MuxAcceptor {
     }
 
     const session = new MuxSession({ role: "global", localId: this.id, peerId: zone, options: this.#options.session, metrics: this.#metrics });
-    this.#live.add(session);
+    this.#live.set(session, identity);
     callEndpoint(session); // the global serves no calls: a zone's calls are refused
     const onTransportGone = (): void => session.fail("transport", `zone "${zone}" cancelled the stream or the connection was lost`, signal.reason);
     if (signal.aborted) onTransportGone();
@@ -152,19 +181,52 @@ export class GlobalServer implements MuxAcceptor {
     );
   }
 
-  /** Ends zone `name`'s session because it was removed or disabled; true if it was connected. */
+  /** Ends every live session of zone `name` (goaway ZONE_REVOKED) because it was removed or disabled; true if it was connected. */
   async revoke(name: string, message?: string): Promise<boolean> {
-    const session = this.#current.get(name);
-    if (session === undefined) return false;
-    await session.close({ code: "zone_revoked", message: message ?? `zone "${name}" was removed or disabled on global "${this.id}"` });
-    return true;
+    const sessions = [...this.#live.keys()].filter((s) => s.peerId === name);
+    const text = message ?? `zone "${name}" was removed or disabled on global "${this.id}"`;
+    await Promise.all(sessions.map((s) => s.close({ code: "zone_revoked", message: text })));
+    return sessions.length > 0;
+  }
+
+  /**
+   * Ends every live session whose identity `matches` (goaway ZONE_REVOKED
+   * with `reason`); resolves with how many ended. A matcher that fails is
+   * logged and ends nothing.
+   */
+  async endSessions(matches: RevokedMatcher, reason: string): Promise<number> {
+    const ended: Promise<unknown>[] = [];
+    for (const [session, identity] of [...this.#live]) {
+      let match: boolean;
+      try {
+        match = await matches(identity);
+      } catch (error) {
+        this.#logger.error(`could not check whether zone "${identity.zone}"'s credentials were revoked; its session stays up`, { zone: identity.zone, error });
+        continue;
+      }
+      if (!match || session.end !== undefined) continue;
+      this.#logger.warn(`ending zone "${identity.zone}"'s session: ${reason}`, { zone: identity.zone });
+      ended.push(session.close({ code: "zone_revoked", message: `zone "${identity.zone}" was revoked on global "${this.id}": ${reason}` }));
+    }
+    await Promise.all(ended);
+    return ended.length;
+  }
+
+  /**
+   * Follows the authenticator's revocations (from every instance sharing
+   * its store) until `signal` aborts, ending the affected sessions at once.
+   */
+  async followRevocations(signal: AbortSignal): Promise<void> {
+    await this.#options.authenticator.follow?.(signal, (matches, reason) => {
+      this.endSessions(matches, reason).catch((error: unknown) => this.#logger.error("ending revoked sessions failed", { error }));
+    });
   }
 
   /** Ends every session with a goaway and refuses new ones; resolves when all transports are released. */
   async close(signal?: AbortSignal): Promise<void> {
     this.#closing = true;
     await Promise.all(
-      [...this.#live].map((s) => s.close({ code: "shutdown", message: `global "${this.id}" is shutting down; the zone reconnects with backoff`, signal })),
+      [...this.#live.keys()].map((s) => s.close({ code: "shutdown", message: `global "${this.id}" is shutting down; the zone reconnects with backoff`, signal })),
     );
   }
 
@@ -177,13 +239,30 @@ export class GlobalServer implements MuxAcceptor {
       // Ended during the handshake; reported below.
     }
     if (ready) {
+      // A revocation that landed while this zone was being admitted: the feed may have passed before the session was live.
+      const identity = this.#live.get(session);
+      try {
+        if (identity !== undefined) await this.#options.authenticator.revalidate?.(identity);
+      } catch (error) {
+        if (KdsError.is(error, "unauthenticated")) {
+          ready = false;
+          this.#logger.warn(`zone "${zone}"'s credentials were revoked during admission: ${error.message}`, { zone });
+          await session.close({ code: "zone_revoked", message: `zone "${zone}" was revoked on global "${this.id}": ${error.message}` });
+        } else {
+          // Admission just verified the credential; a store that cannot answer now does not revoke it.
+          this.#logger.warn(`could not re-check zone "${zone}"'s credentials after admission; the session stays up`, { zone, error });
+        }
+      }
+    }
+    if (ready) {
       const previous = this.#current.get(zone);
       this.#current.set(zone, session);
       if (previous !== undefined) {
         this.#logger.info(`zone "${zone}" reconnected; replacing its older session`, { zone });
         void previous.close({ code: "replaced", message: `a newer session of zone "${zone}" replaced this one on global "${this.id}"` });
       }
-      this.#logger.info(`zone "${zone}" connected`, { zone });
+      const proof = this.#live.get(session);
+      this.#logger.info(`zone "${zone}" connected (${proof?.proof === "token" ? `zone token ${proof.tokenId ?? ""}` : proof?.proof === "certificate" ? "client certificate" : "NOT authenticated"})`, { zone });
       try {
         await this.#options.onSession?.(session);
       } catch (error) {
@@ -207,6 +286,10 @@ function admissionResult(error: unknown): AdmissionResult {
       return "missing_client_id";
     case "invalid_argument":
       return "invalid_client_id";
+    case "unauthenticated":
+      return "unauthenticated";
+    case "permission_denied":
+      return "permission_denied";
     case "zone_not_registered":
       return "not_registered";
     case "zone_disabled":

@@ -13,6 +13,7 @@ import { Code, ConnectError, type ConnectRouter, type HandlerContext, type Servi
 import { KdsError } from "../errors.ts";
 import { HalfDuplexService, PullResponseSchema, type PullRequest, type PullResponse, type PushRequest } from "../gen/kds/mux/v1/half_duplex_pb.ts";
 import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { peerInfoKey } from "../auth/peer.ts";
 import { CLIENT_ID_HEADER } from "../names.ts";
 import { AsyncQueue } from "../util/async-queue.ts";
 import { toConnectError } from "../transport/connect-errors.ts";
@@ -29,6 +30,8 @@ export interface HalfDuplexHubOptions {
 interface Link {
   readonly id: string;
   readonly zone: string;
+  /** The `authorization` header the link was admitted with; every later call must carry the same. */
+  readonly credential: string;
   readonly controller: AbortController;
   readonly inbound: AsyncQueue<Message>;
   receivedSeq: bigint;
@@ -163,11 +166,12 @@ export class HalfDuplexHub {
   async #open(context: HandlerContext): Promise<Link> {
     const controller = new AbortController();
     const inbound = new AsyncQueue<Message>(this.#maxUnacked);
-    const outbound = await this.#global.accept(context.requestHeader, inbound, controller.signal);
+    const outbound = await this.#global.accept(context.requestHeader, inbound, controller.signal, context.values.get(peerInfoKey));
     const zone = context.requestHeader.get(CLIENT_ID_HEADER)?.trim() ?? "";
     const link: Link = {
       id: crypto.randomUUID(),
       zone,
+      credential: context.requestHeader.get("authorization") ?? "",
       controller,
       inbound,
       receivedSeq: 0n,
@@ -191,6 +195,9 @@ export class HalfDuplexHub {
     if (link === undefined) throw new KdsError("session_closed", `link ${id} has ended (or expired); open a new one`);
     const zone = context.requestHeader.get(CLIENT_ID_HEADER)?.trim() ?? "";
     if (zone !== link.zone) throw new KdsError("invalid_argument", `link ${id} belongs to zone "${link.zone}", not "${zone}"`);
+    if ((context.requestHeader.get("authorization") ?? "") !== link.credential) {
+      throw new KdsError("unauthenticated", `link ${id} was opened with other credentials; every Push and Pull of a link carries the token that opened it`);
+    }
     return link;
   }
 

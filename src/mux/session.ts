@@ -44,8 +44,10 @@ export interface SessionInit {
   /** This side's name, sent in the hello. */
   localId: string;
   /**
-   * The peer's authenticated name, when known before the hello (the global
-   * knows the zone from its `client-id` header). The peer's hello must match.
+   * The peer's name, when known before the hello (the global knows the zone
+   * from its `client-id` header, which admission checked against the zone's
+   * token or certificate unless the global runs without zone
+   * authentication). The peer's hello must match.
    */
   peerId?: string;
   /** Tunables; see {@link SessionOptions}. */

@@ -19,6 +19,10 @@ export type AdmissionResult =
   | "missing_client_id"
   /** The `client-id` is not a valid zone name. */
   | "invalid_client_id"
+  /** No valid credential: a missing, forged, expired or revoked token, or an untrusted certificate. */
+  | "unauthenticated"
+  /** A valid credential of another zone. */
+  | "permission_denied"
   /** No Zone resource of that name. */
   | "not_registered"
   /** The Zone resource is disabled. */

@@ -28,6 +28,8 @@ export interface ResourceType {
   readonly direction: SyncDirection;
   /** Cluster- or mesh-scoped. */
   readonly scope: ResourceScope;
+  /** Kept by kds-mux itself (signing keys, revocations): the admin API neither shows nor writes it. */
+  readonly internal: boolean;
 }
 
 /** What {@link TypeRegistry.register} takes. */
@@ -40,6 +42,8 @@ export interface ResourceTypeInit {
   direction: SyncDirection;
   /** Default "mesh". */
   scope?: ResourceScope;
+  /** Kept by kds-mux itself, hidden from the admin API; only "local" kinds can be. Default false. */
+  internal?: boolean;
 }
 
 /** The prefix of every type URL. */
@@ -65,7 +69,8 @@ export class TypeRegistry {
     const typeUrl = TYPE_URL_PREFIX + init.schema.typeName;
     if (this.#byKind.has(init.kind)) throw new KdsError("invalid_argument", `resource kind "${init.kind}" is registered twice`);
     if (this.#byUrl.has(typeUrl)) throw new KdsError("invalid_argument", `message ${init.schema.typeName} is already the spec of kind "${this.#byUrl.get(typeUrl)?.kind}"`);
-    const type: ResourceType = Object.freeze({ kind: init.kind, schema: init.schema, typeUrl, direction: init.direction, scope: init.scope ?? "mesh" });
+    if (init.internal === true && init.direction !== "local") throw new KdsError("invalid_argument", `resource kind "${init.kind}" is internal and must be local (never synced)`);
+    const type: ResourceType = Object.freeze({ kind: init.kind, schema: init.schema, typeUrl, direction: init.direction, scope: init.scope ?? "mesh", internal: init.internal ?? false });
     this.#byKind.set(type.kind, type);
     this.#byUrl.set(typeUrl, type);
     return type;
@@ -84,7 +89,7 @@ export class TypeRegistry {
   get(kind: string): ResourceType {
     const t = this.find(kind);
     if (t === undefined) {
-      throw new KdsError("unknown_type", `unknown resource type "${kind}"; known types: ${[...this.#byKind.keys()].join(", ")}`);
+      throw new KdsError("unknown_type", `unknown resource type "${kind}"; known types: ${this.visible().map((p) => p.kind).join(", ")}`);
     }
     return t;
   }
@@ -97,6 +102,11 @@ export class TypeRegistry {
   /** Every registered type. */
   list(): ResourceType[] {
     return [...this.#byKind.values()];
+  }
+
+  /** Every type the admin API serves: all but the internal ones. */
+  visible(): ResourceType[] {
+    return this.list().filter((t) => !t.internal);
   }
 
   /** Types that flow in `direction`. */
@@ -135,7 +145,11 @@ export interface StoredResource<T extends Message = Message> {
 export const LABELS = Object.freeze({
   /** "global" or "zone": where the resource was created. */
   origin: "kds.io/origin",
-  /** On the global: the zone a zone resource came from (from the authenticated session, never from the zone's data). */
+  /**
+   * On the global: the zone a zone resource came from: the name its session was
+   * admitted under (proven by the zone's token or client certificate, unless the
+   * global runs without zone authentication), never anything the zone wrote.
+   */
   zone: "kds.io/zone",
   /** On the global: the zone resource's name in its zone. */
   displayName: "kds.io/display-name",

@@ -43,7 +43,9 @@ export function mirrorMapping(): SinkMapping {
 /**
  * The global's copy of one zone's resources: named `<zone>.<name>` (zone
  * names hold no '.', so names of different zones never collide) and
- * attributed to the zone the session was admitted as, whatever the zone wrote.
+ * attributed to the zone the session was admitted as (the name its zone
+ * token or client certificate proved, unless the global runs without zone
+ * authentication), whatever the zone wrote.
  */
 export function zoneMapping(zone: string): SinkMapping {
   return {

@@ -16,6 +16,8 @@ const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
   missing_client_id: Code.InvalidArgument,
   zone_not_registered: Code.FailedPrecondition,
   zone_disabled: Code.FailedPrecondition,
+  unauthenticated: Code.Unauthenticated,
+  permission_denied: Code.PermissionDenied,
   protocol_error: Code.InvalidArgument,
   message_too_large: Code.ResourceExhausted,
   aborted: Code.Canceled,

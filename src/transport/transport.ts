@@ -3,11 +3,12 @@
  *
  * @module
  */
+import type { PeerInfo } from "../auth/peer.ts";
 import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
 
 /** What a zone hands a transport to open the mux stream. */
 export interface MuxDialRequest {
-  /** Request headers; carries `client-id` (the zone's name). */
+  /** Request headers; carries `client-id` (the zone's name) and `authorization` (its zone token). */
   readonly headers: Headers;
   /** The frames the zone writes, pulled by the transport one at a time. */
   readonly outbound: AsyncIterable<Message>;
@@ -36,8 +37,10 @@ export interface MuxAcceptor {
   /**
    * Admits the zone named in `headers` and returns the frames the global
    * writes. Rejects with a `KdsError` (`missing_client_id`,
-   * `zone_not_registered`, `zone_disabled`) when the zone is not admitted.
-   * `signal` aborts when the zone's stream goes away.
+   * `unauthenticated`, `permission_denied`, `zone_not_registered`,
+   * `zone_disabled`) when the zone is not admitted. `signal` aborts when the
+   * zone's stream goes away. `peer` is what the server adapter knows of the
+   * connection (a client certificate), never anything the client sent.
    */
-  accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal): Promise<AsyncIterable<Message>>;
+  accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal, peer?: PeerInfo): Promise<AsyncIterable<Message>>;
 }

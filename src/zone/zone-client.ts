@@ -38,6 +38,14 @@ export interface ZoneClientOptions {
   name: string;
   /** How to reach the global. */
   transport: MuxTransport;
+  /**
+   * The zone token that proves this zone's name to the global, sent as
+   * `authorization: Bearer <token>` on every dial; a function is called
+   * before each dial (for example to re-read a token file). Omit it when the
+   * zone proves itself with a client certificate, or the global runs
+   * without zone authentication.
+   */
+  token?: string | (() => string | Promise<string>);
   /** Called with every new session once it is ready. Errors are logged. */
   onSession?: (session: Session) => void | Promise<void>;
   /** Called before every retry (the default logger also logs it). */
@@ -98,8 +106,10 @@ export class ZoneClient {
 
   /**
    * Dials once. Resolves with the session once both hellos are exchanged;
-   * rejects with a `KdsError`: `zone_not_registered` / `zone_disabled` (the
-   * message says how to register), `missing_client_id`, `transport`
+   * rejects with a `KdsError`: `unauthenticated` / `permission_denied` (no
+   * valid token for this zone; the message says how to create one),
+   * `zone_not_registered` / `zone_disabled` (the message says how to
+   * register), `missing_client_id`, `transport`
    * (unreachable), `session_closed`, or `aborted`. Aborting `signal` later
    * closes the session with a goaway.
    */
@@ -108,8 +118,11 @@ export class ZoneClient {
     callEndpoint(session, this.#reverseCallHandlers(), this.#options.reverseCallOptions);
     const transportSignal = signal === undefined ? session.transportSignal : anySignal([session.transportSignal, signal]);
     try {
+      const headers = new Headers({ [CLIENT_ID_HEADER]: this.name });
+      const token = typeof this.#options.token === "function" ? await this.#options.token() : this.#options.token;
+      if (token !== undefined) headers.set("authorization", `Bearer ${token.trim()}`);
       const inbound = await this.#options.transport.open({
-        headers: new Headers({ [CLIENT_ID_HEADER]: this.name }),
+        headers,
         outbound: session.outbound,
         signal: transportSignal,
       });

@@ -11,7 +11,7 @@ import type { Session } from "../mux/views.ts";
 import type { DiscoveryOptions } from "../discovery/types.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
-import { createTypeRegistry } from "../sync/builtin-types.ts";
+import { authTypes, createTypeRegistry } from "../sync/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
 import type { TypeRegistry } from "../sync/resource-types.ts";
 import type { ZoneStatus } from "../sync/status.ts";
@@ -29,6 +29,8 @@ export interface ZoneControlPlaneOptions {
   readonly name: string;
   /** How to reach the global. */
   readonly transport: MuxTransport;
+  /** The zone token presented to the global on every dial (see `ZoneClientOptions.token`). */
+  readonly token?: string | (() => string | Promise<string>);
   /** Registered types. Default: Zone plus the example kinds. */
   readonly types?: TypeRegistry;
   /** The store. Default: an {@link InMemoryStore}. */
@@ -75,14 +77,18 @@ export class ZoneControlPlane {
   /** Resource sync over each session. */
   readonly sync: SyncEngine;
   readonly #name: string;
+  readonly #logger: Logger;
 
   /** @param options - name, transport, types, store */
   constructor(options: ZoneControlPlaneOptions) {
     const logger = options.logger ?? consoleLogger();
+    this.#logger = logger;
     this.types = options.types ?? createTypeRegistry();
     const store = options.store ?? new InMemoryStore(this.types);
     this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
     this.#name = options.name;
+    // The store may hold this zone's admin-token keys and revocations (kds-mux zone keeps them there).
+    for (const t of authTypes) if (this.types.find(t.kind) === undefined) this.types.register(t);
     this.sync = new SyncEngine({
       store: this.store,
       types: this.types,
@@ -97,6 +103,7 @@ export class ZoneControlPlane {
     this.client = new ZoneClient({
       name: options.name,
       transport: options.transport,
+      token: options.token,
       session: options.session,
       backoff: options.backoff,
       logger,
@@ -121,9 +128,14 @@ export class ZoneControlPlane {
     return this.sync.status(this.#name);
   }
 
-  /** The admin API backend of this zone (see `registerAdmin`). */
+  /**
+   * The admin API backend of this zone (see `registerAdmin`). To serve it on
+   * an admin listener with admin tokens, add a `TokenAuthority` over this
+   * zone's store (`kds-mux zone` does; a zone in a browser needs none, and
+   * leaves the JWT library out of its bundle).
+   */
   admin(): AdminBackend {
-    return { role: "zone", types: this.types, store: this.store, zoneStatuses: () => Promise.resolve([this.status()]) };
+    return { role: "zone", types: this.types, store: this.store, logger: this.#logger, zoneStatuses: () => Promise.resolve([this.status()]) };
   }
 
   /** Syncs with the global, reconnecting after every end, until `signal` aborts. */

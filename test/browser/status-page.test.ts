@@ -50,7 +50,7 @@ describe("status page", () => {
   });
 
   function startZone(name: string): ZoneControlPlane {
-    const plane = new ZoneControlPlane({ name, transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), logger: silentLogger });
+    const plane = new ZoneControlPlane({ name, token: async () => (await global.tokens.issueZoneToken(name)).token, transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), logger: silentLogger });
     const zoneStop = new AbortController();
     zones.set(name, { stop: zoneStop, running: plane.run(zoneStop.signal), plane });
     return plane;

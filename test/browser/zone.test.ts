@@ -9,7 +9,7 @@ import { create } from "@bufbuild/protobuf";
 import { MeshSpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
 import type { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import type { ServedGlobal } from "../../src/adapters/node/serve-global.ts";
-import { serveBrowserDemo } from "../../examples/browser/serve.ts";
+import { pageUrl, serveBrowserDemo } from "../../examples/browser/serve.ts";
 import { eventually } from "../contract/harness.ts";
 import { launchChromium } from "../support/chromium.ts";
 
@@ -34,7 +34,7 @@ describe("browser zone", () => {
     const page = await browser.newPage();
     const errors: string[] = [];
     page.on("pageerror", (e) => errors.push(e.message));
-    await page.goto(`${served.url}/?zone=browser-1`);
+    await page.goto(await pageUrl(global, served, "browser-1"));
     await page.waitForSelector('#status[data-online="true"]', { timeout: 20_000 });
     await page.waitForSelector("li:text('Mesh default')", { timeout: 20_000 });
     await page.waitForSelector("li:text('TrafficPolicy default/timeouts')", { timeout: 20_000 });

@@ -23,21 +23,34 @@ async function until<T>(work: () => Promise<T>, ok: (value: T) => boolean, what:
   }
 }
 
-describe("kds-mux CLI", () => {
+/** Creates a zone token for `zone` on the global whose admin API is `server`; returns the token file. */
+async function zoneToken(server: string, zone: string): Promise<string> {
+  const r = await run(["generate", "zone-token", "--zone", zone, "--server", server]);
+  expect(r.code, r.stderr).toBe(0);
+  return file(`${zone}.token`, r.stdout);
+}
+
+// Each test spawns several processes; on a loaded 2-core machine one spawn can take seconds.
+describe("kds-mux CLI", { timeout: 120_000 }, () => {
   let global: KdsProcess;
   let zone: KdsProcess;
+  /** The global's admin API. */
   let globalUrl: string;
+  /** Where zones dial the global. */
+  let muxUrl: string;
   let zoneUrl: string;
 
   beforeAll(async () => {
-    global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--store", "memory"]);
-    globalUrl = (await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
+    global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
+    const listening = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/);
+    muxUrl = listening[1] as string;
+    globalUrl = listening[2] as string;
     const registered = await run(["apply", "-f", "-", "--server", globalUrl], (await run(["generate", "zone", "--name", "zone-1"])).stdout);
     expect(registered.code).toBe(0);
-    zone = new KdsProcess(["zone", "--name", "zone-1", "--global", globalUrl, "--listen", "127.0.0.1:0", "--store", "memory"]);
+    zone = new KdsProcess(["zone", "--name", "zone-1", "--global", muxUrl, "--token-file", await zoneToken(globalUrl, "zone-1"), "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
     zoneUrl = (await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
     await zone.waitFor(/connected to global "global"/);
-  }, 60_000);
+  }, 180_000);
 
   afterAll(async () => {
     await zone?.stop();
@@ -141,13 +154,13 @@ describe("kds-mux CLI", () => {
     const unreachable = await run(["get", "Mesh", "--server", "http://127.0.0.1:1"]);
     expect(unreachable.code).toBe(1);
     expect(unreachable.stderr).toMatch(/cannot reach the admin API at http:\/\/127\.0\.0\.1:1/);
-    const badFlag = await run(["zone", "--name", "z", "--global", globalUrl, "--transport", "carrier-pigeon"]);
+    const badFlag = await run(["zone", "--name", "z", "--global", muxUrl, "--transport", "carrier-pigeon"]);
     expect(badFlag.code).toBe(2);
     expect(badFlag.stderr).toMatch(/carrier-pigeon/);
   });
 
   it("tells an unregistered zone how to register, on every retry", async () => {
-    const stray = new KdsProcess(["zone", "--name", "zone-9", "--global", globalUrl, "--listen", "127.0.0.1:0", "--store", "memory"]);
+    const stray = new KdsProcess(["zone", "--name", "zone-9", "--global", muxUrl, "--token-file", await zoneToken(globalUrl, "zone-9"), "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
     try {
       const retry = /kds-mux generate zone --name zone-9 \| kds-mux apply -f - --server http:\/\/127\.0\.0\.1:\d+[\s\S]*?retries in \d+ ms \(at /g;
       await stray.waitFor(new RegExp(`(${retry.source}[\\s\\S]*){2}`));
@@ -161,7 +174,7 @@ describe("kds-mux CLI", () => {
   it("runs a zone over the half-duplex transport", async () => {
     const registered = await run(["apply", "-f", "-", "--server", globalUrl], (await run(["generate", "zone", "--name", "zone-hd"])).stdout);
     expect(registered.code).toBe(0);
-    const hd = new KdsProcess(["zone", "--name", "zone-hd", "--global", globalUrl, "--listen", "127.0.0.1:0", "--transport", "half-duplex", "--store", "memory"]);
+    const hd = new KdsProcess(["zone", "--name", "zone-hd", "--global", muxUrl, "--token-file", await zoneToken(globalUrl, "zone-hd"), "--listen", "127.0.0.1:0", "--transport", "half-duplex", "--store", "memory"]);
     try {
       const url = (await hd.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
       await hd.waitFor(/connected to global "global" over half-duplex/);
@@ -173,7 +186,7 @@ describe("kds-mux CLI", () => {
   });
 
   it("stops cleanly on SIGTERM", async () => {
-    const other = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--log-format", "json", "--store", "memory"]);
+    const other = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--log-format", "json", "--store", "memory"]);
     const line = await other.waitFor(/\{.*"msg":"global \\"global\\" listening on [^"]+".*\}/);
     expect(JSON.parse(line[0]) as { level: string }).toMatchObject({ level: "info" });
     expect(await other.stop()).toBe(0);
@@ -188,5 +201,5 @@ describe("kds-mux CLI", () => {
     expect(demo.stdout).toMatch(/global {4}<- got Dataplane default\/zone-east\.web-1 from zone-east/);
     expect(demo.stdout).toMatch(/zone-east {3}online/);
     expect(demo.stdout).toMatch(/demo finished: \d+ changes reached the zones from the global, \d+ reached the global from the zones/);
-  }, 30_000);
+  }, 120_000);
 });

@@ -17,8 +17,8 @@ export class KdsProcess {
     this.exited = new Promise((resolve) => this.child.once("exit", (code) => resolve(code)));
   }
 
-  /** Waits until the output matches `pattern`; returns the match. */
-  async waitFor(pattern: RegExp, timeoutMs = 20_000): Promise<RegExpMatchArray> {
+  /** Waits until the output matches `pattern` (generous by default: a process starting on a loaded machine is slow); returns the match. */
+  async waitFor(pattern: RegExp, timeoutMs = 60_000): Promise<RegExpMatchArray> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const m = this.output.match(pattern);
@@ -36,10 +36,10 @@ export class KdsProcess {
   }
 }
 
-/** Runs kds-mux to completion; `input` goes to stdin. */
-export function run(args: string[], input?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs kds-mux to completion; `input` goes to stdin, `env` adds environment variables. */
+export function run(args: string[], input?: string, env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], { stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [bin, ...args], { stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, ...env } });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));

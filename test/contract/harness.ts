@@ -17,6 +17,27 @@ import { memoryMuxTransport } from "../../src/transport/memory.ts";
 import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
 import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
 import type { MuxTransport } from "../../src/transport/transport.ts";
+import { TokenAuthority } from "../../src/auth/token-authority.ts";
+import { TokenZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
+import { CLIENT_ID_HEADER } from "../../src/names.ts";
+
+/**
+ * A transport that presents a fresh zone token for the zone it dials as
+ * (its client-id), issued by `tokens`, unless the dial already carries one:
+ * every scenario runs with real token verification on the global.
+ */
+export function withZoneTokens(inner: MuxTransport, tokens: TokenAuthority): MuxTransport {
+  return {
+    name: inner.name,
+    async open(request) {
+      const zone = request.headers.get(CLIENT_ID_HEADER) ?? "";
+      if (request.headers.has("authorization") || zone === "") return inner.open(request);
+      const headers = new Headers(request.headers);
+      headers.set("authorization", `Bearer ${(await tokens.issueZoneToken(zone)).token}`);
+      return inner.open({ ...request, headers });
+    },
+  };
+}
 
 /** Every way the tests reach a global. */
 export const transportKinds = ["memory", "router", "grpc", "grpc-web", "connect", "half-duplex"] as const;
@@ -78,6 +99,8 @@ export function response(typeUrl: string, nonce = "", payloadBytes = 0): Discove
 export interface TestGlobal {
   readonly global: GlobalServer;
   readonly registry: InMemoryZoneRegistry;
+  /** Issues the zone tokens the global verifies. */
+  readonly tokens: TokenAuthority;
   readonly kind: TransportKind;
   readonly url: string | undefined;
   transport(): MuxTransport;
@@ -86,16 +109,18 @@ export interface TestGlobal {
 
 export async function startGlobal(
   kind: TransportKind,
-  options: Partial<GlobalServerOptions> & { zones?: string[]; port?: number } = {},
+  options: Partial<GlobalServerOptions> & { zones?: string[]; port?: number; tokens?: TokenAuthority } = {},
 ): Promise<TestGlobal> {
   const registry = new InMemoryZoneRegistry(options.zones ?? ["zone-1", "zone-2"]);
-  const global = new GlobalServer({ registry, logger: silentLogger, ...options });
+  // A global restarted with `tokens` of an earlier one shares its signing key, as instances sharing a store do.
+  const tokens = options.tokens ?? new TokenAuthority({ issuer: "global" });
+  const global = new GlobalServer({ registry, logger: silentLogger, authenticator: new TokenZoneAuthenticator(tokens), ...options });
   if (kind === "memory") {
-    return { global, registry, kind, url: undefined, transport: () => memoryMuxTransport(global), close: () => global.close() };
+    return { global, registry, tokens, kind, url: undefined, transport: () => withZoneTokens(memoryMuxTransport(global), tokens), close: () => global.close() };
   }
   if (kind === "router") {
     const router = createRouterTransport((r) => registerGlobal(r, global));
-    return { global, registry, kind, url: undefined, transport: () => connectMuxTransport(router, { name: "router" }), close: () => global.close() };
+    return { global, registry, tokens, kind, url: undefined, transport: () => withZoneTokens(connectMuxTransport(router, { name: "router" }), tokens), close: () => global.close() };
   }
   // The half-duplex transport runs on fetch (connect-web) over plain HTTP/1.1, as a browser would.
   const served = await serveGlobal(global, { port: options.port ?? 0, httpVersion: kind === "half-duplex" ? "1.1" : "2" });
@@ -112,7 +137,7 @@ export async function startGlobal(
         return halfDuplexMuxTransport(createWebConnectTransport({ baseUrl, useBinaryFormat: true }), { target: baseUrl });
     }
   };
-  return { global, registry, kind, url: baseUrl, transport: make, close: () => served.close() };
+  return { global, registry, tokens, kind, url: baseUrl, transport: () => withZoneTokens(make(), tokens), close: () => served.close() };
 }
 
 /** Two sessions wired to each other in memory, without a global (for session-level tests). */

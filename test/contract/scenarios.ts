@@ -324,7 +324,8 @@ export const scenarios: Scenario[] = [
         const client = createClient(MultiplexService, createGrpcTransport({ baseUrl: t.url as string }));
         const hello = { value: { case: "hello" as const, value: { protocolVersion: 1, peerId: "zone-1", requestWindow: 4, responseWindow: 4, maxMessageBytes: 1 << 20, heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 120_000 } } };
         const kinds: string[] = [];
-        for await (const frame of client.streamMessage((async function* () { yield hello; })(), { headers: { "client-id": "zone-1" } })) {
+        const authorization = `Bearer ${(await t.tokens.issueZoneToken("zone-1")).token}`;
+        for await (const frame of client.streamMessage((async function* () { yield hello; })(), { headers: { "client-id": "zone-1", authorization } })) {
           kinds.push(frame.value.case ?? "?");
         }
         equal(kinds[0], "hello", "the global greets first");

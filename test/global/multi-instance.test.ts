@@ -33,6 +33,11 @@ function instances(n: number) {
   return { types, store, globals };
 }
 
+/** Zone-1's token, issued by `global` before each dial (every instance sharing the store verifies it). */
+function zoneToken(global: GlobalControlPlane): () => Promise<string> {
+  return async () => (await global.tokens.issueZoneToken("zone-1")).token;
+}
+
 /** A transport to `global` that can be switched off (an instance that is down). */
 function switchable(global: GlobalControlPlane): { transport: MuxTransport; up: boolean } {
   const inner = memoryMuxTransport(global.server);
@@ -52,7 +57,7 @@ describe("several global instances on one store", () => {
     const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
     await a.registerZone("zone-1");
     await b.store.put(mesh("from-b"));
-    const zone = new ZoneControlPlane({ name: "zone-1", transport: memoryMuxTransport(a.server), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
+    const zone = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(a.server), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
     const stop = new AbortController();
     stops.push(stop);
     void zone.run(stop.signal);
@@ -70,7 +75,7 @@ describe("several global instances on one store", () => {
     await a.registerZone("zone-1");
     const toA = switchable(a);
     const toB = switchable(b);
-    const zone = new ZoneControlPlane({ name: "zone-1", transport: failoverMuxTransport([toA.transport, toB.transport]), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
+    const zone = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: failoverMuxTransport([toA.transport, toB.transport]), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
     const stop = new AbortController();
     stops.push(stop);
     void zone.run(stop.signal);
@@ -92,13 +97,13 @@ describe("several global instances on one store", () => {
     const { globals } = instances(2);
     const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
     await a.registerZone("zone-1");
-    const first = new ZoneControlPlane({ name: "zone-1", transport: memoryMuxTransport(a.server), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
+    const first = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(a.server), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
     const stop = new AbortController();
     stops.push(stop);
     void first.run(stop.signal);
     await eventually(() => a.server.session("zone-1") !== undefined && first.status().online, "first session on a");
     const older = a.server.session("zone-1");
-    const second = new ZoneControlPlane({ name: "zone-1", transport: memoryMuxTransport(b.server), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
+    const second = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(b.server), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
     void second.run(stop.signal);
     await eventually(() => older?.end !== undefined, "a closed its older session");
     expect(older?.end?.code).toBe("replaced");

@@ -1,5 +1,5 @@
-// Matrix cell, zone side: registers itself through the global's admin API,
-// syncs both ways over one transport (half-duplex: connect-web on the
+// Matrix cell, zone side: registers itself and gets a zone token through the
+// global's admin API (its own listener), syncs both ways over one transport (half-duplex: connect-web on the
 // runtime's fetch over HTTP/1.1), survives a forced disconnect with
 // changes made on both sides meanwhile, and checks convergence. Prints one
 // JSON line {"ok": true, "ms": N} or {"ok": false, "error": "..."}.
@@ -7,6 +7,7 @@ import { create } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { AdminService } from "../../src/gen/kds/admin/v1/admin_pb.ts";
+import { TokenService } from "../../src/gen/kds/admin/v1/tokens_pb.ts";
 import { DataplaneSpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
 import { silentLogger } from "../../src/log.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
@@ -14,9 +15,11 @@ import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
 import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 
-const [url, kind, name, http1Url] = process.argv.slice(2) as [string, string, string, string];
+const [url, kind, name, http1Url, adminUrl] = process.argv.slice(2) as [string, string, string, string, string];
 const started = performance.now();
-const admin = createClient(AdminService, createConnectTransport({ baseUrl: url, httpVersion: "2" }));
+const adminTransport = createConnectTransport({ baseUrl: adminUrl, httpVersion: "2" });
+const admin = createClient(AdminService, adminTransport);
+const tokens = createClient(TokenService, adminTransport);
 const transport = () => {
   switch (kind) {
     case "grpc":
@@ -46,7 +49,8 @@ try {
     kind === "half-duplex"
       ? halfDuplexMuxTransport(createWebConnectTransport({ baseUrl: http1Url, useBinaryFormat: true }))
       : connectMuxTransport(transport(), { name: kind });
-  const zone = new ZoneControlPlane({ name, transport: mux, logger: silentLogger, backoff: { baseMs: 50, capMs: 200 } });
+  const { token } = await tokens.generateZoneToken({ zone: name, validForSeconds: 3600n });
+  const zone = new ZoneControlPlane({ name, transport: mux, token, logger: silentLogger, backoff: { baseMs: 50, capMs: 200 } });
   let run = new AbortController();
   let running = zone.run(run.signal);
   await zone.store.put({ kind: "Dataplane", mesh: "default", name: "web-1", spec: create(DataplaneSpecSchema, { address: "10.0.0.1" }) });

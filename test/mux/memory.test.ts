@@ -25,6 +25,7 @@ describe("memory", () => {
     const t = await startGlobal("grpc");
     const zone = new ZoneClient({
       name: "zone-1",
+      token: (await t.tokens.issueZoneToken("zone-1")).token,
       transport: connectMuxTransport(createGrpcTransport({ baseUrl: t.url as string }), { name: "grpc" }),
       logger: silentLogger,
     });

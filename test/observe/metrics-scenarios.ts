@@ -57,12 +57,12 @@ export const metricsScenarios: Scenario[] = [
       global.start(stop.signal);
       const served = await serve(global, metrics);
       const zoneMetrics = new PrometheusMetrics({ labels: { role: "zone" } });
-      const zone = new ZoneControlPlane({ name: "zone-1", transport: served.transport(), logger: silentLogger, metrics: zoneMetrics });
+      const zone = new ZoneControlPlane({ name: "zone-1", token: async () => (await global.tokens.issueZoneToken("zone-1")).token, transport: served.transport(), logger: silentLogger, metrics: zoneMetrics });
       const zoneStop = new AbortController();
       let running: Promise<void> | undefined;
       try {
-        // A refused zone counts as an admission refused.
-        const stranger = new ZoneClient({ name: "stranger", transport: served.transport(), logger: silentLogger });
+        // A refused zone counts as an admission refused (it proves its name, but is not registered).
+        const stranger = new ZoneClient({ name: "stranger", token: (await global.tokens.issueZoneToken("stranger")).token, transport: served.transport(), logger: silentLogger });
         await rejects(stranger.dial(AbortSignal.timeout(10_000)), "an unregistered zone's dial");
 
         await global.registerZone("zone-1");

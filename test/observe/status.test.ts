@@ -67,7 +67,7 @@ describe("status page endpoints", () => {
     expect(first.zones).toMatchObject([{ zone: "zone-1", online: false, connectedAt: null }]);
 
     const zoneStop = new AbortController();
-    const zone = new ZoneControlPlane({ name: "zone-1", transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), logger: silentLogger });
+    const zone = new ZoneControlPlane({ name: "zone-1", token: async () => (await global.tokens.issueZoneToken("zone-1")).token, transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), logger: silentLogger });
     const running = zone.run(zoneStop.signal);
     cleanups.push(async () => {
       zoneStop.abort();

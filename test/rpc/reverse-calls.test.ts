@@ -13,6 +13,7 @@ import { AdminService } from "../../src/gen/kds/admin/v1/admin_pb.ts";
 import { HalfDuplexService, PullResponseSchema, PushResponseSchema } from "../../src/gen/kds/mux/v1/half_duplex_pb.ts";
 import { MultiplexService } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
+import { insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
 import { GlobalServer } from "../../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import { silentLogger } from "../../src/log.ts";
@@ -191,6 +192,7 @@ async function cluster(kind: "grpc" | "grpc-web" | "connect" | "half-duplex") {
   for (const name of ["zone-1", "zone-2"]) {
     const zone: ZoneControlPlane = new ZoneControlPlane({
       name,
+      token: async () => (await global.tokens.issueZoneToken(name)).token,
       transport: transport(),
       types: createTypeRegistry([...exampleTypes, noteType]),
       logger: silentLogger,
@@ -246,7 +248,7 @@ describe.each(["grpc", "grpc-web", "connect", "half-duplex"] as const)("get --zo
 
 describe("get --zone against a zone's admin API", () => {
   it("says to point --server at the global", async () => {
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger });
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger });
     const zone = new ZoneControlPlane({ name: "zone-1", transport: memoryMuxTransport(global), logger: silentLogger });
     const served = await serveGlobal(global, { routes: (router) => registerAdmin(router, zone.admin()) });
     cleanups.push(() => served.close());

@@ -28,6 +28,7 @@ export const reverseCallScenarios: Scenario[] = [
       await global.registerZone("zone-1");
       const zone: ZoneControlPlane = new ZoneControlPlane({
         name: "zone-1",
+        token: async () => (await global.tokens.issueZoneToken("zone-1")).token,
         transport: connectMuxTransport(createConnectTransport({ baseUrl: served.url, httpVersion: "2" })),
         logger: silentLogger,
         reverseCalls: (router) => registerAdmin(router, zone.admin()),

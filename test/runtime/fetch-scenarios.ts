@@ -52,7 +52,8 @@ async function withFetchGlobal(work: (global: GlobalControlPlane, url: string) =
 async function syncBothWays(global: GlobalControlPlane, transport: MuxTransport, session = {}): Promise<void> {
   await global.registerZone("zone-1");
   await global.store.put(mesh("default", "from the global"));
-  const zone = new ZoneControlPlane({ name: "zone-1", transport, logger: silentLogger, session });
+  const token = (await global.tokens.issueZoneToken("zone-1")).token;
+  const zone = new ZoneControlPlane({ name: "zone-1", transport, token, logger: silentLogger, session });
   const stop = new AbortController();
   const running = zone.run(stop.signal);
   try {
@@ -85,7 +86,8 @@ export const fetchScenarios: Scenario[] =
                 run: () =>
                   withFetchGlobal(async (global, url) => {
                     await global.registerZone("zone-1");
-                    const zone = new ZoneClient({ name: "zone-1", transport: connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2" })), logger: silentLogger });
+                    const token = (await global.tokens.issueZoneToken("zone-1")).token;
+                    const zone = new ZoneClient({ name: "zone-1", token, transport: connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2" })), logger: silentLogger });
                     const error = await rejects(zone.dial(AbortSignal.timeout(10_000)), "h2c dial to Bun.serve");
                     check(KdsError.is(error, "transport"), `a transport error: ${String(error)}`);
                   }),
@@ -98,7 +100,8 @@ export const fetchScenarios: Scenario[] =
             withFetchGlobal(async (global, url) => {
               const make = Object.values(transports[runtime])[0] as (url: string) => MuxTransport;
               await global.registerZone("zone-1");
-              const zone = new ZoneControlPlane({ name: "zone-1", transport: make(url), logger: silentLogger, session: { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 120_000 } });
+              const token = (await global.tokens.issueZoneToken("zone-1")).token;
+              const zone = new ZoneControlPlane({ name: "zone-1", transport: make(url), token, logger: silentLogger, session: { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 120_000 } });
               const stop = new AbortController();
               const running = zone.run(stop.signal);
               try {

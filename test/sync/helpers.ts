@@ -68,7 +68,8 @@ export async function startCluster(kind: "memory" | "grpc" | "half-duplex", opti
     transport,
     startZone(name, zoneOptions = {}) {
       const existing = zones.get(name);
-      const zone = existing ?? new ZoneControlPlane({ name, transport: transport(), logger: silentLogger, backoff: { baseMs: 10, capMs: 50 }, ...zoneOptions });
+      const token = async (): Promise<string> => (await global.tokens.issueZoneToken(name)).token;
+      const zone = existing ?? new ZoneControlPlane({ name, transport: transport(), token, logger: silentLogger, backoff: { baseMs: 10, capMs: 50 }, ...zoneOptions });
       zones.set(name, zone);
       const c = new AbortController();
       running.set(name, { controller: c, done: zone.run(c.signal) });

@@ -6,6 +6,7 @@ import { HalfDuplexService } from "../../src/gen/kds/mux/v1/half_duplex_pb.ts";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { describe, expect, it } from "vitest";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
+import { insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
 import { GlobalServer } from "../../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import { silentLogger } from "../../src/log.ts";
@@ -99,7 +100,7 @@ function partitionable(inner: Transport): { transport: Transport; cut(): void; r
 
 describe("half-duplex transport", () => {
   it("delivers every frame exactly once, in order, across cut Pulls and lost Pushes", async () => {
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger, session: { requestWindow: 64, responseWindow: 64 } });
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger, session: { requestWindow: 64, responseWindow: 64 } });
     const served = await serveGlobal(global, { httpVersion: "1.1" });
     const faults: Faults = { pullsCut: 0, pushesLostBefore: 0, pushesLostAfter: 0 };
     try {
@@ -140,7 +141,7 @@ describe("half-duplex transport", () => {
   }, 60_000);
 
   it("runs over connect-web's gRPC-web transport on HTTP/1.1 too", async () => {
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger });
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger });
     const served = await serveGlobal(global, { httpVersion: "1.1" });
     try {
       const zone = await new ZoneClient({ name: "zone-1", transport: halfDuplexMuxTransport(createGrpcWebTransport({ baseUrl: served.url })), logger: silentLogger }).dial();
@@ -157,7 +158,7 @@ describe("half-duplex transport", () => {
   });
 
   it("refuses acknowledgements of frames that were never sent, and keeps serving", async () => {
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger });
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger });
     const served = await serveGlobal(global, { httpVersion: "1.1" });
     try {
       const web = createConnectTransport({ baseUrl: served.url, useBinaryFormat: true });
@@ -181,7 +182,7 @@ describe("half-duplex transport", () => {
 
   it("ends the session with the resume timeout when the global stays unreachable", async () => {
     // The global's side of the link cannot hear the zone either: a short grace lets the teardown finish sooner.
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger, session: { closeGraceMs: 100 } });
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger, session: { closeGraceMs: 100 } });
     const served = await serveGlobal(global, { httpVersion: "1.1", closeGraceMs: 100 });
     const clock = new ManualClock();
     const net = partitionable(createConnectTransport({ baseUrl: served.url, useBinaryFormat: true }));
@@ -212,7 +213,7 @@ describe("half-duplex transport", () => {
   }, 30_000);
 
   it("refuses a client that sends JSON with a clear error instead of retrying forever", async () => {
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), logger: silentLogger });
+    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger });
     const served = await serveGlobal(global, { httpVersion: "1.1" });
     try {
       const transport = halfDuplexMuxTransport(createConnectTransport({ baseUrl: served.url }), { resumeTimeoutMs: 60_000 });

@@ -32,7 +32,7 @@ describe("zone reconnect", () => {
 
     await first.close();
     await eventually(() => retries.length >= 6, "six retries while the global is down", 20_000);
-    const second = await startGlobal("grpc", { port });
+    const second = await startGlobal("grpc", { port, tokens: first.tokens });
     try {
       await eventually(() => sessions.length === 2, "a new session after the restart", 20_000);
       const s = sessions[1] as Session;

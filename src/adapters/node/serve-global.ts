@@ -1,17 +1,21 @@
 /**
- * Serving Connect routes on `node:http2` (h2c or TLS) with connect-node:
- * the global's mux (plus any other service) with {@link serveGlobal}, or
- * any routes (a zone's admin API) with {@link serveRoutes}. Deno and Bun
- * run it through their `node:http2`.
+ * Serving Connect routes on `node:http2` (h2c or TLS, optionally asking
+ * clients for certificates) with connect-node: the global's mux (plus any
+ * other service) with {@link serveGlobal}, or any routes (an admin API) with
+ * {@link serveRoutes}. Handlers find the client certificate of a TLS
+ * connection in the `peerInfoKey` context value. Deno and Bun run it through
+ * their `node:http2`.
  *
  * @module
  */
+import { createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import type { ConnectRouter } from "@connectrpc/connect";
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import type { AddressInfo, Socket } from "node:net";
+import type { TLSSocket } from "node:tls";
+import { peerInfoKey, type PeerInfo } from "../../auth/peer.ts";
 import { registerGlobal } from "../../global/connect-service.ts";
 import { baseUrl } from "../base-url.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
@@ -22,8 +26,14 @@ export interface ListenOptions {
   host?: string;
   /** Port; 0 picks a free one. Default 0. */
   port?: number;
-  /** PEM key and certificate: serve TLS (h2, with HTTP/1.1 allowed for unary calls) instead of h2c. */
-  tls?: { key: string | Buffer; cert: string | Buffer };
+  /**
+   * PEM key and certificate: serve TLS (h2, with HTTP/1.1 allowed for unary
+   * calls and the half-duplex transport) instead of h2c. With `clientCa`,
+   * clients are asked for a certificate, verified against it, and handlers
+   * see the result in `peerInfoKey` (a client without one is still served:
+   * it may prove itself with a token).
+   */
+  tls?: { key: string | Buffer; cert: string | Buffer; clientCa?: string | Buffer };
   /**
    * Without TLS: "2" serves h2c (default); "1.1" serves plain HTTP/1.1, for
    * clients that speak nothing else (they use the half-duplex transport);
@@ -36,6 +46,28 @@ export interface ListenOptions {
   closeGraceMs?: number;
   /** Handles requests no Connect route matches (for example static files); default 404. */
   fallback?: NonNullable<Parameters<typeof connectNodeAdapter>[0]["fallback"]>;
+  /** Connect interceptors run on every call (for example the admin authorizer). */
+  interceptors?: Interceptor[];
+}
+
+type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
+
+/** What the connection of `request` tells about the client: its certificate, on TLS. */
+export function peerInfo(request: NodeRequest): PeerInfo {
+  const socket = request.socket as Partial<TLSSocket> | undefined;
+  if (socket?.getPeerCertificate === undefined) return {};
+  const cert = socket.getPeerCertificate(false);
+  if (cert === null || cert === undefined || Object.keys(cert).length === 0) return {};
+  const cn = cert.subject?.CN;
+  const authorizationError = socket.authorizationError;
+  return {
+    certificate: {
+      authorized: socket.authorized === true,
+      authorizationError: authorizationError === undefined || authorizationError === null ? undefined : String(authorizationError),
+      commonName: Array.isArray(cn) ? cn[0] : cn,
+      fingerprint256: cert.fingerprint256,
+    },
+  };
 }
 
 /** Options of {@link serveGlobal}. */
@@ -61,11 +93,21 @@ export async function serveRoutes(
   routes: (router: ConnectRouter) => void,
   options: ListenOptions & { readMaxBytes?: number; beforeClose?: () => Promise<void> } = {},
 ): Promise<ServedGlobal> {
-  const handler = connectNodeAdapter({ routes, readMaxBytes: options.readMaxBytes, fallback: options.fallback });
-  const h1 = options.tls === undefined && (options.httpVersion === "1.1" || options.httpVersion === "both") ? http.createServer(handler) : undefined;
+  const handler = connectNodeAdapter({
+    routes,
+    readMaxBytes: options.readMaxBytes,
+    fallback: options.fallback,
+    interceptors: options.interceptors,
+    contextValues: (request) => createContextValues().set(peerInfoKey, peerInfo(request)),
+  });
+  const tls = options.tls;
+  const h1 = tls === undefined && (options.httpVersion === "1.1" || options.httpVersion === "both") ? http.createServer(handler) : undefined;
   const h2 =
-    options.tls !== undefined
-      ? http2.createSecureServer({ key: options.tls.key, cert: options.tls.cert, allowHTTP1: true }, handler)
+    tls !== undefined
+      ? http2.createSecureServer(
+          { key: tls.key, cert: tls.cert, allowHTTP1: true, ...(tls.clientCa === undefined ? {} : { ca: tls.clientCa, requestCert: true, rejectUnauthorized: false }) },
+          handler,
+        )
       : options.httpVersion === "1.1"
         ? undefined
         : http2.createServer(handler);
