@@ -18,17 +18,17 @@ const meshYaml = "type: Mesh\nname: kept\nspec:\n  description: survives restart
 
 /** Starts a global with `args`, applies a Mesh, stops it; starts it again and reads the Mesh back. */
 async function restartKeeps(args: string[]): Promise<string> {
-  const first = new KdsProcess(["global", "--listen", "127.0.0.1:0", ...args]);
+  const first = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", ...args]);
   try {
-    const url = (await first.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+)/, 90_000))[1] as string;
+    const url = (await first.waitFor(/admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000))[1] as string;
     const applied = await run(["apply", "-f", "-", "--server", url], meshYaml);
     expect(applied.stderr).toBe("");
   } finally {
     expect(await first.stop()).toBe(0);
   }
-  const second = new KdsProcess(["global", "--listen", "127.0.0.1:0", ...args]);
+  const second = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", ...args]);
   try {
-    const url = (await second.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+)/, 90_000))[1] as string;
+    const url = (await second.waitFor(/admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000))[1] as string;
     const got = await run(["get", "Mesh", "kept", "--server", url, "-o", "json"]);
     expect(got.code).toBe(0);
     return got.stdout;
