@@ -16,7 +16,7 @@ import { PostgresStore } from "../src/store/postgres.ts";
 import { MIGRATIONS } from "../src/store/postgres/migrations.ts";
 import { createTypeRegistry } from "../src/sync/builtin-types.ts";
 import { create } from "@bufbuild/protobuf";
-import { MeshSpecSchema } from "../src/gen/kds/example/v1/example_pb.ts";
+import { MeshSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
 
 const count = Number(process.argv[2] ?? 10_000);
 const batch = 1_000;
@@ -33,7 +33,7 @@ async function embedded(): Promise<void> {
     t = performance.now();
     server = await startEmbeddedPostgres({ dataDir: dir, createSystemUser: true });
     const restart = ms(t);
-    const types = createTypeRegistry();
+    const types = createTypeRegistry(exampleTypes);
     const store = await PostgresStore.open(types, { url: server.url, logger: silentLogger });
     t = performance.now();
     for (let i = 0; i < count; i += batch) {

@@ -11,9 +11,10 @@ import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { serveGlobal } from "../src/adapters/node/serve-global.ts";
-import { MeshSpecSchema } from "../src/gen/kds/example/v1/example_pb.ts";
+import { MeshSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
 import { GlobalControlPlane } from "../src/global/global-control-plane.ts";
 import { silentLogger } from "../src/log.ts";
+import { createTypeRegistry } from "../src/sync/builtin-types.ts";
 import { isMain } from "./fresh.ts";
 
 setFlagsFromString("--expose-gc");
@@ -42,7 +43,7 @@ function percentile(sorted: number[], p: number): number {
 /** Connects `zones` zones, then makes `rounds` changes and times their arrival everywhere. */
 export async function fanoutBench(zones: number, rounds: number): Promise<FanoutResult> {
   const stop = new AbortController();
-  const global = new GlobalControlPlane({ logger: silentLogger });
+  const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger });
   global.start(stop.signal);
   const served = await serveGlobal(global.server);
   for (let i = 0; i < zones; i++) await global.registerZone(`zone-${i}`);

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import { startEmbeddedPostgres } from "../src/adapters/node/embedded-postgres.ts";
-import { DataplaneSpecSchema } from "../src/gen/kds/example/v1/example_pb.ts";
+import { DataplaneSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
 import { silentLogger } from "../src/log.ts";
 import type { ResourceStore, WriteOp } from "../src/store/contract.ts";
 import { InMemoryStore } from "../src/store/memory.ts";
@@ -29,7 +29,7 @@ export interface StoreResult {
 }
 
 const BATCH = 1_000;
-const types = createTypeRegistry();
+const types = createTypeRegistry(exampleTypes);
 
 function batch(from: number, count: number): WriteOp[] {
   return Array.from({ length: count }, (_, j) => {

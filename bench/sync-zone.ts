@@ -9,6 +9,7 @@ import { createInterface } from "node:readline";
 import { MessageSchema } from "../src/gen/kds/mux/v1/mux_pb.ts";
 import { silentLogger } from "../src/log.ts";
 import { resourcesIn } from "../src/mux/frames.ts";
+import { KIND_CATALOG_TYPE_URL } from "../src/sync/kind-catalog.ts";
 import { connectMuxTransport } from "../src/transport/connect.ts";
 import type { MuxTransport } from "../src/transport/transport.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
@@ -27,7 +28,7 @@ const transport: MuxTransport = !count
         return (async function* () {
           for await (const frame of inbound) {
             tally.bytes += toBinary(MessageSchema, frame).byteLength;
-            tally.resources += resourcesIn(frame);
+            tally.resources += resourcesIn(frame, KIND_CATALOG_TYPE_URL);
             yield frame;
           }
         })();

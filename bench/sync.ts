@@ -7,9 +7,10 @@ import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { serveGlobal } from "../src/adapters/node/serve-global.ts";
-import { TrafficPolicySpecSchema } from "../src/gen/kds/example/v1/example_pb.ts";
+import { TrafficPolicySpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
 import { GlobalControlPlane } from "../src/global/global-control-plane.ts";
 import { silentLogger } from "../src/log.ts";
+import { createTypeRegistry } from "../src/sync/builtin-types.ts";
 
 export interface SyncResult {
   readonly resources: number;
@@ -28,7 +29,7 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
   // SotW cannot split a set: give it room for the whole set in one message.
   const maxMessageBytes = mode === "sotw" ? 256 * 1024 * 1024 : 4 * 1024 * 1024;
   const stop = new AbortController();
-  const global = new GlobalControlPlane({ logger: silentLogger, session: { maxMessageBytes }, discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024 } });
+  const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger, session: { maxMessageBytes }, discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024 } });
   global.start(stop.signal);
   const served = await serveGlobal(global.server);
   const token = (await global.tokens.issueZoneToken("zone-1")).token; // the zone proves its name, as deployed

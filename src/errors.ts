@@ -28,8 +28,9 @@
  * - `conflict`: a write expected another version of the resource;
  * - `not_found`: the resource does not exist;
  * - `store_unavailable`: the store could not be reached or failed; retry later;
- * - `store_compacted`: a store's change feed no longer reaches back to the revision asked for; list again.
- * - `zone_offline`: a reverse call names a zone that has no session with the global.
+ * - `store_compacted`: a store's change feed no longer reaches back to the revision asked for; list again;
+ * - `zone_offline`: a reverse call names a zone that has no session with the global;
+ * - `kinds_mismatch`: a zone's kinds disagree with the global's (same kind, another message, direction or scope).
  */
 export const KDS_ERROR_CODES = [
   "invalid_argument",
@@ -54,6 +55,7 @@ export const KDS_ERROR_CODES = [
   "store_unavailable",
   "store_compacted",
   "zone_offline",
+  "kinds_mismatch",
 ] as const;
 
 /** Stable, machine-readable error codes (see {@link KDS_ERROR_CODES}). */

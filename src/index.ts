@@ -28,6 +28,8 @@ export * from "./zone/index.ts";
 export { DiscoveryServer, type DiscoveryServerInit } from "./discovery/server.ts";
 export { DiscoveryClient, type DiscoveryClientInit } from "./discovery/client.ts";
 export { SetDigest, digestOf } from "./discovery/digest.ts";
+export { fetchOnce, type FetchOnceInit } from "./discovery/fetch-once.ts";
+export { mergeSources, staticSource } from "./discovery/static-source.ts";
 export {
   defaultDiscoveryOptions,
   type ClientObserver,
@@ -43,8 +45,11 @@ export {
   type WireResource,
 } from "./discovery/types.ts";
 export {
+  KIND_PATTERN,
   LABELS,
   RESOURCE_NAME_PATTERN,
+  RESOURCE_SCOPES,
+  SYNC_DIRECTIONS,
   TYPE_URL_PREFIX,
   TypeRegistry,
   parseResourceKey,
@@ -71,7 +76,19 @@ export type {
 export { InMemoryStore, type InMemoryStoreOptions } from "./store/memory.ts";
 export { validateInput } from "./store/validate.ts";
 export { followStore, type FollowOptions } from "./store/follow.ts";
-export { SIGNING_KEY_KIND, TOKEN_REVOCATION_KIND, ZONE_INSIGHT_KIND, ZONE_KIND, authTypes, createTypeRegistry, exampleTypes, zoneInsightType, zoneType } from "./sync/builtin-types.ts";
+export { SIGNING_KEY_KIND, TOKEN_REVOCATION_KIND, ZONE_INSIGHT_KIND, ZONE_KIND, authTypes, createTypeRegistry, zoneInsightType, zoneType } from "./sync/builtin-types.ts";
+export {
+  declarationOf,
+  describeDeclaration,
+  descriptorRegistry,
+  filesDefining,
+  messageIn,
+  parseDescriptorSet,
+  typesFromDescriptors,
+  type KindDeclaration,
+} from "./sync/descriptor-types.ts";
+export { KIND_CATALOG_KEY, KIND_CATALOG_TYPE_URL, catalogOf, catalogResource, declarationsOf, kindCatalog } from "./sync/kind-catalog.ts";
+export { KindAgreement } from "./sync/kind-agreement.ts";
 export { SnapshotCache, type ServedKindState, type SnapshotCacheOptions } from "./sync/snapshot-cache.ts";
 export { StoreSink, mirrorMapping, zoneMapping, type SinkMapping } from "./sync/store-sink.ts";
 export { KDS_RESOURCE_TYPE_URL, fromWire, toWire, type DecodedResource } from "./sync/wire.ts";
@@ -134,5 +151,5 @@ export * from "./gen/kds/admin/v1/tokens_pb.ts";
 export * from "./gen/kds/v1/auth_pb.ts";
 export * from "./gen/kds/mux/v1/mux_pb.ts";
 export * from "./gen/kds/v1/resource_pb.ts";
-export * from "./gen/kds/example/v1/example_pb.ts";
+export * from "./gen/kds/v1/kinds_pb.ts";
 export * from "./gen/kds/v1/discovery_pb.ts";

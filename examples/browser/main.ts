@@ -6,7 +6,8 @@
 // examples/browser/build.ts; served by examples/browser/serve.ts.
 import { create } from "@bufbuild/protobuf";
 import { createConnectTransport } from "@connectrpc/connect-web";
-import { DataplaneSpecSchema, ZoneControlPlane, consoleLogger, halfDuplexMuxTransport, resourceKey } from "../../src/index.ts";
+import { ZoneControlPlane, consoleLogger, createTypeRegistry, halfDuplexMuxTransport, resourceKey } from "../../src/index.ts";
+import { DataplaneSpecSchema, exampleTypes } from "../example-kinds/index.ts";
 
 const zoneName = new URLSearchParams(location.search).get("zone") ?? "browser";
 const token = new URLSearchParams(location.hash.slice(1)).get("token") ?? undefined;
@@ -14,6 +15,7 @@ const zone = new ZoneControlPlane({
   name: zoneName,
   token,
   transport: halfDuplexMuxTransport(createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true }), { target: location.origin }),
+  types: createTypeRegistry(exampleTypes), // it writes Dataplanes before its first session
   logger: consoleLogger("warn"),
   backoff: { baseMs: 200, capMs: 2_000 },
 });

@@ -5,7 +5,8 @@
 import { create } from "@bufbuild/protobuf";
 import { readFileSync } from "node:fs";
 import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/index.ts";
-import { GlobalControlPlane, MeshSpecSchema, TrafficPolicySpecSchema, consoleLogger } from "../../src/index.ts";
+import { GlobalControlPlane, consoleLogger, createTypeRegistry } from "../../src/index.ts";
+import { MeshSpecSchema, TrafficPolicySpecSchema, exampleTypes } from "../example-kinds/index.ts";
 import { buildBrowserZone } from "./build.ts";
 
 /** The page's address for zone `zone`, with a fresh zone token in the fragment (never sent to a server). */
@@ -17,7 +18,7 @@ export async function pageUrl(global: GlobalControlPlane, served: ServedGlobal, 
 /** Builds the page and starts a global that serves it; zones named in `zones` are registered. */
 export async function serveBrowserDemo(options: { port?: number; zones?: string[]; signal?: AbortSignal } = {}): Promise<{ global: GlobalControlPlane; served: ServedGlobal }> {
   const dir = await buildBrowserZone();
-  const global = new GlobalControlPlane({ logger: consoleLogger("warn") });
+  const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: consoleLogger("warn") });
   const stop = new AbortController();
   options.signal?.addEventListener("abort", () => stop.abort(), { once: true });
   global.start(stop.signal);

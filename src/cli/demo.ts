@@ -2,23 +2,26 @@
  * `kds-mux demo`: a global and two zones on loopback (gRPC over h2c), each
  * zone proving its name with a zone token, example resources applied on both
  * sides, and a live log of them flowing both ways.
+ * The kinds are the example kinds, loaded from their kinds file like
+ * `kds-mux global --kinds` loads any other.
  *
  * @module
  */
 import { setMaxListeners } from "node:events";
-import { create, toJsonString } from "@bufbuild/protobuf";
+import { fromJson, toJsonString, type JsonValue } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { adminListenerInterceptor, registerAdminRoutes } from "../admin/admin-routes.ts";
 import { serveGlobal, serveRoutes } from "../adapters/node/serve-global.ts";
-import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema } from "../gen/kds/example/v1/example_pb.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
+import { createTypeRegistry } from "../sync/builtin-types.ts";
 import { LABELS, resourceKey, type TypeRegistry } from "../sync/resource-types.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { connectMuxTransport } from "../transport/connect.ts";
 import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
 import { adminClient } from "./admin-client.ts";
 import { formatZones } from "./format.ts";
+import { EXAMPLE_KINDS_FILE, describeKinds, loadKindsFile } from "./kinds-file.ts";
 import { aborted } from "./signals.ts";
 
 /** Options of the demo. */
@@ -40,13 +43,16 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   const stamp = (): string => `[${((performance.now() - started) / 1000).toFixed(2).padStart(6)}s]`;
   const counts = { down: 0, up: 0 };
 
-  const global = new GlobalControlPlane({ id: "global", logger: options.logger });
+  const kinds = loadKindsFile(EXAMPLE_KINDS_FILE);
+  const global = new GlobalControlPlane({ id: "global", types: createTypeRegistry(kinds.types), logger: options.logger });
+  const spec = (kind: string, json: JsonValue) => fromJson(global.types.get(kind).schema, json);
   const stop = new AbortController();
   setMaxListeners(0, stop.signal); // one global and two zones tie themselves to it
   global.start(stop.signal);
   const served = await serveGlobal(global.server, { port: 0 });
   const adminApi = await serveRoutes((router) => registerAdminRoutes(router, global.admin()), { port: 0, interceptors: [adminListenerInterceptor(global.admin(), "127.0.0.1")] });
   print(`kds-mux demo: one global and two zones on loopback, synced over gRPC (h2c) at ${served.url}, each zone with its zone token; admin API at ${adminApi.url}`);
+  print(`  kinds from ${EXAMPLE_KINDS_FILE}: ${describeKinds(kinds.types)}`);
   print(`  global -> zones: Mesh, TrafficPolicy      zones -> global: Dataplane      Ctrl-C to stop\n`);
 
   // The global hears about zone resources arriving.
@@ -58,8 +64,8 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     print(`${stamp()} global    <- ${op === "put" ? "got" : "lost"} Dataplane ${key} from ${from}${spec === undefined ? "" : ` ${spec}`}`);
   }).catch(watchFailed);
   for (const name of zoneNames) await global.registerZone(name);
-  await global.store.put({ kind: "Mesh", name: "default", spec: create(MeshSpecSchema, { mtls: true, description: "the demo mesh" }) });
-  await global.store.put({ kind: "TrafficPolicy", mesh: "default", name: "timeouts", spec: create(TrafficPolicySpecSchema, { services: ["web"], timeoutMs: 1000, retries: 2 }) });
+  await global.store.put({ kind: "Mesh", name: "default", spec: spec("Mesh", { mtls: true, description: "the demo mesh" }) });
+  await global.store.put({ kind: "TrafficPolicy", mesh: "default", name: "timeouts", spec: spec("TrafficPolicy", { services: ["web"], timeoutMs: 1000, retries: 2 }) });
 
   const zones = zoneNames.map((name) => {
     const zone = new ZoneControlPlane({
@@ -67,6 +73,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       // What `kds-mux generate zone-token --zone NAME` prints, issued in process here.
       token: async () => (await global.tokens.issueZoneToken(name, { validForMs: 3_600_000 })).token,
       transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc", target: served.url }),
+      types: createTypeRegistry(kinds.types), // the zones write Dataplanes before they first connect
       logger: options.logger,
       backoff: { baseMs: 200, capMs: 2_000 },
     });
@@ -77,14 +84,15 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     }).catch(watchFailed);
     return { name, zone, done: zone.run(stop.signal) };
   });
+  const dataplane = (name: string, address: string, service: string) => ({ kind: "Dataplane", mesh: "default", name, labels: { app: service }, spec: spec("Dataplane", { address, service, port: 8080 }) });
   await zones[0]?.zone.store.put(dataplane("web-1", "10.0.1.1", "web"));
   await zones[1]?.zone.store.put(dataplane("api-1", "10.0.2.1", "api"));
 
   // A few changes on both sides while it runs.
   const steps: ((i: number) => Promise<unknown>)[] = [
-    (i) => global.store.put({ kind: "TrafficPolicy", mesh: "default", name: "timeouts", spec: create(TrafficPolicySpecSchema, { services: ["web"], timeoutMs: 1000 + 500 * i, retries: 2 }) }),
+    (i) => global.store.put({ kind: "TrafficPolicy", mesh: "default", name: "timeouts", spec: spec("TrafficPolicy", { services: ["web"], timeoutMs: 1000 + 500 * i, retries: 2 }) }),
     (i) => zones[0]?.zone.store.put(dataplane(`web-${i + 1}`, `10.0.1.${i + 1}`, "web")) ?? Promise.resolve(),
-    (i) => global.store.put({ kind: "TrafficPolicy", mesh: "default", name: `retries-${i}`, spec: create(TrafficPolicySpecSchema, { services: ["api"], retries: i }) }),
+    (i) => global.store.put({ kind: "TrafficPolicy", mesh: "default", name: `retries-${i}`, spec: spec("TrafficPolicy", { services: ["api"], retries: i }) }),
     (i) => zones[1]?.zone.store.put(dataplane("api-1", `10.0.2.${i + 10}`, "api")) ?? Promise.resolve(),
     (i) => global.store.delete("TrafficPolicy", "default", `retries-${i - 2}`),
   ];
@@ -110,10 +118,6 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   await Promise.all(zones.map((z) => z.done));
   await Promise.all([served.close(), adminApi.close()]);
   print(`demo finished: ${counts.down} changes reached the zones from the global, ${counts.up} reached the global from the zones`);
-}
-
-function dataplane(name: string, address: string, service: string) {
-  return { kind: "Dataplane", mesh: "default", name, labels: { app: service }, spec: create(DataplaneSpecSchema, { address, service, port: 8080 }) };
 }
 
 /** Calls `onChange` for every change of `store` (the demo's stores start empty), with the spec as compact JSON. */

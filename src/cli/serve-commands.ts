@@ -30,9 +30,9 @@ import { halfDuplexMuxTransport } from "../transport/half-duplex.ts";
 import type { MuxTransport } from "../transport/transport.ts";
 import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
 import { parseListen } from "./address.ts";
+import { globalKinds, zoneKinds } from "./kinds-file.ts";
 import { aborted } from "./signals.ts";
 import { openCliStore, type StoreChoice } from "./store-option.ts";
-import { createTypeRegistry } from "../sync/builtin-types.ts";
 import { readPem, readTokenFile, writeSecretFile } from "./secret-files.ts";
 
 /** TLS flags of a listener: PEM files. */
@@ -55,6 +55,8 @@ export interface GlobalCommandOptions extends TlsFlags, StoreChoice {
   readonly clientCa?: string;
   /** --insecure-no-zone-auth: trust client-id (development only). */
   readonly insecureNoZoneAuth?: boolean;
+  /** A kinds file (see kinds-file.ts); the example kinds when omitted. */
+  readonly kinds?: string;
   readonly name: string;
   readonly logger: Logger;
   readonly signal: AbortSignal;
@@ -109,7 +111,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const clientCa = options.clientCa === undefined ? undefined : readPem(options.clientCa, "--client-ca");
   if (clientCa !== undefined && tls === undefined) throw new KdsError("invalid_argument", "--client-ca needs TLS: pass --tls-cert and --tls-key too");
   let adminUrl = "<global-admin-url>";
-  const types = createTypeRegistry();
+  const types = globalKinds(options.kinds, options.logger);
   const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: options.signal });
   try {
     options.logger.info(`global "${options.name}" keeps its state in ${opened.description}`);
@@ -175,6 +177,8 @@ export interface ZoneCommandOptions extends TlsFlags, StoreChoice {
   /** --client-cert / --client-key: a client certificate for mutual TLS. */
   readonly clientCert?: string;
   readonly clientKey?: string;
+  /** A kinds file (see kinds-file.ts); learned from the global when omitted. */
+  readonly kinds?: string;
   readonly logger: Logger;
   readonly signal: AbortSignal;
 }
@@ -228,7 +232,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       : connectMuxTransport(connectTransport(options.transport, url, nodeOptions), { name: options.transport, target: url });
   const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial));
   const tokenFile = options.tokenFile;
-  const types = createTypeRegistry();
+  const types = zoneKinds(options.kinds, options.name, options.logger);
   const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: options.signal });
   try {
     options.logger.info(`zone "${options.name}" keeps its state in ${opened.description}`);

@@ -38,7 +38,11 @@ import { instrumentStore } from "../observe/store.ts";
 
 /** Options of {@link GlobalControlPlane}. */
 export interface GlobalControlPlaneOptions {
-  /** Registered types. Default: Zone plus the example kinds. */
+  /**
+   * Registered types (`createTypeRegistry(yourKinds)`). Default: Zone only,
+   * which syncs nothing. Read once: the kinds synced and announced to zones
+   * are those registered when the control plane is created.
+   */
   readonly types?: TypeRegistry;
   /** The store. Default: an {@link InMemoryStore}. */
   readonly store?: ResourceStore;

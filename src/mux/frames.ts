@@ -132,12 +132,15 @@ function nodeAndErrorBound(node: DiscoveryRequest["node"], error: DiscoveryReque
   return bytes;
 }
 
-/** How many resources (and removals) a frame carries, looking inside batches; for metrics and tests. */
-export function resourcesIn(frame: Message): number {
+/**
+ * How many resources (and removals) a frame carries, looking inside batches,
+ * leaving out responses of type `except`; for metrics and tests.
+ */
+export function resourcesIn(frame: Message, except?: string): number {
   const v = frame.value;
-  if (v.case === "deltaResponse") return v.value.resources.length + v.value.removedResources.length;
-  if (v.case === "response") return v.value.resources.length;
-  if (v.case === "batch") return v.value.frames.reduce((sum, inner) => sum + resourcesIn(inner), 0);
+  if (v.case === "deltaResponse") return v.value.typeUrl === except ? 0 : v.value.resources.length + v.value.removedResources.length;
+  if (v.case === "response") return v.value.typeUrl === except ? 0 : v.value.resources.length;
+  if (v.case === "batch") return v.value.frames.reduce((sum, inner) => sum + resourcesIn(inner, except), 0);
   return 0;
 }
 

@@ -1,11 +1,12 @@
 /**
- * Resource types kds-mux ships: the system kind Zone, the internal identity
- * kinds (signing keys, revocations), and example kinds the
- * demo and the tests use (library users register their own the same way).
+ * The resource types kds-mux defines itself: Zone, which registers a zone on
+ * the global, ZoneInsight, which records which global instance holds a zone's
+ * session, and the internal identity kinds (signing keys, revocations). Every
+ * other kind comes from the user (generated code or a descriptor set); the
+ * example kinds the demo uses live in examples/example-kinds.
  *
  * @module
  */
-import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema } from "../gen/kds/example/v1/example_pb.ts";
 import { ZoneInsightSpecSchema, ZoneSpecSchema } from "../gen/kds/v1/resource_pb.ts";
 import { SigningKeySpecSchema, TokenRevocationSpecSchema } from "../gen/kds/v1/auth_pb.ts";
 import { TypeRegistry, type ResourceTypeInit } from "./resource-types.ts";
@@ -33,14 +34,11 @@ export const authTypes: readonly ResourceTypeInit[] = Object.freeze([
   { kind: TOKEN_REVOCATION_KIND, schema: TokenRevocationSpecSchema, direction: "local", scope: "cluster", internal: true },
 ]);
 
-/** Example kinds: Mesh and TrafficPolicy flow global -> zone, Dataplane flows zone -> global. */
-export const exampleTypes: readonly ResourceTypeInit[] = Object.freeze([
-  { kind: "Mesh", schema: MeshSpecSchema, direction: "global-to-zone", scope: "cluster" },
-  { kind: "TrafficPolicy", schema: TrafficPolicySpecSchema, direction: "global-to-zone", scope: "mesh" },
-  { kind: "Dataplane", schema: DataplaneSpecSchema, direction: "zone-to-global", scope: "mesh" },
-]);
-
-/** A registry holding Zone, the internal identity kinds, and `types` (the example kinds when omitted). */
-export function createTypeRegistry(types: Iterable<ResourceTypeInit> = exampleTypes): TypeRegistry {
+/**
+ * A registry holding Zone, the internal identity kinds, and `types`. With no
+ * `types` a global syncs nothing until kinds are registered, and a zone
+ * learns its kinds from the global.
+ */
+export function createTypeRegistry(types: Iterable<ResourceTypeInit> = []): TypeRegistry {
   return new TypeRegistry([zoneType, ...authTypes, ...types]);
 }

@@ -3,20 +3,25 @@
  * this side owns (from a shared {@link SnapshotCache}) and subscribes to the
  * kinds the peer owns (into the local store through a {@link StoreSink}).
  * The global runs one per process and attaches every zone's session; a zone
- * runs one and attaches each session it dials.
+ * runs one and attaches each session it dials. Every session starts with the
+ * global's kind catalog: the global serves it, the zone learns the kinds it
+ * lacks from it or refuses it (kinds-exchange.ts).
  *
  * @module
  */
 import { DiscoveryClient } from "../discovery/client.ts";
 import { DiscoveryServer } from "../discovery/server.ts";
-import { defaultDiscoveryOptions, type DiscoveryOptions } from "../discovery/types.ts";
+import { mergeSources } from "../discovery/static-source.ts";
+import { defaultDiscoveryOptions, type DiscoveryOptions, type SnapshotSource } from "../discovery/types.ts";
 import type { Logger } from "../log.ts";
 import type { Session } from "../mux/views.ts";
 import { noopMetrics, type Metrics } from "../observe/metrics.ts";
 import { combineClientObservers, combineServerObservers, streamObservers } from "../observe/sync-observers.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
-import type { StoredResource, SyncDirection, TypeRegistry } from "./resource-types.ts";
+import { KindAgreement } from "./kind-agreement.ts";
+import { catalogSource, endSessionOnRefusal, learnKinds } from "./kinds-exchange.ts";
+import type { ResourceType, StoredResource, SyncDirection, TypeRegistry } from "./resource-types.ts";
 import { SnapshotCache, type ServedKindState } from "./snapshot-cache.ts";
 import { ZoneStatusRecord, type ZoneStatus } from "./status.ts";
 import { StoreSink, type SinkMapping } from "./store-sink.ts";
@@ -28,7 +33,11 @@ const MUX_FRAME_OVERHEAD = 64;
 export interface SyncEngineOptions {
   /** This side's store. */
   readonly store: ResourceStore;
-  /** Registered types. */
+  /**
+   * Registered types. The global reads them once (its catalog and served
+   * kinds are fixed from then on); a zone registers the kinds it learns from
+   * the global's catalog here.
+   */
   readonly types: TypeRegistry;
   /** Which side this is: the global serves global-to-zone kinds, a zone serves zone-to-global kinds. */
   readonly role: "global" | "zone";
@@ -59,7 +68,13 @@ export interface SyncPeer {
 /** Resource sync over sessions, for either role. */
 export class SyncEngine {
   readonly #options: SyncEngineOptions;
-  readonly #cache: SnapshotCache;
+  /** The served kinds: the given ones, then one cache per batch of kinds a zone learned. */
+  readonly #caches: SnapshotCache[] = [];
+  /** The global's kind catalog; undefined on a zone. */
+  readonly #catalog: SnapshotSource | undefined;
+  /** How a zone squares the global's catalog with its kinds; undefined on the global. */
+  readonly #agreement: KindAgreement | undefined;
+  #started: AbortSignal | undefined;
   readonly #served: Exclude<SyncDirection, "local">;
   readonly #received: Exclude<SyncDirection, "local">;
   readonly #records = new Map<string, ZoneStatusRecord>();
@@ -71,17 +86,27 @@ export class SyncEngine {
     this.#options = options;
     this.#served = options.role === "global" ? "global-to-zone" : "zone-to-global";
     this.#received = options.role === "global" ? "zone-to-global" : "global-to-zone";
-    this.#cache = new SnapshotCache(options.store, options.types.flowing(this.#served), { logger: options.logger, retry: options.storeRetry });
+    this.#serve(options.types.flowing(this.#served));
+    this.#catalog = options.role === "global" ? catalogSource(options.types) : undefined;
+    this.#agreement = options.role === "zone" ? new KindAgreement(options.types, `zone "${options.name}"`) : undefined;
   }
 
   /** Loads and follows the served kinds until `signal` aborts. */
   start(signal: AbortSignal): void {
-    this.#cache.start(signal);
+    this.#started = signal;
+    for (const cache of this.#caches) cache.start(signal);
   }
 
   /** The store-facing state of each served kind. */
   served(): ServedKindState[] {
-    return this.#cache.state();
+    return this.#caches.flatMap((c) => c.state());
+  }
+
+  /** Serves `types` from a cache of their own (started now if the engine runs). */
+  #serve(types: readonly ResourceType[]): void {
+    const cache = new SnapshotCache(this.#options.store, types, { logger: this.#options.logger, retry: this.#options.storeRetry });
+    this.#caches.push(cache);
+    if (this.#started !== undefined) cache.start(this.#started);
   }
 
   /**
@@ -116,9 +141,28 @@ export class SyncEngine {
   }
 
   async #run(session: Session, peer: SyncPeer): Promise<void> {
-    const { store, types, mode, discovery, logger, name } = this.#options;
+    const { logger } = this.#options;
     const record = this.#record(peer.zone);
     record.connected(() => session.stats().heartbeatRttMs);
+    const where = this.#options.role === "global" ? `with zone "${peer.zone}"` : `in zone "${peer.zone}" with the global`;
+    const work = this.#sync(session, peer, record).catch(async (error: unknown) => {
+      logger.error(`sync ${where} failed; closing the session so the zone reconnects`, { zone: peer.zone, error });
+      await session.close({ message: `sync failed ${where}: ${error instanceof Error ? error.message : String(error)}` });
+    });
+    const end = await session.closed;
+    record.disconnected(end);
+    await work;
+  }
+
+  async #sync(session: Session, peer: SyncPeer, record: ZoneStatusRecord): Promise<void> {
+    const { store, types, mode, discovery, logger, name } = this.#options;
+    const node = { id: name, cluster: this.#options.role, userAgentName: "kds-mux" };
+    if (this.#agreement !== undefined) {
+      const learned = await learnKinds(session, this.#agreement, { zone: peer.zone, node, logger });
+      if (learned === undefined) return; // the session ended
+      if (learned.length > 0) this.#serve(learned.filter((t) => t.direction === this.#served));
+      for (const type of learned) record.add(type);
+    }
     const own = discovery?.maxMessageBytes ?? defaultDiscoveryOptions.maxMessageBytes;
     const peerMax = session.peer?.maxMessageBytes;
     // Responses must fit what the peer accepts, not only what this side would send.
@@ -126,9 +170,9 @@ export class SyncEngine {
     const observed = streamObservers(this.#options.metrics ?? noopMetrics, this.#options.role === "global" ? peer.zone : session.peerId, (url) => types.byTypeUrl(url)?.kind ?? url);
     const server = new DiscoveryServer({
       view: session.server,
-      source: observed.source(this.#cache.source(peer.filter)),
+      source: observed.source(mergeSources([...this.#caches.map((c) => c.source(peer.filter)), ...(this.#catalog === undefined ? [] : [this.#catalog])])),
       options: { ...discovery, maxMessageBytes },
-      observer: combineServerObservers(record.serverObserver(), observed.server),
+      observer: endSessionOnRefusal(combineServerObservers(record.serverObserver(), observed.server), session, peer.zone, logger),
     });
     const observer = combineClientObservers(record.clientObserver(), observed.client);
     const client = new DiscoveryClient({
@@ -139,7 +183,7 @@ export class SyncEngine {
         retry: this.#options.storeRetry,
         onRetry: (error, delay) => logger.warn(`reading what this side holds failed; retrying in ${delay} ms before subscribing`, { zone: peer.zone, error }),
       }),
-      node: { id: name, cluster: this.#options.role, userAgentName: "kds-mux" },
+      node,
       observer: {
         ...observer,
         resourceRejected: (typeUrl, key, reason) => {
@@ -148,20 +192,13 @@ export class SyncEngine {
         },
       },
     });
-    const where = this.#options.role === "global" ? `with zone "${peer.zone}"` : `in zone "${peer.zone}" with the global`;
-    const work = Promise.all([server.run(session.signal), client.run(session.signal)]).catch(async (error: unknown) => {
-      logger.error(`sync ${where} failed; closing the session so the zone reconnects`, { zone: peer.zone, error });
-      await session.close({ message: `sync failed ${where}: ${error instanceof Error ? error.message : String(error)}` });
-    });
-    const end = await session.closed;
-    record.disconnected(end);
-    await work;
+    await Promise.all([server.run(session.signal), client.run(session.signal)]);
   }
 
   #record(zone: string): ZoneStatusRecord {
     let record = this.#records.get(zone);
     if (record === undefined) {
-      record = new ZoneStatusRecord(zone, this.#options.types.list(), () => this.#cache.state());
+      record = new ZoneStatusRecord(zone, this.#options.types.list(), () => this.served());
       this.#records.set(zone, record);
     }
     return record;

@@ -7,14 +7,20 @@
 import type { DescMessage, Message } from "@bufbuild/protobuf";
 import { KdsError } from "../errors.ts";
 
+/** Every sync direction, as kinds files and the CLI spell them. */
+export const SYNC_DIRECTIONS = ["global-to-zone", "zone-to-global", "local"] as const;
+
 /**
  * Which way a kind flows: created on the global and synced to zones,
  * created in zones and synced to the global, or never synced.
  */
-export type SyncDirection = "global-to-zone" | "zone-to-global" | "local";
+export type SyncDirection = (typeof SYNC_DIRECTIONS)[number];
+
+/** Every resource scope, as kinds files and the CLI spell them. */
+export const RESOURCE_SCOPES = ["cluster", "mesh"] as const;
 
 /** Whether a kind's resources live inside a mesh or at cluster level. */
-export type ResourceScope = "cluster" | "mesh";
+export type ResourceScope = (typeof RESOURCE_SCOPES)[number];
 
 /** A registered resource type. */
 export interface ResourceType {
@@ -49,7 +55,8 @@ export interface ResourceTypeInit {
 /** The prefix of every type URL. */
 export const TYPE_URL_PREFIX = "type.googleapis.com/";
 
-const KIND_PATTERN = /^[A-Z][A-Za-z0-9]{0,62}$/;
+/** Kind names: an upper-case letter, then up to 62 letters and digits. */
+export const KIND_PATTERN = /^[A-Z][A-Za-z0-9]{0,62}$/;
 
 /** The registered resource types, looked up by kind or type URL. */
 export class TypeRegistry {
@@ -61,10 +68,16 @@ export class TypeRegistry {
     for (const t of types) this.register(t);
   }
 
-  /** Registers a type; throws `invalid_argument` on a bad or duplicate kind. */
+  /** Registers a type; throws `invalid_argument` on a bad or duplicate kind, direction or scope. */
   register(init: ResourceTypeInit): ResourceType {
     if (!KIND_PATTERN.test(init.kind)) {
       throw new KdsError("invalid_argument", `resource kind "${init.kind}" must start with an upper-case letter and hold only letters and digits`);
+    }
+    if (!(SYNC_DIRECTIONS as readonly string[]).includes(init.direction)) {
+      throw new KdsError("invalid_argument", `resource kind "${init.kind}": direction "${String(init.direction)}" must be one of ${SYNC_DIRECTIONS.join(", ")}`);
+    }
+    if (init.scope !== undefined && !(RESOURCE_SCOPES as readonly string[]).includes(init.scope)) {
+      throw new KdsError("invalid_argument", `resource kind "${init.kind}": scope "${String(init.scope)}" must be one of ${RESOURCE_SCOPES.join(", ")}`);
     }
     const typeUrl = TYPE_URL_PREFIX + init.schema.typeName;
     if (this.#byKind.has(init.kind)) throw new KdsError("invalid_argument", `resource kind "${init.kind}" is registered twice`);

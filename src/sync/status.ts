@@ -100,30 +100,33 @@ export class ZoneStatusRecord {
   constructor(zone: string, types: readonly ResourceType[], served: () => readonly ServedKindState[] = () => []) {
     this.zone = zone;
     this.#served = served;
-    for (const t of types) {
-      if (t.direction === "local") continue;
-      this.#types.set(t.typeUrl, {
-        kind: t.kind,
-        typeUrl: t.typeUrl,
-        direction: t.direction,
-        sent: 0,
-        resourcesSent: 0,
-        acked: 0,
-        nacked: 0,
-        lastAckedVersion: undefined,
-        lastNackError: undefined,
-        stalled: false,
-        oversized: [],
-        accepted: 0,
-        resourcesReceived: 0,
-        rejected: 0,
-        lastAcceptedVersion: undefined,
-        lastRejectError: undefined,
-        rejectedResources: [],
-        storeLoaded: undefined,
-        storeError: undefined,
-      });
-    }
+    for (const t of types) this.add(t);
+  }
+
+  /** Tracks one more kind (a zone that learned it from the global); local kinds are left out. */
+  add(t: ResourceType): void {
+    if (t.direction === "local" || this.#types.has(t.typeUrl)) return;
+    this.#types.set(t.typeUrl, {
+      kind: t.kind,
+      typeUrl: t.typeUrl,
+      direction: t.direction,
+      sent: 0,
+      resourcesSent: 0,
+      acked: 0,
+      nacked: 0,
+      lastAckedVersion: undefined,
+      lastNackError: undefined,
+      stalled: false,
+      oversized: [],
+      accepted: 0,
+      resourcesReceived: 0,
+      rejected: 0,
+      lastAcceptedVersion: undefined,
+      lastRejectError: undefined,
+      rejectedResources: [],
+      storeLoaded: undefined,
+      storeError: undefined,
+    });
   }
 
   /** Marks the zone online; `rtt` reads the live heartbeat round trip. */

@@ -28,6 +28,7 @@ const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
   store_unavailable: Code.Unavailable,
   store_compacted: Code.Aborted,
   zone_offline: Code.Unavailable,
+  kinds_mismatch: Code.FailedPrecondition,
 };
 
 const kdsCodes: ReadonlySet<string> = new Set<string>(KDS_ERROR_CODES);

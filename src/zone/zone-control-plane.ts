@@ -31,7 +31,11 @@ export interface ZoneControlPlaneOptions {
   readonly transport: MuxTransport;
   /** The zone token presented to the global on every dial (see `ZoneClientOptions.token`). */
   readonly token?: string | (() => string | Promise<string>);
-  /** Registered types. Default: Zone plus the example kinds. */
+  /**
+   * Registered types. Default: Zone only; the zone then learns the global's
+   * kinds when it connects (and can store them only from then on). Kinds
+   * given here must agree with the global's, or the zone is refused.
+   */
   readonly types?: TypeRegistry;
   /** The store. Default: an {@link InMemoryStore}. */
   readonly store?: ResourceStore;

@@ -2,6 +2,8 @@
 // connects, a resource changes and a zone goes offline, updated through its
 // event stream without a reload. Saves a screenshot in the test's temp folder
 // (and to docs/status-page.png with KDS_UPDATE_SCREENSHOT=1).
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -33,7 +35,7 @@ describe("status page", () => {
   beforeAll(async () => {
     const prometheus = new PrometheusMetrics();
     const status: StatusFeed = new StatusFeed({ role: "global", name: "global", zones: () => global.zoneStatuses() });
-    global = new GlobalControlPlane({ logger: silentLogger, metrics: fanOutMetrics(prometheus, status.metrics) });
+    global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger, metrics: fanOutMetrics(prometheus, status.metrics) });
     global.start(stop.signal);
     served = await serveGlobal(global.server, { httpVersion: "both", fallback: fetchFallback(observeHandler({ metrics: prometheus, status, page: STATUS_PAGE_HTML, refreshMs: 500, minIntervalMs: 100 })) });
     await global.registerZone("zone-east");
@@ -50,7 +52,7 @@ describe("status page", () => {
   });
 
   function startZone(name: string): ZoneControlPlane {
-    const plane = new ZoneControlPlane({ name, token: async () => (await global.tokens.issueZoneToken(name)).token, transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), logger: silentLogger });
+    const plane = new ZoneControlPlane({ name, token: async () => (await global.tokens.issueZoneToken(name)).token, transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), types: createTypeRegistry(exampleTypes), logger: silentLogger });
     const zoneStop = new AbortController();
     zones.set(name, { stop: zoneStop, running: plane.run(zoneStop.signal), plane });
     return plane;

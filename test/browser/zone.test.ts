@@ -6,7 +6,7 @@
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
-import { MeshSpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
+import { MeshSpecSchema } from "../../examples/example-kinds/index.ts";
 import type { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import type { ServedGlobal } from "../../src/adapters/node/serve-global.ts";
 import { pageUrl, serveBrowserDemo } from "../../examples/browser/serve.ts";

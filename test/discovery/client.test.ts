@@ -11,8 +11,9 @@ import { StoreSink, mirrorMapping } from "../../src/sync/store-sink.ts";
 import { toWire } from "../../src/sync/wire.ts";
 import { sessionPair } from "../contract/harness.ts";
 import { mesh } from "../sync/helpers.ts";
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
 
-const types = createTypeRegistry();
+const types = createTypeRegistry(exampleTypes);
 const meshType = types.get("Mesh");
 
 async function meshWire(name: string, description: string) {

@@ -6,6 +6,7 @@ import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { LABELS } from "../../src/sync/resource-types.ts";
 import { failoverMuxTransport } from "../../src/transport/failover.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
@@ -21,7 +22,7 @@ afterEach(() => {
 });
 
 function instances(n: number) {
-  const types = createTypeRegistry();
+  const types = createTypeRegistry(exampleTypes);
   const store = new InMemoryStore(types);
   const globals = Array.from({ length: n }, (_, i) => {
     const g = new GlobalControlPlane({ types, store, id: "global", instance: `g${i}`, logger: silentLogger, leaseRenewMs: 50, storeRetry: { baseMs: 5, capMs: 20 } });
@@ -57,7 +58,7 @@ describe("several global instances on one store", () => {
     const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
     await a.registerZone("zone-1");
     await b.store.put(mesh("from-b"));
-    const zone = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(a.server), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
+    const zone = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(a.server), types: createTypeRegistry(exampleTypes), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
     const stop = new AbortController();
     stops.push(stop);
     void zone.run(stop.signal);
@@ -75,7 +76,7 @@ describe("several global instances on one store", () => {
     await a.registerZone("zone-1");
     const toA = switchable(a);
     const toB = switchable(b);
-    const zone = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: failoverMuxTransport([toA.transport, toB.transport]), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
+    const zone = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: failoverMuxTransport([toA.transport, toB.transport]), types: createTypeRegistry(exampleTypes), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
     const stop = new AbortController();
     stops.push(stop);
     void zone.run(stop.signal);
@@ -97,13 +98,13 @@ describe("several global instances on one store", () => {
     const { globals } = instances(2);
     const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
     await a.registerZone("zone-1");
-    const first = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(a.server), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
+    const first = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(a.server), types: createTypeRegistry(exampleTypes), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
     const stop = new AbortController();
     stops.push(stop);
     void first.run(stop.signal);
     await eventually(() => a.server.session("zone-1") !== undefined && first.status().online, "first session on a");
     const older = a.server.session("zone-1");
-    const second = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(b.server), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
+    const second = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(b.server), types: createTypeRegistry(exampleTypes), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
     void second.run(stop.signal);
     await eventually(() => older?.end !== undefined, "a closed its older session");
     expect(older?.end?.code).toBe("replaced");

@@ -6,9 +6,11 @@ import { adminListenerInterceptor, registerAdminRoutes } from "../../src/admin/a
 import { serveGlobal, serveRoutes } from "../../src/adapters/node/serve-global.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
 
 const stop = new AbortController();
-const global = new GlobalControlPlane({ logger: silentLogger });
+const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger });
 global.start(stop.signal);
 const served = await serveGlobal(global.server);
 // A second listener on plain HTTP/1.1 for half-duplex zones (fetch clients).

@@ -8,7 +8,8 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { AdminService } from "../../src/gen/kds/admin/v1/admin_pb.ts";
 import { TokenService } from "../../src/gen/kds/admin/v1/tokens_pb.ts";
-import { DataplaneSpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
+import { DataplaneSpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { silentLogger } from "../../src/log.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
@@ -50,7 +51,7 @@ try {
       ? halfDuplexMuxTransport(createWebConnectTransport({ baseUrl: http1Url, useBinaryFormat: true }))
       : connectMuxTransport(transport(), { name: kind });
   const { token } = await tokens.generateZoneToken({ zone: name, validForSeconds: 3600n });
-  const zone = new ZoneControlPlane({ name, transport: mux, token, logger: silentLogger, backoff: { baseMs: 50, capMs: 200 } });
+  const zone = new ZoneControlPlane({ name, transport: mux, token, types: createTypeRegistry(exampleTypes), logger: silentLogger, backoff: { baseMs: 50, capMs: 200 } });
   let run = new AbortController();
   let running = zone.run(run.signal);
   await zone.store.put({ kind: "Dataplane", mesh: "default", name: "web-1", spec: create(DataplaneSpecSchema, { address: "10.0.0.1" }) });

@@ -3,6 +3,8 @@
 // A global with Prometheus metrics serves them on its listener (node:http2
 // with HTTP/1.1 beside h2c on Node, Deno.serve or Bun.serve on those), a zone
 // syncs both ways with it, and the scrape is read by a real parser.
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { fetchFallback } from "../../src/adapters/node/fetch-fallback.ts";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
@@ -53,11 +55,11 @@ export const metricsScenarios: Scenario[] = [
     async run() {
       const stop = new AbortController();
       const metrics = new PrometheusMetrics({ labels: { role: "global" } });
-      const global = new GlobalControlPlane({ logger: silentLogger, metrics });
+      const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger, metrics });
       global.start(stop.signal);
       const served = await serve(global, metrics);
       const zoneMetrics = new PrometheusMetrics({ labels: { role: "zone" } });
-      const zone = new ZoneControlPlane({ name: "zone-1", token: async () => (await global.tokens.issueZoneToken("zone-1")).token, transport: served.transport(), logger: silentLogger, metrics: zoneMetrics });
+      const zone = new ZoneControlPlane({ name: "zone-1", token: async () => (await global.tokens.issueZoneToken("zone-1")).token, transport: served.transport(), types: createTypeRegistry(exampleTypes), logger: silentLogger, metrics: zoneMetrics });
       const zoneStop = new AbortController();
       let running: Promise<void> | undefined;
       try {

@@ -1,6 +1,8 @@
 // The status page's server side: the page itself, /status.json and the
 // event stream it follows, as a zone connects, a resource changes and the
 // zone goes offline.
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { fetchFallback } from "../../src/adapters/node/fetch-fallback.ts";
@@ -23,7 +25,7 @@ afterEach(async () => {
 async function startGlobal(): Promise<{ global: GlobalControlPlane; served: ServedGlobal }> {
   const stop = new AbortController();
   const status: StatusFeed = new StatusFeed({ role: "global", name: "global", zones: () => global.zoneStatuses() });
-  const global: GlobalControlPlane = new GlobalControlPlane({ logger: silentLogger, metrics: status.metrics });
+  const global: GlobalControlPlane = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger, metrics: status.metrics });
   global.start(stop.signal);
   const served = await serveGlobal(global.server, { httpVersion: "both", fallback: fetchFallback(observeHandler({ status, page: STATUS_PAGE_HTML, refreshMs: 500 })) });
   cleanups.push(async () => {

@@ -1,5 +1,6 @@
 // The observe layer's parts with an injected clock: the sync lag clocks per
 // key, the store timing wrapper, and the outbox's time without credit.
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { describe, expect, it } from "vitest";
 import type { Snapshot, SnapshotSource } from "../../src/discovery/types.ts";
 import { KdsError } from "../../src/errors.ts";
@@ -97,7 +98,7 @@ describe("store timing", () => {
   it("times each asynchronous call by method name, success and failure, and keeps results", async () => {
     let now = 0;
     const { metrics, events } = recorder();
-    const types = createTypeRegistry();
+    const types = createTypeRegistry(exampleTypes);
     const store = instrumentStore(new InMemoryStore(types), metrics, () => (now += 2));
     const put = await store.put(mesh("default"));
     expect((await store.get("Mesh", "", "default"))?.meta.version).toBe(put.meta.version);

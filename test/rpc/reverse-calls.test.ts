@@ -19,7 +19,8 @@ import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import { silentLogger } from "../../src/log.ts";
 import { CALLER_HEADER, callEndpoint } from "../../src/rpc/endpoint.ts";
 import { reverseCallTransport } from "../../src/rpc/transport.ts";
-import { createTypeRegistry, exampleTypes } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
@@ -165,7 +166,7 @@ const noteType = { kind: "Note", schema: StringValueSchema, direction: "local" a
 
 async function cluster(kind: "grpc" | "grpc-web" | "connect" | "half-duplex") {
   const stop = new AbortController();
-  const global = new GlobalControlPlane({ logger: silentLogger });
+  const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger });
   global.start(stop.signal);
   // The half-duplex zone speaks HTTP/1.1 as a browser would; the CLI's admin client speaks h2c on the same port.
   const served = await serveGlobal(global.server, { httpVersion: kind === "half-duplex" ? "both" : "2", routes: (router) => registerAdmin(router, global.admin()) });

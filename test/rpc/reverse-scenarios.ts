@@ -2,6 +2,8 @@
 // (test/rpc/reverse-runtime.test.ts), Deno and Bun through test/runtime/contract.ts.
 // A global over connect-node h2c and a zone serving its admin API: the global
 // asks the zone what it holds, and a zone without a session is named.
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { registerAdmin } from "../../src/admin/admin-service.ts";
@@ -22,7 +24,7 @@ export const reverseCallScenarios: Scenario[] = [
     name: `reverse calls on ${runtime}: the global asks a zone what it holds, inside the zone's session`,
     async run() {
       const stop = new AbortController();
-      const global = new GlobalControlPlane({ logger: silentLogger });
+      const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger });
       global.start(stop.signal);
       const served = await serveGlobal(global.server, { routes: (router) => registerAdmin(router, global.admin()) });
       await global.registerZone("zone-1");
@@ -30,6 +32,7 @@ export const reverseCallScenarios: Scenario[] = [
         name: "zone-1",
         token: async () => (await global.tokens.issueZoneToken("zone-1")).token,
         transport: connectMuxTransport(createConnectTransport({ baseUrl: served.url, httpVersion: "2" })),
+        types: createTypeRegistry(exampleTypes),
         logger: silentLogger,
         reverseCalls: (router) => registerAdmin(router, zone.admin()),
       });

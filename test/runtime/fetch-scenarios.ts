@@ -7,6 +7,8 @@ import { serveGlobalDeno } from "../../src/adapters/deno/serve-global.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { LABELS } from "../../src/sync/resource-types.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
 import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
@@ -38,7 +40,7 @@ const transports: Record<Runtime, Record<string, (url: string) => MuxTransport>>
 
 async function withFetchGlobal(work: (global: GlobalControlPlane, url: string) => Promise<void>): Promise<void> {
   const stop = new AbortController();
-  const global = new GlobalControlPlane({ logger: silentLogger });
+  const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger });
   global.start(stop.signal);
   const served = runtime === "deno" ? serveGlobalDeno(global.server) : serveGlobalBun(global.server);
   try {
@@ -53,7 +55,7 @@ async function syncBothWays(global: GlobalControlPlane, transport: MuxTransport,
   await global.registerZone("zone-1");
   await global.store.put(mesh("default", "from the global"));
   const token = (await global.tokens.issueZoneToken("zone-1")).token;
-  const zone = new ZoneControlPlane({ name: "zone-1", transport, token, logger: silentLogger, session });
+  const zone = new ZoneControlPlane({ name: "zone-1", transport, token, types: createTypeRegistry(exampleTypes), logger: silentLogger, session });
   const stop = new AbortController();
   const running = zone.run(stop.signal);
   try {

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import { startEmbeddedPostgres } from "../../src/adapters/node/embedded-postgres.ts";
-import { MeshSpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
+import { MeshSpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { StoreChange } from "../../src/store/contract.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";
@@ -51,7 +51,7 @@ export const storeScenarios: Scenario[] = [
     name: "PostgreSQL store: a write on one instance reaches another's watch through NOTIFY; list matches",
     run: () =>
       withDatabase(async (url, schema) => {
-        const types = createTypeRegistry();
+        const types = createTypeRegistry(exampleTypes);
         const a = await PostgresStore.open(types, { url, schema, maxConnections: 2, logger: silentLogger });
         const b = await PostgresStore.open(types, { url, schema, maxConnections: 2, logger: silentLogger, pollIntervalMs: 3_600_000 });
         try {

@@ -4,7 +4,7 @@ import { create, equals } from "@bufbuild/protobuf";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KdsError } from "../../src/errors.ts";
-import { MeshSpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
+import { MeshSpecSchema } from "../../examples/example-kinds/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { StoreChange } from "../../src/store/contract.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";

@@ -5,7 +5,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startEmbeddedPostgres, type EmbeddedPostgres } from "../../src/adapters/node/embedded-postgres.ts";
-import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
+import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { ResourceInput, ResourceStore, StoreChange } from "../../src/store/contract.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
@@ -14,7 +14,7 @@ import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
 import { TEST_SERVER_SETTINGS } from "../support/postgres-settings.ts";
 
-export const types = createTypeRegistry();
+export const types = createTypeRegistry(exampleTypes);
 
 export const mesh = (name: string, description = "", labels: Record<string, string> = {}): ResourceInput => ({ kind: "Mesh", name, labels, spec: create(MeshSpecSchema, { description }) });
 export const policy = (m: string, name: string, timeoutMs = 1000): ResourceInput => ({ kind: "TrafficPolicy", mesh: m, name, spec: create(TrafficPolicySpecSchema, { timeoutMs }) });

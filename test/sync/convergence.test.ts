@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import type { MuxSession } from "../../src/mux/session.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { LABELS } from "../../src/sync/resource-types.ts";
 import { FaultyStore, countDeletes } from "../support/faulty-store.ts";
 import { dataplane, mesh, policy, contents, startCluster, type Cluster } from "./helpers.ts";
@@ -121,7 +122,7 @@ describe("convergence under random changes, session drops and store failures", (
         // Tiny messages split every delta change over several responses (a SotW
         // set cannot be split: it is reported as oversized instead, by design).
         const discovery = { nackBackoffMs: 20, ...(tiny && mode === "delta" ? { maxMessageBytes: 1_600 } : {}) };
-        const types = createTypeRegistry();
+        const types = createTypeRegistry(exampleTypes);
         let state = rngSeed >>> 0;
         const rng = (): number => ((state = (state * 1664525 + 1013904223) >>> 0) / 2 ** 32);
         // A short change history makes followers fall behind and list again (compaction).

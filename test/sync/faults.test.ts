@@ -3,7 +3,7 @@
 // must end converged, with nothing deleted that its origin did not delete.
 import { create } from "@bufbuild/protobuf";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { MeshSpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
+import { MeshSpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
 import type { Logger } from "../../src/log.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
@@ -37,7 +37,7 @@ const names = (n: number, prefix: string): string[] => Array.from({ length: n },
 
 describe.each(["delta", "sotw"] as const)("a failed list never becomes deletions (%s)", (mode) => {
   it("the global's first list(Mesh) fails once: the zone's mirror keeps every Mesh", async () => {
-    const types = createTypeRegistry();
+    const types = createTypeRegistry(exampleTypes);
     const globalStore = new InMemoryStore(types);
     const first = await cluster({ store: globalStore, mode });
     await first.global.registerZone("zone-a");
@@ -62,7 +62,7 @@ describe.each(["delta", "sotw"] as const)("a failed list never becomes deletions
   it("the zone's list(Dataplane) fails once: the global keeps every Dataplane of that zone", async () => {
     const c = await cluster({ mode });
     await c.global.registerZone("zone-a");
-    const types = createTypeRegistry();
+    const types = createTypeRegistry(exampleTypes);
     const zoneStore = new InMemoryStore(types);
     for (const n of names(5, "dp")) await zoneStore.put(dataplane("default", n));
     c.startZone("zone-a", { ...fast, mode, store: zoneStore });
@@ -84,7 +84,7 @@ describe.each(["delta", "sotw"] as const)("a failed list never becomes deletions
 describe("sync over a failing store", () => {
 
   it("the store's change feed breaks mid-stream: the change still reaches the zone", async () => {
-    const types = createTypeRegistry();
+    const types = createTypeRegistry(exampleTypes);
     const faulty = new FaultyStore(new InMemoryStore(types));
     const c = await cluster({ store: faulty });
     await c.global.registerZone("zone-a");
@@ -100,7 +100,7 @@ describe("sync over a failing store", () => {
   });
 
   it("a change feed that can no longer resume (compacted) makes the cache list again", async () => {
-    const types = createTypeRegistry();
+    const types = createTypeRegistry(exampleTypes);
     const store = new InMemoryStore(types, { historyLimit: 2 });
     const faulty = new FaultyStore(store);
     const logger = recordingLogger();
@@ -146,7 +146,7 @@ describe("sync over a failing store", () => {
   it("one failed write: nothing of the response is written, then it is resent and all 10 land", async () => {
     const c = await cluster();
     await c.global.registerZone("zone-a");
-    const types = createTypeRegistry();
+    const types = createTypeRegistry(exampleTypes);
     const zoneStore = new FaultyStore(new InMemoryStore(types)).failNext("apply", 1, "TrafficPolicy");
     const zone = c.startZone("zone-a", { ...fast, store: zoneStore });
     await eventually(() => zone.status().online, "zone online");
@@ -163,7 +163,7 @@ describe("sync over a failing store", () => {
   it("2% of writes failing: 500 resources converge", async () => {
     const c = await cluster();
     await c.global.registerZone("zone-a");
-    const types = createTypeRegistry();
+    const types = createTypeRegistry(exampleTypes);
     let seed = 7;
     const random = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
     const inner = new InMemoryStore(types);
@@ -207,7 +207,7 @@ describe("sync over a failing store", () => {
   });
 
   it("a slow store still converges", async () => {
-    const types = createTypeRegistry();
+    const types = createTypeRegistry(exampleTypes);
     const faulty = new FaultyStore(new InMemoryStore(types));
     faulty.delayMs = 15;
     const c = await cluster({ store: faulty });

@@ -2,7 +2,8 @@
 import { create } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/serve-global.ts";
-import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
+import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { GlobalControlPlane, type GlobalControlPlaneOptions } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { ResourceStore } from "../../src/store/contract.ts";
@@ -32,7 +33,7 @@ export async function contents(store: ResourceStore, kinds: string[], map: (name
       const name = map(r.meta.name, r.meta.labels);
       if (name === undefined) continue;
       const userLabels = Object.entries(r.meta.labels).filter(([k]) => !k.startsWith("kds.io/")).sort();
-      const schema = (await import("../../src/sync/builtin-types.ts")).createTypeRegistry().get(kind).schema;
+      const schema = createTypeRegistry(exampleTypes).get(kind).schema;
       out.set(`${kind}/${r.meta.mesh}/${name}`, `${toJsonString(schema, r.spec)} ${JSON.stringify(userLabels)}`);
     }
   }
@@ -50,7 +51,7 @@ export interface Cluster {
 
 export async function startCluster(kind: "memory" | "grpc" | "half-duplex", options: GlobalControlPlaneOptions = {}): Promise<Cluster> {
   const controller = new AbortController();
-  const global = new GlobalControlPlane({ logger: silentLogger, ...options });
+  const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger, ...options });
   global.start(controller.signal);
   let served: ServedGlobal | undefined;
   if (kind !== "memory") served = await serveGlobal(global.server, { httpVersion: kind === "half-duplex" ? "1.1" : "2" });
@@ -69,7 +70,7 @@ export async function startCluster(kind: "memory" | "grpc" | "half-duplex", opti
     startZone(name, zoneOptions = {}) {
       const existing = zones.get(name);
       const token = async (): Promise<string> => (await global.tokens.issueZoneToken(name)).token;
-      const zone = existing ?? new ZoneControlPlane({ name, transport: transport(), token, logger: silentLogger, backoff: { baseMs: 10, capMs: 50 }, ...zoneOptions });
+      const zone = existing ?? new ZoneControlPlane({ name, transport: transport(), token, types: createTypeRegistry(exampleTypes), logger: silentLogger, backoff: { baseMs: 10, capMs: 50 }, ...zoneOptions });
       zones.set(name, zone);
       const c = new AbortController();
       running.set(name, { controller: c, done: zone.run(c.signal) });

@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import type { Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { LABELS } from "../../src/sync/resource-types.ts";
+import { KIND_CATALOG_TYPE_URL } from "../../src/sync/kind-catalog.ts";
 import { eventually } from "../contract/harness.ts";
 import { dataplane, policy, startCluster } from "./helpers.ts";
 
@@ -17,7 +18,7 @@ interface WireCount {
 /** Counts the resources (and removals) in every response frame, both ways. */
 function counting(inner: MuxTransport, count: WireCount): MuxTransport {
   const tally = (frame: Message, to: keyof WireCount): void => {
-    count[to] += resourcesIn(frame);
+    count[to] += resourcesIn(frame, KIND_CATALOG_TYPE_URL); // the catalog opens every session; resources are what is counted
   };
   return {
     name: `counting ${inner.name}`,

@@ -6,14 +6,14 @@ import { AnySchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { ResourceSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { KdsResourceSchema } from "../../src/gen/kds/v1/resource_pb.ts";
-import { TrafficPolicySpecSchema } from "../../src/gen/kds/example/v1/example_pb.ts";
+import { TrafficPolicySpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { fromWire, toWire } from "../../src/sync/wire.ts";
 
 describe("wire envelope", () => {
   it("encodes meta and spec as a KdsResource, with exact sizes", async () => {
-    const types = createTypeRegistry();
+    const types = createTypeRegistry(exampleTypes);
     const store = new InMemoryStore(types);
     const stored = await store.put({
       kind: "TrafficPolicy",

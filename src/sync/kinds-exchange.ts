@@ -1,0 +1,92 @@
+/**
+ * The kind catalog on a session, both sides: the global serves its catalog
+ * (one fixed resource) next to its kinds and ends the session of a zone that
+ * refuses it; a zone fetches it before anything else and squares it with its
+ * own kinds ({@link KindAgreement}), learning the ones it lacks.
+ *
+ * @module
+ */
+import { fetchOnce } from "../discovery/fetch-once.ts";
+import { staticSource } from "../discovery/static-source.ts";
+import type { ServerObserver, SnapshotSource } from "../discovery/types.ts";
+import { KdsError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import type { Session } from "../mux/views.ts";
+import { anySignal, sleep } from "../util/abort.ts";
+import { declarationOf, describeDeclaration } from "./descriptor-types.ts";
+import type { KindAgreement } from "./kind-agreement.ts";
+import { KIND_CATALOG_TYPE_URL, catalogOf, catalogResource, kindCatalog } from "./kind-catalog.ts";
+import type { ResourceType, TypeRegistry } from "./resource-types.ts";
+
+/** How long a zone waits for the global's kinds at the start of a session. */
+const KINDS_TIMEOUT_MS = 30_000;
+
+/** How long a zone that refused the global's kinds waits for the global to end the session. */
+const REFUSAL_GRACE_MS = 5_000;
+
+/** The global's catalog of `types`, as a source its discovery server serves next to the kinds. */
+export function catalogSource(types: TypeRegistry): SnapshotSource {
+  return staticSource(KIND_CATALOG_TYPE_URL, [catalogResource(kindCatalog(types.list()))]);
+}
+
+/**
+ * `observer`, plus: when the zone of `session` NACKs the catalog, log it
+ * and end the session with the zone's reason (nothing can sync; the goaway
+ * tells the zone why).
+ */
+export function endSessionOnRefusal(observer: ServerObserver, session: Session, zone: string, logger: Logger): ServerObserver {
+  return {
+    ...observer,
+    nacked: (typeUrl, version, error, nonce) => {
+      observer.nacked?.(typeUrl, version, error, nonce);
+      if (typeUrl !== KIND_CATALOG_TYPE_URL) return;
+      logger.error(`zone "${zone}" refused the kinds of this global; ending its session: ${error}`, { zone });
+      void session.close({ message: error });
+    },
+  };
+}
+
+/**
+ * Fetches the global's kind catalog on `session` (before anything else is
+ * requested) and squares it with this zone's kinds through `agreement`.
+ * Resolves with the kinds learned now, or undefined when the session ended
+ * meanwhile, which is also how a refused catalog ends: the NACK names the
+ * problem and the global ends the session (this zone ends it if the global
+ * has not after a grace period). Rejects when the global sends no catalog.
+ */
+export async function learnKinds(
+  session: Session,
+  agreement: KindAgreement,
+  init: { zone: string; node: { id: string; cluster: string; userAgentName: string }; logger: Logger },
+): Promise<ResourceType[] | undefined> {
+  const peer = `global "${session.peerId}"`;
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(), KINDS_TIMEOUT_MS);
+  let learned: ResourceType[];
+  try {
+    learned = await fetchOnce({
+      view: session.client,
+      typeUrl: KIND_CATALOG_TYPE_URL,
+      node: init.node,
+      signal: anySignal([session.signal, deadline.signal]),
+      accept: (resources) => agreement.agree(catalogOf(resources), peer),
+    });
+  } catch (error) {
+    if (session.signal.aborted || KdsError.is(error, "session_closed")) return undefined;
+    if (deadline.signal.aborted) {
+      throw new KdsError("protocol_error", `${peer} did not send its kinds within ${KINDS_TIMEOUT_MS / 1000} s; is it an older kds-mux? Run the same version on both sides`, { cause: error });
+    }
+    if (!KdsError.is(error, "kinds_mismatch") && !KdsError.is(error, "invalid_resource")) throw error;
+    init.logger.error(error.message, { zone: init.zone });
+    await sleep(REFUSAL_GRACE_MS, session.signal).catch(() => undefined); // ends early when the session does
+    if (session.end !== undefined) return undefined;
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+  if (learned.length > 0) {
+    const list = learned.map((t) => `${t.kind} (${describeDeclaration(declarationOf(t))})`).join(", ");
+    init.logger.info(`zone "${init.zone}" learned ${learned.length === 1 ? "a kind" : `${learned.length} kinds`} from ${peer}: ${list}`, { zone: init.zone });
+  }
+  return learned;
+}
