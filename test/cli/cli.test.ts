@@ -99,6 +99,8 @@ describe("kds-mux CLI", { timeout: 120_000 }, () => {
   });
 
   it("lists types and zone status as JSON", async () => {
+    expect(global.output).toMatch(/no --kinds given: syncing the example kinds Mesh \(kds\.example\.v1\.MeshSpec, global-to-zone, cluster-scoped\), TrafficPolicy .*, Dataplane .* from \S+examples\/example-kinds\/kinds\.yaml/);
+    await zone.waitFor(/zone "zone-1" learned 3 kinds from global "global": Mesh/);
     const types = JSON.parse((await run(["types", "--server", globalUrl, "-o", "json"])).stdout) as { kind: string; typeUrl: string; direction: string }[];
     expect(types).toContainEqual(expect.objectContaining({ kind: "Dataplane", direction: "zone-to-global", typeUrl: "type.googleapis.com/kds.example.v1.DataplaneSpec" }));
     expect(types).toContainEqual(expect.objectContaining({ kind: "Zone", direction: "local" }));
@@ -196,6 +198,7 @@ describe("kds-mux CLI", { timeout: 120_000 }, () => {
   it("runs the demo: resources flow both ways, then it exits cleanly", async () => {
     const demo = await run(["demo", "--duration", "3s"]);
     expect(demo.code).toBe(0);
+    expect(demo.stdout).toMatch(/kinds from \S+examples\/example-kinds\/kinds\.yaml: Mesh \(kds\.example\.v1\.MeshSpec, global-to-zone, cluster-scoped\)/);
     expect(demo.stdout).toMatch(/zone-east <- got Mesh default/);
     expect(demo.stdout).toMatch(/zone-west <- got TrafficPolicy default\/timeouts/);
     expect(demo.stdout).toMatch(/global {4}<- got Dataplane default\/zone-east\.web-1 from zone-east/);

@@ -97,7 +97,7 @@ describe("kinds learned from the global", () => {
     await eventually(() => retries.length >= 2, "the zone retries after being refused");
     const expected = 'kind "Gateway": global "global" defines acme.v1.GatewaySpec, global-to-zone, cluster-scoped; zone "zone-1" defines acme.v1.GatewaySpec, zone-to-global, cluster-scoped';
     expect(retries[0]?.error.message).toContain(expected);
-    expect(globalLog.lines.join("\n")).toContain(`error: zone "zone-1" refused the kinds of this global: zone "zone-1" refuses the kinds of global "global": ${expected}`);
+    expect(globalLog.lines.join("\n")).toContain(`error: zone "zone-1" refused the kinds of this global; ending its session: zone "zone-1" refuses the kinds of global "global": ${expected}`);
     const status = await global.sync.zoneStatus("zone-1");
     expect(status?.lastEnd?.message).toContain(expected);
     expect(await zone.store.list("Gateway")).toEqual([]);
