@@ -4,7 +4,7 @@
 // protoc-gen-es, a typecheck, and a global and a zone syncing both kinds.
 // npm works from its cache when it can (--prefer-offline) and asks the
 // registry only for what the cache lacks.
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
@@ -25,12 +25,42 @@ async function sh(cwd: string, command: string, args: string[], timeoutMs = 180_
   const started = performance.now();
   try {
     const { stdout, stderr } = await exec(command, args, { cwd, timeout: timeoutMs, killSignal: "SIGKILL", maxBuffer: 16 * 1024 * 1024, env: { ...process.env, npm_config_audit: "false", npm_config_fund: "false", npm_config_update_notifier: "false" } });
-    timings.push(`${command} ${args[0]} ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    timings.push(`${command} ${args.slice(0, 2).join(" ")} ${((performance.now() - started) / 1000).toFixed(1)} s`);
     return stdout + stderr;
   } catch (error) {
     const e = error as { stdout?: string; stderr?: string; message: string };
     throw new Error(`${command} ${args.join(" ")} failed in ${cwd}: ${e.message}\n${e.stdout ?? ""}${e.stderr ?? ""}`);
   }
+}
+
+/** Starts `node args` in `cwd`, returns its output once it listens, and stops it. */
+async function firstLines(cwd: string, args: string[]): Promise<string> {
+  const child = spawn(process.execPath, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const listening = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no "listening" within 60 s:\n${output}`)), 60_000);
+    const collect = (d: Buffer): void => {
+      output += d.toString();
+      if (output.includes("listening on")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout.on("data", collect);
+    child.stderr.on("data", collect);
+    void exited.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`exited before listening:\n${output}`));
+    });
+  });
+  try {
+    await listening;
+  } finally {
+    child.kill("SIGTERM");
+    await exited;
+  }
+  return output;
 }
 
 function files(dir: string): string[] {
@@ -79,6 +109,15 @@ describe("examples/own-kinds in a fresh directory", () => {
     expect(out).toContain('Gateway "edge" reached zone-1: {"hosts":["example.com"],"port":443}');
     expect(out).toContain('Workload "web-1" reached the global as "zone-1.web-1": {"address":"10.0.0.1","service":"web"}');
     expect(out).toContain("both kinds synced");
+
+    // 6. The packed CLI, as the README runs it: the project's kinds file over `buf build`, and
+    //    the example kinds it falls back to (shipped in the tarball).
+    await sh(project, "npx", ["--no-install", "buf", "build", "-o", "kinds.binpb"]);
+    const cli = join(project, "node_modules/kds-mux/bin/kds-mux.mjs");
+    expect(await firstLines(project, [cli, "global", "--listen", "127.0.0.1:0", "--kinds", "kinds.yaml"])).toContain(
+      "kinds from kinds.yaml: Gateway (acme.v1.GatewaySpec, global-to-zone, cluster-scoped), Workload (acme.v1.WorkloadSpec, zone-to-global, mesh-scoped)",
+    );
+    expect(await firstLines(project, [cli, "global", "--listen", "127.0.0.1:0"])).toMatch(/no --kinds given: syncing the example kinds Mesh .* from \S+node_modules\/kds-mux\/examples\/example-kinds\/kinds\.yaml/);
     console.log(`own-kinds in a fresh directory: ${timings.join(", ")}`);
   }, 480_000);
 });

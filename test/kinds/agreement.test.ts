@@ -132,3 +132,11 @@ describe("kind agreement", () => {
     expect(error.message).toContain('the kinds sent by global "g" cannot be used: message acme.v1.GatewaySpec is not in the descriptors');
   });
 });
+
+describe("kind agreement with a zone given kinds", () => {
+  it("learns a kind the global has and the zone was not given", () => {
+    const zone = createTypeRegistry(acmeKinds(1).slice(0, 1)); // Gateway only
+    expect(new KindAgreement(zone, 'zone "z"').agree(sent(acmeKinds(1)), 'global "g"').map((t) => t.kind)).toEqual(["Workload"]);
+    expect(zone.get("Workload").schema.typeName).toBe("acme.v1.WorkloadSpec");
+  });
+});
