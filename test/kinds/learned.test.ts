@@ -85,7 +85,7 @@ describe("kinds learned from the global", () => {
     const workload = create(zone.types.get("Workload").schema, { address: "10.0.0.1", service: "web" } as never) as Message;
     await zone.store.put({ kind: "Workload", mesh: "default", name: "web-1", spec: workload });
     await eventually(async () => (await global.store.get("Workload", "default", "zone-1.web-1")) !== undefined, "the Workload on the global");
-    expect(zone.sync.status().types.map((t) => t.kind)).toEqual(["Gateway", "Workload"]);
+    expect(zone.status().types.map((t) => t.kind)).toEqual(["Gateway", "Workload"]);
   });
 
   it("refuses a zone whose kinds disagree, naming the kind and both definitions, and syncs nothing", async () => {
@@ -98,9 +98,9 @@ describe("kinds learned from the global", () => {
     const expected = 'kind "Gateway": global "global" defines acme.v1.GatewaySpec, global-to-zone, cluster-scoped; zone "zone-1" defines acme.v1.GatewaySpec, zone-to-global, cluster-scoped';
     expect(retries[0]?.error.message).toContain(expected);
     expect(globalLog.lines.join("\n")).toContain(`error: zone "zone-1" refused the kinds of this global; ending its session: zone "zone-1" refuses the kinds of global "global": ${expected}`);
-    const status = await global.sync.zoneStatus("zone-1");
+    const status = await global.zoneStatus("zone-1");
     expect(status?.lastEnd?.message).toContain(expected);
-    expect(await zone.store.list("Gateway")).toEqual([]);
+    expect((await zone.store.list("Gateway")).resources).toEqual([]);
   });
 
   it("picks up a kind the global adds, on the next session, without a restart", async () => {
