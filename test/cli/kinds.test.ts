@@ -50,12 +50,12 @@ describe("kds-mux global and zone with --kinds", () => {
 
   beforeAll(async () => {
     const kinds = kindsFile("kinds.yaml", gateway() + workload);
-    global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--kinds", kinds]);
+    global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--store", "memory", "--kinds", kinds]);
     globalUrl = (await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
     for (const name of ["zone-1", "zone-2"]) {
       expect((await run(["apply", "-f", "-", "--server", globalUrl], (await run(["generate", "zone", "--name", name])).stdout)).code).toBe(0);
     }
-    zone = new KdsProcess(["zone", "--name", "zone-1", "--global", globalUrl, "--listen", "127.0.0.1:0"]);
+    zone = new KdsProcess(["zone", "--name", "zone-1", "--global", globalUrl, "--listen", "127.0.0.1:0", "--store", "memory"]);
     zoneUrl = (await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
     await zone.waitFor(/learned 2 kinds from global "global"/);
   }, 60_000);
@@ -105,7 +105,7 @@ describe("kds-mux global and zone with --kinds", () => {
 
   it("refuses a zone whose kinds disagree, naming the kind and both definitions", async () => {
     const mismatch = kindsFile("mismatch.yaml", gateway("zone-to-global") + workload);
-    const other = new KdsProcess(["zone", "--name", "zone-2", "--global", globalUrl, "--listen", "127.0.0.1:0", "--kinds", mismatch]);
+    const other = new KdsProcess(["zone", "--name", "zone-2", "--global", globalUrl, "--listen", "127.0.0.1:0", "--store", "memory", "--kinds", mismatch]);
     const definitions = 'kind "Gateway": global "global" defines acme.v1.GatewaySpec, global-to-zone, cluster-scoped; zone "zone-2" defines acme.v1.GatewaySpec, zone-to-global, cluster-scoped';
     try {
       await other.waitFor(new RegExp(`refuses the kinds of global "global": ${definitions.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}[\\s\\S]*retries in`));
@@ -133,7 +133,7 @@ describe("bad kinds files", () => {
 
   it.each(cases)("refuses %s, naming the file and the problem, and starts nothing", async (_what, make, problem) => {
     const kinds = make();
-    const r = await run(["global", "--listen", "127.0.0.1:0", "--kinds", kinds]);
+    const r = await run(["global", "--listen", "127.0.0.1:0", "--kinds", kinds]); // default store: nothing may start it
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`error: ${kinds}: ${problem}`);
     expect(r.stdout + r.stderr).not.toContain("listening");
@@ -141,7 +141,7 @@ describe("bad kinds files", () => {
 
   it("refuses a bad kinds file in a zone too, before it dials", async () => {
     const kinds = kindsFile("zone-direction.yaml", gateway("sideways"));
-    const r = await run(["zone", "--name", "zone-1", "--global", "http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--kinds", kinds]);
+    const r = await run(["zone", "--name", "zone-1", "--global", "http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--kinds", kinds]); // default store: nothing may start it
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`error: ${kinds}: kinds[0] (Gateway): direction "sideways" must be one of global-to-zone, zone-to-global, local`);
     expect(r.stdout + r.stderr).not.toContain("listening");
