@@ -23,7 +23,7 @@ import { fileURLToPath } from "node:url";
 import { parseDocument } from "yaml";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { createTypeRegistry, ZONE_INSIGHT_KIND, ZONE_KIND } from "../sync/builtin-types.ts";
+import { createTypeRegistry, ZONE_INSIGHT_KIND } from "../sync/builtin-types.ts";
 import { describeDeclaration, descriptorRegistry, messageIn, parseDescriptorSet, type KindDeclaration } from "../sync/descriptor-types.ts";
 import { KIND_PATTERN, RESOURCE_SCOPES, SYNC_DIRECTIONS, type ResourceTypeInit, type TypeRegistry } from "../sync/resource-types.ts";
 
@@ -112,10 +112,15 @@ function declaration(entry: unknown, where: string, fail: (problem: string) => n
   }
   const { kind, message, direction, scope } = entry as Record<string, string>;
   if (!KIND_PATTERN.test(kind as string)) fail(`${label}: kind "${kind}" must start with an upper-case letter and hold only letters and digits`);
-  if ([ZONE_KIND, ZONE_INSIGHT_KIND].some((own) => own.toLowerCase() === (kind as string).toLowerCase())) fail(`${label}: kind "${kind}" is kds-mux's own; choose another name`);
+  if (builtinKinds().some((own) => own.toLowerCase() === (kind as string).toLowerCase())) fail(`${label}: kind "${kind}" is kds-mux's own; choose another name`);
   if (!(SYNC_DIRECTIONS as readonly string[]).includes(direction as string)) fail(`${label}: direction "${direction}" must be one of ${SYNC_DIRECTIONS.join(", ")}`);
   if (!(RESOURCE_SCOPES as readonly string[]).includes(scope as string)) fail(`${label}: scope "${scope}" must be one of ${RESOURCE_SCOPES.join(", ")}`);
   return { kind: kind as string, message: message as string, direction: direction as KindDeclaration["direction"], scope: scope as KindDeclaration["scope"] };
+}
+
+/** The kinds kds-mux defines itself (Zone, ZoneInsight, the identity kinds): no kinds file may reuse their names. */
+function builtinKinds(): string[] {
+  return [...createTypeRegistry().list().map((t) => t.kind), ZONE_INSIGHT_KIND];
 }
 
 function isMapping(value: unknown): value is Record<string, unknown> {

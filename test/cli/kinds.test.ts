@@ -45,20 +45,32 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe("kds-mux global and zone with --kinds", () => {
   let global: KdsProcess;
   let zone: KdsProcess;
+  /** The global's admin API. */
   let globalUrl: string;
+  /** Where zones dial the global. */
+  let muxUrl: string;
   let zoneUrl: string;
+
+  /** Creates a zone token for `name` through the global's admin API; returns the token file. */
+  async function zoneToken(name: string): Promise<string> {
+    const r = await run(["generate", "zone-token", "--zone", name, "--server", globalUrl]);
+    expect(r.code, r.stderr).toBe(0);
+    return file(`${name}.token`, r.stdout);
+  }
 
   beforeAll(async () => {
     const kinds = kindsFile("kinds.yaml", gateway() + workload);
-    global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--store", "memory", "--kinds", kinds]);
-    globalUrl = (await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
+    global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--kinds", kinds]);
+    const listening = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/);
+    muxUrl = listening[1] as string;
+    globalUrl = listening[2] as string;
     for (const name of ["zone-1", "zone-2"]) {
       expect((await run(["apply", "-f", "-", "--server", globalUrl], (await run(["generate", "zone", "--name", name])).stdout)).code).toBe(0);
     }
-    zone = new KdsProcess(["zone", "--name", "zone-1", "--global", globalUrl, "--listen", "127.0.0.1:0", "--store", "memory"]);
+    zone = new KdsProcess(["zone", "--name", "zone-1", "--global", muxUrl, "--token-file", await zoneToken("zone-1"), "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
     zoneUrl = (await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
     await zone.waitFor(/learned 2 kinds from global "global"/);
-  }, 60_000);
+  }, 180_000);
 
   afterAll(async () => {
     await zone?.stop();
@@ -105,7 +117,7 @@ describe("kds-mux global and zone with --kinds", () => {
 
   it("refuses a zone whose kinds disagree, naming the kind and both definitions", async () => {
     const mismatch = kindsFile("mismatch.yaml", gateway("zone-to-global") + workload);
-    const other = new KdsProcess(["zone", "--name", "zone-2", "--global", globalUrl, "--listen", "127.0.0.1:0", "--store", "memory", "--kinds", mismatch]);
+    const other = new KdsProcess(["zone", "--name", "zone-2", "--global", muxUrl, "--token-file", await zoneToken("zone-2"), "--admin-listen", "127.0.0.1:0", "--store", "memory", "--kinds", mismatch]);
     const definitions = 'kind "Gateway": global "global" defines acme.v1.GatewaySpec, global-to-zone, cluster-scoped; zone "zone-2" defines acme.v1.GatewaySpec, zone-to-global, cluster-scoped';
     try {
       await other.waitFor(new RegExp(`refuses the kinds of global "global": ${definitions.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}[\\s\\S]*retries in`));
@@ -133,7 +145,7 @@ describe("bad kinds files", () => {
 
   it.each(cases)("refuses %s, naming the file and the problem, and starts nothing", async (_what, make, problem) => {
     const kinds = make();
-    const r = await run(["global", "--listen", "127.0.0.1:0", "--kinds", kinds]); // default store: nothing may start it
+    const r = await run(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--kinds", kinds]); // default store: nothing may start it
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`error: ${kinds}: ${problem}`);
     expect(r.stdout + r.stderr).not.toContain("listening");
@@ -141,7 +153,7 @@ describe("bad kinds files", () => {
 
   it("refuses a bad kinds file in a zone too, before it dials", async () => {
     const kinds = kindsFile("zone-direction.yaml", gateway("sideways"));
-    const r = await run(["zone", "--name", "zone-1", "--global", "http://127.0.0.1:1", "--listen", "127.0.0.1:0", "--kinds", kinds]); // default store: nothing may start it
+    const r = await run(["zone", "--name", "zone-1", "--global", "http://127.0.0.1:1", "--admin-listen", "127.0.0.1:0", "--kinds", kinds]); // default store: nothing may start it
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`error: ${kinds}: kinds[0] (Gateway): direction "sideways" must be one of global-to-zone, zone-to-global, local`);
     expect(r.stdout + r.stderr).not.toContain("listening");

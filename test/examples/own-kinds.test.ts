@@ -114,10 +114,10 @@ describe("examples/own-kinds in a fresh directory", () => {
     //    the example kinds it falls back to (shipped in the tarball).
     await sh(project, "npx", ["--no-install", "buf", "build", "-o", "kinds.binpb"]);
     const cli = join(project, "node_modules/kds-mux/bin/kds-mux.mjs");
-    expect(await firstLines(project, [cli, "global", "--listen", "127.0.0.1:0", "--store", "memory", "--kinds", "kinds.yaml"])).toContain(
+    expect(await firstLines(project, [cli, "global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--kinds", "kinds.yaml"])).toContain(
       "kinds from kinds.yaml: Gateway (acme.v1.GatewaySpec, global-to-zone, cluster-scoped), Workload (acme.v1.WorkloadSpec, zone-to-global, mesh-scoped)",
     );
-    expect(await firstLines(project, [cli, "global", "--listen", "127.0.0.1:0", "--store", "memory"])).toMatch(/no --kinds given: syncing the example kinds Mesh .* from \S+node_modules\/kds-mux\/examples\/example-kinds\/kinds\.yaml/);
+    expect(await firstLines(project, [cli, "global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory"])).toMatch(/no --kinds given: syncing the example kinds Mesh .* from \S+node_modules\/kds-mux\/examples\/example-kinds\/kinds\.yaml/);
     console.log(`own-kinds in a fresh directory: ${timings.join(", ")}`);
   }, 480_000);
 });

@@ -41,10 +41,12 @@ async function startGlobal(kinds: ResourceTypeInit[], logger: Logger = recording
   return global;
 }
 
-function startZone(transport: MuxTransport, kinds?: ResourceTypeInit[], extra: { logger?: Logger; onRetry?: (info: RetryInfo) => void } = {}): ZoneControlPlane {
+/** A zone dialing `transport`, proving its name with tokens of `global()` (read at every dial). */
+function startZone(global: () => GlobalControlPlane, transport: MuxTransport, kinds?: ResourceTypeInit[], extra: { logger?: Logger; onRetry?: (info: RetryInfo) => void } = {}): ZoneControlPlane {
   const stop = new AbortController();
   const zone = new ZoneControlPlane({
     name: "zone-1",
+    token: async () => (await global().tokens.issueZoneToken("zone-1")).token,
     transport,
     types: kinds === undefined ? undefined : createTypeRegistry(kinds),
     logger: extra.logger ?? recordingLogger(),
@@ -68,11 +70,11 @@ describe("kinds learned from the global", () => {
     cleanups.push(() => served.close());
     await global.store.put({ kind: "Gateway", name: "edge", spec: gateway(acmeRegistry(1), { hosts: ["a.example"], port: 443 }) });
     const logger = recordingLogger();
-    const zone = startZone(connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc" }), undefined, { logger });
-    expect(zone.types.list().map((t) => t.kind)).toEqual(["Zone"]);
+    const zone = startZone(() => global, connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc" }), undefined, { logger });
+    expect(zone.types.visible().map((t) => t.kind)).toEqual(["Zone"]);
 
     await eventually(async () => (await zone.store.get("Gateway", "", "edge")) !== undefined, "the Gateway in the learning zone");
-    expect(zone.types.list().map((t) => `${t.kind} ${t.schema.typeName} ${t.direction} ${t.scope}`)).toEqual([
+    expect(zone.types.visible().map((t) => `${t.kind} ${t.schema.typeName} ${t.direction} ${t.scope}`)).toEqual([
       "Zone kds.v1.ZoneSpec local cluster",
       "Gateway acme.v1.GatewaySpec global-to-zone cluster",
       "Workload acme.v1.WorkloadSpec zone-to-global mesh",
@@ -93,7 +95,7 @@ describe("kinds learned from the global", () => {
     const global = await startGlobal(acmeKinds(1), globalLog);
     await global.store.put({ kind: "Gateway", name: "edge", spec: gateway(acmeRegistry(1), { port: 80 }) });
     const retries: RetryInfo[] = [];
-    const zone = startZone(memoryMuxTransport(global.server), acmeKinds(1, { Gateway: { direction: "zone-to-global" } }), { onRetry: (info) => retries.push(info) });
+    const zone = startZone(() => global, memoryMuxTransport(global.server), acmeKinds(1, { Gateway: { direction: "zone-to-global" } }), { onRetry: (info) => retries.push(info) });
     await eventually(() => retries.length >= 2, "the zone retries after being refused");
     const expected = 'kind "Gateway": global "global" defines acme.v1.GatewaySpec, global-to-zone, cluster-scoped; zone "zone-1" defines acme.v1.GatewaySpec, zone-to-global, cluster-scoped';
     expect(retries[0]?.error.message).toContain(expected);
@@ -106,7 +108,7 @@ describe("kinds learned from the global", () => {
   it("picks up a kind the global adds, on the next session, without a restart", async () => {
     let current = await startGlobal(acmeKinds(1).slice(0, 1)); // Gateway only
     const transport: MuxTransport = { name: "switchable", open: (request) => memoryMuxTransport(current.server).open(request) };
-    const zone = startZone(transport);
+    const zone = startZone(() => current, transport);
     await eventually(() => zone.types.find("Gateway") !== undefined, "Gateway learned");
     expect(zone.types.find("Workload")).toBeUndefined();
 
@@ -125,7 +127,7 @@ describe("kinds learned from the global", () => {
     const served = await serveGlobal(global.server, { port: 0 });
     cleanups.push(() => served.close());
     await global.store.put({ kind: "Gateway", name: "edge", spec: gateway(acmeRegistry(2), { hosts: ["a.example"], port: 443, replicas: 3 }) });
-    const zone = startZone(connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc" }), acmeKinds(1));
+    const zone = startZone(() => global, connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc" }), acmeKinds(1));
     await eventually(async () => (await zone.store.get("Gateway", "", "edge")) !== undefined, "the Gateway in the older zone");
 
     const held = (await zone.store.get("Gateway", "", "edge"))!;
