@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseMetrics } from "../observe/scrape.ts";
-import { KdsProcess, run } from "./process.ts";
+import { KdsProcess, run, until } from "./process.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "kds-mux-cli-"));
 const file = (name: string, text: string): string => {
@@ -13,15 +13,6 @@ const file = (name: string, text: string): string => {
   return path;
 };
 
-async function until<T>(work: () => Promise<T>, ok: (value: T) => boolean, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await work();
-    if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 /** Creates a zone token for `zone` on the global whose admin API is `server`; returns the token file. */
 async function zoneToken(server: string, zone: string): Promise<string> {

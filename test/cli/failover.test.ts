@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
-import { KdsProcess, run } from "./process.ts";
+import { KdsProcess, run, until } from "./process.ts";
 
 const tmp = mkdtempSync(join(tmpdir(), "kds-failover-")); // a marker that the whole scenario ran
 const processes: KdsProcess[] = [];
@@ -18,15 +18,6 @@ afterAll(async () => {
   await db?.drop();
 });
 
-async function until<T>(work: () => Promise<T>, ok: (value: T) => boolean, what: string, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await work();
-    if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
 
 /** Starts a global instance on the shared database; returns its zone-facing and admin URLs. */
 async function startGlobal(storeUrl: string, listen = "127.0.0.1:0"): Promise<{ process: KdsProcess; mux: string; admin: string }> {

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { KdsProcess, run } from "./process.ts";
+import { KdsProcess, run, until } from "./process.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "kds-mux-kinds-"));
@@ -24,15 +24,6 @@ const gateway = (direction = "global-to-zone", scope = "cluster", message = "acm
   `  - kind: Gateway\n    message: ${message}\n    direction: ${direction}\n    scope: ${scope}\n`;
 const workload = "  - kind: Workload\n    message: acme.v1.WorkloadSpec\n    direction: zone-to-global\n    scope: mesh\n";
 
-async function until<T>(work: () => Promise<T>, ok: (value: T) => boolean, what: string, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await work();
-    if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 beforeAll(() => {
   // The user's buf workspace: the own-kinds example's protos, built the way the README says.

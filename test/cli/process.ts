@@ -48,3 +48,14 @@ export function run(args: string[], input?: string, env: Record<string, string> 
     child.stdin.end(input ?? "");
   });
 }
+
+/** Calls `work` until `ok` accepts its value (every 200 ms); fails with the last value after `timeoutMs`. */
+export async function until<T>(work: () => Promise<T>, ok: (value: T) => boolean, what: string, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await work();
+    if (ok(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
