@@ -68,6 +68,16 @@ function readTls(flags: TlsFlags): { key: string; cert: string } | undefined {
   return { cert: readPem(flags.tlsCert, "--tls-cert"), key: readPem(flags.tlsKey, "--tls-key") };
 }
 
+/** Refuses a non-loopback admin listener without a file for its first admin token (before anything starts). */
+function checkAdminListen(listen: string, tokenFile: string | undefined, flag: string): void {
+  if (!isLoopback(parseListen(listen).host) && tokenFile === undefined) {
+    throw new KdsError(
+      "invalid_argument",
+      `${flag} ${listen} is not a loopback address, so every admin call needs an admin token; pass --admin-token-file FILE and a first admin token (role admin) is written there`,
+    );
+  }
+}
+
 /**
  * Serves `backend`'s admin API on `listen`. Not loopback: every call needs
  * an admin token, and a first one is written to `tokenFile`.
@@ -79,12 +89,7 @@ async function serveAdminApi(
 ): Promise<ServedGlobal> {
   const { host, port } = parseListen(listen);
   const open = !isLoopback(host);
-  if (open && options.tokenFile === undefined) {
-    throw new KdsError(
-      "invalid_argument",
-      `${options.flag} ${listen} is not a loopback address, so every admin call needs an admin token; pass --admin-token-file FILE and a first admin token (role admin) is written there`,
-    );
-  }
+  checkAdminListen(listen, options.tokenFile, options.flag);
   const served = await serveRoutes((router) => registerAdminRoutes(router, backend), {
     host,
     port,
@@ -110,6 +115,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const tls = readTls(options);
   const clientCa = options.clientCa === undefined ? undefined : readPem(options.clientCa, "--client-ca");
   if (clientCa !== undefined && tls === undefined) throw new KdsError("invalid_argument", "--client-ca needs TLS: pass --tls-cert and --tls-key too");
+  checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
   let adminUrl = "<global-admin-url>";
   const types = globalKinds(options.kinds, options.logger);
   const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: options.signal });
@@ -232,6 +238,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       : connectMuxTransport(connectTransport(options.transport, url, nodeOptions), { name: options.transport, target: url });
   const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial));
   const tokenFile = options.tokenFile;
+  checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
   const types = zoneKinds(options.kinds, options.name, options.logger);
   const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: options.signal });
   try {

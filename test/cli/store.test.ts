@@ -16,7 +16,7 @@ afterAll(async () => {
 
 const meshYaml = "type: Mesh\nname: kept\nspec:\n  description: survives restarts\n";
 
-/** Starts a global with `args`, applies a Mesh, stops it; starts it again and reads the Mesh back. */
+/** Starts a global with `args`, applies a Mesh through its admin API, stops it; starts it again and reads the Mesh back. */
 async function restartKeeps(args: string[]): Promise<string> {
   const first = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", ...args]);
   try {
