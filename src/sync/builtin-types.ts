@@ -20,8 +20,8 @@ export const zoneType: ResourceTypeInit = { kind: ZONE_KIND, schema: ZoneSpecSch
 /** Kind of the system resource that records which global instance holds a zone's session (see `ZoneInsightSpec`). */
 export const ZONE_INSIGHT_KIND = "ZoneInsight";
 
-/** ZoneInsight: cluster-scoped, lives only in the global's store (never synced). */
-export const zoneInsightType: ResourceTypeInit = { kind: ZONE_INSIGHT_KIND, schema: ZoneInsightSpecSchema, direction: "local", scope: "cluster" };
+/** ZoneInsight: cluster-scoped, internal (the admin API neither shows nor writes it; `inspect zones` reports it), lives only in the global's store. */
+export const zoneInsightType: ResourceTypeInit = { kind: ZONE_INSIGHT_KIND, schema: ZoneInsightSpecSchema, direction: "local", scope: "cluster", internal: true };
 /** Kind of the internal resource holding a token signing key (see src/auth). */
 export const SIGNING_KEY_KIND = "SigningKey";
 
