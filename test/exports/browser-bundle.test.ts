@@ -53,7 +53,9 @@ async function bundleForBrowser(entry: string): Promise<BrowserBundle> {
   return { nodeImports, projectFiles, bytes: text.length, text };
 }
 
-const neutralEntries = Object.keys(pkg.exports).filter((name) => !RUNTIME_ADAPTERS.includes(name));
+/** Entry points that are for servers only: the PostgreSQL store needs a TCP client (postgres.js uses Node's net and tls). */
+const SERVER_ONLY = ["./postgres"];
+const neutralEntries = Object.keys(pkg.exports).filter((name) => !RUNTIME_ADAPTERS.includes(name) && !SERVER_ONLY.includes(name));
 
 describe("browser bundles", () => {
   it("cover the runtime-neutral entry points of the exports map", () => {
