@@ -17,7 +17,7 @@ export { systemClock, type Clock } from "./util/clock.ts";
 export * from "./mux/index.ts";
 export { type Message, MessageSchema } from "./deprecated-names.ts";
 export * from "./transport/index.ts";
-export { HalfDuplexHub, registerHalfDuplex, type HalfDuplexHubOptions } from "./global/half-duplex-hub.ts";
+export { HalfDuplexHub, registerHalfDuplex, type HalfDuplexHubOptions } from "./transport/half-duplex/server.ts";
 export * from "./gen/kds/mux/v1/half_duplex_pb.ts";
 export { GlobalServer, type GlobalServerOptions } from "./global/global-server.ts";
 export { multiplexServiceImpl, registerGlobal } from "./global/connect-service.ts";

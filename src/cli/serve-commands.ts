@@ -26,7 +26,7 @@ import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
 import { connectMuxTransport } from "../transport/connect.ts";
 import { failoverMuxTransport } from "../transport/failover.ts";
-import { halfDuplexMuxTransport } from "../transport/half-duplex.ts";
+import { halfDuplexMuxTransport } from "../transport/half-duplex/client.ts";
 import type { MuxTransport } from "../transport/transport.ts";
 import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
 import { parseListen } from "./address.ts";

@@ -10,7 +10,7 @@ import { peerInfoKey } from "../auth/peer.ts";
 import { MultiplexService } from "../gen/kds/mux/v1/mux_pb.ts";
 import { toConnectError } from "../transport/connect-errors.ts";
 import type { GlobalServer } from "./global-server.ts";
-import { HalfDuplexHub, registerHalfDuplex, type HalfDuplexHubOptions } from "./half-duplex-hub.ts";
+import { HalfDuplexHub, registerHalfDuplex, type HalfDuplexHubOptions } from "../transport/half-duplex/server.ts";
 
 /** The `MultiplexService` implementation backed by `global`. */
 export function multiplexServiceImpl(global: GlobalServer): ServiceImpl<typeof MultiplexService> {

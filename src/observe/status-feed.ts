@@ -9,6 +9,7 @@
  */
 import type { ZoneStatus } from "../sync/status.ts";
 import { noopMetrics, type Metrics } from "./metrics.ts";
+import { Pulse } from "../util/wake.ts";
 
 /** How many recent sessions the page lists. */
 const MAX_SESSIONS = 50;
@@ -84,7 +85,7 @@ export class StatusFeed {
   readonly #sessions: SessionEntry[] = [];
   readonly #lag = new Map<string, LagPoint[]>();
   #version = 0;
-  #waiters: (() => void)[] = [];
+  readonly #pulse = new Pulse();
 
   /** @param options - role, name and where zone status comes from */
   constructor(options: StatusFeedOptions) {
@@ -131,18 +132,7 @@ export class StatusFeed {
    * or when `signal` aborts.
    */
   changed(ms: number, signal: AbortSignal): Promise<void> {
-    if (signal.aborted) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        signal.removeEventListener("abort", done);
-        this.#waiters = this.#waiters.filter((w) => w !== done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      signal.addEventListener("abort", done, { once: true });
-      this.#waiters.push(done);
-    });
+    return this.#pulse.next(signal, ms);
   }
 
   #addLag(zone: string, ms: number): void {
@@ -162,8 +152,6 @@ export class StatusFeed {
 
   #changed(): void {
     this.#version++;
-    const waiting = this.#waiters;
-    this.#waiters = [];
-    for (const wake of waiting) wake();
+    this.#pulse.notify();
   }
 }

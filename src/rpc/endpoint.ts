@@ -30,6 +30,7 @@ import { KdsError } from "../errors.ts";
 import { CallSchema, type Call, type CallEnd, type CallHead } from "../gen/kds/mux/v1/mux_pb.ts";
 import type { Session } from "../mux/views.ts";
 import { deferred, type Deferred } from "../util/deferred.ts";
+import { Waker } from "../util/wake.ts";
 
 /** Header a callee sets to the session's peer name; handlers may trust it. */
 export const CALLER_HEADER = "kds-caller";
@@ -54,13 +55,15 @@ interface OutgoingCall {
   read: number;
   end: CallEnd | undefined;
   failure: Error | undefined;
-  wake: (() => void) | undefined;
+  /** Wakes the body's reader: a chunk, the end or a failure arrived. */
+  readonly wake: Waker;
 }
 
 interface IncomingCall {
   readonly abort: AbortController;
   credit: number;
-  wake: (() => void) | undefined;
+  /** Wakes the serving loop: credit arrived. */
+  readonly wake: Waker;
 }
 
 const endpoints = new WeakMap<Session, CallEndpoint>();
@@ -119,7 +122,7 @@ export class CallEndpoint {
     }
     const body = await collect(request.body, this.#maxRequestBytes);
     const id = this.#nextId++;
-    const call: OutgoingCall = { head: deferred<CallHead>(), chunks: [], trailer: new Headers(), allowed: this.#window, read: 0, end: undefined, failure: undefined, wake: undefined };
+    const call: OutgoingCall = { head: deferred<CallHead>(), chunks: [], trailer: new Headers(), allowed: this.#window, read: 0, end: undefined, failure: undefined, wake: new Waker() };
     call.head.promise.catch(() => undefined);
     this.#outgoing.set(id, call);
     const signal = request.signal;
@@ -158,7 +161,7 @@ export class CallEndpoint {
         // The reader stopped before the end: tell the callee to stop.
         call.failure = new ConnectError("the caller stopped reading", Code.Canceled);
         this.#send({ id, kind: { case: "cancel", value: {} } });
-        wake(call);
+        call.wake.wake();
       }
       finished();
     };
@@ -183,7 +186,7 @@ export class CallEndpoint {
           close();
           return { done: true, value: undefined };
         }
-        await new Promise<void>((resolve) => (call.wake = resolve));
+        await call.wake.wait();
       }
     };
     return {
@@ -210,7 +213,7 @@ export class CallEndpoint {
         const incoming = this.#incoming.get(call.id);
         if (incoming !== undefined) {
           incoming.credit += kind.value;
-          incoming.wake?.();
+          incoming.wake.wake();
         }
         return undefined;
       }
@@ -229,7 +232,7 @@ export class CallEndpoint {
         }
         outgoing.allowed--;
         outgoing.chunks.push(kind.value);
-        wake(outgoing);
+        outgoing.wake.wake();
         return undefined;
       }
       case "end": {
@@ -241,7 +244,7 @@ export class CallEndpoint {
         else {
           outgoing.end = end;
           outgoing.head.reject(new ConnectError("the callee ended the call without a response head", Code.Internal));
-          wake(outgoing);
+          outgoing.wake.wake();
         }
         return undefined;
       }
@@ -280,7 +283,7 @@ export class CallEndpoint {
       return refuse(`${this.#maxCalls} calls already run on this session; retry when one has ended`, "resource_exhausted");
     }
     const abort = new AbortController();
-    const incoming: IncomingCall = { abort, credit: window, wake: undefined };
+    const incoming: IncomingCall = { abort, credit: window, wake: new Waker() };
     this.#incoming.set(id, incoming);
     void this.#serveCall(id, incoming, this.#serve, path, headers, body).finally(() => this.#incoming.delete(id));
     return undefined;
@@ -288,14 +291,13 @@ export class CallEndpoint {
 
   async #serveCall(id: bigint, incoming: IncomingCall, serve: UniversalClientFn, path: string, headers: Record<string, string>, body: Uint8Array): Promise<void> {
     const signal = incoming.abort.signal;
-    signal.addEventListener("abort", () => incoming.wake?.(), { once: true }); // a cancel frees a wait for credit
     const header = new Headers(headers);
     header.set(CALLER_HEADER, this.#session.peerId);
     try {
       const response = await serve({ url: `http://kds-mux.invalid${path}`, method: "POST", header, body: once(body), signal });
       await this.#session.calls.send(create(CallSchema, { id, kind: { case: "head", value: { status: response.status, headers: toRecord(response.header) } } }), signal);
       for await (const chunk of response.body) {
-        while (incoming.credit <= 0 && !signal.aborted) await new Promise<void>((resolve) => (incoming.wake = resolve));
+        while (incoming.credit <= 0 && !signal.aborted) await incoming.wake.wait(signal); // a cancel frees a wait for credit
         if (signal.aborted) return;
         incoming.credit--;
         await this.#session.calls.send(create(CallSchema, { id, kind: { case: "data", value: chunk } }), signal);
@@ -316,7 +318,7 @@ export class CallEndpoint {
   #fail(id: bigint, call: OutgoingCall, error: Error): void {
     call.failure ??= error;
     call.head.reject(error);
-    wake(call);
+    call.wake.wake();
     this.#outgoing.delete(id);
   }
 
@@ -325,12 +327,6 @@ export class CallEndpoint {
     for (const [id, call] of [...this.#outgoing]) this.#fail(id, call, error);
     for (const incoming of this.#incoming.values()) incoming.abort.abort(error);
   }
-}
-
-function wake(call: { wake: (() => void) | undefined }): void {
-  const w = call.wake;
-  call.wake = undefined;
-  w?.();
 }
 
 function sessionGone(session: Session): ConnectError {

@@ -6,11 +6,12 @@
  * @module
  */
 import { Ring } from "./ring.ts";
+import { Waker } from "./wake.ts";
 
 /** Bounded single-reader async queue. */
 export class AsyncQueue<T> implements AsyncIterable<T> {
   readonly #items: Ring<T>;
-  #wake: (() => void) | undefined;
+  readonly #waker = new Waker();
   #closed = false;
   #error: unknown;
   #failed = false;
@@ -53,13 +54,11 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
         if (this.#failed) throw this.#error;
         return;
       }
-      await new Promise<void>((resolve) => (this.#wake = resolve));
+      await this.#waker.wait();
     }
   }
 
   #signal(): void {
-    const wake = this.#wake;
-    this.#wake = undefined;
-    wake?.();
+    this.#waker.wake();
   }
 }

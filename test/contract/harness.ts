@@ -14,7 +14,7 @@ import { MuxSession } from "../../src/mux/session.ts";
 import type { SessionOptions } from "../../src/mux/options.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
-import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/half-duplex/client.ts";
 import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { TokenAuthority } from "../../src/auth/token-authority.ts";

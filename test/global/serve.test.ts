@@ -9,7 +9,7 @@ import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { TokenAuthority } from "../../src/auth/token-authority.ts";
 import { TokenZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
-import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/half-duplex/client.ts";
 import { eventually, request, response, startGlobal } from "../contract/harness.ts";
 import { createCa, type Pem, type TestCa } from "../support/certs.ts";
 

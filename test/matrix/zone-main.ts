@@ -12,7 +12,7 @@ import { DataplaneSpecSchema, exampleTypes } from "../../examples/example-kinds/
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { silentLogger } from "../../src/log.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
-import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/half-duplex/client.ts";
 import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 

@@ -175,7 +175,7 @@ async function cluster(kind: "grpc" | "grpc-web" | "connect" | "half-duplex") {
   const { createConnectTransport, createGrpcTransport, createGrpcWebTransport } = await import("@connectrpc/connect-node");
   const { createConnectTransport: createWebTransport } = await import("@connectrpc/connect-web");
   const { connectMuxTransport } = await import("../../src/transport/connect.ts");
-  const { halfDuplexMuxTransport } = await import("../../src/transport/half-duplex.ts");
+  const { halfDuplexMuxTransport } = await import("../../src/transport/half-duplex/client.ts");
   const transport = () => {
     switch (kind) {
       case "grpc":

@@ -10,7 +10,7 @@ import { LABELS } from "../../src/sync/resource-types.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
-import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/half-duplex/client.ts";
 import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";

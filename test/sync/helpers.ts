@@ -9,7 +9,7 @@ import { silentLogger } from "../../src/log.ts";
 import type { ResourceStore } from "../../src/store/contract.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
-import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/half-duplex/client.ts";
 import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { ZoneControlPlane, type ZoneControlPlaneOptions } from "../../src/zone/zone-control-plane.ts";

@@ -11,7 +11,7 @@ import { GlobalServer } from "../../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { Session } from "../../src/mux/views.ts";
-import { halfDuplexMuxTransport } from "../../src/transport/half-duplex.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/half-duplex/client.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { eventually, request, response } from "../contract/harness.ts";
 import { ManualClock } from "../support/manual-clock.ts";

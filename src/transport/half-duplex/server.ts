@@ -4,20 +4,21 @@
  * and kept until the zone acknowledges them, so a dropped Pull resumes where
  * it broke; its zone -> global frames arrive numbered through Push calls and
  * duplicates from retried calls are dropped. The session behind a link is an
- * ordinary mux session from {@link GlobalServer.accept}.
+ * ordinary mux session from the global's {@link MuxAcceptor} (its `GlobalServer`).
  *
  * @module
  */
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
-import { KdsError } from "../errors.ts";
-import { HalfDuplexService, PullResponseSchema, type PullRequest, type PullResponse, type PushRequest } from "../gen/kds/mux/v1/half_duplex_pb.ts";
-import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
-import { peerInfoKey } from "../auth/peer.ts";
-import { CLIENT_ID_HEADER } from "../names.ts";
-import { AsyncQueue } from "../util/async-queue.ts";
-import { toConnectError } from "../transport/connect-errors.ts";
-import type { GlobalServer } from "./global-server.ts";
+import { KdsError } from "../../errors.ts";
+import { HalfDuplexService, PullResponseSchema, type PullRequest, type PullResponse, type PushRequest } from "../../gen/kds/mux/v1/half_duplex_pb.ts";
+import type { Message } from "../../gen/kds/mux/v1/mux_pb.ts";
+import { peerInfoKey } from "../../auth/peer.ts";
+import { CLIENT_ID_HEADER } from "../../names.ts";
+import { AsyncQueue } from "../../util/async-queue.ts";
+import { Pulse } from "../../util/wake.ts";
+import { toConnectError } from "../connect-errors.ts";
+import type { MuxAcceptor } from "../transport.ts";
 
 /** Options of {@link HalfDuplexHub}. */
 export interface HalfDuplexHubOptions {
@@ -43,39 +44,19 @@ interface Link {
   pullGeneration: number;
   pullActive: boolean;
   resumeTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Whoever waits for the link to change (its Pull stream, its pump). */
-  readonly waiters: Set<() => void>;
+  /** Wakes whoever waits for the link to change (its Pull stream, its pump). */
+  readonly changed: Pulse;
 }
 
-/** Wakes everyone waiting on `link`. */
-function notify(link: Link): void {
-  const waiting = [...link.waiters];
-  link.waiters.clear();
-  for (const wake of waiting) wake();
-}
-
-/** Resolves at the link's next change. */
-function changed(link: Link, signal?: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = (): void => {
-      signal?.removeEventListener("abort", done);
-      link.waiters.delete(done);
-      resolve();
-    };
-    link.waiters.add(done);
-    signal?.addEventListener("abort", done, { once: true });
-  });
-}
-
-/** Serves the half-duplex mux for a {@link GlobalServer}. */
+/** Serves the half-duplex mux for a global (any {@link MuxAcceptor}). */
 export class HalfDuplexHub {
-  readonly #global: GlobalServer;
+  readonly #global: MuxAcceptor;
   readonly #links = new Map<string, Link>();
   readonly #resumeTimeoutMs: number;
   readonly #maxUnacked: number;
 
   /** @param global - the global whose sessions the links carry */
-  constructor(global: GlobalServer, options: HalfDuplexHubOptions = {}) {
+  constructor(global: MuxAcceptor, options: HalfDuplexHubOptions = {}) {
     this.#global = global;
     this.#resumeTimeoutMs = options.resumeTimeoutMs ?? 30_000;
     this.#maxUnacked = options.maxUnacked ?? 1024;
@@ -116,7 +97,7 @@ export class HalfDuplexHub {
     link.pullActive = true;
     if (link.resumeTimer !== undefined) clearTimeout(link.resumeTimer);
     link.resumeTimer = undefined;
-    notify(link);
+    link.changed.notify();
     const response = (init: { seq?: bigint; frame?: Message; end?: boolean }): PullResponse => create(PullResponseSchema, { linkId: link.id, pushAckedSeq: link.receivedSeq, ...init });
     try {
       yield response({});
@@ -136,7 +117,7 @@ export class HalfDuplexHub {
           this.#drop(link);
           return;
         }
-        await changed(link, context.signal);
+        await link.changed.next(context.signal);
       }
     } finally {
       if (generation === link.pullGeneration) {
@@ -182,7 +163,7 @@ export class HalfDuplexHub {
       pullGeneration: 0,
       pullActive: false,
       resumeTimer: undefined,
-      waiters: new Set(),
+      changed: new Pulse(),
     };
     this.#links.set(link.id, link);
     controller.signal.addEventListener("abort", () => this.#drop(link), { once: true });
@@ -206,19 +187,19 @@ export class HalfDuplexHub {
     try {
       for (;;) {
         while (link.buffer.length >= this.#maxUnacked) {
-          await changed(link);
+          await link.changed.next();
           if (link.controller.signal.aborted) return;
         }
         const r = await link.outbound.next();
         if (r.done === true) break;
         link.buffer.push({ seq: link.nextSeq++, frame: r.value });
-        notify(link);
+        link.changed.notify();
       }
     } catch {
       // The session's writer failed; the link ends below.
     }
     link.outboundDone = true;
-    notify(link);
+    link.changed.notify();
     if (link.buffer.length === 0 && !link.pullActive) this.#drop(link);
   }
 
@@ -227,7 +208,7 @@ export class HalfDuplexHub {
       throw new KdsError("protocol_error", `link ${link.id} acknowledges frame ${seq}, but only ${link.nextSeq - 1n} were sent`);
     }
     while (link.buffer.length > 0 && (link.buffer[0]?.seq ?? 0n) <= seq) link.buffer.shift();
-    notify(link);
+    link.changed.notify();
   }
 
   #armResumeTimer(link: Link): void {
@@ -247,7 +228,7 @@ export class HalfDuplexHub {
     link.inbound.close();
     link.controller.abort();
     void link.outbound.return?.(undefined);
-    notify(link);
+    link.changed.notify();
   }
 }
 

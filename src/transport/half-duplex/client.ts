@@ -16,16 +16,17 @@
  */
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
-import { KdsError } from "../errors.ts";
-import { HalfDuplexService, PushRequestSchema, type PullResponse } from "../gen/kds/mux/v1/half_duplex_pb.ts";
-import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
-import { anySignal, sleep } from "../util/abort.ts";
-import { backoffCeiling, type ResolvedBackoff } from "../util/backoff.ts";
-import { systemClock, type Clock } from "../util/clock.ts";
-import { fromConnectError } from "./connect-errors.ts";
-import type { MuxDialRequest, MuxTransport } from "./transport.ts";
+import { KdsError } from "../../errors.ts";
+import { HalfDuplexService, PushRequestSchema, type PullResponse } from "../../gen/kds/mux/v1/half_duplex_pb.ts";
+import type { Message } from "../../gen/kds/mux/v1/mux_pb.ts";
+import { anySignal, sleep } from "../../util/abort.ts";
+import { backoffCeiling, type ResolvedBackoff } from "../../util/backoff.ts";
+import { systemClock, type Clock } from "../../util/clock.ts";
+import { Waker } from "../../util/wake.ts";
+import { fromConnectError } from "../connect-errors.ts";
+import type { MuxDialRequest, MuxTransport } from "../transport.ts";
 
-/** Delays between attempts to re-open a broken Pull: 50 ms doubling to 2 s. */
+/** Delays between attempts to re-open a broken Pull or to retry a Push: 50 ms doubling to 2 s. */
 const RESUME_BACKOFF: ResolvedBackoff = { baseMs: 50, capMs: 2_000, resetAfterMs: 0 };
 
 /** Failures a Push retries (the network or the server was briefly away); others end the link. */
@@ -75,8 +76,10 @@ class HalfDuplexLink {
   readonly #outgoing: Message[] = [];
   #firstUnacked = 1n;
   #outboundDone = false;
-  #wakePusher: (() => void) | undefined;
-  #wakeReader: (() => void) | undefined;
+  /** Wakes the push loop: frames to push or receipts to report. */
+  readonly #pusher = new Waker();
+  /** Wakes the outbound reader: room freed among the unacknowledged frames. */
+  readonly #reader = new Waker();
   /** Set when the link cannot go on; the inbound stream then fails with it. */
   #fatal: KdsError | undefined;
   /** Aborts the link's calls: the dial's signal, or a fatal error. */
@@ -146,7 +149,7 @@ class HalfDuplexLink {
       if (frame === undefined || seq <= this.#received) continue; // a resend of something already delivered
       if (seq !== this.#received + 1n) throw new KdsError("protocol_error", `half-duplex frame ${seq} arrived after ${this.#received}`);
       this.#received = seq;
-      if (this.#received - this.#reported >= BigInt(this.#ackEvery)) this.#wakePusher?.();
+      if (this.#received - this.#reported >= BigInt(this.#ackEvery)) this.#pusher.wake();
       yield frame;
     }
   }
@@ -174,17 +177,17 @@ class HalfDuplexLink {
     try {
       for (;;) {
         while (this.#outgoing.length >= this.#maxUnacked) {
-          await wait((wake) => (this.#wakeReader = wake), this.#request.signal);
+          await this.#reader.wait(this.#request.signal);
           if (this.#request.signal.aborted) return;
         }
         const r = await iterator.next();
         if (r.done === true) break;
         this.#outgoing.push(r.value);
-        this.#wakePusher?.();
+        this.#pusher.wake();
       }
     } finally {
       this.#outboundDone = true;
-      this.#wakePusher?.();
+      this.#pusher.wake();
     }
   }
 
@@ -192,11 +195,11 @@ class HalfDuplexLink {
   async #pushLoop(): Promise<void> {
     const signal = this.#signal;
     let failingSince: number | undefined;
-    let delay = 50;
+    let attempt = 0;
     while (!signal.aborted) {
       if (this.#outgoing.length === 0 && this.#received - this.#reported < BigInt(this.#ackEvery)) {
         if (this.#outboundDone) return;
-        await wait((wake) => (this.#wakePusher = wake), signal);
+        await this.#pusher.wait(signal);
         continue;
       }
       const frames = this.#outgoing.slice(0, this.#maxFrames);
@@ -209,7 +212,7 @@ class HalfDuplexLink {
         if (pulled > this.#reported) this.#reported = pulled;
         this.#acknowledged(response.ackedSeq);
         failingSince = undefined;
-        delay = 50;
+        attempt = 0;
       } catch (error) {
         if (signal.aborted) return;
         failingSince ??= this.#clock.now();
@@ -219,8 +222,8 @@ class HalfDuplexLink {
           this.#fail(new KdsError(kds.code, `pushing the zone's frames failed: ${kds.message}`, { cause: error }));
           return;
         }
-        await sleep(delay, signal, this.#clock).catch(() => undefined);
-        delay = Math.min(delay * 2, 2_000);
+        // sleep rejects only when `signal` aborts, and the loop then ends: nothing to report
+        await sleep(backoffCeiling(attempt++, RESUME_BACKOFF), signal, this.#clock).catch(() => undefined);
       }
     }
   }
@@ -231,18 +234,6 @@ class HalfDuplexLink {
       this.#outgoing.shift();
       this.#firstUnacked++;
     }
-    this.#wakeReader?.();
+    this.#reader.wake();
   }
-}
-
-/** Waits until `register`'s wake function is called or `signal` aborts; leaves no listener behind. */
-function wait(register: (wake: () => void) => void, signal: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const done = (): void => {
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    register(done);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
