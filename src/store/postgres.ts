@@ -35,6 +35,7 @@ import { describeTarget, isConnectionError, storeError } from "./postgres/errors
 import { guarded, type Runner } from "./postgres/guard.ts";
 import { migrate, quoteIdent, type MigrationReport } from "./postgres/migrations.ts";
 import { CHANGE_COLUMNS, RESOURCE_COLUMNS, decodeChange, decodeResource, encodeSpec, toHex, type ChangeRow, type ResourceRow } from "./postgres/rows.ts";
+import { transaction } from "./postgres/transaction.ts";
 import { validateInput, versionConflict } from "./validate.ts";
 
 /** Delays between a watch's reconnect attempts while the database is unreachable. */
@@ -127,7 +128,7 @@ export class PostgresStore implements ResourceStore {
     let migration: MigrationReport;
     try {
       migration = await guarded(options.signal, "opening the PostgreSQL store", (run) =>
-        sql.begin((tx) => migrate(tx, schema, target, undefined, run)) as Promise<MigrationReport>,
+        transaction(sql, "", (tx) => migrate(tx, schema, target, undefined, run)),
       );
     } catch (error) {
       await Promise.allSettled([sql.end({ timeout: 1 }), listenSql.end({ timeout: 1 })]);
@@ -175,7 +176,7 @@ export class PostgresStore implements ResourceStore {
   async list(kind: string, options: ListOptions = {}): Promise<ListResult> {
     const k = this.#kindName(kind);
     return this.#call("list", options.signal, (run) =>
-      this.#sql.begin("isolation level repeatable read read only", async (tx) => {
+      transaction(this.#sql, "isolation level repeatable read read only", async (tx) => {
         // One snapshot: the revision and the rows agree.
         const [state] = await run(tx<Array<{ revision: string }>>`SELECT revision::text AS revision FROM kds_state`);
         const rows = await run(tx<ResourceRow[]>`
@@ -185,7 +186,7 @@ export class PostgresStore implements ResourceStore {
             ${options.labels !== undefined ? tx`AND labels @> ${tx.json({ ...options.labels })}` : tx``}
           ORDER BY mesh, name`);
         return { revision: Number(state?.revision ?? 0), resources: rows.map((r) => decodeResource(this.#types, r)) };
-      }) as Promise<ListResult>,
+      }),
     );
   }
 
@@ -211,7 +212,7 @@ export class PostgresStore implements ResourceStore {
       return { kind: this.#types.get(op.kind).kind, mesh: op.mesh, name: op.name };
     });
     const result = await this.#call("apply", signal, (run) =>
-      this.#sql.begin(async (tx) => {
+      transaction(this.#sql, "", async (tx) => {
         const [state] = await run(tx<Array<{ revision: string; compacted: string }>>`
           SELECT revision::text AS revision, compacted_through::text AS compacted FROM kds_state WHERE id FOR UPDATE`);
         if (state === undefined) throw new KdsError("store_unavailable", `the store's state row is missing in ${this.#target} (schema "${this.#schema}"); the schema was damaged by hand`);
@@ -219,7 +220,7 @@ export class PostgresStore implements ResourceStore {
         // Last chance to cancel: past this point the transaction commits.
         if (signal?.aborted) throw abortError(signal, "apply");
         return written;
-      }) as Promise<ApplyResult & { changed: boolean }>,
+      }),
     );
     if (result.changed) for (const w of this.#watchers) w.wake();
     return { revision: result.revision, results: result.results };
