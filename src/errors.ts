@@ -30,7 +30,9 @@
  * - `store_unavailable`: the store could not be reached or failed; retry later;
  * - `store_compacted`: a store's change feed no longer reaches back to the revision asked for; list again;
  * - `zone_offline`: a reverse call names a zone that has no session with the global;
- * - `kinds_mismatch`: a zone's kinds disagree with the global's (same kind, another message, direction or scope).
+ * - `kinds_mismatch`: a zone's kinds disagree with the global's (same kind, another message, direction or scope);
+ * - `zone_revoked`: the global ended the zone's session because the zone was removed or disabled, or its credential was revoked;
+ * - `handshake_timeout`: the peer sent no hello within the handshake timeout.
  */
 export const KDS_ERROR_CODES = [
   "invalid_argument",
@@ -56,6 +58,8 @@ export const KDS_ERROR_CODES = [
   "store_compacted",
   "zone_offline",
   "kinds_mismatch",
+  "zone_revoked",
+  "handshake_timeout",
 ] as const;
 
 /** Stable, machine-readable error codes (see {@link KDS_ERROR_CODES}). */

@@ -5,35 +5,73 @@
  *
  * @module
  */
-import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import { peerInfoKey } from "../auth/peer.ts";
-import { MultiplexService } from "../gen/kds/mux/v1/mux_pb.ts";
+import { KdsError } from "../errors.ts";
+import { MultiplexService, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { toConnectError } from "../transport/connect-errors.ts";
 import type { GlobalServer } from "./global-server.ts";
 import { HalfDuplexHub, registerHalfDuplex, type HalfDuplexHubOptions } from "../transport/half-duplex/server.ts";
 
-/** The `MultiplexService` implementation backed by `global`. */
+/**
+ * The `MultiplexService` implementation backed by `global`. A session the
+ * global ends for a failure or a revocation ends the call, after its goaway,
+ * with the matching non-OK status and the `kds-error-code` trailer (see
+ * `sessionEndError`); frames the server cannot decode end the session as a
+ * protocol error.
+ */
 export function multiplexServiceImpl(global: GlobalServer): ServiceImpl<typeof MultiplexService> {
   return {
     async *streamMessage(requests, context) {
-      let outbound;
       try {
-        outbound = await global.accept(context.requestHeader, requests, context.signal, context.values.get(peerInfoKey));
+        const outbound = await global.accept(context.requestHeader, decodedFrames(requests), context.signal, context.values.get(peerInfoKey));
+        yield* outbound;
       } catch (error) {
         throw toConnectError(error);
       }
-      yield* outbound;
     },
   };
 }
 
 /**
+ * The zone's frames, with the failures that mean "the zone wrote something
+ * that is not a frame" turned into a `protocol_error` (undecodable bytes, a
+ * message over the read limit, a broken envelope). Every other failure (a
+ * cancelled or lost stream) passes unchanged.
+ */
+async function* decodedFrames(requests: AsyncIterable<Message>): AsyncGenerator<Message, void, undefined> {
+  try {
+    yield* requests;
+  } catch (error) {
+    if (error instanceof ConnectError && isDecodeFailure(error)) {
+      throw new KdsError("protocol_error", `the zone sent a frame the global cannot read (${error.rawMessage}); it must be one kds.mux.v1.Message in the call's codec`, { cause: error });
+    }
+    throw error;
+  }
+}
+
+function isDecodeFailure(error: ConnectError): boolean {
+  switch (error.code) {
+    case Code.InvalidArgument: // JSON that is not a Message, a broken envelope
+    case Code.ResourceExhausted: // larger than the read limit
+      return true;
+    case Code.Internal: // connect's binary codec reports "parse binary: ..."
+      return error.rawMessage.startsWith("parse ");
+    default:
+      return false;
+  }
+}
+
+/**
  * Registers the global's `MultiplexService` on `router`, and its
  * `HalfDuplexService` for zones that cannot stream request bodies (pass
- * `halfDuplex: false` to leave it out, or hub options to tune it).
+ * `halfDuplex: false` to leave it out, or hub options to tune it). Both are
+ * registered with the global's {@link GlobalServer.jsonRegistry}, so the
+ * Connect protocol's JSON codec can write and read the `Any`s in frames.
  */
 export function registerGlobal(router: ConnectRouter, global: GlobalServer, options: { halfDuplex?: HalfDuplexHubOptions | false } = {}): ConnectRouter {
-  router.service(MultiplexService, multiplexServiceImpl(global));
-  if (options.halfDuplex !== false) registerHalfDuplex(router, new HalfDuplexHub(global, options.halfDuplex));
+  const jsonOptions = { registry: global.jsonRegistry };
+  router.service(MultiplexService, multiplexServiceImpl(global), { jsonOptions });
+  if (options.halfDuplex !== false) registerHalfDuplex(router, new HalfDuplexHub(global, options.halfDuplex), { jsonOptions });
   return router;
 }

@@ -31,6 +31,7 @@ import { zoneMapping } from "../sync/store-sink.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { GlobalServer } from "./global-server.ts";
 import { StoreZoneRegistry } from "./store-zone-registry.ts";
+import { muxJsonRegistry } from "../sync/json-registry.ts";
 import { ZoneLifecycle } from "./zone-lifecycle.ts";
 import { ZoneOwnership } from "./zone-ownership.ts";
 import type { Metrics } from "../observe/metrics.ts";
@@ -146,6 +147,7 @@ export class GlobalControlPlane {
       session: options.session,
       logger,
       metrics: options.metrics,
+      jsonRegistry: muxJsonRegistry(this.types),
       onSession: (session) => {
         // Sync first: a user callback that throws must not stop it.
         const zone = session.peerId;

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { Registry } from "@bufbuild/protobuf";
 import type { PeerInfo } from "../auth/peer.ts";
 import type { RevokedMatcher, ZoneAuthenticator, ZoneIdentity } from "../auth/zone-authenticator.ts";
 import { KdsError } from "../errors.ts";
@@ -24,6 +25,7 @@ import { toConnectError } from "../transport/connect-errors.ts";
 import { disabledMessage, missingClientIdMessage, notRegisteredMessage } from "./registration.ts";
 import type { ZoneRegistry } from "./zone-registry.ts";
 import { CLIENT_ID_HEADER, ZONE_NAME_PATTERN } from "../names.ts";
+import { muxJsonRegistry } from "../sync/json-registry.ts";
 
 /** Options of {@link GlobalServer}. */
 export interface GlobalServerOptions {
@@ -54,12 +56,22 @@ export interface GlobalServerOptions {
   logger?: Logger;
   /** Where admissions and every session's frames are reported. Default: nowhere. */
   metrics?: Metrics;
+  /**
+   * The messages the `Any`s of frames may hold, for the Connect protocol's
+   * JSON codec (see `muxJsonRegistry`). Default: the frame, discovery,
+   * envelope and catalog messages only, so JSON clients can connect but no
+   * kind's resource can be written as JSON; `GlobalControlPlane` passes one
+   * with its kinds.
+   */
+  jsonRegistry?: Registry;
 }
 
 /** The global control plane's mux endpoint. Mount it with `registerGlobal` or `memoryMuxTransport`. */
 export class GlobalServer implements MuxAcceptor {
   /** This global's name. */
   readonly id: string;
+  /** The registry the JSON codec of its services uses (see {@link GlobalServerOptions.jsonRegistry}). */
+  readonly jsonRegistry: Registry;
   readonly #options: GlobalServerOptions;
   readonly #maxMessageBytes: number;
   readonly #logger: Logger;
@@ -75,6 +87,7 @@ export class GlobalServer implements MuxAcceptor {
   constructor(options: GlobalServerOptions) {
     this.#options = options;
     this.id = options.id ?? "global";
+    this.jsonRegistry = options.jsonRegistry ?? muxJsonRegistry();
     this.#logger = options.logger ?? consoleLogger();
     this.#metrics = options.metrics ?? noopMetrics;
     const adminUrl = options.adminUrl ?? "<global-admin-url>";
@@ -151,7 +164,7 @@ export class GlobalServer implements MuxAcceptor {
     else signal.addEventListener("abort", onTransportGone, { once: true, signal: session.signal });
     session.attach(inbound);
     void this.#watch(session, zone);
-    return session.outbound;
+    return endsWithStatus(session.outbound, session);
   }
 
   /**
@@ -276,6 +289,38 @@ export class GlobalServer implements MuxAcceptor {
     await session.released;
     this.#live.delete(session);
   }
+}
+
+/**
+ * The global's frames of `session`, then, once its goaway is written, the
+ * session's end as an error when the global ended it for a failure or a
+ * revocation (see {@link sessionEndError}), so the stream ends with a
+ * matching non-OK status rather than OK.
+ */
+async function* endsWithStatus(frames: AsyncIterable<Message>, session: MuxSession): AsyncGenerator<Message, void, undefined> {
+  yield* frames;
+  const error = session.end === undefined ? undefined : sessionEndError(session.end);
+  if (error !== undefined) throw error;
+}
+
+const failureCodes = new Set(["protocol_error", "heartbeat_timeout", "send_timeout", "handshake_timeout", "zone_revoked"] as const);
+
+/**
+ * The error a stream ends with after the goaway of a session that ended with
+ * `end`, or undefined for an OK status. Only ends this side decided for a
+ * failure or a revocation carry one: `protocol_error` (`unknown_type` when
+ * the peer asked for a type this side does not serve), `heartbeat_timeout`,
+ * `send_timeout`, `handshake_timeout` and `zone_revoked`. A shutdown, a
+ * replacement, and every end the peer decided (its goaway, its EOF, a lost
+ * connection) end the stream with OK, or not at all when it is gone. The
+ * Connect/gRPC code of each is in `connect-errors.ts` and docs/protocol.md.
+ */
+export function sessionEndError(end: SessionEnd): KdsError | undefined {
+  if (end.initiator !== "local") return undefined;
+  const code = end.code;
+  if (!(failureCodes as ReadonlySet<string>).has(code)) return undefined;
+  const precise = code === "protocol_error" && KdsError.is(end.cause, "unknown_type") ? "unknown_type" : (code as KdsError["code"]);
+  return new KdsError(precise, `the global ended the session (${code}): ${end.message}`, { cause: end });
 }
 
 /** The admission result a refusal counts as. */

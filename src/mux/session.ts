@@ -246,7 +246,7 @@ export class MuxSession implements Session {
   async close(options: CloseOptions = {}): Promise<SessionEnd> {
     const code = options.code ?? "shutdown";
     this.#finish(
-      { code, message: options.message ?? `${this.role} ${this.localId} closed the session`, initiator: "local", graceful: true },
+      { code, message: options.message ?? `${this.role} ${this.localId} closed the session`, initiator: "local", graceful: gracefulCodes.has(code), cause: options.cause },
       goAwayReasons[code],
     );
     await raceAbort(this.#released.promise, options.signal, "waiting for the session to release its transport").catch(() => undefined);
@@ -284,7 +284,10 @@ export class MuxSession implements Session {
         this.#dispatch(result.value);
       }
     } catch (error) {
-      if (this.end === undefined) {
+      if (this.end === undefined && KdsError.is(error, "protocol_error")) {
+        // The transport could not decode what the peer wrote: tell the peer, as for any broken frame.
+        this.#protocolError(error.message, error);
+      } else if (this.end === undefined) {
         this.#finish(
           { code: "transport", message: `the mux stream failed: ${describe(error)}`, initiator: "peer", graceful: false, cause: error },
           undefined,

@@ -74,10 +74,16 @@ export interface SessionStats {
 
 /** How {@link Session.close} ends a session. */
 export interface CloseOptions {
-  /** Why: a plain shutdown (default), replacement by a newer session, or a revoked zone. */
-  readonly code?: "shutdown" | "replaced" | "zone_revoked";
+  /**
+   * Why: a plain shutdown (default), replacement by a newer session, a
+   * revoked zone, or a peer that broke the protocol above the mux (it asked
+   * for a type this side does not serve, say; not graceful).
+   */
+  readonly code?: "shutdown" | "replaced" | "zone_revoked" | "protocol_error";
   /** Told to the peer in the goaway. */
   readonly message?: string;
+  /** The error behind the close, kept in the session's end (`protocol_error` closes carry a `KdsError` naming what was wrong). */
+  readonly cause?: unknown;
   /** Stops waiting for the transport to be released (the session still ends). */
   readonly signal?: AbortSignal;
 }

@@ -168,11 +168,12 @@ export class SyncEngine {
     // Responses must fit what the peer accepts, not only what this side would send.
     const maxMessageBytes = peerMax === undefined ? own : Math.min(own, peerMax - MUX_FRAME_OVERHEAD);
     const observed = streamObservers(this.#options.metrics ?? noopMetrics, this.#options.role === "global" ? peer.zone : session.peerId, (url) => types.byTypeUrl(url)?.kind ?? url);
+    const source = observed.source(mergeSources([...this.#caches.map((c) => c.source(peer.filter)), ...(this.#catalog === undefined ? [] : [this.#catalog])]));
     const server = new DiscoveryServer({
       view: session.server,
-      source: observed.source(mergeSources([...this.#caches.map((c) => c.source(peer.filter)), ...(this.#catalog === undefined ? [] : [this.#catalog])])),
+      source,
       options: { ...discovery, maxMessageBytes },
-      observer: endSessionOnRefusal(combineServerObservers(record.serverObserver(), observed.server), session, peer.zone, logger),
+      observer: endSessionOnRefusal(combineServerObservers(record.serverObserver(), observed.server), session, peer.zone, logger, source.typeUrls),
     });
     const observer = combineClientObservers(record.clientObserver(), observed.client);
     const client = new DiscoveryClient({

@@ -30,11 +30,19 @@ export function catalogSource(types: TypeRegistry): SnapshotSource {
 }
 
 /**
- * `observer`, plus: when the zone of `session` NACKs the catalog, log it
- * and end the session with the zone's reason (nothing can sync; the goaway
- * tells the zone why).
+ * `observer`, plus two refusals that end the session, since nothing can
+ * sync past them (the goaway tells the peer why):
+ *
+ * - the zone of `session` NACKs the catalog: log it and end the session with
+ *   the zone's reason;
+ * - the peer requests a type this side does not serve (none of `served`):
+ *   log it and end the session as a protocol error whose cause is an
+ *   `unknown_type` error naming the type and the served ones. xDS has no
+ *   in-band answer for that (an empty response would mean "no resources"),
+ *   and a peer running kds-mux learns the kinds before it requests any, so
+ *   only a broken or foreign peer gets here.
  */
-export function endSessionOnRefusal(observer: ServerObserver, session: Session, zone: string, logger: Logger): ServerObserver {
+export function endSessionOnRefusal(observer: ServerObserver, session: Session, zone: string, logger: Logger, served: readonly string[] = []): ServerObserver {
   return {
     ...observer,
     nacked: (typeUrl, version, error, nonce) => {
@@ -42,6 +50,17 @@ export function endSessionOnRefusal(observer: ServerObserver, session: Session, 
       if (typeUrl !== KIND_CATALOG_TYPE_URL) return;
       logger.error(`zone "${zone}" refused the kinds of this global; ending its session: ${error}`, { zone });
       void session.close({ message: error });
+    },
+    unknownType: (typeUrl) => {
+      observer.unknownType?.(typeUrl);
+      const self = `${session.role} "${session.localId}"`;
+      const peer = session.role === "global" ? `zone "${zone}"` : `global "${session.peerId}"`;
+      const error = new KdsError(
+        "unknown_type",
+        `${peer} requested type "${typeUrl}", which ${self} does not serve; it serves ${served.length === 0 ? "no types" : served.join(", ")}. Request only the kinds of the catalog (${KIND_CATALOG_TYPE_URL}), with the direction that flows from ${self}`,
+      );
+      logger.warn(`ending the session: ${error.message}`, { zone, typeUrl });
+      void session.close({ code: "protocol_error", message: error.message, cause: error });
     },
   };
 }

@@ -17,6 +17,7 @@ import { peerInfoKey } from "../../auth/peer.ts";
 import { CLIENT_ID_HEADER } from "../../names.ts";
 import { AsyncQueue } from "../../util/async-queue.ts";
 import { Pulse } from "../../util/wake.ts";
+import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
 import { toConnectError } from "../connect-errors.ts";
 import type { MuxAcceptor } from "../transport.ts";
 
@@ -196,7 +197,8 @@ export class HalfDuplexHub {
         link.changed.notify();
       }
     } catch {
-      // The session's writer failed; the link ends below.
+      // The session's writer failed, or the session ended for a failure (its
+      // goaway, already in the buffer, tells the zone why); the link ends below.
     }
     link.outboundDone = true;
     link.changed.notify();
@@ -232,7 +234,7 @@ export class HalfDuplexHub {
   }
 }
 
-/** Registers the half-duplex service of `hub` on `router`. */
-export function registerHalfDuplex(router: ConnectRouter, hub: HalfDuplexHub): ConnectRouter {
-  return router.service(HalfDuplexService, hub.service());
+/** Registers the half-duplex service of `hub` on `router` (with `options`, such as the JSON codec's type registry). */
+export function registerHalfDuplex(router: ConnectRouter, hub: HalfDuplexHub, options?: Partial<UniversalHandlerOptions>): ConnectRouter {
+  return router.service(HalfDuplexService, hub.service(), options);
 }
