@@ -106,7 +106,7 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
   let admin: AdminTarget;
   let grpcClient: grpc.Client;
   const tokens = new Map<string, string>();
-  const zones = ["bad-hello", "garbage", "unknown-frame", "unknown-type", "revoked", "json-zone"];
+  const zones = ["bad-hello", "garbage", "unknown-frame", "too-large", "unknown-type", "revoked", "json-zone"];
   const headers = (zone: string): Record<string, string> => ({ "client-id": zone, authorization: `Bearer ${tokens.get(zone) ?? ""}` });
 
   beforeAll(async () => {
@@ -148,6 +148,16 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
     call.writeBytes(new Uint8Array([0x98, 0x06, 0x01])); // field 99, varint 1: no member of the oneof
     const end = await call.ended;
     expect(lastGoAway(call)).toMatchObject({ reason: GoAwayReason.PROTOCOL_ERROR, message: expect.stringContaining("kind this version does not know") });
+    expect(end).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, errorCode: "protocol_error" });
+  });
+
+  it("a frame larger than the global's max_message_bytes: goaway PROTOCOL_ERROR, then INVALID_ARGUMENT", async () => {
+    const call = new ForeignCall(grpcClient, headers("too-large"));
+    call.write(hello("too-large"));
+    await call.frame("hello");
+    call.write({ value: { case: "deltaRequest", value: { typeUrl: "x".repeat(4 * 1024 * 1024 + 1) } } }); // the CLI global reads at most 4 MiB
+    const end = await call.ended;
+    expect(lastGoAway(call)).toMatchObject({ reason: GoAwayReason.PROTOCOL_ERROR, message: expect.stringContaining("cannot read") });
     expect(end).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, errorCode: "protocol_error" });
   });
 
