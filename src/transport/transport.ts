@@ -40,7 +40,11 @@ export interface MuxAcceptor {
    * `unauthenticated`, `permission_denied`, `zone_not_registered`,
    * `zone_disabled`) when the zone is not admitted. `signal` aborts when the
    * zone's stream goes away. `peer` is what the server adapter knows of the
-   * connection (a client certificate), never anything the client sent.
+   * connection (a client certificate), never anything the client sent. The
+   * returned frames end when the session ends; after the goaway of a
+   * session the global ended for a failure or a revocation they throw that
+   * end as a `KdsError` (see `sessionEndError`), which a Connect handler
+   * turns into the stream's status.
    */
   accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal, peer?: PeerInfo): Promise<AsyncIterable<Message>>;
 }
