@@ -1,9 +1,10 @@
 // Foreign clients against real global processes: a grpc-js client that
-// speaks the documented protocol with raw bytes (its own encoder: protobuf
-// messages built by hand, not kds-mux's session) breaks it in each of the
-// ways docs/protocol.md lists, and must see the goaway, then the documented
-// non-OK status with its `kds-error-code` trailer. Then a zone over the
-// Connect protocol's JSON codec syncs both ways with a `kds-mux global`.
+// speaks the documented protocol with raw bytes (frames built one by one,
+// not kds-mux's session) breaks it in each of the ways docs/protocol.md
+// lists, and must see the goaway, then the documented non-OK status with its
+// `kds-error-code` trailer; `buf curl` does the same over the Connect
+// protocol. Then a zone over the Connect protocol's JSON codec syncs both
+// ways with a `kds-mux global`.
 import { create, fromBinary, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
@@ -106,7 +107,7 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
   let admin: AdminTarget;
   let grpcClient: grpc.Client;
   const tokens = new Map<string, string>();
-  const zones = ["bad-hello", "garbage", "unknown-frame", "too-large", "unknown-type", "revoked", "json-zone"];
+  const zones = ["bad-hello", "garbage", "unknown-frame", "too-large", "unknown-type", "revoked", "buf-curl", "json-zone"];
   const headers = (zone: string): Record<string, string> => ({ "client-id": zone, authorization: `Bearer ${tokens.get(zone) ?? ""}` });
 
   beforeAll(async () => {
@@ -182,6 +183,29 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
     const end = await call.ended;
     expect(lastGoAway(call)).toMatchObject({ reason: GoAwayReason.ZONE_REVOKED });
     expect(end).toMatchObject({ code: grpc.status.FAILED_PRECONDITION, errorCode: "zone_revoked", details: expect.stringContaining("revoked") });
+  });
+
+  it("buf curl over the Connect protocol: a bad hello gets the goaway, then invalid_argument with the kds-error-code trailer", async () => {
+    const root = fileURLToPath(new URL("../../", import.meta.url));
+    const child = spawn(
+      `${root}node_modules/.bin/buf`,
+      ["curl", "-v", "--http2-prior-knowledge", "--protocol", "connect", "--schema", `${root}proto`, "-H", "client-id: buf-curl", "-H", `authorization: Bearer ${tokens.get("buf-curl") ?? ""}`, "-d", "@-", `${muxUrl}/kds.mux.v1.MultiplexService/StreamMessage`],
+      { stdio: ["pipe", "pipe", "pipe"] },
+    );
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), 90_000);
+    const exit = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    child.stdin.end(JSON.stringify({ hello: { protocolVersion: 1, peerId: "buf-curl", requestWindow: 70_000, responseWindow: 16, maxMessageBytes: 1 << 20 } }));
+    const code = await exit;
+    clearTimeout(timer);
+    expect(code).not.toBe(0);
+    expect(stdout).toContain('"reason": "GO_AWAY_REASON_PROTOCOL_ERROR"');
+    expect(stdout).toContain("requests 70000");
+    expect(stderr).toMatch(/Kds-Error-Code: protocol_error/i);
+    expect(stderr).toContain('"code": "invalid_argument"');
   });
 
   it("a zone over the Connect protocol with the JSON codec syncs both ways", async () => {
