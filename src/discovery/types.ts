@@ -117,7 +117,11 @@ export interface ServerObserver {
   stalled?(typeUrl: string, nonce: string, waitedMs: number): void;
   /** A resource is larger than a whole message may be; it is left out until it changes. */
   oversized?(typeUrl: string, key: string, bytes: number, limit: number): void;
-  /** The client asked for a type this server does not serve. */
+  /**
+   * The client asked for a type this server does not serve. The server
+   * answers nothing (xDS has no answer for it); the sync layer ends the
+   * session here (`endSessionOnRefusal`), so the request is never silent.
+   */
   unknownType?(typeUrl: string): void;
 }
 
