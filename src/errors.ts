@@ -14,6 +14,7 @@
  * - `send_timeout`: a frame could not be handed to the transport in time;
  * - `message_too_large`: a message is larger than the peer accepts;
  * - `send_queue_full`: too many sends already wait on one view;
+ * - `resource_exhausted`: a peer made this process buffer more than its memory budget allows;
  * - `session_closed`: the session has ended (the cause says why);
  * - `aborted`: the operation was cancelled through its AbortSignal;
  * - `busy`: a view already has a pending receive (one reader per view);
@@ -41,6 +42,7 @@ export const KDS_ERROR_CODES = [
   "send_timeout",
   "message_too_large",
   "send_queue_full",
+  "resource_exhausted",
   "session_closed",
   "aborted",
   "busy",

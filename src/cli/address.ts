@@ -1,5 +1,5 @@
 /**
- * Parsing `--listen HOST:PORT`.
+ * Parsing flag values: `--listen HOST:PORT`, durations and byte sizes.
  *
  * @module
  */
@@ -22,4 +22,15 @@ export function parseDuration(text: string): number {
   const n = Number(m[1]);
   const unit = m[2] ?? "s";
   return Math.round(n * (unit === "ms" ? 1 : unit === "s" ? 1000 : unit === "m" ? 60_000 : 3_600_000));
+}
+
+/** Parses a byte size such as "16MiB", "512KiB", "1GiB" or a plain number of bytes; `flag` names it in the error. */
+export function parseByteSize(text: string, flag: string): number {
+  const m = /^(\d+)\s*(B|KiB|MiB|GiB)?$/i.exec(text.trim());
+  const units: Record<string, number> = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
+  const bytes = m === null ? Number.NaN : Number(m[1]) * (units[(m[2] ?? "b").toLowerCase()] ?? Number.NaN);
+  if (!Number.isSafeInteger(bytes) || bytes <= 0) {
+    throw new KdsError("invalid_argument", `${flag} "${text}" is not a byte size; use for example 16MiB, 512KiB or 1GiB (or a number of bytes)`);
+  }
+  return bytes;
 }

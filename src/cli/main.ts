@@ -74,6 +74,8 @@ export function program(): Command {
     .option("--insecure-no-zone-auth", "DEVELOPMENT ONLY: admit any client that names itself in client-id, without a token")
     .option("--name <name>", "this global's name", "global")
     .option("--kinds <file>", "kinds file: the kinds to sync and their descriptor set (default: the example kinds)")
+    .option("--max-session-buffer-bytes <size>", "most inbound bytes one zone's session buffers unread (half per lane; at least 8MiB); a zone sending past it is ended (default 16MiB)")
+    .option("--max-buffer-bytes <size>", "most inbound bytes all sessions buffer together; when full, the session holding the most is ended with RESOURCE_EXHAUSTED (default 256MiB)")
     .addOption(storeOption())
     .addOption(dataDirOption())
     .addOption(logFormatOption())

@@ -29,7 +29,9 @@ import { failoverMuxTransport } from "../transport/failover.ts";
 import { halfDuplexMuxTransport } from "../transport/half-duplex/client.ts";
 import type { MuxTransport } from "../transport/transport.ts";
 import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
-import { parseListen } from "./address.ts";
+import { parseByteSize, parseListen } from "./address.ts";
+import { DEFAULT_MEMORY_BUDGET_BYTES, MemoryBudget } from "../mux/budget.ts";
+import { MAX_WINDOW_BYTES, resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
 import { globalKinds, zoneKinds } from "./kinds-file.ts";
 import { aborted } from "./signals.ts";
 import { openCliStore, type StoreChoice } from "./store-option.ts";
@@ -57,6 +59,10 @@ export interface GlobalCommandOptions extends TlsFlags, StoreChoice {
   readonly insecureNoZoneAuth?: boolean;
   /** A kinds file (see kinds-file.ts); the example kinds when omitted. */
   readonly kinds?: string;
+  /** --max-session-buffer-bytes: the most inbound bytes one zone's session buffers (a byte size; default 16MiB). */
+  readonly maxSessionBufferBytes?: string;
+  /** --max-buffer-bytes: the most inbound bytes all sessions buffer together (a byte size; default 256MiB). */
+  readonly maxBufferBytes?: string;
   readonly name: string;
   readonly logger: Logger;
   readonly signal: AbortSignal;
@@ -109,9 +115,41 @@ async function serveAdminApi(
   return served;
 }
 
+/**
+ * The session byte windows and the memory budget of `--max-session-buffer-bytes`
+ * and `--max-buffer-bytes`: each lane gets half the session's bytes, which must
+ * hold the largest frame, and the budget must hold one session.
+ */
+export function bufferLimits(flags: { maxSessionBufferBytes?: string; maxBufferBytes?: string }): { session: SessionOptions; budget: MemoryBudget } {
+  const perSession = flags.maxSessionBufferBytes === undefined ? undefined : parseByteSize(flags.maxSessionBufferBytes, "--max-session-buffer-bytes");
+  const total = flags.maxBufferBytes === undefined ? DEFAULT_MEMORY_BUDGET_BYTES : parseByteSize(flags.maxBufferBytes, "--max-buffer-bytes");
+  const defaults = resolveSessionOptions();
+  const lane = perSession === undefined ? undefined : Math.floor(perSession / 2);
+  if (lane !== undefined && lane < defaults.maxMessageBytes) {
+    throw new KdsError(
+      "invalid_argument",
+      `--max-session-buffer-bytes ${flags.maxSessionBufferBytes ?? ""} is too small: each of a session's two lanes gets half, and a half must hold the largest frame (${defaults.maxMessageBytes} bytes), so pass at least ${2 * defaults.maxMessageBytes} (8MiB)`,
+    );
+  }
+  if (lane !== undefined && lane > MAX_WINDOW_BYTES) {
+    throw new KdsError("invalid_argument", `--max-session-buffer-bytes ${flags.maxSessionBufferBytes ?? ""} is too large: at most ${2 * MAX_WINDOW_BYTES} (2GiB)`);
+  }
+  const session: SessionOptions = lane === undefined ? {} : { requestWindowBytes: lane, responseWindowBytes: lane };
+  const resolved = resolveSessionOptions(session);
+  const sessionBytes = resolved.requestWindowBytes + resolved.responseWindowBytes;
+  if (total < sessionBytes) {
+    throw new KdsError(
+      "invalid_argument",
+      `--max-buffer-bytes ${flags.maxBufferBytes ?? ""} is smaller than one session's buffers (${sessionBytes} bytes, --max-session-buffer-bytes); pass at least that, ideally several times it`,
+    );
+  }
+  return { session, budget: new MemoryBudget(total) };
+}
+
 /** Runs a global control plane until `signal` aborts. */
 export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const { host, port } = parseListen(options.listen);
+  const buffers = bufferLimits(options);
   const tls = readTls(options);
   const clientCa = options.clientCa === undefined ? undefined : readPem(options.clientCa, "--client-ca");
   if (clientCa !== undefined && tls === undefined) throw new KdsError("invalid_argument", "--client-ca needs TLS: pass --tls-cert and --tls-key too");
@@ -131,6 +169,8 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       metrics: observe.metrics,
       authenticator: options.insecureNoZoneAuth === true ? insecureZoneAuthenticator() : undefined,
       clientCertificates: clientCa !== undefined,
+      session: buffers.session,
+      memoryBudget: buffers.budget,
     });
     global.start(options.signal);
     const admin = await serveAdminApi(global.admin(), options.adminListen, { tls, tokenFile: options.adminTokenFile, flag: "--admin-listen", logger: options.logger, observe: observe.handler });

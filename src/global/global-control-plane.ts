@@ -17,6 +17,7 @@ import { assertZoneName } from "../names.ts";
 import type { DiscoveryOptions } from "../discovery/types.ts";
 import { ZoneSpecSchema } from "../gen/kds/v1/resource_pb.ts";
 import { consoleLogger, type Logger } from "../log.ts";
+import type { MemoryBudget } from "../mux/budget.ts";
 import type { SessionOptions } from "../mux/options.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
@@ -69,8 +70,10 @@ export interface GlobalControlPlaneOptions {
   readonly filter?: (zone: string, resource: StoredResource) => boolean;
   /** How the global subscribes to zone resources. Default "delta". */
   readonly mode?: "delta" | "sotw";
-  /** Session tunables. */
+  /** Session tunables (their byte windows are each session's ceiling on buffered inbound bytes). */
   readonly session?: SessionOptions;
+  /** The ceiling on inbound bytes all zone sessions buffer together. Default: 256 MiB (see `GlobalServerOptions.memoryBudget`). */
+  readonly memoryBudget?: MemoryBudget;
   /** Discovery tunables. */
   readonly discovery?: DiscoveryOptions;
   /** Delays between retries of a failed store read. */
@@ -145,6 +148,7 @@ export class GlobalControlPlane {
       id,
       adminUrl: options.adminUrl,
       session: options.session,
+      memoryBudget: options.memoryBudget,
       logger,
       metrics: options.metrics,
       jsonRegistry: muxJsonRegistry(this.types),

@@ -12,6 +12,7 @@ import type { RevokedMatcher, ZoneAuthenticator, ZoneIdentity } from "../auth/zo
 import { KdsError } from "../errors.ts";
 import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { consoleLogger, type Logger } from "../log.ts";
+import { MemoryBudget } from "../mux/budget.ts";
 import { resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
 import { MuxSession } from "../mux/session.ts";
 import type { SessionEnd } from "../mux/state.ts";
@@ -46,8 +47,14 @@ export interface GlobalServerOptions {
    * Default "<global-admin-url>".
    */
   adminUrl?: string | (() => string);
-  /** Tunables of every session. */
+  /** Tunables of every session (their byte windows are each session's ceiling on buffered inbound bytes). */
   session?: SessionOptions;
+  /**
+   * The ceiling on inbound bytes all sessions buffer together; when a frame
+   * does not fit, the session holding the most ends with `resource_exhausted`.
+   * Default: a budget of its own of 256 MiB.
+   */
+  memoryBudget?: MemoryBudget;
   /** Called when a zone's session is ready (hellos exchanged). Errors are logged. */
   onSession?: (session: Session) => void | Promise<void>;
   /** Called when a zone's session ends. */
@@ -77,6 +84,7 @@ export class GlobalServer implements MuxAcceptor {
   readonly #logger: Logger;
   readonly #metrics: Metrics;
   readonly #adminUrl: () => string;
+  readonly #budget: MemoryBudget;
   /** The session each zone currently uses (the newest ready one). */
   readonly #current = new Map<string, MuxSession>();
   /** Every live session, including ones still handshaking or being replaced, with who it was proven to be. */
@@ -93,6 +101,7 @@ export class GlobalServer implements MuxAcceptor {
     const adminUrl = options.adminUrl ?? "<global-admin-url>";
     this.#adminUrl = typeof adminUrl === "string" ? () => adminUrl : adminUrl;
     this.#maxMessageBytes = resolveSessionOptions(options.session).maxMessageBytes;
+    this.#budget = options.memoryBudget ?? new MemoryBudget();
     if (!options.authenticator.secure) {
       this.#logger.warn(
         `INSECURE: global "${this.id}" authenticates no zone (${options.authenticator.description}); anyone who can reach it can impersonate any zone, read every global resource and write zone resources. Use this for local development only.`,
@@ -103,6 +112,11 @@ export class GlobalServer implements MuxAcceptor {
   /** The largest frame a zone may send, in bytes (configure the server's read limit with it). */
   get maxMessageBytes(): number {
     return this.#maxMessageBytes;
+  }
+
+  /** The ceiling on inbound bytes all sessions buffer together, and its figures. */
+  get memoryBudget(): MemoryBudget {
+    return this.#budget;
   }
 
   /** The current session of every connected zone. */
@@ -156,7 +170,7 @@ export class GlobalServer implements MuxAcceptor {
       throw new KdsError("zone_disabled", disabledMessage(zone, this.id, this.#adminUrl()));
     }
 
-    const session = new MuxSession({ role: "global", localId: this.id, peerId: zone, options: this.#options.session, metrics: this.#metrics });
+    const session = new MuxSession({ role: "global", localId: this.id, peerId: zone, options: this.#options.session, metrics: this.#metrics, budget: this.#budget });
     this.#live.set(session, identity);
     callEndpoint(session); // the global serves no calls: a zone's calls are refused
     const onTransportGone = (): void => session.fail("transport", `zone "${zone}" cancelled the stream or the connection was lost`, signal.reason);
@@ -284,7 +298,9 @@ export class GlobalServer implements MuxAcceptor {
     }
     const end = await session.closed;
     if (this.#current.get(zone) === session) this.#current.delete(zone);
-    this.#logger.info(`zone "${zone}" session ended (${end.code}): ${end.message}`, { zone, code: end.code });
+    // A peer that broke the protocol or the memory budget is worth an operator's attention.
+    const log = end.code === "protocol_error" || end.code === "resource_exhausted" ? this.#logger.warn : this.#logger.info;
+    log.call(this.#logger, `zone "${zone}" session ended (${end.code}): ${end.message}`, { zone, code: end.code });
     if (ready) this.#options.onSessionEnded?.(session, end);
     await session.released;
     this.#live.delete(session);

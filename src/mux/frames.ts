@@ -63,6 +63,7 @@ export const goAwayReasons = {
   heartbeat_timeout: GoAwayReason.HEARTBEAT_TIMEOUT,
   send_timeout: GoAwayReason.SEND_TIMEOUT,
   zone_revoked: GoAwayReason.ZONE_REVOKED,
+  resource_exhausted: GoAwayReason.RESOURCE_EXHAUSTED,
 } as const;
 
 /** A safe upper bound of a string's encoded field size (UTF-8 takes at most 3 bytes per UTF-16 unit). */
@@ -177,4 +178,57 @@ export function countFrame(frame: Message, count: (lane: Lane | "control", bytes
     return;
   }
   count(laneOf(frame), frameSizeBound(frame) ?? toBinary(MessageSchema, frame).byteLength);
+}
+
+/** What every message inside a data frame and every map entry adds to its credit size. */
+const MESSAGE_CREDIT_BYTES = 8;
+
+/**
+ * The credit size of a frame: what it takes from its lane's byte window.
+ * Both sides compute it from the frame's fields alone, without encoding it
+ * (encoding a 4 MiB frame again costs milliseconds): 8 bytes for every
+ * message it holds (itself and every nested message, repeated elements
+ * included) and every map entry, plus the length of every string (in UTF-16
+ * code units, map keys included), every `bytes` field and every unknown
+ * field's data. Numbers and booleans add nothing (the per-message bytes
+ * cover them). It counts everything a peer can make large, so a receiver's
+ * buffered bytes follow the memory its buffers hold; it is not the encoded
+ * size (see docs/protocol.md, "Flow control").
+ */
+export function creditSize(frame: Message): number {
+  return creditOf(frame);
+}
+
+function creditOf(value: unknown): number {
+  if (typeof value === "string") return value.length;
+  if (typeof value !== "object" || value === null) return 0;
+  if (value instanceof Uint8Array) return value.byteLength;
+  if (Array.isArray(value)) {
+    let bytes = 0;
+    for (const item of value) bytes += creditOf(item);
+    return bytes;
+  }
+  const record = value as Record<string, unknown>;
+  if (typeof record.$typeName === "string") {
+    let bytes = MESSAGE_CREDIT_BYTES;
+    for (const key of Object.keys(record)) {
+      if (key === "$typeName") continue;
+      if (key === "$unknown") bytes += unknownBytes(record[key]);
+      else bytes += creditOf(record[key]);
+    }
+    return bytes;
+  }
+  // A oneof: only its value counts.
+  if ("case" in record && Object.keys(record).length <= 2 && ("value" in record || record.case === undefined)) return creditOf(record.value);
+  // A map: every entry counts.
+  let bytes = 0;
+  for (const key of Object.keys(record)) bytes += MESSAGE_CREDIT_BYTES + key.length + creditOf(record[key]);
+  return bytes;
+}
+
+function unknownBytes(fields: unknown): number {
+  if (!Array.isArray(fields)) return 0;
+  let bytes = 0;
+  for (const field of fields as { data?: unknown }[]) if (field.data instanceof Uint8Array) bytes += MESSAGE_CREDIT_BYTES + field.data.byteLength;
+  return bytes;
 }

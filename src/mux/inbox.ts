@@ -1,9 +1,10 @@
 /**
  * The receive side of one view: a buffer bounded by the window this side
- * advertised, and the credit it returns to the peer as the view's consumer
- * takes frames. The session's reader only ever calls {@link Inbox.deliver},
- * which never waits: a full buffer means the peer sent beyond its window, a
- * protocol error, never a reason to block.
+ * advertised (in frames and in bytes), and the credit it returns to the peer
+ * as the view's consumer takes frames. The session's reader only ever calls
+ * {@link Inbox.deliver}, which never waits and checks every frame against the
+ * credit the peer holds at the moment it arrives: a frame beyond it is a
+ * protocol error, never a reason to block or to grow a buffer.
  *
  * @module
  */
@@ -18,26 +19,59 @@ interface Waiter<T> {
   onAbort: (() => void) | undefined;
 }
 
-/** Bounded receive buffer of one view, with credit accounting. */
+interface Buffered<T> {
+  readonly item: T;
+  readonly bytes: number;
+}
+
+/** Where an inbox reserves the bytes it buffers (the process's memory budget, seen from one session). */
+export interface InboxMemory {
+  /** Reserves `bytes`; returns why not when they cannot be had. */
+  reserve(bytes: number): string | undefined;
+  /** Gives back `bytes`. */
+  release(bytes: number): void;
+}
+
+/** Returns credit to the peer: `frames` frames and `bytes` bytes on `lane`. */
+export type GrantCredit = (lane: Lane, frames: number, bytes: number) => void;
+
+/** Bounded receive buffer of one view, with credit accounting in frames and bytes. */
 export class Inbox<T> {
   readonly #lane: Lane;
-  readonly #ring: Ring<T>;
+  readonly #window: number;
+  readonly #windowBytes: number;
+  readonly #ring: Ring<Buffered<T>>;
   readonly #grantThreshold: number;
-  readonly #grant: (lane: Lane, credit: number) => void;
+  readonly #grantThresholdBytes: number;
+  readonly #grant: GrantCredit;
+  readonly #memory: InboxMemory | undefined;
+  /** What the peer may still send: the window granted minus what arrived since. */
+  #creditFrames: number;
+  #creditBytes: number;
   #pendingGrant = 0;
+  #pendingGrantBytes = 0;
+  #bufferedBytes = 0;
   #waiter: Waiter<T> | undefined;
   #closedWith: KdsError | undefined;
 
   /**
    * @param lane - which lane this inbox receives
    * @param window - how many frames the peer may have outstanding; also the buffer bound
+   * @param windowBytes - how many bytes (by credit size) the peer may have outstanding
    * @param grant - called to return credit to the peer
+   * @param memory - where buffered bytes are reserved (the process's budget); none by default
    */
-  constructor(lane: Lane, window: number, grant: (lane: Lane, credit: number) => void) {
+  constructor(lane: Lane, window: number, windowBytes: number, grant: GrantCredit, memory?: InboxMemory) {
     this.#lane = lane;
-    this.#ring = new Ring<T>(window);
+    this.#window = window;
+    this.#windowBytes = windowBytes;
+    this.#ring = new Ring<Buffered<T>>(window);
     this.#grantThreshold = Math.max(1, Math.ceil(window / 4));
+    this.#grantThresholdBytes = Math.max(1, Math.ceil(windowBytes / 4));
+    this.#creditFrames = window;
+    this.#creditBytes = windowBytes;
     this.#grant = grant;
+    this.#memory = memory;
   }
 
   /** Frames received and not yet taken by the view's consumer. */
@@ -45,35 +79,58 @@ export class Inbox<T> {
     return this.#ring.size;
   }
 
+  /** Bytes (by credit size) received and not yet taken by the view's consumer. */
+  get bufferedBytes(): number {
+    return this.#bufferedBytes;
+  }
+
   /**
-   * Hands a received frame to the view. Never waits. Returns a protocol error
-   * when the peer overran its window; the caller ends the session with it.
+   * Hands a received frame of credit size `bytes` to the view. Never waits.
+   * Returns the error to end the session with when the frame is beyond the
+   * credit the peer holds (`protocol_error`; `resource_exhausted` for a peer
+   * that announced no byte window, so cannot know the byte limit), or when
+   * the process's memory budget cannot hold it (`resource_exhausted`).
    */
-  deliver(item: T): KdsError | undefined {
+  deliver(item: T, bytes: number, peerCountsBytes = true): KdsError | undefined {
     if (this.#closedWith !== undefined) return undefined;
+    const overrun = this.#charge(bytes, peerCountsBytes);
+    if (overrun !== undefined) return overrun;
     const waiter = this.#waiter;
     if (waiter !== undefined) {
       this.#waiter = undefined;
       if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener("abort", waiter.onAbort);
-      this.#consumed();
+      this.#consumed(bytes);
       waiter.resolve(item);
       return undefined;
     }
-    if (!this.#ring.push(item)) {
-      return new KdsError(
-        "protocol_error",
-        `peer sent more ${this.#lane} than the window of ${this.#ring.capacity} it was granted; ` +
-          "a conforming peer waits for window updates (upgrade or fix the peer's kds-mux implementation)",
-      );
-    }
+    const refused = this.#memory?.reserve(bytes);
+    if (refused !== undefined) return new KdsError("resource_exhausted", refused);
+    // Cannot fail: the ring holds the frame window, and the check above keeps the frames outstanding within it.
+    this.#ring.push({ item, bytes });
+    this.#bufferedBytes += bytes;
+    return undefined;
+  }
+
+  /**
+   * Accounts for a frame of `bytes` on this lane that is not buffered here
+   * (a call frame, handed on at once): it is checked against the peer's credit
+   * like any other and its credit is returned as if consumed at once.
+   */
+  pass(bytes: number, peerCountsBytes = true): KdsError | undefined {
+    if (this.#closedWith !== undefined) return undefined;
+    const overrun = this.#charge(bytes, peerCountsBytes);
+    if (overrun !== undefined) return overrun;
+    this.#consumed(bytes);
     return undefined;
   }
 
   /** Takes the next frame, waiting for one. One receive may be pending at a time. */
   recv(signal?: AbortSignal): Promise<T> {
     if (this.#ring.size > 0) {
-      const item = this.#ring.shift() as T;
-      this.#consumed();
+      const { item, bytes } = this.#ring.shift() as Buffered<T>;
+      this.#bufferedBytes -= bytes;
+      if (this.#closedWith === undefined) this.#memory?.release(bytes); // close gave back the rest
+      this.#consumed(bytes);
       return Promise.resolve(item);
     }
     if (this.#closedWith !== undefined) return Promise.reject(this.#closedWith);
@@ -97,12 +154,18 @@ export class Inbox<T> {
   }
 
   /**
-   * Ends the inbox: frames already buffered are still handed out, then every
-   * receive rejects with `error`. No more credit is granted.
+   * Ends the inbox: every receive rejects with `error` once the buffer is
+   * empty. With `keep`, frames already buffered are still handed out first
+   * (a deliberate end); without it they are dropped at once, so a session
+   * ended for misbehaving frees its buffers. No more credit is granted.
    */
-  close(error: KdsError): void {
+  close(error: KdsError, keep = true): void {
     if (this.#closedWith !== undefined) return;
     this.#closedWith = error;
+    if (!keep) this.#ring.drain();
+    // The budget is for live sessions: what a closed one still holds is the consumer's to take or drop.
+    this.#memory?.release(this.#bufferedBytes);
+    if (!keep) this.#bufferedBytes = 0;
     const waiter = this.#waiter;
     this.#waiter = undefined;
     if (waiter !== undefined) {
@@ -111,13 +174,46 @@ export class Inbox<T> {
     }
   }
 
-  #consumed(): void {
+  /** Takes a frame of `bytes` from the peer's credit, or says how the frame overran it. */
+  #charge(bytes: number, peerCountsBytes: boolean): KdsError | undefined {
+    if (this.#creditFrames < 1) {
+      return new KdsError(
+        "protocol_error",
+        `the peer sent more ${this.#lane} than the window of ${this.#window} frames it was granted; ` +
+          "a conforming peer waits for window updates (upgrade or fix the peer's kds-mux implementation)",
+      );
+    }
+    if (bytes > this.#creditBytes) {
+      const outstanding = this.#windowBytes - this.#creditBytes;
+      return peerCountsBytes
+        ? new KdsError(
+            "protocol_error",
+            `the peer sent ${this.#lane} of ${bytes} bytes with ${outstanding} bytes already outstanding, beyond the window of ${this.#windowBytes} bytes it was granted; ` +
+              "a conforming peer waits for window updates (upgrade or fix the peer's kds-mux implementation)",
+          )
+        : new KdsError(
+            "resource_exhausted",
+            `the peer sent ${this.#lane} of ${bytes} bytes with ${outstanding} bytes not yet consumed, more than the ${this.#windowBytes} bytes this side buffers per lane; ` +
+              "the peer announced no byte window, so it predates byte credit: upgrade it to a kds-mux that counts bytes",
+          );
+    }
+    this.#creditFrames--;
+    this.#creditBytes -= bytes;
+    return undefined;
+  }
+
+  #consumed(bytes: number): void {
     if (this.#closedWith !== undefined) return;
     this.#pendingGrant++;
-    if (this.#pendingGrant >= this.#grantThreshold || this.#ring.size === 0) {
-      const credit = this.#pendingGrant;
+    this.#pendingGrantBytes += bytes;
+    if (this.#pendingGrant >= this.#grantThreshold || this.#pendingGrantBytes >= this.#grantThresholdBytes || this.#ring.size === 0) {
+      const frames = this.#pendingGrant;
+      const granted = this.#pendingGrantBytes;
       this.#pendingGrant = 0;
-      this.#grant(this.#lane, credit);
+      this.#pendingGrantBytes = 0;
+      this.#creditFrames += frames;
+      this.#creditBytes += granted;
+      this.#grant(this.#lane, frames, granted);
     }
   }
 }

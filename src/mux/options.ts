@@ -19,6 +19,21 @@ export interface SessionOptions {
   responseWindow?: number;
   /** The largest frame this side accepts, in bytes. Default 4 MiB. */
   maxMessageBytes?: number;
+  /**
+   * How many bytes of requests (by credit size, see `creditSize`) the peer
+   * may send before this side's server view has consumed some: the request
+   * lane's byte window, and the most this side buffers of it. At least
+   * `maxMessageBytes`. Default 8 MiB, or `maxMessageBytes` when that is larger.
+   */
+  requestWindowBytes?: number;
+  /**
+   * How many bytes of responses the peer may send before this side's client
+   * view has consumed some; as {@link SessionOptions.requestWindowBytes}.
+   * Default 8 MiB, or `maxMessageBytes` when that is larger. The two byte
+   * windows together are the session's ceiling on buffered inbound bytes
+   * (16 MiB by default).
+   */
+  responseWindowBytes?: number;
   /** How often to ping the peer. Default 15 s. */
   heartbeatIntervalMs?: number;
   /** End the session after hearing nothing from the peer for this long. Default 60 s. */
@@ -45,6 +60,8 @@ export const defaultSessionOptions: ResolvedSessionOptions = Object.freeze({
   requestWindow: 64,
   responseWindow: 64,
   maxMessageBytes: 4 * 1024 * 1024,
+  requestWindowBytes: 8 * 1024 * 1024,
+  responseWindowBytes: 8 * 1024 * 1024,
   heartbeatIntervalMs: 15_000,
   heartbeatTimeoutMs: 60_000,
   sendTimeoutMs: 60_000,
@@ -56,10 +73,15 @@ export const defaultSessionOptions: ResolvedSessionOptions = Object.freeze({
 /** The largest window either side may grant per lane (in its options or its hello). */
 export const MAX_WINDOW = 65_536;
 
+/** The largest byte window either side may grant per lane (in its options or its hello): 1 GiB. */
+export const MAX_WINDOW_BYTES = 2 ** 30;
+
 const limits: Record<keyof SessionOptions, [min: number, max: number]> = {
   requestWindow: [1, MAX_WINDOW],
   responseWindow: [1, MAX_WINDOW],
   maxMessageBytes: [1024, 2 ** 31 - 1],
+  requestWindowBytes: [1024, MAX_WINDOW_BYTES],
+  responseWindowBytes: [1024, MAX_WINDOW_BYTES],
   heartbeatIntervalMs: [1, 2 ** 31 - 1],
   heartbeatTimeoutMs: [1, 2 ** 31 - 1],
   sendTimeoutMs: [1, 2 ** 31 - 1],
@@ -70,7 +92,13 @@ const limits: Record<keyof SessionOptions, [min: number, max: number]> = {
 
 /** Fills in defaults and checks ranges; throws `invalid_argument` naming the bad option. */
 export function resolveSessionOptions(options: SessionOptions = {}): ResolvedSessionOptions {
-  const resolved = { ...defaultSessionOptions, ...stripUndefined(options) };
+  const given = stripUndefined(options);
+  const resolved = { ...defaultSessionOptions, ...given };
+  // A larger largest frame raises the default byte windows with it, so one such frame always fits.
+  if (Number.isInteger(resolved.maxMessageBytes)) {
+    if (given.requestWindowBytes === undefined) resolved.requestWindowBytes = Math.max(resolved.requestWindowBytes, resolved.maxMessageBytes);
+    if (given.responseWindowBytes === undefined) resolved.responseWindowBytes = Math.max(resolved.responseWindowBytes, resolved.maxMessageBytes);
+  }
   for (const [key, [min, max]] of Object.entries(limits) as [keyof SessionOptions, [number, number]][]) {
     const value = resolved[key];
     if (!Number.isInteger(value) || value < min || value > max) {
@@ -82,6 +110,14 @@ export function resolveSessionOptions(options: SessionOptions = {}): ResolvedSes
       "invalid_argument",
       `session option heartbeatTimeoutMs (${resolved.heartbeatTimeoutMs}) must be larger than heartbeatIntervalMs (${resolved.heartbeatIntervalMs}); three intervals or more is a good choice`,
     );
+  }
+  for (const key of ["requestWindowBytes", "responseWindowBytes"] as const) {
+    if (resolved[key] < resolved.maxMessageBytes) {
+      throw new KdsError(
+        "invalid_argument",
+        `session option ${key} (${resolved[key]}) must be at least maxMessageBytes (${resolved.maxMessageBytes}), so that the largest frame fits in the window; raise ${key} or lower maxMessageBytes`,
+      );
+    }
   }
   return resolved;
 }

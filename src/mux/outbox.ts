@@ -4,9 +4,12 @@
  * one writer however many tasks call `send` on the two views.
  *
  * Control frames have fixed slots and always go first (hello, goaway, pong,
- * window update, ping): they are never queued behind bulk data. Data frames
- * wait in one bounded queue per lane. A send is *accepted* (its promise
- * resolves) as soon as the peer's window for that lane has room for it; the
+ * window update, ping): they are never queued behind bulk data, and each has
+ * one slot (a newer pong, ping or grant replaces or adds to the waiting one),
+ * so a peer's ping flood queues at most one pong. Data frames wait in one
+ * bounded queue per lane. A send is *accepted* (its promise resolves) as soon
+ * as the peer's window for that lane has room for it, in frames and in bytes
+ * (its credit size); the
  * frame then leaves in order. Sends beyond the window wait, so a slow
  * consumer on the other side slows only its own lane. When several accepted
  * frames are ready and the peer supports it, they leave together in one
@@ -18,13 +21,16 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { KdsError, abortError } from "../errors.ts";
 import { BatchSchema, MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { Ring } from "../util/ring.ts";
-import { controlFrame, frameSizeBound, type FrameValueInit, type Lane } from "./frames.ts";
+import { Waker } from "../util/wake.ts";
+import { controlFrame, creditSize, frameSizeBound, type FrameValueInit, type Lane } from "./frames.ts";
 import { MAX_WINDOW } from "./options.ts";
 
 interface PendingSend {
   readonly frame: Message;
   /** Encoded size, or a safe upper bound of it. */
   readonly bytes: number;
+  /** Credit size: what it takes from the lane's byte window. */
+  readonly credit: number;
   readonly enqueuedAt: number;
   resolve(): void;
   reject(reason: unknown): void;
@@ -55,6 +61,10 @@ export class Outbox {
   readonly #lanes: Record<Lane, Ring<PendingSend>>;
   /** Window left per lane, after what was accepted. */
   readonly #credit: Record<Lane, number> = { requests: 0, responses: 0 };
+  /** Byte window left per lane, after what was accepted (unbounded for a peer that grants no bytes). */
+  readonly #creditBytes: Record<Lane, number> = { requests: 0, responses: 0 };
+  /** The peer's whole byte window per lane: a frame larger than it can never be sent. */
+  readonly #windowBytes: Record<Lane, number> = { requests: Number.POSITIVE_INFINITY, responses: Number.POSITIVE_INFINITY };
   /** How many frames at the head of each lane's queue are accepted (their send resolved). */
   readonly #accepted: Record<Lane, number> = { requests: 0, responses: 0 };
   #hello: Message | undefined;
@@ -62,9 +72,10 @@ export class Outbox {
   #pongId: bigint | undefined;
   #pingId: bigint | undefined;
   #grant: Record<Lane, number> = { requests: 0, responses: 0 };
+  #grantBytes: Record<Lane, number> = { requests: 0, responses: 0 };
   #controlPendingSince: number | undefined;
   #nextLane: Lane = "requests";
-  #wake: (() => void) | undefined;
+  readonly #waker = new Waker();
   #ended = false;
   #peerMaxBytes = Number.POSITIVE_INFINITY;
   #batching = false;
@@ -94,32 +105,45 @@ export class Outbox {
     this.#controlQueued();
   }
 
-  /** Applies the peer's settings: initial window, largest frame, batch support. */
-  openLanes(requestWindow: number, responseWindow: number, peerMaxBytes: number, batching = false): void {
+  /**
+   * Applies the peer's settings: initial windows (frames, and bytes where the
+   * peer grants bytes: 0 means it predates byte credit, so only frames
+   * count), largest frame, batch support.
+   */
+  openLanes(window: Record<Lane, number>, windowBytes: Record<Lane, number>, peerMaxBytes: number, batching = false): void {
     this.#peerMaxBytes = peerMaxBytes;
     this.#batching = batching;
-    this.#credit.requests += requestWindow;
-    this.#credit.responses += responseWindow;
+    for (const lane of ["requests", "responses"] as const) {
+      this.#credit[lane] += window[lane];
+      this.#windowBytes[lane] = windowBytes[lane] === 0 ? Number.POSITIVE_INFINITY : windowBytes[lane];
+      this.#creditBytes[lane] += this.#windowBytes[lane];
+    }
     this.#acceptWaiting();
     this.#signal();
   }
 
-  /** Adds window the peer granted. Returns an error when it overflows. */
-  addCredit(requests: number, responses: number): KdsError | undefined {
+  /** Adds window the peer granted, in frames and bytes. Returns an error when it overflows. */
+  addCredit(requests: number, responses: number, requestBytes = 0, responseBytes = 0): KdsError | undefined {
     this.#credit.requests += requests;
     this.#credit.responses += responses;
+    this.#creditBytes.requests += requestBytes;
+    this.#creditBytes.responses += responseBytes;
     if (this.#credit.requests > 2 ** 31 || this.#credit.responses > 2 ** 31) {
       return new KdsError("protocol_error", "peer granted more than 2^31 frames of window; a conforming peer grants only what its views consumed");
+    }
+    if ((Number.isFinite(this.#creditBytes.requests) && this.#creditBytes.requests > 2 ** 40) || (Number.isFinite(this.#creditBytes.responses) && this.#creditBytes.responses > 2 ** 40)) {
+      return new KdsError("protocol_error", "peer granted more than 2^40 bytes of window; a conforming peer grants only what its views consumed");
     }
     this.#acceptWaiting();
     this.#signal();
     return undefined;
   }
 
-  /** Queues credit for the peer (coalesced into one window update). */
-  grant(lane: Lane, credit: number): void {
+  /** Queues credit for the peer, `frames` frames and `bytes` bytes (coalesced into one window update). */
+  grant(lane: Lane, frames: number, bytes: number): void {
     if (this.#ended || this.#goaway !== undefined) return;
-    this.#grant[lane] += credit;
+    this.#grant[lane] += frames;
+    this.#grantBytes[lane] += bytes;
     this.#controlQueued();
   }
 
@@ -160,6 +184,8 @@ export class Outbox {
         );
       }
     }
+    const credit = creditSize(frame);
+    if (credit > this.#windowBytes[lane]) return Promise.reject(this.#tooLargeForWindow(lane, credit));
     const queue = this.#lanes[lane];
     if (queue.size - this.#accepted[lane] >= this.#maxQueued) {
       return Promise.reject(
@@ -167,12 +193,12 @@ export class Outbox {
       );
     }
     return new Promise<void>((resolve, reject) => {
-      const pending: PendingSend = { frame, bytes, enqueuedAt: this.#now(), resolve, reject, signal, onAbort: undefined };
+      const pending: PendingSend = { frame, bytes, credit, enqueuedAt: this.#now(), resolve, reject, signal, onAbort: undefined };
       queue.push(pending);
-      if (this.#credit[lane] > 0 && this.#accepted[lane] === queue.size - 1) {
+      if (this.#fits(lane, pending) && this.#accepted[lane] === queue.size - 1) {
         this.#accept(lane, pending);
       } else {
-        if (this.#credit[lane] <= 0) this.#waitingForCredit[lane] ??= pending.enqueuedAt;
+        if (!this.#fits(lane, pending)) this.#waitingForCredit[lane] ??= pending.enqueuedAt;
         if (signal !== undefined) {
           pending.onAbort = () => {
             if (queue.remove((p) => p === pending)) reject(abortError(signal, "send"));
@@ -205,6 +231,7 @@ export class Outbox {
     this.#pingId = undefined;
     this.#pongId = undefined;
     this.#grant = { requests: 0, responses: 0 };
+    this.#grantBytes = { requests: 0, responses: 0 };
     if (goaway === undefined) this.#ended = true;
     else {
       this.#goaway = controlFrame(goaway);
@@ -230,9 +257,7 @@ export class Outbox {
         const frame = this.#take();
         if (frame === "end") return;
         if (frame === undefined) {
-          await new Promise<void>((resolve) => {
-            this.#wake = resolve;
-          });
+          await this.#waker.wait();
           continue;
         }
         yield frame;
@@ -244,17 +269,34 @@ export class Outbox {
     }
   }
 
-  /** Accepts waiting sends in order while their lanes have window. */
+  /** Accepts waiting sends in order while their lanes have window; refuses those larger than the peer's whole byte window. */
   #acceptWaiting(): void {
     for (const lane of ["requests", "responses"] as const) {
       const queue = this.#lanes[lane];
-      while (this.#credit[lane] > 0 && this.#accepted[lane] < queue.size) {
+      while (this.#accepted[lane] < queue.size) {
         const pending = queue.at(this.#accepted[lane]) as PendingSend;
+        const tooLarge = pending.credit > this.#windowBytes[lane];
+        if (!tooLarge && !this.#fits(lane, pending)) break;
         if (pending.onAbort !== undefined) pending.signal?.removeEventListener("abort", pending.onAbort);
-        this.#accept(lane, pending);
+        if (tooLarge) {
+          queue.remove((p) => p === pending);
+          pending.reject(this.#tooLargeForWindow(lane, pending.credit));
+        } else this.#accept(lane, pending);
       }
       if (this.#accepted[lane] === queue.size) this.#creditWaitEnded(lane);
     }
+  }
+
+  /** Whether the lane's window has room for `pending`, in frames and in bytes. */
+  #fits(lane: Lane, pending: PendingSend): boolean {
+    return this.#credit[lane] > 0 && this.#creditBytes[lane] >= pending.credit;
+  }
+
+  #tooLargeForWindow(lane: Lane, credit: number): KdsError {
+    return new KdsError(
+      "message_too_large",
+      `a ${lane === "requests" ? "request" : "response"} of credit size ${credit} bytes exceeds the whole byte window of ${this.#windowBytes[lane]} the peer grants on that lane; split it into smaller messages (the session goes on)`,
+    );
   }
 
   /** Reports the wait for credit on `lane` once nothing on it waits any more. */
@@ -267,6 +309,7 @@ export class Outbox {
 
   #accept(lane: Lane, pending: PendingSend): void {
     this.#credit[lane]--;
+    this.#creditBytes[lane] -= pending.credit;
     this.#accepted[lane]++;
     pending.onAbort = undefined;
     pending.resolve();
@@ -290,8 +333,10 @@ export class Outbox {
     }
     if (this.#grant.requests > 0 || this.#grant.responses > 0) {
       const { requests, responses } = this.#grant;
+      const { requests: requestBytes, responses: responseBytes } = this.#grantBytes;
       this.#grant = { requests: 0, responses: 0 };
-      return this.#tookControl(controlFrame({ case: "windowUpdate", value: { requests, responses } }));
+      this.#grantBytes = { requests: 0, responses: 0 };
+      return this.#tookControl(controlFrame({ case: "windowUpdate", value: { requests, responses, requestBytes, responseBytes } }));
     }
     if (this.#pingId !== undefined) {
       const id = this.#pingId;
@@ -351,8 +396,6 @@ export class Outbox {
   }
 
   #signal(): void {
-    const wake = this.#wake;
-    this.#wake = undefined;
-    wake?.();
+    this.#waker.wake();
   }
 }

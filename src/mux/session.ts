@@ -3,9 +3,11 @@
  *
  * The reader ({@link MuxSession.attach}) takes every inbound frame at once and
  * never waits on a view's consumer: data frames go into the receiving view's
- * buffer, bounded by the window this side granted, and a peer that sends
- * beyond it is a protocol error. The writer is the {@link Outbox}, pulled by
- * the transport through {@link MuxSession.outbound}.
+ * buffer, bounded by the window this side granted in frames and in bytes, and
+ * a peer that sends beyond its credit is a protocol error, found when the
+ * frame arrives. What the buffers hold counts against the process's
+ * {@link MemoryBudget}, when one is given. The writer is the {@link Outbox},
+ * pulled by the transport through {@link MuxSession.outbound}.
  *
  * @module
  */
@@ -19,6 +21,7 @@ import {
   callLane,
   controlFrame,
   countFrame,
+  creditSize,
   frameKind,
   goAwayReasons,
   requestFrame,
@@ -27,8 +30,9 @@ import {
   type MuxRequest,
   type MuxResponse,
 } from "./frames.ts";
-import { Inbox } from "./inbox.ts";
-import { MAX_WINDOW, resolveSessionOptions, type ResolvedSessionOptions, type SessionOptions } from "./options.ts";
+import type { BudgetHolder, MemoryBudget } from "./budget.ts";
+import { Inbox, type InboxMemory } from "./inbox.ts";
+import { MAX_WINDOW, MAX_WINDOW_BYTES, resolveSessionOptions, type ResolvedSessionOptions, type SessionOptions } from "./options.ts";
 import { Outbox } from "./outbox.ts";
 import { gracefulCodes, transition, type PeerSettings, type SessionEnd, type SessionEndCode, type SessionState } from "./state.ts";
 import type { CallPort, ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
@@ -58,6 +62,13 @@ export interface SessionInit {
   now?: () => number;
   /** Where frames, credit waits and the session's open and end are reported. Default: nowhere. */
   metrics?: Metrics;
+  /**
+   * The process's ceiling on buffered inbound bytes, shared with its other
+   * sessions; when it is exhausted, the session holding the most is ended
+   * with `resource_exhausted`. Default: none (only this session's byte
+   * windows bound its buffers).
+   */
+  budget?: MemoryBudget;
 }
 
 const endCodeOfGoAway = new Map<GoAwayReason, SessionEndCode>(
@@ -118,9 +129,10 @@ export class MuxSession implements Session {
 
     const metrics = this.#metrics;
     this.#outbox = new Outbox(this.#options.maxQueuedSends, this.#now, MAX_WINDOW, (lane, ms) => metrics.creditWait(lane, ms));
-    const grant = (lane: Lane, credit: number): void => this.#outbox.grant(lane, credit);
-    this.#serverInbox = new Inbox<MuxRequest>("requests", this.#options.requestWindow, grant);
-    this.#clientInbox = new Inbox<MuxResponse>("responses", this.#options.responseWindow, grant);
+    const grant = (lane: Lane, frames: number, bytes: number): void => this.#outbox.grant(lane, frames, bytes);
+    const memory = init.budget === undefined ? undefined : this.#budgetMemory(init.budget);
+    this.#serverInbox = new Inbox<MuxRequest>("requests", this.#options.requestWindow, this.#options.requestWindowBytes, grant, memory);
+    this.#clientInbox = new Inbox<MuxResponse>("responses", this.#options.responseWindow, this.#options.responseWindowBytes, grant, memory);
     this.server = {
       recv: (signal) => this.#serverInbox.recv(signal),
       send: (response, signal) => this.#outbox.send("responses", responseFrame(response), signal),
@@ -138,6 +150,8 @@ export class MuxSession implements Session {
           peerId: this.localId,
           requestWindow: this.#options.requestWindow,
           responseWindow: this.#options.responseWindow,
+          requestWindowBytes: this.#options.requestWindowBytes,
+          responseWindowBytes: this.#options.responseWindowBytes,
           maxMessageBytes: this.#options.maxMessageBytes,
           heartbeatIntervalMs: this.#options.heartbeatIntervalMs,
           heartbeatTimeoutMs: this.#options.heartbeatTimeoutMs,
@@ -239,6 +253,7 @@ export class MuxSession implements Session {
       sent: { requests, responses, control },
       received: { ...this.#received },
       buffered: { requests: this.#serverInbox.buffered, responses: this.#clientInbox.buffered },
+      bufferedBytes: { requests: this.#serverInbox.bufferedBytes, responses: this.#clientInbox.bufferedBytes },
       heartbeatRttMs: this.#rttMs,
     };
   }
@@ -313,12 +328,12 @@ export class MuxSession implements Session {
       case "request":
       case "deltaRequest":
         this.#received.requests++;
-        if (!ended) this.#deliverOrFail(this.#serverInbox.deliver(value.value));
+        if (!ended) this.#deliverOrFail(this.#serverInbox.deliver(value.value, creditSize(frame), this.#peerCountsBytes()));
         return;
       case "response":
       case "deltaResponse":
         this.#received.responses++;
-        if (!ended) this.#deliverOrFail(this.#clientInbox.deliver(value.value));
+        if (!ended) this.#deliverOrFail(this.#clientInbox.deliver(value.value, creditSize(frame), this.#peerCountsBytes()));
         return;
       case "hello":
         this.#received.control++;
@@ -326,7 +341,7 @@ export class MuxSession implements Session {
         return;
       case "ping":
         this.#received.control++;
-        this.#outbox.pong(value.value.id);
+        this.#outbox.pong(value.value.id); // one pong slot: a flood of pings leaves one pong waiting, for the latest
         return;
       case "pong": {
         this.#received.control++;
@@ -339,7 +354,7 @@ export class MuxSession implements Session {
       }
       case "windowUpdate":
         this.#received.control++;
-        this.#deliverOrFail(this.#outbox.addCredit(value.value.requests, value.value.responses));
+        this.#deliverOrFail(this.#outbox.addCredit(value.value.requests, value.value.responses, value.value.requestBytes, value.value.responseBytes));
         return;
       case "goaway": {
         this.#received.control++;
@@ -359,7 +374,7 @@ export class MuxSession implements Session {
       case "call": {
         const lane = callLane(value.value);
         this.#received[lane]++;
-        if (!ended) this.#deliverOrFail(this.#onCall(value.value, lane));
+        if (!ended) this.#deliverOrFail(this.#onCall(value.value, lane, creditSize(frame)));
         return;
       }
       case "batch":
@@ -379,7 +394,17 @@ export class MuxSession implements Session {
     }
   }
 
-  #onHello(hello: { protocolVersion: number; peerId: string; requestWindow: number; responseWindow: number; maxMessageBytes: number; batching: boolean; calls: boolean }): void {
+  #onHello(hello: {
+    protocolVersion: number;
+    peerId: string;
+    requestWindow: number;
+    responseWindow: number;
+    requestWindowBytes: number;
+    responseWindowBytes: number;
+    maxMessageBytes: number;
+    batching: boolean;
+    calls: boolean;
+  }): void {
     if (this.#state.kind !== "handshaking") {
       this.#protocolError("the peer sent a second hello");
       return;
@@ -392,6 +417,13 @@ export class MuxSession implements Session {
       this.#protocolError(`the peer's hello grants no usable window (requests ${hello.requestWindow}, responses ${hello.responseWindow}, max message ${hello.maxMessageBytes} bytes)`);
       return;
     }
+    const badBytes = (bytes: number): boolean => bytes !== 0 && (bytes < 1024 || bytes > MAX_WINDOW_BYTES);
+    if (badBytes(hello.requestWindowBytes) || badBytes(hello.responseWindowBytes)) {
+      this.#protocolError(
+        `the peer's hello grants byte windows outside 1024 to ${MAX_WINDOW_BYTES} (requests ${hello.requestWindowBytes}, responses ${hello.responseWindowBytes} bytes; 0 means none announced)`,
+      );
+      return;
+    }
     if (this.#expectedPeerId !== undefined && hello.peerId !== this.#expectedPeerId) {
       this.#protocolError(`the peer named itself "${hello.peerId}" in its hello but was admitted as "${this.#expectedPeerId}"`);
       return;
@@ -400,24 +432,33 @@ export class MuxSession implements Session {
       peerId: hello.peerId,
       requestWindow: hello.requestWindow,
       responseWindow: hello.responseWindow,
+      requestWindowBytes: hello.requestWindowBytes,
+      responseWindowBytes: hello.responseWindowBytes,
       maxMessageBytes: hello.maxMessageBytes,
       calls: hello.calls,
     };
     this.#expectedPeerId = hello.peerId;
     this.#state = transition(this.#state, { type: "hello", peer });
-    this.#outbox.openLanes(peer.requestWindow, peer.responseWindow, peer.maxMessageBytes, hello.batching);
+    this.#outbox.openLanes(
+      { requests: peer.requestWindow, responses: peer.responseWindow },
+      { requests: peer.requestWindowBytes, responses: peer.responseWindowBytes },
+      peer.maxMessageBytes,
+      hello.batching,
+    );
     this.#ping(this.#now()); // a first round trip right away, so status shows one from the start
     this.#metrics.sessionOpened(peer.peerId);
     this.#ready.resolve();
   }
 
   /**
-   * Hands a call frame to the session's call listener. The frame's lane
-   * credit is returned at once: the call layer bounds what it keeps per call
-   * (its own window), so a slow caller never holds up discovery traffic.
+   * Hands a call frame to the session's call listener. The frame is checked
+   * against its lane's credit and the credit is returned at once: the call
+   * layer bounds what it keeps per call (its own window), so a slow caller
+   * never holds up discovery traffic.
    */
-  #onCall(call: Call, lane: Lane): KdsError | undefined {
-    this.#outbox.grant(lane, 1);
+  #onCall(call: Call, lane: Lane, bytes: number): KdsError | undefined {
+    const overrun = (lane === "requests" ? this.#serverInbox : this.#clientInbox).pass(bytes, this.#peerCountsBytes());
+    if (overrun !== undefined) return overrun;
     if (this.#callListener !== undefined) return this.#callListener(call);
     if (call.kind.case === "open") {
       // Nothing here serves calls: refuse, so the caller is not left waiting.
@@ -428,7 +469,31 @@ export class MuxSession implements Session {
   }
 
   #deliverOrFail(error: KdsError | undefined): void {
-    if (error !== undefined) this.#protocolError(error.message, error);
+    if (error === undefined) return;
+    if (error.code === "resource_exhausted") this.#resourceExhausted(error.message, error);
+    else this.#protocolError(error.message, error);
+  }
+
+  #resourceExhausted(message: string, cause?: unknown): void {
+    this.#finish({ code: "resource_exhausted", message, initiator: "local", graceful: false, cause }, GoAwayReason.RESOURCE_EXHAUSTED);
+  }
+
+  /** Whether the peer's hello announced byte windows (a peer that predates byte credit announces 0 and grants no bytes). */
+  #peerCountsBytes(): boolean {
+    const peer = this.peer;
+    return peer !== undefined && peer.requestWindowBytes > 0 && peer.responseWindowBytes > 0;
+  }
+
+  /** This session as a holder of the process's memory budget: when it holds the most of an exhausted budget, it ends. */
+  #budgetMemory(budget: MemoryBudget): InboxMemory {
+    const peerName = (): string => (this.peerId === "" ? "(peer not yet named)" : this.peerId);
+    const holder: BudgetHolder = {
+      get name() {
+        return peerName();
+      },
+      evict: (message) => this.#resourceExhausted(message),
+    };
+    return { reserve: (bytes) => budget.reserve(holder, bytes), release: (bytes) => budget.release(holder, bytes) };
   }
 
   #protocolError(message: string, cause?: unknown): void {
@@ -489,8 +554,9 @@ export class MuxSession implements Session {
     if (this.#state === before) return;
     if (before.kind === "open") this.#metrics.sessionClosed(before.peer.peerId, end.code);
     const error = new KdsError("session_closed", `the session has ended (${end.code}): ${end.message}`, { cause: end });
-    this.#serverInbox.close(error);
-    this.#clientInbox.close(error);
+    // A failed session drops what it buffered at once (frees its memory budget); a deliberate end hands it out first.
+    this.#serverInbox.close(error, end.graceful);
+    this.#clientInbox.close(error, end.graceful);
     this.#ready.reject(error);
     // Answer nothing to a peer that already ended its side; tell any other peer why.
     const sendGoAway = goaway !== undefined && !this.#peerEndedStream && end.initiator === "local";

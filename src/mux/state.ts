@@ -20,6 +20,8 @@ export type SessionEndCode =
   | "zone_revoked"
   /** A side broke the mux protocol. */
   | "protocol_error"
+  /** The peer made this side buffer more than its process's memory budget allows (see `MemoryBudget`). */
+  | "resource_exhausted"
   /** A side heard nothing from its peer for longer than the heartbeat timeout. */
   | "heartbeat_timeout"
   /** A frame waited longer than the send timeout to leave. */
@@ -55,6 +57,10 @@ export interface PeerSettings {
   readonly requestWindow: number;
   /** How many responses this side may send before a window update. */
   readonly responseWindow: number;
+  /** How many bytes of requests (by credit size) this side may send before a window update; 0 when the peer counts no bytes. */
+  readonly requestWindowBytes: number;
+  /** How many bytes of responses this side may send before a window update; 0 when the peer counts no bytes. */
+  readonly responseWindowBytes: number;
   /** The largest frame the peer accepts. */
   readonly maxMessageBytes: number;
   /** The peer accepts reverse-call frames (it answers or refuses calls). */

@@ -68,6 +68,8 @@ export interface SessionStats {
   readonly received: { readonly requests: number; readonly responses: number; readonly control: number };
   /** Frames waiting in each view's receive buffer. */
   readonly buffered: { readonly requests: number; readonly responses: number };
+  /** Bytes (by credit size) waiting in each view's receive buffer. */
+  readonly bufferedBytes: { readonly requests: number; readonly responses: number };
   /** Round trip of the last answered heartbeat, in milliseconds. */
   readonly heartbeatRttMs: number | undefined;
 }

@@ -28,9 +28,9 @@ describe("Ring", () => {
 describe("Inbox", () => {
   it("grants credit in batches as the consumer takes frames, and flags overrun", async () => {
     const grants: number[] = [];
-    const inbox = new Inbox<number>("requests", 8, (_lane, n) => grants.push(n));
-    for (let i = 0; i < 8; i++) expect(inbox.deliver(i)).toBeUndefined();
-    const overrun = inbox.deliver(8);
+    const inbox = new Inbox<number>("requests", 8, 1 << 20, (_lane, n) => grants.push(n));
+    for (let i = 0; i < 8; i++) expect(inbox.deliver(i, 1)).toBeUndefined();
+    const overrun = inbox.deliver(8, 1);
     expect(overrun?.code).toBe("protocol_error");
     for (let i = 0; i < 8; i++) expect(await inbox.recv()).toBe(i);
     expect(grants).toEqual([2, 2, 2, 2]);
@@ -38,13 +38,13 @@ describe("Inbox", () => {
   });
 
   it("allows one pending recv, honours its signal, and drains before reporting the close", async () => {
-    const inbox = new Inbox<number>("responses", 4, () => undefined);
+    const inbox = new Inbox<number>("responses", 4, 1 << 20, () => undefined);
     const controller = new AbortController();
     const pending = inbox.recv(controller.signal);
     await expect(inbox.recv()).rejects.toMatchObject({ code: "busy" });
     controller.abort();
     await expect(pending).rejects.toMatchObject({ code: "aborted" });
-    inbox.deliver(1);
+    inbox.deliver(1, 1);
     inbox.close(new KdsError("session_closed", "gone"));
     expect(await inbox.recv()).toBe(1);
     await expect(inbox.recv()).rejects.toMatchObject({ code: "session_closed" });
@@ -62,7 +62,7 @@ describe("Outbox", () => {
     outbox.ping(1n);
     expect((await frames.next()).value?.value.case).toBe("hello");
     expect((await frames.next()).value?.value.case).toBe("ping");
-    outbox.openLanes(1, 5, 1 << 20);
+    outbox.openLanes({ requests: 1, responses: 5 }, { requests: 0, responses: 0 }, 1 << 20);
     const order: string[] = [];
     for (let i = 0; i < 2; i++) {
       const f = (await frames.next()).value;
@@ -136,7 +136,7 @@ describe("frameSizeBound", () => {
 
 describe("session state machine", () => {
   const end: SessionEnd = { code: "shutdown", message: "bye", initiator: "local", graceful: true };
-  const peer = { peerId: "g", requestWindow: 1, responseWindow: 1, maxMessageBytes: 1024, calls: false };
+  const peer = { peerId: "g", requestWindow: 1, responseWindow: 1, requestWindowBytes: 1024, responseWindowBytes: 1024, maxMessageBytes: 1024, calls: false };
   it("moves handshaking -> open -> ending -> closed and keeps the first end", () => {
     let s: SessionState = { kind: "handshaking" };
     s = transition(s, { type: "hello", peer });

@@ -21,7 +21,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file kds/mux/v1/mux.proto.
  */
 export const file_kds_mux_v1_mux: GenFile = /*@__PURE__*/
-  fileDesc("ChRrZHMvbXV4L3YxL211eC5wcm90bxIKa2RzLm11eC52MSLnAwoHTWVzc2FnZRIrCgdyZXF1ZXN0GAEgASgLMhgua2RzLnYxLkRpc2NvdmVyeVJlcXVlc3RIABItCghyZXNwb25zZRgCIAEoCzIZLmtkcy52MS5EaXNjb3ZlcnlSZXNwb25zZUgAEjYKDWRlbHRhX3JlcXVlc3QYAyABKAsyHS5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXF1ZXN0SAASOAoOZGVsdGFfcmVzcG9uc2UYBCABKAsyHi5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXNwb25zZUgAEiIKBWhlbGxvGAogASgLMhEua2RzLm11eC52MS5IZWxsb0gAEiAKBHBpbmcYCyABKAsyEC5rZHMubXV4LnYxLlBpbmdIABIgCgRwb25nGAwgASgLMhAua2RzLm11eC52MS5Qb25nSAASMQoNd2luZG93X3VwZGF0ZRgNIAEoCzIYLmtkcy5tdXgudjEuV2luZG93VXBkYXRlSAASJAoGZ29hd2F5GA4gASgLMhIua2RzLm11eC52MS5Hb0F3YXlIABIiCgViYXRjaBgPIAEoCzIRLmtkcy5tdXgudjEuQmF0Y2hIABIgCgRjYWxsGBAgASgLMhAua2RzLm11eC52MS5DYWxsSABCBwoFdmFsdWUi1gEKBENhbGwSCgoCaWQYASABKAQSJAoEb3BlbhgCIAEoCzIULmtkcy5tdXgudjEuQ2FsbE9wZW5IABIkCgRoZWFkGAMgASgLMhQua2RzLm11eC52MS5DYWxsSGVhZEgAEg4KBGRhdGEYBCABKAxIABIiCgNlbmQYBSABKAsyEy5rZHMubXV4LnYxLkNhbGxFbmRIABIoCgZjYW5jZWwYBiABKAsyFi5rZHMubXV4LnYxLkNhbGxDYW5jZWxIABIQCgZjcmVkaXQYByABKA1IAEIGCgRraW5kIpoBCghDYWxsT3BlbhIMCgRwYXRoGAEgASgJEjIKB2hlYWRlcnMYAiADKAsyIS5rZHMubXV4LnYxLkNhbGxPcGVuLkhlYWRlcnNFbnRyeRIMCgRib2R5GAMgASgMEg4KBndpbmRvdxgEIAEoDRouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ+CghDYWxsSGVhZBIOCgZzdGF0dXMYASABKA0SMgoHaGVhZGVycxgCIAMoCzIhLmtkcy5tdXgudjEuQ2FsbEhlYWQuSGVhZGVyc0VudHJ5Gi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIowBCgdDYWxsRW5kEjMKCHRyYWlsZXJzGAEgAygLMiEua2RzLm11eC52MS5DYWxsRW5kLlRyYWlsZXJzRW50cnkSDQoFZXJyb3IYAiABKAkSDAoEY29kZRgDIAEoCRovCg1UcmFpbGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiDAoKQ2FsbENhbmNlbCIsCgVCYXRjaBIjCgZmcmFtZXMYASADKAsyEy5rZHMubXV4LnYxLk1lc3NhZ2Ui3AEKBUhlbGxvEhgKEHByb3RvY29sX3ZlcnNpb24YASABKA0SDwoHcGVlcl9pZBgCIAEoCRIWCg5yZXF1ZXN0X3dpbmRvdxgDIAEoDRIXCg9yZXNwb25zZV93aW5kb3cYBCABKA0SGQoRbWF4X21lc3NhZ2VfYnl0ZXMYBSABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAcgASgNEhAKCGJhdGNoaW5nGAggASgIEg0KBWNhbGxzGAkgASgIIhIKBFBpbmcSCgoCaWQYASABKAQiEgoEUG9uZxIKCgJpZBgBIAEoBCIzCgxXaW5kb3dVcGRhdGUSEAoIcmVxdWVzdHMYASABKA0SEQoJcmVzcG9uc2VzGAIgASgNIkMKBkdvQXdheRIoCgZyZWFzb24YASABKA4yGC5rZHMubXV4LnYxLkdvQXdheVJlYXNvbhIPCgdtZXNzYWdlGAIgASgJKvMBCgxHb0F3YXlSZWFzb24SHgoaR09fQVdBWV9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdHT19BV0FZX1JFQVNPTl9TSFVURE9XThABEhsKF0dPX0FXQVlfUkVBU09OX1JFUExBQ0VEEAISIQodR09fQVdBWV9SRUFTT05fUFJPVE9DT0xfRVJST1IQAxIkCiBHT19BV0FZX1JFQVNPTl9IRUFSVEJFQVRfVElNRU9VVBAEEh8KG0dPX0FXQVlfUkVBU09OX1NFTkRfVElNRU9VVBAFEh8KG0dPX0FXQVlfUkVBU09OX1pPTkVfUkVWT0tFRBAGMlEKEE11bHRpcGxleFNlcnZpY2USPQoNU3RyZWFtTWVzc2FnZRITLmtkcy5tdXgudjEuTWVzc2FnZRoTLmtkcy5tdXgudjEuTWVzc2FnZSgBMAFiBnByb3RvMw", [file_kds_v1_discovery]);
+  fileDesc("ChRrZHMvbXV4L3YxL211eC5wcm90bxIKa2RzLm11eC52MSLnAwoHTWVzc2FnZRIrCgdyZXF1ZXN0GAEgASgLMhgua2RzLnYxLkRpc2NvdmVyeVJlcXVlc3RIABItCghyZXNwb25zZRgCIAEoCzIZLmtkcy52MS5EaXNjb3ZlcnlSZXNwb25zZUgAEjYKDWRlbHRhX3JlcXVlc3QYAyABKAsyHS5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXF1ZXN0SAASOAoOZGVsdGFfcmVzcG9uc2UYBCABKAsyHi5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXNwb25zZUgAEiIKBWhlbGxvGAogASgLMhEua2RzLm11eC52MS5IZWxsb0gAEiAKBHBpbmcYCyABKAsyEC5rZHMubXV4LnYxLlBpbmdIABIgCgRwb25nGAwgASgLMhAua2RzLm11eC52MS5Qb25nSAASMQoNd2luZG93X3VwZGF0ZRgNIAEoCzIYLmtkcy5tdXgudjEuV2luZG93VXBkYXRlSAASJAoGZ29hd2F5GA4gASgLMhIua2RzLm11eC52MS5Hb0F3YXlIABIiCgViYXRjaBgPIAEoCzIRLmtkcy5tdXgudjEuQmF0Y2hIABIgCgRjYWxsGBAgASgLMhAua2RzLm11eC52MS5DYWxsSABCBwoFdmFsdWUi1gEKBENhbGwSCgoCaWQYASABKAQSJAoEb3BlbhgCIAEoCzIULmtkcy5tdXgudjEuQ2FsbE9wZW5IABIkCgRoZWFkGAMgASgLMhQua2RzLm11eC52MS5DYWxsSGVhZEgAEg4KBGRhdGEYBCABKAxIABIiCgNlbmQYBSABKAsyEy5rZHMubXV4LnYxLkNhbGxFbmRIABIoCgZjYW5jZWwYBiABKAsyFi5rZHMubXV4LnYxLkNhbGxDYW5jZWxIABIQCgZjcmVkaXQYByABKA1IAEIGCgRraW5kIpoBCghDYWxsT3BlbhIMCgRwYXRoGAEgASgJEjIKB2hlYWRlcnMYAiADKAsyIS5rZHMubXV4LnYxLkNhbGxPcGVuLkhlYWRlcnNFbnRyeRIMCgRib2R5GAMgASgMEg4KBndpbmRvdxgEIAEoDRouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ+CghDYWxsSGVhZBIOCgZzdGF0dXMYASABKA0SMgoHaGVhZGVycxgCIAMoCzIhLmtkcy5tdXgudjEuQ2FsbEhlYWQuSGVhZGVyc0VudHJ5Gi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIowBCgdDYWxsRW5kEjMKCHRyYWlsZXJzGAEgAygLMiEua2RzLm11eC52MS5DYWxsRW5kLlRyYWlsZXJzRW50cnkSDQoFZXJyb3IYAiABKAkSDAoEY29kZRgDIAEoCRovCg1UcmFpbGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiDAoKQ2FsbENhbmNlbCIsCgVCYXRjaBIjCgZmcmFtZXMYASADKAsyEy5rZHMubXV4LnYxLk1lc3NhZ2UimQIKBUhlbGxvEhgKEHByb3RvY29sX3ZlcnNpb24YASABKA0SDwoHcGVlcl9pZBgCIAEoCRIWCg5yZXF1ZXN0X3dpbmRvdxgDIAEoDRIXCg9yZXNwb25zZV93aW5kb3cYBCABKA0SGQoRbWF4X21lc3NhZ2VfYnl0ZXMYBSABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAcgASgNEhAKCGJhdGNoaW5nGAggASgIEg0KBWNhbGxzGAkgASgIEhwKFHJlcXVlc3Rfd2luZG93X2J5dGVzGAogASgNEh0KFXJlc3BvbnNlX3dpbmRvd19ieXRlcxgLIAEoDSISCgRQaW5nEgoKAmlkGAEgASgEIhIKBFBvbmcSCgoCaWQYASABKAQiYgoMV2luZG93VXBkYXRlEhAKCHJlcXVlc3RzGAEgASgNEhEKCXJlc3BvbnNlcxgCIAEoDRIVCg1yZXF1ZXN0X2J5dGVzGAMgASgNEhYKDnJlc3BvbnNlX2J5dGVzGAQgASgNIkMKBkdvQXdheRIoCgZyZWFzb24YASABKA4yGC5rZHMubXV4LnYxLkdvQXdheVJlYXNvbhIPCgdtZXNzYWdlGAIgASgJKpoCCgxHb0F3YXlSZWFzb24SHgoaR09fQVdBWV9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdHT19BV0FZX1JFQVNPTl9TSFVURE9XThABEhsKF0dPX0FXQVlfUkVBU09OX1JFUExBQ0VEEAISIQodR09fQVdBWV9SRUFTT05fUFJPVE9DT0xfRVJST1IQAxIkCiBHT19BV0FZX1JFQVNPTl9IRUFSVEJFQVRfVElNRU9VVBAEEh8KG0dPX0FXQVlfUkVBU09OX1NFTkRfVElNRU9VVBAFEh8KG0dPX0FXQVlfUkVBU09OX1pPTkVfUkVWT0tFRBAGEiUKIUdPX0FXQVlfUkVBU09OX1JFU09VUkNFX0VYSEFVU1RFRBAHMlEKEE11bHRpcGxleFNlcnZpY2USPQoNU3RyZWFtTWVzc2FnZRITLmtkcy5tdXgudjEuTWVzc2FnZRoTLmtkcy5tdXgudjEuTWVzc2FnZSgBMAFiBnByb3RvMw", [file_kds_v1_discovery]);
 
 /**
  * One frame of the multiplexed stream.
@@ -90,7 +90,7 @@ export type Message = Message$1<"kds.mux.v1.Message"> & {
     case: "pong";
   } | {
     /**
-     * Credit: the sender may send that many more frames of each kind.
+     * Credit: the sender may send that many more frames and bytes of each kind.
      *
      * @generated from field: kds.mux.v1.WindowUpdate window_update = 13;
      */
@@ -425,6 +425,23 @@ export type Hello = Message$1<"kds.mux.v1.Hello"> & {
    * @generated from field: bool calls = 9;
    */
   calls: boolean;
+
+  /**
+   * How many bytes of requests (by credit size, see docs/protocol.md) the
+   * peer may send before receiving window updates. 0: the sender predates
+   * byte credit and grants none (the peer then limits its sends by frames).
+   *
+   * @generated from field: uint32 request_window_bytes = 10;
+   */
+  requestWindowBytes: number;
+
+  /**
+   * How many bytes of responses the peer may send before receiving window
+   * updates; 0 as for `request_window_bytes`.
+   *
+   * @generated from field: uint32 response_window_bytes = 11;
+   */
+  responseWindowBytes: number;
 };
 
 /**
@@ -495,6 +512,20 @@ export type WindowUpdate = Message$1<"kds.mux.v1.WindowUpdate"> & {
    * @generated from field: uint32 responses = 2;
    */
   responses: number;
+
+  /**
+   * Additional bytes of requests (by credit size) the peer may send.
+   *
+   * @generated from field: uint32 request_bytes = 3;
+   */
+  requestBytes: number;
+
+  /**
+   * Additional bytes of responses (by credit size) the peer may send.
+   *
+   * @generated from field: uint32 response_bytes = 4;
+   */
+  responseBytes: number;
 };
 
 /**
@@ -586,6 +617,14 @@ export enum GoAwayReason {
    * @generated from enum value: GO_AWAY_REASON_ZONE_REVOKED = 6;
    */
   ZONE_REVOKED = 6,
+
+  /**
+   * The sender ran out of memory for buffers it may use (its per-process
+   * budget of buffered bytes); this session held the most.
+   *
+   * @generated from enum value: GO_AWAY_REASON_RESOURCE_EXHAUSTED = 7;
+   */
+  RESOURCE_EXHAUSTED = 7,
 }
 
 /**
