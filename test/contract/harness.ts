@@ -182,7 +182,8 @@ export class RawPeer {
     this.#wake?.();
   }
 
-  hello(peerId: string, window = 4): void {
+  /** Sends a hello granting `window` frames per lane and `windowBytes` bytes (0: a peer that predates byte credit). */
+  hello(peerId: string, window = 4, windowBytes = 0): void {
     this.write({
       case: "hello",
       value: create(HelloSchema, {
@@ -190,6 +191,8 @@ export class RawPeer {
         peerId,
         requestWindow: window,
         responseWindow: window,
+        requestWindowBytes: windowBytes,
+        responseWindowBytes: windowBytes,
         maxMessageBytes: 1 << 20,
         heartbeatIntervalMs: 60_000,
         heartbeatTimeoutMs: 120_000,

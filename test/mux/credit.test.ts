@@ -1,0 +1,223 @@
+// Credit in bytes as well as frames, checked when a frame arrives; the
+// per-process memory budget; and the bound on pongs a ping flood can queue.
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { GoAwayReason, MessageSchema, PingSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { DiscoveryRequestSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
+import { MemoryBudget, type BudgetHolder } from "../../src/mux/budget.ts";
+import { creditSize, requestFrame, responseFrame } from "../../src/mux/frames.ts";
+import { Inbox } from "../../src/mux/inbox.ts";
+import { resolveSessionOptions } from "../../src/mux/options.ts";
+import { Outbox } from "../../src/mux/outbox.ts";
+import { MuxSession } from "../../src/mux/session.ts";
+import { eventually, RawPeer, request, response, sessionPair } from "../contract/harness.ts";
+
+/** A request of about `bytes` bytes of credit (its resource names carry them). */
+function bigRequest(bytes: number, nonce = ""): ReturnType<typeof request> {
+  return create(DiscoveryRequestSchema, { typeUrl: "type.x", responseNonce: nonce, resourceNames: ["n".repeat(bytes)] });
+}
+
+describe("creditSize", () => {
+  it("is the same for the frame a sender built and the frame its peer decoded, and counts what a peer can make large", () => {
+    const frames = [
+      responseFrame(response("type.ü", "nonce", 5000)),
+      requestFrame(create(DiscoveryRequestSchema, { typeUrl: "t", resourceNames: ["a", "b"], node: { id: "z", metadata: { fields: { k: { kind: { case: "stringValue", value: "v".repeat(300) } } } } } })),
+    ];
+    for (const frame of frames) {
+      const decoded = fromBinary(MessageSchema, toBinary(MessageSchema, frame));
+      expect(creditSize(decoded)).toBe(creditSize(frame));
+    }
+    expect(creditSize(frames[0]!)).toBeGreaterThan(5000);
+    expect(creditSize(frames[1]!)).toBeGreaterThan(300); // free-form node metadata counts too
+    // Fields this version does not know (a hostile or newer peer) still count.
+    const known = toBinary(MessageSchema, requestFrame(request("t")));
+    const unknownField = new Uint8Array([0xfa, 0x3e, 0x90, 0x4e, ...new Uint8Array(10_000)]); // field 999 (length-delimited), 10000 bytes
+    const withUnknown = fromBinary(MessageSchema, new Uint8Array([...known, ...unknownField]));
+    expect(creditSize(withUnknown)).toBeGreaterThan(10_000);
+  });
+});
+
+describe("byte credit", () => {
+  it("holds a sender back by bytes even with frames of window left, and lets it go as the receiver consumes", async () => {
+    const windowBytes = 16 * 1024;
+    const { zone, global } = sessionPair({ maxMessageBytes: 8 * 1024, responseWindowBytes: windowBytes }, {});
+    await zone.ready;
+    await global.ready;
+    expect(global.peer?.responseWindowBytes).toBe(windowBytes);
+    const sent = Array.from({ length: 10 }, (_, i) => global.server.send(response("type.big", String(i), 5000)));
+    const settled = sent.map(() => false);
+    sent.forEach((p, i) => void p.then(() => (settled[i] = true)));
+    await eventually(() => zone.stats().buffered.responses === 3, "three 5 KB responses fill the 16 KiB window");
+    await new Promise((r) => setTimeout(r, 50));
+    expect(zone.stats().buffered.responses).toBe(3);
+    expect(zone.stats().bufferedBytes.responses).toBeLessThanOrEqual(windowBytes);
+    expect(settled.filter(Boolean).length).toBe(3); // frames window is 64: only bytes hold the rest back
+    for (let i = 0; i < 10; i++) expect(((await zone.client.recv()) as { nonce: string }).nonce).toBe(String(i));
+    await Promise.all(sent);
+    expect(zone.end).toBeUndefined();
+    await zone.close();
+  });
+
+  it("refuses a frame larger than the peer's whole byte window instead of waiting forever; the session goes on", async () => {
+    const outbox = new Outbox(16, () => 0);
+    outbox.openLanes({ requests: 8, responses: 8 }, { requests: 2048, responses: 2048 }, 1 << 20);
+    await expect(outbox.send("requests", requestFrame(bigRequest(4096)))).rejects.toMatchObject({ code: "message_too_large" });
+    await outbox.send("requests", requestFrame(bigRequest(1000)));
+  });
+
+  it("ends the session with PROTOCOL_ERROR the moment a peer sends past its byte credit, naming the window", async () => {
+    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: { maxMessageBytes: 4096, requestWindowBytes: 8192 } });
+    const peer = new RawPeer(session);
+    peer.hello("zone-1", 64, 1 << 20);
+    for (let i = 0; i < 3; i++) peer.write({ case: "request", value: bigRequest(3000, String(i)) });
+    const end = await session.closed;
+    expect(end.code).toBe("protocol_error");
+    expect(end.message).toMatch(/beyond the window of 8192 bytes/);
+    expect(session.stats().received.requests).toBe(3); // the third, not some later frame, ended it
+    const goaway = await peer.readUntil("goaway");
+    expect(goaway?.value.case === "goaway" && goaway.value.value.reason).toBe(GoAwayReason.PROTOCOL_ERROR);
+    peer.end();
+  });
+
+  it("ends the session when a peer sends past its frame credit although the buffer has room (credit not yet returned)", async () => {
+    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: { requestWindow: 8 } });
+    const peer = new RawPeer(session);
+    peer.hello("zone-1", 64, 1 << 20);
+    for (let i = 0; i < 8; i++) peer.write({ case: "request", value: request("type.x", String(i)) });
+    await eventually(() => session.stats().buffered.requests === 8, "the window's 8 requests arrive");
+    await session.server.recv(); // one taken: the buffer has room, but credit goes back in quarters of the window
+    peer.write({ case: "request", value: request("type.x", "9") });
+    const end = await session.closed;
+    expect(end.code).toBe("protocol_error");
+    expect(end.message).toMatch(/window of 8 frames/);
+    peer.end();
+  });
+
+  it("ends a peer that predates byte credit with RESOURCE_EXHAUSTED when it sends past what this side buffers", async () => {
+    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: { maxMessageBytes: 4096, requestWindowBytes: 8192 } });
+    const peer = new RawPeer(session);
+    peer.hello("zone-1", 64); // no byte windows: this peer cannot know the byte limit
+    for (let i = 0; i < 3; i++) peer.write({ case: "request", value: bigRequest(3000, String(i)) });
+    const end = await session.closed;
+    expect(end.code).toBe("resource_exhausted");
+    expect(end.message).toMatch(/predates byte credit/);
+    const goaway = await peer.readUntil("goaway");
+    expect(goaway?.value.case === "goaway" && goaway.value.value.reason).toBe(GoAwayReason.RESOURCE_EXHAUSTED);
+    peer.end();
+  });
+
+  it("grants bytes back as frames are consumed, so a long exchange never runs out of byte credit", async () => {
+    const { zone, global } = sessionPair({ maxMessageBytes: 4096, responseWindowBytes: 8192 }, {});
+    await zone.ready;
+    const sender = (async () => {
+      for (let i = 0; i < 300; i++) await global.server.send(response("type.t", String(i), 2000));
+    })();
+    for (let i = 0; i < 300; i++) await zone.client.recv();
+    await sender;
+    expect(zone.stats().received.responses).toBe(300);
+    await zone.close();
+  });
+});
+
+describe("options", () => {
+  it("default to 16 MiB of buffers per session, and need a byte window that holds the largest frame", () => {
+    const o = resolveSessionOptions();
+    expect(o.requestWindowBytes + o.responseWindowBytes).toBe(16 * 1024 * 1024);
+    expect(resolveSessionOptions({ maxMessageBytes: 10 * 1024 * 1024 }).requestWindowBytes).toBe(10 * 1024 * 1024);
+    expect(() => resolveSessionOptions({ requestWindowBytes: 1024 * 1024 })).toThrow(/requestWindowBytes \(1048576\) must be at least maxMessageBytes/);
+  });
+});
+
+describe("Inbox with a memory budget", () => {
+  it("reserves what it buffers, gives it back as frames are taken, and drops it on a failed close", async () => {
+    const budget = new MemoryBudget(10_000);
+    const holder: BudgetHolder = { name: "z", evict: () => undefined };
+    const memory = { reserve: (n: number) => budget.reserve(holder, n), release: (n: number) => budget.release(holder, n) };
+    const inbox = new Inbox<number>("requests", 8, 8000, () => undefined, memory);
+    expect(inbox.deliver(1, 3000)).toBeUndefined();
+    expect(inbox.deliver(2, 3000)).toBeUndefined();
+    expect(budget.stats().usedBytes).toBe(6000);
+    await inbox.recv();
+    expect(budget.stats().usedBytes).toBe(3000);
+    inbox.close(new (await import("../../src/errors.ts")).KdsError("session_closed", "gone"), false);
+    expect(budget.stats().usedBytes).toBe(0);
+    await expect(inbox.recv()).rejects.toMatchObject({ code: "session_closed" });
+  });
+});
+
+describe("MemoryBudget", () => {
+  it("ends the largest holder when full, and refuses the asker when it would hold the most", () => {
+    const budget = new MemoryBudget(10_000);
+    const evicted: string[] = [];
+    const holder = (name: string): BudgetHolder => ({
+      name,
+      evict: (message) => {
+        evicted.push(name);
+        expect(message).toMatch(/had left the most unread/);
+        budget.releaseAll(holders[name]!);
+      },
+    });
+    const holders: Record<string, BudgetHolder> = { hog: holder("hog"), small: holder("small"), other: holder("other") };
+    expect(budget.reserve(holders.hog!, 7000)).toBeUndefined();
+    expect(budget.reserve(holders.other!, 2000)).toBeUndefined();
+    expect(budget.reserve(holders.small!, 1500)).toBeUndefined(); // the hog goes
+    expect(evicted).toEqual(["hog"]);
+    expect(budget.stats()).toMatchObject({ usedBytes: 3500, peakBytes: 9000, evictions: 1 });
+    expect(budget.reserve(holders.other!, 6000)).toBeUndefined();
+    const refused = budget.reserve(holders.other!, 1000); // "other" holds the most: it is refused, nobody else is ended
+    expect(refused).toMatch(/cannot take 1000 more for "other"/);
+    expect(evicted).toEqual(["hog"]);
+    expect(() => new MemoryBudget(10)).toThrow(/at least 1024 bytes/);
+  });
+
+  it("ends the session whose peer never reads, and the well-behaved session sharing the budget goes on", async () => {
+    const budget = new MemoryBudget(64 * 1024);
+    const options = { maxMessageBytes: 16 * 1024, requestWindowBytes: 48 * 1024 };
+    const hog = new MuxSession({ role: "global", localId: "global", peerId: "hog", options, budget });
+    const hogPeer = new RawPeer(hog);
+    hogPeer.hello("hog", 64, 1 << 20);
+    for (let i = 0; i < 4; i++) hogPeer.write({ case: "request", value: bigRequest(12_000, String(i)) }); // never consumed
+    await eventually(() => hog.stats().buffered.requests === 4, "the hog's requests are buffered");
+
+    const good = new MuxSession({ role: "global", localId: "global", peerId: "good", options, budget });
+    const goodPeer = new RawPeer(good);
+    goodPeer.hello("good", 64, 1 << 20);
+    for (let i = 0; i < 3; i++) goodPeer.write({ case: "request", value: bigRequest(12_000, String(i)) }); // 84 KB in all: the budget is exceeded
+    const end = await hog.closed;
+    expect(end.code).toBe("resource_exhausted");
+    expect(end.message).toMatch(/"hog" had left the most unread/);
+    const goaway = await hogPeer.readUntil("goaway");
+    expect(goaway?.value.case === "goaway" && goaway.value.value.reason).toBe(GoAwayReason.RESOURCE_EXHAUSTED);
+    for (let i = 0; i < 3; i++) expect((await good.server.recv()).responseNonce).toBe(String(i));
+    expect(good.end).toBeUndefined();
+    expect(budget.stats().usedBytes).toBe(0);
+    expect(budget.stats().peakBytes).toBeLessThanOrEqual(64 * 1024);
+    expect(budget.stats().evictions).toBe(1);
+    hogPeer.end();
+    goodPeer.end();
+    await good.close();
+  });
+});
+
+describe("ping flood", () => {
+  it("leaves at most one pong waiting, answering the latest ping", async () => {
+    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1" });
+    const peer = new RawPeer(session);
+    peer.hello("zone-1", 64, 1 << 20);
+    const pings = 10_000;
+    for (let i = 1; i <= pings; i++) peer.write({ case: "ping", value: create(PingSchema, { id: BigInt(i) }) });
+    await eventually(() => session.stats().received.control === pings + 1, "every ping is read");
+    // The session wrote nothing meanwhile (nobody read its stream): what waits is its hello, its own ping and one pong.
+    const frames = [await peer.read(), await peer.read(), await peer.read()];
+    const pongs = frames.filter((f) => f?.value.case === "pong");
+    expect(pongs).toHaveLength(1);
+    expect(pongs[0]?.value.value).toMatchObject({ id: BigInt(pings) });
+    expect(frames.map((f) => f?.value.case).sort()).toEqual(["hello", "ping", "pong"]);
+    peer.write({ case: "ping", value: create(PingSchema, { id: 1n }) });
+    const next = await peer.read();
+    expect(next?.value.case === "pong" && next.value.value.id).toBe(1n); // nothing else was queued behind
+    expect(session.end).toBeUndefined();
+    peer.end();
+    await session.close();
+  });
+});
