@@ -1,0 +1,137 @@
+// Hostile peers against a real `kds-mux global` process: registered zones
+// that say hello, then send frames of the largest size without ever reading.
+// The global's memory stays bounded by its per-session byte windows and its
+// per-process budget (--max-buffer-bytes), it ends those sessions with the
+// documented codes, it stays alive, and a real zone keeps syncing meanwhile.
+import { readFileSync } from "node:fs";
+import { create } from "@bufbuild/protobuf";
+import type { Transport } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { afterAll, describe, expect, it } from "vitest";
+import { HelloSchema, MessageSchema, MultiplexService, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { DiscoveryRequestSchema, DiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
+import { KdsProcess, run, until } from "../cli/process.ts";
+
+const MiB = 1024 * 1024;
+/** Just under the global's largest frame (4 MiB), once encoded. */
+const PAYLOAD = 4 * MiB - 4096;
+const processes: KdsProcess[] = [];
+const calls: AbortController[] = [];
+afterAll(async () => {
+  for (const c of calls) c.abort();
+  for (const p of processes) await p.stop();
+});
+
+/** The global's resident set size in MiB, from /proc. */
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m === null ? Number.NaN : Number(m[1]) / 1024;
+}
+
+/** A frame of the largest size on the request or response lane; the payload is built once and shared. */
+const payload = new Uint8Array(PAYLOAD).fill(7);
+function bigFrame(i: number): Message {
+  return i % 2 === 0
+    ? create(MessageSchema, { value: { case: "request", value: create(DiscoveryRequestSchema, { typeUrl: "type.hostile", responseNonce: String(i), errorDetail: { code: 3, message: "x", details: [{ typeUrl: "t", value: payload }] } }) } })
+    : create(MessageSchema, { value: { case: "response", value: create(DiscoveryResponseSchema, { typeUrl: "type.hostile", nonce: String(i), resources: [{ typeUrl: "t", value: payload }] }) } });
+}
+
+/**
+ * A registered zone that sends its hello (granting the global almost no
+ * window, so the global's own sends stall and its consumers stop taking
+ * frames), then `frames` frames of the largest size, alternating lanes, and
+ * never reads a thing. With 4 frames it stays within the global's default
+ * windows (two such frames per 8 MiB lane) and holds 16 MiB of the global's
+ * buffers; with more it sends past its credit.
+ */
+function hostile(transport: Transport, zone: string, frames: number): { sent: () => number } {
+  const controller = new AbortController();
+  calls.push(controller);
+  let sent = 0;
+  async function* outbound(): AsyncGenerator<Message> {
+    yield create(MessageSchema, {
+      value: {
+        case: "hello",
+        value: create(HelloSchema, { protocolVersion: 1, peerId: zone, requestWindow: 1, responseWindow: 1, requestWindowBytes: 1024, responseWindowBytes: 1024, maxMessageBytes: 1024, heartbeatIntervalMs: 600_000, heartbeatTimeoutMs: 1_200_000 }),
+      },
+    });
+    for (let i = 0; i < frames; i++) {
+      yield bigFrame(i);
+      sent++;
+    }
+    // Hold the stream open (never reading) until the test ends it.
+    await new Promise((resolve) => controller.signal.addEventListener("abort", resolve, { once: true }));
+  }
+  // The response is never read; the call fails once the test aborts it (or the global cut it), which is expected.
+  transport.stream(MultiplexService.method.streamMessage, controller.signal, undefined, { "client-id": zone }, outbound(), undefined).catch(() => undefined);
+  return { sent: () => sent };
+}
+
+describe("peers that send the largest frames and never read", { timeout: 600_000 }, () => {
+  it("cannot push the global past its buffer ceilings, and a real zone keeps syncing", async () => {
+    const global = new KdsProcess([
+      "global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--insecure-no-zone-auth", "--log-level", "info",
+      "--max-buffer-bytes", "64MiB",
+    ]);
+    processes.push(global);
+    const m = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/, 120_000);
+    const [muxUrl, adminUrl] = [m[1] as string, m[2] as string];
+    const pid = global.child.pid as number;
+    const greedy = Array.from({ length: 6 }, (_, i) => `greedy-${i}`);
+    const holders = Array.from({ length: 8 }, (_, i) => `holder-${i}`);
+    const zones = ["zone-1", ...greedy, ...holders];
+    const registration = zones.map((z) => `type: Zone\nname: ${z}\nspec:\n  enabled: true\n`).join("---\n");
+    expect((await run(["apply", "-f", "-", "--server", adminUrl], registration)).code).toBe(0);
+
+    // A real zone, syncing.
+    const zone = new KdsProcess(["zone", "--name", "zone-1", "--global", muxUrl, "--admin-listen", "127.0.0.1:0", "--store", "memory", "--log-level", "info"]);
+    processes.push(zone);
+    const zoneAdmin = (await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/, 120_000))[1] as string;
+    await zone.waitFor(/connected to global "global"/, 120_000);
+    const meshes = async (): Promise<string[]> => {
+      const r = await run(["get", "Mesh", "--server", zoneAdmin, "-o", "json"]);
+      return r.code === 0 ? (JSON.parse(r.stdout) as { name: string }[]).map((x) => x.name).sort() : [];
+    };
+    expect((await run(["apply", "-f", "-", "--server", adminUrl], "type: Mesh\nname: before\n")).code).toBe(0);
+    await until(meshes, (names) => names.includes("before"), "the first mesh on the zone", 120_000);
+    const baseline = rssMiB(pid);
+
+    // Each greedy peer sends 32 frames of 4 MiB (128 MiB) regardless of credit; each holder fills its
+    // session's 16 MiB and stops: 8 of them ask for 128 MiB of the global's 64 MiB budget. One HTTP/2 connection each.
+    let peak = baseline;
+    const sampler = setInterval(() => {
+      if (global.child.exitCode === null) peak = Math.max(peak, rssMiB(pid));
+    }, 50);
+    try {
+      const attacks = greedy.map((name) => hostile(createGrpcTransport({ baseUrl: muxUrl }), name, 32));
+      for (const name of holders) hostile(createGrpcTransport({ baseUrl: muxUrl }), name, 4);
+      // Every greedy session ends, each with the documented code and a message that says why.
+      for (const name of greedy) {
+        await global.waitFor(new RegExp(`zone "${name}" session ended \\((protocol_error|resource_exhausted)\\)`), 240_000);
+        process.stderr.write(`${name} ended; RSS peak so far ${peak.toFixed(0)} MiB\n`);
+      }
+      const sentPerPeer = attacks.map((a) => a.sent());
+      // Meanwhile the real zone syncs: a mesh applied now arrives.
+      expect((await run(["apply", "-f", "-", "--server", adminUrl], "type: Mesh\nname: during\n")).code).toBe(0);
+      await until(meshes, (names) => names.includes("during"), "a mesh applied during the attack on the zone", 120_000);
+      expect(global.child.exitCode).toBeNull();
+      expect(zone.output).not.toMatch(/session ended|disconnected/i);
+      // The budget ended holders (the largest first) so that the total stayed within 64 MiB.
+      await global.waitFor(/zone "holder-\d" session ended \(resource_exhausted\)/, 240_000);
+      const ended = global.output.match(/session ended \((protocol_error|resource_exhausted)\): [^\n]*/g) ?? [];
+      const exhausted = ended.filter((line) => line.includes("resource_exhausted"));
+      console.log(
+        `global RSS: baseline ${baseline.toFixed(0)} MiB, peak ${peak.toFixed(0)} MiB during ${greedy.length} greedy peers x 32 frames of 4 MiB ` +
+          `(frames written before the end per peer: ${sentPerPeer.join(", ")}) and ${holders.length} holders of 16 MiB each; ` +
+          `${ended.length - exhausted.length} sessions ended with protocol_error, ${exhausted.length} with resource_exhausted\n` +
+          [...ended.slice(0, 1), ...exhausted.slice(0, 2)].map((line) => `  ${line.slice(0, 400)}`).join("\n"),
+      );
+      expect(ended.some((line) => /beyond the window of \d+ bytes/.test(line))).toBe(true);
+      expect(exhausted.some((line) => /memory budget/.test(line))).toBe(true);
+      // Bounded: per-session windows (16 MiB) and the 64 MiB budget, plus decoding and HTTP/2 buffers for the frames in flight.
+      expect(peak - baseline).toBeLessThan(400);
+    } finally {
+      clearInterval(sampler);
+    }
+  });
+});
