@@ -40,9 +40,9 @@ function bigFrame(i: number): Message {
  * A registered zone that sends its hello (granting the global almost no
  * window, so the global's own sends stall and its consumers stop taking
  * frames), then `frames` frames of the largest size, alternating lanes, and
- * never reads a thing. With 4 frames it stays within the global's default
- * windows (two such frames per 8 MiB lane) and holds 16 MiB of the global's
- * buffers; with more it sends past its credit.
+ * never reads a thing: frames arrive faster than the global's consumers
+ * take them, so the global buffers up to the session's byte windows, and
+ * then the peer is past its credit.
  */
 function hostile(transport: Transport, zone: string, frames: number): { sent: () => number } {
   const controller = new AbortController();
@@ -71,15 +71,14 @@ describe("peers that send the largest frames and never read", { timeout: 600_000
   it("cannot push the global past its buffer ceilings, and a real zone keeps syncing", async () => {
     const global = new KdsProcess([
       "global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--insecure-no-zone-auth", "--log-level", "info",
-      "--max-buffer-bytes", "64MiB",
+      "--max-buffer-bytes", "32MiB",
     ]);
     processes.push(global);
     const m = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/, 120_000);
     const [muxUrl, adminUrl] = [m[1] as string, m[2] as string];
     const pid = global.child.pid as number;
-    const greedy = Array.from({ length: 6 }, (_, i) => `greedy-${i}`);
-    const holders = Array.from({ length: 8 }, (_, i) => `holder-${i}`);
-    const zones = ["zone-1", ...greedy, ...holders];
+    const greedy = Array.from({ length: 8 }, (_, i) => `greedy-${i}`);
+    const zones = ["zone-1", ...greedy];
     const registration = zones.map((z) => `type: Zone\nname: ${z}\nspec:\n  enabled: true\n`).join("---\n");
     expect((await run(["apply", "-f", "-", "--server", adminUrl], registration)).code).toBe(0);
 
@@ -96,15 +95,14 @@ describe("peers that send the largest frames and never read", { timeout: 600_000
     await until(meshes, (names) => names.includes("before"), "the first mesh on the zone", 120_000);
     const baseline = rssMiB(pid);
 
-    // Each greedy peer sends 32 frames of 4 MiB (128 MiB) regardless of credit; each holder fills its
-    // session's 16 MiB and stops: 8 of them ask for 128 MiB of the global's 64 MiB budget. One HTTP/2 connection each.
+    // Each greedy peer sends 32 frames of 4 MiB (128 MiB) regardless of credit, on an HTTP/2 connection of its own:
+    // 8 sessions of up to 16 MiB of buffers share a 32 MiB budget.
     let peak = baseline;
     const sampler = setInterval(() => {
       if (global.child.exitCode === null) peak = Math.max(peak, rssMiB(pid));
     }, 50);
     try {
       const attacks = greedy.map((name) => hostile(createGrpcTransport({ baseUrl: muxUrl }), name, 32));
-      for (const name of holders) hostile(createGrpcTransport({ baseUrl: muxUrl }), name, 4);
       // Every greedy session ends, each with the documented code and a message that says why.
       for (const name of greedy) {
         await global.waitFor(new RegExp(`zone "${name}" session ended \\((protocol_error|resource_exhausted)\\)`), 240_000);
@@ -116,19 +114,21 @@ describe("peers that send the largest frames and never read", { timeout: 600_000
       await until(meshes, (names) => names.includes("during"), "a mesh applied during the attack on the zone", 120_000);
       expect(global.child.exitCode).toBeNull();
       expect(zone.output).not.toMatch(/session ended|disconnected/i);
-      // The budget ended holders (the largest first) so that the total stayed within 64 MiB.
-      await global.waitFor(/zone "holder-\d" session ended \(resource_exhausted\)/, 240_000);
       const ended = global.output.match(/session ended \((protocol_error|resource_exhausted)\): [^\n]*/g) ?? [];
       const exhausted = ended.filter((line) => line.includes("resource_exhausted"));
       console.log(
-        `global RSS: baseline ${baseline.toFixed(0)} MiB, peak ${peak.toFixed(0)} MiB during ${greedy.length} greedy peers x 32 frames of 4 MiB ` +
-          `(frames written before the end per peer: ${sentPerPeer.join(", ")}) and ${holders.length} holders of 16 MiB each; ` +
+        `global RSS: baseline ${baseline.toFixed(0)} MiB, peak ${peak.toFixed(0)} MiB during ${greedy.length} peers x 32 frames of 4 MiB on a 32 MiB budget ` +
+          `(frames written before the end per peer: ${sentPerPeer.join(", ")}); ` +
           `${ended.length - exhausted.length} sessions ended with protocol_error, ${exhausted.length} with resource_exhausted\n` +
           [...ended.slice(0, 1), ...exhausted.slice(0, 2)].map((line) => `  ${line.slice(0, 400)}`).join("\n"),
       );
-      expect(ended.some((line) => /beyond the window of \d+ bytes/.test(line))).toBe(true);
-      expect(exhausted.some((line) => /memory budget/.test(line))).toBe(true);
-      // Bounded: per-session windows (16 MiB) and the 64 MiB budget, plus decoding and HTTP/2 buffers for the frames in flight.
+      // Which of the two ends each peer meets depends on timing (past its own window first, or the shared budget full
+      // first); each says which limit, and the session's own 16 MiB is never exceeded either way.
+      expect(ended).toHaveLength(greedy.length);
+      for (const line of ended) expect(line).toMatch(/beyond the window of 8388608 bytes it was granted|\(its memory budget\)/);
+      expect(zone.output).not.toMatch(/session ended|disconnected/i);
+      // Bounded: the 32 MiB budget (each session at most 16 MiB), the frames its consumers hold, plus decoding and HTTP/2 buffers
+      // for the frames in flight. Without byte credit, one such peer took the global from 103 to 632 MiB.
       expect(peak - baseline).toBeLessThan(400);
     } finally {
       clearInterval(sampler);
