@@ -319,13 +319,13 @@ async function* endsWithStatus(frames: AsyncIterable<Message>, session: MuxSessi
   if (error !== undefined) throw error;
 }
 
-const failureCodes = new Set(["protocol_error", "heartbeat_timeout", "send_timeout", "handshake_timeout", "zone_revoked"] as const);
+const failureCodes = new Set(["protocol_error", "resource_exhausted", "heartbeat_timeout", "send_timeout", "handshake_timeout", "zone_revoked"] as const);
 
 /**
  * The error a stream ends with after the goaway of a session that ended with
  * `end`, or undefined for an OK status. Only ends this side decided for a
  * failure or a revocation carry one: `protocol_error` (`unknown_type` when
- * the peer asked for a type this side does not serve), `heartbeat_timeout`,
+ * the peer asked for a type this side does not serve), `resource_exhausted`, `heartbeat_timeout`,
  * `send_timeout`, `handshake_timeout` and `zone_revoked`. A shutdown, a
  * replacement, and every end the peer decided (its goaway, its EOF, a lost
  * connection) end the stream with OK, or not at all when it is gone. The

@@ -24,6 +24,7 @@ const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
   handshake_timeout: Code.DeadlineExceeded,
   zone_revoked: Code.FailedPrecondition,
   message_too_large: Code.ResourceExhausted,
+  resource_exhausted: Code.ResourceExhausted,
   aborted: Code.Canceled,
   unknown_type: Code.InvalidArgument,
   invalid_resource: Code.InvalidArgument,

@@ -22,6 +22,7 @@ describe("session end -> stream status", () => {
   it("maps every end this side decided for a failure or a revocation to its documented code and trailer", () => {
     expect(status(end("protocol_error", "local"))).toEqual({ code: Code.InvalidArgument, errorCode: "protocol_error", message: "the global ended the session (protocol_error): ended: protocol_error" });
     expect(status(end("protocol_error", "local", new KdsError("unknown_type", "no such type")))).toMatchObject({ code: Code.InvalidArgument, errorCode: "unknown_type" });
+    expect(status(end("resource_exhausted", "local"))).toMatchObject({ code: Code.ResourceExhausted, errorCode: "resource_exhausted" });
     expect(status(end("heartbeat_timeout", "local"))).toMatchObject({ code: Code.Unavailable, errorCode: "heartbeat_timeout" });
     expect(status(end("send_timeout", "local"))).toMatchObject({ code: Code.Unavailable, errorCode: "send_timeout" });
     expect(status(end("handshake_timeout", "local"))).toMatchObject({ code: Code.DeadlineExceeded, errorCode: "handshake_timeout" });
