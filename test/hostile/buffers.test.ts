@@ -28,11 +28,14 @@ function rssMiB(pid: number): number {
   return m === null ? Number.NaN : Number(m[1]) / 1024;
 }
 
-/** A frame of the largest size on the request or response lane; the payload is built once and shared. */
+/** A type the global serves (a request for another ends the session before any buffer fills). */
+const SERVED_TYPE = "type.googleapis.com/kds.example.v1.MeshSpec";
+
+/** A frame of the largest size on the request or response lane (a NACK-like request, an unasked response); the payload is built once and shared. */
 const payload = new Uint8Array(PAYLOAD).fill(7);
 function bigFrame(i: number): Message {
   return i % 2 === 0
-    ? create(MessageSchema, { value: { case: "request", value: create(DiscoveryRequestSchema, { typeUrl: "type.hostile", responseNonce: String(i), errorDetail: { code: 3, message: "x", details: [{ typeUrl: "t", value: payload }] } }) } })
+    ? create(MessageSchema, { value: { case: "request", value: create(DiscoveryRequestSchema, { typeUrl: SERVED_TYPE, responseNonce: String(i), errorDetail: { code: 3, message: "x", details: [{ typeUrl: "t", value: payload }] } }) } })
     : create(MessageSchema, { value: { case: "response", value: create(DiscoveryResponseSchema, { typeUrl: "type.hostile", nonce: String(i), resources: [{ typeUrl: "t", value: payload }] }) } });
 }
 
