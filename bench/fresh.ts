@@ -4,9 +4,9 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
-/** Runs `module` (a file URL) with `args` under tsx and parses its last stdout line. */
-export async function inFreshProcess<T>(module: string, args: readonly (string | number)[]): Promise<T> {
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(module), ...args.map(String)], { stdio: ["ignore", "pipe", "inherit"] });
+/** Runs `module` (a file URL) with `args` under tsx (and `nodeArgs`, e.g. a larger heap) and parses its last stdout line. */
+export async function inFreshProcess<T>(module: string, args: readonly (string | number)[], nodeArgs: readonly string[] = []): Promise<T> {
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", fileURLToPath(module), ...args.map(String)], { stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));

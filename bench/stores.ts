@@ -1,24 +1,18 @@
 // Store throughput: writes (apply in batches of 1,000), a list of everything,
 // and a watch catching up from revision 0, on memory, the embedded PostgreSQL
-// and a PostgreSQL server (KDS_TEST_DATABASE_URL; a fresh schema, dropped after).
+// and a PostgreSQL server (bench/bench-store.ts: a fresh schema, dropped after).
 //
 //   npx tsx bench/stores.ts [resources=10000]     (also part of bench/run.ts)
 import { create } from "@bufbuild/protobuf";
-import { chmod, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import postgres from "postgres";
-import { startEmbeddedPostgres } from "../src/adapters/node/embedded-postgres.ts";
 import { DataplaneSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
-import { silentLogger } from "../src/log.ts";
 import type { ResourceStore, WriteOp } from "../src/store/contract.ts";
-import { InMemoryStore } from "../src/store/memory.ts";
-import { PostgresStore } from "../src/store/postgres.ts";
 import { createTypeRegistry } from "../src/sync/builtin-types.ts";
+import { openDatabase, openStore, type StoreKind } from "./bench-store.ts";
+import { SKIPPED } from "./summary.ts";
 
 /** One store's figures. */
 export interface StoreResult {
-  readonly store: "memory" | "embedded" | "postgres";
+  readonly store: StoreKind;
   readonly resources: number;
   /** Resources written per second, in batches of 1,000 (one transaction each). */
   readonly writesPerSec: number;
@@ -68,40 +62,24 @@ async function measure(name: StoreResult["store"], store: ResourceStore, resourc
   return { store: name, resources, writesPerSec: resources / (writeMs / 1000), listMs, catchUpPerSec: resources / (catchUpMs / 1000) };
 }
 
-/** Runs the store bench on every store available; returns one row per store. */
-export async function storesBench(resources: number, stores: ReadonlyArray<StoreResult["store"]>): Promise<StoreResult[]> {
-  const results: StoreResult[] = [];
+/** Runs the store bench on each of `stores`; a PostgreSQL server that does not answer gives SKIPPED instead of its row. */
+export async function storesBench(resources: number, stores: ReadonlyArray<StoreKind>): Promise<(StoreResult | { readonly store: StoreKind; readonly resources: number; readonly skipped: typeof SKIPPED })[]> {
+  const results: (StoreResult | { readonly store: StoreKind; readonly resources: number; readonly skipped: typeof SKIPPED })[] = [];
   for (const name of stores) {
-    if (name === "memory") {
-      results.push(await measure(name, new InMemoryStore(types, { historyLimit: Math.max(resources, 1) }), resources));
-    } else if (name === "embedded") {
-      const dir = await mkdtemp(join(tmpdir(), "kds-bench-store-"));
-      await chmod(dir, 0o755);
-      const server = await startEmbeddedPostgres({ dataDir: dir, createSystemUser: true });
-      try {
-        const store = await PostgresStore.open(types, { url: server.url, historyLimit: Math.max(resources, 1), logger: silentLogger });
-        try {
-          results.push(await measure(name, store, resources));
-        } finally {
-          await store.close();
-        }
-      } finally {
-        await server.stop();
-        await rm(dir, { recursive: true, force: true });
-      }
-    } else {
-      const url = process.env.KDS_TEST_DATABASE_URL;
-      if (url === undefined || url === "") continue;
-      const schema = `kds_bench_${process.pid}`;
-      const store = await PostgresStore.open(types, { url, schema, historyLimit: Math.max(resources, 1), logger: silentLogger });
+    const database = name === "memory" ? undefined : await openDatabase(name);
+    if (name !== "memory" && database === undefined) {
+      results.push({ store: name, resources, skipped: SKIPPED });
+      continue;
+    }
+    try {
+      const store = await openStore(types, database, Math.max(resources, 1));
       try {
         results.push(await measure(name, store, resources));
       } finally {
-        await store.close();
-        const admin = postgres(url, { max: 1, onnotice: () => undefined });
-        await admin.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
-        await admin.end({ timeout: 5 });
+        await store.close?.();
       }
+    } finally {
+      await database?.close();
     }
   }
   return results;
@@ -110,6 +88,7 @@ export async function storesBench(resources: number, stores: ReadonlyArray<Store
 if (import.meta.url === `file://${process.argv[1]}`) {
   const resources = Number(process.argv[2] ?? 10_000);
   for (const r of await storesBench(resources, ["memory", "embedded", "postgres"])) {
-    console.log(`${r.store}: ${r.resources} resources, write ${Math.round(r.writesPerSec)}/s, list ${Math.round(r.listMs)} ms, watch catch-up ${Math.round(r.catchUpPerSec)}/s`);
+    if ("skipped" in r) console.log(`${r.store}: ${r.skipped}`);
+    else console.log(`${r.store}: ${r.resources} resources, write ${Math.round(r.writesPerSec)}/s, list ${Math.round(r.listMs)} ms, watch catch-up ${Math.round(r.catchUpPerSec)}/s`);
   }
 }

@@ -11,9 +11,14 @@ import { TrafficPolicySpecSchema, exampleTypes } from "../examples/example-kinds
 import { GlobalControlPlane } from "../src/global/global-control-plane.ts";
 import { silentLogger } from "../src/log.ts";
 import { createTypeRegistry } from "../src/sync/builtin-types.ts";
+import type { WriteOp } from "../src/store/contract.ts";
+import { openDatabase, openStore, type StoreKind } from "./bench-store.ts";
+import { SKIPPED } from "./summary.ts";
 
 export interface SyncResult {
   readonly resources: number;
+  /** The global's store. */
+  readonly store: StoreKind;
   readonly mode: "sotw" | "delta";
   readonly initialMs: number;
   readonly initialBytes: number;
@@ -24,12 +29,31 @@ export interface SyncResult {
 }
 
 
-/** Runs one initial sync + resume of `n` resources in `mode`, the zone in its own process; `count` adds a wire tally (and its encoding cost). */
-export async function syncBench(n: number, mode: "sotw" | "delta", count: boolean): Promise<SyncResult> {
+/** `n` policies, written in transactions of 1,000. */
+async function writePolicies(global: GlobalControlPlane, n: number): Promise<void> {
+  for (let from = 0; from < n; from += 1_000) {
+    const ops: WriteOp[] = [];
+    for (let i = from; i < Math.min(n, from + 1_000); i++) {
+      ops.push({ op: "put", input: { kind: "TrafficPolicy", mesh: "default", name: `policy-${i}`, spec: create(TrafficPolicySpecSchema, { services: [`svc-${i % 100}`], timeoutMs: 1000, retries: 2 }) } });
+    }
+    await global.store.apply(ops);
+  }
+}
+
+/**
+ * Runs one initial sync + resume of `n` resources in `mode`, the zone in its
+ * own process, the global on `storeKind`; `count` adds a wire tally (and its
+ * encoding cost). The string when the store is the PostgreSQL server and none answers.
+ */
+export async function syncBench(n: number, mode: "sotw" | "delta", count: boolean, storeKind: StoreKind = "memory"): Promise<SyncResult | typeof SKIPPED> {
   // SotW cannot split a set: give it room for the whole set in one message.
   const maxMessageBytes = mode === "sotw" ? 256 * 1024 * 1024 : 4 * 1024 * 1024;
+  const database = storeKind === "memory" ? undefined : await openDatabase(storeKind);
+  if (storeKind !== "memory" && database === undefined) return SKIPPED;
+  const types = createTypeRegistry(exampleTypes);
+  const store = await openStore(types, database, Math.max(100_000, 2 * n));
   const stop = new AbortController();
-  const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger, session: { maxMessageBytes }, discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024 } });
+  const global = new GlobalControlPlane({ types, store, logger: silentLogger, session: { maxMessageBytes }, discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024 } });
   global.start(stop.signal);
   const served = await serveGlobal(global.server);
   const token = (await global.tokens.issueZoneToken("zone-1")).token; // the zone proves its name, as deployed
@@ -45,9 +69,7 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
   };
   try {
     await global.registerZone("zone-1");
-    for (let i = 0; i < n; i++) {
-      await global.store.put({ kind: "TrafficPolicy", mesh: "default", name: `policy-${i}`, spec: create(TrafficPolicySpecSchema, { services: [`svc-${i % 100}`], timeoutMs: 1000, retries: 2 }) });
-    }
+    await writePolicies(global, n);
     const initial = await ask({ start: { total: n } });
     await ask({ stop: true });
     const changed = Math.max(1, Math.round(n / 1000));
@@ -58,6 +80,7 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
     await ask({ stop: true });
     return {
       resources: n,
+      store: storeKind,
       mode,
       initialMs: initial.done as number,
       initialBytes: initial.bytes as number,
@@ -71,5 +94,7 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
     await new Promise((r) => child.once("exit", r));
     stop.abort();
     await served.close();
+    await store.close?.();
+    await database?.close();
   }
 }

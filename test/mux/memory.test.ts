@@ -2,8 +2,6 @@
 // its heap flat: nothing the session or the Connect call holds grows with the
 // number of messages (the 2.3.0 leak this project pins away from would show
 // here as tens of MB).
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { silentLogger } from "../../src/log.ts";
@@ -11,14 +9,7 @@ import type { Session } from "../../src/mux/views.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { eventually, response, startGlobal } from "../contract/harness.ts";
-
-setFlagsFromString("--expose-gc");
-const gc = runInNewContext("gc") as () => void;
-
-function heapAfterGc(): number {
-  for (let i = 0; i < 3; i++) gc();
-  return process.memoryUsage().heapUsed;
-}
+import { heapAfterGc } from "../support/heap.ts";
 
 describe("memory", () => {
   it("stays flat while a session receives 200k messages", async () => {

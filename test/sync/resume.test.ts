@@ -1,45 +1,10 @@
 // Delta resume: after a reconnect with 10k resources each way of which 10
 // changed, fewer than 100 resources cross the wire (counted on the wire).
-import { resourcesIn } from "../../src/mux/frames.ts";
 import { describe, expect, it } from "vitest";
-import type { Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
-import type { MuxTransport } from "../../src/transport/transport.ts";
 import { LABELS } from "../../src/sync/resource-types.ts";
-import { KIND_CATALOG_TYPE_URL } from "../../src/sync/kind-catalog.ts";
 import { eventually } from "../contract/harness.ts";
 import { dataplane, policy, startCluster } from "./helpers.ts";
-
-interface WireCount {
-  toZone: number;
-  toGlobal: number;
-}
-
-
-/** Counts the resources (and removals) in every response frame, both ways. */
-function counting(inner: MuxTransport, count: WireCount): MuxTransport {
-  const tally = (frame: Message, to: keyof WireCount): void => {
-    count[to] += resourcesIn(frame, KIND_CATALOG_TYPE_URL); // the catalog opens every session; resources are what is counted
-  };
-  return {
-    name: `counting ${inner.name}`,
-    async open(request) {
-      const outbound = (async function* () {
-        for await (const frame of request.outbound) {
-          tally(frame, "toGlobal");
-          yield frame;
-        }
-      })();
-      const inbound = await inner.open({ ...request, outbound });
-      return (async function* () {
-        for await (const frame of inbound) {
-          tally(frame, "toZone");
-          yield frame;
-        }
-      })();
-    },
-  };
-}
-
+import { counting, type WireCount } from "./wire-count.ts";
 
 describe("delta resume", () => {
   it("sends only what changed while the zone was away", async () => {
