@@ -87,88 +87,111 @@ for (const kind of ["embedded", "postgres"] as const) {
   storeFanout[kind] = await fanout({ zones: plan.storeZones, rounds: plan.rounds, store: kind });
 }
 
-log(`scale: ${plan.zones10k.zones} zones in ${plan.zones10k.processes} processes, ${zonesPerConnection} per HTTP/2 connection`);
-const zones10k = await fanout({ ...plan.zones10k, zonesPerConnection });
-if (zones10k === SKIPPED) throw new Error("a memory-store scenario cannot be skipped");
+const orSkipped = <T extends object>(r: T | typeof SKIPPED | undefined, figure: (r: T) => number): number | string => (r === undefined ? Number.NaN : r === SKIPPED ? SKIPPED : figure(r));
+let multi: FanoutResult | typeof SKIPPED | undefined;
+let storeWrites: Awaited<ReturnType<typeof storesBench>> = [];
+let memory: MemoryResult | undefined;
+let zones10k: FanoutResult | undefined;
+const summaryFile = fileURLToPath(new URL(`./results/${quick ? "quick" : "full"}-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`, import.meta.url));
+mkdirSync(new URL("./results/", import.meta.url), { recursive: true });
+flush(false);
+log(`summary file (rewritten after each scenario): ${summaryFile}`);
 
 log(`3 global instances on the PostgreSQL server, ${plan.multiZones} zones`);
-const multi = await fanout({ zones: plan.multiZones, rounds: plan.rounds, store: "postgres", instances: 3, processes: 2 });
+multi = await fanout({ zones: plan.multiZones, rounds: plan.rounds, store: "postgres", instances: 3, processes: 2 });
+flush(false);
 
-const storeWrites = [];
 log(`stores ${plan.stores} resources: ${storeKinds.join(", ")}`);
-storeWrites.push(...(await storesBench(plan.stores, storeKinds)));
+storeWrites = await storesBench(plan.stores, storeKinds);
+flush(false);
 
 log(`memory ${plan.memory} messages`);
-const memory = await inFreshProcess<MemoryResult>(new URL("./memory.ts", import.meta.url).href, [plan.memory]);
+memory = await inFreshProcess<MemoryResult>(new URL("./memory.ts", import.meta.url).href, [plan.memory]);
+flush(false);
+
+// Last, as the longest: the figures above are in the summary file even if it does not finish.
+log(`scale: ${plan.zones10k.zones} zones in ${plan.zones10k.processes} processes, ${zonesPerConnection} per HTTP/2 connection`);
+const scale = await fanout({ ...plan.zones10k, zonesPerConnection });
+if (scale === SKIPPED) throw new Error("a memory-store scenario cannot be skipped");
+zones10k = scale;
 await stopEmbedded();
 const durationSeconds = (performance.now() - started) / 1000;
+const summary = flush(true);
 
-// The summary: every figure under its stable key (bench/summary.ts, bench/README.md).
-const summary: Record<string, unknown> = {};
-const set = (key: string, value: unknown): void => setAt(summary, key, value);
-const orSkipped = <T extends object>(r: T | typeof SKIPPED | undefined, figure: (r: T) => number): number | string => (r === undefined ? Number.NaN : r === SKIPPED ? SKIPPED : figure(r));
-set("run.quick", quick);
-set("run.startedAt", startedAt.toISOString());
-set("run.durationSeconds", durationSeconds);
-set("machine.cpus", cpus().length);
-set("machine.cpuModel", cpus()[0]?.model ?? "?");
-set("machine.memoryGiB", totalmem() / 2 ** 30);
-set("machine.node", process.version);
-set("machine.connect", pkg("@connectrpc/connect"));
-set("machine.loadAverage1m", load[0]);
-set("machine.loadAverage5m", load[1]);
-set("machine.fdSoftLimit", fdLimit("-Sn"));
-set("machine.fdHardLimit", fdLimit("-Hn"));
-const echoAt = (size: number) => echo.find((e) => e.size === size);
-for (const [label, size] of [["100B", 100], ["64KiB", 65_536]] as const) {
-  const e = echoAt(size);
-  set(`echo.${label}.muxPerRaw`, e === undefined ? Number.NaN : e.mux.msgPerSec / e.raw.msgPerSec);
-  set(`echo.${label}.muxPerGrpcJs`, e === undefined ? Number.NaN : e.mux.msgPerSec / e.grpcJs.msgPerSec);
+/**
+ * Writes the summary file with every figure measured so far under its
+ * stable key (bench/summary.ts, bench/README.md); `run.complete` says
+ * whether every scenario ran.
+ */
+function flush(complete: boolean): Record<string, unknown> {
+  const summary: Record<string, unknown> = {};
+  const set = (key: string, value: unknown): void => setAt(summary, key, value);
+  set("run.complete", complete);
+  set("run.quick", quick);
+  set("run.startedAt", startedAt.toISOString());
+  set("run.durationSeconds", (performance.now() - started) / 1000);
+  set("machine.cpus", cpus().length);
+  set("machine.cpuModel", cpus()[0]?.model ?? "?");
+  set("machine.memoryGiB", totalmem() / 2 ** 30);
+  set("machine.node", process.version);
+  set("machine.connect", pkg("@connectrpc/connect"));
+  set("machine.loadAverage1m", load[0]);
+  set("machine.loadAverage5m", load[1]);
+  set("machine.fdSoftLimit", fdLimit("-Sn"));
+  set("machine.fdHardLimit", fdLimit("-Hn"));
+  const echoAt = (size: number) => echo.find((e) => e.size === size);
+  for (const [label, size] of [["100B", 100], ["64KiB", 65_536]] as const) {
+    const e = echoAt(size);
+    set(`echo.${label}.muxPerRaw`, e === undefined ? Number.NaN : e.mux.msgPerSec / e.raw.msgPerSec);
+    set(`echo.${label}.muxPerGrpcJs`, e === undefined ? Number.NaN : e.mux.msgPerSec / e.grpcJs.msgPerSec);
+  }
+  set("echo.64KiB.muxMBps", echoAt(65_536)?.mux.mbPerSec ?? Number.NaN);
+  const delta = sync.find((s) => s.resources === syncSize && s.mode === "delta");
+  const sotw = sync.find((s) => s.resources === syncSize && s.mode === "sotw");
+  set("sync.resources", syncSize);
+  set("sync.delta.initialSeconds", (delta?.initialMs ?? Number.NaN) / 1000);
+  set("sync.sotw.initialSeconds", (sotw?.initialMs ?? Number.NaN) / 1000);
+  set("sync.delta.initialMiB", (delta?.initialBytes ?? Number.NaN) / 2 ** 20);
+  set("sync.resumeChanged", delta?.resumeChanged ?? Number.NaN);
+  set("sync.delta.resumeMs", delta?.resumeMs ?? Number.NaN);
+  set("sync.delta.resumeResources", delta?.resumeResources ?? Number.NaN);
+  set("sync.sotw.resumeResources", sotw?.resumeResources ?? Number.NaN);
+  const big = fanouts.find((f) => f.zones === fanoutSize);
+  set("fanout.zones", fanoutSize);
+  set("fanout.connectSeconds", (big?.connectMs ?? Number.NaN) / 1000);
+  set("fanout.p50Ms", big?.p50Ms ?? Number.NaN);
+  set("fanout.p99Ms", big?.p99Ms ?? Number.NaN);
+  set("idleZone.heapKiB", big?.heapPerZoneKiB ?? Number.NaN);
+  set("idleZone.rssKiB", big?.rssPerZoneKiB ?? Number.NaN);
+  set("zones10k.zones", zones10k?.zones ?? Number.NaN);
+  set("zones10k.processes", zones10k?.processes ?? Number.NaN);
+  set("zones10k.connections", zones10k?.connections ?? Number.NaN);
+  set("zones10k.connectSeconds", (zones10k?.connectMs ?? Number.NaN) / 1000);
+  set("zones10k.heapPerZoneKiB", zones10k?.heapPerZoneKiB ?? Number.NaN);
+  set("zones10k.rssPerZoneKiB", zones10k?.rssPerZoneKiB ?? Number.NaN);
+  set("zones10k.p50Ms", zones10k?.p50Ms ?? Number.NaN);
+  set("zones10k.p99Ms", zones10k?.p99Ms ?? Number.NaN);
+  set("stores.fanout.zones", plan.storeZones);
+  set("stores.writes.resources", plan.stores);
+  for (const kind of storeKinds) {
+    set(`stores.sync.${kind}.initialSeconds`, orSkipped(storeSync[kind], (r) => r.initialMs / 1000));
+    set(`stores.fanout.${kind}.connectSeconds`, orSkipped(storeFanout[kind], (r) => r.connectMs / 1000));
+    set(`stores.fanout.${kind}.p50Ms`, orSkipped(storeFanout[kind], (r) => r.p50Ms));
+    set(`stores.fanout.${kind}.p99Ms`, orSkipped(storeFanout[kind], (r) => r.p99Ms));
+    const row = storeWrites.find((r) => r.store === kind);
+    set(`stores.writes.${kind}.writesPerSec`, row === undefined ? Number.NaN : "skipped" in row ? row.skipped : row.writesPerSec);
+  }
+  set("multiInstance.instances", 3);
+  set("multiInstance.zones", plan.multiZones);
+  set("multiInstance.connectSeconds", orSkipped(multi, (r) => r.connectMs / 1000));
+  set("multiInstance.p50Ms", orSkipped(multi, (r) => r.p50Ms));
+  set("multiInstance.p99Ms", orSkipped(multi, (r) => r.p99Ms));
+  set("memory.messages", memory?.messages ?? Number.NaN);
+  set("memory.heapGrowthMiB", memory?.heapGrowthMiB ?? Number.NaN);
+  set("memory.rssGrowthMiB", memory?.rssGrowthMiB ?? Number.NaN);
+  writeFileSync(summaryFile, `${JSON.stringify({ ...summary, details: { echo, sync, fanout: fanouts, storeSync, storeFanout, zones10k, multiInstance: multi, storeWrites, memory, serverUrl: serverUrl.replace(/\/\/[^@]*@/, "//…@") } }, null, 2)}\n`);
+  return summary;
 }
-set("echo.64KiB.muxMBps", echoAt(65_536)?.mux.mbPerSec ?? Number.NaN);
-const delta = sync.find((s) => s.resources === syncSize && s.mode === "delta");
-const sotw = sync.find((s) => s.resources === syncSize && s.mode === "sotw");
-set("sync.resources", syncSize);
-set("sync.delta.initialSeconds", (delta?.initialMs ?? Number.NaN) / 1000);
-set("sync.sotw.initialSeconds", (sotw?.initialMs ?? Number.NaN) / 1000);
-set("sync.delta.initialMiB", (delta?.initialBytes ?? Number.NaN) / 2 ** 20);
-set("sync.resumeChanged", delta?.resumeChanged ?? Number.NaN);
-set("sync.delta.resumeMs", delta?.resumeMs ?? Number.NaN);
-set("sync.delta.resumeResources", delta?.resumeResources ?? Number.NaN);
-set("sync.sotw.resumeResources", sotw?.resumeResources ?? Number.NaN);
-const big = fanouts.find((f) => f.zones === fanoutSize);
-set("fanout.zones", fanoutSize);
-set("fanout.connectSeconds", (big?.connectMs ?? Number.NaN) / 1000);
-set("fanout.p50Ms", big?.p50Ms ?? Number.NaN);
-set("fanout.p99Ms", big?.p99Ms ?? Number.NaN);
-set("idleZone.heapKiB", big?.heapPerZoneKiB ?? Number.NaN);
-set("idleZone.rssKiB", big?.rssPerZoneKiB ?? Number.NaN);
-set("zones10k.zones", zones10k.zones);
-set("zones10k.processes", zones10k.processes);
-set("zones10k.connections", zones10k.connections);
-set("zones10k.connectSeconds", zones10k.connectMs / 1000);
-set("zones10k.heapPerZoneKiB", zones10k.heapPerZoneKiB);
-set("zones10k.rssPerZoneKiB", zones10k.rssPerZoneKiB);
-set("zones10k.p50Ms", zones10k.p50Ms);
-set("zones10k.p99Ms", zones10k.p99Ms);
-set("stores.fanout.zones", plan.storeZones);
-set("stores.writes.resources", plan.stores);
-for (const kind of storeKinds) {
-  set(`stores.sync.${kind}.initialSeconds`, orSkipped(storeSync[kind], (r) => r.initialMs / 1000));
-  set(`stores.fanout.${kind}.connectSeconds`, orSkipped(storeFanout[kind], (r) => r.connectMs / 1000));
-  set(`stores.fanout.${kind}.p50Ms`, orSkipped(storeFanout[kind], (r) => r.p50Ms));
-  set(`stores.fanout.${kind}.p99Ms`, orSkipped(storeFanout[kind], (r) => r.p99Ms));
-  const row = storeWrites.find((r) => r.store === kind);
-  set(`stores.writes.${kind}.writesPerSec`, row === undefined ? Number.NaN : "skipped" in row ? row.skipped : row.writesPerSec);
-}
-set("multiInstance.instances", 3);
-set("multiInstance.zones", plan.multiZones);
-set("multiInstance.connectSeconds", orSkipped(multi, (r) => r.connectMs / 1000));
-set("multiInstance.p50Ms", orSkipped(multi, (r) => r.p50Ms));
-set("multiInstance.p99Ms", orSkipped(multi, (r) => r.p99Ms));
-set("memory.messages", memory.messages);
-set("memory.heapGrowthMiB", memory.heapGrowthMiB);
-set("memory.rssGrowthMiB", memory.rssGrowthMiB);
 
 const fmt = (n: number, digits = 0): string => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 const figure = (v: number | string, digits = 0): string => (typeof v === "string" ? v : fmt(v, digits));
@@ -236,11 +259,7 @@ lines.push(`Heap growth ${fmt(memory.heapGrowthMiB, 2)} MiB, RSS growth ${fmt(me
 
 const report = lines.join("\n");
 if (!quiet) console.log(report);
-mkdirSync(new URL("./results/", import.meta.url), { recursive: true });
-const stamp = startedAt.toISOString().replace(/[:.]/g, "-");
 const kind = quick ? "quick" : "full";
-const summaryFile = fileURLToPath(new URL(`./results/${kind}-${stamp}.json`, import.meta.url));
-writeFileSync(summaryFile, `${JSON.stringify({ ...summary, details: { echo, sync, fanout: fanouts, storeSync, storeFanout, zones10k, multiInstance: multi, storeWrites, memory, serverUrl: serverUrl.replace(/\/\/[^@]*@/, "//…@") } }, null, 2)}\n`);
 writeFileSync(new URL(`./results/${kind}-latest.md`, import.meta.url), `${report}\n`);
 console.log(`bench ${quick ? "smoke" : "run"} (${fmt(durationSeconds, 1)} s): summary in ${summaryFile}, report in ${fileURLToPath(new URL(`./results/${kind}-latest.md`, import.meta.url))}`);
 const problems = summaryProblems(summary);

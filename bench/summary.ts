@@ -41,6 +41,7 @@ const storeKeys = (store: "memory" | "embedded" | "postgres", rule: SummaryRule,
 
 /** Every key of the summary, in the order bench/README.md lists them. */
 export const SUMMARY_KEYS: readonly SummaryKey[] = [
+  key("run.complete", "boolean", "boolean", "false while the run is going (the file is rewritten after each scenario, so a run cut short leaves what it measured), true at the end"),
   key("run.quick", "boolean", "boolean", "true for `npm run bench:quick` (small sizes, a smoke run: not for comparison)"),
   key("run.startedAt", "ISO 8601", "text", "when the run started (UTC)"),
   key("run.durationSeconds", "s", "positive", "how long the whole run took", "<= 900 (full run, 2 cores)"),
