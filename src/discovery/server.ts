@@ -121,12 +121,17 @@ export class DiscoveryServer {
       for (;;) {
         await this.#pump(signal);
         const wait = timer(this.#nextDeadline() - this.#now(), this.#clock);
-        const event = await Promise.race([
-          next.then((request) => ({ request })),
-          this.#waker.wait().then(() => undefined),
-          wait.promise.then(() => undefined),
-        ]);
-        wait.cancel();
+        let event: { request: Awaited<typeof next> } | undefined;
+        try {
+          event = await Promise.race([
+            next.then((request) => ({ request })),
+            this.#waker.wait().then(() => undefined),
+            wait.promise.then(() => undefined),
+          ]);
+        } finally {
+          // Also when the session ends (next rejects): a pending timer would hold this server and its session until the deadline.
+          wait.cancel();
+        }
         if (event !== undefined) {
           this.#onRequest(event.request);
           next = this.#view.recv(signal);
