@@ -7,8 +7,13 @@ import { runInNewContext } from "node:vm";
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
 
+/** Forces three full garbage collections. */
+export function collectGarbage(): void {
+  for (let i = 0; i < 3; i++) gc();
+}
+
 /** Bytes of heap in use after three forced collections. */
 export function heapAfterGc(): number {
-  for (let i = 0; i < 3; i++) gc();
+  collectGarbage();
   return process.memoryUsage().heapUsed;
 }

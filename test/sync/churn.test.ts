@@ -3,6 +3,9 @@
 // again and again over real gRPC while the global's resources change, and
 //   - every resume with nothing changed while away resends nothing (only the
 //     one barrier change made after the reconnect crosses the wire, each way);
+//   - no session the global ended is still in memory after a forced GC (each
+//     was retained until its discovery deadline, up to 30 s, by a pending
+//     timer: in a reconnect storm that is every session of the last 30 s);
 //   - the heap (after forced GC; global and zones share this process) after
 //     the last round is within 25% of the heap after the warm-up rounds, so
 //     nothing a session, a lease, a token or a churned resource leaves
@@ -12,7 +15,8 @@ import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { eventually } from "../contract/harness.ts";
-import { heapAfterGc } from "../support/heap.ts";
+import type { Session } from "../../src/mux/views.ts";
+import { collectGarbage, heapAfterGc } from "../support/heap.ts";
 import { dataplane, policy, startCluster } from "./helpers.ts";
 import { counting, type WireCount } from "./wire-count.ts";
 
@@ -25,7 +29,11 @@ const addressOf = (spec: unknown): string | undefined => (spec as { address?: st
 describe("a long session with churn", () => {
   it("resends nothing on a resume with nothing changed, and keeps the heap flat over many reconnects", async () => {
     // A bounded change history: churned writes must not count as growth once it is full.
-    const cluster = await startCluster("grpc", { store: new InMemoryStore(createTypeRegistry(exampleTypes), { historyLimit: 200 }) });
+    const sessions: WeakRef<Session>[] = [];
+    const cluster = await startCluster("grpc", {
+      store: new InMemoryStore(createTypeRegistry(exampleTypes), { historyLimit: 200 }),
+      onSession: (session) => void sessions.push(new WeakRef(session)),
+    });
     const g = cluster.global;
     const names = Array.from({ length: ZONES }, (_, i) => `zone-${i}`);
     const counts = new Map(names.map((name) => [name, { toZone: 0, toGlobal: 0 } as WireCount]));
@@ -71,6 +79,11 @@ describe("a long session with churn", () => {
         for (const name of names) expect({ round, name, ...counts.get(name) }).toEqual({ round, name, toZone: 1, toGlobal: 1 });
         if (round === WARM_UP) warm = heapAfterGc();
       }
+      // WeakRef targets stay alive until the current job ends: collect from a fresh task.
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      collectGarbage();
+      const ended = sessions.map((ref) => ref.deref()).filter((session) => session !== undefined && session.end !== undefined);
+      expect({ sessions: sessions.length, endedStillInMemory: ended.length }).toEqual({ sessions: ZONES * (WARM_UP + ROUNDS + 1), endedStillInMemory: 0 });
       const last = heapAfterGc();
       const ratio = last / warm;
       console.log(`heap after ${WARM_UP} warm-up rounds ${(warm / 2 ** 20).toFixed(1)} MiB, after ${ROUNDS} more ${(last / 2 ** 20).toFixed(1)} MiB (ratio ${ratio.toFixed(3)}); ${ZONES} zones reconnected ${WARM_UP + ROUNDS} times`);
