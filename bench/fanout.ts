@@ -11,6 +11,7 @@
 //   npx tsx bench/fanout.ts '{"zones":1000,"rounds":5,"processes":4}'
 import { create } from "@bufbuild/protobuf";
 import { spawn, type ChildProcessByStdio } from "node:child_process";
+import { setMaxListeners } from "node:events";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -89,6 +90,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
   const database: BenchDatabase | undefined = storeKind === "memory" ? undefined : await openDatabase(storeKind);
   if (storeKind !== "memory" && database === undefined) return SKIPPED;
   const stop = new AbortController();
+  setMaxListeners(0, stop.signal); // every instance follows its store, zones and leases until the bench stops
   const types = createTypeRegistry(exampleTypes);
   const globals: GlobalControlPlane[] = [];
   const served: ServedGlobal[] = [];
