@@ -34,7 +34,7 @@ const log = (line: string): void => void process.stderr.write(`[${((performance.
 const fdLimit = (flag: "-Sn" | "-Hn"): number => Number(execFileSync("sh", ["-c", `ulimit ${flag}`], { encoding: "utf8" }).trim());
 
 const plan = quick
-  ? { echo: [[100, 3_000], [65_536, 200]], sync: [2_000], fanout: [20], rounds: 3, zones10k: { zones: 40, processes: 2, rounds: 3 }, storeZones: 20, multiZones: 30, memory: 50_000, stores: 2_000 }
+  ? { echo: [[100, 3_000], [65_536, 200]], sync: [1_000], fanout: [8], rounds: 2, zones10k: { zones: 8, processes: 2, rounds: 2 }, storeZones: 6, multiZones: 6, memory: 30_000, stores: 1_000 }
   : { echo: [[100, 40_000], [1024, 30_000], [65_536, 3_000]], sync: [1_000, 10_000, 100_000], fanout: [10, 100, 1000], rounds: 10, zones10k: { zones: 10_000, processes: 4, rounds: 5 }, storeZones: 1_000, multiZones: 1_000, memory: 1_000_000, stores: 100_000 };
 const zonesPerConnection = Number(process.env.KDS_BENCH_ZONES_PER_CONNECTION ?? 1);
 const syncSize = plan.sync.at(-1) as number;
