@@ -1,11 +1,13 @@
 /**
  * The in-memory {@link ResourceStore}: the library's default. Revisions come
  * from one counter; the change feed is a bounded log of the latest changes
- * that every watcher reads at its own pace (nothing is queued per watcher).
+ * that every watcher reads at its own pace (nothing is queued per watcher),
+ * bounded both in changes and in (estimated) bytes, because a change holds
+ * the whole resource written and peers choose how large those are.
  *
  * @module
  */
-import { clone } from "@bufbuild/protobuf";
+import { clone, toBinary } from "@bufbuild/protobuf";
 import { KdsError, abortError } from "../errors.ts";
 import { resourceKey, type ResourceMeta, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
 import { Waker } from "../util/wake.ts";
@@ -16,6 +18,31 @@ import { byMeshThenName, matchesLabels, validateInput, versionConflict } from ".
 export interface InMemoryStoreOptions {
   /** Changes kept for watchers that fall behind; older ones make `watch` fail with `store_compacted`. Default 100,000. */
   readonly historyLimit?: number;
+  /**
+   * Bytes of history kept, estimated per change (about 1 KiB, plus twice the
+   * spec's encoded size, plus two bytes per character of names and labels);
+   * the oldest changes go first when it is exceeded. Default 64 MiB. Without
+   * it, a stream of writes of large or churning resources (a zone lease
+   * rewritten by every session of a misbehaving zone) kept up to
+   * `historyLimit` whole resources alive.
+   */
+  readonly historyBytes?: number;
+}
+
+/** Estimated heap bytes of a change besides its spec and strings (the change, meta and spec objects; measured about 1.1 KiB on V8). */
+const CHANGE_OVERHEAD_BYTES = 1024;
+
+/**
+ * Estimated bytes a kept change holds: a fixed overhead, twice the spec's
+ * encoded size (decoded messages are larger than their encoding) and two
+ * bytes per character of its names and labels.
+ */
+function changeBytes(change: StoreChange, specBytes: number): number {
+  if (change.op === "delete") return CHANGE_OVERHEAD_BYTES / 2 + 2 * (change.ref.kind.length + change.ref.mesh.length + change.ref.name.length);
+  const meta = change.resource.meta;
+  let chars = meta.name.length + meta.mesh.length + meta.version.length;
+  for (const [k, v] of Object.entries(meta.labels)) chars += k.length + v.length;
+  return CHANGE_OVERHEAD_BYTES + 2 * specBytes + 2 * chars;
 }
 
 /** Resources kept in memory. */
@@ -23,21 +50,29 @@ export class InMemoryStore implements ResourceStore {
   readonly #types: TypeRegistry;
   readonly #byKind = new Map<string, Map<string, StoredResource>>();
   readonly #historyLimit: number;
+  readonly #historyBytes: number;
   /** Changes with revisions `#logBase` .. `#revision`, oldest first. */
   #log: StoreChange[] = [];
+  /** The estimated bytes of each change in `#log`, in the same order, and their sum. */
+  #logSizes: number[] = [];
+  #logBytes = 0;
   #logBase = 1;
   #revision = 0;
   readonly #watchers = new Set<Waker>();
 
   /**
    * @param types - the registered types; writes of other kinds are refused
-   * @param options - history size
+   * @param options - history bounds
    */
   constructor(types: TypeRegistry, options: InMemoryStoreOptions = {}) {
     this.#types = types;
     this.#historyLimit = options.historyLimit ?? 100_000;
     if (!Number.isInteger(this.#historyLimit) || this.#historyLimit < 1) {
       throw new KdsError("invalid_argument", `historyLimit must be a positive integer, got ${this.#historyLimit}`);
+    }
+    this.#historyBytes = options.historyBytes ?? 64 * 1024 * 1024;
+    if (!Number.isInteger(this.#historyBytes) || this.#historyBytes < 1) {
+      throw new KdsError("invalid_argument", `historyBytes must be a positive integer, got ${this.#historyBytes}`);
     }
   }
 
@@ -77,6 +112,7 @@ export class InMemoryStore implements ResourceStore {
       return s !== undefined ? s.resource : this.#byKind.get(kind)?.get(key);
     };
     const changes: StoreChange[] = [];
+    const sizes: number[] = [];
     const results: Array<StoredResource | boolean> = [];
     let revision = this.#revision;
     const now = new Date();
@@ -100,7 +136,9 @@ export class InMemoryStore implements ResourceStore {
           });
           const resource: StoredResource = Object.freeze({ kind: type.kind, meta, spec: clone(type.schema, op.input.spec) });
           staged.set(`${type.kind}\u0000${key}`, { kind: type.kind, key, resource });
-          changes.push({ op: "put", revision, resource });
+          const change: StoreChange = { op: "put", revision, resource };
+          changes.push(change);
+          sizes.push(changeBytes(change, toBinary(type.schema, resource.spec).byteLength));
           results.push(resource);
         } else {
           const type = this.#types.get(op.kind);
@@ -113,7 +151,9 @@ export class InMemoryStore implements ResourceStore {
             continue;
           }
           staged.set(`${type.kind}\u0000${key}`, { kind: type.kind, key, resource: undefined });
-          changes.push({ op: "delete", revision: ++revision, ref: { kind: type.kind, mesh: op.mesh, name: op.name } });
+          const change: StoreChange = { op: "delete", revision: ++revision, ref: { kind: type.kind, mesh: op.mesh, name: op.name } };
+          changes.push(change);
+          sizes.push(changeBytes(change, 0));
           results.push(true);
         }
       }
@@ -129,7 +169,7 @@ export class InMemoryStore implements ResourceStore {
       if (resource === undefined) bucket.delete(key);
       else bucket.set(key, resource);
     }
-    this.#record(changes);
+    this.#record(changes, sizes);
     return Promise.resolve({ revision: this.#revision, results });
   }
 
@@ -171,14 +211,28 @@ export class InMemoryStore implements ResourceStore {
     }
   }
 
-  #record(changes: readonly StoreChange[]): void {
+  /** How much history the store keeps now: changes and their estimated bytes (see {@link InMemoryStoreOptions.historyBytes}). */
+  historySize(): { changes: number; bytes: number } {
+    return { changes: this.#log.length, bytes: this.#logBytes };
+  }
+
+  #record(changes: readonly StoreChange[], sizes: readonly number[]): void {
     if (changes.length === 0) return;
     for (const change of changes) this.#log.push(change);
+    for (const size of sizes) {
+      this.#logSizes.push(size);
+      this.#logBytes += size;
+    }
     this.#revision = (changes[changes.length - 1] as StoreChange).revision;
-    // Drop the oldest in chunks, so trimming stays amortised O(1) per change.
-    if (this.#log.length > this.#historyLimit * 1.25) {
-      const drop = this.#log.length - this.#historyLimit;
+    // Drop the oldest in chunks (down to both bounds once either is 25% over), so trimming stays amortised O(1) per change.
+    if (this.#log.length > this.#historyLimit * 1.25 || this.#logBytes > this.#historyBytes * 1.25) {
+      let drop = Math.max(0, this.#log.length - this.#historyLimit);
+      let bytes = this.#logBytes;
+      for (let i = 0; i < drop; i++) bytes -= this.#logSizes[i] as number;
+      while (bytes > this.#historyBytes && drop < this.#log.length - 1) bytes -= this.#logSizes[drop++] as number;
       this.#log = this.#log.slice(drop);
+      this.#logSizes = this.#logSizes.slice(drop);
+      this.#logBytes = bytes;
       this.#logBase += drop;
     }
     for (const waker of this.#watchers) waker.wake();
