@@ -80,6 +80,10 @@ export interface FuzzReport {
    * end code, and admissions by result.
    */
   readonly server: { readonly framesReceived: number; readonly sessionsClosed: Record<string, number>; readonly admissions: Record<string, number> };
+  /** Hostile sessions that ended in a stream reset or a refused stream, by the error seen. */
+  readonly resets: Record<string, number>;
+  /** HTTP/2 GOAWAY frames (connection level) the global sent the hostile peers, by HTTP/2 error code. */
+  readonly connectionGoaways: Record<number, number>;
   /** The global process exited during the run (a crash). */
   readonly crashed: boolean;
   /** Lines of the global's output that look like a crash or an unexpected error. */
@@ -164,7 +168,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     await zone.waitFor(/connected to global/);
     const zoneAdmin = adminClient(zoneUrl);
 
-    log("recording the corpus from a real session");
+    log(`global pid ${pid}; recording the corpus from a real session`);
     const corpus: SeedFrame[] = await recordCorpus({ muxUrl, adminUrl, zone: RECORDER, token: await tokenOf(RECORDER), signal: stop.signal });
     log(`corpus: ${corpus.length} frames ${JSON.stringify(corpusKinds(corpus))}`);
 
@@ -212,11 +216,17 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     // The hostile peers.
     const planner = new Planner(options.seed, corpus, identities);
     const connections: http2.ClientHttp2Session[] = [];
+    /** HTTP/2 GOAWAY frames the global sent on the hostile connections, by error code. */
+    const connectionGoaways: Record<number, number> = {};
+    const resets: Record<string, number> = {};
     const connection = (i: number): http2.ClientHttp2Session => {
       let c = connections[i];
       if (c === undefined || c.closed || c.destroyed) {
         c = http2.connect(muxUrl);
         c.on("error", () => undefined); // a connection the global cut: the sessions on it report "reset", the next one reconnects
+        c.on("goaway", (code: number) => {
+          connectionGoaways[code] = (connectionGoaways[code] ?? 0) + 1;
+        });
         connections[i] = c;
       }
       return c;
@@ -249,6 +259,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         endMs[reason] = (endMs[reason] ?? 0) + (performance.now() - t0);
         counts.garbled += end.garbled;
         if (end.status === "hang") counts.hangs++;
+        if (end.status === "reset") resets[end.message] = (resets[end.message] ?? 0) + 1;
         if (end.status === "ok" && end.goaway === undefined) {
           const why = plan.peerGoaway ? "peer goaway" : plan.ending === "eof" ? "peer eof" : "unexplained";
           okWithoutGoaway[why]++;
@@ -258,7 +269,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
           lastLog = performance.now();
           scan(global, "global");
           if (zone !== undefined) scan(zone, "zone");
-          log(`${counts.sessions} sessions, ${counts.mutated} mutated frames of ${counts.frames}; RSS ${rss.end.toFixed(0)} MiB (peak ${rss.peak.toFixed(0)}); sync ${sync.delivered}/${sync.probes} (max ${sync.maxLagMs.toFixed(0)} ms)`);
+          log(`${counts.sessions} sessions, ${counts.mutated} mutated frames of ${counts.frames}; resets ${JSON.stringify(resets)}; RSS ${rss.end.toFixed(0)} MiB (peak ${rss.peak.toFixed(0)}); sync ${sync.delivered}/${sync.probes} (max ${sync.maxLagMs.toFixed(0)} ms)`);
         }
       }
     };
@@ -326,6 +337,8 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       hangs: counts.hangs,
       garbledBytes: counts.garbled,
       server,
+      resets,
+      connectionGoaways,
       crashed,
       alarmingLogLines: alarming,
       rss: { startMiB: rss.start, peakMiB: rss.peak, endMiB: rss.end, afterSettleMiB: afterSettle, samples: rss.samples },
@@ -381,6 +394,7 @@ export function formatReport(r: FuzzReport): string {
     `- store: ${r.store.before} resources before, ${r.store.after} after; changed: ${r.store.changed.length === 0 ? "none" : r.store.changed.join("; ")}; added by hostile zones: ${JSON.stringify(r.store.hostileAdded)}`,
     `- the global's metrics: ${r.server.framesReceived} mux frames decoded and dispatched; sessions closed after hello by code ${JSON.stringify(r.server.sessionsClosed)}; admissions ${JSON.stringify(r.server.admissions)}`,
     `- sessions ended with OK and no goaway: ${r.okWithoutGoaway["peer goaway"]} after the peer's own goaway, ${r.okWithoutGoaway["peer eof"]} after the peer half-closed an open session, ${r.okWithoutGoaway.unexplained} after a protocol error (findings)${r.okWithoutGoawaySamples.length > 0 ? ` (e.g. ${r.okWithoutGoawaySamples.slice(0, 3).join("; ")})` : ""}`,
+    `- stream resets by cause: ${JSON.stringify(r.resets)}; HTTP/2 connection GOAWAYs from the global by error code: ${JSON.stringify(r.connectionGoaways)}`,
     `- alarming log lines: ${r.alarmingLogLines.length === 0 ? "none" : r.alarmingLogLines.slice(0, 5).join(" | ")}`,
     "",
     "| end reason (goaway / status) | sessions | mean time to end |",

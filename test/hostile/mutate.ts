@@ -457,8 +457,10 @@ export class Planner {
             return { family: `${family}:${kind}`, protocol, headers, chunks, frames: count + 3, mutated: 1, zone: identity.zone, ending: "sentinel", peerGoaway: sendsGoaway([m, last]) };
           }
         }
-        // A broken envelope ends the stream for the server: whatever follows is noise it never parses as frames.
-        return { family: `${family}:${kind}`, protocol, headers, chunks, frames: count + 1, mutated, zone: identity.zone, ending: "broken", peerGoaway: false };
+        // A broken envelope ends the stream for the server. Except one: connect-es 2.2.0 reads a stream that ends
+        // right after a whole envelope header (no payload byte) as a clean end, so the global sees a half-close.
+        const headerOnly = kind === "lengthLonger" && m.length === 0;
+        return { family: `${family}:${kind}`, protocol, headers, chunks, frames: count + 1, mutated, zone: identity.zone, ending: headerOnly ? "eof" : "broken", peerGoaway: false };
       }
       case "admission": {
         const kind = r.weighted({ noToken: 2, badToken: 2, otherZonesToken: 2, unregistered: 2, invalidClientId: 1, noClientId: 1 });

@@ -86,24 +86,29 @@ export function hostileCall(client: http2.ClientHttp2Session, call: HostileCall)
     let body: Buffer = Buffer.alloc(0);
     let done = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let resetWhy = "";
     const finish = (override?: string): void => {
       if (done) return;
       done = true;
       if (timer !== undefined) clearTimeout(timer);
       if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
-      resolve(interpret(call.protocol, responseHeaders, trailers, body, override));
+      const end = interpret(call.protocol, responseHeaders, trailers, body, override);
+      resolve(end.status === "reset" ? { ...end, message: resetWhy !== "" ? resetWhy : `stream closed with RST_STREAM code ${stream.rstCode ?? "none"}` } : end);
     };
     try {
       stream = client.request(headers);
     } catch (error) {
-      resolve({ status: "reset", goaway: undefined, message: `request failed: ${String(error)}`, framesReceived: 0, garbled: 0 });
+      resolve({ status: "reset", goaway: undefined, message: (error as { code?: string }).code ?? String(error), framesReceived: 0, garbled: 0 });
       return;
     }
     stream.on("response", (h) => (responseHeaders = h));
     stream.on("trailers", (t) => (trailers = t));
     stream.on("data", (chunk: Buffer) => (body = body.length === 0 ? chunk : Buffer.concat([body, chunk])));
     stream.on("end", () => finish());
-    stream.on("error", () => finish("reset"));
+    stream.on("error", (error: Error & { code?: string }) => {
+      resetWhy = error.message;
+      finish("reset");
+    });
     stream.on("close", () => finish(stream.rstCode !== undefined && stream.rstCode !== 0 && Object.keys(responseHeaders).length === 0 ? "reset" : undefined));
     for (const chunk of call.chunks) stream.write(chunk);
     stream.end();
