@@ -55,8 +55,8 @@ function isDecodeFailure(error: ConnectError): boolean {
     case Code.InvalidArgument: // JSON that is not a Message, a broken envelope
     case Code.ResourceExhausted: // larger than the read limit
       return true;
-    case Code.Internal: // connect's binary codec reports "parse binary: ..."
-      return error.rawMessage.startsWith("parse ");
+    case Code.Internal: // connect's binary codec reports "parse binary: ...", its envelope reader a compressed flag without an encoding
+      return error.rawMessage.startsWith("parse ") || error.rawMessage.includes("compressed envelope");
     default:
       return false;
   }

@@ -56,7 +56,7 @@ describe("a frame the global cannot read", () => {
           timeoutMs: 20_000,
         });
         expect(end).toMatchObject({ goaway: "PROTOCOL_ERROR", garbled: 0 });
-        expect(end.message).toMatch(/zone "h" sent bytes that are not a valid mux frame/);
+        expect(end.message).toMatch(/the zone sent a frame the global cannot read/);
       });
     }
   }
