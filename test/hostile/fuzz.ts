@@ -215,7 +215,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
 
     // The hostile peers.
     const planner = new Planner(options.seed, corpus, identities);
-    const connections: http2.ClientHttp2Session[] = [];
+    const connections: (http2.ClientHttp2Session | undefined)[] = [];
     /** HTTP/2 GOAWAY frames the global sent on the hostile connections, by error code. */
     const connectionGoaways: Record<number, number> = {};
     const resets: Record<string, number> = {};
@@ -248,7 +248,8 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         counts.mutated += plan.mutated;
         families[plan.family] = (families[plan.family] ?? 0) + 1;
         const t0 = performance.now();
-        const end: CallEnd = await hostileCall(connection(w % (options.connections ?? 4)), {
+        const slot = w % (options.connections ?? 4);
+        const end: CallEnd = await hostileCall(connection(slot), {
           protocol: plan.protocol,
           headers: plan.headers,
           chunks: plan.chunks,
@@ -260,6 +261,11 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
         counts.garbled += end.garbled;
         if (end.status === "hang") counts.hangs++;
         if (end.status === "reset") resets[end.message] = (resets[end.message] ?? 0) + 1;
+        if (end.message.includes("ENHANCE_YOUR_CALM")) {
+          // The global's HTTP/2 layer refuses this connection's streams (too many resets) without a GOAWAY: open another.
+          connections[slot]?.destroy();
+          connections[slot] = undefined;
+        }
         if (end.status === "ok" && end.goaway === undefined) {
           const why = plan.peerGoaway ? "peer goaway" : plan.ending === "eof" ? "peer eof" : "unexplained";
           okWithoutGoaway[why]++;
@@ -274,7 +280,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       }
     };
     await Promise.all(Array.from({ length: options.concurrency ?? 8 }, (_, w) => worker(w)));
-    for (const c of connections) c.close();
+    for (const c of connections) c?.close();
     log("fuzz done; letting the global settle");
 
     // One more probe round after the fuzz, then settle and measure.
