@@ -33,7 +33,8 @@
  * - `zone_offline`: a reverse call names a zone that has no session with the global;
  * - `kinds_mismatch`: a zone's kinds disagree with the global's (same kind, another message, direction or scope);
  * - `zone_revoked`: the global ended the zone's session because the zone was removed or disabled, or its credential was revoked;
- * - `handshake_timeout`: the peer sent no hello within the handshake timeout.
+ * - `handshake_timeout`: the peer sent no hello within the handshake timeout;
+ * - `overloaded`: the global already holds as many streams waiting for their hello as it allows; retry later.
  */
 export const KDS_ERROR_CODES = [
   "invalid_argument",
@@ -62,6 +63,7 @@ export const KDS_ERROR_CODES = [
   "kinds_mismatch",
   "zone_revoked",
   "handshake_timeout",
+  "overloaded",
 ] as const;
 
 /** Stable, machine-readable error codes (see {@link KDS_ERROR_CODES}). */

@@ -8,6 +8,7 @@ import { Command, CommanderError, Option } from "commander";
 import { KdsError } from "../errors.ts";
 import type { LogLevel } from "../log.ts";
 import { parseDuration } from "./address.ts";
+import { adminMaxConnectionsOption, helloTimeoutOption, idleTimeoutOption, maxConnectionsOption, maxHandshakesOption } from "./connection-flags.ts";
 import { runDemo } from "./demo.ts";
 import { cliLogger, type LogFormat } from "./logger.ts";
 import type { OutputFormat } from "./format.ts";
@@ -78,6 +79,11 @@ export function program(): Command {
     .option("--max-buffer-bytes <size>", "most inbound bytes all sessions buffer together; when full, the session holding the most is ended with RESOURCE_EXHAUSTED (default 256MiB)")
     .addOption(storeOption())
     .addOption(dataDirOption())
+    .addOption(maxConnectionsOption())
+    .addOption(adminMaxConnectionsOption())
+    .addOption(idleTimeoutOption())
+    .addOption(helloTimeoutOption())
+    .addOption(maxHandshakesOption())
     .addOption(logFormatOption())
     .addOption(logLevelOption())
     .action(async (o: GlobalFlags) => {
@@ -109,6 +115,8 @@ export function program(): Command {
     .option("--admin-token-file <file>", "with a non-loopback --admin-listen: write a first admin token (role admin) here")
     .option("--tls-cert <file>", "PEM certificate chain: serve the admin API over TLS")
     .option("--tls-key <file>", "PEM private key of --tls-cert")
+    .addOption(adminMaxConnectionsOption())
+    .addOption(idleTimeoutOption())
     .addOption(logFormatOption())
     .addOption(logLevelOption())
     .action(async (o: ZoneFlags) => {

@@ -11,6 +11,7 @@ import { adminListenerInterceptor, authorizedReads, registerAdminRoutes } from "
 import type { AdminBackend } from "../admin/admin-service.ts";
 import { registerAdmin } from "../admin/admin-service.ts";
 import { serveGlobal, serveRoutes, type ServedGlobal } from "../adapters/node/serve-global.ts";
+import type { ConnectionLimits } from "../adapters/node/connection-limits.ts";
 import { fetchFallback, type OptionalFetchHandler } from "../adapters/node/fetch-fallback.ts";
 import { isLoopback } from "../auth/admin-authorizer.ts";
 import { TokenAuthority } from "../auth/token-authority.ts";
@@ -32,6 +33,7 @@ import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
 import { parseByteSize, parseListen } from "./address.ts";
 import { DEFAULT_MEMORY_BUDGET_BYTES, MemoryBudget } from "../mux/budget.ts";
 import { MAX_WINDOW_BYTES, resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
+import { resolveConnectionLimits, type ConnectionFlags } from "./connection-flags.ts";
 import { globalKinds, zoneKinds } from "./kinds-file.ts";
 import { aborted } from "./signals.ts";
 import { openCliStore, type StoreChoice } from "./store-option.ts";
@@ -46,7 +48,7 @@ export interface TlsFlags {
 }
 
 /** Options of `kds-mux global`. */
-export interface GlobalCommandOptions extends TlsFlags, StoreChoice {
+export interface GlobalCommandOptions extends TlsFlags, StoreChoice, ConnectionFlags {
   /** Zone-facing address (mux and half-duplex). */
   readonly listen: string;
   /** Admin API address. */
@@ -91,7 +93,7 @@ function checkAdminListen(listen: string, tokenFile: string | undefined, flag: s
 async function serveAdminApi(
   backend: AdminBackend,
   listen: string,
-  options: { tls?: { key: string; cert: string }; tokenFile?: string; flag: string; logger: Logger; observe?: OptionalFetchHandler },
+  options: { tls?: { key: string; cert: string }; tokenFile?: string; flag: string; logger: Logger; observe?: OptionalFetchHandler; limits: ConnectionLimits },
 ): Promise<ServedGlobal> {
   const { host, port } = parseListen(listen);
   const open = !isLoopback(host);
@@ -103,6 +105,8 @@ async function serveAdminApi(
     // h2c for the CLI; HTTP/1.1 beside it for browsers and Prometheus (TLS offers both by itself).
     httpVersion: "both",
     interceptors: [adminListenerInterceptor(backend, host)],
+    // Its own cap: a flood on the zone listener never takes the admin API's connections.
+    limits: options.limits,
     // The status page and /metrics follow the admin API's rules: any role may read them.
     fallback: options.observe === undefined ? undefined : fetchFallback(authorizedReads(options.observe, backend, host)),
   });
@@ -160,6 +164,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   try {
     options.logger.info(`global "${options.name}" keeps its state in ${opened.description}`);
     const observe = observation("global", options.name, () => global.zoneStatuses());
+    const limits = resolveConnectionLimits(options, "global", options.logger, observe.metrics);
     const global: GlobalControlPlane = new GlobalControlPlane({
       id: options.name,
       types,
@@ -169,13 +174,21 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       metrics: observe.metrics,
       authenticator: options.insecureNoZoneAuth === true ? insecureZoneAuthenticator() : undefined,
       clientCertificates: clientCa !== undefined,
-      session: buffers.session,
+      session: { ...buffers.session, handshakeTimeoutMs: options.helloTimeout },
       memoryBudget: buffers.budget,
+      maxHandshakes: options.maxHandshakes,
     });
     global.start(options.signal);
-    const admin = await serveAdminApi(global.admin(), options.adminListen, { tls, tokenFile: options.adminTokenFile, flag: "--admin-listen", logger: options.logger, observe: observe.handler });
+    const admin = await serveAdminApi(global.admin(), options.adminListen, {
+      tls,
+      tokenFile: options.adminTokenFile,
+      flag: "--admin-listen",
+      logger: options.logger,
+      observe: observe.handler,
+      limits: limits.admin,
+    });
     adminUrl = admin.url;
-    const served = await serveGlobal(global.server, { host, port, tls: tls === undefined ? undefined : { ...tls, clientCa } });
+    const served = await serveGlobal(global.server, { host, port, tls: tls === undefined ? undefined : { ...tls, clientCa }, limits: limits.zones });
     const proof = options.insecureNoZoneAuth === true ? "NOTHING (insecure)" : clientCa !== undefined ? "client certificates or zone tokens" : "zone tokens";
     options.logger.info(
       `global "${options.name}" listening on ${served.url} for zones (mux and half-duplex; zones prove themselves with ${proof}); admin API on ${admin.url} (status page at ${admin.url}/, metrics at ${admin.url}/metrics)`,
@@ -208,7 +221,7 @@ function observation(role: "global" | "zone", name: string, zones: () => Promise
 export const zoneTransports = ["grpc", "grpc-web", "connect", "half-duplex"] as const;
 
 /** Options of `kds-mux zone`. */
-export interface ZoneCommandOptions extends TlsFlags, StoreChoice {
+export interface ZoneCommandOptions extends TlsFlags, StoreChoice, Pick<ConnectionFlags, "adminMaxConnections" | "idleTimeout"> {
   readonly name: string;
   readonly global: string;
   readonly transport: string;
@@ -300,7 +313,15 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
     }
     // The zone signs its own admin tokens, with a key kept in its own store.
     const backend = { ...zone.admin(), tokens: new TokenAuthority({ store: zone.store, issuer: options.name, logger: options.logger }) };
-    const served = await serveAdminApi(backend, options.adminListen, { tls: readTls(options), tokenFile: options.adminTokenFile, flag: "--admin-listen", logger: options.logger, observe: observe.handler });
+    const limits = resolveConnectionLimits(options, "zone", options.logger, observe.metrics);
+    const served = await serveAdminApi(backend, options.adminListen, {
+      tls: readTls(options),
+      tokenFile: options.adminTokenFile,
+      flag: "--admin-listen",
+      logger: options.logger,
+      observe: observe.handler,
+      limits: limits.admin,
+    });
     options.logger.info(`zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`);
     await zone.run(options.signal);
     options.logger.info("shutting down");

@@ -70,10 +70,12 @@ export interface GlobalControlPlaneOptions {
   readonly filter?: (zone: string, resource: StoredResource) => boolean;
   /** How the global subscribes to zone resources. Default "delta". */
   readonly mode?: "delta" | "sotw";
-  /** Session tunables (their byte windows are each session's ceiling on buffered inbound bytes). */
+  /** Session tunables (their byte windows are each session's ceiling on buffered inbound bytes; `handshakeTimeoutMs`: how long an admitted zone stream may stay silent before its hello). */
   readonly session?: SessionOptions;
   /** The ceiling on inbound bytes all zone sessions buffer together. Default: 256 MiB (see `GlobalServerOptions.memoryBudget`). */
   readonly memoryBudget?: MemoryBudget;
+  /** How many zone streams may be in admission or waiting for their hello at once (see `GlobalServerOptions.maxHandshakes`). */
+  readonly maxHandshakes?: number;
   /** Discovery tunables. */
   readonly discovery?: DiscoveryOptions;
   /** Delays between retries of a failed store read. */
@@ -149,6 +151,7 @@ export class GlobalControlPlane {
       adminUrl: options.adminUrl,
       session: options.session,
       memoryBudget: options.memoryBudget,
+      maxHandshakes: options.maxHandshakes,
       logger,
       metrics: options.metrics,
       jsonRegistry: muxJsonRegistry(this.types),

@@ -27,6 +27,10 @@ import { disabledMessage, missingClientIdMessage, notRegisteredMessage } from ".
 import type { ZoneRegistry } from "./zone-registry.ts";
 import { CLIENT_ID_HEADER, ZONE_NAME_PATTERN } from "../names.ts";
 import { muxJsonRegistry } from "../sync/json-registry.ts";
+import { BurstLog } from "../util/burst-log.ts";
+
+/** The default of {@link GlobalServerOptions.maxHandshakes}. */
+export const DEFAULT_MAX_HANDSHAKES = 512;
 
 /** Options of {@link GlobalServer}. */
 export interface GlobalServerOptions {
@@ -47,7 +51,7 @@ export interface GlobalServerOptions {
    * Default "<global-admin-url>".
    */
   adminUrl?: string | (() => string);
-  /** Tunables of every session (their byte windows are each session's ceiling on buffered inbound bytes). */
+  /** Tunables of every session (their byte windows are each session's ceiling on buffered inbound bytes; `handshakeTimeoutMs` bounds how long an admitted stream may stay silent before its hello). */
   session?: SessionOptions;
   /**
    * The ceiling on inbound bytes all sessions buffer together; when a frame
@@ -55,6 +59,14 @@ export interface GlobalServerOptions {
    * Default: a budget of its own of 256 MiB.
    */
   memoryBudget?: MemoryBudget;
+  /**
+   * How many streams may be in admission or waiting for their hello at
+   * once. A stream beyond it is refused at once with `overloaded` (Connect
+   * code resource_exhausted); the zone retries with backoff. Sessions that
+   * finished their handshake are never counted nor ended by it. Default
+   * {@link DEFAULT_MAX_HANDSHAKES}.
+   */
+  maxHandshakes?: number;
   /** Called when a zone's session is ready (hellos exchanged). Errors are logged. */
   onSession?: (session: Session) => void | Promise<void>;
   /** Called when a zone's session ends. */
@@ -90,6 +102,11 @@ export class GlobalServer implements MuxAcceptor {
   /** Every live session, including ones still handshaking or being replaced, with who it was proven to be. */
   readonly #live = new Map<MuxSession, ZoneIdentity>();
   #closing = false;
+  readonly #maxHandshakes: number;
+  /** Streams in admission or waiting for their hello. */
+  #handshaking = 0;
+  readonly #overloadLog: BurstLog;
+  readonly #helloTimeoutLog: BurstLog;
 
   /** @param options - registry, names, callbacks */
   constructor(options: GlobalServerOptions) {
@@ -100,8 +117,29 @@ export class GlobalServer implements MuxAcceptor {
     this.#metrics = options.metrics ?? noopMetrics;
     const adminUrl = options.adminUrl ?? "<global-admin-url>";
     this.#adminUrl = typeof adminUrl === "string" ? () => adminUrl : adminUrl;
-    this.#maxMessageBytes = resolveSessionOptions(options.session).maxMessageBytes;
+    const session = resolveSessionOptions(options.session);
+    this.#maxMessageBytes = session.maxMessageBytes;
     this.#budget = options.memoryBudget ?? new MemoryBudget();
+    this.#maxHandshakes = options.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
+    if (!Number.isInteger(this.#maxHandshakes) || this.#maxHandshakes < 1) {
+      throw new KdsError("invalid_argument", `maxHandshakes must be a positive integer, got ${String(options.maxHandshakes)}`);
+    }
+    this.#overloadLog = new BurstLog((count, windowMs) =>
+      this.#logger.warn(
+        count === 1 && windowMs === 0
+          ? `refusing zone streams: ${this.#maxHandshakes} streams are already in admission or waiting for their hello (maxHandshakes); further refusals are logged at most every 10 s and counted in kds_admissions_total{result="overloaded"}`
+          : `refused ${count} more zone streams in the last ${Math.round(windowMs / 1000)} s: ${this.#maxHandshakes} streams were already in admission or waiting for their hello`,
+        { limit: this.#maxHandshakes, refused: count },
+      ),
+    );
+    this.#helloTimeoutLog = new BurstLog((count, windowMs) =>
+      this.#logger.warn(
+        count === 1 && windowMs === 0
+          ? `ended a zone stream that sent no hello within ${session.handshakeTimeoutMs} ms (goaway PROTOCOL_ERROR, handshake_timeout); more are logged at most every 10 s`
+          : `ended ${count} more zone streams that sent no hello within ${session.handshakeTimeoutMs} ms in the last ${Math.round(windowMs / 1000)} s`,
+        { ended: count },
+      ),
+    );
     if (!options.authenticator.secure) {
       this.#logger.warn(
         `INSECURE: global "${this.id}" authenticates no zone (${options.authenticator.description}); anyone who can reach it can impersonate any zone, read every global resource and write zone resources. Use this for local development only.`,
@@ -134,18 +172,40 @@ export class GlobalServer implements MuxAcceptor {
     return this.#live.get(session as MuxSession);
   }
 
+  /** How many streams are in admission or waiting for their hello now (at most `maxHandshakes`). */
+  get handshaking(): number {
+    return this.#handshaking;
+  }
+
   async accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal, peer?: PeerInfo): Promise<AsyncIterable<Message>> {
+    if (this.#handshaking >= this.#maxHandshakes) {
+      this.#metrics.admission("overloaded");
+      this.#overloadLog.note();
+      throw new KdsError(
+        "overloaded",
+        `global "${this.id}" already has ${this.#maxHandshakes} streams in admission or waiting for their hello; the zone retries with backoff (an operator may raise --max-handshakes, or lower --hello-timeout)`,
+      );
+    }
+    this.#handshaking += 1;
+    let counted = true;
+    const done = (): void => {
+      if (counted) this.#handshaking -= 1;
+      counted = false;
+    };
     try {
-      const outbound = await this.#admit(headers, inbound, signal, peer);
+      const { outbound, session } = await this.#admit(headers, inbound, signal, peer);
       this.#metrics.admission("admitted");
+      // The slot is held until the hello arrives or the session ends (the handshake timeout ends it).
+      session.ready.then(done, done);
       return outbound;
     } catch (error) {
+      done();
       this.#metrics.admission(admissionResult(error));
       throw error;
     }
   }
 
-  async #admit(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal, peer: PeerInfo | undefined): Promise<AsyncIterable<Message>> {
+  async #admit(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal, peer: PeerInfo | undefined): Promise<{ outbound: AsyncIterable<Message>; session: MuxSession }> {
     const zone = headers.get(CLIENT_ID_HEADER)?.trim() ?? "";
     if (zone === "") throw new KdsError("missing_client_id", missingClientIdMessage());
     if (!ZONE_NAME_PATTERN.test(zone)) {
@@ -178,7 +238,7 @@ export class GlobalServer implements MuxAcceptor {
     else signal.addEventListener("abort", onTransportGone, { once: true, signal: session.signal });
     session.attach(inbound);
     void this.#watch(session, zone);
-    return endsWithStatus(session.outbound, session);
+    return { outbound: endsWithStatus(session.outbound, session), session };
   }
 
   /**
@@ -298,9 +358,13 @@ export class GlobalServer implements MuxAcceptor {
     }
     const end = await session.closed;
     if (this.#current.get(zone) === session) this.#current.delete(zone);
-    // A peer that broke the protocol or the memory budget is worth an operator's attention.
-    const log = end.code === "protocol_error" || end.code === "resource_exhausted" ? this.#logger.warn : this.#logger.info;
-    log.call(this.#logger, `zone "${zone}" session ended (${end.code}): ${end.message}`, { zone, code: end.code });
+    // A flood of streams that never say hello is logged once per burst, not once per stream.
+    if (!ready && end.code === "handshake_timeout") this.#helloTimeoutLog.note();
+    else {
+      // A peer that broke the protocol or the memory budget is worth an operator's attention.
+      const log = end.code === "protocol_error" || end.code === "resource_exhausted" ? this.#logger.warn : this.#logger.info;
+      log.call(this.#logger, `zone "${zone}" session ended (${end.code}): ${end.message}`, { zone, code: end.code });
+    }
     if (ready) this.#options.onSessionEnded?.(session, end);
     await session.released;
     this.#live.delete(session);
@@ -357,6 +421,8 @@ function admissionResult(error: unknown): AdmissionResult {
       return "disabled";
     case "session_closed":
       return "shutting_down";
+    case "overloaded":
+      return "overloaded";
     default:
       return "error";
   }

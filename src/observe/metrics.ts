@@ -29,8 +29,24 @@ export type AdmissionResult =
   | "disabled"
   /** The global was shutting down. */
   | "shutting_down"
+  /** Too many streams were already admitted and waiting for their hello (the global's `maxHandshakes`). */
+  | "overloaded"
   /** The registry could not be read. */
   | "error";
+
+/** Which listener a connection reached: the one zones dial, or an admin API's. */
+export type ListenerName = "zones" | "admin";
+
+/** What happened to a connection on a listener. */
+export type ConnectionEvent =
+  /** A connection was accepted. */
+  | "opened"
+  /** An accepted connection closed (for any reason). */
+  | "closed"
+  /** A connection was closed at once because the listener already held its maximum. */
+  | "refused"
+  /** An accepted connection was closed because it carried no request for the idle timeout. */
+  | "idle_timeout";
 
 /** What a discovery event was, seen from the side that sent the response. */
 export type DiscoveryEvent =
@@ -58,6 +74,8 @@ export interface Metrics {
   sessionClosed(peer: string, code: string): void;
   /** The global decided on a zone's stream. */
   admission(result: AdmissionResult): void;
+  /** A connection on `listener` opened, closed, was refused at the cap, or was closed for idling. */
+  connection(listener: ListenerName, event: ConnectionEvent): void;
   /** `frames` frames of `bytes` bytes (as the mux accounts them) left or arrived on `lane`. */
   frames(direction: "sent" | "received", lane: MetricLane, frames: number, bytes: number): void;
   /** Sends on `lane` waited `ms` milliseconds for the peer's credit (reported when the wait ends). */
@@ -75,6 +93,7 @@ export const noopMetrics: Metrics = Object.freeze({
   sessionOpened: () => undefined,
   sessionClosed: () => undefined,
   admission: () => undefined,
+  connection: () => undefined,
   frames: () => undefined,
   creditWait: () => undefined,
   discovery: () => undefined,
@@ -89,6 +108,7 @@ export function fanOutMetrics(...sinks: Metrics[]): Metrics {
     sessionOpened: (peer) => sinks.forEach((s) => s.sessionOpened(peer)),
     sessionClosed: (peer, code) => sinks.forEach((s) => s.sessionClosed(peer, code)),
     admission: (result) => sinks.forEach((s) => s.admission(result)),
+    connection: (listener, event) => sinks.forEach((s) => s.connection(listener, event)),
     frames: (direction, lane, frames, bytes) => sinks.forEach((s) => s.frames(direction, lane, frames, bytes)),
     creditWait: (lane, ms) => sinks.forEach((s) => s.creditWait(lane, ms)),
     discovery: (event, peer, kind) => sinks.forEach((s) => s.discovery(event, peer, kind)),

@@ -13,13 +13,16 @@
  * @module
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { AdmissionResult, DiscoveryEvent, MetricLane, Metrics } from "./metrics.ts";
+import type { AdmissionResult, ConnectionEvent, DiscoveryEvent, ListenerName, MetricLane, Metrics } from "./metrics.ts";
 
 /** The names of every series {@link PrometheusMetrics} exposes (for docs and tests). */
 export const METRIC_NAMES = Object.freeze([
   "kds_sessions_open",
   "kds_sessions_closed_total",
   "kds_admissions_total",
+  "kds_connections_open",
+  "kds_connections_refused_total",
+  "kds_connections_idle_closed_total",
   "kds_mux_frames_total",
   "kds_mux_frame_bytes_total",
   "kds_mux_credit_wait_seconds_total",
@@ -43,6 +46,9 @@ export class PrometheusMetrics implements Metrics {
   readonly #sessionsOpen: Gauge<string>;
   readonly #sessionsClosed: Counter<"code">;
   readonly #admissions: Counter<"result">;
+  readonly #connectionsOpen: Gauge<"listener">;
+  readonly #connectionsRefused: Counter<"listener">;
+  readonly #connectionsIdleClosed: Counter<"listener">;
   readonly #frames: Counter<"direction" | "lane">;
   readonly #bytes: Counter<"direction" | "lane">;
   readonly #creditWait: Counter<"lane">;
@@ -60,6 +66,19 @@ export class PrometheusMetrics implements Metrics {
     this.#sessionsOpen = new Gauge({ name: "kds_sessions_open", help: "Mux sessions whose handshake finished and that have not ended.", registers });
     this.#sessionsClosed = new Counter({ name: "kds_sessions_closed_total", help: "Mux sessions that ended after their handshake, by end code.", labelNames: ["code"], registers });
     this.#admissions = new Counter({ name: "kds_admissions_total", help: "Zone streams the global admitted or refused, by result.", labelNames: ["result"], registers });
+    this.#connectionsOpen = new Gauge({ name: "kds_connections_open", help: "Open connections per listener (zones: the one zones dial; admin: the admin API's).", labelNames: ["listener"], registers });
+    this.#connectionsRefused = new Counter({
+      name: "kds_connections_refused_total",
+      help: "Connections closed at once because the listener already held its maximum (--max-connections, --admin-max-connections).",
+      labelNames: ["listener"],
+      registers,
+    });
+    this.#connectionsIdleClosed = new Counter({
+      name: "kds_connections_idle_closed_total",
+      help: "Connections closed because they carried no request or stream for the idle timeout (--idle-timeout).",
+      labelNames: ["listener"],
+      registers,
+    });
     this.#frames = new Counter({
       name: "kds_mux_frames_total",
       help: "Mux frames by direction (sent, received) and lane (requests, responses, control); frames inside a batch count one by one.",
@@ -124,6 +143,23 @@ export class PrometheusMetrics implements Metrics {
 
   admission(result: AdmissionResult): void {
     this.#admissions.inc({ result });
+  }
+
+  connection(listener: ListenerName, event: ConnectionEvent): void {
+    switch (event) {
+      case "opened":
+        this.#connectionsOpen.inc({ listener });
+        return;
+      case "closed":
+        this.#connectionsOpen.dec({ listener });
+        return;
+      case "refused":
+        this.#connectionsRefused.inc({ listener });
+        return;
+      case "idle_timeout":
+        this.#connectionsIdleClosed.inc({ listener });
+        return;
+    }
   }
 
   frames(direction: "sent" | "received", lane: MetricLane, frames: number, bytes: number): void {

@@ -34,6 +34,7 @@ const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
   store_compacted: Code.Aborted,
   zone_offline: Code.Unavailable,
   kinds_mismatch: Code.FailedPrecondition,
+  overloaded: Code.ResourceExhausted,
 };
 
 const kdsCodes: ReadonlySet<string> = new Set<string>(KDS_ERROR_CODES);

@@ -18,6 +18,7 @@ import type { TLSSocket } from "node:tls";
 import { peerInfoKey, type PeerInfo } from "../../auth/peer.ts";
 import { registerGlobal } from "../../global/connect-service.ts";
 import { baseUrl } from "../base-url.ts";
+import { http1ServerOptions, http2ServerOptions, limitConnections, type ConnectionLimits } from "./connection-limits.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
 
 /** Where and how to listen. */
@@ -48,6 +49,13 @@ export interface ListenOptions {
   fallback?: NonNullable<Parameters<typeof connectNodeAdapter>[0]["fallback"]>;
   /** Connect interceptors run on every call (for example the admin authorizer). */
   interceptors?: Interceptor[];
+  /**
+   * Bounds on connections: a cap (new connections beyond it are closed at
+   * once, open ones kept), idle timeouts, streams per HTTP/2 connection.
+   * Default: none (Node's defaults; give a listener exposed to untrusted
+   * clients limits, as the CLI does).
+   */
+  limits?: ConnectionLimits;
 }
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
@@ -101,17 +109,28 @@ export async function serveRoutes(
     contextValues: (request) => createContextValues().set(peerInfoKey, peerInfo(request)),
   });
   const tls = options.tls;
-  const h1 = tls === undefined && (options.httpVersion === "1.1" || options.httpVersion === "both") ? http.createServer(handler) : undefined;
+  const limits = options.limits;
+  const h1 = tls === undefined && (options.httpVersion === "1.1" || options.httpVersion === "both") ? http.createServer(http1ServerOptions(limits), handler) : undefined;
   const h2 =
     tls !== undefined
       ? http2.createSecureServer(
-          { key: tls.key, cert: tls.cert, allowHTTP1: true, ...(tls.clientCa === undefined ? {} : { ca: tls.clientCa, requestCert: true, rejectUnauthorized: false }) },
+          {
+            key: tls.key,
+            cert: tls.cert,
+            allowHTTP1: true,
+            ...http2ServerOptions(limits),
+            ...(tls.clientCa === undefined ? {} : { ca: tls.clientCa, requestCert: true, rejectUnauthorized: false }),
+          },
           handler,
         )
       : options.httpVersion === "1.1"
         ? undefined
-        : http2.createServer(handler);
-  const server = options.httpVersion === "both" && options.tls === undefined ? sniffingServer(h1 as http.Server, h2 as http2.Http2Server) : ((h2 ?? h1) as http2.Http2Server | http2.Http2SecureServer | http.Server);
+        : http2.createServer(http2ServerOptions(limits), handler);
+  const server =
+    options.httpVersion === "both" && options.tls === undefined
+      ? sniffingServer(h1 as http.Server, h2 as http2.Http2Server, Math.min(SNIFF_TIMEOUT_MS, limits?.idleTimeoutMs ?? SNIFF_TIMEOUT_MS))
+      : ((h2 ?? h1) as http2.Http2Server | http2.Http2SecureServer | http.Server);
+  if (limits !== undefined) limitConnections({ accepting: server, h1, h2 }, limits);
   const sessions = new Set<http2.Http2Session>();
   h2?.on("session", (session: http2.Http2Session) => {
     sessions.add(session);
@@ -155,17 +174,17 @@ export async function serveRoutes(
   };
 }
 
-/** How long a new connection may take to send its first bytes on a "both" server. */
+/** How long a new connection may take to send its first bytes on a "both" server (at most the idle timeout). */
 const SNIFF_TIMEOUT_MS = 10_000;
 
 /** The HTTP/2 connection preface starts with these bytes; no HTTP/1.1 request does. */
 const H2_PREFACE = "PRI * HTTP/2.0";
 
 /** A plaintext server handing each connection to `h2` or `h1` by its first bytes. */
-function sniffingServer(h1: http.Server, h2: http2.Http2Server): net.Server {
+function sniffingServer(h1: http.Server, h2: http2.Http2Server, sniffTimeoutMs: number): net.Server {
   return net.createServer((socket) => {
     // A connection that never says which protocol it speaks is closed, not kept.
-    socket.setTimeout(SNIFF_TIMEOUT_MS, () => socket.destroy());
+    socket.setTimeout(sniffTimeoutMs, () => socket.destroy());
     let head = Buffer.alloc(0);
     const onData = (chunk: Buffer): void => {
       head = Buffer.concat([head, chunk]);
