@@ -10,8 +10,12 @@ export class KdsProcess {
   output = "";
   readonly exited: Promise<number | null>;
 
-  constructor(args: string[]) {
-    this.child = spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  /** `openFiles`: run it under `ulimit -n openFiles` (through sh; exec keeps the pid). */
+  constructor(args: string[], options: { openFiles?: number } = {}) {
+    this.child =
+      options.openFiles === undefined
+        ? spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] })
+        : spawn("sh", ["-c", `ulimit -n ${options.openFiles} && exec "$0" "$@"`, process.execPath, bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
     this.child.stdout?.on("data", (d: Buffer) => (this.output += d.toString()));
     this.child.stderr?.on("data", (d: Buffer) => (this.output += d.toString()));
     this.exited = new Promise((resolve) => this.child.once("exit", (code) => resolve(code)));

@@ -12,6 +12,7 @@
 import { readFileSync } from "node:fs";
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
+import { constants as http2constants } from "node:http2";
 import type * as net from "node:net";
 import { KdsError } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
@@ -171,6 +172,29 @@ export function limitConnections(servers: LimitedServers, limits: ConnectionLimi
 
 /** How long an idle HTTP/2 connection told to close (GOAWAY) may take before it is cut. */
 const IDLE_CLOSE_GRACE_MS = 1_000;
+/** How long a client may keep sending on a stream whose response is complete before the stream is reset. */
+const FINISHED_STREAM_GRACE_MS = 1_000;
+
+/**
+ * Resets `stream` (RST_STREAM NO_ERROR, RFC 9113 section 8.1) once its
+ * response is complete and the client has not ended its side within a grace
+ * period: a client that never ends its request (a zone stream that never
+ * says hello, answered with goaway and trailers) would otherwise hold the
+ * stream, and its connection, open forever.
+ */
+function resetWhenAnswered(stream: http2.ServerHttp2Stream): void {
+  let timer: NodeJS.Timeout | undefined;
+  const check = (): void => {
+    if (stream.closed || stream.destroyed) return;
+    // localClose: END_STREAM (the trailers) went out; until then the response is not complete.
+    if (stream.state.localClose === 1) stream.close(http2constants.NGHTTP2_NO_ERROR);
+    else timer = setTimeout(check, FINISHED_STREAM_GRACE_MS).unref();
+  };
+  stream.once("finish", () => {
+    timer = setTimeout(check, FINISHED_STREAM_GRACE_MS).unref();
+  });
+  stream.once("close", () => clearTimeout(timer));
+}
 
 /** Closes `session` (GOAWAY, then cut) once it has had no open stream for `idleTimeoutMs`. */
 function closeWhenIdle(session: http2.Http2Session, idleTimeoutMs: number, onIdle: () => void): void {
@@ -192,6 +216,7 @@ function closeWhenIdle(session: http2.Http2Session, idleTimeoutMs: number, onIdl
   session.on("stream", (stream: http2.ServerHttp2Stream) => {
     open += 1;
     clearTimeout(timer);
+    resetWhenAnswered(stream);
     stream.once("close", () => {
       open -= 1;
       if (open === 0 && !session.closed && !session.destroyed) arm();
