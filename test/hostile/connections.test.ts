@@ -67,7 +67,10 @@ async function syncsThrough(globalAdmin: string, zoneAdmin: string, mesh: string
 
 /** One connection of the flood: when it opened and when the global closed it. */
 interface FloodConnection {
+  readonly kind: "tcp" | "h2";
   readonly openedAt: number;
+  /** The TCP handshake finished (the kernel accepted it; the global may not have yet). */
+  connected?: boolean;
   closedAt?: number;
   close(): void;
 }
@@ -77,14 +80,16 @@ function idleConnection(port: number, kind: "tcp" | "h2"): FloodConnection {
   const openedAt = performance.now();
   if (kind === "tcp") {
     const socket = net.connect({ host: "127.0.0.1", port });
-    const c: FloodConnection = { openedAt, close: () => socket.destroy() };
+    const c: FloodConnection = { kind, openedAt, close: () => socket.destroy() };
+    socket.once("connect", () => (c.connected = true));
     socket.on("error", () => undefined); // a reset by the global is what this test provokes
     socket.resume(); // read (and drop) what the global sends, so its close is seen
     socket.once("close", () => (c.closedAt = performance.now()));
     return c;
   }
   const session = http2.connect(`http://127.0.0.1:${port}`);
-  const c: FloodConnection = { openedAt, close: () => session.destroy() };
+  const c: FloodConnection = { kind, openedAt, close: () => session.destroy() };
+  session.once("connect", () => (c.connected = true));
   session.on("error", () => undefined); // a refused or reset connection is what this test provokes
   session.once("close", () => (c.closedAt = performance.now()));
   return c;
@@ -147,6 +152,8 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
   let zonePort: number;
   let zoneAdmin: string;
   let rssBefore = 0;
+  /** How long a resource took from the global to the zone before any flood (CLI processes included). */
+  let syncBeforeMs = 0;
 
   beforeAll(async () => {
     global = new KdsProcess(
@@ -166,7 +173,7 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
     zone = new KdsProcess(["zone", "--name", "zone-1", "--global", muxUrl, "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
     zoneAdmin = (await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/, 120_000))[1] as string;
     await global.waitFor(/zone "zone-1" connected/, 120_000);
-    await syncsThrough(globalAdmin, zoneAdmin, "before");
+    syncBeforeMs = await syncsThrough(globalAdmin, zoneAdmin, "before");
     rssBefore = rssMiB(global.child.pid as number);
   }, 300_000);
 
@@ -199,6 +206,7 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
       }, 100);
     };
     const floodStarted = performance.now();
+    let floodMs = 0;
     for (let i = 0; i < COUNT; i++) {
       open(i);
       if (i % 100 === 99) await sleep(10); // let the event loop breathe between batches
@@ -214,12 +222,20 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
       while (performance.now() - floodStarted < 4 * IDLE_TIMEOUT_MS) await sleep(200);
       flooding = false;
       const stoppedAt = performance.now();
+      floodMs = stoppedAt - floodStarted;
       // Every flood connection is closed by the global (bounded poll), none by this test.
       const deadline = stoppedAt + IDLE_TIMEOUT_MS + 60_000;
       while (all.some((c) => c.closedAt === undefined) && performance.now() < deadline) await sleep(200);
       const open = all.filter((c) => c.closedAt === undefined);
+      const diagnosis =
+        open.length === 0
+          ? ""
+          : `${open.length} of ${all.length} flood connections still open ${Math.round(performance.now() - stoppedAt)} ms after the flood stopped ` +
+            `(${open.filter((c) => c.kind === "tcp").length} raw TCP, ${open.filter((c) => c.connected === true).length} connected); the global's metrics: ` +
+            (await (await fetch(`${globalAdmin}/metrics`)).text()).split("\n").filter((l) => l.startsWith("kds_connections")).join("; ") +
+            `; its warnings: ${global.output.split("\n").filter((l) => !l.includes(" INFO ")).slice(-10).join("\n")}`;
       for (const c of open) c.close();
-      expect(open.length, `${open.length} of ${all.length} flood connections still open ${Math.round(performance.now() - stoppedAt)} ms after the flood stopped`).toBe(0);
+      expect(open.length, diagnosis).toBe(0);
       const lifetimes = all.map((c) => (c.closedAt as number) - c.openedAt).sort((a, b) => a - b);
       const kept = lifetimes.filter((ms) => ms >= IDLE_TIMEOUT_MS * 0.9);
       const closeAllMs = Math.round(Math.max(...all.map((c) => c.closedAt as number)) - stoppedAt);
@@ -231,7 +247,7 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
         `idle flood: ${all.length} connections opened (${COUNT} at a time, half raw TCP, half HTTP/2; reopened when closed for ${Math.round(stoppedAt - floodStarted)} ms); ` +
           `global refused ${refused} at its cap and closed ${idleClosed} after the ${IDLE_TIMEOUT_MS} ms idle timeout; ` +
           `kept connections lived ${Math.round(kept[0] ?? 0)}..${Math.round(kept.at(-1) ?? 0)} ms (median ${Math.round(kept[Math.floor(kept.length / 2)] ?? 0)}); all closed ${closeAllMs} ms after the flood stopped; ` +
-          `a resource reached the zone in ${syncMs} ms during the flood; global RSS ${rssBefore} MiB before, peak ${peakRss} MiB`,
+          `a resource reached the zone in ${syncMs} ms during the flood (${syncBeforeMs} ms before it, both through CLI processes); global RSS ${rssBefore} MiB before, peak ${peakRss} MiB`,
       );
       expect(refused).toBeGreaterThan(0);
       expect(idleClosed).toBeGreaterThan(0);
@@ -242,10 +258,10 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
       clearInterval(sampler);
       for (const c of all) c.close();
     }
-    // The cap was logged, once per burst (at most one line per 10 s of flood, plus the first).
+    // The cap was logged, once per burst: the first refusal, then at most one line per 10 s of flood.
     const capLines = global.output.split("\n").filter((l) => /the zones listener (holds|refused)/.test(l));
     expect(capLines.length).toBeGreaterThanOrEqual(1);
-    expect(capLines.length).toBeLessThanOrEqual(3);
+    expect(capLines.length).toBeLessThanOrEqual(2 + Math.ceil(floodMs / 10_000));
     // The established session was never evicted: one connect, no replacement.
     expect(global.output.match(/zone "zone-1" connected/g)?.length).toBe(1);
     expect(global.output).not.toContain('zone "zone-1" reconnected');
@@ -282,8 +298,9 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
         `(goaway PROTOCOL_ERROR; ${statuses}; slowest ${slowest} ms), ${overloaded.length} refused at once with overloaded (resource_exhausted); global RSS peak ${peakRss} MiB`,
     );
     expect(other, JSON.stringify(other.slice(0, 3))).toEqual([]);
+    // At most --max-handshakes (512) wait at once; over the run more are admitted as earlier ones time out.
     expect(timedOut.length).toBeGreaterThan(0);
-    expect(timedOut.length).toBeLessThanOrEqual(512); // the default --max-handshakes
+    expect(overloaded.length).toBeGreaterThan(0);
     expect(overloaded.length).toBe(COUNT - timedOut.length);
     expect(Math.min(...timedOut.map((e) => e.ms))).toBeGreaterThanOrEqual(HELLO_TIMEOUT_MS * 0.9);
     // Logged once per burst, counted in metrics.

@@ -199,18 +199,29 @@ function resetWhenAnswered(stream: http2.ServerHttp2Stream): void {
 /** Closes `session` (GOAWAY, then cut) once it has had no open stream for `idleTimeoutMs`. */
 function closeWhenIdle(session: http2.Http2Session, idleTimeoutMs: number, onIdle: () => void): void {
   let open = 0;
+  /** When the session last became idle (no stream open). */
+  let idleSince = performance.now();
   let timer: NodeJS.Timeout | undefined;
+  const wait = (ms: number): void => {
+    // Timers run before the event loop reads sockets: setImmediate lets a lagging loop first read streams that already arrived.
+    timer = setTimeout(() => setImmediate(closeIfIdle), ms);
+    timer.unref();
+  };
+  const closeIfIdle = (): void => {
+    if (open > 0 || session.closed || session.destroyed) return;
+    // A timer may fire a fraction of a millisecond early (the loop's clock counts whole milliseconds).
+    const left = idleTimeoutMs - (performance.now() - idleSince);
+    if (left > 0) return wait(Math.ceil(left));
+    onIdle();
+    session.close();
+    setTimeout(() => {
+      if (!session.destroyed) session.destroy();
+    }, IDLE_CLOSE_GRACE_MS).unref();
+  };
   const arm = (): void => {
     clearTimeout(timer);
-    timer = setTimeout(() => {
-      if (open > 0 || session.closed || session.destroyed) return;
-      onIdle();
-      session.close();
-      setTimeout(() => {
-        if (!session.destroyed) session.destroy();
-      }, IDLE_CLOSE_GRACE_MS).unref();
-    }, idleTimeoutMs);
-    timer.unref();
+    idleSince = performance.now();
+    wait(idleTimeoutMs);
   };
   arm();
   session.on("stream", (stream: http2.ServerHttp2Stream) => {
