@@ -7,7 +7,7 @@
  * @module
  */
 import { InvalidArgumentError, Option } from "commander";
-import { defaultConnectionCaps, type ConnectionLimits } from "../adapters/node/connection-limits.ts";
+import { defaultConnectionCaps, openFilesSoftLimit, type ConnectionLimits } from "../adapters/node/connection-limits.ts";
 import { DEFAULT_MAX_HANDSHAKES } from "../global/global-server.ts";
 import type { Logger } from "../log.ts";
 import type { Metrics } from "../observe/metrics.ts";
@@ -93,10 +93,11 @@ export interface ResolvedConnectionLimits {
 
 /**
  * Fills in the caps from the soft open-files limit, logs what was chosen (and
- * warns when explicit caps leave no headroom below the limit).
+ * warns when explicit caps leave no headroom below the limit). `softLimit`:
+ * the descriptor limit to assume instead of reading it (for tests).
  */
 export function resolveConnectionLimits(flags: ConnectionFlags, role: "global" | "zone", logger: Logger, metrics: Metrics, softLimit?: number): ResolvedConnectionLimits {
-  const defaults = defaultConnectionCaps(softLimit);
+  const defaults = defaultConnectionCaps(softLimit ?? openFilesSoftLimit());
   const idleTimeoutMs = flags.idleTimeout ?? parseDuration(DEFAULT_IDLE_TIMEOUT);
   const admin: ConnectionLimits = {
     listener: "admin",

@@ -145,6 +145,23 @@ function silentStream(session: http2.ClientHttp2Session, zone: string): Promise<
   });
 }
 
+describe("connection flags", { timeout: 120_000 }, () => {
+  it("refuses bad values before anything starts, naming the flag (exit code 2)", async () => {
+    for (const [args, message] of [
+      [["global", "--max-connections", "0"], /--max-connections must be a whole number from 1/],
+      [["global", "--admin-max-connections", "many"], /--admin-max-connections must be a whole number from 1/],
+      [["global", "--idle-timeout", "soon"], /--idle-timeout "soon" is not a duration/],
+      [["global", "--hello-timeout", "0ms"], /--hello-timeout must be from 1ms/],
+      [["global", "--max-handshakes", "-5"], /--max-handshakes/],
+      [["zone", "--name", "z", "--global", "http://127.0.0.1:1", "--idle-timeout", "1x"], /--idle-timeout "1x" is not a duration/],
+    ] as const) {
+      const r = await run([...args, "--store", "memory"]);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(message);
+    }
+  });
+});
+
 describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idle connections and ${COUNT} silent streams`, { timeout: 600_000 }, () => {
   let global: KdsProcess;
   let zone: KdsProcess;

@@ -98,9 +98,10 @@ const MAX_DEFAULT_ADMIN_CONNECTIONS = 128;
 /**
  * Caps that keep both listeners together below the soft descriptor limit,
  * with headroom (an eighth of it, at least 64) for the store's connections,
- * files, outgoing calls and the listening sockets themselves.
+ * files, outgoing calls and the listening sockets themselves. `softLimit` is
+ * what {@link openFilesSoftLimit} read; undefined assumes 1024.
  */
-export function defaultConnectionCaps(softLimit: number | undefined = openFilesSoftLimit()): DefaultConnectionCaps {
+export function defaultConnectionCaps(softLimit: number | undefined): DefaultConnectionCaps {
   const soft = softLimit ?? ASSUMED_SOFT_LIMIT;
   const headroom = Math.max(64, Math.ceil(soft / 8));
   const usable = Math.max(2, soft - headroom);
