@@ -3,7 +3,7 @@
 // The zone must keep syncing, the admin API must keep answering, the idle connections must be closed
 // by the idle timeout, the silent streams ended with the documented error, and the caps logged.
 import { fromBinary } from "@bufbuild/protobuf";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -47,6 +47,15 @@ const file = (name: string, text: string): string => {
 function rssMiB(pid: number): number {
   const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return Math.round(Number(m?.[1] ?? 0) / 1024);
+}
+
+/** File descriptors process `pid` holds. */
+const descriptors = (pid: number): number => readdirSync(`/proc/${pid}/fd`).length;
+
+/** Connections the global holds on the listener zones dial (its gauge). */
+async function zoneListenerConnections(adminUrl: string): Promise<number> {
+  const metrics = await parseMetrics(await (await fetch(`${adminUrl}/metrics`)).text());
+  return metrics.value("kds_connections_open", { listener: "zones" });
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -222,13 +231,18 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
         if (flooding) open(i);
       }, 100);
     };
+    const fdsBefore = descriptors(pid);
     const floodStarted = performance.now();
     let floodMs = 0;
     for (let i = 0; i < COUNT; i++) {
       open(i);
       if (i % 100 === 99) await sleep(10); // let the event loop breathe between batches
     }
-    const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMiB(pid))), 250);
+    let peakFds = fdsBefore;
+    const sampler = setInterval(() => {
+      peakRss = Math.max(peakRss, rssMiB(pid));
+      peakFds = Math.max(peakFds, descriptors(pid));
+    }, 250);
     try {
       // Under the flood: the established zone keeps syncing, and the admin API (its own cap) answers.
       const syncMs = await syncsThrough(globalAdmin, zoneAdmin, "during-flood");
@@ -240,22 +254,33 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
       flooding = false;
       const stoppedAt = performance.now();
       floodMs = stoppedAt - floodStarted;
-      // Every flood connection is closed by the global (bounded poll), none by this test.
+      // The global lets go of every flood connection (bounded poll); this test closes none of them.
+      // A raw TCP connection the kernel completed while the global's accept queue was full, and then
+      // dropped, never reached the global (no descriptor there); a client that sends nothing never
+      // learns of it. Only those may still look open here, and only once the global holds nothing.
       const deadline = stoppedAt + IDLE_TIMEOUT_MS + 60_000;
-      while (all.some((c) => c.closedAt === undefined) && performance.now() < deadline) await sleep(200);
+      let held = Infinity;
+      for (;;) {
+        held = await zoneListenerConnections(globalAdmin);
+        const settled = all.every((c) => c.closedAt !== undefined || (c.kind === "tcp" && held <= 1));
+        if ((held <= 1 && settled) || performance.now() > deadline) break;
+        await sleep(500);
+      }
       const open = all.filter((c) => c.closedAt === undefined);
+      const neverAccepted = held <= 1 ? open.filter((c) => c.kind === "tcp") : [];
       const diagnosis =
-        open.length === 0
-          ? ""
-          : `${open.length} of ${all.length} flood connections still open ${Math.round(performance.now() - stoppedAt)} ms after the flood stopped ` +
-            `(${open.filter((c) => c.kind === "tcp").length} raw TCP, ${open.filter((c) => c.connected === true).length} connected); the global's metrics: ` +
-            (await (await fetch(`${globalAdmin}/metrics`)).text()).split("\n").filter((l) => l.startsWith("kds_connections")).join("; ") +
-            `; its warnings: ${global.output.split("\n").filter((l) => !l.includes(" INFO ")).slice(-10).join("\n")}`;
+        `the global still holds ${held} connections on the zone listener (1 is the zone's); ${open.length} of ${all.length} flood connections look open ${Math.round(performance.now() - stoppedAt)} ms after the flood stopped ` +
+        `(${open.filter((c) => c.kind === "tcp").length} raw TCP); its warnings: ${global.output.split("\n").filter((l) => !l.includes(" INFO ")).slice(-10).join("\n")}`;
+      expect(held, diagnosis).toBe(1);
+      expect(open.length - neverAccepted.length, diagnosis).toBe(0);
+      const fdsAfter = descriptors(pid);
+      expect(fdsAfter, `descriptors: ${fdsBefore} before the flood, ${fdsAfter} after`).toBeLessThanOrEqual(fdsBefore + 10);
+      expect(peakFds).toBeLessThan(globalOpenFiles);
       for (const c of open) c.close();
-      expect(open.length, diagnosis).toBe(0);
-      const lifetimes = all.map((c) => (c.closedAt as number) - c.openedAt).sort((a, b) => a - b);
+      const closed = all.filter((c) => c.closedAt !== undefined);
+      const lifetimes = closed.map((c) => (c.closedAt as number) - c.openedAt).sort((a, b) => a - b);
       const kept = lifetimes.filter((ms) => ms >= IDLE_TIMEOUT_MS * 0.9);
-      const closeAllMs = Math.round(Math.max(...all.map((c) => c.closedAt as number)) - stoppedAt);
+      const closeAllMs = Math.round(Math.max(...closed.map((c) => c.closedAt as number)) - stoppedAt);
 
       const metrics = await parseMetrics(await (await fetch(`${globalAdmin}/metrics`)).text());
       const refused = metrics.value("kds_connections_refused_total", { listener: "zones" });
@@ -263,13 +288,13 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
       console.log(
         `idle flood: ${all.length} connections opened (${COUNT} at a time, half raw TCP, half HTTP/2; reopened when closed for ${Math.round(stoppedAt - floodStarted)} ms); ` +
           `global refused ${refused} at its cap and closed ${idleClosed} after the ${IDLE_TIMEOUT_MS} ms idle timeout; ` +
-          `kept connections lived ${Math.round(kept[0] ?? 0)}..${Math.round(kept.at(-1) ?? 0)} ms (median ${Math.round(kept[Math.floor(kept.length / 2)] ?? 0)}); all closed ${closeAllMs} ms after the flood stopped; ` +
+          `kept connections lived ${Math.round(kept[0] ?? 0)}..${Math.round(kept.at(-1) ?? 0)} ms (median ${Math.round(kept[Math.floor(kept.length / 2)] ?? 0)}); the last closed ${closeAllMs} ms after the flood stopped; ${neverAccepted.length} raw TCP never reached the global (accept queue overflow); ` +
+          `global descriptors ${fdsBefore} before, peak ${peakFds} (limit ${globalOpenFiles}), ${fdsAfter} after; ` +
           `a resource reached the zone in ${syncMs} ms during the flood (${syncBeforeMs} ms before it, both through CLI processes); global RSS ${rssBefore} MiB before, peak ${peakRss} MiB`,
       );
       expect(refused).toBeGreaterThan(0);
       expect(idleClosed).toBeGreaterThan(0);
       expect(kept.length).toBeGreaterThan(0);
-      expect(metrics.value("kds_connections_open", { listener: "zones" })).toBeLessThan(10); // the zone's own, and any not yet counted down
     } finally {
       flooding = false;
       clearInterval(sampler);
@@ -305,14 +330,17 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
       clearInterval(sampler);
       for (const s of sessions) s.destroy();
     }
-    const timedOut = ends.filter((e) => e.goaway?.reason === GoAwayReason.PROTOCOL_ERROR && /sent no hello within 3000 ms/.test(e.goaway.message));
+    // The documented end (docs/protocol.md, Handshake): goaway PROTOCOL_ERROR, then DeadlineExceeded (4) with kds-error-code handshake_timeout.
+    const timedOut = ends.filter(
+      (e) => e.goaway?.reason === GoAwayReason.PROTOCOL_ERROR && /sent no hello within 3000 ms/.test(e.goaway.message) && e.status === "4" && e.kdsCode === "handshake_timeout",
+    );
     const overloaded = ends.filter((e) => e.kdsCode === "overloaded" && e.status === "8");
     const other = ends.filter((e) => !timedOut.includes(e) && !overloaded.includes(e));
-    const statuses = [...new Set(timedOut.map((e) => `grpc-status ${e.status ?? "none"} rst ${e.rstCode ?? "none"}`))].join(", ");
+    const statuses = [...new Set(timedOut.map((e) => `grpc-status ${e.status ?? "none"} kds-error-code ${e.kdsCode ?? "none"}, reset ${e.rstCode ?? "none"}`))].join(", ");
     const slowest = Math.max(...timedOut.map((e) => e.ms));
     console.log(
       `silent streams: ${COUNT} over ${sessions.length} HTTP/2 connections of ${STREAMS_PER_SESSION}; ${timedOut.length} admitted and ended after the ${HELLO_TIMEOUT_MS} ms hello timeout ` +
-        `(goaway PROTOCOL_ERROR; ${statuses}; slowest ${slowest} ms), ${overloaded.length} refused at once with overloaded (resource_exhausted); global RSS peak ${peakRss} MiB`,
+        `(goaway PROTOCOL_ERROR, then ${statuses}; slowest ${slowest} ms), ${overloaded.length} refused at once with overloaded (resource_exhausted); global RSS peak ${peakRss} MiB`,
     );
     expect(other, JSON.stringify(other.slice(0, 3))).toEqual([]);
     // At most --max-handshakes (512) wait at once; over the run more are admitted as earlier ones time out.
