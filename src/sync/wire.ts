@@ -5,11 +5,11 @@
  *
  * @module
  */
-import { create, fromBinary, toBinary, type Message } from "@bufbuild/protobuf";
-import { AnySchema, timestampDate, type Any } from "@bufbuild/protobuf/wkt";
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { fromBinary, toBinary, type Message } from "@bufbuild/protobuf";
+import type { Any } from "@bufbuild/protobuf/wkt";
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { KdsError } from "../errors.ts";
-import { ResourceSchema } from "../gen/kds/v1/discovery_pb.ts";
+import type { Resource } from "../gen/kds/v1/discovery_pb.ts";
 import { KdsResourceSchema } from "../gen/kds/v1/resource_pb.ts";
 import type { WireResource } from "../discovery/types.ts";
 import { RESOURCE_NAME_PATTERN, TYPE_URL_PREFIX, resourceKey, type ResourceType, type StoredResource } from "./resource-types.ts";
@@ -25,7 +25,7 @@ export const KDS_RESOURCE_TYPE_URL = TYPE_URL_PREFIX + KdsResourceSchema.typeNam
  */
 export function toWire(type: ResourceType, resource: StoredResource, labels: Readonly<Record<string, string>> = resource.meta.labels): WireResource {
   const meta = resource.meta;
-  const w = new BinaryWriter();
+  const w = envelopeWriter;
   w.tag(1, WireType.LengthDelimited).fork();
   if (meta.name !== "") w.tag(1, WireType.LengthDelimited).string(meta.name);
   if (meta.mesh !== "") w.tag(2, WireType.LengthDelimited).string(meta.mesh);
@@ -38,13 +38,21 @@ export function toWire(type: ResourceType, resource: StoredResource, labels: Rea
   w.join();
   w.tag(2, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).string(type.typeUrl).tag(2, WireType.LengthDelimited).bytes(toBinary(type.schema, resource.spec)).join();
   const value = w.finish();
-  const any = create(AnySchema, { typeUrl: KDS_RESOURCE_TYPE_URL, value });
+  // Plain message objects, as create() would make them (proto3, no defaults to fill): create() walks the schema every time.
+  const any: Any = { $typeName: "google.protobuf.Any", typeUrl: KDS_RESOURCE_TYPE_URL, value };
   const key = resourceKey(meta.mesh, meta.name);
-  const wrapped = create(ResourceSchema, { name: key, version: meta.version, resource: any });
+  const wrapped: Resource = { $typeName: "kds.v1.Resource", name: key, version: meta.version, resource: any, aliases: [] };
   const anyBytes = fieldBytes(utf8Length(KDS_RESOURCE_TYPE_URL)) + fieldBytes(value.byteLength);
   const resourceBytes = fieldBytes(utf8Length(meta.version)) + fieldBytes(anyBytes) + fieldBytes(utf8Length(key));
   return { key, version: meta.version, any, resource: wrapped, anyBytes, resourceBytes };
 }
+
+/**
+ * One writer for every envelope: finish() copies the bytes out and keeps the
+ * buffer, so encoding a resource does not grow a fresh buffer each time
+ * (toWire never yields, so the writer is never shared by two encodes).
+ */
+const envelopeWriter = new BinaryWriter();
 
 function writeTimestamp(w: BinaryWriter, field: number, date: Date): void {
   const ms = date.getTime();
@@ -113,25 +121,24 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
   if (any.typeUrl !== KDS_RESOURCE_TYPE_URL) {
     throw new KdsError("invalid_resource", `${where}: expected a ${KDS_RESOURCE_TYPE_URL}, got ${any.typeUrl || "an empty type URL"}`);
   }
-  let envelope;
+  let envelope: Envelope;
   try {
-    envelope = fromBinary(KdsResourceSchema, any.value);
+    envelope = readEnvelope(any.value);
   } catch (error) {
     throw new KdsError("invalid_resource", `${where}: malformed resource envelope (${String(error)})`, { cause: error });
   }
   const meta = envelope.meta;
-  const spec = envelope.spec;
-  if (meta === undefined || spec === undefined) throw new KdsError("invalid_resource", `${where}: the envelope lacks meta or spec`);
-  const label = `${type.kind} "${resourceKey(meta.mesh, meta.name)}"`;
+  if (meta === undefined || envelope.specTypeUrl === undefined) throw new KdsError("invalid_resource", `${where}: the envelope lacks meta or spec`);
+  const key = resourceKey(meta.mesh, meta.name);
+  const label = `${type.kind} "${key}"`;
   if (!RESOURCE_NAME_PATTERN.test(meta.name)) throw new KdsError("invalid_resource", `${label}: invalid name`);
   if (type.scope === "mesh" && !RESOURCE_NAME_PATTERN.test(meta.mesh)) throw new KdsError("invalid_resource", `${label}: ${type.kind} is mesh-scoped but has no valid mesh`);
   if (type.scope === "cluster" && meta.mesh !== "") throw new KdsError("invalid_resource", `${label}: ${type.kind} is cluster-scoped but names a mesh`);
-  const key = resourceKey(meta.mesh, meta.name);
   if (expectedKey !== undefined && key !== expectedKey) throw new KdsError("invalid_resource", `${label}: sent under the name "${expectedKey}"`);
-  if (spec.typeUrl !== type.typeUrl) throw new KdsError("invalid_resource", `${label}: the spec is a ${spec.typeUrl}, expected ${type.typeUrl}`);
+  if (envelope.specTypeUrl !== type.typeUrl) throw new KdsError("invalid_resource", `${label}: the spec is a ${envelope.specTypeUrl}, expected ${type.typeUrl}`);
   let decoded: Message;
   try {
-    decoded = fromBinary(type.schema, spec.value);
+    decoded = fromBinary(type.schema, envelope.specValue);
   } catch (error) {
     throw new KdsError("invalid_resource", `${label}: malformed spec (${String(error)})`, { cause: error });
   }
@@ -141,8 +148,129 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
     mesh: meta.mesh,
     labels: meta.labels,
     version: meta.version,
-    creationTime: meta.creationTime === undefined ? undefined : timestampDate(meta.creationTime),
-    modificationTime: meta.modificationTime === undefined ? undefined : timestampDate(meta.modificationTime),
+    creationTime: meta.creationTime === undefined ? undefined : new Date(timestampMs(meta.creationTime)),
+    modificationTime: meta.modificationTime === undefined ? undefined : new Date(timestampMs(meta.modificationTime)),
     spec: decoded,
   };
+}
+
+/*
+ * The envelope decoded field by field, like toWire encodes it: on the zone
+ * this runs for every received resource, and the reflective decoder (a
+ * message object for the envelope, the meta, each timestamp and the Any)
+ * costs several times more. It keeps protobuf's rules: unknown fields are
+ * skipped, a repeated scalar field's last value wins, a repeated message
+ * field is merged, map entries default missing keys and values to "", and
+ * strings must be valid UTF-8 (proto3).
+ */
+
+interface Timestamp {
+  seconds: number;
+  nanos: number;
+}
+
+interface Meta {
+  name: string;
+  mesh: string;
+  labels: Record<string, string>;
+  version: string;
+  creationTime: Timestamp | undefined;
+  modificationTime: Timestamp | undefined;
+}
+
+interface Envelope {
+  meta: Meta | undefined;
+  specTypeUrl: string | undefined;
+  specValue: Uint8Array;
+}
+
+const EMPTY_BYTES = new Uint8Array(0);
+
+function readEnvelope(bytes: Uint8Array): Envelope {
+  const reader = new BinaryReader(bytes);
+  const envelope: Envelope = { meta: undefined, specTypeUrl: undefined, specValue: EMPTY_BYTES };
+  while (reader.pos < reader.len) {
+    const [field, wireType] = reader.tag();
+    if (field === 1 && wireType === WireType.LengthDelimited) {
+      envelope.meta ??= { name: "", mesh: "", labels: {}, version: "", creationTime: undefined, modificationTime: undefined };
+      readMeta(reader, nestedEnd(reader), envelope.meta);
+    } else if (field === 2 && wireType === WireType.LengthDelimited) {
+      envelope.specTypeUrl ??= "";
+      readAny(reader, nestedEnd(reader), envelope);
+    } else reader.skip(wireType, field);
+  }
+  return envelope;
+}
+
+/*
+ * Nested messages are read in place, up to their end: one reader per
+ * envelope (a BinaryReader builds a DataView, which costs more than the
+ * fields it would read).
+ */
+
+/** Reads a length prefix; returns where the nested message ends. */
+function nestedEnd(reader: BinaryReader): number {
+  const end = reader.uint32() + reader.pos;
+  if (end > reader.len) throw new RangeError("premature EOF");
+  return end;
+}
+
+/** Checks that a nested message's fields ended exactly at its end. */
+function ended(reader: BinaryReader, end: number): void {
+  if (reader.pos !== end) throw new RangeError("a field runs past the end of its message");
+}
+
+function readMeta(reader: BinaryReader, end: number, meta: Meta): void {
+  while (reader.pos < end) {
+    const [field, wireType] = reader.tag();
+    if (wireType !== WireType.LengthDelimited) reader.skip(wireType, field);
+    else if (field === 1) meta.name = reader.string(true);
+    else if (field === 2) meta.mesh = reader.string(true);
+    else if (field === 3) readLabel(reader, nestedEnd(reader), meta.labels);
+    else if (field === 4) meta.version = reader.string(true);
+    else if (field === 5) readTimestamp(reader, nestedEnd(reader), (meta.creationTime ??= { seconds: 0, nanos: 0 }));
+    else if (field === 6) readTimestamp(reader, nestedEnd(reader), (meta.modificationTime ??= { seconds: 0, nanos: 0 }));
+    else reader.skip(wireType, field);
+  }
+  ended(reader, end);
+}
+
+function readLabel(reader: BinaryReader, end: number, labels: Record<string, string>): void {
+  let key = "";
+  let value = "";
+  while (reader.pos < end) {
+    const [field, wireType] = reader.tag();
+    if (field === 1 && wireType === WireType.LengthDelimited) key = reader.string(true);
+    else if (field === 2 && wireType === WireType.LengthDelimited) value = reader.string(true);
+    else reader.skip(wireType, field);
+  }
+  ended(reader, end);
+  // A plain record, as the reflective decoder gives; "__proto__" stays an ordinary key.
+  if (key === "__proto__") Object.defineProperty(labels, key, { value, enumerable: true, writable: true, configurable: true });
+  else labels[key] = value;
+}
+
+function readTimestamp(reader: BinaryReader, end: number, timestamp: Timestamp): void {
+  while (reader.pos < end) {
+    const [field, wireType] = reader.tag();
+    if (field === 1 && wireType === WireType.Varint) timestamp.seconds = Number(reader.int64());
+    else if (field === 2 && wireType === WireType.Varint) timestamp.nanos = reader.int32();
+    else reader.skip(wireType, field);
+  }
+  ended(reader, end);
+}
+
+function readAny(reader: BinaryReader, end: number, envelope: Envelope): void {
+  while (reader.pos < end) {
+    const [field, wireType] = reader.tag();
+    if (field === 1 && wireType === WireType.LengthDelimited) envelope.specTypeUrl = reader.string(true);
+    else if (field === 2 && wireType === WireType.LengthDelimited) envelope.specValue = reader.bytes();
+    else reader.skip(wireType, field);
+  }
+  ended(reader, end);
+}
+
+/** Milliseconds of a timestamp, as protobuf-es's timestampDate computes them. */
+function timestampMs(timestamp: Timestamp): number {
+  return timestamp.seconds * 1000 + Math.round(timestamp.nanos / 1000000);
 }
