@@ -9,7 +9,7 @@ import { KdsResourceSchema } from "../../src/gen/kds/v1/resource_pb.ts";
 import { TrafficPolicySpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { fromWire, toWire } from "../../src/sync/wire.ts";
+import { KDS_RESOURCE_TYPE_URL, fromWire, toWire } from "../../src/sync/wire.ts";
 
 describe("wire envelope", () => {
   it("encodes meta and spec as a KdsResource, with exact sizes", async () => {
@@ -35,4 +35,36 @@ describe("wire envelope", () => {
     expect(decoded).toMatchObject({ key: "mesh-1/p.1", name: "p.1", mesh: "mesh-1", version: stored.meta.version });
     expect(decoded.creationTime?.getTime()).toBe(stored.meta.creationTime.getTime());
   });
+
+  it("decodes an envelope as the reflective decoder does: unknown fields, merged repeats, odd label keys; malformed bytes are invalid_resource", () => {
+    const types = createTypeRegistry(exampleTypes);
+    const type = types.get("TrafficPolicy");
+    const spec = create(TrafficPolicySpecSchema, { services: ["a"], timeoutMs: 7 });
+    const envelope = create(KdsResourceSchema, {
+      meta: { name: "p", mesh: "m", labels: { ["__proto__"]: "x", "a.b/c": "é" }, version: "9", creationTime: timestampFromDate(new Date(1_700_000_000_123)) },
+      spec: create(AnySchema, { typeUrl: type.typeUrl, value: toBinary(TrafficPolicySpecSchema, spec) }),
+    });
+    // A second meta (merged: its version wins, the rest stays) and an unknown field of every wire type.
+    const extra = toBinary(KdsResourceSchema, create(KdsResourceSchema, { meta: { version: "10", labels: { z: "1" } } }));
+    const unknown = new Uint8Array([0x98, 0x06, 0x01, 0xa2, 0x06, 0x02, 0x68, 0x69, 0xad, 0x06, 1, 2, 3, 4, 0xa9, 0x06, 1, 2, 3, 4, 5, 6, 7, 8]);
+    const bytes = new Uint8Array([...toBinary(KdsResourceSchema, envelope), ...unknown, ...extra]);
+    const expected = fromBinary(KdsResourceSchema, bytes);
+    const decoded = fromWire(type, create(AnySchema, { typeUrl: KDS_RESOURCE_TYPE_URL, value: bytes }), "m/p");
+    expect(decoded.version).toBe("10");
+    expect(decoded.version).toBe(expected.meta?.version);
+    expect({ ...decoded.labels }).toEqual({ ...expected.meta?.labels });
+    expect(Object.getPrototypeOf(decoded.labels)).toBe(Object.prototype);
+    expect(Object.keys(decoded.labels).sort()).toEqual(["__proto__", "a.b/c", "z"]);
+    expect(decoded.creationTime?.getTime()).toBe(1_700_000_000_123);
+    expect(decoded.modificationTime).toBeUndefined();
+    expect(decoded.spec).toEqual(spec);
+    const good = toBinary(KdsResourceSchema, envelope);
+    const badUtf8 = toBinary(KdsResourceSchema, create(KdsResourceSchema, { meta: { name: "p\u00e9", mesh: "m" }, spec: envelope.spec }));
+    badUtf8[badUtf8.indexOf(0xc3)] = 0xff; // the name's "é" becomes invalid UTF-8
+    for (const value of [good.subarray(0, good.length - 3), new Uint8Array([0x0a, 0x05, 0x0a, 0x09, 0x70]), badUtf8]) {
+      expect(() => fromWire(type, create(AnySchema, { typeUrl: KDS_RESOURCE_TYPE_URL, value }))).toThrow(expect.objectContaining({ code: "invalid_resource" }));
+    }
+    expect(() => fromWire(type, create(AnySchema, { typeUrl: KDS_RESOURCE_TYPE_URL, value: toBinary(KdsResourceSchema, create(KdsResourceSchema, { meta: envelope.meta })) }))).toThrow(/lacks meta or spec/);
+  });
 });
+
