@@ -7,6 +7,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { toBinary } from "@bufbuild/protobuf";
 import { createInterface } from "node:readline";
 import { MessageSchema } from "../src/gen/kds/mux/v1/mux_pb.ts";
+import { KdsError } from "../src/errors.ts";
 import { silentLogger } from "../src/log.ts";
 import { resourcesIn } from "../src/mux/frames.ts";
 import { KIND_CATALOG_TYPE_URL } from "../src/sync/kind-catalog.ts";
@@ -48,8 +49,21 @@ const zone = new ZoneControlPlane({
 const seen = new Map<string, number>();
 const stopAll = new AbortController();
 void (async () => {
-  for await (const c of zone.store.watch(0, { signal: stopAll.signal, kinds: ["TrafficPolicy"] })) {
-    if (c.op === "put") seen.set(c.resource.meta.name, (c.resource.spec as { timeoutMs?: number }).timeoutMs ?? 0);
+  // Follows the zone's store; when this reader falls behind the store's kept history (store_compacted), it lists
+  // and follows on from that list's revision, as the sync engine does.
+  let from = 0;
+  for (let relists = 0; relists < 1_000 && !stopAll.signal.aborted; relists++) {
+    try {
+      for await (const c of zone.store.watch(from, { signal: stopAll.signal, kinds: ["TrafficPolicy"] })) {
+        if (c.op === "put") seen.set(c.resource.meta.name, (c.resource.spec as { timeoutMs?: number }).timeoutMs ?? 0);
+      }
+      return;
+    } catch (error) {
+      if (!KdsError.is(error, "store_compacted")) throw error;
+      const listed = await zone.store.list("TrafficPolicy");
+      for (const r of listed.resources) seen.set(r.meta.name, (r.spec as { timeoutMs?: number }).timeoutMs ?? 0);
+      from = listed.revision;
+    }
   }
 })();
 
