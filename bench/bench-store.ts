@@ -109,6 +109,7 @@ export async function openDatabase(kind: Exclude<StoreKind, "memory">): Promise<
 
 /** A store on `database` (memory when undefined). */
 export async function openStore(types: TypeRegistry, database: BenchDatabase | undefined, historyLimit: number): Promise<ResourceStore & { close?: () => Promise<void> }> {
-  if (database === undefined) return new InMemoryStore(types, { historyLimit });
+  // The whole history, however many bytes: the store bench watches every change from revision 0.
+  if (database === undefined) return new InMemoryStore(types, { historyLimit, historyBytes: 2 ** 40 });
   return PostgresStore.open(types, { url: database.url, schema: database.schema, historyLimit, logger: silentLogger });
 }
