@@ -32,10 +32,10 @@ export interface SummaryKey {
 const key = (k: string, unit: string, rule: SummaryRule, measures: string, target = "-"): SummaryKey => ({ key: k, unit, rule, measures, target });
 
 const storeKeys = (store: "memory" | "embedded" | "postgres", rule: SummaryRule, label: string): SummaryKey[] => [
-  key(`stores.sync.${store}.initialSeconds`, "s", rule, `initial delta sync of \`sync.resources\` resources with the global on ${label}`, store === "memory" ? "<= 3" : "-"),
+  key(`stores.sync.${store}.initialSeconds`, "s", rule, `initial delta sync of \`sync.resources\` resources with the global on ${label}`, store === "memory" ? "<= 1.5" : "-"),
   key(`stores.fanout.${store}.connectSeconds`, "s", rule, `\`stores.fanout.zones\` zones all connected and synced, global on ${label}`),
   key(`stores.fanout.${store}.p50Ms`, "ms", rule, `one change reaching each of \`stores.fanout.zones\` zones, p50, global on ${label}`),
-  key(`stores.fanout.${store}.p99Ms`, "ms", rule, `the same, p99`, store === "memory" ? "<= 500" : "-"),
+  key(`stores.fanout.${store}.p99Ms`, "ms", rule, `the same, p99`, store === "memory" ? "<= 250" : "-"),
   key(`stores.writes.${store}.writesPerSec`, "resources/s", rule, `resources written in transactions of 1,000 (\`stores.writes.resources\` of them) on ${label}`),
 ];
 
@@ -61,8 +61,8 @@ export const SUMMARY_KEYS: readonly SummaryKey[] = [
   key("echo.64KiB.muxPerGrpcJs", "ratio", "positive", "mux msg/s over @grpc/grpc-js bidi msg/s, 64 KiB echo", ">= 1"),
   key("echo.64KiB.muxMBps", "MB/s", "positive", "mux payload throughput, 64 KiB echo"),
 
-  key("sync.resources", "count", "positive", "resources of the sync scenario (100,000; 2,000 in a quick run)"),
-  key("sync.delta.initialSeconds", "s", "positive", "delta: from the zone dialing until it holds every resource (global on memory)", "<= 3"),
+  key("sync.resources", "count", "positive", "resources of the sync scenario (100,000; 1,000 in a quick run)"),
+  key("sync.delta.initialSeconds", "s", "positive", "delta: from the zone dialing until it holds every resource (global on memory)", "<= 1.5"),
   key("sync.sotw.initialSeconds", "s", "positive", "the same in state-of-the-world mode"),
   key("sync.delta.initialMiB", "MiB", "positive", "bytes on the wire to the zone for the initial delta sync"),
   key("sync.resumeChanged", "count", "positive", "resources changed while the zone was away (0.1%)"),
@@ -70,35 +70,35 @@ export const SUMMARY_KEYS: readonly SummaryKey[] = [
   key("sync.delta.resumeResources", "count", "positive", "resources sent on that delta resume", "= `sync.resumeChanged`"),
   key("sync.sotw.resumeResources", "count", "positive", "resources sent on a state-of-the-world resume (all of them, by design)"),
 
-  key("fanout.zones", "count", "positive", "zones of the fan-out scenario (1,000; 20 in a quick run), one HTTP/2 connection each, in one child process"),
+  key("fanout.zones", "count", "positive", "zones of the fan-out scenario (1,000; 8 in a quick run), one HTTP/2 connection each, in one child process"),
   key("fanout.connectSeconds", "s", "positive", "every zone connected and holding the Mesh"),
   key("fanout.p50Ms", "ms", "positive", "one change on the global reaching a zone's store, p50 over zones and rounds"),
-  key("fanout.p99Ms", "ms", "positive", "the same, p99", "<= 500"),
-  key("idleZone.heapKiB", "KiB", "finite", "global heap growth per connected idle zone (after GC; the `fanout` run)", "<= 200"),
-  key("idleZone.rssKiB", "KiB", "finite", "global RSS growth per connected idle zone (the `fanout` run)", "<= 200"),
+  key("fanout.p99Ms", "ms", "positive", "the same, p99", "<= 250"),
+  key("idleZone.heapKiB", "KiB", "finite", "global heap growth per connected idle zone (after GC; the `fanout` run)", "<= 64"),
+  key("idleZone.rssKiB", "KiB", "finite", "global RSS growth per connected idle zone (the `fanout` run)", "<= 100"),
 
-  key("zones10k.zones", "count", "positive", "zones of the scale scenario (10,000; 40 in a quick run)"),
+  key("zones10k.zones", "count", "positive", "zones of the scale scenario (10,000; 8 in a quick run)"),
   key("zones10k.processes", "count", "positive", "child processes running the zones"),
   key("zones10k.connections", "count", "positive", "HTTP/2 connections the zones opened (one per zone unless `KDS_BENCH_ZONES_PER_CONNECTION` is set)"),
   key("zones10k.connectSeconds", "s", "positive", "from the first zone dialing until every zone holds the Mesh"),
-  key("zones10k.heapPerZoneKiB", "KiB", "finite", "global heap growth per connected zone (after GC)", "<= 200"),
-  key("zones10k.rssPerZoneKiB", "KiB", "finite", "global RSS growth per connected zone", "<= 200"),
+  key("zones10k.heapPerZoneKiB", "KiB", "finite", "global heap growth per connected zone (after GC)", "<= 64"),
+  key("zones10k.rssPerZoneKiB", "KiB", "finite", "global RSS growth per connected zone", "<= 100"),
   key("zones10k.p50Ms", "ms", "positive", "one change on the global reaching a zone's store, p50 over every zone and round"),
   key("zones10k.p99Ms", "ms", "positive", "the same, p99"),
 
-  key("stores.fanout.zones", "count", "positive", "zones of the store fan-out rows (1,000; 20 in a quick run)"),
-  key("stores.writes.resources", "count", "positive", "resources of the store write rows (100,000; 2,000 in a quick run)"),
+  key("stores.fanout.zones", "count", "positive", "zones of the store fan-out rows (1,000; 6 in a quick run)"),
+  key("stores.writes.resources", "count", "positive", "resources of the store write rows (100,000; 1,000 in a quick run)"),
   ...storeKeys("memory", "positive", "memory"),
   ...storeKeys("embedded", "positive", "the embedded PostgreSQL 18 (a fresh data dir)"),
   ...storeKeys("postgres", "positiveOrSkipped", "the PostgreSQL server (a fresh schema)"),
 
   key("multiInstance.instances", "count", "positive", "global instances sharing one PostgreSQL server (in one process, each its own store connection and HTTP/2 port)"),
-  key("multiInstance.zones", "count", "positive", "zones, zone i on instance i mod 3 (1,000; 30 in a quick run)"),
+  key("multiInstance.zones", "count", "positive", "zones, zone i on instance i mod 3 (1,000; 6 in a quick run)"),
   key("multiInstance.connectSeconds", "s", "positiveOrSkipped", "every zone connected and holding the Mesh"),
   key("multiInstance.p50Ms", "ms", "positiveOrSkipped", "one change written through instance 0 reaching a zone's store on any instance, p50"),
   key("multiInstance.p99Ms", "ms", "positiveOrSkipped", "the same, p99"),
 
-  key("memory.messages", "count", "positive", "messages one session received (1,000,000; 50,000 in a quick run)"),
+  key("memory.messages", "count", "positive", "messages one session received (1,000,000; 30,000 in a quick run)"),
   key("memory.heapGrowthMiB", "MiB", "finite", "zone-process heap after the last message minus after warm-up (after GC)", "< 4"),
   key("memory.rssGrowthMiB", "MiB", "finite", "the same for RSS"),
 ];

@@ -78,7 +78,7 @@ export async function recordCorpus(options: { muxUrl: string; adminUrl: string; 
     const deadline = Date.now() + 60_000;
     // Wait until the zone's Dataplane reached the global (both sync directions have run by then).
     for (;;) {
-      const got = await admin.get({ type: "Dataplane" }).catch(() => undefined);
+      const got = await admin.get({ type: "Dataplane" }).catch(() => undefined); // not answering yet: poll again until the deadline below
       if (got?.resources.some((r) => r.name === `${options.zone}.recorded-1`) === true) break;
       if (Date.now() > deadline) throw new Error(`the recording zone's Dataplane never reached the global; ${frames.length} frames recorded`);
       await sleep(100);
