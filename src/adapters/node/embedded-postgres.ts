@@ -23,10 +23,10 @@
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmod, chown, mkdir, open, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
+import { chmod, chown, cp, mkdir, open, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { arch, platform } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { KdsError, abortError } from "../../errors.ts";
 import { silentLogger, type Logger } from "../../log.ts";
 
@@ -81,9 +81,9 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   const releaseLock = await lockDataDir(dataDir);
   let child: ChildProcess | undefined;
   try {
-    const bin = await binaries();
     const owner = await serverUser(options, logger);
     if (owner !== undefined) await letThrough(dataDir, owner, options.systemUser ?? "postgres");
+    const bin = await reachableBinaries(await binaries(), owner, dataDir, logger);
     const password = await ensurePassword(dataDir);
     if (!(await exists(join(pgDir, "PG_VERSION")))) {
       logger.info("creating the embedded PostgreSQL cluster", { dataDir: pgDir });
@@ -241,6 +241,38 @@ async function binaries(): Promise<{ initdb: string; postgres: string }> {
   }
 }
 
+/** Whether `owner` may pass through every folder from the root down to `dir` (search permission). */
+async function reachable(dir: string, owner: { uid: number; gid: number }): Promise<{ ok: true } | { ok: false; blocked: string; mode: number }> {
+  for (let at = dir; ; at = dirname(at)) {
+    const { mode, uid, gid } = await stat(at);
+    const passes = (mode & 0o001) !== 0 || (uid === owner.uid && (mode & 0o100) !== 0) || (gid === owner.gid && (mode & 0o010) !== 0);
+    if (!passes) return { ok: false, blocked: at, mode };
+    if (dirname(at) === at) return { ok: true };
+  }
+}
+
+/**
+ * As root, the server user must be able to run the binaries. When
+ * node_modules lies under a folder it cannot pass (a 0700 checkout, as
+ * `mktemp -d` makes), the package's `native/` tree (about 60 MB) is copied
+ * once into `<dataDir>/server`, which it can reach; symlinks stay as they are.
+ */
+async function reachableBinaries(bin: { initdb: string; postgres: string }, owner: { uid: number; gid: number } | undefined, dataDir: string, logger: Logger): Promise<{ initdb: string; postgres: string }> {
+  if (owner === undefined) return bin;
+  const binDir = dirname(bin.postgres);
+  const check = await reachable(binDir, owner);
+  if (check.ok) return bin;
+  const native = dirname(binDir);
+  const copy = join(dataDir, "server");
+  const copied = { initdb: join(copy, "bin", basename(bin.initdb)), postgres: join(copy, "bin", basename(bin.postgres)) };
+  if (!(await exists(copied.postgres)) || (await stat(copied.postgres)).size !== (await stat(bin.postgres)).size) {
+    logger.info(`the PostgreSQL server user cannot pass through ${check.blocked} (mode ${(check.mode & 0o777).toString(8)}) to the installed binaries; using a copy in ${copy}`);
+    await rm(copy, { recursive: true, force: true });
+    await cp(native, copy, { recursive: true, verbatimSymlinks: true });
+  }
+  return copied;
+}
+
 /** As root, the uid/gid the server runs as; undefined otherwise. */
 async function serverUser(options: EmbeddedPostgresOptions, logger: Logger): Promise<{ uid: number; gid: number } | undefined> {
   if (typeof process.getuid !== "function" || process.getuid() !== 0) return undefined;
@@ -277,17 +309,13 @@ async function serverUser(options: EmbeddedPostgresOptions, logger: Logger): Pro
  * /root) is refused with what to do; it is not ours to change.
  */
 async function letThrough(dir: string, owner: { uid: number; gid: number }, user: string): Promise<void> {
-  for (let above = dirname(dir); ; above = dirname(above)) {
-    const { mode, uid, gid } = await stat(above);
-    const passes = (mode & 0o001) !== 0 || (uid === owner.uid && (mode & 0o100) !== 0) || (gid === owner.gid && (mode & 0o010) !== 0);
-    if (!passes) {
-      throw new KdsError(
-        "invalid_argument",
-        `the embedded PostgreSQL runs as the system user "${user}" (it refuses to run as root), which cannot pass through ${above} (mode ${(mode & 0o777).toString(8)}) to reach ${dir}: ` +
-          `choose a --data-dir outside it (for example /var/lib/kds-mux/<name>), or let others through it (chmod o+x ${above})`,
-      );
-    }
-    if (dirname(above) === above) break;
+  const above = await reachable(dirname(dir), owner);
+  if (!above.ok) {
+    throw new KdsError(
+      "invalid_argument",
+      `the embedded PostgreSQL runs as the system user "${user}" (it refuses to run as root), which cannot pass through ${above.blocked} (mode ${(above.mode & 0o777).toString(8)}) to reach ${dir}: ` +
+        `choose a --data-dir outside it (for example /var/lib/kds-mux/<name>), or let others through it (chmod o+x ${above.blocked})`,
+    );
   }
   const { mode } = await stat(dir);
   if ((mode & 0o001) === 0) await chmod(dir, (mode & 0o7777) | 0o011);
