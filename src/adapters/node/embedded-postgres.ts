@@ -407,7 +407,7 @@ function startServer(
 ): Promise<ChildProcess> {
   const settings: Record<string, string> = { listen_addresses: "127.0.0.1", unix_socket_directories: "", ...options.settings };
   const args = ["-D", pgDir, "-p", String(port), ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])];
-  const child = spawn(postgresPath, args, { ...owner, env: { ...process.env, LC_ALL: "C", LC_MESSAGES: "C" }, stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(postgresPath, args, { ...asUser(owner), env: { ...process.env, LC_ALL: "C", LC_MESSAGES: "C" }, stdio: ["ignore", "ignore", "pipe"] });
   const lines: string[] = [];
   let partial = "";
   return new Promise<ChildProcess>((resolveStart, reject) => {
@@ -477,10 +477,20 @@ async function stopChild(child: ChildProcess): Promise<void> {
   await exited;
 }
 
+/**
+ * Spawn options to run as `owner`. Its working directory is `/`: Deno
+ * changes into the cwd after dropping to the user, so a cwd the user cannot
+ * enter (a 0700 checkout) fails the spawn with EPERM; Node and Bun change
+ * into it before. Every path passed to PostgreSQL is absolute.
+ */
+function asUser(owner: { uid: number; gid: number } | undefined): { uid?: number; gid?: number; cwd?: string } {
+  return owner === undefined ? {} : { uid: owner.uid, gid: owner.gid, cwd: "/" };
+}
+
 /** Runs a command to completion; rejects with its stderr. */
 function run(file: string, args: readonly string[], owner?: { uid: number; gid: number }, signal?: AbortSignal): Promise<string> {
   return new Promise((resolveRun, reject) => {
-    execFile(file, args, { ...owner, signal, env: { ...process.env, LC_ALL: "C", LC_MESSAGES: "C" } }, (error, stdout, stderr) => {
+    execFile(file, args, { ...asUser(owner), signal, env: { ...process.env, LC_ALL: "C", LC_MESSAGES: "C" } }, (error, stdout, stderr) => {
       if (error !== null) reject(new Error(`${file} ${args.join(" ")}: ${String(stderr).trim() || error.message}`, { cause: error }));
       else resolveRun(String(stdout));
     });
