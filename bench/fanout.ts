@@ -27,7 +27,7 @@ import { GlobalControlPlane } from "../src/global/global-control-plane.ts";
 import { silentLogger } from "../src/log.ts";
 import { ZONE_KIND, createTypeRegistry } from "../src/sync/builtin-types.ts";
 import { openDatabase, openStore, type BenchDatabase, type StoreKind } from "./bench-store.ts";
-import { isMain } from "./fresh.ts";
+import { childNodeArgs, isMain } from "./fresh.ts";
 import { SKIPPED } from "./summary.ts";
 import { percentile } from "./percentile.ts";
 
@@ -124,7 +124,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       const from = p * perProcess;
       const count = Math.min(perProcess, zones - from);
       const config = { urls, from, count, zonesPerConnection, tokensFile };
-      const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./fanout-zones.ts", import.meta.url)), JSON.stringify(config)], { stdio: ["pipe", "pipe", "inherit"] });
+      const child = spawn(process.execPath, [...childNodeArgs(), "--import", "tsx", fileURLToPath(new URL("./fanout-zones.ts", import.meta.url)), JSON.stringify(config)], { stdio: ["pipe", "pipe", "inherit"] });
       children.push(child);
       lines.push(createInterface({ input: child.stdout })[Symbol.asyncIterator]());
     }

@@ -4,9 +4,19 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
+/**
+ * Node flags for every child process a scenario starts, from
+ * `KDS_BENCH_CHILD_ARGS` (space-separated), e.g. `--cpu-prof
+ * --cpu-prof-dir=/tmp/prof` to profile the zones and the global alike
+ * (Node refuses --cpu-prof in NODE_OPTIONS).
+ */
+export function childNodeArgs(): string[] {
+  return (process.env.KDS_BENCH_CHILD_ARGS ?? "").split(" ").filter((arg) => arg !== "");
+}
+
 /** Runs `module` (a file URL) with `args` under tsx (and `nodeArgs`, e.g. a larger heap) and parses its last stdout line. */
 export async function inFreshProcess<T>(module: string, args: readonly (string | number)[], nodeArgs: readonly string[] = []): Promise<T> {
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", fileURLToPath(module), ...args.map(String)], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [...childNodeArgs(), ...nodeArgs, "--import", "tsx", fileURLToPath(module), ...args.map(String)], { stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));

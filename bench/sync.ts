@@ -13,6 +13,7 @@ import { silentLogger } from "../src/log.ts";
 import { createTypeRegistry } from "../src/sync/builtin-types.ts";
 import type { WriteOp } from "../src/store/contract.ts";
 import { openDatabase, openStore, type StoreKind } from "./bench-store.ts";
+import { childNodeArgs } from "./fresh.ts";
 import { SKIPPED } from "./summary.ts";
 
 export interface SyncResult {
@@ -57,7 +58,7 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
   global.start(stop.signal);
   const served = await serveGlobal(global.server);
   const token = (await global.tokens.issueZoneToken("zone-1")).token; // the zone proves its name, as deployed
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./sync-zone.ts", import.meta.url)), served.url, mode, String(maxMessageBytes), count ? "count" : "time", token], {
+  const child = spawn(process.execPath, [...childNodeArgs(), "--import", "tsx", fileURLToPath(new URL("./sync-zone.ts", import.meta.url)), served.url, mode, String(maxMessageBytes), count ? "count" : "time", token], {
     stdio: ["pipe", "pipe", "inherit"],
   });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
