@@ -40,10 +40,25 @@ async function startZone(globals: string, store: string[]): Promise<{ process: K
   return { process: p, admin };
 }
 
+/**
+ * One admin client per admin URL for the whole file: each client holds its
+ * own HTTP/2 connection open while idle, so a client per call piled up
+ * connections until the admin listener's cap (128) refused the samples.
+ */
+const clients = new Map<string, ReturnType<typeof adminClient>>();
+function admin(url: string): ReturnType<typeof adminClient> {
+  let client = clients.get(url);
+  if (client === undefined) {
+    client = adminClient(url);
+    clients.set(url, client);
+  }
+  return client;
+}
+
 /** Names of the resources of `kind` on an admin API (the global's copies of a zone's resources lose their "zone-1." prefix), or undefined while it does not answer. */
-async function names(admin: string, kind: string): Promise<Set<string> | undefined> {
+async function names(url: string, kind: string): Promise<Set<string> | undefined> {
   try {
-    const r = await adminClient(admin).get({ type: kind, mesh: kind === "Dataplane" ? "default" : "" }, { timeoutMs: 10_000 });
+    const r = await admin(url).get({ type: kind, mesh: kind === "Dataplane" ? "default" : "" }, { timeoutMs: 10_000 });
     return new Set(r.resources.map((x) => x.name.replace(/^zone-1\./, "")));
   } catch {
     return undefined; // the process is down or restarting: the caller samples again
@@ -81,7 +96,7 @@ class Churn {
   async #run(): Promise<void> {
     for (let n = 0; !this.#stop && n < 100_000; n++) {
       const i = this.#i++;
-      const client = adminClient(this.admin());
+      const client = admin(this.admin());
       if (i % 5 === 4 && this.acked.size > 0) {
         const victim = [...this.acked][Math.floor(i / 5) % this.acked.size] as string;
         this.acked.delete(victim);
@@ -189,7 +204,7 @@ describe("continuous churn through process and database faults", { timeout: 600_
     databases.push(db);
     const a = await startGlobal(db.url);
     const b = await startGlobal(db.url);
-    await adminClient(a.admin).apply({ resources: [{ type: "Zone", name: "zone-1", specJson: '{"enabled":true}' }] });
+    await admin(a.admin).apply({ resources: [{ type: "Zone", name: "zone-1", specJson: '{"enabled":true}' }] });
     const dataDir = mkdtempSync(join(tmpdir(), "kds-churn-zone-"));
     dirs.push(dataDir);
     let zone = await startZone(`${a.mux},${b.mux}`, ["--data-dir", dataDir]);
@@ -237,7 +252,7 @@ describe("continuous churn through process and database faults", { timeout: 600_
     const db = await freshDatabase();
     databases.push(db);
     const g = await startGlobal(db.url);
-    await adminClient(g.admin).apply({ resources: [{ type: "Zone", name: "zone-1", specJson: '{"enabled":true}' }] });
+    await admin(g.admin).apply({ resources: [{ type: "Zone", name: "zone-1", specJson: '{"enabled":true}' }] });
     const zone = await startZone(g.mux, ["--store", "memory"]);
     await zone.process.waitFor(/connected to global "global"/, 90_000);
 

@@ -59,7 +59,7 @@ export async function until<T>(work: () => Promise<T>, ok: (value: T) => boolean
   for (;;) {
     const value = await work();
     if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value, (_key, v: unknown) => (v instanceof Set ? [...(v as Set<unknown>)] : v))}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
