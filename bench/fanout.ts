@@ -68,6 +68,8 @@ export interface FanoutResult {
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly maxMs: number;
+  /** CPU time (user + system) of the global's process from each change until every zone has it, per change and zone, in microseconds: the global's work per zone, which wall-clock times hide on a loaded machine. */
+  readonly globalCpuUsPerZoneChange: number;
 }
 
 function memory(): { heap: number; rss: number } {
@@ -140,10 +142,14 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     const after = memory();
 
     const latencies: number[] = [];
+    let cpuUs = 0;
     for (let seq = 1; seq <= rounds; seq++) {
       const sentAt = performance.timeOrigin + performance.now();
+      const cpuBefore = process.cpuUsage();
       await first.store.put({ kind: "Mesh", name: "default", spec: create(MeshSpecSchema, { description: `seq-${seq}` }) });
       const done = await Promise.all(children.map((_, p) => next(p)));
+      const cpu = process.cpuUsage(cpuBefore);
+      cpuUs += cpu.user + cpu.system;
       for (const d of done) {
         if (d.seq !== seq) throw new Error(`expected the arrivals of change ${seq}, got ${JSON.stringify(d).slice(0, 200)}`);
         for (const at of d.arrivals as number[]) latencies.push(at - sentAt);
@@ -164,6 +170,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       p50Ms: percentile(latencies, 50),
       p99Ms: percentile(latencies, 99),
       maxMs: latencies.at(-1) ?? Number.NaN,
+      globalCpuUsPerZoneChange: cpuUs / rounds / zones,
     };
   } finally {
     for (const child of children) child.stdin.end();
