@@ -6,6 +6,17 @@
  * credit the peer holds at the moment it arrives: a frame beyond it is a
  * protocol error, never a reason to block or to grow a buffer.
  *
+ * Credit goes back in batches: once a quarter of the window (in frames or in
+ * bytes) was consumed, or when the buffer empties while the peer's credit
+ * might not hold its next frame (less than one frame, or fewer bytes than
+ * the largest frame it may send). An emptied buffer alone is not a reason:
+ * in steady traffic that would cost a window update for every frame. What
+ * stays pending is granted at the latest by {@link Inbox.grantPending},
+ * which the session calls on every tick, so a peer whose next frame does
+ * not fit its credit (only a frame whose credit size exceeds the largest
+ * frame, one of many tiny messages: see `creditSize`) waits at most one
+ * tick.
+ *
  * @module
  */
 import { KdsError, abortError } from "../errors.ts";
@@ -45,6 +56,9 @@ export class Inbox<T> {
   readonly #grantThresholdBytes: number;
   readonly #grant: GrantCredit;
   readonly #memory: InboxMemory | undefined;
+  readonly #largestFrameBytes: number;
+  /** Whether the peer counts byte credit (its hello announced byte windows); a peer that does not gets credit whenever the buffer empties, as before byte credit. */
+  #peerCountsBytes = true;
   /** What the peer may still send: the window granted minus what arrived since. */
   #creditFrames: number;
   #creditBytes: number;
@@ -60,8 +74,9 @@ export class Inbox<T> {
    * @param windowBytes - how many bytes (by credit size) the peer may have outstanding
    * @param grant - called to return credit to the peer
    * @param memory - where buffered bytes are reserved (the process's budget); none by default
+   * @param largestFrameBytes - the largest credit size of a frame the peer may send (this side's largest frame); at most, and by default, `windowBytes`
    */
-  constructor(lane: Lane, window: number, windowBytes: number, grant: GrantCredit, memory?: InboxMemory) {
+  constructor(lane: Lane, window: number, windowBytes: number, grant: GrantCredit, memory?: InboxMemory, largestFrameBytes: number = windowBytes) {
     this.#lane = lane;
     this.#window = window;
     this.#windowBytes = windowBytes;
@@ -72,6 +87,7 @@ export class Inbox<T> {
     this.#creditBytes = windowBytes;
     this.#grant = grant;
     this.#memory = memory;
+    this.#largestFrameBytes = Math.min(largestFrameBytes, windowBytes);
   }
 
   /** Frames received and not yet taken by the view's consumer. */
@@ -174,8 +190,25 @@ export class Inbox<T> {
     }
   }
 
+  /**
+   * Returns to the peer the credit of every frame consumed and not yet
+   * granted, if any. The session calls it on every tick: it bounds how long
+   * credit stays pending, whatever the peer's next frame.
+   */
+  grantPending(): void {
+    if (this.#closedWith !== undefined || (this.#pendingGrant === 0 && this.#pendingGrantBytes === 0)) return;
+    const frames = this.#pendingGrant;
+    const granted = this.#pendingGrantBytes;
+    this.#pendingGrant = 0;
+    this.#pendingGrantBytes = 0;
+    this.#creditFrames += frames;
+    this.#creditBytes += granted;
+    this.#grant(this.#lane, frames, granted);
+  }
+
   /** Takes a frame of `bytes` from the peer's credit, or says how the frame overran it. */
   #charge(bytes: number, peerCountsBytes: boolean): KdsError | undefined {
+    this.#peerCountsBytes = peerCountsBytes;
     if (this.#creditFrames < 1) {
       return new KdsError(
         "protocol_error",
@@ -206,14 +239,18 @@ export class Inbox<T> {
     if (this.#closedWith !== undefined) return;
     this.#pendingGrant++;
     this.#pendingGrantBytes += bytes;
-    if (this.#pendingGrant >= this.#grantThreshold || this.#pendingGrantBytes >= this.#grantThresholdBytes || this.#ring.size === 0) {
-      const frames = this.#pendingGrant;
-      const granted = this.#pendingGrantBytes;
-      this.#pendingGrant = 0;
-      this.#pendingGrantBytes = 0;
-      this.#creditFrames += frames;
-      this.#creditBytes += granted;
-      this.#grant(this.#lane, frames, granted);
+    if (this.#pendingGrant >= this.#grantThreshold || this.#pendingGrantBytes >= this.#grantThresholdBytes || (this.#ring.size === 0 && this.#peerMayBeBlocked())) {
+      this.grantPending();
     }
+  }
+
+  /**
+   * Whether the peer's credit (once every grant sent has arrived) might not
+   * hold its next frame: less than one frame, or fewer bytes than the
+   * largest frame it may send. Nothing buffered is left for the consumer to
+   * take, so no later consumption would return credit.
+   */
+  #peerMayBeBlocked(): boolean {
+    return this.#creditFrames < 1 || !this.#peerCountsBytes || this.#creditBytes < this.#largestFrameBytes;
   }
 }

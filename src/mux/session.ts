@@ -131,8 +131,10 @@ export class MuxSession implements Session {
     this.#outbox = new Outbox(this.#options.maxQueuedSends, this.#now, MAX_WINDOW, (lane, ms) => metrics.creditWait(lane, ms));
     const grant = (lane: Lane, frames: number, bytes: number): void => this.#outbox.grant(lane, frames, bytes);
     const memory = init.budget === undefined ? undefined : this.#budgetMemory(init.budget);
-    this.#serverInbox = new Inbox<MuxRequest>("requests", this.#options.requestWindow, this.#options.requestWindowBytes, grant, memory);
-    this.#clientInbox = new Inbox<MuxResponse>("responses", this.#options.responseWindow, this.#options.responseWindowBytes, grant, memory);
+    // The largest frame this side reads bounds what a peer's frame takes of the window (see Inbox).
+    const o = this.#options;
+    this.#serverInbox = new Inbox<MuxRequest>("requests", o.requestWindow, o.requestWindowBytes, grant, memory, o.maxMessageBytes);
+    this.#clientInbox = new Inbox<MuxResponse>("responses", o.responseWindow, o.responseWindowBytes, grant, memory, o.maxMessageBytes);
     this.server = {
       recv: (signal) => this.#serverInbox.recv(signal),
       send: (response, signal) => this.#outbox.send("responses", responseFrame(response), signal),
@@ -161,7 +163,6 @@ export class MuxSession implements Session {
       }),
     );
 
-    const o = this.#options;
     const tickMs = Math.max(5, Math.floor(Math.min(o.heartbeatIntervalMs, o.heartbeatTimeoutMs / 4, o.sendTimeoutMs / 4, o.handshakeTimeoutMs / 4)));
     this.#timer = setInterval(() => this.#tick(), tickMs);
 
@@ -537,6 +538,9 @@ export class MuxSession implements Session {
       return;
     }
     if (this.#state.kind === "open" && now - this.#lastPingAt >= o.heartbeatIntervalMs) this.#ping(now);
+    // Credit the inboxes kept back (see Inbox): a peer never waits longer than one tick for it.
+    this.#serverInbox.grantPending();
+    this.#clientInbox.grantPending();
   }
 
   #ping(now: number): void {

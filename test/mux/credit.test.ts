@@ -3,14 +3,14 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { GoAwayReason, MessageSchema, PingSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
-import { DiscoveryRequestSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
+import { DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, ResourceSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { MemoryBudget, type BudgetHolder } from "../../src/mux/budget.ts";
 import { creditSize, requestFrame, responseFrame } from "../../src/mux/frames.ts";
 import { Inbox } from "../../src/mux/inbox.ts";
 import { resolveSessionOptions } from "../../src/mux/options.ts";
 import { Outbox } from "../../src/mux/outbox.ts";
 import { MuxSession } from "../../src/mux/session.ts";
-import { eventually, RawPeer, request, response, sessionPair } from "../contract/harness.ts";
+import { eventually, RawPeer, request, response, sessionPair, settle } from "../contract/harness.ts";
 
 /** A request of about `bytes` bytes of credit (its resource names carry them). */
 function bigRequest(bytes: number, nonce = ""): ReturnType<typeof request> {
@@ -115,6 +115,77 @@ describe("byte credit", () => {
     for (let i = 0; i < 300; i++) await zone.client.recv();
     await sender;
     expect(zone.stats().received.responses).toBe(300);
+    await zone.close();
+  });
+});
+
+describe("window updates", () => {
+  /** Session options whose tick (and so the fallback grant) comes only after minutes: a test relying on it would time out. */
+  const noTick = { heartbeatIntervalMs: 600_000, heartbeatTimeoutMs: 2_400_000, sendTimeoutMs: 2_400_000, handshakeTimeoutMs: 2_400_000 };
+
+  it("costs one window update per quarter of the window in steady traffic, not one per frame", async () => {
+    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: noTick });
+    const peer = new RawPeer(session);
+    peer.hello("zone-1", 64, 1 << 20);
+    await session.ready;
+    // Everything the session writes is read as soon as it is written, so no window update is merged into the next.
+    const granted: number[] = [];
+    const reading = (async () => {
+      for (;;) {
+        const frame = await peer.read();
+        if (frame === undefined || frame.value.case === "response") return;
+        if (frame.value.case === "windowUpdate") granted.push(frame.value.value.requests);
+      }
+    })();
+    // One request at a time, each consumed before the next: the buffer empties 100 times.
+    for (let i = 0; i < 100; i++) {
+      peer.write({ case: "request", value: request("type.x", String(i)) });
+      await session.server.recv();
+      await settle(0);
+    }
+    await session.server.send(response("type.x", "end"));
+    await reading;
+    expect(granted).toEqual([16, 16, 16, 16, 16, 16]); // a quarter of the 64-frame window each; 100 frames never outran the window
+    peer.end();
+    await session.close();
+  });
+
+  it("still grants when the buffer empties if the peer's byte credit might not hold its largest frame (else it would wait forever)", async () => {
+    // The window is the largest frame: after any frame, the peer's credit is short of a full-size one.
+    const windowBytes = 8192;
+    const { zone, global } = sessionPair({ ...noTick, maxMessageBytes: windowBytes, responseWindowBytes: windowBytes }, noTick);
+    await zone.ready;
+    await global.ready;
+    await global.server.send(response("type.t", "small", 100));
+    await zone.client.recv();
+    const big = response("type.t", "big", windowBytes - 200);
+    expect(creditSize(responseFrame(big))).toBeGreaterThan(windowBytes - creditSize(responseFrame(response("type.t", "small", 100))));
+    await global.server.send(big); // resolves only once the zone returned the small frame's credit
+    expect(((await zone.client.recv()) as { nonce: string }).nonce).toBe("big");
+    await zone.close();
+  });
+
+  it("grants what it kept back on the session's tick, so a frame larger in credit than the largest frame waits at most a tick", async () => {
+    // Byte credit 12 KiB, largest frame 4 KiB: after a small frame the buffer empties with its credit kept back.
+    const windowBytes = 12 * 1024;
+    const tick = { heartbeatIntervalMs: 20, heartbeatTimeoutMs: 60_000 };
+    const { zone, global } = sessionPair({ ...tick, maxMessageBytes: 4096, responseWindowBytes: windowBytes }, tick);
+    await zone.ready;
+    await global.ready;
+    const small = response("type.t", "small", 100);
+    await global.server.send(small);
+    await zone.client.recv();
+    // Empty resources cost 8 bytes of credit each and 2 encoded: a frame within 4 KiB encoded whose credit exceeds what is left.
+    const left = windowBytes - creditSize(responseFrame(small));
+    const frameOf = (n: number) => create(DeltaDiscoveryResponseSchema, { typeUrl: "type.t", nonce: "dense", resources: Array.from({ length: n }, () => create(ResourceSchema)) });
+    const base = creditSize(responseFrame(frameOf(0)));
+    const dense = frameOf(Math.floor((left - base) / 8) + 1);
+    const credit = creditSize(responseFrame(dense));
+    expect(credit).toBeGreaterThan(left);
+    expect(credit).toBeLessThanOrEqual(windowBytes);
+    expect(toBinary(MessageSchema, responseFrame(dense)).byteLength).toBeLessThanOrEqual(4096);
+    await global.server.send(dense); // waits for the zone's next tick to return the small frame's credit
+    expect(((await zone.client.recv()) as { nonce: string }).nonce).toBe("dense");
     await zone.close();
   });
 });

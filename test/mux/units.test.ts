@@ -37,6 +37,37 @@ describe("Inbox", () => {
     expect(grants.reduce((a, b) => a + b, 0)).toBe(8);
   });
 
+  it("keeps credit back when the buffer empties while the peer's credit still holds its largest frame, and grants it on request", async () => {
+    const grants: [number, number][] = [];
+    const inbox = new Inbox<number>("requests", 64, 8192, (_lane, n, bytes) => grants.push([n, bytes]), undefined, 4096);
+    expect(inbox.deliver(1, 100)).toBeUndefined();
+    await inbox.recv();
+    expect(grants).toEqual([]); // 8092 bytes of credit left hold a 4096-byte frame
+    inbox.grantPending();
+    expect(grants).toEqual([[1, 100]]);
+    inbox.grantPending();
+    expect(grants).toEqual([[1, 100]]); // nothing more was pending
+    // A peer that counts no bytes gets its credit whenever the buffer empties, as before byte credit.
+    expect(inbox.deliver(2, 10, false)).toBeUndefined();
+    await inbox.recv();
+    expect(grants.at(-1)).toEqual([1, 10]);
+  });
+
+  it("grants at once when the buffer empties and the peer's byte credit is short of its largest frame", async () => {
+    const grants: [number, number][] = [];
+    // 5000 bytes of window, frames up to 4096: a quarter of the window is 1250 bytes.
+    const inbox = new Inbox<number>("requests", 64, 5000, (_lane, n, bytes) => grants.push([n, bytes]), undefined, 4096);
+    expect(inbox.deliver(1, 500)).toBeUndefined();
+    await inbox.recv();
+    expect(grants).toEqual([]); // 4500 left hold a 4096-byte frame
+    expect(inbox.deliver(2, 400)).toBeUndefined();
+    expect(inbox.deliver(3, 200)).toBeUndefined();
+    await inbox.recv();
+    expect(grants).toEqual([]); // 3900 left, but a frame is still buffered: taking it returns the credit
+    await inbox.recv();
+    expect(grants).toEqual([[3, 1100]]);
+  });
+
   it("allows one pending recv, honours its signal, and drains before reporting the close", async () => {
     const inbox = new Inbox<number>("responses", 4, 1 << 20, () => undefined);
     const controller = new AbortController();
