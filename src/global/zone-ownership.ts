@@ -21,6 +21,15 @@ import type { ResourceStore } from "../store/contract.ts";
 import { ZONE_INSIGHT_KIND } from "../sync/builtin-types.ts";
 import { followStore } from "../store/follow.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
+import { sleep } from "../util/abort.ts";
+
+/**
+ * Most leases renewed in one store batch. A renewal writes its leases in
+ * batches of this many and lets the event loop run between them: a thousand
+ * leases in one batch held the loop for tens of milliseconds, which every
+ * change fanning out at that moment waited for.
+ */
+export const RENEW_BATCH = 100;
 
 /** Options of {@link ZoneOwnership}. */
 export interface ZoneOwnershipOptions {
@@ -28,7 +37,7 @@ export interface ZoneOwnershipOptions {
   readonly store: ResourceStore;
   /** This instance's id (unique among the instances sharing the store). */
   readonly instance: string;
-  /** How often the holder renews its leases (one batch). Default 10 s; a lease not renewed for 3 periods reads as offline. */
+  /** How often the holder renews its leases (in batches of {@link RENEW_BATCH}). Default 10 s; a lease not renewed for 3 periods reads as offline. */
   readonly renewMs?: number;
   /** Delays between retries of a failed store read. */
   readonly retry?: BackoffOptions;
@@ -64,6 +73,8 @@ export class ZoneOwnership {
   readonly #renewMs: number;
   readonly #now: () => number;
   readonly #held = new Map<string, Held>();
+  /** A renewal is under way (a slow store can make one outlast the period: the next is skipped, not stacked). */
+  #renewing = false;
 
   /** @param options - store, instance id */
   constructor(options: ZoneOwnershipOptions) {
@@ -149,10 +160,39 @@ export class ZoneOwnership {
   }
 
   async #renewAll(signal: AbortSignal): Promise<void> {
-    const due = [...this.#held].filter(([, held]) => held.version !== undefined);
-    if (due.length === 0) return;
+    if (this.#renewing) return;
+    this.#renewing = true;
     try {
-      // One batch for every lease; a conflict in it (a takeover) falls back to one write each.
+      const zones = [...this.#held.keys()];
+      for (let i = 0; i < zones.length && !signal.aborted; i += RENEW_BATCH) {
+        if (i > 0) {
+          try {
+            await sleep(0, signal); // let the loop run between batches
+          } catch {
+            return; // rejects only once the signal aborted: the renewals stop with the instance
+          }
+        }
+        // Leases released or lost while earlier batches were written are left alone.
+        const due: [string, Held][] = [];
+        for (const zone of zones.slice(i, i + RENEW_BATCH)) {
+          const held = this.#held.get(zone);
+          if (held?.version !== undefined) due.push([zone, held]);
+        }
+        if (due.length > 0 && !(await this.#renew(due, zones.length - i, signal))) return;
+      }
+    } finally {
+      this.#renewing = false;
+    }
+  }
+
+  /**
+   * Renews the leases `due` in one batch; a conflict in it (a takeover) falls
+   * back to one write each. Returns false when the store failed otherwise
+   * (logged once for the `left` leases not renewed; the next renewal retries)
+   * or the signal aborted: the renewal stops there.
+   */
+  async #renew(due: readonly [string, Held][], left: number, signal: AbortSignal): Promise<boolean> {
+    try {
       const { results } = await this.#options.store.apply(
         due.map(([zone, held]) => ({ op: "put" as const, input: { kind: ZONE_INSIGHT_KIND, name: zone, spec: this.#insight(held) }, expectedVersion: held.version })),
         { signal },
@@ -161,16 +201,16 @@ export class ZoneOwnership {
         const stored = results[i];
         if (this.#held.get(zone) === held && typeof stored === "object") held.version = stored.meta.version;
       });
-      return;
+      return true;
     } catch (error) {
-      if (signal.aborted) return;
+      if (signal.aborted) return false;
       if (!KdsError.is(error, "conflict")) {
-        this.#options.logger.warn(`renewing ${due.length} zone leases failed; retrying at the next renewal`, { error });
-        return;
+        this.#options.logger.warn(`renewing ${left} zone leases failed; retrying at the next renewal`, { error });
+        return false;
       }
     }
     for (const [zone, held] of due) {
-      if (signal.aborted) return;
+      if (signal.aborted) return false;
       try {
         await this.#write(zone, held, held.version, signal);
       } catch (error) {
@@ -183,6 +223,7 @@ export class ZoneOwnership {
         this.#options.logger.warn(`renewing the lease of zone "${zone}" failed; retrying at the next renewal`, { zone, error });
       }
     }
+    return true;
   }
 
   async #release(zone: string, held: Held, end: SessionEnd): Promise<void> {
