@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { KdsError } from "../errors.ts";
+import { KdsError, abortError } from "../errors.ts";
 import { create } from "@bufbuild/protobuf";
 import { CallSchema, GoAwayReason, MessageSchema, type Call, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { raceAbort } from "../util/abort.ts";
@@ -279,9 +279,19 @@ export class MuxSession implements Session {
 
   async #read(inbound: AsyncIterable<Message>): Promise<void> {
     const iterator = inbound[Symbol.asyncIterator]();
+    // Each read races the transport's release, through one abort listener for the whole stream (one per frame cost more than the frame).
+    const released = this.#transportAbort.signal;
+    let failRead: ((reason: unknown) => void) | undefined;
+    const onReleased = (): void => failRead?.(abortError(released, "reading the mux stream"));
+    released.addEventListener("abort", onReleased, { once: true });
+    const read = (resolve: (r: IteratorResult<Message>) => void, reject: (reason: unknown) => void): void => {
+      failRead = reject;
+      iterator.next().then(resolve, reject);
+    };
     try {
       for (;;) {
-        const result = await raceAbort(iterator.next(), this.#transportAbort.signal, "reading the mux stream");
+        if (released.aborted) throw abortError(released, "reading the mux stream");
+        const result = await new Promise(read);
         if (result.done === true) {
           this.#peerEndedStream = true;
           this.#finish(
@@ -310,6 +320,7 @@ export class MuxSession implements Session {
         );
       }
     } finally {
+      released.removeEventListener("abort", onReleased);
       this.#inboundDone = true;
       void Promise.resolve(iterator.return?.()).catch(() => undefined);
       this.#maybeRelease();
