@@ -27,7 +27,6 @@ interface Waiter<T> {
   resolve(value: T): void;
   reject(reason: unknown): void;
   signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
 }
 
 interface Buffered<T> {
@@ -66,6 +65,21 @@ export class Inbox<T> {
   #pendingGrantBytes = 0;
   #bufferedBytes = 0;
   #waiter: Waiter<T> | undefined;
+  /**
+   * The signal {@link Inbox.recv} listens to. The listener stays between
+   * receives given the same signal (a consumer passes its one signal to
+   * every recv): adding and removing it for each frame cost more than the
+   * frame. It goes when another signal comes, or at close.
+   */
+  #listened: AbortSignal | undefined;
+  readonly #onAbort = (): void => {
+    const signal = this.#listened;
+    this.#listened = undefined; // a once listener: it is gone now
+    const waiter = this.#waiter;
+    if (signal === undefined || waiter === undefined || waiter.signal !== signal) return;
+    this.#waiter = undefined;
+    waiter.reject(abortError(signal, `recv on the ${this.#lane} lane`));
+  };
   #closedWith: KdsError | undefined;
 
   /**
@@ -114,7 +128,6 @@ export class Inbox<T> {
     const waiter = this.#waiter;
     if (waiter !== undefined) {
       this.#waiter = undefined;
-      if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener("abort", waiter.onAbort);
       this.#consumed(bytes);
       waiter.resolve(item);
       return undefined;
@@ -157,16 +170,18 @@ export class Inbox<T> {
       );
     }
     return new Promise<T>((resolve, reject) => {
-      const waiter: Waiter<T> = { resolve, reject, signal, onAbort: undefined };
-      if (signal !== undefined) {
-        waiter.onAbort = () => {
-          if (this.#waiter === waiter) this.#waiter = undefined;
-          reject(abortError(signal, `recv on the ${this.#lane} lane`));
-        };
-        signal.addEventListener("abort", waiter.onAbort, { once: true });
+      this.#waiter = { resolve, reject, signal };
+      if (signal !== undefined && signal !== this.#listened) {
+        this.#unlisten();
+        signal.addEventListener("abort", this.#onAbort, { once: true });
+        this.#listened = signal;
       }
-      this.#waiter = waiter;
     });
+  }
+
+  #unlisten(): void {
+    this.#listened?.removeEventListener("abort", this.#onAbort);
+    this.#listened = undefined;
   }
 
   /**
@@ -184,10 +199,8 @@ export class Inbox<T> {
     if (!keep) this.#bufferedBytes = 0;
     const waiter = this.#waiter;
     this.#waiter = undefined;
-    if (waiter !== undefined) {
-      if (waiter.onAbort !== undefined) waiter.signal?.removeEventListener("abort", waiter.onAbort);
-      waiter.reject(error);
-    }
+    this.#unlisten();
+    waiter?.reject(error);
   }
 
   /**

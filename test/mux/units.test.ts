@@ -68,6 +68,25 @@ describe("Inbox", () => {
     expect(grants).toEqual([[3, 1100]]);
   });
 
+  it("honours the signal of every recv when one signal is passed to each, and a recv with another signal or none", async () => {
+    const inbox = new Inbox<number>("responses", 4, 1 << 20, () => undefined);
+    const first = new AbortController();
+    const taken = inbox.recv(first.signal);
+    inbox.deliver(1, 1);
+    expect(await taken).toBe(1);
+    const pending = inbox.recv(first.signal); // the same signal, still listened to
+    first.abort();
+    await expect(pending).rejects.toMatchObject({ code: "aborted" });
+    const unsignalled = inbox.recv(); // no signal: the earlier signal no longer matters
+    inbox.deliver(2, 1);
+    expect(await unsignalled).toBe(2);
+    const third = new AbortController();
+    const last = inbox.recv(third.signal);
+    inbox.close(new KdsError("session_closed", "gone"));
+    await expect(last).rejects.toMatchObject({ code: "session_closed" });
+    third.abort(); // the listener went with the close: nothing to reject twice
+  });
+
   it("allows one pending recv, honours its signal, and drains before reporting the close", async () => {
     const inbox = new Inbox<number>("responses", 4, 1 << 20, () => undefined);
     const controller = new AbortController();
