@@ -70,7 +70,7 @@ export const SUMMARY_KEYS: readonly SummaryKey[] = [
   key("sync.delta.resumeResources", "count", "positive", "resources sent on that delta resume", "= `sync.resumeChanged`"),
   key("sync.sotw.resumeResources", "count", "positive", "resources sent on a state-of-the-world resume (all of them, by design)"),
 
-  key("fanout.zones", "count", "positive", "zones of the fan-out scenario (1,000; 8 in a quick run), one HTTP/2 connection each, in one child process"),
+  key("fanout.zones", "count", "positive", "zones of the fan-out scenario (1,000; 8 in a quick run), one HTTP/2 connection each, in two child processes"),
   key("fanout.connectSeconds", "s", "positive", "every zone connected and holding the Mesh"),
   key("fanout.p50Ms", "ms", "positive", "one change on the global reaching a zone's store, p50 over zones and rounds"),
   key("fanout.p99Ms", "ms", "positive", "the same, p99", "<= 250"),
