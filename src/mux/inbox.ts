@@ -88,7 +88,7 @@ export class Inbox<T> {
    * @param windowBytes - how many bytes (by credit size) the peer may have outstanding
    * @param grant - called to return credit to the peer
    * @param memory - where buffered bytes are reserved (the process's budget); none by default
-   * @param largestFrameBytes - the largest credit size of a frame the peer may send (this side's largest frame); at most, and by default, `windowBytes`
+   * @param largestFrameBytes - the largest frame the peer may send (this side's `maxMessageBytes`): with less byte credit left, an emptied buffer grants at once; at most, and by default, `windowBytes`
    */
   constructor(lane: Lane, window: number, windowBytes: number, grant: GrantCredit, memory?: InboxMemory, largestFrameBytes: number = windowBytes) {
     this.#lane = lane;
