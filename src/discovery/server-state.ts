@@ -1,7 +1,8 @@
 /**
  * The per-type state of a discovery server, as a tagged union with one
- * transition function. At most one response per type is in flight: the next
- * leaves only after the client ACKed or NACKed the last one.
+ * transition function. A bounded number of responses per type is in flight
+ * (one for SotW, the server's `maxDeltaInFlight` for delta): beyond it, the
+ * next leaves only after the client ACKed or NACKed an earlier one.
  *
  *     idle --sent--> inflight --ack--> idle
  *                       |  \--nack--> backoff --expired--> idle
@@ -13,7 +14,7 @@
 /** What a delta response in flight carried, applied to the client's known versions on ACK. */
 export interface DeltaPending {
   /** Keys and versions sent. */
-  readonly upserts: ReadonlyArray<readonly [key: string, version: string]>;
+  readonly upserts: ReadonlyArray<{ readonly key: string; readonly version: string }>;
   /** Keys removed. */
   readonly removed: readonly string[];
 }

@@ -4,11 +4,13 @@
  *
  * Rules it keeps (xDS v3): nonces per stream and type; an ACK or NACK whose
  * nonce is not one in flight is stale and ignored; a bounded number of
- * responses per type in flight (one for SotW, `maxDeltaInFlight` for delta); an unchanged set is never resent; delta sends only changed
- * resources and `removed_resources`, starts from the client's
- * `initial_resource_versions`, and splits responses by size; after a NACK the
- * server waits (exponential backoff) before it sends that type again; a
- * response not ACKed in time is reported and resent.
+ * responses per type in flight (one for SotW, `maxDeltaInFlight` for delta);
+ * an unchanged set is never resent; delta sends only changed resources and
+ * `removed_resources`, starts from the client's `initial_resource_versions`,
+ * and splits a large change into responses of about `deltaResponseBytes`
+ * (never over `maxMessageBytes`), each going on where the last stopped;
+ * after a NACK the server waits (exponential backoff) before it sends that
+ * type again; a response not ACKed in time is reported and resent.
  *
  * @module
  */
@@ -23,7 +25,7 @@ import {
 import type { MuxRequest } from "../mux/frames.ts";
 import type { ServerStreamView } from "../mux/views.ts";
 import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
-import { defaultDiscoveryOptions, type DiscoveryOptions, type ResourceSet, type ServerObserver, type SnapshotSource, type WireResource } from "./types.ts";
+import { defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource, type WireResource } from "./types.ts";
 import { backoffCeiling } from "../util/backoff.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 import { Waker, timer } from "../util/wake.ts";
@@ -52,7 +54,17 @@ interface TypeState {
   /** Delta: the next diff must look at every resource (first send, after a NACK, ...). */
   full: boolean;
   /** Delta: keys changed since the last diff (at most one entry per resource). */
-  readonly changed: Set<string>;
+  changed: Set<string>;
+  /**
+   * Delta: what the responses so far did not look at yet, so each response
+   * of a change split over many goes on where the last one stopped (the
+   * change is diffed once, not once per part): the rest of the last full
+   * diff's keys (`sweep`, from `sweepAt`), then changed keys taken for a
+   * diff (`taken`, at most one entry per resource).
+   */
+  sweep: string[];
+  sweepAt: number;
+  taken: Set<string>;
   /** Delta: what the responses in flight will leave the client with, key -> version (null: removed). */
   assumed: Map<string, string | null>;
 }
@@ -173,6 +185,9 @@ export class DiscoveryServer {
       oversized: new Map(),
       full: true,
       changed: new Set(),
+      sweep: [],
+      sweepAt: 0,
+      taken: new Set(),
       assumed: new Map(),
     };
     this.#types.set(typeUrl, state);
@@ -222,9 +237,14 @@ export class DiscoveryServer {
       state.phase = nextPhase(phase, { type: "ack", nonce });
       state.nacks = 0;
       if (answered.delta !== undefined) {
-        for (const [key, version] of answered.delta.upserts) state.known.set(key, version);
+        for (const { key, version } of answered.delta.upserts) state.known.set(key, version);
         for (const key of answered.delta.removed) state.known.delete(key);
-        state.assumed = assumedAfter(state.phase);
+        if (phase.kind === "inflight" && answered === phase.sent[0]) {
+          // In order (as a client answers): drop what the overlay says only because of this response.
+          // An entry a later response set differs, or says the same as `known` now does.
+          for (const { key, version } of answered.delta.upserts) if (state.assumed.get(key) === version) state.assumed.delete(key);
+          for (const key of answered.delta.removed) if (state.assumed.get(key) === null) state.assumed.delete(key);
+        } else state.assumed = assumedAfter(state.phase);
       }
       this.#observer.acked?.(state.typeUrl, answered.version, nonce);
       return;
@@ -300,64 +320,97 @@ export class DiscoveryServer {
     state.dirty = false;
     const full = state.full;
     state.full = false;
-    const changed = [...state.changed];
-    state.changed.clear();
+    if (full) {
+      // A full diff looks at every key anyway.
+      state.sweep = [];
+      state.sweepAt = 0;
+      state.taken.clear();
+      state.changed.clear();
+    } else if (state.taken.size === 0) {
+      [state.taken, state.changed] = [state.changed, state.taken];
+    } else {
+      for (const key of state.changed) state.taken.add(key);
+      state.changed.clear();
+    }
     const snapshot = await this.#source.snapshot(state.typeUrl, signal);
     if (snapshot === undefined) {
       // Not known yet: keep the work for when the source says it changed.
       state.full = state.full || full;
-      for (const key of changed) state.changed.add(key);
       return;
     }
     // From here to the send nothing awaits: the snapshot stays as it was read.
     const limit = this.#options.maxMessageBytes - ENVELOPE_BYTES;
+    // A response closes at the target size; one resource larger than that still goes, alone, up to the limit.
+    const wanted = this.#options.deltaResponseBytes;
+    const target = Number.isFinite(wanted) ? Math.min(limit, Math.max(1, wanted - ENVELOPE_BYTES)) : limit;
     const upserts: WireResource[] = [];
     const removed: string[] = [];
     let bytes = 0;
-    let more = false;
-    // Which keys to look at: all of them, or only those changed since the last diff.
-    const candidates: Iterable<string> = full ? allKeys(snapshot.resources, state.known, state.assumed) : changed;
     // What the client will hold once the responses in flight are applied.
     const holds = (key: string): string | undefined => {
       const assumed = state.assumed.get(key);
       return assumed === undefined ? state.known.get(key) : (assumed ?? undefined);
     };
-    for (const key of candidates) {
-      if (!more) {
-        const r = snapshot.resources.get(key);
-        if (r !== undefined && (state.names === undefined || state.names.has(key))) {
-          if (holds(key) === r.version) continue;
-          const cost = r.resourceBytes + ENTRY_OVERHEAD;
-          if (cost > limit) {
-            if (state.oversized.get(key) !== r.version) {
-              state.oversized.set(key, r.version);
-              this.#observer.oversized?.(state.typeUrl, key, r.resourceBytes, limit);
-            }
-            continue;
+    /** Looks at one key (`r`: its resource, if in the set): "skip" (nothing to send), "taken" (in the response), or "full" (it waits for the next one). */
+    const take = (key: string, r: WireResource | undefined): "skip" | "taken" | "full" => {
+      let cost: number;
+      if (r !== undefined && (state.names === undefined || state.names.has(key))) {
+        if (holds(key) === r.version) return "skip";
+        cost = r.resourceBytes + ENTRY_OVERHEAD;
+        if (cost > limit) {
+          if (state.oversized.get(key) !== r.version) {
+            state.oversized.set(key, r.version);
+            this.#observer.oversized?.(state.typeUrl, key, r.resourceBytes, limit);
           }
-          if (bytes + cost <= limit) {
-            upserts.push(r);
-            bytes += cost;
-            continue;
-          }
-        } else if (r === undefined && holds(key) !== undefined) {
-          const cost = key.length * 3 + ENTRY_OVERHEAD;
-          if (bytes + cost <= limit) {
-            removed.push(key);
-            bytes += cost;
-            continue;
-          }
-        } else continue;
-        more = true; // this response is full
+          return "skip";
+        }
+        if (bytes > 0 && bytes + cost > target) return "full";
+        upserts.push(r);
+      } else if (r === undefined && holds(key) !== undefined) {
+        cost = key.length * 3 + ENTRY_OVERHEAD;
+        if (bytes > 0 && bytes + cost > target) return "full";
+        removed.push(key);
+      } else return "skip";
+      bytes += cost;
+      return "taken";
+    };
+    const resources = snapshot.resources;
+    if (full) {
+      // Every key of the set, then every key the client holds (or will) that is no longer in it; what does not fit waits in the sweep.
+      let more = false;
+      const visit = (key: string, r: WireResource | undefined): void => {
+        if (!more && take(key, r) !== "full") return;
+        more = true;
+        state.sweep.push(key);
+      };
+      for (const r of resources) visit(r.key, r);
+      for (const key of state.known.keys()) if (resources.get(key) === undefined) visit(key, undefined);
+      for (const key of state.assumed.keys()) if (resources.get(key) === undefined && !state.known.has(key)) visit(key, undefined);
+    } else {
+      let more = false;
+      const sweep = state.sweep;
+      for (; state.sweepAt < sweep.length; state.sweepAt++) {
+        const key = sweep[state.sweepAt] as string;
+        if (take(key, resources.get(key)) !== "full") continue;
+        more = true;
+        break;
       }
-      state.changed.add(key); // left for the next response, which looks only at these
+      if (!more) {
+        state.sweep = [];
+        state.sweepAt = 0;
+        // Deleting the visited keys while iterating is well defined for a Set.
+        for (const key of state.taken) {
+          if (take(key, resources.get(key)) === "full") break;
+          state.taken.delete(key);
+        }
+      }
     }
-    if (more) state.dirty = true;
+    if (state.sweepAt < state.sweep.length || state.taken.size > 0) state.dirty = true;
     if (upserts.length === 0 && removed.length === 0) return;
     const nonce = String(++this.#nonce);
-    const delta: DeltaPending = { upserts: upserts.map((r) => [r.key, r.version] as const), removed };
+    const delta: DeltaPending = { upserts, removed };
     state.phase = nextPhase(state.phase, { type: "sent", response: { nonce, version: snapshot.version, sentAt: this.#now(), delta }, maxInFlight: this.#options.maxDeltaInFlight });
-    for (const [key, version] of delta.upserts) state.assumed.set(key, version);
+    for (const r of upserts) state.assumed.set(r.key, r.version);
     for (const key of removed) state.assumed.set(key, null);
     await this.#view.send(
       create(DeltaDiscoveryResponseSchema, {
@@ -369,15 +422,11 @@ export class DiscoveryServer {
       }),
       signal,
     );
-    this.#observer.sent?.(state.typeUrl, { version: snapshot.version, nonce, resources: upserts.length, removed: removed.length, bytes, keys: [...delta.upserts.map(([key]) => key), ...removed] });
+    if (this.#observer.sent === undefined) return;
+    const keys = upserts.map((r) => r.key);
+    for (const key of removed) keys.push(key);
+    this.#observer.sent(state.typeUrl, { version: snapshot.version, nonce, resources: upserts.length, removed: removed.length, bytes, keys });
   }
-}
-
-/** Every key of the current set, then every key the client holds (or will) that is no longer in it. */
-function* allKeys(resources: ResourceSet, known: ReadonlyMap<string, string>, assumed: ReadonlyMap<string, string | null>): Generator<string> {
-  for (const r of resources) yield r.key;
-  for (const key of known.keys()) if (resources.get(key) === undefined) yield key;
-  for (const key of assumed.keys()) if (resources.get(key) === undefined && !known.has(key)) yield key;
 }
 
 /** The overlay of the delta responses still in flight, oldest first. */
@@ -385,7 +434,7 @@ function assumedAfter(phase: TypePhase): Map<string, string | null> {
   const assumed = new Map<string, string | null>();
   if (phase.kind !== "inflight") return assumed;
   for (const response of phase.sent) {
-    for (const [key, version] of response.delta?.upserts ?? []) assumed.set(key, version);
+    for (const { key, version } of response.delta?.upserts ?? []) assumed.set(key, version);
     for (const key of response.delta?.removed ?? []) assumed.set(key, null);
   }
   return assumed;

@@ -146,9 +146,19 @@ export interface DiscoveryOptions {
   /** A response not ACKed for this long is reported stalled and resent. Default 30 s. */
   ackTimeoutMs?: number;
   /**
+   * A delta response is closed once it holds about this many bytes, so a
+   * large change leaves in parts the client applies while the server
+   * prepares the next ones, instead of in a few maximal messages each side
+   * waits for. A resource larger than this still goes, alone, in a response
+   * of up to `maxMessageBytes` (the hard limit). Default 512 KiB.
+   */
+  deltaResponseBytes?: number;
+  /**
    * Delta responses of one type that may wait for their ACK at once, so a
    * large change split over several responses streams instead of waiting a
-   * round trip per part. SotW always keeps one. Default 2.
+   * round trip per part. SotW always keeps one. Default 8 (with the default
+   * `deltaResponseBytes`, 4 MiB of responses: half the mux's default byte
+   * window).
    */
   maxDeltaInFlight?: number;
 }
@@ -159,5 +169,6 @@ export const defaultDiscoveryOptions: Required<DiscoveryOptions> = Object.freeze
   nackBackoffMs: 5_000,
   nackBackoffCapMs: 60_000,
   ackTimeoutMs: 30_000,
-  maxDeltaInFlight: 2,
+  deltaResponseBytes: 512 * 1024,
+  maxDeltaInFlight: 8,
 });

@@ -135,7 +135,7 @@ describe("discovery server, delta", () => {
       expect(r2?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["b@2"]);
       await s.delta({ nonce: r2?.nonce });
       source.delete("c");
-      const r3 = await s.recvDelta();
+      const r3 = await s.recvDelta(); console.log("R3", r3.resources.map((x) => `${x.name}@${x.version}`), s.recorded);
       expect(r3?.resources).toHaveLength(0);
       expect(r3?.removedResources).toEqual(["c"]);
       await s.delta({ nonce: r3?.nonce });
@@ -219,6 +219,92 @@ describe("discovery server, delta", () => {
       expect(pending).toBeGreaterThan(0);
       expect(seen.size).toBe(38);
       expect(seen.has("r39")).toBe(false);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("closes a response at deltaResponseBytes; a larger resource goes alone, up to the maximum", async () => {
+    const source = new FakeSource();
+    for (let i = 0; i < 20; i++) source.set(`r${String(i).padStart(2, "0")}`, "1", 400);
+    source.set("big", "1", 3_000); // larger than the target, smaller than the maximum
+    const max = 8_192;
+    const target = 2_048;
+    const s = startServer(source, { maxMessageBytes: max, deltaResponseBytes: target, maxDeltaInFlight: 64 });
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const waiting = await s.waiting();
+      expect(waiting).toBeGreaterThan(5); // every part left without waiting for an ACK
+      const names: string[] = [];
+      for (let i = 0; i < waiting; i++) {
+        const r = await s.recvDelta();
+        const bytes = toBinary(DeltaDiscoveryResponseSchema, r).byteLength;
+        if (r.resources.some((x) => x.name === "big")) {
+          expect(r.resources).toHaveLength(1);
+          expect(bytes).toBeLessThanOrEqual(max);
+        } else expect(bytes).toBeLessThanOrEqual(target);
+        names.push(...r.resources.map((x) => x.name));
+      }
+      expect(names.sort()).toEqual([...source.resources.keys()].sort());
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("streams a split change while its resources keep changing: each version once, nothing stale left", async () => {
+    const source = new FakeSource();
+    const key = (i: number): string => `r${String(i).padStart(2, "0")}`;
+    for (let i = 0; i < 40; i++) source.set(key(i), "1", 400);
+    const s = startServer(source, { maxMessageBytes: 8_192, deltaResponseBytes: 1_024, maxDeltaInFlight: 3 });
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const held = new Map<string, string>();
+      const sent = new Set<string>();
+      for (let round = 0; (await s.waiting()) > 0; round++) {
+        expect(round).toBeLessThan(200);
+        const r = await s.recvDelta();
+        for (const x of r.resources) {
+          expect(sent.has(`${x.name}@${x.version}`)).toBe(false); // never resent
+          sent.add(`${x.name}@${x.version}`);
+          held.set(x.name, x.version);
+        }
+        for (const gone of r.removedResources) held.delete(gone);
+        // Change one resource already sent and one not sent yet; delete one; add one.
+        if (round === 2) {
+          source.set(key(0), "2", 400);
+          source.set(key(39), "2", 400);
+          source.delete(key(38));
+          source.set("new", "1", 400);
+        }
+        await s.delta({ nonce: r.nonce });
+      }
+      expect(held).toEqual(new Map([...source.resources.values()].map((x) => [x.key, x.version])));
+      expect(held.get(key(0))).toBe("2");
+      expect(held.get(key(39))).toBe("2");
+      expect(held.has(key(38))).toBe(false);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("after an ACK, counts on the newer version a later response in flight carries", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    const s = startServer(source, { maxDeltaInFlight: 2 });
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const r1 = await s.recvDelta();
+      source.set("a", "2");
+      const r2 = await s.recvDelta();
+      expect(r2.resources.map((x) => `${x.name}@${x.version}`)).toEqual(["a@2"]);
+      await s.delta({ nonce: r1.nonce });
+      // A full diff (the subscription is restated) with r2 still in flight: a@2 is on its way, nothing to send.
+      await s.delta({ subscribe: ["*"] });
+      expect(await s.waiting()).toBe(0);
+      await s.delta({ nonce: r2.nonce });
+      source.set("b", "1");
+      const r3 = await s.recvDelta();
+      expect(r3.resources.map((x) => `${x.name}@${x.version}`)).toEqual(["b@1"]);
     } finally {
       await s.close();
     }
