@@ -22,7 +22,7 @@ import {
   type DeltaDiscoveryRequest,
   type DiscoveryRequest,
 } from "../gen/kds/v1/discovery_pb.ts";
-import type { MuxRequest } from "../mux/frames.ts";
+import type { MuxRequest, MuxResponse } from "../mux/frames.ts";
 import type { ServerStreamView } from "../mux/views.ts";
 import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
 import { defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource, type WireResource } from "./types.ts";
@@ -104,6 +104,13 @@ export class DiscoveryServer {
   readonly #served: ReadonlySet<string>;
   readonly #waker = new Waker();
   #nonce = 0;
+  /**
+   * The response handed to the view and not yet accepted (it waits for the
+   * peer's window), if any: at most one at a time. The loop reads requests
+   * meanwhile, so a peer whose ACKs fill its request window while it has not
+   * yet consumed the responses cannot stall both sides.
+   */
+  #sending: Promise<void> | undefined;
 
   /** @param init - view, source, options */
   constructor(init: DiscoveryServerInit) {
@@ -139,6 +146,8 @@ export class DiscoveryServer {
             next.then((request) => ({ request })),
             this.#waker.wait().then(() => undefined),
             wait.promise.then(() => undefined),
+            // A send that fails (the session ended) ends the loop here.
+            ...(this.#sending === undefined ? [] : [this.#sending.then(() => undefined)]),
           ]);
         } finally {
           // Also when the session ends (next rejects): a pending timer would hold this server and its session until the deadline.
@@ -275,8 +284,8 @@ export class DiscoveryServer {
         state.phase = nextPhase(state.phase, { type: "timeout" });
         this.#startOver(state);
       }
-      // Send while there is something new and room in flight (a split change streams its parts).
-      while (state.dirty && canSend(state.phase, state.mode === "delta" ? this.#options.maxDeltaInFlight : 1)) {
+      // Send while there is something new and room in flight (a split change streams its parts), one response at a time.
+      while (this.#sending === undefined && state.dirty && canSend(state.phase, state.mode === "delta" ? this.#options.maxDeltaInFlight : 1)) {
         if (state.mode === "sotw") await this.#sendSotw(state, signal);
         else await this.#sendDelta(state, signal);
       }
@@ -310,8 +319,26 @@ export class DiscoveryServer {
     const resources = Array.from(snapshot.resources, (r) => r.any);
     state.phase = nextPhase(state.phase, { type: "sent", response: { nonce, version: snapshot.version, sentAt: this.#now(), delta: undefined }, maxInFlight: 1 });
     state.lastSentVersion = snapshot.version;
-    await this.#view.send(create(DiscoveryResponseSchema, { versionInfo: snapshot.version, resources, typeUrl: state.typeUrl, nonce }), signal);
-    this.#observer.sent?.(state.typeUrl, { version: snapshot.version, nonce, resources: resources.length, removed: 0, bytes });
+    this.#send(create(DiscoveryResponseSchema, { versionInfo: snapshot.version, resources, typeUrl: state.typeUrl, nonce }), signal, () =>
+      this.#observer.sent?.(state.typeUrl, { version: snapshot.version, nonce, resources: resources.length, removed: 0, bytes }),
+    );
+  }
+
+  /**
+   * Hands `response` to the view without waiting for the peer's window (see
+   * `#sending`); `sent` runs once it is accepted, and the loop then looks for
+   * more to send.
+   */
+  #send(response: MuxResponse, signal: AbortSignal, sent: () => void): void {
+    const sending = this.#view.send(response, signal).then(() => {
+      this.#sending = undefined;
+      sent();
+      this.#waker.wake();
+    });
+    // Handled here so that a failure while the loop is not racing it is not reported as unhandled: the loop's
+    // race, or its pending recv, sees the same failure (the session ended), so nothing is lost.
+    sending.catch(() => undefined);
+    this.#sending = sending;
   }
 
   async #sendDelta(state: TypeState, signal: AbortSignal): Promise<void> {
@@ -412,20 +439,19 @@ export class DiscoveryServer {
     state.phase = nextPhase(state.phase, { type: "sent", response: { nonce, version: snapshot.version, sentAt: this.#now(), delta }, maxInFlight: this.#options.maxDeltaInFlight });
     for (const r of upserts) state.assumed.set(r.key, r.version);
     for (const key of removed) state.assumed.set(key, null);
-    await this.#view.send(
-      create(DeltaDiscoveryResponseSchema, {
-        systemVersionInfo: snapshot.version,
-        typeUrl: state.typeUrl,
-        nonce,
-        resources: upserts.map((r) => r.resource),
-        removedResources: removed,
-      }),
-      signal,
-    );
-    if (this.#observer.sent === undefined) return;
-    const keys = upserts.map((r) => r.key);
-    for (const key of removed) keys.push(key);
-    this.#observer.sent(state.typeUrl, { version: snapshot.version, nonce, resources: upserts.length, removed: removed.length, bytes, keys });
+    const response = create(DeltaDiscoveryResponseSchema, {
+      systemVersionInfo: snapshot.version,
+      typeUrl: state.typeUrl,
+      nonce,
+      resources: upserts.map((r) => r.resource),
+      removedResources: removed,
+    });
+    this.#send(response, signal, () => {
+      if (this.#observer.sent === undefined) return;
+      const keys = upserts.map((r) => r.key);
+      for (const key of removed) keys.push(key);
+      this.#observer.sent(state.typeUrl, { version: snapshot.version, nonce, resources: upserts.length, removed: removed.length, bytes, keys });
+    });
   }
 }
 
