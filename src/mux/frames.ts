@@ -110,7 +110,9 @@ export function frameSizeBound(frame: Message): number | undefined {
       let bytes = 16 + extra + stringBound(r.typeUrl) + stringBound(r.responseNonce);
       for (const name of r.resourceNamesSubscribe) bytes += stringBound(name);
       for (const name of r.resourceNamesUnsubscribe) bytes += stringBound(name);
-      for (const [k, version] of Object.entries(r.initialResourceVersions)) bytes += 12 + stringBound(k) + stringBound(version);
+      // Keys, not entries: a resuming client's map holds every resource it has, and a pair per entry is an allocation each.
+      const versions = r.initialResourceVersions;
+      for (const k of Object.keys(versions)) bytes += 12 + stringBound(k) + stringBound(versions[k] as string);
       return bytes;
     }
     default:
