@@ -24,18 +24,17 @@ import {
 } from "../gen/kds/v1/discovery_pb.ts";
 import type { MuxRequest, MuxResponse } from "../mux/frames.ts";
 import type { ServerStreamView } from "../mux/views.ts";
+import { ENTRY_OVERHEAD, giveBack, newDeltaDiffState, nextPart, takeWork, type DeltaDiffState } from "./delta-diff.ts";
 import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
-import { defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource, type WireResource } from "./types.ts";
+import { defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource } from "./types.ts";
 import { backoffCeiling } from "../util/backoff.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 import { Waker, timer } from "../util/wake.ts";
 
 /** Bytes kept free in every response for its envelope (type URL, nonce, version, framing). */
 const ENVELOPE_BYTES = 1024;
-/** Worst-case framing of one repeated entry (tag + length). */
-const ENTRY_OVERHEAD = 6;
 
-interface TypeState {
+interface TypeState extends DeltaDiffState {
   readonly typeUrl: string;
   readonly mode: "sotw" | "delta";
   phase: TypePhase;
@@ -45,28 +44,6 @@ interface TypeState {
   nacks: number;
   /** SotW: version of the last set sent (ACKed or in flight). */
   lastSentVersion: string | undefined;
-  /** Delta: what the client holds, key -> version (ACKed). */
-  readonly known: Map<string, string>;
-  /** Delta: explicit subscriptions; undefined means all ("*"). */
-  names: Set<string> | undefined;
-  /** Delta: resources left out as too large, key -> version. */
-  readonly oversized: Map<string, string>;
-  /** Delta: the next diff must look at every resource (first send, after a NACK, ...). */
-  full: boolean;
-  /** Delta: keys changed since the last diff (at most one entry per resource). */
-  changed: Set<string>;
-  /**
-   * Delta: what the responses so far did not look at yet, so each response
-   * of a change split over many goes on where the last one stopped (the
-   * change is diffed once, not once per part): the rest of the last full
-   * diff's keys (`sweep`, from `sweepAt`), then changed keys taken for a
-   * diff (`taken`, at most one entry per resource).
-   */
-  sweep: string[];
-  sweepAt: number;
-  taken: Set<string>;
-  /** Delta: what the responses in flight will leave the client with, key -> version (null: removed). */
-  assumed: Map<string, string | null>;
 }
 
 /** How a {@link DiscoveryServer} is created. */
@@ -192,12 +169,8 @@ export class DiscoveryServer {
       known: new Map(),
       names: undefined,
       oversized: new Map(),
-      full: true,
-      changed: new Set(),
-      sweep: [],
-      sweepAt: 0,
-      taken: new Set(),
       assumed: new Map(),
+      ...newDeltaDiffState(),
     };
     this.#types.set(typeUrl, state);
     return { state, created: true };
@@ -345,24 +318,11 @@ export class DiscoveryServer {
     // Take the work before reading the snapshot: a change that lands while it
     // is being read marks the type again and is handled next round.
     state.dirty = false;
-    const full = state.full;
-    state.full = false;
-    if (full) {
-      // A full diff looks at every key anyway.
-      state.sweep = [];
-      state.sweepAt = 0;
-      state.taken.clear();
-      state.changed.clear();
-    } else if (state.taken.size === 0) {
-      [state.taken, state.changed] = [state.changed, state.taken];
-    } else {
-      for (const key of state.changed) state.taken.add(key);
-      state.changed.clear();
-    }
+    const full = takeWork(state);
     const snapshot = await this.#source.snapshot(state.typeUrl, signal);
     if (snapshot === undefined) {
       // Not known yet: keep the work for when the source says it changed.
-      state.full = state.full || full;
+      giveBack(state, full);
       return;
     }
     // From here to the send nothing awaits: the snapshot stays as it was read.
@@ -370,69 +330,10 @@ export class DiscoveryServer {
     // A response closes at the target size; one resource larger than that still goes, alone, up to the limit.
     const wanted = this.#options.deltaResponseBytes;
     const target = Number.isFinite(wanted) ? Math.min(limit, Math.max(1, wanted - ENVELOPE_BYTES)) : limit;
-    const upserts: WireResource[] = [];
-    const removed: string[] = [];
-    let bytes = 0;
-    // What the client will hold once the responses in flight are applied.
-    const holds = (key: string): string | undefined => {
-      const assumed = state.assumed.get(key);
-      return assumed === undefined ? state.known.get(key) : (assumed ?? undefined);
-    };
-    /** Looks at one key (`r`: its resource, if in the set): "skip" (nothing to send), "taken" (in the response), or "full" (it waits for the next one). */
-    const take = (key: string, r: WireResource | undefined): "skip" | "taken" | "full" => {
-      let cost: number;
-      if (r !== undefined && (state.names === undefined || state.names.has(key))) {
-        if (holds(key) === r.version) return "skip";
-        cost = r.resourceBytes + ENTRY_OVERHEAD;
-        if (cost > limit) {
-          if (state.oversized.get(key) !== r.version) {
-            state.oversized.set(key, r.version);
-            this.#observer.oversized?.(state.typeUrl, key, r.resourceBytes, limit);
-          }
-          return "skip";
-        }
-        if (bytes > 0 && bytes + cost > target) return "full";
-        upserts.push(r);
-      } else if (r === undefined && holds(key) !== undefined) {
-        cost = key.length * 3 + ENTRY_OVERHEAD;
-        if (bytes > 0 && bytes + cost > target) return "full";
-        removed.push(key);
-      } else return "skip";
-      bytes += cost;
-      return "taken";
-    };
-    const resources = snapshot.resources;
-    if (full) {
-      // Every key of the set, then every key the client holds (or will) that is no longer in it; what does not fit waits in the sweep.
-      let more = false;
-      const visit = (key: string, r: WireResource | undefined): void => {
-        if (!more && take(key, r) !== "full") return;
-        more = true;
-        state.sweep.push(key);
-      };
-      for (const r of resources) visit(r.key, r);
-      for (const key of state.known.keys()) if (resources.get(key) === undefined) visit(key, undefined);
-      for (const key of state.assumed.keys()) if (resources.get(key) === undefined && !state.known.has(key)) visit(key, undefined);
-    } else {
-      let more = false;
-      const sweep = state.sweep;
-      for (; state.sweepAt < sweep.length; state.sweepAt++) {
-        const key = sweep[state.sweepAt] as string;
-        if (take(key, resources.get(key)) !== "full") continue;
-        more = true;
-        break;
-      }
-      if (!more) {
-        state.sweep = [];
-        state.sweepAt = 0;
-        // Deleting the visited keys while iterating is well defined for a Set.
-        for (const key of state.taken) {
-          if (take(key, resources.get(key)) === "full") break;
-          state.taken.delete(key);
-        }
-      }
-    }
-    if (state.sweepAt < state.sweep.length || state.taken.size > 0) state.dirty = true;
+    const { upserts, removed, bytes, more } = nextPart(state, snapshot.resources, full, { limit, target }, (key, size) =>
+      this.#observer.oversized?.(state.typeUrl, key, size, limit),
+    );
+    if (more) state.dirty = true;
     if (upserts.length === 0 && removed.length === 0) return;
     const nonce = String(++this.#nonce);
     const delta: DeltaPending = { upserts, removed };

@@ -1,0 +1,157 @@
+/**
+ * The delta diff of one type on one stream: which resources the client does
+ * not hold yet (or holds at another version) and which it holds that are
+ * gone, taken one response's worth at a time. A change split over many
+ * responses is diffed once: each response goes on where the last stopped.
+ *
+ * @module
+ */
+import type { ResourceSet, WireResource } from "./types.ts";
+
+/** Worst-case framing of one repeated entry (tag + length). */
+export const ENTRY_OVERHEAD = 6;
+
+/** What the diff of one type keeps between responses (part of the server's per-type state). */
+export interface DeltaDiffState {
+  /** What the client holds, key -> version (ACKed). */
+  readonly known: Map<string, string>;
+  /** What the responses in flight will leave the client with, key -> version (null: removed). */
+  assumed: Map<string, string | null>;
+  /** Explicit subscriptions; undefined means all ("*"). */
+  names: Set<string> | undefined;
+  /** Resources left out as too large, key -> version. */
+  readonly oversized: Map<string, string>;
+  /** The next diff must look at every resource (first send, after a NACK, ...). */
+  full: boolean;
+  /** Keys changed since the last diff (at most one entry per resource). */
+  changed: Set<string>;
+  /** The rest of the last full diff's keys that no response has looked at yet, from `sweepAt`. */
+  sweep: string[];
+  /** Where the next response goes on in `sweep`. */
+  sweepAt: number;
+  /** Changed keys taken for a diff that no response has looked at yet (looked at after the sweep). */
+  taken: Set<string>;
+}
+
+/** One response's worth of a delta diff. */
+export interface DeltaPart {
+  /** Resources to send. */
+  readonly upserts: WireResource[];
+  /** Keys to send as removed. */
+  readonly removed: string[];
+  /** Their budgeted size in bytes. */
+  readonly bytes: number;
+  /** More of the change is left for the next response. */
+  readonly more: boolean;
+}
+
+/** The empty work of a new type: the first diff is full. */
+export function newDeltaDiffState(): Omit<DeltaDiffState, "known" | "names" | "oversized" | "assumed"> {
+  return { full: true, changed: new Set(), sweep: [], sweepAt: 0, taken: new Set() };
+}
+
+/**
+ * Takes the work before the snapshot is read (a change that lands while it
+ * is being read marks the type again and is handled next round). Returns
+ * whether this diff is full; give it back with {@link giveBack} if no
+ * snapshot came.
+ */
+export function takeWork(state: DeltaDiffState): boolean {
+  const full = state.full;
+  state.full = false;
+  if (full) {
+    // A full diff looks at every key anyway.
+    state.sweep = [];
+    state.sweepAt = 0;
+    state.taken.clear();
+    state.changed.clear();
+  } else if (state.taken.size === 0) {
+    [state.taken, state.changed] = [state.changed, state.taken];
+  } else {
+    for (const key of state.changed) state.taken.add(key);
+    state.changed.clear();
+  }
+  return full;
+}
+
+/** Gives back work taken by {@link takeWork} when no snapshot could be read (the changed keys stay taken). */
+export function giveBack(state: DeltaDiffState, full: boolean): void {
+  state.full = state.full || full;
+}
+
+/**
+ * The next response's worth of the diff against `resources`: it closes at
+ * `target` bytes, except that a first entry larger than that still goes
+ * alone up to `limit`; a resource larger than `limit` is left out and
+ * reported to `oversized` once per version.
+ */
+export function nextPart(
+  state: DeltaDiffState,
+  resources: ResourceSet,
+  full: boolean,
+  size: { readonly limit: number; readonly target: number },
+  oversized: (key: string, bytes: number) => void,
+): DeltaPart {
+  const upserts: WireResource[] = [];
+  const removed: string[] = [];
+  let bytes = 0;
+  // What the client will hold once the responses in flight are applied.
+  const holds = (key: string): string | undefined => {
+    const assumed = state.assumed.get(key);
+    return assumed === undefined ? state.known.get(key) : (assumed ?? undefined);
+  };
+  /** Looks at one key (`r`: its resource, if in the set): "skip" (nothing to send), "taken" (in the response), or "full" (it waits for the next one). */
+  const take = (key: string, r: WireResource | undefined): "skip" | "taken" | "full" => {
+    let cost: number;
+    if (r !== undefined && (state.names === undefined || state.names.has(key))) {
+      if (holds(key) === r.version) return "skip";
+      cost = r.resourceBytes + ENTRY_OVERHEAD;
+      if (cost > size.limit) {
+        if (state.oversized.get(key) !== r.version) {
+          state.oversized.set(key, r.version);
+          oversized(key, r.resourceBytes);
+        }
+        return "skip";
+      }
+      if (bytes > 0 && bytes + cost > size.target) return "full";
+      upserts.push(r);
+    } else if (r === undefined && holds(key) !== undefined) {
+      cost = key.length * 3 + ENTRY_OVERHEAD;
+      if (bytes > 0 && bytes + cost > size.target) return "full";
+      removed.push(key);
+    } else return "skip";
+    bytes += cost;
+    return "taken";
+  };
+  if (full) {
+    // Every key of the set, then every key the client holds (or will) that is no longer in it; what does not fit waits in the sweep.
+    let more = false;
+    const visit = (key: string, r: WireResource | undefined): void => {
+      if (!more && take(key, r) !== "full") return;
+      more = true;
+      state.sweep.push(key);
+    };
+    for (const r of resources) visit(r.key, r);
+    for (const key of state.known.keys()) if (resources.get(key) === undefined) visit(key, undefined);
+    for (const key of state.assumed.keys()) if (resources.get(key) === undefined && !state.known.has(key)) visit(key, undefined);
+  } else {
+    let more = false;
+    const sweep = state.sweep;
+    for (; state.sweepAt < sweep.length; state.sweepAt++) {
+      const key = sweep[state.sweepAt] as string;
+      if (take(key, resources.get(key)) !== "full") continue;
+      more = true;
+      break;
+    }
+    if (!more) {
+      state.sweep = [];
+      state.sweepAt = 0;
+      // Deleting the visited keys while iterating is well defined for a Set.
+      for (const key of state.taken) {
+        if (take(key, resources.get(key)) === "full") break;
+        state.taken.delete(key);
+      }
+    }
+  }
+  return { upserts, removed, bytes, more: state.sweepAt < state.sweep.length || state.taken.size > 0 };
+}
