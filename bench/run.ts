@@ -16,7 +16,7 @@ import { execFileSync } from "node:child_process";
 import { cpus, loadavg, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { muxEcho, rawConnectEcho, grpcJsEcho, type EchoResult } from "./echo.ts";
-import { syncBench, type SyncResult } from "./sync.ts";
+import type { SyncResult } from "./sync.ts";
 import type { FanoutOptions, FanoutResult } from "./fanout.ts";
 import { inFreshProcess } from "./fresh.ts";
 import type { MemoryResult } from "./memory.ts";
@@ -44,6 +44,9 @@ const serverUp = await serverAnswers();
 // One embedded PostgreSQL for the whole run (each scenario gets a fresh schema); child processes find it in the environment.
 process.env.KDS_BENCH_EMBEDDED_URL = await embeddedUrl();
 const bigHeap = ["--max-old-space-size=8192"];
+// The global of each sync run in a fresh process too, so what earlier scenarios leave behind (heap, connections) cannot skew it.
+const syncBench = (n: number, mode: "sotw" | "delta", count: boolean, store: StoreKind = "memory"): Promise<SyncResult | typeof SKIPPED> =>
+  inFreshProcess(new URL("./sync.ts", import.meta.url).href, [n, mode, count ? "count" : "time", store]);
 const fanout = (options: FanoutOptions): Promise<FanoutResult | typeof SKIPPED> => inFreshProcess(new URL("./fanout.ts", import.meta.url).href, [JSON.stringify(options)], bigHeap);
 
 const echo: { size: number; raw: EchoResult; mux: EchoResult; grpcJs: EchoResult }[] = [];
@@ -151,6 +154,7 @@ function flush(complete: boolean): Record<string, unknown> {
   const delta = sync.find((s) => s.resources === syncSize && s.mode === "delta");
   const sotw = sync.find((s) => s.resources === syncSize && s.mode === "sotw");
   set("sync.resources", syncSize);
+  set("sync.delta.catchUpSeconds", (delta?.catchUpMs ?? Number.NaN) / 1000);
   set("sync.delta.initialSeconds", (delta?.initialMs ?? Number.NaN) / 1000);
   set("sync.sotw.initialSeconds", (sotw?.initialMs ?? Number.NaN) / 1000);
   set("sync.delta.initialMiB", (delta?.initialBytes ?? Number.NaN) / 2 ** 20);

@@ -1,7 +1,10 @@
 // Initial sync of N resources global -> zone (SotW vs delta) over gRPC on
-// loopback, the zone in its own process (bench/sync-zone.ts): time until the
-// zone holds all of them, and bytes on the wire; then resume after a
-// reconnect with 0.1% changed.
+// loopback, the zone in its own process (bench/sync-zone.ts): once the global
+// serves all of them (as a deployed global has long loaded its resources when
+// a zone connects), time from the zone dialing until it holds all of them,
+// and bytes on the wire; then resume after a reconnect with 0.1% changed.
+// Run alone (a fresh process, as `npm run bench` does):
+// `npx tsx bench/sync.ts 100000 delta time memory`.
 import { create } from "@bufbuild/protobuf";
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
@@ -13,7 +16,7 @@ import { silentLogger } from "../src/log.ts";
 import { createTypeRegistry } from "../src/sync/builtin-types.ts";
 import type { WriteOp } from "../src/store/contract.ts";
 import { openDatabase, openStore, type StoreKind } from "./bench-store.ts";
-import { childNodeArgs } from "./fresh.ts";
+import { childNodeArgs, isMain } from "./fresh.ts";
 import { SKIPPED } from "./summary.ts";
 
 export interface SyncResult {
@@ -21,6 +24,9 @@ export interface SyncResult {
   /** The global's store. */
   readonly store: StoreKind;
   readonly mode: "sotw" | "delta";
+  /** From the last write until the global serves all `resources` (its snapshot cache caught up); not part of `initialMs`. */
+  readonly catchUpMs: number;
+  /** From the zone dialing (the global serving all `resources`) until the zone holds all of them. */
   readonly initialMs: number;
   readonly initialBytes: number;
   readonly resumeChanged: number;
@@ -38,6 +44,21 @@ async function writePolicies(global: GlobalControlPlane, n: number): Promise<voi
       ops.push({ op: "put", input: { kind: "TrafficPolicy", mesh: "default", name: `policy-${i}`, spec: create(TrafficPolicySpecSchema, { services: [`svc-${i % 100}`], timeoutMs: 1000, retries: 2 }) } });
     }
     await global.store.apply(ops);
+  }
+}
+
+/** How long the global may take to serve what was written before the bench gives up. */
+const CATCH_UP_LIMIT_MS = 300_000;
+
+/** Waits until the global serves `n` TrafficPolicies; returns how long that took. */
+async function untilServed(global: GlobalControlPlane, n: number): Promise<number> {
+  const t0 = performance.now();
+  for (;;) {
+    const policies = global.sync.served().find((s) => s.kind === "TrafficPolicy");
+    if (policies?.loaded === true && policies.resources >= n) return performance.now() - t0;
+    const waited = performance.now() - t0;
+    if (waited > CATCH_UP_LIMIT_MS) throw new Error(`the global serves ${policies?.resources ?? 0} of ${n} policies after ${Math.round(waited)} ms (${policies?.error ?? "no store error"})`);
+    await new Promise((r) => setTimeout(r, 5));
   }
 }
 
@@ -71,6 +92,7 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
   try {
     await global.registerZone("zone-1");
     await writePolicies(global, n);
+    const catchUpMs = await untilServed(global, n);
     const initial = await ask({ start: { total: n } });
     await ask({ stop: true });
     const changed = Math.max(1, Math.round(n / 1000));
@@ -83,6 +105,7 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
       resources: n,
       store: storeKind,
       mode,
+      catchUpMs,
       initialMs: initial.done as number,
       initialBytes: initial.bytes as number,
       resumeChanged: changed,
@@ -98,4 +121,11 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
     await store.close?.();
     await database?.close();
   }
+}
+
+if (isMain(import.meta.url)) {
+  const [n, mode, count, storeKind] = process.argv.slice(2) as [string, "sotw" | "delta", "count" | "time", StoreKind];
+  const result = await syncBench(Number(n), mode, count === "count", storeKind);
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  process.exit(0);
 }
