@@ -66,7 +66,23 @@ export interface ListResult {
 
 /** One write of a batch passed to {@link ResourceStore.apply}. */
 export type WriteOp =
-  | { readonly op: "put"; readonly input: ResourceInput; readonly expectedVersion?: string }
+  | {
+      readonly op: "put";
+      readonly input: ResourceInput;
+      readonly expectedVersion?: string;
+      /**
+       * Protobuf binary that decodes to `input.spec`, from a caller that
+       * decoded the spec from it for this write alone (a resource received
+       * from a peer): the caller hands `input.spec` over, so a store may keep
+       * that very message rather than a copy, and may use these bytes
+       * rather than encode the spec again. The caller must not change or
+       * reuse the spec afterwards, nor change the bytes during the call; the
+       * store keeps no reference to the bytes past the call (they may be a
+       * view into a larger received buffer). A store may ignore them (the
+       * write is the same either way).
+       */
+      readonly specBytes?: Uint8Array;
+    }
   | { readonly op: "delete"; readonly kind: string; readonly mesh: string; readonly name: string; readonly expectedVersion?: string };
 
 /** What {@link ResourceStore.apply} did, op by op. */

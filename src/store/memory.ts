@@ -134,11 +134,12 @@ export class InMemoryStore implements ResourceStore {
             creationTime: existing?.meta.creationTime ?? now,
             modificationTime: now,
           });
-          const resource: StoredResource = Object.freeze({ kind: type.kind, meta, spec: clone(type.schema, op.input.spec) });
+          // A spec handed over with its bytes (WriteOp.specBytes) is kept as is and not encoded again.
+          const resource: StoredResource = Object.freeze({ kind: type.kind, meta, spec: op.specBytes !== undefined ? op.input.spec : clone(type.schema, op.input.spec) });
           staged.set(`${type.kind}\u0000${key}`, { kind: type.kind, key, resource });
           const change: StoreChange = { op: "put", revision, resource };
           changes.push(change);
-          sizes.push(changeBytes(change, toBinary(type.schema, resource.spec).byteLength));
+          sizes.push(changeBytes(change, (op.specBytes ?? toBinary(type.schema, resource.spec)).byteLength));
           results.push(resource);
         } else {
           const type = this.#types.get(op.kind);

@@ -264,6 +264,8 @@ export class PostgresStore implements ResourceStore {
     const final = new Map<string, StoredResource | { deleted: { kind: string; mesh: string; name: string } }>();
     const changes: StoreChange[] = [];
     const results: Array<StoredResource | boolean> = [];
+    // Specs handed over with their bytes (WriteOp.specBytes): kept as they are, their bytes written as they came.
+    const handedOver = new Map<StoredResource, Uint8Array>();
     let revision = startRevision;
     const now = new Date();
     ops.forEach((op, i) => {
@@ -284,8 +286,9 @@ export class PostgresStore implements ResourceStore {
             creationTime: before?.created ?? now,
             modificationTime: now,
           }),
-          spec: clone(this.#types.get(ref.kind).schema, op.input.spec),
+          spec: op.specBytes !== undefined ? op.input.spec : clone(this.#types.get(ref.kind).schema, op.input.spec),
         });
+        if (op.specBytes !== undefined) handedOver.set(resource, op.specBytes);
         current.set(key, { version: resource.meta.version, created: resource.meta.creationTime });
         final.set(key, resource);
         changes.push({ op: "put", revision, resource });
@@ -310,7 +313,7 @@ export class PostgresStore implements ResourceStore {
     }
     // Encode once; the same bytes go to the resource row and the change row.
     const specHex = new Map<StoredResource, string>();
-    for (const c of changes) if (c.op === "put") specHex.set(c.resource, toHex(encodeSpec(this.#types, c.resource)));
+    for (const c of changes) if (c.op === "put") specHex.set(c.resource, toHex(handedOver.get(c.resource) ?? encodeSpec(this.#types, c.resource)));
     for (const chunk of chunks(puts, 5_000)) {
       await run(tx`
         INSERT INTO kds_resources (kind, mesh, name, labels, spec, version, created_at, modified_at)

@@ -2,9 +2,12 @@
  * Where a discovery client's resources land: a {@link ResourceSink} over a
  * store, with a mapping that decides local names and labels. Each response
  * is decoded and validated in full, then written with ONE atomic
- * `store.apply`: a NACKed response leaves the store as it was. A resource
- * whose local copy cannot be stored (its mapped name is too long, say) is
- * left out and reported on its own; it does not block the rest.
+ * `store.apply`: a NACKed response leaves the store as it was. Each spec
+ * is decoded for its write alone, so the sink hands it over with its
+ * received bytes (`WriteOp.specBytes`): the store need not copy or encode
+ * it again. A resource whose local copy cannot be stored (its mapped name
+ * is too long, say) is left out and reported on its own; it does not block
+ * the rest.
  *
  * @module
  */
@@ -115,7 +118,7 @@ export class StoreSink implements ResourceSink {
       const local = existing.get(key);
       if (local?.meta.labels[LABELS.originVersion] === decoded.version) continue;
       const input = this.#input(type, decoded, rejected);
-      if (input !== undefined) ops.push({ op: "put", input, expectedVersion: local?.meta.version ?? "" });
+      if (input !== undefined) ops.push({ op: "put", input, expectedVersion: local?.meta.version ?? "", specBytes: decoded.specBytes });
     }
     for (const [key, local] of existing) {
       if (!desired.has(key)) ops.push({ op: "delete", kind: type.kind, mesh: local.meta.mesh, name: local.meta.name, expectedVersion: local.meta.version });
@@ -132,7 +135,7 @@ export class StoreSink implements ResourceSink {
       const decoded = fromWire(type, r.any, r.key);
       if (decoded.version !== r.version) throw new KdsError("invalid_resource", `${type.kind} "${r.key}": version ${r.version} in the response but ${decoded.version} in the resource`);
       const input = this.#input(type, decoded, rejected);
-      if (input !== undefined) ops.push({ op: "put", input });
+      if (input !== undefined) ops.push({ op: "put", input, specBytes: decoded.specBytes });
     }
     for (const key of removed) {
       const { mesh, name } = parseResourceKey(key);

@@ -110,6 +110,8 @@ export interface DecodedResource {
   readonly modificationTime: Date | undefined;
   /** The typed spec. */
   readonly spec: Message;
+  /** The bytes `spec` was decoded from (a view into the received resource). */
+  readonly specBytes: Uint8Array;
 }
 
 /**
@@ -151,6 +153,7 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
     creationTime: meta.creationTime === undefined ? undefined : new Date(timestampMs(meta.creationTime)),
     modificationTime: meta.modificationTime === undefined ? undefined : new Date(timestampMs(meta.modificationTime)),
     spec: decoded,
+    specBytes: envelope.specValue,
   };
 }
 

@@ -1,6 +1,6 @@
 // The store contract v2, run against every implementation: memory, embedded
 // PostgreSQL (the launcher the CLI uses) and a PostgreSQL server.
-import { create, equals } from "@bufbuild/protobuf";
+import { create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KdsError } from "../../src/errors.ts";
@@ -76,6 +76,25 @@ describe.each(variants)("store contract: $name", (variant) => {
     // The stored spec is a copy: changing the caller's object later changes nothing stored.
     (input.spec as unknown as { address: string }).address = "10.9.9.9";
     expect((await store.get("Dataplane", "m1", "dp-1"))?.spec).toMatchObject({ address: "10.0.0.1" });
+  });
+
+  it("takes a spec handed over with its bytes (specBytes) like any other put: read back, listed and watched as that spec", async () => {
+    const { store } = await fresh();
+    const schema = types.get("Dataplane").schema;
+    const bytes = toBinary(schema, dataplane("m1", "dp-1").spec as never);
+    const spec = fromBinary(schema, bytes);
+    const batch = await store.apply([
+      { op: "put", input: { ...dataplane("m1", "dp-1"), spec }, specBytes: bytes },
+      { op: "put", input: dataplane("m1", "dp-2") },
+    ]);
+    expect((batch.results[0] as StoredResource).meta.version).toBe("1");
+    const got = await store.get("Dataplane", "m1", "dp-1");
+    expect(equals(schema, got?.spec as never, spec)).toBe(true);
+    expect(got?.spec).toMatchObject({ address: "10.0.0.1", service: "web", port: 8080 });
+    expect((await store.list("Dataplane")).resources.map((r) => r.spec)).toMatchObject([{ address: "10.0.0.1" }, { address: "10.0.0.1" }]);
+    const changes = await collect(store, 0, (c) => c.length >= 2);
+    expect(changes.map(describeChange)).toEqual(["put Dataplane m1/dp-1@1", "put Dataplane m1/dp-2@2"]);
+    expect(changes[0]?.op === "put" && equals(schema, changes[0].resource.spec as never, spec)).toBe(true);
   });
 
   it("lists a consistent snapshot with its revision, sorted by mesh then name, filtered by mesh and labels", async () => {
