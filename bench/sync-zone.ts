@@ -1,7 +1,8 @@
 // Child process of the sync benchmark: the zone, in its own process (as in a
 // real deployment), so the global and the zone do not share an event loop.
 // Protocol on stdin/stdout, one JSON line each:
-//   start -> {"done": ms, "bytes": b, "resources": r} once `expect` holds
+//   start -> {"done": ms, "cpuMs": c, "bytes": b, "resources": r} once `expect` holds
+//            (cpuMs: this process's CPU time meanwhile, user + system, every thread)
 //   stop  -> {"stopped": true}
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { toBinary } from "@bufbuild/protobuf";
@@ -76,11 +77,13 @@ for await (const line of createInterface({ input: process.stdin })) {
     tally.bytes = 0;
     tally.resources = 0;
     const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
     run = new AbortController();
     running = zone.run(run.signal);
     const done = (): boolean => (changedName === undefined ? seen.size >= total : seen.get(changedName) === changedValue);
     while (!done()) await new Promise((r) => setTimeout(r, 2));
-    console.log(JSON.stringify({ done: performance.now() - t0, bytes: tally.bytes, resources: tally.resources }));
+    const cpu = process.cpuUsage(cpu0);
+    console.log(JSON.stringify({ done: performance.now() - t0, cpuMs: (cpu.user + cpu.system) / 1000, bytes: tally.bytes, resources: tally.resources }));
   } else if (command.stop !== undefined) {
     run?.abort();
     await running;

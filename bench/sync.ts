@@ -28,6 +28,8 @@ export interface SyncResult {
   readonly catchUpMs: number;
   /** From the zone dialing (the global serving all `resources`) until the zone holds all of them. */
   readonly initialMs: number;
+  /** The zone process's CPU time (user + system, every thread) over `initialMs`: steadier than wall time on a loaded machine. */
+  readonly initialZoneCpuMs: number;
   readonly initialBytes: number;
   readonly resumeChanged: number;
   readonly resumeMs: number;
@@ -107,6 +109,7 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
       mode,
       catchUpMs,
       initialMs: initial.done as number,
+      initialZoneCpuMs: initial.cpuMs as number,
       initialBytes: initial.bytes as number,
       resumeChanged: changed,
       resumeMs: resume.done as number,

@@ -106,10 +106,18 @@ export class InMemoryStore implements ResourceStore {
   apply(ops: readonly WriteOp[], options: { signal?: AbortSignal } = {}): Promise<ApplyResult> {
     if (options.signal?.aborted) return Promise.reject(abortError(options.signal, "apply"));
     // Stage every op against what the batch has written so far; commit only when all pass.
-    const staged = new Map<string, { kind: string; key: string; resource: StoredResource | undefined }>();
+    const staged = new Map<string, Map<string, StoredResource | null>>();
+    const stage = (kind: string, key: string, resource: StoredResource | null): void => {
+      let writes = staged.get(kind);
+      if (writes === undefined) {
+        writes = new Map();
+        staged.set(kind, writes);
+      }
+      writes.set(key, resource);
+    };
     const current = (kind: string, key: string): StoredResource | undefined => {
-      const s = staged.get(`${kind}\u0000${key}`);
-      return s !== undefined ? s.resource : this.#byKind.get(kind)?.get(key);
+      const s = staged.get(kind)?.get(key);
+      return s === undefined ? this.#byKind.get(kind)?.get(key) : (s ?? undefined);
     };
     const changes: StoreChange[] = [];
     const sizes: number[] = [];
@@ -136,7 +144,7 @@ export class InMemoryStore implements ResourceStore {
           });
           // A spec handed over with its bytes (WriteOp.specBytes) is kept as is and not encoded again.
           const resource: StoredResource = Object.freeze({ kind: type.kind, meta, spec: op.specBytes !== undefined ? op.input.spec : clone(type.schema, op.input.spec) });
-          staged.set(`${type.kind}\u0000${key}`, { kind: type.kind, key, resource });
+          stage(type.kind, key, resource);
           const change: StoreChange = { op: "put", revision, resource };
           changes.push(change);
           sizes.push(changeBytes(change, (op.specBytes ?? toBinary(type.schema, resource.spec)).byteLength));
@@ -151,7 +159,7 @@ export class InMemoryStore implements ResourceStore {
             results.push(false);
             continue;
           }
-          staged.set(`${type.kind}\u0000${key}`, { kind: type.kind, key, resource: undefined });
+          stage(type.kind, key, null);
           const change: StoreChange = { op: "delete", revision: ++revision, ref: { kind: type.kind, mesh: op.mesh, name: op.name } };
           changes.push(change);
           sizes.push(changeBytes(change, 0));
@@ -161,14 +169,16 @@ export class InMemoryStore implements ResourceStore {
     } catch (error) {
       return Promise.reject(error);
     }
-    for (const { kind, key, resource } of staged.values()) {
+    for (const [kind, writes] of staged) {
       let bucket = this.#byKind.get(kind);
       if (bucket === undefined) {
         bucket = new Map();
         this.#byKind.set(kind, bucket);
       }
-      if (resource === undefined) bucket.delete(key);
-      else bucket.set(key, resource);
+      for (const [key, resource] of writes) {
+        if (resource === null) bucket.delete(key);
+        else bucket.set(key, resource);
+      }
     }
     this.#record(changes, sizes);
     return Promise.resolve({ revision: this.#revision, results });
