@@ -105,19 +105,19 @@ export class InMemoryStore implements ResourceStore {
 
   apply(ops: readonly WriteOp[], options: { signal?: AbortSignal } = {}): Promise<ApplyResult> {
     if (options.signal?.aborted) return Promise.reject(abortError(options.signal, "apply"));
-    // Stage every op against what the batch has written so far; commit only when all pass.
-    const staged = new Map<string, Map<string, StoredResource | null>>();
-    const stage = (kind: string, key: string, resource: StoredResource | null): void => {
-      let writes = staged.get(kind);
-      if (writes === undefined) {
-        writes = new Map();
-        staged.set(kind, writes);
+    // Each op writes straight into its kind's map and keeps the value it replaced in `undo`; when an op fails, the
+    // batch's writes are put back, newest first. Nothing runs in between (apply does not yield), so no reader sees
+    // a part of a batch.
+    const undo: Array<{ bucket: Map<string, StoredResource>; key: string; replaced: StoredResource | undefined }> = [];
+    const write = (kind: string, key: string, replaced: StoredResource | undefined, resource: StoredResource | undefined): void => {
+      let bucket = this.#byKind.get(kind);
+      if (bucket === undefined) {
+        bucket = new Map();
+        this.#byKind.set(kind, bucket);
       }
-      writes.set(key, resource);
-    };
-    const current = (kind: string, key: string): StoredResource | undefined => {
-      const s = staged.get(kind)?.get(key);
-      return s === undefined ? this.#byKind.get(kind)?.get(key) : (s ?? undefined);
+      undo.push({ bucket, key, replaced });
+      if (resource === undefined) bucket.delete(key);
+      else bucket.set(key, resource);
     };
     const changes: StoreChange[] = [];
     const sizes: number[] = [];
@@ -131,7 +131,7 @@ export class InMemoryStore implements ResourceStore {
           const type = this.#types.get(op.input.kind);
           const mesh = op.input.mesh ?? "";
           const key = resourceKey(mesh, op.input.name);
-          const existing = current(type.kind, key);
+          const existing = this.#byKind.get(type.kind)?.get(key);
           const conflict = versionConflict(type.kind, key, existing?.meta.version ?? "", op.expectedVersion);
           if (conflict !== undefined) throw conflict;
           const meta: ResourceMeta = Object.freeze({
@@ -144,7 +144,7 @@ export class InMemoryStore implements ResourceStore {
           });
           // A spec handed over with its bytes (WriteOp.specBytes) is kept as is and not encoded again.
           const resource: StoredResource = Object.freeze({ kind: type.kind, meta, spec: op.specBytes !== undefined ? op.input.spec : clone(type.schema, op.input.spec) });
-          stage(type.kind, key, resource);
+          write(type.kind, key, existing, resource);
           const change: StoreChange = { op: "put", revision, resource };
           changes.push(change);
           sizes.push(changeBytes(change, (op.specBytes ?? toBinary(type.schema, resource.spec)).byteLength));
@@ -152,14 +152,14 @@ export class InMemoryStore implements ResourceStore {
         } else {
           const type = this.#types.get(op.kind);
           const key = resourceKey(op.mesh, op.name);
-          const existing = current(type.kind, key);
+          const existing = this.#byKind.get(type.kind)?.get(key);
           const conflict = versionConflict(type.kind, key, existing?.meta.version ?? "", op.expectedVersion);
           if (conflict !== undefined) throw conflict;
           if (existing === undefined) {
             results.push(false);
             continue;
           }
-          stage(type.kind, key, null);
+          write(type.kind, key, existing, undefined);
           const change: StoreChange = { op: "delete", revision: ++revision, ref: { kind: type.kind, mesh: op.mesh, name: op.name } };
           changes.push(change);
           sizes.push(changeBytes(change, 0));
@@ -167,18 +167,12 @@ export class InMemoryStore implements ResourceStore {
         }
       }
     } catch (error) {
+      for (let i = undo.length - 1; i >= 0; i--) {
+        const { bucket, key, replaced } = undo[i] as (typeof undo)[number];
+        if (replaced === undefined) bucket.delete(key);
+        else bucket.set(key, replaced);
+      }
       return Promise.reject(error);
-    }
-    for (const [kind, writes] of staged) {
-      let bucket = this.#byKind.get(kind);
-      if (bucket === undefined) {
-        bucket = new Map();
-        this.#byKind.set(kind, bucket);
-      }
-      for (const [key, resource] of writes) {
-        if (resource === null) bucket.delete(key);
-        else bucket.set(key, resource);
-      }
     }
     this.#record(changes, sizes);
     return Promise.resolve({ revision: this.#revision, results });

@@ -235,6 +235,17 @@ describe.each(variants)("store contract: $name", (variant) => {
       ]),
     );
     expect(deleteConflict.code).toBe("conflict");
+    // A resource replaced twice, then deleted, before the batch fails keeps its first state.
+    const rewritten = await rejection(
+      store.apply([
+        { op: "put", input: mesh("a", "changed"), expectedVersion: base.meta.version },
+        { op: "put", input: mesh("a", "changed again") },
+        { op: "delete", kind: "Mesh", mesh: "", name: "a" },
+        { op: "put", input: mesh("e"), expectedVersion: "999" },
+      ]),
+    );
+    expect(rewritten.code).toBe("conflict");
+    expect((await store.get("Mesh", "", "a"))?.spec).toEqual(base.spec);
     expect(await store.revision()).toBe(1);
     expect((await store.list("Mesh")).resources.map((r) => r.meta.name)).toEqual(["a"]);
     expect((await store.get("Mesh", "", "a"))?.meta.version).toBe("1");
