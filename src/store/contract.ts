@@ -71,15 +71,19 @@ export type WriteOp =
       readonly input: ResourceInput;
       readonly expectedVersion?: string;
       /**
-       * Protobuf binary that decodes to `input.spec`, from a caller that
-       * decoded the spec from it for this write alone (a resource received
-       * from a peer): the caller hands `input.spec` over, so a store may keep
-       * that very message rather than a copy, and may use these bytes
-       * rather than encode the spec again. The caller must not change or
-       * reuse the spec afterwards, nor change the bytes during the call; the
-       * store keeps no reference to the bytes past the call (they may be a
-       * view into a larger received buffer). A store may ignore them (the
-       * write is the same either way).
+       * The caller built `input.spec` and `input.labels` for this write
+       * alone (a resource received from a peer) and hands them over: a
+       * store may keep those very objects (and freeze them) rather than
+       * copies. The caller must not change or reuse them afterwards. A
+       * store may ignore it (the write is the same either way).
+       */
+      readonly handOver?: boolean;
+      /**
+       * Protobuf binary that decodes to `input.spec`, when the caller has it
+       * (it decoded the spec from it): a store may use it rather than encode
+       * the spec again. The caller does not change it during the call; the
+       * store keeps no reference to it past the call (it may be a view into
+       * a larger received buffer). A store may ignore it.
        */
       readonly specBytes?: Uint8Array;
     }

@@ -7,11 +7,12 @@
  *
  * @module
  */
-import { clone, toBinary } from "@bufbuild/protobuf";
+import { toBinary } from "@bufbuild/protobuf";
 import { KdsError, abortError } from "../errors.ts";
 import { resourceKey, type ResourceMeta, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
 import { Waker } from "../util/wake.ts";
 import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "./contract.ts";
+import { keptLabels, keptSpec } from "./kept.ts";
 import { byMeshThenName, matchesLabels, validateInput, versionConflict } from "./validate.ts";
 
 /** Options of {@link InMemoryStore}. */
@@ -137,16 +138,16 @@ export class InMemoryStore implements ResourceStore {
           const meta: ResourceMeta = Object.freeze({
             name: op.input.name,
             mesh,
-            labels: Object.freeze({ ...(op.input.labels ?? {}) }),
+            labels: keptLabels(op),
             version: String(++revision),
             creationTime: existing?.meta.creationTime ?? now,
             modificationTime: now,
           });
-          // A spec handed over with its bytes (WriteOp.specBytes) is kept as is and not encoded again.
-          const resource: StoredResource = Object.freeze({ kind: type.kind, meta, spec: op.specBytes !== undefined ? op.input.spec : clone(type.schema, op.input.spec) });
+          const resource: StoredResource = Object.freeze({ kind: type.kind, meta, spec: keptSpec(type.schema, op) });
           write(type.kind, key, existing, resource);
           const change: StoreChange = { op: "put", revision, resource };
           changes.push(change);
+          // Bytes the caller already has (WriteOp.specBytes) spare encoding the spec only to size it.
           sizes.push(changeBytes(change, (op.specBytes ?? toBinary(type.schema, resource.spec)).byteLength));
           results.push(resource);
         } else {

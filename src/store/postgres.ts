@@ -22,7 +22,6 @@
  *
  * @module
  */
-import { clone } from "@bufbuild/protobuf";
 import postgres, { type Sql, type TransactionSql } from "postgres";
 import { KdsError, abortError } from "../errors.ts";
 import { consoleLogger, type Logger } from "../log.ts";
@@ -36,6 +35,7 @@ import { guarded, type Runner } from "./postgres/guard.ts";
 import { migrate, quoteIdent, type MigrationReport } from "./postgres/migrations.ts";
 import { CHANGE_COLUMNS, RESOURCE_COLUMNS, decodeChange, decodeResource, encodeSpec, toHex, type ChangeRow, type ResourceRow } from "./postgres/rows.ts";
 import { transaction } from "./postgres/transaction.ts";
+import { keptLabels, keptSpec } from "./kept.ts";
 import { validateInput, versionConflict } from "./validate.ts";
 
 /** Delays between a watch's reconnect attempts while the database is unreachable. */
@@ -264,8 +264,8 @@ export class PostgresStore implements ResourceStore {
     const final = new Map<string, StoredResource | { deleted: { kind: string; mesh: string; name: string } }>();
     const changes: StoreChange[] = [];
     const results: Array<StoredResource | boolean> = [];
-    // Specs handed over with their bytes (WriteOp.specBytes): kept as they are, their bytes written as they came.
-    const handedOver = new Map<StoredResource, Uint8Array>();
+    // The bytes of specs the caller passed (WriteOp.specBytes): written as they came, not encoded again.
+    const passedBytes = new Map<StoredResource, Uint8Array>();
     let revision = startRevision;
     const now = new Date();
     ops.forEach((op, i) => {
@@ -281,14 +281,14 @@ export class PostgresStore implements ResourceStore {
           meta: Object.freeze({
             name: ref.name,
             mesh: ref.mesh,
-            labels: Object.freeze({ ...(op.input.labels ?? {}) }),
+            labels: keptLabels(op),
             version: String(revision),
             creationTime: before?.created ?? now,
             modificationTime: now,
           }),
-          spec: op.specBytes !== undefined ? op.input.spec : clone(this.#types.get(ref.kind).schema, op.input.spec),
+          spec: keptSpec(this.#types.get(ref.kind).schema, op),
         });
-        if (op.specBytes !== undefined) handedOver.set(resource, op.specBytes);
+        if (op.specBytes !== undefined) passedBytes.set(resource, op.specBytes);
         current.set(key, { version: resource.meta.version, created: resource.meta.creationTime });
         final.set(key, resource);
         changes.push({ op: "put", revision, resource });
@@ -313,7 +313,7 @@ export class PostgresStore implements ResourceStore {
     }
     // Encode once; the same bytes go to the resource row and the change row.
     const specHex = new Map<StoredResource, string>();
-    for (const c of changes) if (c.op === "put") specHex.set(c.resource, toHex(handedOver.get(c.resource) ?? encodeSpec(this.#types, c.resource)));
+    for (const c of changes) if (c.op === "put") specHex.set(c.resource, toHex(passedBytes.get(c.resource) ?? encodeSpec(this.#types, c.resource)));
     for (const chunk of chunks(puts, 5_000)) {
       await run(tx`
         INSERT INTO kds_resources (kind, mesh, name, labels, spec, version, created_at, modified_at)

@@ -3,10 +3,11 @@
  * store, with a mapping that decides local names and labels. Each response
  * is decoded and validated in full, then written with ONE atomic
  * `store.apply`: a NACKed response leaves the store as it was. Each spec
- * is decoded for its write alone, so the sink hands it over with its
- * received bytes (`WriteOp.specBytes`): the store need not copy or encode
- * it again. A resource whose local copy cannot be stored (its mapped name
- * is too long, say) is left out and reported on its own; it does not block
+ * and each labels object is built for its write alone, so the sink hands
+ * them over (`WriteOp.handOver`), with the spec's received bytes
+ * (`WriteOp.specBytes`): the store need not copy them or encode the spec
+ * again. A resource whose local copy cannot be stored (its mapped name is
+ * too long, say) is left out and reported on its own; it does not block
  * the rest.
  *
  * @module
@@ -27,7 +28,12 @@ export interface SinkMapping {
   readonly scope: Readonly<Record<string, string>>;
   /** Local name of a resource the sender calls `name`. */
   localName(name: string): string;
-  /** Labels of the local copy (kds.io/ labels from the sender are already dropped). */
+  /**
+   * Labels of the local copy (kds.io/ labels from the sender are already
+   * dropped in `userLabels`, a new object per call). Return a new object
+   * each call (or `userLabels`): the sink hands it to the store, which may
+   * keep and freeze it.
+   */
   labels(resource: DecodedResource, userLabels: Record<string, string>): Record<string, string>;
   /** The discovery key a local copy stands for. */
   keyOf(local: StoredResource): string;
@@ -118,7 +124,7 @@ export class StoreSink implements ResourceSink {
       const local = existing.get(key);
       if (local?.meta.labels[LABELS.originVersion] === decoded.version) continue;
       const input = this.#input(type, decoded, rejected);
-      if (input !== undefined) ops.push({ op: "put", input, expectedVersion: local?.meta.version ?? "", specBytes: decoded.specBytes });
+      if (input !== undefined) ops.push({ op: "put", input, expectedVersion: local?.meta.version ?? "", handOver: true, specBytes: decoded.specBytes });
     }
     for (const [key, local] of existing) {
       if (!desired.has(key)) ops.push({ op: "delete", kind: type.kind, mesh: local.meta.mesh, name: local.meta.name, expectedVersion: local.meta.version });
@@ -135,7 +141,7 @@ export class StoreSink implements ResourceSink {
       const decoded = fromWire(type, r.any, r.key);
       if (decoded.version !== r.version) throw new KdsError("invalid_resource", `${type.kind} "${r.key}": version ${r.version} in the response but ${decoded.version} in the resource`);
       const input = this.#input(type, decoded, rejected);
-      if (input !== undefined) ops.push({ op: "put", input, specBytes: decoded.specBytes });
+      if (input !== undefined) ops.push({ op: "put", input, handOver: true, specBytes: decoded.specBytes });
     }
     for (const key of removed) {
       const { mesh, name } = parseResourceKey(key);

@@ -78,17 +78,21 @@ describe.each(variants)("store contract: $name", (variant) => {
     expect((await store.get("Dataplane", "m1", "dp-1"))?.spec).toMatchObject({ address: "10.0.0.1" });
   });
 
-  it("takes a spec handed over with its bytes (specBytes) like any other put: read back, listed and watched as that spec", async () => {
+  it("takes a put that hands its spec and labels over with the spec's bytes (handOver, specBytes) like any other: read back, listed and watched as given", async () => {
     const { store } = await fresh();
     const schema = types.get("Dataplane").schema;
     const bytes = toBinary(schema, dataplane("m1", "dp-1").spec as never);
     const spec = fromBinary(schema, bytes);
     const batch = await store.apply([
-      { op: "put", input: { ...dataplane("m1", "dp-1"), spec }, specBytes: bytes },
+      { op: "put", input: { ...dataplane("m1", "dp-1", { app: "web" }), spec }, handOver: true, specBytes: bytes },
       { op: "put", input: dataplane("m1", "dp-2") },
     ]);
-    expect((batch.results[0] as StoredResource).meta.version).toBe("1");
+    const written = batch.results[0] as StoredResource;
+    expect(written.meta.version).toBe("1");
+    expect(written.meta.labels).toEqual({ app: "web" });
+    expect(Object.isFrozen(written.meta.labels)).toBe(true);
     const got = await store.get("Dataplane", "m1", "dp-1");
+    expect(got?.meta.labels).toEqual({ app: "web" });
     expect(equals(schema, got?.spec as never, spec)).toBe(true);
     expect(got?.spec).toMatchObject({ address: "10.0.0.1", service: "web", port: 8080 });
     expect((await store.list("Dataplane")).resources.map((r) => r.spec)).toMatchObject([{ address: "10.0.0.1" }, { address: "10.0.0.1" }]);
