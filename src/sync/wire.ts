@@ -110,7 +110,7 @@ export interface DecodedResource {
   readonly modificationTime: Date | undefined;
   /** The typed spec. */
   readonly spec: Message;
-  /** The bytes `spec` was decoded from (a view into the received resource). */
+  /** The bytes `spec` was decoded from: a copy of just these, which `spec` may hold views into (bytes and unknown fields). */
   readonly specBytes: Uint8Array;
 }
 
@@ -138,9 +138,12 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
   if (type.scope === "cluster" && meta.mesh !== "") throw new KdsError("invalid_resource", `${label}: ${type.kind} is cluster-scoped but names a mesh`);
   if (expectedKey !== undefined && key !== expectedKey) throw new KdsError("invalid_resource", `${label}: sent under the name "${expectedKey}"`);
   if (envelope.specTypeUrl !== type.typeUrl) throw new KdsError("invalid_resource", `${label}: the spec is a ${envelope.specTypeUrl}, expected ${type.typeUrl}`);
+  // A copy of just the spec's bytes: the decoded spec keeps views into what it was decoded from (its bytes and
+  // unknown fields), and the received bytes belong to a whole response, which a stored spec must not pin.
+  const specBytes = envelope.specValue.slice();
   let decoded: Message;
   try {
-    decoded = fromBinary(type.schema, envelope.specValue);
+    decoded = fromBinary(type.schema, specBytes);
   } catch (error) {
     throw new KdsError("invalid_resource", `${label}: malformed spec (${String(error)})`, { cause: error });
   }
@@ -153,7 +156,7 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
     creationTime: meta.creationTime === undefined ? undefined : new Date(timestampMs(meta.creationTime)),
     modificationTime: meta.modificationTime === undefined ? undefined : new Date(timestampMs(meta.modificationTime)),
     spec: decoded,
-    specBytes: envelope.specValue,
+    specBytes,
   };
 }
 
