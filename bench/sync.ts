@@ -33,6 +33,8 @@ export interface SyncResult {
   readonly initialBytes: number;
   readonly resumeChanged: number;
   readonly resumeMs: number;
+  /** The zone process's CPU time over `resumeMs`. */
+  readonly resumeZoneCpuMs: number;
   readonly resumeBytes: number;
   readonly resumeResources: number;
 }
@@ -113,6 +115,7 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
       initialBytes: initial.bytes as number,
       resumeChanged: changed,
       resumeMs: resume.done as number,
+      resumeZoneCpuMs: resume.cpuMs as number,
       resumeBytes: resume.bytes as number,
       resumeResources: resume.resources as number,
     };
