@@ -4,7 +4,7 @@
  *
  * @module
  */
-export { serveGlobal, serveRoutes, type ListenOptions, type ServeGlobalOptions, type ServedGlobal } from "./serve-global.ts";
+export { DEFAULT_LISTEN_BACKLOG, serveGlobal, serveRoutes, type ListenOptions, type ServeGlobalOptions, type ServedGlobal } from "./serve-global.ts";
 export { METRIC_NAMES, PrometheusMetrics } from "../../observe/prometheus.ts";
 export { fetchFallback, type NodeFallback, type OptionalFetchHandler } from "./fetch-fallback.ts";
 export { startEmbeddedPostgres, type EmbeddedPostgres, type EmbeddedPostgresOptions } from "./embedded-postgres.ts";

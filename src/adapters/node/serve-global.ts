@@ -18,6 +18,7 @@ import type { TLSSocket } from "node:tls";
 import { peerInfoKey, type PeerInfo } from "../../auth/peer.ts";
 import { registerGlobal } from "../../global/connect-service.ts";
 import { baseUrl } from "../base-url.ts";
+import { KdsError } from "../../errors.ts";
 import { http1ServerOptions, http2ServerOptions, limitConnections, type ConnectionLimits } from "./connection-limits.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
 
@@ -27,6 +28,16 @@ export interface ListenOptions {
   host?: string;
   /** Port; 0 picks a free one. Default 0. */
   port?: number;
+  /**
+   * How many connections the kernel keeps waiting for this process to accept
+   * them (the listen backlog). Beyond it, Linux drops the clients' SYNs and
+   * each client retransmits after 1, 3, 7, 15… s, so when every zone
+   * reconnects at once (a global restart) a small backlog turns a burst the
+   * process could absorb in seconds into minutes of retransmission waits.
+   * The kernel caps it (Linux: net.core.somaxconn). Default
+   * {@link DEFAULT_LISTEN_BACKLOG} (Node's own default is 511).
+   */
+  backlog?: number;
   /**
    * PEM key and certificate: serve TLS (h2, with HTTP/1.1 allowed for unary
    * calls and the half-duplex transport) instead of h2c. With `clientCa`,
@@ -59,6 +70,9 @@ export interface ListenOptions {
 }
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
+
+/** The default of {@link ListenOptions.backlog}: Linux's default net.core.somaxconn since 5.4. */
+export const DEFAULT_LISTEN_BACKLOG = 4096;
 
 /** What the connection of `request` tells about the client: its certificate, on TLS. */
 export function peerInfo(request: NodeRequest): PeerInfo {
@@ -108,6 +122,8 @@ export async function serveRoutes(
     interceptors: options.interceptors,
     contextValues: (request) => createContextValues().set(peerInfoKey, peerInfo(request)),
   });
+  const backlog = options.backlog ?? DEFAULT_LISTEN_BACKLOG;
+  if (!Number.isInteger(backlog) || backlog < 1) throw new KdsError("invalid_argument", `the listen backlog must be a positive integer, got ${String(options.backlog)}`);
   const tls = options.tls;
   const limits = options.limits;
   const h1 = tls === undefined && (options.httpVersion === "1.1" || options.httpVersion === "both") ? http.createServer(http1ServerOptions(limits), handler) : undefined;
@@ -144,7 +160,7 @@ export async function serveRoutes(
   const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(options.port ?? 0, host, () => {
+    server.listen({ port: options.port ?? 0, host, backlog }, () => {
       server.off("error", reject);
       resolve();
     });
