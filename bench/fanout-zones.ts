@@ -1,8 +1,10 @@
 // Child process of the fan-out benchmark (bench/fanout.ts): zones `from` to
 // `from + count - 1`, zone i dialing urls[i mod urls.length], every
 // `zonesPerConnection` zones of one url sharing one HTTP/2 connection (one
-// Connect transport). Prints JSON lines: {"ready", "startedAt", "readyAt",
-// "connections"} once every zone mirrors the Mesh, then {"seq", "arrivals"}
+// Connect transport), at most `dialsInFlight` zones connecting at once.
+// Prints JSON lines: {"progress", "at"} (zones synced so far) at most once a
+// second while connecting, {"ready", "startedAt", "readyAt", "connections"}
+// once every zone mirrors the Mesh, then {"seq", "arrivals"}
 // for each change the parent makes (times as performance.timeOrigin +
 // performance.now(), comparable across processes on one machine).
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -13,9 +15,12 @@ import { connectMuxTransport } from "../src/transport/connect.ts";
 import type { MuxTransport } from "../src/transport/transport.ts";
 import type { ResourceStore, StoreChange } from "../src/store/contract.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
+import type { RetryInfo } from "../src/zone/zone-client.ts";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 
-const { urls, from, count, zonesPerConnection, tokensFile } = JSON.parse(process.argv[2] as string) as {
+const { urls, from, count, zonesPerConnection, tokensFile, dialsInFlight } = JSON.parse(process.argv[2] as string) as {
   urls: string[];
+  dialsInFlight?: number;
   from: number;
   count: number;
   zonesPerConnection: number;
@@ -34,8 +39,29 @@ const arrivals = new Map<number, number[]>();
 const transports = new Map<string, MuxTransport>();
 let ready = 0;
 const startedAt = now();
+const trace = process.env.KDS_BENCH_TRACE === "1";
+/** Retries by the code that ended the dial or session (session_closed: the end's own code). */
+const retries = new Map<string, number>();
+const onRetry = (info: RetryInfo): void => {
+  const cause = info.error.cause;
+  const key = info.error.code === "session_closed" && cause !== null && typeof cause === "object" && "code" in cause ? `closed.${String(cause.code)}` : info.error.code;
+  retries.set(key, (retries.get(key) ?? 0) + 1);
+};
+const loop = monitorEventLoopDelay({ resolution: 20 });
+loop.enable();
 
-for (let i = from; i < from + count; i++) {
+/**
+ * Zones dialing (started, not yet holding the Mesh) at once in this process:
+ * a zone starts when a place is free and frees it once synced, as a fleet
+ * that starts zone by zone would. Unbounded by default (every zone at once).
+ */
+const window = dialsInFlight ?? count;
+let started = 0;
+const startNext = (): void => {
+  while (started < count && started - ready < window) startZone(from + started++);
+};
+
+function startZone(i: number): void {
   const u = i % urls.length;
   const key = `${u}:${Math.floor(i / (urls.length * zonesPerConnection))}`;
   let transport = transports.get(key);
@@ -43,7 +69,7 @@ for (let i = from; i < from + count; i++) {
     transport = connectMuxTransport(createGrpcTransport({ baseUrl: urls[u] as string, acceptCompression: [] }));
     transports.set(key, transport);
   }
-  const zone = new ZoneControlPlane({ name: `zone-${i}`, token: tokens[i], transport, logger: silentLogger, backoff: { baseMs: 100, capMs: 2_000 } });
+  const zone = new ZoneControlPlane({ name: `zone-${i}`, token: tokens[i], transport, logger: silentLogger, backoff: { baseMs: 100, capMs: 2_000 }, onRetry });
   let seen = false;
   void follow(zone.store, (change) => {
     if (change.op !== "put" || change.resource.kind !== "Mesh") return;
@@ -51,6 +77,7 @@ for (let i = from; i < from + count; i++) {
     if (!seen) {
       seen = true;
       if (++ready === count) process.stdout.write(`${JSON.stringify({ ready, startedAt, readyAt: now(), connections: transports.size })}\n`);
+      else startNext();
     }
     const m = /^seq-(\d+)$/.exec(description);
     if (m === null) return;
@@ -62,14 +89,28 @@ for (let i = from; i < from + count; i++) {
   });
   void zone.run(stop.signal);
 }
+startNext();
+// How many zones are synced, once a second while it changes, so the parent can report a run that does not finish.
+let reported = 0;
+const progressLines = setInterval(() => {
+  if (ready === reported) return;
+  reported = ready;
+  if (ready < count) process.stdout.write(`${JSON.stringify({ progress: ready, at: now() })}\n`);
+  else clearInterval(progressLines);
+}, 1_000);
 // Progress while connecting (10,000 zones take a while on a loaded machine).
 const progress = setInterval(() => {
   if (ready === count) clearInterval(progress);
-  else process.stderr.write(`fan-out: zones ${from}-${from + count - 1}: ${ready} of ${count} connected after ${Math.round((now() - startedAt) / 1000)} s\n`);
-}, 30_000);
+  else {
+    const detail = trace ? ` loop p99 ${Math.round(loop.percentile(99) / 1e6)} ms max ${Math.round(loop.max / 1e6)} ms retries ${JSON.stringify(Object.fromEntries(retries))}` : "";
+    process.stderr.write(`fan-out: zones ${from}-${from + count - 1}: ${ready} of ${count} connected after ${Math.round((now() - startedAt) / 1000)} s${detail}\n`);
+    loop.reset();
+  }
+}, trace ? 5_000 : 30_000);
 process.stdin.on("data", () => undefined);
 process.stdin.on("end", () => {
   stop.abort();
   clearInterval(progress);
+  clearInterval(progressLines);
   setTimeout(() => process.exit(0), 500);
 });

@@ -41,7 +41,7 @@ const storeKeys = (store: "memory" | "embedded" | "postgres", rule: SummaryRule,
 
 /** Every key of the summary, in the order bench/README.md lists them. */
 export const SUMMARY_KEYS: readonly SummaryKey[] = [
-  key("run.complete", "boolean", "boolean", "false while the run is going (the file is rewritten after each scenario, so a run cut short leaves what it measured), true at the end"),
+  key("run.complete", "boolean", "boolean", "false while the run is going (the file is rewritten after each scenario, so a run cut short leaves what it measured), true at the end if every scenario finished (the 10,000-zone one included: `zones10k.complete`)"),
   key("run.quick", "boolean", "boolean", "true for `npm run bench:quick` (small sizes, a smoke run: not for comparison)"),
   key("run.startedAt", "ISO 8601", "text", "when the run started (UTC)"),
   key("run.durationSeconds", "s", "positive", "how long the whole run took", "<= 900 (full run, 2 cores)"),
@@ -79,6 +79,8 @@ export const SUMMARY_KEYS: readonly SummaryKey[] = [
   key("idleZone.rssKiB", "KiB", "finite", "global RSS growth per connected idle zone (the `fanout` run)", "<= 100"),
 
   key("zones10k.zones", "count", "positive", "zones of the scale scenario (10,000; 8 in a quick run)"),
+  key("zones10k.complete", "boolean", "boolean", "whether every zone connected and synced within 300 s and every change reached every zone within 60 s; when false, the figures below cover the zones that did (`zones10k.connected`) and the missing ones are NaN"),
+  key("zones10k.connected", "count", "positive", "zones that connected and synced (all of them when complete)"),
   key("zones10k.processes", "count", "positive", "child processes running the zones"),
   key("zones10k.connections", "count", "positive", "HTTP/2 connections the zones opened (one per zone unless `KDS_BENCH_ZONES_PER_CONNECTION` is set)"),
   key("zones10k.connectSeconds", "s", "positive", "from the first zone dialing until every zone holds the Mesh"),
