@@ -55,6 +55,8 @@ export interface FanoutOptions {
   readonly connectTimeoutMs?: number;
   /** How long one change may take to reach every zone; past it the run stops measuring and is incomplete. Default 60 s. */
   readonly roundTimeoutMs?: number;
+  /** serveGlobal's `directMuxStream` (false: every zone through connect-node's handler, for A/B runs). Default true. */
+  readonly directMuxStream?: boolean;
 }
 
 /** One fan-out run's figures. */
@@ -134,7 +136,8 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       const global = new GlobalControlPlane({ types, store, id: "global", instance: `g${i}`, logger: silentLogger, metrics });
       global.start(stop.signal);
       globals.push(global);
-      served.push(await serveGlobal(global.server, trace ? { limits: { listener: "zones", maxConnections: 1_000_000, idleTimeoutMs: 2 ** 30, metrics } } : {}));
+      const limits = trace ? { listener: "zones" as const, maxConnections: 1_000_000, idleTimeoutMs: 2 ** 30, metrics } : undefined;
+      served.push(await serveGlobal(global.server, { limits, directMuxStream: options.directMuxStream }));
     }
     const first = globals[0] as GlobalControlPlane;
     for (let i = 0; i < zones; i += 500) {

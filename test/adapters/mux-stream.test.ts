@@ -1,0 +1,118 @@
+// serveGlobal's direct mux stream (src/adapters/node/mux-stream.ts): a
+// zone's plain gRPC stream is served on its HTTP/2 stream, everything else
+// by connect-node, and a zone cannot tell them apart by what it gets.
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import * as http2 from "node:http2";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isPlainGrpcMuxStream } from "../../src/adapters/node/mux-stream.ts";
+import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/serve-global.ts";
+import { insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
+import { KdsError } from "../../src/errors.ts";
+import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
+import { silentLogger } from "../../src/log.ts";
+import { connectMuxTransport } from "../../src/transport/connect.ts";
+import { ZoneClient } from "../../src/zone/zone-client.ts";
+
+const PATH = "/kds.mux.v1.MultiplexService/StreamMessage";
+
+/** The response headers and trailers of a mux stream that sends nothing, as zone `zone`. */
+function bareCall(url: string, zone: string, extra: http2.OutgoingHttpHeaders = {}): Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders }> {
+  return new Promise((resolve, reject) => {
+    const client = http2.connect(url);
+    client.on("error", reject);
+    const stream = client.request({ ":method": "POST", ":path": PATH, "content-type": "application/grpc", te: "trailers", "client-id": zone, ...extra });
+    let headers: http2.IncomingHttpHeaders = {};
+    let trailers: http2.IncomingHttpHeaders = {};
+    stream.on("response", (h) => (headers = h));
+    stream.on("trailers", (t) => (trailers = t));
+    stream.on("data", () => undefined);
+    stream.on("error", reject);
+    stream.on("close", () => {
+      client.close();
+      resolve({ headers, trailers });
+    });
+    stream.end();
+  });
+}
+
+/** The grpc-status and kds-error-code of a response (in its trailers, or its headers when trailers-only). */
+const status = (r: { headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders }) => ({
+  grpcStatus: r.trailers["grpc-status"] ?? r.headers["grpc-status"],
+  code: r.trailers["kds-error-code"] ?? r.headers["kds-error-code"],
+});
+
+describe("serveGlobal's direct mux stream", () => {
+  const abort = new AbortController();
+  let direct: ServedGlobal;
+  let viaConnect: ServedGlobal;
+
+  beforeAll(async () => {
+    const global = new GlobalControlPlane({ authenticator: insecureZoneAuthenticator(), logger: silentLogger });
+    global.start(abort.signal);
+    await global.registerZone("zone-1");
+    direct = await serveGlobal(global.server);
+    viaConnect = await serveGlobal(global.server, { directMuxStream: false });
+  });
+
+  afterAll(async () => {
+    abort.abort();
+    await direct?.close();
+    await viaConnect?.close();
+  });
+
+  it("connects a zone and refuses an unregistered one with the same code either way", async () => {
+    for (const served of [direct, viaConnect]) {
+      const transport = connectMuxTransport(createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }));
+      const session = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
+      expect(session.peerId).toBe("global");
+      await session.close({ message: "test over" });
+      const refused = await new ZoneClient({ name: "zone-2", transport, logger: silentLogger }).dial().catch((e: unknown) => e);
+      expect(KdsError.is(refused) && refused.code).toBe("zone_not_registered");
+    }
+  });
+
+  it("answers a refused stream with connect-node's status and trailers", async () => {
+    const plain = await bareCall(direct.url, "zone-2");
+    const connect = await bareCall(viaConnect.url, "zone-2");
+    expect(status(plain)).toEqual({ grpcStatus: "9", code: "zone_not_registered" });
+    expect(status(plain)).toEqual(status(connect));
+    expect(plain.trailers["grpc-message"]).toEqual(connect.trailers["grpc-message"]);
+    expect(plain.headers["content-type"]).toEqual(connect.headers["content-type"]);
+  });
+
+  it("takes only binary gRPC without compression either way and without a deadline", () => {
+    const request = (headers: Record<string, string>, over: Partial<{ httpVersionMajor: number; method: string; url: string }> = {}) => ({
+      httpVersionMajor: 2,
+      method: "POST",
+      url: PATH,
+      headers: { "content-type": "application/grpc", ...headers },
+      ...over,
+    });
+    expect(isPlainGrpcMuxStream(request({}))).toBe(true);
+    expect(isPlainGrpcMuxStream(request({ "content-type": "application/grpc+proto", "grpc-accept-encoding": "identity" }))).toBe(true);
+    expect(isPlainGrpcMuxStream(request({ "grpc-accept-encoding": "gzip, br" }))).toBe(false);
+    expect(isPlainGrpcMuxStream(request({ "grpc-encoding": "gzip" }))).toBe(false);
+    expect(isPlainGrpcMuxStream(request({ "grpc-timeout": "10S" }))).toBe(false);
+    expect(isPlainGrpcMuxStream(request({ "content-type": "application/grpc+json" }))).toBe(false);
+    expect(isPlainGrpcMuxStream(request({ "content-type": "application/connect+proto" }))).toBe(false);
+    expect(isPlainGrpcMuxStream(request({ "content-type": "application/grpc-web+proto" }))).toBe(false);
+    expect(isPlainGrpcMuxStream(request({}, { httpVersionMajor: 1 }))).toBe(false);
+    expect(isPlainGrpcMuxStream(request({}, { url: "/kds.mux.v1.HalfDuplexService/Open" }))).toBe(false);
+  });
+
+  it("leaves every call to connect-node when there are interceptors", async () => {
+    const seen: string[] = [];
+    const global = new GlobalControlPlane({ authenticator: insecureZoneAuthenticator(), logger: silentLogger });
+    global.start(abort.signal);
+    await global.registerZone("zone-1");
+    const served = await serveGlobal(global.server, { interceptors: [(next) => (request) => (seen.push(request.url), next(request))] });
+    try {
+      const transport = connectMuxTransport(createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }));
+      const session = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
+      await session.close({ message: "test over" });
+      expect(seen.some((url) => url.endsWith(PATH))).toBe(true);
+    } finally {
+      await served.close();
+    }
+  });
+});
