@@ -1,6 +1,7 @@
 // serveGlobal's direct mux stream (src/adapters/node/mux-stream.ts): a
 // zone's plain gRPC stream is served on its HTTP/2 stream, everything else
 // by connect-node, and a zone cannot tell them apart by what it gets.
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import * as http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,6 +9,7 @@ import { isPlainGrpcMuxStream } from "../../src/adapters/node/mux-stream.ts";
 import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/serve-global.ts";
 import { insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
 import { KdsError } from "../../src/errors.ts";
+import { MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
@@ -71,6 +73,57 @@ describe("serveGlobal's direct mux stream", () => {
     }
   });
 
+  it("serves a zone that accepts compressed responses (connect-node's default), uncompressed", async () => {
+    const transport = connectMuxTransport(createGrpcTransport({ baseUrl: direct.url }));
+    const session = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
+    expect(session.peerId).toBe("global");
+    await session.close({ message: "test over" });
+  });
+
+  it("reads frames that arrive one byte per HTTP/2 DATA frame", async () => {
+    const framed = (message: Message): Uint8Array => {
+      const body = toBinary(MessageSchema, message);
+      const bytes = new Uint8Array(5 + body.length);
+      new DataView(bytes.buffer).setUint32(1, body.length);
+      bytes.set(body, 5);
+      return bytes;
+    };
+    const hello = create(MessageSchema, {
+      value: {
+        case: "hello",
+        value: { protocolVersion: 1, peerId: "zone-1", requestWindow: 64, responseWindow: 64, requestWindowBytes: 1 << 23, responseWindowBytes: 1 << 23, maxMessageBytes: 1 << 22, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000 },
+      },
+    });
+    const ping = create(MessageSchema, { value: { case: "ping", value: { id: 42n } } });
+    const client = http2.connect(direct.url);
+    try {
+      const stream = client.request({ ":method": "POST", ":path": PATH, "content-type": "application/grpc", te: "trailers", "client-id": "zone-1" });
+      const pong = new Promise<bigint>((resolve, reject) => {
+        let got = Buffer.alloc(0);
+        stream.on("data", (chunk: Buffer) => {
+          got = Buffer.concat([got, chunk]);
+          while (got.length >= 5 && got.length >= 5 + got.readUInt32BE(1)) {
+            const frame = fromBinary(MessageSchema, got.subarray(5, 5 + got.readUInt32BE(1)));
+            got = got.subarray(5 + got.readUInt32BE(1));
+            if (frame.value.case === "pong") resolve(frame.value.value.id);
+          }
+        });
+        stream.on("error", reject);
+        stream.on("close", () => reject(new Error("the stream closed before the global answered the ping")));
+      });
+      // One write per byte, each after a turn of the timers, so node:http2 sends each in its own DATA frame instead of coalescing them.
+      for (const byte of [...framed(hello), ...framed(ping)]) {
+        stream.write(Buffer.from([byte]));
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      // The pong answers the ping: the global read both frames, byte by byte.
+      expect(await pong).toBe(42n);
+      stream.close();
+    } finally {
+      client.close();
+    }
+  });
+
   it("answers a refused stream with connect-node's status and trailers", async () => {
     const plain = await bareCall(direct.url, "zone-2");
     const connect = await bareCall(viaConnect.url, "zone-2");
@@ -80,7 +133,7 @@ describe("serveGlobal's direct mux stream", () => {
     expect(plain.headers["content-type"]).toEqual(connect.headers["content-type"]);
   });
 
-  it("takes only binary gRPC without compression either way and without a deadline", () => {
+  it("takes only binary gRPC with uncompressed frames and without a deadline", () => {
     const request = (headers: Record<string, string>, over: Partial<{ httpVersionMajor: number; method: string; url: string }> = {}) => ({
       httpVersionMajor: 2,
       method: "POST",
@@ -90,7 +143,8 @@ describe("serveGlobal's direct mux stream", () => {
     });
     expect(isPlainGrpcMuxStream(request({}))).toBe(true);
     expect(isPlainGrpcMuxStream(request({ "content-type": "application/grpc+proto", "grpc-accept-encoding": "identity" }))).toBe(true);
-    expect(isPlainGrpcMuxStream(request({ "grpc-accept-encoding": "gzip, br" }))).toBe(false);
+    // A zone that can read compressed responses is answered uncompressed (identity is always readable).
+    expect(isPlainGrpcMuxStream(request({ "grpc-accept-encoding": "gzip, br" }))).toBe(true);
     expect(isPlainGrpcMuxStream(request({ "grpc-encoding": "gzip" }))).toBe(false);
     expect(isPlainGrpcMuxStream(request({ "grpc-timeout": "10S" }))).toBe(false);
     expect(isPlainGrpcMuxStream(request({ "content-type": "application/grpc+json" }))).toBe(false);

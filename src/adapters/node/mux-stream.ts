@@ -6,8 +6,13 @@
  * 43 KiB of heap per idle bidi stream (a bare node:http2 stream about 4 KiB;
  * measured with 1,000 streams). Everything else (the Connect and gRPC-web
  * protocols, JSON, compression, a `grpc-timeout`, the other services) still
- * goes through connect-node, and so does a zone that accepts compressed
- * responses (connect-node's default); the status trailers are connect's own.
+ * goes through connect-node, and so does a zone that sends compressed
+ * frames. A zone that accepts compressed responses (connect-node's default)
+ * is answered uncompressed, which gRPC allows (`grpc-accept-encoding` lists
+ * what a client can read, and identity is always readable): compressing
+ * every response once per zone is what the fan-out cannot afford, and on a
+ * fast link it cost 3-8x throughput (docs/transports.md). The status
+ * trailers are connect's own.
  *
  * @module
  */
@@ -30,10 +35,9 @@ const PREFIX_BYTES = 5;
 
 /**
  * A request handler for `serveRoutes` that takes a zone's gRPC mux stream
- * (binary; neither compressed nor asking for compressed responses, as a
- * transport with `acceptCompression: []`; no deadline) and serves it on
- * `global`; false for any other request, which the caller hands to
- * connect-node (it compresses responses for a zone that asks).
+ * (binary, uncompressed frames, no deadline; answered uncompressed whatever
+ * the zone accepts) and serves it on `global`; false for any other request,
+ * which the caller hands to connect-node.
  */
 export function muxStreamClaim(
   global: GlobalServer,
@@ -53,7 +57,7 @@ export function isPlainGrpcMuxStream(request: Pick<http.IncomingMessage, "httpVe
   const headers = request.headers;
   const type = headers["content-type"];
   if (type !== "application/grpc" && type !== "application/grpc+proto") return false;
-  return identityOnly(headers["grpc-encoding"]) && identityOnly(headers["grpc-accept-encoding"]) && headers["grpc-timeout"] === undefined;
+  return identityOnly(headers["grpc-encoding"]) && headers["grpc-timeout"] === undefined;
 }
 
 /** True for an absent encoding header or one that names nothing but identity. */
@@ -121,19 +125,32 @@ function unreadable(reason: string, cause?: unknown): KdsError {
 
 /**
  * The zone's frames from gRPC's length-prefixed messages on `stream`; holds
- * at most one frame (`maxBytes`) and the chunk that completes it.
+ * at most one frame (`maxBytes`) and the chunk that completes it. The chunks
+ * of a frame are kept apart until it is whole and joined once: joining on
+ * every chunk copied a 4 MiB frame's bytes about 250 times.
  */
 async function* readFrames(stream: http2.ServerHttp2Stream, maxBytes: number): AsyncGenerator<Message, void, undefined> {
   let pending: Buffer = Buffer.alloc(0);
+  const parts: Buffer[] = [];
+  let partBytes = 0;
+  /** Bytes the frame being read needs in all: its prefix, then prefix and body once the length is known. */
+  let need = PREFIX_BYTES;
   for await (const chunk of chunksOf(stream)) {
-    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    parts.push(chunk);
+    partBytes += chunk.length;
+    if (pending.length + partBytes < need) continue;
+    pending = Buffer.concat([pending, ...parts]);
+    parts.length = 0;
+    partBytes = 0;
     while (pending.length >= PREFIX_BYTES) {
       if (((pending[0] as number) & 1) !== 0) throw unreadable("a compressed frame on a stream without grpc-encoding");
       const length = pending.readUInt32BE(1);
       if (length > maxBytes) throw unreadable(`a frame of ${length} bytes, above the read limit of ${maxBytes}`);
-      if (pending.length < PREFIX_BYTES + length) break;
-      const body = pending.subarray(PREFIX_BYTES, PREFIX_BYTES + length);
-      pending = pending.subarray(PREFIX_BYTES + length);
+      need = PREFIX_BYTES + length;
+      if (pending.length < need) break;
+      const body = pending.subarray(PREFIX_BYTES, need);
+      pending = pending.subarray(need);
+      need = PREFIX_BYTES;
       let message: Message;
       try {
         message = fromBinary(MessageSchema, body);
@@ -143,7 +160,8 @@ async function* readFrames(stream: http2.ServerHttp2Stream, maxBytes: number): A
       yield message;
     }
   }
-  if (pending.length > 0) throw unreadable(`the stream ended inside a frame (${pending.length} bytes left)`);
+  const left = pending.length + partBytes;
+  if (left > 0) throw unreadable(`the stream ended inside a frame (${left} bytes left)`);
 }
 
 /**

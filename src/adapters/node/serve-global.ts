@@ -101,9 +101,9 @@ export interface ServeGlobalOptions extends ListenOptions {
    * Serve a zone's gRPC mux stream straight on its HTTP/2 stream rather than
    * through connect-node's handler, which holds about ten times the memory
    * per idle stream (about 40 KiB more per zone). Only for binary gRPC from
-   * a zone that neither compresses nor accepts compressed responses (a
-   * transport with `acceptCompression: []`) and sets no deadline; every
-   * other call goes through connect-node. Ignored (everything goes through
+   * a zone that sends its frames uncompressed (connect-node's and grpc-js's
+   * default) and sets no deadline; it is answered uncompressed even when it
+   * accepts gzip or brotli. Every other call goes through connect-node. Ignored (everything goes through
    * connect-node) when `interceptors` are given, so they see every call.
    * Default true.
    */
