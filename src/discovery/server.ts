@@ -29,7 +29,7 @@ import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-
 import { defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource } from "./types.ts";
 import { backoffCeiling } from "../util/backoff.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
-import { Waker, timer } from "../util/wake.ts";
+import { Waker } from "../util/wake.ts";
 
 /** Bytes kept free in every response for its envelope (type URL, nonce, version, framing). */
 const ENVELOPE_BYTES = 1024;
@@ -82,12 +82,20 @@ export class DiscoveryServer {
   readonly #waker = new Waker();
   #nonce = 0;
   /**
-   * The response handed to the view and not yet accepted (it waits for the
-   * peer's window), if any: at most one at a time. The loop reads requests
+   * A response was handed to the view and is not yet accepted (it waits for
+   * the peer's window): at most one at a time. The loop reads requests
    * meanwhile, so a peer whose ACKs fill its request window while it has not
    * yet consumed the responses cannot stall both sides.
    */
-  #sending: Promise<void> | undefined;
+  #sending = false;
+  /** A type has something to send and waits for `#sending` to clear: its acceptance must wake the loop. */
+  #blocked = false;
+  /** The request read off the view and not yet handled (see `#read`). */
+  #incoming: MuxRequest | undefined;
+  /** Why the stream cannot go on: a read or a send failed. */
+  #failure: { readonly error: unknown } | undefined;
+  /** The timer that wakes the loop at a deadline: when it fires, and how to cancel it. */
+  #timer: { readonly at: number; readonly cancel: () => void } | undefined;
 
   /** @param init - view, source, options */
   constructor(init: DiscoveryServerInit) {
@@ -102,6 +110,10 @@ export class DiscoveryServer {
   /**
    * Serves until `signal` aborts or the stream ends; resolves then. Rejects
    * only on an unexpected failure (a bug or a failing source).
+   *
+   * The loop waits on one {@link Waker}: a change of the source, a request
+   * (taken by `#read`), a send accepted or failed, and
+   * the deadline timer all wake it, and each iteration looks at everything.
    */
   async run(signal: AbortSignal): Promise<void> {
     this.#source.onChange((typeUrl, key) => {
@@ -112,34 +124,78 @@ export class DiscoveryServer {
       else if (!state.full) state.changed.add(key);
       this.#waker.wake();
     }, signal);
-    let next = this.#view.recv(signal);
+    this.#read(signal);
     try {
       for (;;) {
+        const request = this.#incoming;
+        if (request !== undefined) {
+          this.#incoming = undefined;
+          this.#onRequest(request);
+          this.#read(signal);
+        }
         await this.#pump(signal);
-        const wait = timer(this.#nextDeadline() - this.#now(), this.#clock);
-        let event: { request: Awaited<typeof next> } | undefined;
-        try {
-          event = await Promise.race([
-            next.then((request) => ({ request })),
-            this.#waker.wait().then(() => undefined),
-            wait.promise.then(() => undefined),
-            // A send that fails (the session ended) ends the loop here.
-            ...(this.#sending === undefined ? [] : [this.#sending.then(() => undefined)]),
-          ]);
-        } finally {
-          // Also when the session ends (next rejects): a pending timer would hold this server and its session until the deadline.
-          wait.cancel();
-        }
-        if (event !== undefined) {
-          this.#onRequest(event.request);
-          next = this.#view.recv(signal);
-        }
+        this.#throwIfFailed();
+        this.#armDeadline();
+        await this.#waker.wait();
+        this.#throwIfFailed();
       }
     } catch (error) {
-      next.catch(() => undefined);
       if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted) return;
       throw error;
+    } finally {
+      // Also when the session ends: a pending timer would hold this server and its session until the deadline.
+      this.#timer?.cancel();
+      this.#timer = undefined;
     }
+  }
+
+  /**
+   * Takes the next request off the view into `#incoming` and wakes the loop;
+   * the loop calls it again once it has handled that request, so at most one
+   * request waits here (the rest wait in the mux, within its window). A
+   * failure (the session ended, or `signal` aborted) is kept for the loop to
+   * throw.
+   */
+  #read(signal: AbortSignal): void {
+    this.#view.recv(signal).then(
+      (request) => {
+        this.#incoming = request;
+        this.#waker.wake();
+      },
+      (error: unknown) => this.#fail(error),
+    );
+  }
+
+  #throwIfFailed(): void {
+    if (this.#failure !== undefined) throw this.#failure.error;
+  }
+
+  /** Keeps the first failure of a read or a send for the loop to throw, and wakes it. */
+  #fail(error: unknown): void {
+    this.#failure ??= { error };
+    this.#waker.wake();
+  }
+
+  /**
+   * Makes sure a timer wakes the loop by the earliest deadline (an ACK
+   * timeout or the end of a NACK backoff). A timer already armed for that
+   * time or earlier is kept: firing early only costs an iteration that finds
+   * nothing due and arms the next one, while re-arming on every response
+   * would cost a timer per response.
+   */
+  #armDeadline(): void {
+    const deadline = this.#nextDeadline();
+    const armed = this.#timer;
+    if (!Number.isFinite(deadline) || (armed !== undefined && armed.at <= deadline)) return;
+    armed?.cancel();
+    const timer = {
+      at: deadline,
+      cancel: this.#clock.setTimer(() => {
+        if (this.#timer === timer) this.#timer = undefined;
+        this.#waker.wake();
+      }, deadline - this.#now()),
+    };
+    this.#timer = timer;
   }
 
   #now(): number {
@@ -258,7 +314,12 @@ export class DiscoveryServer {
         this.#startOver(state);
       }
       // Send while there is something new and room in flight (a split change streams its parts), one response at a time.
-      while (this.#sending === undefined && state.dirty && canSend(state.phase, state.mode === "delta" ? this.#options.maxDeltaInFlight : 1)) {
+      const maxInFlight = state.mode === "delta" ? this.#options.maxDeltaInFlight : 1;
+      while (state.dirty && canSend(state.phase, maxInFlight)) {
+        if (this.#sending) {
+          this.#blocked = true;
+          break;
+        }
         if (state.mode === "sotw") await this.#sendSotw(state, signal);
         else await this.#sendDelta(state, signal);
       }
@@ -300,18 +361,27 @@ export class DiscoveryServer {
   /**
    * Hands `response` to the view without waiting for the peer's window (see
    * `#sending`); `sent` runs once it is accepted, and the loop then looks for
-   * more to send.
+   * more to send if a type was waiting for it (`#blocked`).
    */
   #send(response: MuxResponse, signal: AbortSignal, sent: () => void): void {
-    const sending = this.#view.send(response, signal).then(() => {
-      this.#sending = undefined;
-      sent();
-      this.#waker.wake();
-    });
-    // Handled here so that a failure while the loop is not racing it is not reported as unhandled: the loop's
-    // race, or its pending recv, sees the same failure (the session ended), so nothing is lost.
-    sending.catch(() => undefined);
-    this.#sending = sending;
+    this.#sending = true;
+    this.#view.send(response, signal).then(
+      () => {
+        this.#sending = false;
+        try {
+          sent();
+        } catch (error) {
+          this.#fail(error); // an observer that throws is a bug: the loop rethrows it, as it would its own
+        }
+        // Only a type that waited for this send needs the loop now; otherwise the next change or request wakes it.
+        if (this.#blocked) {
+          this.#blocked = false;
+          this.#waker.wake();
+        }
+      },
+      // The session ended (or `signal` aborted): the loop throws it and ends.
+      (error: unknown) => this.#fail(error),
+    );
   }
 
   async #sendDelta(state: TypeState, signal: AbortSignal): Promise<void> {
