@@ -8,6 +8,7 @@
 // for each change the parent makes (times as performance.timeOrigin +
 // performance.now(), comparable across processes on one machine).
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
 import { setMaxListeners } from "node:events";
 import { readFileSync } from "node:fs";
 import { silentLogger } from "../src/log.ts";
@@ -66,7 +67,9 @@ function startZone(i: number): void {
   const key = `${u}:${Math.floor(i / (urls.length * zonesPerConnection))}`;
   let transport = transports.get(key);
   if (transport === undefined) {
-    transport = connectMuxTransport(createGrpcTransport({ baseUrl: urls[u] as string, acceptCompression: [] }));
+    const baseUrl = urls[u] as string;
+    // HTTP/2 windows as the CLI's zone has them (src/adapters/node/http2-windows.ts).
+    transport = connectMuxTransport(createGrpcTransport({ baseUrl, acceptCompression: [], sessionManager: windowedSessionManager(baseUrl) }));
     transports.set(key, transport);
   }
   const zone = new ZoneControlPlane({ name: `zone-${i}`, token: tokens[i], transport, logger: silentLogger, backoff: { baseMs: 100, capMs: 2_000 }, onRetry });

@@ -8,6 +8,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { toBinary } from "@bufbuild/protobuf";
 import { createInterface } from "node:readline";
 import { MessageSchema } from "../src/gen/kds/mux/v1/mux_pb.ts";
+import { DEFAULT_HTTP2_WINDOW_BYTES, windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
 import { KdsError } from "../src/errors.ts";
 import { silentLogger } from "../src/log.ts";
 import { resourcesIn } from "../src/mux/frames.ts";
@@ -20,7 +21,9 @@ const [url, mode, maxText, countText, token] = process.argv.slice(2) as [string,
 const maxMessageBytes = Number(maxText);
 const count = countText === "count";
 const tally = { bytes: 0, resources: 0 };
-const base = connectMuxTransport(createGrpcTransport({ baseUrl: url, readMaxBytes: maxMessageBytes, acceptCompression: [] }), { name: "grpc" });
+// HTTP/2 windows as large as the mux's response byte window (at least maxMessageBytes), as the CLI's zone has.
+const sessionManager = windowedSessionManager(url, {}, Math.max(DEFAULT_HTTP2_WINDOW_BYTES, maxMessageBytes));
+const base = connectMuxTransport(createGrpcTransport({ baseUrl: url, readMaxBytes: maxMessageBytes, acceptCompression: [], sessionManager }), { name: "grpc" });
 const transport: MuxTransport = !count
   ? base
   : {

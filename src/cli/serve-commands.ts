@@ -12,6 +12,7 @@ import type { AdminBackend } from "../admin/admin-service.ts";
 import { registerAdmin } from "../admin/admin-service.ts";
 import { serveGlobal, serveRoutes, type ServedGlobal } from "../adapters/node/serve-global.ts";
 import type { ConnectionLimits } from "../adapters/node/connection-limits.ts";
+import { windowedSessionManager } from "../adapters/node/http2-windows.ts";
 import { fetchFallback, type OptionalFetchHandler } from "../adapters/node/fetch-fallback.ts";
 import { isLoopback } from "../auth/admin-authorizer.ts";
 import { TokenAuthority } from "../auth/token-authority.ts";
@@ -249,14 +250,21 @@ interface ClientTls {
   readonly key?: string;
 }
 
+/**
+ * The zone's Connect transport of `kind` to `baseUrl`. Its HTTP/2 windows
+ * match the zone's mux byte window (the default session options), so the
+ * global can stream what the mux allows while the zone is busy applying
+ * (see http2-windows.ts).
+ */
 function connectTransport(kind: string, baseUrl: string, nodeOptions: ClientTls | undefined): Transport {
+  const sessionManager = windowedSessionManager(baseUrl, nodeOptions);
   switch (kind) {
     case "grpc":
-      return createGrpcTransport({ baseUrl, nodeOptions });
+      return createGrpcTransport({ baseUrl, sessionManager });
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl, httpVersion: "2", nodeOptions });
+      return createGrpcWebTransport({ baseUrl, httpVersion: "2", sessionManager });
     case "connect":
-      return createConnectTransport({ baseUrl, httpVersion: "2", nodeOptions });
+      return createConnectTransport({ baseUrl, httpVersion: "2", sessionManager });
     default:
       throw new KdsError("invalid_argument", `--transport must be one of ${zoneTransports.join(", ")}, got "${kind}"`);
   }
@@ -287,7 +295,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
   const dial = (url: string): MuxTransport =>
     options.transport === "half-duplex"
       ? // Unary and server-streaming calls only: for proxies that break bidi streams.
-        halfDuplexMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2", nodeOptions }), { target: url })
+        halfDuplexMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: windowedSessionManager(url, nodeOptions) }), { target: url })
       : connectMuxTransport(connectTransport(options.transport, url, nodeOptions), { name: options.transport, target: url });
   const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial));
   const tokenFile = options.tokenFile;
