@@ -34,6 +34,14 @@ import { Waker } from "../util/wake.ts";
 /** Bytes kept free in every response for its envelope (type URL, nonce, version, framing). */
 const ENVELOPE_BYTES = 1024;
 
+/**
+ * The version `known` records for a key the client may or may not hold (it
+ * was in a response in flight when the server started over). No resource has
+ * it (store versions are never empty, and this one starts with a NUL), so the
+ * diff sends the resource again, or its removal when it is gone.
+ */
+const IN_DOUBT = "\u0000in doubt";
+
 interface TypeState extends DeltaDiffState {
   readonly typeUrl: string;
   readonly mode: "sotw" | "delta";
@@ -295,9 +303,16 @@ export class DiscoveryServer {
     this.#observer.nacked?.(state.typeUrl, answered.version, error, nonce);
   }
 
-  /** After a NACK or a timeout: forget what was in flight; send the current set again (it may be the same). */
+  /**
+   * After a NACK or a timeout: forget what was in flight; send the current
+   * set again (it may be the same). A client answers each response on its
+   * own, so a response in flight after the NACKed one may have been applied
+   * (its ACK now counts as stale): every key a response in flight carried is
+   * in doubt, so the next diff sends it again, or its removal.
+   */
   #startOver(state: TypeState): void {
     state.lastSentVersion = undefined;
+    for (const key of state.assumed.keys()) state.known.set(key, IN_DOUBT);
     state.assumed = new Map();
     state.dirty = true;
     state.full = true;

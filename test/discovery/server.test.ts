@@ -365,4 +365,34 @@ describe("discovery server, delta", () => {
       await s.close();
     }
   });
+
+  it("after a NACK, still removes what a later response in flight may have delivered (the client applies each response on its own)", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    const s = startServer(source, { maxDeltaInFlight: 2, nackBackoffMs: 100 });
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const r1 = await s.recvDelta();
+      source.set("b", "1");
+      const r2 = await s.recvDelta();
+      expect(r2.resources.map((x) => x.name)).toEqual(["b"]);
+      // The client could not apply r1 (its store failed) but applied r2: it holds b, not a.
+      await s.delta({ nonce: r1.nonce, error: "store unavailable" });
+      await s.delta({ nonce: r2.nonce });
+      source.delete("b");
+      expect(await s.waiting()).toBe(0); // in the NACK's backoff
+      s.advance(100);
+      const held = new Set(["b"]);
+      for (let round = 0; (await s.waiting()) > 0; round++) {
+        expect(round).toBeLessThan(20);
+        const r = await s.recvDelta();
+        for (const x of r.resources) held.add(x.name);
+        for (const gone of r.removedResources) held.delete(gone);
+        await s.delta({ nonce: r.nonce });
+      }
+      expect([...held]).toEqual(["a"]);
+    } finally {
+      await s.close();
+    }
+  });
 });

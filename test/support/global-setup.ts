@@ -30,13 +30,19 @@ export default async function setup(project: TestProject): Promise<() => Promise
     return async () => undefined;
   }
   // A kept data dir makes later runs start in about a second (no initdb); a second
-  // concurrent run finds it locked and uses a throwaway one.
+  // concurrent run finds it locked and uses a throwaway one. The kept dir is a
+  // cache: one that cannot start (a cluster damaged by a crash or by two copies
+  // of node_modules sharing its files) is removed, and this run uses a throwaway one.
+  const kept = join("node_modules", ".cache", "kds-mux", "test-postgres");
   let server: EmbeddedPostgres;
   let throwaway: string | undefined;
   try {
-    server = await startEmbeddedPostgres({ dataDir: join("node_modules", ".cache", "kds-mux", "test-postgres"), createSystemUser: true, settings: TEST_SERVER_SETTINGS });
+    server = await startEmbeddedPostgres({ dataDir: kept, createSystemUser: true, settings: TEST_SERVER_SETTINGS });
   } catch (error) {
-    if (!KdsError.is(error, "invalid_argument")) throw error;
+    if (!KdsError.is(error, "invalid_argument")) {
+      console.warn(`the kept test PostgreSQL in ${kept} did not start; removing it and using a fresh one: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`);
+      await rm(kept, { recursive: true, force: true });
+    }
     throwaway = await mkdtemp(join(tmpdir(), "kds-test-postgres-"));
     server = await startEmbeddedPostgres({ dataDir: throwaway, createSystemUser: true, settings: TEST_SERVER_SETTINGS });
   }
