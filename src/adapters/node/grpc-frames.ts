@@ -1,0 +1,132 @@
+/**
+ * gRPC's length-prefixed messages on a node:http2 stream, shared by the
+ * global's direct mux stream (mux-stream.ts) and the zone's gRPC client
+ * (grpc-mux-client.ts): one reader, one envelope, one drain wait.
+ *
+ * @module
+ */
+import { fromBinary } from "@bufbuild/protobuf";
+import type { Readable, Writable } from "node:stream";
+import { MessageSchema, type Message } from "../../gen/kds/mux/v1/mux_pb.ts";
+
+/** gRPC's length-prefixed message header: a flags byte and a 32-bit big-endian length. */
+export const GRPC_PREFIX_BYTES = 5;
+
+/** Builds the error for a frame that cannot be read; `reason` says why. */
+export type UnreadableFrame = (reason: string, cause?: unknown) => Error;
+
+/** `body` as one uncompressed gRPC message: flag byte 0, big-endian length, body. */
+export function grpcEnvelope(body: Uint8Array): Buffer {
+  const frame = Buffer.allocUnsafe(GRPC_PREFIX_BYTES + body.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(body.length, 1);
+  frame.set(body, GRPC_PREFIX_BYTES);
+  return frame;
+}
+
+/** Resolves when `stream` can take more writes, or has closed. */
+export function drained(stream: Writable): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      stream.off("drain", done);
+      stream.off("close", done);
+      resolve();
+    };
+    stream.once("drain", done);
+    stream.once("close", done);
+  });
+}
+
+/**
+ * The mux frames in gRPC's length-prefixed messages on `stream`, decoded
+ * one at a time as they are pulled. Holds at most one frame (`maxBytes`)
+ * and the chunk that completes it: a frame's length is checked against
+ * `maxBytes` before its body is buffered, and its chunks are kept apart
+ * until it is whole and joined once (joining on every chunk copied a 4 MiB
+ * frame's bytes about 250 times). A compressed flag is refused: both users
+ * only read streams without `grpc-encoding`. Ends when the stream ends or
+ * closes; a stream error is thrown as it is.
+ */
+export async function* readGrpcFrames(stream: Readable, maxBytes: number, unreadable: UnreadableFrame): AsyncGenerator<Message, void, undefined> {
+  let pending: Buffer = Buffer.alloc(0);
+  const parts: Buffer[] = [];
+  let partBytes = 0;
+  /** Bytes the frame being read needs in all: its prefix, then prefix and body once the length is known. */
+  let need = GRPC_PREFIX_BYTES;
+  for await (const chunk of chunksOf(stream)) {
+    parts.push(chunk);
+    partBytes += chunk.length;
+    if (pending.length + partBytes < need) continue;
+    pending = Buffer.concat([pending, ...parts]);
+    parts.length = 0;
+    partBytes = 0;
+    while (pending.length >= GRPC_PREFIX_BYTES) {
+      if (((pending[0] as number) & 1) !== 0) throw unreadable("a compressed frame on a stream without grpc-encoding");
+      const length = pending.readUInt32BE(1);
+      if (length > maxBytes) throw unreadable(`a frame of ${length} bytes, above the read limit of ${maxBytes}`);
+      need = GRPC_PREFIX_BYTES + length;
+      if (pending.length < need) break;
+      const body = pending.subarray(GRPC_PREFIX_BYTES, need);
+      pending = pending.subarray(need);
+      need = GRPC_PREFIX_BYTES;
+      let message: Message;
+      try {
+        message = fromBinary(MessageSchema, body);
+      } catch (error) {
+        throw unreadable(`parse binary: ${error instanceof Error ? error.message : String(error)}`, error);
+      }
+      yield message;
+    }
+  }
+  const left = pending.length + partBytes;
+  if (left > 0) throw unreadable(`the stream ended inside a frame (${left} bytes left)`);
+}
+
+/**
+ * The chunks of `stream` as they are asked for: it is paused while a chunk
+ * waits, so HTTP/2 flow control pushes back on a peer whose frames are not
+ * taken. Unlike Node's stream iterator, stopping early leaves the stream
+ * open, so a server can still send its status trailers.
+ */
+async function* chunksOf(stream: Readable): AsyncGenerator<Buffer, void, undefined> {
+  const waiting: Buffer[] = [];
+  let ended = false;
+  let failure: unknown;
+  let wake: (() => void) | undefined;
+  const onData = (chunk: Buffer): void => {
+    waiting.push(chunk);
+    stream.pause();
+    wake?.();
+  };
+  const onEnd = (): void => {
+    ended = true;
+    wake?.();
+  };
+  const onError = (error: unknown): void => {
+    failure = error;
+    wake?.();
+  };
+  stream.on("data", onData);
+  stream.once("end", onEnd);
+  stream.once("close", onEnd);
+  stream.once("error", onError);
+  try {
+    for (;;) {
+      const chunk = waiting.shift();
+      if (chunk !== undefined) {
+        yield chunk;
+        if (waiting.length === 0) stream.resume();
+        continue;
+      }
+      if (failure !== undefined) throw failure;
+      if (ended) return;
+      await new Promise<void>((resolve) => (wake = resolve));
+      wake = undefined;
+    }
+  } finally {
+    stream.off("data", onData);
+    stream.off("end", onEnd);
+    stream.off("close", onEnd);
+    stream.off("error", onError);
+  }
+}
