@@ -10,3 +10,4 @@ export { DEFAULT_HTTP2_WINDOW_BYTES, windowedSessionManager } from "./http2-wind
 export { METRIC_NAMES, PrometheusMetrics } from "../../observe/prometheus.ts";
 export { fetchFallback, type NodeFallback, type OptionalFetchHandler } from "./fetch-fallback.ts";
 export { startEmbeddedPostgres, type EmbeddedPostgres, type EmbeddedPostgresOptions } from "./embedded-postgres.ts";
+export { grpcMuxTransport, type GrpcMuxTransport, type GrpcMuxTransportOptions } from "./grpc-mux-client.ts";
