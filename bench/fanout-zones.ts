@@ -11,6 +11,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
 import { setMaxListeners } from "node:events";
 import { readFileSync } from "node:fs";
+import { grpcMuxTransport } from "../src/adapters/node/grpc-mux-client.ts";
 import { silentLogger } from "../src/log.ts";
 import { connectMuxTransport } from "../src/transport/connect.ts";
 import type { MuxTransport } from "../src/transport/transport.ts";
@@ -67,9 +68,12 @@ function startZone(i: number): void {
   const key = `${u}:${Math.floor(i / (urls.length * zonesPerConnection))}`;
   let transport = transports.get(key);
   if (transport === undefined) {
-    const baseUrl = urls[u] as string;
-    // HTTP/2 windows as the CLI's zone has them (src/adapters/node/http2-windows.ts).
-    transport = connectMuxTransport(createGrpcTransport({ baseUrl, acceptCompression: [], sessionManager: windowedSessionManager(baseUrl) }));
+    // KDS_BENCH_ZONE_CLIENT=connect: connect-node's gRPC client, for A/B runs against grpcMuxTransport.
+    transport =
+      process.env.KDS_BENCH_ZONE_CLIENT === "connect"
+        ? // HTTP/2 windows as the CLI's zone has them (src/adapters/node/http2-windows.ts).
+          connectMuxTransport(createGrpcTransport({ baseUrl: urls[u] as string, acceptCompression: [], sessionManager: windowedSessionManager(urls[u] as string) }))
+        : grpcMuxTransport(urls[u] as string, { signal: stop.signal });
     transports.set(key, transport);
   }
   const zone = new ZoneControlPlane({ name: `zone-${i}`, token: tokens[i], transport, logger: silentLogger, backoff: { baseMs: 100, capMs: 2_000 }, onRetry });

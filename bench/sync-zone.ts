@@ -10,6 +10,7 @@ import { createInterface } from "node:readline";
 import { MessageSchema } from "../src/gen/kds/mux/v1/mux_pb.ts";
 import { DEFAULT_HTTP2_WINDOW_BYTES, windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
 import { KdsError } from "../src/errors.ts";
+import { grpcMuxTransport } from "../src/adapters/node/grpc-mux-client.ts";
 import { silentLogger } from "../src/log.ts";
 import { resourcesIn } from "../src/mux/frames.ts";
 import { KIND_CATALOG_TYPE_URL } from "../src/sync/kind-catalog.ts";
@@ -22,8 +23,12 @@ const maxMessageBytes = Number(maxText);
 const count = countText === "count";
 const tally = { bytes: 0, resources: 0 };
 // HTTP/2 windows as large as the mux's response byte window (at least maxMessageBytes), as the CLI's zone has.
-const sessionManager = windowedSessionManager(url, {}, Math.max(DEFAULT_HTTP2_WINDOW_BYTES, maxMessageBytes));
-const base = connectMuxTransport(createGrpcTransport({ baseUrl: url, readMaxBytes: maxMessageBytes, acceptCompression: [], sessionManager }), { name: "grpc" });
+const windowBytes = Math.max(DEFAULT_HTTP2_WINDOW_BYTES, maxMessageBytes);
+// KDS_BENCH_ZONE_CLIENT=connect: connect-node's gRPC client, for A/B runs against grpcMuxTransport.
+const base =
+  process.env.KDS_BENCH_ZONE_CLIENT === "connect"
+    ? connectMuxTransport(createGrpcTransport({ baseUrl: url, readMaxBytes: maxMessageBytes, acceptCompression: [], sessionManager: windowedSessionManager(url, {}, windowBytes) }), { name: "grpc" })
+    : grpcMuxTransport(url, { maxMessageBytes, initialWindowSize: windowBytes });
 const transport: MuxTransport = !count
   ? base
   : {
