@@ -11,6 +11,7 @@ import { TokenService } from "../../src/gen/kds/admin/v1/tokens_pb.ts";
 import { DataplaneSpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { silentLogger } from "../../src/log.ts";
+import { grpcMuxTransport } from "../../src/adapters/node/grpc-mux-client.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { halfDuplexMuxTransport } from "../../src/transport/half-duplex/client.ts";
 import { createConnectTransport as createWebConnectTransport } from "@connectrpc/connect-web";
@@ -49,7 +50,9 @@ try {
   const mux =
     kind === "half-duplex"
       ? halfDuplexMuxTransport(createWebConnectTransport({ baseUrl: http1Url, useBinaryFormat: true }))
-      : connectMuxTransport(transport(), { name: kind });
+      : kind === "grpc-plain"
+        ? grpcMuxTransport(url)
+        : connectMuxTransport(transport(), { name: kind });
   const { token } = await tokens.generateZoneToken({ zone: name, validForSeconds: 3600n });
   const zone = new ZoneControlPlane({ name, transport: mux, token, types: createTypeRegistry(exampleTypes), logger: silentLogger, backoff: { baseMs: 50, capMs: 200 } });
   let run = new AbortController();

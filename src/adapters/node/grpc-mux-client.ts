@@ -32,6 +32,10 @@ export interface GrpcMuxTransportOptions {
   name?: string;
   /** CA certificates (PEM) trusted for an `https:` URL; default Node's trust store. */
   ca?: string | Buffer | Array<string | Buffer>;
+  /** A client certificate (PEM) for mutual TLS, with {@link GrpcMuxTransportOptions.key}. */
+  cert?: string | Buffer;
+  /** The client certificate's private key (PEM). */
+  key?: string | Buffer;
   /**
    * The largest frame read from the global, in bytes; a larger one fails the
    * stream before its body is buffered. Default the mux's 4 MiB. Keep it at
@@ -90,6 +94,8 @@ export function grpcMuxTransport(baseUrl: string, options: GrpcMuxTransportOptio
     if (session !== undefined && !session.closed && !session.destroyed) return session;
     const opened = http2.connect(url, {
       ...(options.ca === undefined ? {} : { ca: options.ca }),
+      ...(options.cert === undefined ? {} : { cert: options.cert }),
+      ...(options.key === undefined ? {} : { key: options.key }),
       settings: { initialWindowSize: window, enablePush: false },
     });
     // A connection error also errors its streams, where each call reports it.
