@@ -105,7 +105,7 @@ export function program(): Command {
     .addOption(storeOption())
     .addOption(dataDirOption())
     .requiredOption("--global <urls>", "the global's zone-facing address, e.g. https://global.example:5685; several instances comma-separated (the zone fails over between them)")
-    .addOption(new Option("--transport <kind>", "how to dial the global (HTTP/2; half-duplex uses unary and server-streaming calls only)").choices([...zoneTransports]).default("grpc"))
+    .addOption(new Option("--transport <kind>", "how to dial the global (HTTP/2; grpc is plain gRPC on node:http2, grpc-connect the same protocol through connect-node's client; half-duplex uses unary and server-streaming calls only)").choices([...zoneTransports]).default("grpc"))
     .option("--token-file <file>", "the zone token (kds-mux generate zone-token), re-read before every dial")
     .option("--ca-cert <file>", "PEM CA that signed the global's certificate (https --global)")
     .option("--client-cert <file>", "PEM client certificate (CN = zone name) for mutual TLS, instead of a token")

@@ -26,6 +26,7 @@ import type { ZoneStatus } from "../sync/status.ts";
 import { KdsError } from "../errors.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
+import { grpcMuxTransport } from "../adapters/node/grpc-mux-client.ts";
 import { connectMuxTransport } from "../transport/connect.ts";
 import { failoverMuxTransport } from "../transport/failover.ts";
 import { halfDuplexMuxTransport } from "../transport/half-duplex/client.ts";
@@ -219,7 +220,7 @@ function observation(role: "global" | "zone", name: string, zones: () => Promise
 }
 
 /** The transports `kds-mux zone --transport` offers. */
-export const zoneTransports = ["grpc", "grpc-web", "connect", "half-duplex"] as const;
+export const zoneTransports = ["grpc", "grpc-connect", "grpc-web", "connect", "half-duplex"] as const;
 
 /** Options of `kds-mux zone`. */
 export interface ZoneCommandOptions extends TlsFlags, StoreChoice, Pick<ConnectionFlags, "adminMaxConnections" | "idleTimeout"> {
@@ -259,7 +260,7 @@ interface ClientTls {
 function connectTransport(kind: string, baseUrl: string, nodeOptions: ClientTls | undefined): Transport {
   const sessionManager = windowedSessionManager(baseUrl, nodeOptions);
   switch (kind) {
-    case "grpc":
+    case "grpc-connect":
       return createGrpcTransport({ baseUrl, sessionManager });
     case "grpc-web":
       return createGrpcWebTransport({ baseUrl, httpVersion: "2", sessionManager });
@@ -296,7 +297,10 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
     options.transport === "half-duplex"
       ? // Unary and server-streaming calls only: for proxies that break bidi streams.
         halfDuplexMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: windowedSessionManager(url, nodeOptions) }), { target: url })
-      : connectMuxTransport(connectTransport(options.transport, url, nodeOptions), { name: options.transport, target: url });
+      : options.transport === "grpc"
+        ? // Plain gRPC on node:http2, without connect-node's client pipeline (grpc-connect is connect-node's); its HTTP/2 windows are the mux's byte window too.
+          grpcMuxTransport(url, { ...nodeOptions, signal: options.signal })
+        : connectMuxTransport(connectTransport(options.transport, url, nodeOptions), { name: options.transport, target: url });
   const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial));
   const tokenFile = options.tokenFile;
   checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
