@@ -24,6 +24,7 @@ import { defaultSessionOptions } from "../../mux/index.ts";
 import { fromConnectError } from "../../transport/connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "../../transport/transport.ts";
 import { drained, grpcEnvelope, readGrpcFrames } from "./grpc-frames.ts";
+import { DEFAULT_HTTP2_WINDOW_BYTES } from "./http2-windows.ts";
 import { MUX_PATH } from "./mux-stream.ts";
 
 /** Options of {@link grpcMuxTransport}. */
@@ -43,12 +44,14 @@ export interface GrpcMuxTransportOptions {
    */
   maxMessageBytes?: number;
   /**
-   * The HTTP/2 stream's receive window, in bytes. Default the mux's response
-   * byte window (8 MiB), so HTTP/2 flow control never stalls a burst the
-   * mux already allowed. Memory stays bounded: the stream is paused while
-   * the zone does not pull, so at most this many bytes wait in HTTP/2 plus
-   * one frame and one chunk in the reader, and the global cannot send more
-   * than the mux's byte window grants anyway.
+   * The HTTP/2 receive window of each stream and of the connection, in
+   * bytes. Default `DEFAULT_HTTP2_WINDOW_BYTES`, the mux's response byte
+   * window (8 MiB), as for the Connect transports (http2-windows.ts): HTTP/2
+   * flow control then never stalls a burst the mux already allowed. Memory
+   * stays bounded: the stream is paused while the zone does not pull, so at
+   * most this many bytes wait in HTTP/2 plus one frame and one chunk in the
+   * reader, and the global cannot send more than the mux's byte window
+   * grants anyway.
    */
   initialWindowSize?: number;
   /** Aborting it closes the HTTP/2 connection for good, as {@link GrpcMuxTransport.close} does. */
@@ -76,7 +79,7 @@ export function grpcMuxTransport(baseUrl: string, options: GrpcMuxTransportOptio
   const path = `${url.pathname.replace(/\/+$/, "")}${MUX_PATH}`;
   const target = baseUrl;
   const maxBytes = options.maxMessageBytes ?? defaultSessionOptions.maxMessageBytes;
-  const window = Math.min(MAX_HTTP2_WINDOW, options.initialWindowSize ?? defaultSessionOptions.responseWindowBytes);
+  const window = Math.min(MAX_HTTP2_WINDOW, options.initialWindowSize ?? DEFAULT_HTTP2_WINDOW_BYTES);
   let session: http2.ClientHttp2Session | undefined;
   let closed = false;
 
@@ -107,8 +110,9 @@ export function grpcMuxTransport(baseUrl: string, options: GrpcMuxTransportOptio
       if (session === opened) session = undefined;
     });
     // The connection-level window too, so one stream's burst is not held to 64 KiB.
+    // Deno's and Bun's node:http2 may lack setLocalWindowSize: their connection keeps its default window then.
     opened.once("connect", () => {
-      if (!opened.destroyed && window > 65_535) opened.setLocalWindowSize(window);
+      if (!opened.destroyed && window > 65_535 && typeof opened.setLocalWindowSize === "function") opened.setLocalWindowSize(window);
     });
     session = opened;
     return opened;
