@@ -242,4 +242,28 @@ describe("grpcMuxTransport", () => {
     transport.close();
     await fake.close();
   });
+
+  it("ends with an error, not a hang, when the connection is lost before the zone starts reading", async () => {
+    let serverClosed = false;
+    const fake = await fakeGlobal((stream, session) => {
+      stream.respond({ ":status": 200, "content-type": "application/grpc" });
+      session.once("close", () => (serverClosed = true));
+      setImmediate(() => session.destroy());
+    });
+    const stop = new AbortController();
+    const transport = grpcMuxTransport(fake.url);
+    const messages = await transport.open({ headers: new Headers(), outbound: silent(stop.signal), signal: stop.signal });
+    await eventually(() => serverClosed, "the global's side is gone");
+    await new Promise((resolve) => setTimeout(resolve, 50)); // lets the client see the loss first (the code is the same either way)
+    expect(
+      await codeOf(
+        (async () => {
+          for await (const _ of messages) void _;
+        })(),
+      ),
+    ).toBe("transport");
+    stop.abort();
+    transport.close();
+    await fake.close();
+  });
 });

@@ -86,7 +86,8 @@ export async function* readGrpcFrames(stream: Readable, maxBytes: number, unread
  * The chunks of `stream` as they are asked for: it is paused while a chunk
  * waits, so HTTP/2 flow control pushes back on a peer whose frames are not
  * taken. Unlike Node's stream iterator, stopping early leaves the stream
- * open, so a server can still send its status trailers.
+ * open, so a server can still send its status trailers. A stream already
+ * destroyed when the reading starts ends at once (with its error, if any).
  */
 async function* chunksOf(stream: Readable): AsyncGenerator<Buffer, void, undefined> {
   const waiting: Buffer[] = [];
@@ -110,6 +111,11 @@ async function* chunksOf(stream: Readable): AsyncGenerator<Buffer, void, undefin
   stream.once("end", onEnd);
   stream.once("close", onEnd);
   stream.once("error", onError);
+  // A stream destroyed before this reader started has emitted its end or error already.
+  if (stream.destroyed) {
+    ended = true;
+    failure = stream.errored ?? undefined;
+  }
   try {
     for (;;) {
       const chunk = waiting.shift();

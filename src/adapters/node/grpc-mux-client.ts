@@ -145,6 +145,8 @@ async function openStream(
   }
   let trailers: http2.IncomingHttpHeaders | undefined;
   stream.once("trailers", (t) => (trailers = t));
+  // Errors before the reader starts stay on the stream (stream.errored), where the frame reader finds them.
+  stream.on("error", () => undefined);
   const cancel = (): void => {
     if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
   };
