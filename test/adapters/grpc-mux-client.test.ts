@@ -6,20 +6,18 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import type { AddressInfo } from "node:net";
 import * as http2 from "node:http2";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { grpcMuxTransport } from "../../src/adapters/node/grpc-mux-client.ts";
-import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/serve-global.ts";
-import { insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
 import { KdsError } from "../../src/errors.ts";
 import { MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
-import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
+import { globalServedBothWays } from "../support/served-both-ways.ts";
 import { eventually } from "../contract/harness.ts";
 import { dataplane, mesh } from "../sync/helpers.ts";
 
@@ -75,47 +73,30 @@ async function fakeGlobal(answer: (stream: http2.ServerHttp2Stream, session: htt
 }
 
 describe("grpcMuxTransport", () => {
-  const abort = new AbortController();
   const types = createTypeRegistry(exampleTypes);
-  let global: GlobalControlPlane;
-  let direct: ServedGlobal;
-  let viaConnect: ServedGlobal;
-
-  beforeAll(async () => {
-    global = new GlobalControlPlane({ types, authenticator: insecureZoneAuthenticator(), logger: silentLogger });
-    global.start(abort.signal);
-    await global.registerZone("zone-1");
-    direct = await serveGlobal(global.server);
-    viaConnect = await serveGlobal(global.server, { directMuxStream: false });
-  });
-
-  afterAll(async () => {
-    abort.abort();
-    await direct?.close();
-    await viaConnect?.close();
-  });
+  const both = globalServedBothWays(types);
 
   it("syncs a zone both ways, through the direct mux stream and through connect-node's server", async () => {
-    for (const [i, served] of [direct, viaConnect].entries()) {
+    for (const [i, served] of [both.direct, both.viaConnect].entries()) {
       const stop = new AbortController();
       const transport = grpcMuxTransport(served.url, { signal: stop.signal });
       const zone = new ZoneControlPlane({ name: "zone-1", transport, types, logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
       const running = zone.run(stop.signal).catch(() => undefined);
       try {
-        await global.store.put(mesh(`m${i}`));
+        await both.global.store.put(mesh(`m${i}`));
         await eventually(async () => (await zone.store.get("Mesh", "", `m${i}`)) !== undefined, `mesh m${i} reaches the zone`);
         await zone.store.put(dataplane("default", `web${i}`));
-        await eventually(async () => (await global.store.get("Dataplane", "default", `zone-1.web${i}`)) !== undefined, `dataplane web${i} reaches the global`);
+        await eventually(async () => (await both.global.store.get("Dataplane", "default", `zone-1.web${i}`)) !== undefined, `dataplane web${i} reaches the global`);
       } finally {
         stop.abort();
         await running;
       }
-      await eventually(() => global.server.session("zone-1") === undefined, "the zone's session ends");
+      await eventually(() => both.global.server.session("zone-1") === undefined, "the zone's session ends");
     }
   });
 
   it("is refused with the same KdsError code as connect-node's gRPC client", async () => {
-    for (const served of [direct, viaConnect]) {
+    for (const served of [both.direct, both.viaConnect]) {
       const transports: MuxTransport[] = [connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), grpcMuxTransport(served.url)];
       const codes = [];
       for (const transport of transports) {

@@ -4,9 +4,9 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import * as http2 from "node:http2";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { isPlainGrpcMuxStream } from "../../src/adapters/node/mux-stream.ts";
-import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/serve-global.ts";
+import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
 import { insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
 import { KdsError } from "../../src/errors.ts";
 import { MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
@@ -14,6 +14,7 @@ import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
+import { globalServedBothWays } from "../support/served-both-ways.ts";
 
 const PATH = "/kds.mux.v1.MultiplexService/StreamMessage";
 
@@ -45,25 +46,11 @@ const status = (r: { headers: http2.IncomingHttpHeaders; trailers: http2.Incomin
 
 describe("serveGlobal's direct mux stream", () => {
   const abort = new AbortController();
-  let direct: ServedGlobal;
-  let viaConnect: ServedGlobal;
-
-  beforeAll(async () => {
-    const global = new GlobalControlPlane({ authenticator: insecureZoneAuthenticator(), logger: silentLogger });
-    global.start(abort.signal);
-    await global.registerZone("zone-1");
-    direct = await serveGlobal(global.server);
-    viaConnect = await serveGlobal(global.server, { directMuxStream: false });
-  });
-
-  afterAll(async () => {
-    abort.abort();
-    await direct?.close();
-    await viaConnect?.close();
-  });
+  afterAll(() => abort.abort());
+  const both = globalServedBothWays();
 
   it("connects a zone and refuses an unregistered one with the same code either way", async () => {
-    for (const served of [direct, viaConnect]) {
+    for (const served of [both.direct, both.viaConnect]) {
       const transport = connectMuxTransport(createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }));
       const session = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
       expect(session.peerId).toBe("global");
@@ -74,7 +61,7 @@ describe("serveGlobal's direct mux stream", () => {
   });
 
   it("serves a zone that accepts compressed responses (connect-node's default), uncompressed", async () => {
-    const transport = connectMuxTransport(createGrpcTransport({ baseUrl: direct.url }));
+    const transport = connectMuxTransport(createGrpcTransport({ baseUrl: both.direct.url }));
     const session = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
     expect(session.peerId).toBe("global");
     await session.close({ message: "test over" });
@@ -95,7 +82,7 @@ describe("serveGlobal's direct mux stream", () => {
       },
     });
     const ping = create(MessageSchema, { value: { case: "ping", value: { id: 42n } } });
-    const client = http2.connect(direct.url);
+    const client = http2.connect(both.direct.url);
     try {
       const stream = client.request({ ":method": "POST", ":path": PATH, "content-type": "application/grpc", te: "trailers", "client-id": "zone-1" });
       const pong = new Promise<bigint>((resolve, reject) => {
@@ -125,8 +112,8 @@ describe("serveGlobal's direct mux stream", () => {
   });
 
   it("answers a refused stream with connect-node's status and trailers", async () => {
-    const plain = await bareCall(direct.url, "zone-2");
-    const connect = await bareCall(viaConnect.url, "zone-2");
+    const plain = await bareCall(both.direct.url, "zone-2");
+    const connect = await bareCall(both.viaConnect.url, "zone-2");
     expect(status(plain)).toEqual({ grpcStatus: "9", code: "zone_not_registered" });
     expect(status(plain)).toEqual(status(connect));
     expect(plain.trailers["grpc-message"]).toEqual(connect.trailers["grpc-message"]);
