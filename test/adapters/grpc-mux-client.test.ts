@@ -81,7 +81,7 @@ describe("grpcMuxTransport", () => {
       const stop = new AbortController();
       const transport = grpcMuxTransport(served.url, { signal: stop.signal });
       const zone = new ZoneControlPlane({ name: "zone-1", transport, types, logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
-      const running = zone.run(stop.signal).catch(() => undefined);
+      const running = zone.run(stop.signal); // resolves once stopped; a rejection fails the test
       try {
         await both.global.store.put(mesh(`m${i}`));
         await eventually(async () => (await zone.store.get("Mesh", "", `m${i}`)) !== undefined, `mesh m${i} reaches the zone`);
