@@ -24,7 +24,7 @@ import { defaultSessionOptions } from "../../mux/index.ts";
 import { fromConnectError } from "../../transport/connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "../../transport/transport.ts";
 import { drained, grpcEnvelope, readGrpcFrames } from "./grpc-frames.ts";
-import { DEFAULT_HTTP2_WINDOW_BYTES } from "./http2-windows.ts";
+import { DEFAULT_HTTP2_WINDOW_BYTES, http2Window } from "./http2-windows.ts";
 import { MUX_PATH } from "./mux-stream.ts";
 
 /** Options of {@link grpcMuxTransport}. */
@@ -65,8 +65,6 @@ export interface GrpcMuxTransport extends MuxTransport {
 }
 
 const REQUEST_CONTENT_TYPE = "application/grpc+proto";
-/** Largest initial window HTTP/2 allows. */
-const MAX_HTTP2_WINDOW = 2 ** 31 - 1;
 
 /**
  * A {@link MuxTransport} speaking plain gRPC to the global at `baseUrl`
@@ -79,7 +77,7 @@ export function grpcMuxTransport(baseUrl: string, options: GrpcMuxTransportOptio
   const path = `${url.pathname.replace(/\/+$/, "")}${MUX_PATH}`;
   const target = baseUrl;
   const maxBytes = options.maxMessageBytes ?? defaultSessionOptions.maxMessageBytes;
-  const window = Math.min(MAX_HTTP2_WINDOW, options.initialWindowSize ?? DEFAULT_HTTP2_WINDOW_BYTES);
+  const window = http2Window(options.initialWindowSize ?? DEFAULT_HTTP2_WINDOW_BYTES);
   let session: http2.ClientHttp2Session | undefined;
   let closed = false;
 

@@ -35,6 +35,11 @@ export const DEFAULT_HTTP2_WINDOW_BYTES = 8 * 1024 * 1024;
 /** The largest window HTTP/2 allows (2^31 - 1). */
 const MAX_HTTP2_WINDOW = 2 ** 31 - 1;
 
+/** `bytes` as an HTTP/2 window: whole, at least HTTP/2's default of 65,535, at most 2^31 - 1. */
+export function http2Window(bytes: number): number {
+  return Math.min(MAX_HTTP2_WINDOW, Math.max(65_535, Math.floor(bytes)));
+}
+
 /**
  * A connect-node HTTP/2 session manager for `baseUrl` whose connections
  * announce a receive window of `windowBytes` per stream (SETTINGS
@@ -57,7 +62,7 @@ export function windowedSessionManager(
   nodeOptions: http2.ClientSessionOptions | http2.SecureClientSessionOptions = {},
   windowBytes = DEFAULT_HTTP2_WINDOW_BYTES,
 ): Http2SessionManager {
-  const window = Math.min(MAX_HTTP2_WINDOW, Math.max(65_535, Math.floor(windowBytes)));
+  const window = http2Window(windowBytes);
   return new WindowedSessionManager(baseUrl, { ...nodeOptions, settings: { ...nodeOptions.settings, initialWindowSize: window } }, window);
 }
 
