@@ -12,6 +12,7 @@
  *   re-reads the store. A store that can no longer resume from that far back
  *   fails with `store_compacted`, and the consumer lists again.
  * - {@link ResourceStore.apply} is atomic: all of a batch or nothing.
+ * - {@link ResourceStore.getMany} reads many names of a kind in one go.
  * - put/delete take an optional expected version (optimistic concurrency).
  * - A store that cannot answer fails with `store_unavailable`; callers retry
  *   with backoff and never read a failure as "empty".
@@ -97,6 +98,14 @@ export interface ApplyResult {
   readonly results: ReadonlyArray<StoredResource | boolean>;
 }
 
+/** A resource's mesh and name, within a kind. */
+export interface ResourceName {
+  /** Its mesh ("" for cluster-scoped). */
+  readonly mesh: string;
+  /** Its name. */
+  readonly name: string;
+}
+
 /** The identity of a resource in a store. */
 export interface ResourceRef {
   /** Its kind. */
@@ -124,6 +133,16 @@ export interface WatchOptions {
 export interface ResourceStore {
   /** One resource, or undefined. */
   get(kind: string, mesh: string, name: string, options?: { signal?: AbortSignal }): Promise<StoredResource | undefined>;
+  /**
+   * Several resources of one kind at once: per ref, in order, the resource
+   * or undefined. One read for the lot (a store may split a very long list
+   * into a few bounded reads), where a `get` per name would cost a round
+   * trip each; sync reads a response's removals this way. Every ref is
+   * read from one snapshot only when the store reads them in one query;
+   * callers that write on the strength of what they read pass the versions
+   * read as `expectedVersion`.
+   */
+  getMany(kind: string, refs: readonly ResourceName[], options?: { signal?: AbortSignal }): Promise<Array<StoredResource | undefined>>;
   /** A consistent snapshot of the resources of `kind` matching the options, with its revision. */
   list(kind: string, options?: ListOptions): Promise<ListResult>;
   /** Creates or replaces a resource; the store assigns the version and times. */

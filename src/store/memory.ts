@@ -11,7 +11,7 @@ import { toBinary } from "@bufbuild/protobuf";
 import { KdsError, abortError } from "../errors.ts";
 import { resourceKey, type ResourceMeta, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
 import { Waker } from "../util/wake.ts";
-import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "./contract.ts";
+import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceName, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "./contract.ts";
 import { keptLabels, keptSpec } from "./kept.ts";
 import { byMeshThenName, matchesLabels, validateInput, versionConflict } from "./validate.ts";
 
@@ -80,6 +80,12 @@ export class InMemoryStore implements ResourceStore {
   get(kind: string, mesh: string, name: string, options?: { signal?: AbortSignal }): Promise<StoredResource | undefined> {
     if (options?.signal?.aborted) return Promise.reject(abortError(options.signal, "get"));
     return Promise.resolve(this.#bucket(kind)?.get(resourceKey(mesh, name)));
+  }
+
+  getMany(kind: string, refs: readonly ResourceName[], options?: { signal?: AbortSignal }): Promise<Array<StoredResource | undefined>> {
+    if (options?.signal?.aborted) return Promise.reject(abortError(options.signal, "getMany"));
+    const bucket = this.#bucket(kind);
+    return Promise.resolve(refs.map((r) => bucket?.get(resourceKey(r.mesh, r.name))));
   }
 
   list(kind: string, options: ListOptions = {}): Promise<ListResult> {

@@ -29,7 +29,7 @@ import { resourceKey, type StoredResource, type TypeRegistry } from "../sync/res
 import { sleep } from "../util/abort.ts";
 import { backoffDelay, resolveBackoff } from "../util/backoff.ts";
 import { Waker, timer } from "../util/wake.ts";
-import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "./contract.ts";
+import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceName, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "./contract.ts";
 import { describeTarget, isConnectionError, storeError } from "./postgres/errors.ts";
 import { guarded, type Runner } from "./postgres/guard.ts";
 import { migrate, quoteIdent, type MigrationReport } from "./postgres/migrations.ts";
@@ -37,6 +37,12 @@ import { CHANGE_COLUMNS, RESOURCE_COLUMNS, decodeChange, decodeResource, encodeS
 import { transaction } from "./postgres/transaction.ts";
 import { keptLabels, keptSpec } from "./kept.ts";
 import { validateInput, versionConflict } from "./validate.ts";
+
+/**
+ * Names one `getMany` statement reads at most; a longer list is read in
+ * statements of this many, inside one read-only transaction (one snapshot).
+ */
+const GET_MANY_CHUNK = 10_000;
 
 /** Delays between a watch's reconnect attempts while the database is unreachable. */
 const WATCH_RETRY = resolveBackoff({ baseMs: 200, capMs: 2_000 });
@@ -171,6 +177,44 @@ export class PostgresStore implements ResourceStore {
     );
     const row = rows[0];
     return row === undefined ? undefined : decodeResource(this.#types, row);
+  }
+
+  /** One statement per {@link GET_MANY_CHUNK} names (a join against the names passed as arrays), all in one snapshot. */
+  async getMany(kind: string, refs: readonly ResourceName[], options: { signal?: AbortSignal } = {}): Promise<Array<StoredResource | undefined>> {
+    const k = this.#kindName(kind);
+    if (refs.length === 0) {
+      if (options.signal?.aborted) throw abortError(options.signal, "getMany");
+      return [];
+    }
+    const read = (q: Sql | TransactionSql, run: Runner, part: readonly ResourceName[]): Promise<ResourceRow[]> =>
+      run(q<ResourceRow[]>`
+        SELECT ${q.unsafe(RESOURCE_COLUMNS)} FROM kds_resources
+        WHERE kind = ${k} AND (mesh, name) IN (SELECT * FROM unnest(${part.map((r) => r.mesh)}::text[], ${part.map((r) => r.name)}::text[]))`);
+    const rows = await this.#call("getMany", options.signal, (run) =>
+      refs.length <= GET_MANY_CHUNK
+        ? read(this.#sql, run, refs)
+        : transaction(this.#sql, "isolation level repeatable read read only", async (tx) => {
+            const all: ResourceRow[] = [];
+            for (const part of chunks(refs, GET_MANY_CHUNK)) for (const row of await read(tx, run, part)) all.push(row);
+            return all;
+          }),
+    );
+    const id = (mesh: string, name: string): string => `${mesh}\u0000${name}`;
+    const found = new Map<string, ResourceRow>();
+    for (const row of rows) found.set(id(row.mesh, row.name), row);
+    // Decode each found row once, even when a name is asked for twice.
+    const decoded = new Map<string, StoredResource>();
+    return refs.map((r) => {
+      const key = id(r.mesh, r.name);
+      const row = found.get(key);
+      if (row === undefined) return undefined;
+      let resource = decoded.get(key);
+      if (resource === undefined) {
+        resource = decodeResource(this.#types, row);
+        decoded.set(key, resource);
+      }
+      return resource;
+    });
   }
 
   async list(kind: string, options: ListOptions = {}): Promise<ListResult> {

@@ -8,7 +8,8 @@
  * (`WriteOp.specBytes`): the store need not copy them or encode the spec
  * again. A resource whose local copy cannot be stored (its mapped name is
  * too long, say) is left out and reported on its own; it does not block
- * the rest.
+ * the rest. The local copies of a delta response's removals are read with
+ * one `store.getMany`, not one read per name.
  *
  * @module
  */
@@ -143,15 +144,19 @@ export class StoreSink implements ResourceSink {
       const input = this.#input(type, decoded, rejected);
       if (input !== undefined) ops.push({ op: "put", input, handOver: true, specBytes: decoded.specBytes });
     }
-    for (const key of removed) {
+    // The local copies of every removed key, read in one go (not one read per name); a key named twice is read and deleted once.
+    const gone = [...new Set(removed)].map((key) => {
       const { mesh, name } = parseResourceKey(key);
-      const localName = this.#mapping.localName(name);
-      const local = await this.#store.get(type.kind, mesh, localName, { signal });
+      return { mesh, name: this.#mapping.localName(name) };
+    });
+    const locals = gone.length === 0 ? [] : await this.#store.getMany(type.kind, gone, { signal });
+    gone.forEach(({ mesh, name }, i) => {
+      const local = locals[i];
       // Only ever delete this sink's own copies, and only the version just read.
       if (local !== undefined && matchesLabels(local.meta.labels, this.#mapping.scope)) {
-        ops.push({ op: "delete", kind: type.kind, mesh, name: localName, expectedVersion: local.meta.version });
+        ops.push({ op: "delete", kind: type.kind, mesh, name, expectedVersion: local.meta.version });
       }
-    }
+    });
     if (ops.length > 0) await this.#store.apply(ops, { signal });
     return { rejected };
   }

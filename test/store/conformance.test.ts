@@ -259,6 +259,35 @@ describe.each(variants)("store contract: $name", (variant) => {
     expect(changes.map(describeChange)).toEqual(["put Mesh /a@1", "put Mesh /d@2"]);
   });
 
+  it("reads many names of a kind at once: in order, undefined where absent, meshes and kinds told apart, duplicates answered twice", async () => {
+    const { store } = await fresh();
+    await store.apply([
+      ...Array.from({ length: 30 }, (_, i) => ({ op: "put" as const, input: dataplane("m1", `dp-${i}`) })),
+      { op: "put", input: dataplane("m2", "dp-0") },
+      { op: "put", input: policy("m1", "dp-1") },
+    ]);
+    // 25,000 names, most of them absent: more than one statement's worth on PostgreSQL (which then reads in chunks, in one snapshot).
+    const refs = Array.from({ length: 25_000 }, (_, i) => ({ mesh: "m1", name: `dp-${i * 7}` }));
+    refs.push({ mesh: "m2", name: "dp-0" }, { mesh: "m3", name: "dp-0" }, { mesh: "m1", name: "dp-7" }, { mesh: "m1", name: "dp-1" });
+    const found = await store.getMany("dataplane", refs);
+    expect(found).toHaveLength(refs.length);
+    found.forEach((r, i) => {
+      const ref = refs[i] as { mesh: string; name: string };
+      const present = (ref.mesh === "m1" && Number(ref.name.slice(3)) < 30) || (ref.mesh === "m2" && ref.name === "dp-0");
+      if (!present) {
+        expect(r, `${ref.mesh}/${ref.name}`).toBeUndefined();
+        return;
+      }
+      expect(r?.kind).toBe("Dataplane");
+      expect(r?.meta).toMatchObject({ mesh: ref.mesh, name: ref.name });
+    });
+    expect(found.filter((r) => r !== undefined)).toHaveLength(5 + 1 + 1 + 1);
+    // The same as get, field for field.
+    expect(found[1]).toEqual(await store.get("Dataplane", "m1", "dp-7"));
+    expect(await store.getMany("Dataplane", [])).toEqual([]);
+    expect(await store.getMany("TrafficPolicy", [{ mesh: "m1", name: "dp-1" }, { mesh: "m1", name: "dp-0" }])).toMatchObject([{ kind: "TrafficPolicy" }, undefined]);
+  });
+
   it("sees its own earlier ops inside a batch", async () => {
     const { store } = await fresh();
     const { results, revision } = await store.apply([
@@ -314,7 +343,7 @@ describe.each(variants)("store contract: $name", (variant) => {
     const controller = new AbortController();
     controller.abort();
     const signal = controller.signal;
-    for (const call of [store.get("Mesh", "", "a", { signal }), store.list("Mesh", { signal }), store.put(mesh("a"), { signal }), store.apply([], { signal }), store.revision({ signal })]) {
+    for (const call of [store.get("Mesh", "", "a", { signal }), store.getMany("Mesh", [{ mesh: "", name: "a" }], { signal }), store.list("Mesh", { signal }), store.put(mesh("a"), { signal }), store.apply([], { signal }), store.revision({ signal })]) {
       expect((await rejection(call)).code).toBe("aborted");
     }
     expect(await store.revision()).toBe(0);
@@ -443,6 +472,34 @@ describe.each([embeddedVariant, postgresServerVariant])("PostgreSQL store: $name
       const rows = await admin.unsafe(`SELECT version FROM "${schema}".kds_schema_migrations ORDER BY version`);
       expect(rows.map((r) => r.version)).toEqual([...Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1), SCHEMA_VERSION + 1]);
       expect((await space.store.get("Mesh", "", "kept"))?.meta.version).toBe("1");
+    } finally {
+      await admin.end({ timeout: 5 });
+    }
+  });
+
+  it("writes nothing of a 50-resource batch when the database fails it half-way (after the resource rows were written)", async () => {
+    const space = await fresh();
+    const { url, schema } = pg(space);
+    const admin = postgres(url, { max: 1, onnotice: () => undefined });
+    try {
+      await space.store.put(mesh("before"));
+      // A fault inside the transaction: the change-log insert fails at the 26th resource, after every resource row was written.
+      await admin.unsafe(`
+        CREATE FUNCTION "${schema}".kds_test_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'injected fault at %', NEW.name; END $$;
+        CREATE TRIGGER kds_test_fault BEFORE INSERT ON "${schema}".kds_changes
+          FOR EACH ROW WHEN (NEW.name = 'r-25') EXECUTE FUNCTION "${schema}".kds_test_fault();`);
+      const ops = Array.from({ length: 50 }, (_, i) => ({ op: "put" as const, input: mesh(`r-${i}`) }));
+      const error = await rejection(space.store.apply(ops));
+      expect(error.code).toBe("store_unavailable");
+      expect(error.message).toMatch(/injected fault at r-25/);
+      const [counted] = await admin.unsafe(`SELECT (SELECT count(*) FROM "${schema}".kds_resources WHERE name LIKE 'r-%')::int AS resources, (SELECT count(*) FROM "${schema}".kds_changes)::int AS changes`);
+      expect(counted).toEqual({ resources: 0, changes: 1 });
+      expect(await space.store.revision()).toBe(1);
+      // Once the fault is gone the same batch goes in whole, at the next revisions.
+      await admin.unsafe(`DROP TRIGGER kds_test_fault ON "${schema}".kds_changes`);
+      expect((await space.store.apply(ops)).revision).toBe(51);
+      expect((await space.store.list("Mesh")).resources).toHaveLength(51);
     } finally {
       await admin.end({ timeout: 5 });
     }

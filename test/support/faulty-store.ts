@@ -1,10 +1,10 @@
 // A ResourceStore wrapper that fails on purpose: the next N calls of a
 // method, a random share of them, or a watch that breaks after N changes.
 import { KdsError } from "../../src/errors.ts";
-import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "../../src/store/contract.ts";
+import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceName, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "../../src/store/contract.ts";
 import type { StoredResource } from "../../src/sync/resource-types.ts";
 
-export type StoreMethod = "get" | "list" | "put" | "delete" | "apply" | "revision" | "watch";
+export type StoreMethod = "get" | "getMany" | "list" | "put" | "delete" | "apply" | "revision" | "watch";
 
 interface Plan {
   /** Fail the next `once` calls (optionally only for this kind). */
@@ -78,6 +78,10 @@ export class FaultyStore implements ResourceStore {
   async get(kind: string, mesh: string, name: string, options?: { signal?: AbortSignal }): Promise<StoredResource | undefined> {
     await this.#enter("get", kind);
     return this.inner.get(kind, mesh, name, options);
+  }
+  async getMany(kind: string, refs: readonly ResourceName[], options?: { signal?: AbortSignal }): Promise<Array<StoredResource | undefined>> {
+    await this.#enter("getMany", kind);
+    return this.inner.getMany(kind, refs, options);
   }
   async list(kind: string, options?: ListOptions): Promise<ListResult> {
     await this.#enter("list", kind);
