@@ -1,7 +1,9 @@
 /**
  * The discovery client of one stream: subscribes to its types, applies every
  * response to a {@link ResourceSink}, and ACKs or NACKs it. A NACK carries
- * the last accepted version and the reason; the sink keeps what it had.
+ * the last accepted version and the reason; the sink keeps what it had. A
+ * delta response naming more than `maxResponseResources` resources plus
+ * removals is NACKed unread, so one response's store work is bounded.
  *
  * @module
  */
@@ -15,7 +17,7 @@ import {
   type DiscoveryResponse,
 } from "../gen/kds/v1/discovery_pb.ts";
 import type { ClientStreamView } from "../mux/views.ts";
-import type { ClientObserver, ReceivedResource, ResourceSink, SinkResult } from "./types.ts";
+import { assertMaxResponseResources, defaultDiscoveryOptions, type ClientObserver, type ReceivedResource, type ResourceSink, type SinkResult } from "./types.ts";
 
 /** google.rpc.Code INVALID_ARGUMENT, the code of a NACK's error_detail. */
 const INVALID_ARGUMENT = 3;
@@ -34,6 +36,12 @@ export interface DiscoveryClientInit {
   readonly node?: MessageInitShape<typeof NodeSchema>;
   /** Status callbacks. */
   readonly observer?: ClientObserver;
+  /**
+   * A delta response naming more resources plus removals than this is
+   * NACKed before anything is decoded or read (see
+   * `DiscoveryOptions.maxResponseResources`). Default 10,000.
+   */
+  readonly maxResponseResources?: number;
 }
 
 /** Subscribes one stream's client view to a set of types. */
@@ -42,12 +50,15 @@ export class DiscoveryClient {
   readonly #mode: "sotw" | "delta";
   readonly #subscribed: ReadonlySet<string>;
   readonly #accepted = new Map<string, string>();
+  readonly #maxEntries: number;
 
   /** @param init - view, types, sink */
   constructor(init: DiscoveryClientInit) {
     this.#init = init;
     this.#mode = init.mode ?? "delta";
     this.#subscribed = new Set(init.typeUrls);
+    this.#maxEntries = init.maxResponseResources ?? defaultDiscoveryOptions.maxResponseResources;
+    assertMaxResponseResources(this.#maxEntries);
   }
 
   /** The last accepted version of each type. */
@@ -107,6 +118,14 @@ export class DiscoveryClient {
     const { typeUrl, nonce, systemVersionInfo } = response;
     const received = response.resources.map((r) => ({ key: r.name, version: r.version, any: r.resource }));
     const error = await this.#apply(typeUrl, signal, () => {
+      const entries = response.resources.length + response.removedResources.length;
+      if (entries > this.#maxEntries) {
+        throw new KdsError(
+          "invalid_argument",
+          `the response names ${entries} resources and removals (${response.resources.length} + ${response.removedResources.length}), more than the ${this.#maxEntries} this side accepts in one delta response; nothing was applied. ` +
+            `Send at most ${this.#maxEntries} per response (a kds-mux server splits at its maxResponseResources; give both sides the same value), or raise maxResponseResources on this side`,
+        );
+      }
       const missing = received.find((r) => r.any === undefined);
       if (missing !== undefined) throw new KdsError("invalid_resource", `resource "${missing.key}" carries no payload`);
       return this.#init.sink.apply(typeUrl, received as ReceivedResource[], response.removedResources, signal);

@@ -81,15 +81,16 @@ export function giveBack(state: DeltaDiffState, full: boolean): void {
 
 /**
  * The next response's worth of the diff against `resources`: it closes at
- * `target` bytes, except that a first entry larger than that still goes
- * alone up to `limit`; a resource larger than `limit` is left out and
- * reported to `oversized` once per version.
+ * `target` bytes or at `entries` resources plus removals (when given),
+ * except that a first entry larger than `target` still goes alone up to
+ * `limit`; a resource larger than `limit` is left out and reported to
+ * `oversized` once per version.
  */
 export function nextPart(
   state: DeltaDiffState,
   resources: ResourceSet,
   full: boolean,
-  size: { readonly limit: number; readonly target: number },
+  size: { readonly limit: number; readonly target: number; readonly entries?: number },
   oversized: (key: string, bytes: number) => void,
 ): DeltaPart {
   const upserts: WireResource[] = [];
@@ -101,6 +102,7 @@ export function nextPart(
     return assumed === undefined ? state.known.get(key) : (assumed ?? undefined);
   };
   /** Looks at one key (`r`: its resource, if in the set): "skip" (nothing to send), "taken" (in the response), or "full" (it waits for the next one). */
+  const maxEntries = size.entries ?? Infinity;
   const take = (key: string, r: WireResource | undefined): "skip" | "taken" | "full" => {
     let cost: number;
     if (r !== undefined && (state.names === undefined || state.names.has(key))) {
@@ -113,11 +115,11 @@ export function nextPart(
         }
         return "skip";
       }
-      if (bytes > 0 && bytes + cost > size.target) return "full";
+      if ((bytes > 0 && bytes + cost > size.target) || upserts.length + removed.length >= maxEntries) return "full";
       upserts.push(r);
     } else if (r === undefined && holds(key) !== undefined) {
       cost = key.length * 3 + ENTRY_OVERHEAD;
-      if (bytes > 0 && bytes + cost > size.target) return "full";
+      if ((bytes > 0 && bytes + cost > size.target) || upserts.length + removed.length >= maxEntries) return "full";
       removed.push(key);
     } else return "skip";
     bytes += cost;

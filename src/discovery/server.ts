@@ -8,7 +8,8 @@
  * an unchanged set is never resent; delta sends only changed resources and
  * `removed_resources`, starts from the client's `initial_resource_versions`,
  * and splits a large change into responses of about `deltaResponseBytes`
- * (never over `maxMessageBytes`), each going on where the last stopped;
+ * (never over `maxMessageBytes`, nor over `maxResponseResources` resources
+ * plus removals), each going on where the last stopped;
  * after a NACK the server waits (exponential backoff) before it sends that
  * type again; a response not ACKed in time is reported and resent.
  *
@@ -26,7 +27,7 @@ import type { MuxRequest, MuxResponse } from "../mux/frames.ts";
 import type { ServerStreamView } from "../mux/views.ts";
 import { ENTRY_OVERHEAD, giveBack, newDeltaDiffState, nextPart, takeWork, type DeltaDiffState } from "./delta-diff.ts";
 import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
-import { defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource } from "./types.ts";
+import { assertMaxResponseResources, defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource } from "./types.ts";
 import { backoffCeiling } from "../util/backoff.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 import { Waker } from "../util/wake.ts";
@@ -110,6 +111,7 @@ export class DiscoveryServer {
     this.#view = init.view;
     this.#source = init.source;
     this.#options = { ...defaultDiscoveryOptions, ...init.options };
+    assertMaxResponseResources(this.#options.maxResponseResources);
     this.#observer = init.observer ?? {};
     this.#clock = init.clock ?? (init.now === undefined ? systemClock : { now: init.now, setTimer: systemClock.setTimer });
     this.#served = new Set(init.source.typeUrls);
@@ -415,7 +417,7 @@ export class DiscoveryServer {
     // A response closes at the target size; one resource larger than that still goes, alone, up to the limit.
     const wanted = this.#options.deltaResponseBytes;
     const target = Number.isFinite(wanted) ? Math.min(limit, Math.max(1, wanted - ENVELOPE_BYTES)) : limit;
-    const { upserts, removed, bytes, more } = nextPart(state, snapshot.resources, full, { limit, target }, (key, size) =>
+    const { upserts, removed, bytes, more } = nextPart(state, snapshot.resources, full, { limit, target, entries: this.#options.maxResponseResources }, (key, size) =>
       this.#observer.oversized?.(state.typeUrl, key, size, limit),
     );
     if (more) state.dirty = true;

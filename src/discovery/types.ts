@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { KdsError } from "../errors.ts";
 import type { Any } from "@bufbuild/protobuf/wkt";
 import type { Resource } from "../gen/kds/v1/discovery_pb.ts";
 
@@ -161,6 +162,17 @@ export interface DiscoveryOptions {
    * window).
    */
   maxDeltaInFlight?: number;
+  /**
+   * Resources plus removals one delta response may name. A server closes
+   * each response at this many; a client refuses (NACKs, changing nothing)
+   * a response naming more, before decoding or reading anything, so the
+   * store work one response can cause is bounded whatever the sender
+   * chose. Give both sides the same value: a client with a lower one than
+   * its peer's server refuses that server's largest responses. SotW
+   * responses carry the whole set and are not bounded by count (their cost
+   * is one list of what this side holds, plus their bytes). Default 10,000.
+   */
+  maxResponseResources?: number;
 }
 
 /** {@link DiscoveryOptions} with defaults. */
@@ -171,4 +183,12 @@ export const defaultDiscoveryOptions: Required<DiscoveryOptions> = Object.freeze
   ackTimeoutMs: 30_000,
   deltaResponseBytes: 512 * 1024,
   maxDeltaInFlight: 8,
+  maxResponseResources: 10_000,
 });
+
+/** Throws `invalid_argument` unless `value` is a usable {@link DiscoveryOptions.maxResponseResources}. */
+export function assertMaxResponseResources(value: number): void {
+  if (!Number.isInteger(value) || value < 1) {
+    throw new KdsError("invalid_argument", `maxResponseResources must be a positive integer (resources plus removals per delta response), got ${value}`);
+  }
+}

@@ -185,6 +185,7 @@ export class SyncEngine {
         onRetry: (error, delay) => logger.warn(`reading what this side holds failed; retrying in ${delay} ms before subscribing`, { zone: peer.zone, error }),
       }),
       node,
+      maxResponseResources: discovery?.maxResponseResources,
       observer: {
         ...observer,
         resourceRejected: (typeUrl, key, reason) => {

@@ -7,6 +7,8 @@ import { DiscoveryClient } from "../../src/discovery/client.ts";
 import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema, type DeltaDiscoveryRequest, type DiscoveryRequest } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
+import type { ResourceStore } from "../../src/store/contract.ts";
+import { FaultyStore } from "../support/faulty-store.ts";
 import { StoreSink, mirrorMapping } from "../../src/sync/store-sink.ts";
 import { toWire } from "../../src/sync/wire.ts";
 import { sessionPair } from "../contract/harness.ts";
@@ -21,9 +23,9 @@ async function meshWire(name: string, description: string) {
   return toWire(meshType, await source.put(mesh(name, description)));
 }
 
-function start(mode: "sotw" | "delta") {
+function start(mode: "sotw" | "delta", options: { maxResponseResources?: number; store?: ResourceStore } = {}) {
   const { zone, global } = sessionPair();
-  const store = new InMemoryStore(types);
+  const store = options.store ?? new InMemoryStore(types);
   const rejected: string[] = [];
   const client = new DiscoveryClient({
     view: zone.client,
@@ -31,6 +33,7 @@ function start(mode: "sotw" | "delta") {
     mode,
     sink: new StoreSink(store, types, mirrorMapping()),
     observer: { rejected: (_t, _v, e) => void rejected.push(e) },
+    maxResponseResources: options.maxResponseResources,
   });
   const running = client.run(zone.signal);
   return { zone, global, store, rejected, running, close: async () => { await zone.close(); await running; } };
@@ -84,6 +87,37 @@ describe("discovery client", () => {
       expect(nack.responseNonce).toBe("n2");
       expect(nack.errorDetail?.message).toMatch(/sent under the name "somebody-else"/);
       expect((await c.store.list("Mesh")).resources.map((r) => r.meta.name)).toEqual(["default"]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("delta: NACKs a response naming more than maxResponseResources resources plus removals, reading and writing nothing, and says what to do", async () => {
+    const store = new FaultyStore(new InMemoryStore(types));
+    const c = start("delta", { maxResponseResources: 100, store });
+    try {
+      await c.global.server.recv(); // the subscription
+      const good = await meshWire("default", "v1");
+      await c.global.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n1", resources: [good.resource] }));
+      expect(((await c.global.server.recv()) as DeltaDiscoveryRequest).errorDetail).toBeUndefined();
+      const calls = (): number => [...store.calls.values()].reduce((a, b) => a + b, 0);
+      const before = calls();
+      const removedResources = Array.from({ length: 100 }, (_, i) => `absent-${i}`);
+      await c.global.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n2", resources: [good.resource], removedResources }));
+      const nack = (await c.global.server.recv()) as DeltaDiscoveryRequest;
+      expect(nack.responseNonce).toBe("n2");
+      expect(nack.errorDetail?.message).toMatch(/names 101 resources and removals \(1 \+ 100\), more than the 100 this side accepts in one delta response; nothing was applied/);
+      expect(nack.errorDetail?.message).toMatch(/Send at most 100 per response .* or raise maxResponseResources on this side/);
+      expect(calls()).toBe(before); // refused before any store call
+      // At the bound it is taken, with one read for all 99 removals (no read per name).
+      await c.global.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n3", resources: [], removedResources: [...removedResources.slice(0, 99), "default"] }));
+      const ack = (await c.global.server.recv()) as DeltaDiscoveryRequest;
+      expect(ack).toMatchObject({ responseNonce: "n3" });
+      expect(ack.errorDetail).toBeUndefined();
+      expect(store.calls.get("getMany")).toBe(1);
+      expect(store.calls.get("get")).toBeUndefined();
+      expect((await c.store.list("Mesh")).resources).toEqual([]);
+      expect(c.rejected).toHaveLength(1);
     } finally {
       await c.close();
     }

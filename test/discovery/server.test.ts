@@ -251,6 +251,31 @@ describe("discovery server, delta", () => {
     }
   });
 
+  it("closes a response at maxResponseResources resources plus removals, however small they are", async () => {
+    const source = new FakeSource();
+    for (let i = 0; i < 10; i++) source.set(`r${i}`, "1", 20);
+    // The client holds 13 keys the source no longer has: 13 removals to send too.
+    const initial = Object.fromEntries(Array.from({ length: 13 }, (_, i) => [`gone-${i}`, "1"]));
+    const s = startServer(source, { maxResponseResources: 4, maxDeltaInFlight: 64 });
+    try {
+      await s.delta({ subscribe: ["*"], initial });
+      const waiting = await s.waiting();
+      expect(waiting).toBe(6); // 23 entries, at most 4 per response
+      const names: string[] = [];
+      const removed: string[] = [];
+      for (let i = 0; i < waiting; i++) {
+        const r = await s.recvDelta();
+        expect(r.resources.length + r.removedResources.length).toBeLessThanOrEqual(4);
+        names.push(...r.resources.map((x) => x.name));
+        removed.push(...r.removedResources);
+      }
+      expect(names.sort()).toEqual([...source.resources.keys()].sort());
+      expect(removed.sort()).toEqual(Object.keys(initial).sort());
+    } finally {
+      await s.close();
+    }
+  });
+
   it("streams a split change while its resources keep changing: each version once, nothing stale left", async () => {
     const source = new FakeSource();
     const key = (i: number): string => `r${String(i).padStart(2, "0")}`;
