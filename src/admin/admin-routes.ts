@@ -33,10 +33,15 @@ export function registerAdminRoutes(router: ConnectRouter, backend: AdminBackend
  * every call, and a read-only one may not write.
  */
 export function adminListenerInterceptor(backend: AdminBackend, host: string): Interceptor {
-  return adminInterceptor(listenerAuthorizer(backend, host), ADMIN_READ_METHODS);
+  return adminInterceptor(adminListenerAuthorizer(backend, host), ADMIN_READ_METHODS);
 }
 
-function listenerAuthorizer(backend: AdminBackend, host: string): AdminAuthorizer {
+/**
+ * Who may use an admin listener bound to `host`: loopback listeners trust
+ * tokenless local callers; any other address needs an admin token (for a
+ * server adapter's check of request headers before the body is read).
+ */
+export function adminListenerAuthorizer(backend: AdminBackend, host: string): AdminAuthorizer {
   if (backend.tokens === undefined) throw new KdsError("invalid_argument", "an admin listener needs the side's token authority (AdminBackend.tokens)");
   return new TokenAdminAuthorizer(backend.tokens, { trustLocal: isLoopback(host), listen: host });
 }
@@ -52,7 +57,7 @@ export function authorizedReads(
   backend: AdminBackend,
   host: string,
 ): (request: Request) => Promise<Response | undefined> {
-  const authorizer = listenerAuthorizer(backend, host);
+  const authorizer = adminListenerAuthorizer(backend, host);
   return async (request) => {
     try {
       await authorizer.authorize(request.headers, request.signal);

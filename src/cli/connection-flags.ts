@@ -1,14 +1,15 @@
 /**
  * The connection flags of `kds-mux global` and `kds-mux zone`: caps on open
- * connections per listener, the idle timeout, and (global) the hello timeout
- * and how many zone streams may wait for their hello. Defaults keep the
- * listeners together below the process's soft open-files limit.
+ * connections per listener, the idle, authentication and request timeouts,
+ * and (global) the hello timeout and how many zone streams may wait for
+ * their hello, in all and per zone. Defaults keep the listeners together
+ * below the process's soft open-files limit.
  *
  * @module
  */
 import { InvalidArgumentError, Option } from "commander";
 import { defaultConnectionCaps, openFilesSoftLimit, type ConnectionLimits } from "../adapters/node/connection-limits.ts";
-import { DEFAULT_MAX_HANDSHAKES } from "../global/global-server.ts";
+import { DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_HANDSHAKES_PER_ZONE } from "../global/global-server.ts";
 import type { Logger } from "../log.ts";
 import type { Metrics } from "../observe/metrics.ts";
 import { parseDuration } from "./address.ts";
@@ -17,6 +18,10 @@ import { parseDuration } from "./address.ts";
 export const DEFAULT_IDLE_TIMEOUT = "60s";
 /** The CLI's default hello timeout (the library's handshake timeout is longer: 30 s). */
 export const DEFAULT_HELLO_TIMEOUT = "10s";
+/** The CLI's default authentication timeout (`ConnectionLimits.authTimeoutMs`). */
+export const DEFAULT_AUTH_TIMEOUT = "5s";
+/** The CLI's default request timeout (`ConnectionLimits.requestTimeoutMs`). */
+export const DEFAULT_REQUEST_TIMEOUT = "10s";
 
 /** Connection flags, parsed (durations in milliseconds). */
 export interface ConnectionFlags {
@@ -30,6 +35,12 @@ export interface ConnectionFlags {
   readonly helloTimeout?: number;
   /** --max-handshakes (global). */
   readonly maxHandshakes?: number;
+  /** --max-handshakes-per-zone (global). */
+  readonly maxHandshakesPerZone?: number;
+  /** --auth-timeout, in ms. */
+  readonly authTimeout?: number;
+  /** --request-timeout, in ms. */
+  readonly requestTimeout?: number;
 }
 
 const MAX_MS = 2 ** 31 - 1;
@@ -83,6 +94,31 @@ export const maxHandshakesOption = (): Option =>
     DEFAULT_MAX_HANDSHAKES,
   );
 
+/** --max-handshakes-per-zone (global). */
+export const maxHandshakesPerZoneOption = (): Option =>
+  new Option(
+    "--max-handshakes-per-zone <n>",
+    "most of those streams one zone (one zone's credentials) may hold at once, so one token cannot fill --max-handshakes; more are refused with overloaded",
+  )
+    .argParser(count("--max-handshakes-per-zone"))
+    .default(DEFAULT_MAX_HANDSHAKES_PER_ZONE);
+/** --auth-timeout. */
+export const authTimeoutOption = (): Option =>
+  new Option(
+    "--auth-timeout <duration>",
+    "close a connection that has carried no call with valid credentials (a zone's token or certificate; on a non-loopback admin listener an admin token) within this long, whatever its streams are doing",
+  )
+    .argParser(duration("--auth-timeout"))
+    .default(parseDuration(DEFAULT_AUTH_TIMEOUT), DEFAULT_AUTH_TIMEOUT);
+/** --request-timeout. */
+export const requestTimeoutOption = (): Option =>
+  new Option(
+    "--request-timeout <duration>",
+    "cut a request whose headers or body have not arrived within this long (plus 1 s per 64 KiB of body received); the zone mux stream is exempt",
+  )
+    .argParser(duration("--request-timeout"))
+    .default(parseDuration(DEFAULT_REQUEST_TIMEOUT), DEFAULT_REQUEST_TIMEOUT);
+
 /** The limits of a process's listeners, resolved from its flags and the descriptor limit. */
 export interface ResolvedConnectionLimits {
   /** The global's zone listener (undefined for a zone process). */
@@ -99,24 +135,32 @@ export interface ResolvedConnectionLimits {
 export function resolveConnectionLimits(flags: ConnectionFlags, role: "global" | "zone", logger: Logger, metrics: Metrics, softLimit?: number): ResolvedConnectionLimits {
   const defaults = defaultConnectionCaps(softLimit ?? openFilesSoftLimit());
   const idleTimeoutMs = flags.idleTimeout ?? parseDuration(DEFAULT_IDLE_TIMEOUT);
+  const authTimeoutMs = flags.authTimeout ?? parseDuration(DEFAULT_AUTH_TIMEOUT);
+  const requestTimeoutMs = flags.requestTimeout ?? parseDuration(DEFAULT_REQUEST_TIMEOUT);
   const admin: ConnectionLimits = {
     listener: "admin",
     maxConnections: flags.adminMaxConnections ?? defaults.admin,
     idleTimeoutMs,
+    authTimeoutMs,
+    requestTimeoutMs,
     setting: "--admin-max-connections",
     logger,
     metrics,
   };
   const zones: ConnectionLimits | undefined =
-    role === "global" ? { listener: "zones", maxConnections: flags.maxConnections ?? defaults.zones, idleTimeoutMs, setting: "--max-connections", logger, metrics } : undefined;
+    role === "global"
+      ? { listener: "zones", maxConnections: flags.maxConnections ?? defaults.zones, idleTimeoutMs, authTimeoutMs, requestTimeoutMs, setting: "--max-connections", logger, metrics }
+      : undefined;
   const limit = `${defaults.softLimit}${defaults.measured ? "" : " (assumed: /proc/self/limits is not readable)"}`;
   const caps = zones === undefined ? `admin listener at most ${admin.maxConnections}` : `zone listener at most ${zones.maxConnections}, admin listener at most ${admin.maxConnections}`;
-  const hello = role === "global" ? `; a zone stream must say hello within ${flags.helloTimeout ?? parseDuration(DEFAULT_HELLO_TIMEOUT)} ms, at most ${flags.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES} waiting at once` : "";
-  logger.info(`connections: ${caps} (open-files soft limit ${limit}); idle connections close after ${idleTimeoutMs} ms${hello}`, {
-    zoneMaxConnections: zones?.maxConnections,
-    adminMaxConnections: admin.maxConnections,
-    openFilesLimit: defaults.softLimit,
-  });
+  const hello =
+    role === "global"
+      ? `; a zone stream must say hello within ${flags.helloTimeout ?? parseDuration(DEFAULT_HELLO_TIMEOUT)} ms, at most ${flags.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES} waiting at once, ${flags.maxHandshakesPerZone ?? DEFAULT_MAX_HANDSHAKES_PER_ZONE} per zone`
+      : "";
+  logger.info(
+    `connections: ${caps} (open-files soft limit ${limit}); idle connections close after ${idleTimeoutMs} ms, unauthenticated ones after ${authTimeoutMs} ms (the oldest first at the cap), request bodies within ${requestTimeoutMs} ms${hello}`,
+    { zoneMaxConnections: zones?.maxConnections, adminMaxConnections: admin.maxConnections, openFilesLimit: defaults.softLimit },
+  );
   const total = admin.maxConnections + (zones?.maxConnections ?? 0);
   if (total >= defaults.softLimit) {
     logger.warn(

@@ -8,7 +8,16 @@ import { Command, CommanderError, Option } from "commander";
 import { KdsError } from "../errors.ts";
 import type { LogLevel } from "../log.ts";
 import { parseDuration } from "./address.ts";
-import { adminMaxConnectionsOption, helloTimeoutOption, idleTimeoutOption, maxConnectionsOption, maxHandshakesOption } from "./connection-flags.ts";
+import {
+  adminMaxConnectionsOption,
+  authTimeoutOption,
+  helloTimeoutOption,
+  idleTimeoutOption,
+  maxConnectionsOption,
+  maxHandshakesOption,
+  maxHandshakesPerZoneOption,
+  requestTimeoutOption,
+} from "./connection-flags.ts";
 import { runDemo } from "./demo.ts";
 import { cliLogger, type LogFormat } from "./logger.ts";
 import type { OutputFormat } from "./format.ts";
@@ -84,6 +93,9 @@ export function program(): Command {
     .addOption(idleTimeoutOption())
     .addOption(helloTimeoutOption())
     .addOption(maxHandshakesOption())
+    .addOption(maxHandshakesPerZoneOption())
+    .addOption(authTimeoutOption())
+    .addOption(requestTimeoutOption())
     .addOption(logFormatOption())
     .addOption(logLevelOption())
     .action(async (o: GlobalFlags) => {
@@ -117,6 +129,8 @@ export function program(): Command {
     .option("--tls-key <file>", "PEM private key of --tls-cert")
     .addOption(adminMaxConnectionsOption())
     .addOption(idleTimeoutOption())
+    .addOption(authTimeoutOption())
+    .addOption(requestTimeoutOption())
     .addOption(logFormatOption())
     .addOption(logLevelOption())
     .action(async (o: ZoneFlags) => {

@@ -7,7 +7,7 @@
  */
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import type { Transport } from "@connectrpc/connect";
-import { adminListenerInterceptor, authorizedReads, registerAdminRoutes } from "../admin/admin-routes.ts";
+import { adminListenerAuthorizer, adminListenerInterceptor, authorizedReads, registerAdminRoutes } from "../admin/admin-routes.ts";
 import type { AdminBackend } from "../admin/admin-service.ts";
 import { registerAdmin } from "../admin/admin-service.ts";
 import { serveGlobal, serveRoutes, type ServedGlobal } from "../adapters/node/serve-global.ts";
@@ -100,6 +100,7 @@ async function serveAdminApi(
   const { host, port } = parseListen(listen);
   const open = !isLoopback(host);
   checkAdminListen(listen, options.tokenFile, options.flag);
+  const authorizer = adminListenerAuthorizer(backend, host);
   const served = await serveRoutes((router) => registerAdminRoutes(router, backend), {
     host,
     port,
@@ -107,6 +108,12 @@ async function serveAdminApi(
     // h2c for the CLI; HTTP/1.1 beside it for browsers and Prometheus (TLS offers both by itself).
     httpVersion: "both",
     interceptors: [adminListenerInterceptor(backend, host)],
+    // The same rule on the headers of every request (calls, pages, /metrics) before its body is read, so a caller without a valid
+    // admin token (non-loopback) holds nothing: its connection is closed after --auth-timeout, and first at the cap.
+    gate: async (request, signal) => {
+      const principal = await authorizer.authorize(request.headers, signal);
+      return { authenticated: true, identity: principal.tokenId };
+    },
     // Its own cap: a flood on the zone listener never takes the admin API's connections.
     limits: options.limits,
     // The status page and /metrics follow the admin API's rules: any role may read them.
@@ -179,6 +186,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       session: { ...buffers.session, handshakeTimeoutMs: options.helloTimeout },
       memoryBudget: buffers.budget,
       maxHandshakes: options.maxHandshakes,
+      maxHandshakesPerZone: options.maxHandshakesPerZone,
     });
     global.start(options.signal);
     const admin = await serveAdminApi(global.admin(), options.adminListen, {
@@ -223,7 +231,7 @@ function observation(role: "global" | "zone", name: string, zones: () => Promise
 export const zoneTransports = ["grpc", "grpc-connect", "grpc-web", "connect", "half-duplex"] as const;
 
 /** Options of `kds-mux zone`. */
-export interface ZoneCommandOptions extends TlsFlags, StoreChoice, Pick<ConnectionFlags, "adminMaxConnections" | "idleTimeout"> {
+export interface ZoneCommandOptions extends TlsFlags, StoreChoice, Pick<ConnectionFlags, "adminMaxConnections" | "idleTimeout" | "authTimeout" | "requestTimeout"> {
   readonly name: string;
   readonly global: string;
   readonly transport: string;

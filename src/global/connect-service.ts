@@ -65,13 +65,15 @@ function isDecodeFailure(error: ConnectError): boolean {
 /**
  * Registers the global's `MultiplexService` on `router`, and its
  * `HalfDuplexService` for zones that cannot stream request bodies (pass
- * `halfDuplex: false` to leave it out, or hub options to tune it). Both are
+ * `halfDuplex: false` to leave it out, hub options to tune it, or the hub
+ * itself when the server adapter consults it, as `serveGlobal` does). Both are
  * registered with the global's {@link GlobalServer.jsonRegistry}, so the
  * Connect protocol's JSON codec can write and read the `Any`s in frames.
  */
-export function registerGlobal(router: ConnectRouter, global: GlobalServer, options: { halfDuplex?: HalfDuplexHubOptions | false } = {}): ConnectRouter {
+export function registerGlobal(router: ConnectRouter, global: GlobalServer, options: { halfDuplex?: HalfDuplexHubOptions | HalfDuplexHub | false } = {}): ConnectRouter {
   const jsonOptions = { registry: global.jsonRegistry };
   router.service(MultiplexService, multiplexServiceImpl(global), { jsonOptions });
-  if (options.halfDuplex !== false) registerHalfDuplex(router, new HalfDuplexHub(global, options.halfDuplex), { jsonOptions });
+  const halfDuplex = options.halfDuplex;
+  if (halfDuplex !== false) registerHalfDuplex(router, halfDuplex instanceof HalfDuplexHub ? halfDuplex : new HalfDuplexHub(global, halfDuplex), { jsonOptions });
   return router;
 }

@@ -76,6 +76,8 @@ export interface GlobalControlPlaneOptions {
   readonly memoryBudget?: MemoryBudget;
   /** How many zone streams may be in admission or waiting for their hello at once (see `GlobalServerOptions.maxHandshakes`). */
   readonly maxHandshakes?: number;
+  /** How many of those one zone may hold at once (see `GlobalServerOptions.maxHandshakesPerZone`). */
+  readonly maxHandshakesPerZone?: number;
   /** Discovery tunables. */
   readonly discovery?: DiscoveryOptions;
   /** Delays between retries of a failed store read. */
@@ -152,6 +154,7 @@ export class GlobalControlPlane {
       session: options.session,
       memoryBudget: options.memoryBudget,
       maxHandshakes: options.maxHandshakes,
+      maxHandshakesPerZone: options.maxHandshakesPerZone,
       logger,
       metrics: options.metrics,
       jsonRegistry: muxJsonRegistry(this.types),

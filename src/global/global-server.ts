@@ -32,6 +32,9 @@ import { BurstLog } from "../util/burst-log.ts";
 /** The default of {@link GlobalServerOptions.maxHandshakes}. */
 export const DEFAULT_MAX_HANDSHAKES = 512;
 
+/** The default of {@link GlobalServerOptions.maxHandshakesPerZone}: a zone needs one; a few cover a reconnect racing a stale stream. */
+export const DEFAULT_MAX_HANDSHAKES_PER_ZONE = 4;
+
 /** Options of {@link GlobalServer}. */
 export interface GlobalServerOptions {
   /** Which zones may connect. */
@@ -60,13 +63,23 @@ export interface GlobalServerOptions {
    */
   memoryBudget?: MemoryBudget;
   /**
-   * How many streams may be in admission or waiting for their hello at
-   * once. A stream beyond it is refused at once with `overloaded` (Connect
-   * code resource_exhausted); the zone retries with backoff. Sessions that
-   * finished their handshake are never counted nor ended by it. Default
-   * {@link DEFAULT_MAX_HANDSHAKES}.
+   * How many authenticated streams may be in admission or waiting for their
+   * hello at once, all zones together. A stream beyond it is refused at once
+   * with `overloaded` (Connect code resource_exhausted); the zone retries
+   * with backoff. A stream counts from the moment its credentials are proven
+   * (a stream that presents none, or a bad one, is refused without taking a
+   * slot); sessions that finished their handshake are never counted nor
+   * ended by it. Default {@link DEFAULT_MAX_HANDSHAKES}.
    */
   maxHandshakes?: number;
+  /**
+   * How many of those slots one zone identity may hold at once, so that a
+   * peer with one zone's credentials that opens streams and never says hello
+   * cannot fill `maxHandshakes` and lock every other zone out. A stream of a
+   * zone already holding this many is refused at once with `overloaded`.
+   * Default {@link DEFAULT_MAX_HANDSHAKES_PER_ZONE}.
+   */
+  maxHandshakesPerZone?: number;
   /** Called when a zone's session is ready (hellos exchanged). Errors are logged. */
   onSession?: (session: Session) => void | Promise<void>;
   /** Called when a zone's session ends. */
@@ -103,9 +116,13 @@ export class GlobalServer implements MuxAcceptor {
   readonly #live = new Map<MuxSession, ZoneIdentity>();
   #closing = false;
   readonly #maxHandshakes: number;
-  /** Streams in admission or waiting for their hello. */
+  readonly #maxHandshakesPerZone: number;
+  /** Authenticated streams in admission or waiting for their hello. */
   #handshaking = 0;
+  /** The same, per zone (a zone with none has no entry). */
+  readonly #handshakingByZone = new Map<string, number>();
   readonly #overloadLog: BurstLog;
+  readonly #zoneOverloadLog: BurstLog;
   readonly #helloTimeoutLog: BurstLog;
 
   /** @param options - registry, names, callbacks */
@@ -124,12 +141,24 @@ export class GlobalServer implements MuxAcceptor {
     if (!Number.isInteger(this.#maxHandshakes) || this.#maxHandshakes < 1) {
       throw new KdsError("invalid_argument", `maxHandshakes must be a positive integer, got ${String(options.maxHandshakes)}`);
     }
+    this.#maxHandshakesPerZone = options.maxHandshakesPerZone ?? Math.min(DEFAULT_MAX_HANDSHAKES_PER_ZONE, this.#maxHandshakes);
+    if (!Number.isInteger(this.#maxHandshakesPerZone) || this.#maxHandshakesPerZone < 1) {
+      throw new KdsError("invalid_argument", `maxHandshakesPerZone must be a positive integer, got ${String(options.maxHandshakesPerZone)}`);
+    }
     this.#overloadLog = new BurstLog((count, windowMs) =>
       this.#logger.warn(
         count === 1 && windowMs === 0
           ? `refusing zone streams: ${this.#maxHandshakes} streams are already in admission or waiting for their hello (maxHandshakes); further refusals are logged at most every 10 s and counted in kds_admissions_total{result="overloaded"}`
           : `refused ${count} more zone streams in the last ${Math.round(windowMs / 1000)} s: ${this.#maxHandshakes} streams were already in admission or waiting for their hello`,
         { limit: this.#maxHandshakes, refused: count },
+      ),
+    );
+    this.#zoneOverloadLog = new BurstLog((count, windowMs) =>
+      this.#logger.warn(
+        count === 1 && windowMs === 0
+          ? `refusing zone streams of one zone: it already has ${this.#maxHandshakesPerZone} streams in admission or waiting for their hello (maxHandshakesPerZone), so it cannot take other zones' slots; further refusals are logged at most every 10 s and counted in kds_admissions_total{result="overloaded"}`
+          : `refused ${count} more streams in the last ${Math.round(windowMs / 1000)} s of zones that already had ${this.#maxHandshakesPerZone} streams in admission or waiting for their hello`,
+        { limit: this.#maxHandshakesPerZone, refused: count },
       ),
     );
     this.#helloTimeoutLog = new BurstLog((count, windowMs) =>
@@ -177,9 +206,69 @@ export class GlobalServer implements MuxAcceptor {
     return this.#handshaking;
   }
 
+  /** How many authenticated streams of zone `name` are in admission or waiting for their hello now (at most `maxHandshakesPerZone`). */
+  handshakingOf(name: string): number {
+    return this.#handshakingByZone.get(name) ?? 0;
+  }
+
+  /**
+   * Proves the caller named in `headers` (`client-id`) with the
+   * authenticator, and nothing more: no registry lookup, no slot. Server
+   * adapters call it on a request's headers, before reading its body, for
+   * calls whose body they would otherwise read first (the half-duplex
+   * service's). Throws `missing_client_id`, `invalid_argument`,
+   * `unauthenticated` or `permission_denied`.
+   */
+  async authenticate(headers: Headers, signal: AbortSignal, peer?: PeerInfo): Promise<ZoneIdentity> {
+    const zone = zoneName(headers);
+    return this.#options.authenticator.authenticate({ zone, headers, peer }, signal);
+  }
+
   async accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal, peer?: PeerInfo): Promise<AsyncIterable<Message>> {
+    let slot: (() => void) | undefined;
+    try {
+      const identity = await this.#authenticate(headers, signal, peer);
+      slot = this.#takeSlot(identity.zone);
+      const { outbound, session } = await this.#admit(identity, inbound, signal);
+      this.#metrics.admission("admitted");
+      // The slot is held until the hello arrives or the session ends (the handshake timeout ends it).
+      session.ready.then(slot, slot);
+      return outbound;
+    } catch (error) {
+      slot?.();
+      this.#metrics.admission(admissionResult(error));
+      throw error;
+    }
+  }
+
+  /** Checks `client-id` and proves it (see {@link authenticate}); a refusal is logged. */
+  async #authenticate(headers: Headers, signal: AbortSignal, peer: PeerInfo | undefined): Promise<ZoneIdentity> {
+    const zone = zoneName(headers);
+    if (this.#closing) throw new KdsError("session_closed", `global "${this.id}" is shutting down; the zone retries with backoff`);
+    // Prove the name before looking anything up for it: an unproven caller learns nothing about the zone.
+    try {
+      return await this.#options.authenticator.authenticate({ zone, headers, peer }, signal);
+    } catch (error) {
+      this.#logger.warn(`refused zone "${zone}": ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`, { zone, code: KdsError.is(error) ? error.code : undefined });
+      throw error;
+    }
+  }
+
+  /**
+   * Takes a handshake slot for a stream proven to be `zone`, or throws
+   * `overloaded` when the zone already holds its share or the process
+   * holds them all; returns the function that gives it back (once).
+   */
+  #takeSlot(zone: string): () => void {
+    const held = this.#handshakingByZone.get(zone) ?? 0;
+    if (held >= this.#maxHandshakesPerZone) {
+      this.#zoneOverloadLog.note();
+      throw new KdsError(
+        "overloaded",
+        `zone "${zone}" already has ${held} streams in admission or waiting for their hello on global "${this.id}"; the zone retries with backoff (a zone needs one; if this zone is not dialing that often, someone else holds its credentials: revoke them)`,
+      );
+    }
     if (this.#handshaking >= this.#maxHandshakes) {
-      this.#metrics.admission("overloaded");
       this.#overloadLog.note();
       throw new KdsError(
         "overloaded",
@@ -187,39 +276,20 @@ export class GlobalServer implements MuxAcceptor {
       );
     }
     this.#handshaking += 1;
+    this.#handshakingByZone.set(zone, held + 1);
     let counted = true;
-    const done = (): void => {
-      if (counted) this.#handshaking -= 1;
+    return () => {
+      if (!counted) return;
       counted = false;
+      this.#handshaking -= 1;
+      const left = (this.#handshakingByZone.get(zone) ?? 1) - 1;
+      if (left > 0) this.#handshakingByZone.set(zone, left);
+      else this.#handshakingByZone.delete(zone);
     };
-    try {
-      const { outbound, session } = await this.#admit(headers, inbound, signal, peer);
-      this.#metrics.admission("admitted");
-      // The slot is held until the hello arrives or the session ends (the handshake timeout ends it).
-      session.ready.then(done, done);
-      return outbound;
-    } catch (error) {
-      done();
-      this.#metrics.admission(admissionResult(error));
-      throw error;
-    }
   }
 
-  async #admit(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal, peer: PeerInfo | undefined): Promise<{ outbound: AsyncIterable<Message>; session: MuxSession }> {
-    const zone = headers.get(CLIENT_ID_HEADER)?.trim() ?? "";
-    if (zone === "") throw new KdsError("missing_client_id", missingClientIdMessage());
-    if (!ZONE_NAME_PATTERN.test(zone)) {
-      throw new KdsError("invalid_argument", `the client-id header "${zone}" is not a valid zone name (1 to 63 lower-case letters, digits and '-')`);
-    }
-    if (this.#closing) throw new KdsError("session_closed", `global "${this.id}" is shutting down; the zone retries with backoff`);
-    // Prove the name before looking anything up for it: an unproven caller learns nothing about the zone.
-    let identity: ZoneIdentity;
-    try {
-      identity = await this.#options.authenticator.authenticate({ zone, headers, peer }, signal);
-    } catch (error) {
-      this.#logger.warn(`refused zone "${zone}": ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`, { zone, code: KdsError.is(error) ? error.code : undefined });
-      throw error;
-    }
+  async #admit(identity: ZoneIdentity, inbound: AsyncIterable<Message>, signal: AbortSignal): Promise<{ outbound: AsyncIterable<Message>; session: MuxSession }> {
+    const zone = identity.zone;
     const record = await this.#options.registry.get(zone, signal);
     if (record === undefined) {
       this.#logger.warn(`refused zone "${zone}": not registered`, { zone });
@@ -401,6 +471,16 @@ export function sessionEndError(end: SessionEnd): KdsError | undefined {
   if (!(failureCodes as ReadonlySet<string>).has(code)) return undefined;
   const precise = code === "protocol_error" && KdsError.is(end.cause, "unknown_type") ? "unknown_type" : (code as KdsError["code"]);
   return new KdsError(precise, `the global ended the session (${code}): ${end.message}`, { cause: end });
+}
+
+/** The zone a request names in `client-id`, checked to be a valid zone name. */
+function zoneName(headers: Headers): string {
+  const zone = headers.get(CLIENT_ID_HEADER)?.trim() ?? "";
+  if (zone === "") throw new KdsError("missing_client_id", missingClientIdMessage());
+  if (!ZONE_NAME_PATTERN.test(zone)) {
+    throw new KdsError("invalid_argument", `the client-id header "${zone}" is not a valid zone name (1 to 63 lower-case letters, digits and '-')`);
+  }
+  return zone;
 }
 
 /** The admission result a refusal counts as. */

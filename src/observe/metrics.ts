@@ -46,7 +46,13 @@ export type ConnectionEvent =
   /** A connection was closed at once because the listener already held its maximum. */
   | "refused"
   /** An accepted connection was closed because it carried no request for the idle timeout. */
-  | "idle_timeout";
+  | "idle_timeout"
+  /** An unauthenticated connection was closed to make room at the cap, or an identity's oldest beyond its share. */
+  | "evicted"
+  /** An accepted connection was closed because it presented no valid credentials within the authentication timeout. */
+  | "unauthenticated_timeout"
+  /** A request was cut (its HTTP/2 stream reset, its HTTP/1.1 connection closed) because its body did not arrive within the request timeout. */
+  | "request_timeout";
 
 /** What a discovery event was, seen from the side that sent the response. */
 export type DiscoveryEvent =

@@ -23,6 +23,9 @@ export const METRIC_NAMES = Object.freeze([
   "kds_connections_open",
   "kds_connections_refused_total",
   "kds_connections_idle_closed_total",
+  "kds_connections_evicted_total",
+  "kds_connections_unauthenticated_closed_total",
+  "kds_requests_timed_out_total",
   "kds_mux_frames_total",
   "kds_mux_frame_bytes_total",
   "kds_mux_credit_wait_seconds_total",
@@ -49,6 +52,9 @@ export class PrometheusMetrics implements Metrics {
   readonly #connectionsOpen: Gauge<"listener">;
   readonly #connectionsRefused: Counter<"listener">;
   readonly #connectionsIdleClosed: Counter<"listener">;
+  readonly #connectionsEvicted: Counter<"listener">;
+  readonly #connectionsUnauthenticated: Counter<"listener">;
+  readonly #requestsTimedOut: Counter<"listener">;
   readonly #frames: Counter<"direction" | "lane">;
   readonly #bytes: Counter<"direction" | "lane">;
   readonly #creditWait: Counter<"lane">;
@@ -76,6 +82,24 @@ export class PrometheusMetrics implements Metrics {
     this.#connectionsIdleClosed = new Counter({
       name: "kds_connections_idle_closed_total",
       help: "Connections closed because they carried no request or stream for the idle timeout (--idle-timeout).",
+      labelNames: ["listener"],
+      registers,
+    });
+    this.#connectionsEvicted = new Counter({
+      name: "kds_connections_evicted_total",
+      help: "Connections closed to make room: the oldest unauthenticated one when the listener held its maximum, or an identity's oldest beyond its share of connections.",
+      labelNames: ["listener"],
+      registers,
+    });
+    this.#connectionsUnauthenticated = new Counter({
+      name: "kds_connections_unauthenticated_closed_total",
+      help: "Connections closed because they presented no valid credentials within the authentication timeout (--auth-timeout), whatever their streams were doing.",
+      labelNames: ["listener"],
+      registers,
+    });
+    this.#requestsTimedOut = new Counter({
+      name: "kds_requests_timed_out_total",
+      help: "Requests cut because their body did not arrive within the request timeout (--request-timeout, plus 1 s per 64 KiB received).",
       labelNames: ["listener"],
       registers,
     });
@@ -158,6 +182,15 @@ export class PrometheusMetrics implements Metrics {
         return;
       case "idle_timeout":
         this.#connectionsIdleClosed.inc({ listener });
+        return;
+      case "evicted":
+        this.#connectionsEvicted.inc({ listener });
+        return;
+      case "unauthenticated_timeout":
+        this.#connectionsUnauthenticated.inc({ listener });
+        return;
+      case "request_timeout":
+        this.#requestsTimedOut.inc({ listener });
         return;
     }
   }

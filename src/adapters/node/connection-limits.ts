@@ -1,11 +1,15 @@
 /**
- * Bounds on the connections a node listener holds, so idle or silent clients
- * cannot exhaust the process's file descriptors: a cap on open connections
- * (new ones beyond it are closed at once; open ones are never evicted), an
- * idle timeout for HTTP/2 connections without a stream and HTTP/1.1
- * keep-alive sockets without a request, a bound on concurrent streams per
- * HTTP/2 connection, and defaults derived from the soft `RLIMIT_NOFILE`.
- * Reaching the cap is logged once per burst and counted in metrics.
+ * Bounds on the connections a node listener holds, so idle, silent or
+ * unauthenticated clients cannot exhaust the process's file descriptors nor
+ * lock out clients with valid credentials: a cap on open connections (at the
+ * cap the oldest unauthenticated connection is closed to make room; only
+ * when all are authenticated is a new one refused), a deadline to
+ * authenticate (see `connection-guard.ts`), a deadline on request bodies
+ * (see `request-gate.ts`), an idle timeout for HTTP/2 connections without a
+ * stream and HTTP/1.1 keep-alive sockets without a request, a bound on
+ * concurrent streams per HTTP/2 connection, and defaults derived from the
+ * soft `RLIMIT_NOFILE`. Reaching the cap is logged once per burst and
+ * counted in metrics.
  *
  * @module
  */
@@ -17,14 +21,40 @@ import type * as net from "node:net";
 import { KdsError } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import type { ListenerName, Metrics } from "../../observe/metrics.ts";
-import { BurstLog } from "../../util/burst-log.ts";
+import { ConnectionGuard } from "./connection-guard.ts";
 
 /** How many connections a listener holds and for how long an idle one stays. */
 export interface ConnectionLimits {
   /** Which listener this is, for logs and metrics. */
   readonly listener: ListenerName;
-  /** Most connections open at once; a connection beyond it is closed as soon as it is accepted. */
+  /**
+   * Most connections open at once. At the cap, the oldest connection that
+   * has not authenticated is closed for each new one (when the listener
+   * authenticates, see `authTimeoutMs`); when every connection has, a new
+   * one is closed as soon as it is accepted.
+   */
   readonly maxConnections: number;
+  /**
+   * How long a connection may stay open without carrying a request whose
+   * credentials were proven (by the listener's gate, or a zone stream the
+   * global admitted); it is then closed, whatever its streams are doing.
+   * Only on a listener that authenticates (one with a gate: `serveGlobal`'s,
+   * or an admin listener given one); elsewhere every connection counts as
+   * authenticated. Default {@link DEFAULT_AUTH_TIMEOUT_MS}.
+   */
+  readonly authTimeoutMs?: number;
+  /**
+   * How long a request may take to send its body, plus one second per 64 KiB
+   * it sends (see `guardRequestBody`); the zone mux stream, whose body is the
+   * session itself, is exempt. Default {@link DEFAULT_REQUEST_TIMEOUT_MS}.
+   */
+  readonly requestTimeoutMs?: number;
+  /**
+   * Most authenticated connections one identity (a zone) holds at once;
+   * beyond it its oldest is closed. Default: no bound (the admin listener);
+   * `serveGlobal` defaults it to {@link DEFAULT_MAX_CONNECTIONS_PER_ZONE}.
+   */
+  readonly maxConnectionsPerIdentity?: number;
   /**
    * An HTTP/2 connection with no open stream, an HTTP/1.1 connection between
    * requests (keep-alive) or still sending its request head, and a connection
@@ -42,6 +72,13 @@ export interface ConnectionLimits {
   readonly metrics?: Pick<Metrics, "connection">;
 }
 
+/** The default of {@link ConnectionLimits.authTimeoutMs}. */
+export const DEFAULT_AUTH_TIMEOUT_MS = 5_000;
+/** The default of {@link ConnectionLimits.requestTimeoutMs}. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
+/** The zone listener's default {@link ConnectionLimits.maxConnectionsPerIdentity}: a zone needs one (a browser zone over HTTP/1.1 a few). */
+export const DEFAULT_MAX_CONNECTIONS_PER_ZONE = 8;
+
 /** The default of {@link ConnectionLimits.maxStreamsPerConnection} (HTTP/2's customary 100). */
 export const DEFAULT_MAX_STREAMS_PER_CONNECTION = 100;
 
@@ -55,6 +92,9 @@ export function checkConnectionLimits(limits: ConnectionLimits): void {
   check("maxConnections", limits.maxConnections, 2 ** 31 - 1);
   check("idleTimeoutMs", limits.idleTimeoutMs, 2 ** 31 - 1);
   check("maxStreamsPerConnection", limits.maxStreamsPerConnection, 2 ** 31 - 1);
+  check("authTimeoutMs", limits.authTimeoutMs, 2 ** 31 - 1);
+  check("requestTimeoutMs", limits.requestTimeoutMs, 2 ** 31 - 1);
+  check("maxConnectionsPerIdentity", limits.maxConnectionsPerIdentity, 2 ** 31 - 1);
 }
 
 /**
@@ -131,44 +171,44 @@ export function http2ServerOptions(limits: ConnectionLimits | undefined): http2.
 /** Options for `http.createServer` that enforce `limits` (how often idle request heads are checked). */
 export function http1ServerOptions(limits: ConnectionLimits | undefined): http.ServerOptions {
   if (limits === undefined) return {};
-  return { connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(limits.idleTimeoutMs / 4))) };
+  const shortest = Math.min(limits.idleTimeoutMs, limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS);
+  return { connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(shortest / 4))) };
 }
 
 /**
  * Enforces `limits` on a listener's servers (created with
- * {@link http2ServerOptions} and {@link http1ServerOptions}): the cap, its
- * log line and metrics, and the idle timeouts.
+ * {@link http2ServerOptions} and {@link http1ServerOptions}): the cap and
+ * who is closed at it, the authentication deadline (when `authenticates`:
+ * the listener's requests tell the returned guard when a connection
+ * authenticated; otherwise every connection counts as authenticated), their
+ * log lines and metrics, and the idle timeouts.
  */
-export function limitConnections(servers: LimitedServers, limits: ConnectionLimits): void {
+export function limitConnections(servers: LimitedServers, limits: ConnectionLimits, authenticates: boolean): ConnectionGuard {
   checkConnectionLimits(limits);
   const { accepting, h1, h2 } = servers;
-  const { listener, idleTimeoutMs, metrics, logger } = limits;
-  accepting.maxConnections = limits.maxConnections;
-  const refusals = new BurstLog((count, windowMs) =>
-    logger?.warn(
-      count === 1 && windowMs === 0
-        ? `the ${listener} listener holds ${limits.maxConnections} connections (${limits.setting ?? "maxConnections"}): new connections are closed at once until some close; open ones are kept. Further refusals are logged at most every 10 s and counted in kds_connections_refused_total{listener="${listener}"}`
-        : `the ${listener} listener refused ${count} more connections in the last ${Math.round(windowMs / 1000)} s at its cap of ${limits.maxConnections} (${limits.setting ?? "maxConnections"})`,
-      { listener, limit: limits.maxConnections, refused: count },
-    ),
-  );
-  // Node closes a connection beyond maxConnections as soon as it accepts it, and says so with 'drop'.
-  accepting.on("drop", () => {
-    metrics?.connection(listener, "refused");
-    refusals.note();
+  const { listener, idleTimeoutMs, metrics } = limits;
+  const guard = new ConnectionGuard({
+    listener,
+    maxConnections: limits.maxConnections,
+    authTimeoutMs: limits.authTimeoutMs ?? DEFAULT_AUTH_TIMEOUT_MS,
+    maxConnectionsPerIdentity: limits.maxConnectionsPerIdentity,
+    setting: limits.setting,
+    logger: limits.logger,
+    metrics,
   });
   accepting.on("connection", (socket: net.Socket) => {
-    metrics?.connection(listener, "opened");
-    socket.once("close", () => metrics?.connection(listener, "closed"));
+    if (guard.admit(socket) && !authenticates) guard.connection(socket).authenticated(undefined);
   });
+  const headersTimeout = Math.min(idleTimeoutMs, limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS);
   for (const server of [h1, h2]) {
     if (server === undefined) continue;
     // HTTP/1.1 (also the TLS server's HTTP/1.1 fallback): keep-alive sockets between requests, and slow request heads.
     const timeouts = server as { keepAliveTimeout?: number; headersTimeout?: number };
     timeouts.keepAliveTimeout = idleTimeoutMs;
-    timeouts.headersTimeout = idleTimeoutMs;
+    timeouts.headersTimeout = headersTimeout;
   }
   h2?.on("session", (session: http2.Http2Session) => closeWhenIdle(session, idleTimeoutMs, () => metrics?.connection(listener, "idle_timeout")));
+  return guard;
 }
 
 /** How long an idle HTTP/2 connection told to close (GOAWAY) may take before it is cut. */

@@ -26,6 +26,8 @@ import { MessageSchema, MultiplexService } from "../../gen/kds/mux/v1/mux_pb.ts"
 import type { GlobalServer } from "../../global/global-server.ts";
 import { toConnectError } from "../../transport/connect-errors.ts";
 import { drained, grpcEnvelope, readGrpcFrames } from "./grpc-frames.ts";
+import type { GuardedConnection } from "./connection-guard.ts";
+import { CLIENT_ID_HEADER } from "../../names.ts";
 
 /** The path of the mux stream. */
 export const MUX_PATH = `/${MultiplexService.typeName}/${MultiplexService.method.streamMessage.name}`;
@@ -36,16 +38,17 @@ const RESPONSE_CONTENT_TYPE = "application/grpc+proto";
  * A request handler for `serveRoutes` that takes a zone's gRPC mux stream
  * (binary, uncompressed frames, no deadline; answered uncompressed whatever
  * the zone accepts) and serves it on `global`; false for any other request,
- * which the caller hands to connect-node.
+ * which the caller hands to connect-node. `connection` learns that the
+ * stream's connection authenticated once the global admits the stream.
  */
 export function muxStreamClaim(
   global: GlobalServer,
   peer: (request: http2.Http2ServerRequest) => PeerInfo,
-): (request: http.IncomingMessage | http2.Http2ServerRequest, response: http.ServerResponse | http2.Http2ServerResponse) => boolean {
-  return (request, response) => {
+): (request: http.IncomingMessage | http2.Http2ServerRequest, response: http.ServerResponse | http2.Http2ServerResponse, connection: GuardedConnection) => boolean {
+  return (request, response, connection) => {
     if (!isPlainGrpcMuxStream(request)) return false;
     const h2 = request as http2.Http2ServerRequest;
-    void serveMuxStream(global, h2, response as http2.Http2ServerResponse, peer(h2));
+    void serveMuxStream(global, h2, response as http2.Http2ServerResponse, peer(h2), connection);
     return true;
   };
 }
@@ -66,7 +69,7 @@ function identityOnly(value: string | string[] | undefined): boolean {
 }
 
 /** Serves one mux stream until the session's frames end, then sends connect's status trailers. */
-async function serveMuxStream(global: GlobalServer, request: http2.Http2ServerRequest, response: http2.Http2ServerResponse, peer: PeerInfo): Promise<void> {
+async function serveMuxStream(global: GlobalServer, request: http2.Http2ServerRequest, response: http2.Http2ServerResponse, peer: PeerInfo, connection: GuardedConnection): Promise<void> {
   const stream = request.stream;
   const gone = new AbortController();
   stream.once("close", () => gone.abort(new KdsError("aborted", "the zone's HTTP/2 stream closed")));
@@ -79,7 +82,9 @@ async function serveMuxStream(global: GlobalServer, request: http2.Http2ServerRe
   }
   let failure: unknown;
   try {
-    const outbound = await global.accept(headers, readGrpcFrames(stream, global.maxMessageBytes, unreadable), gone.signal, peer);
+    // The global proves the zone's credentials on the headers before it reads a frame.
+    const outbound = await connection.authenticating(global.accept(headers, readGrpcFrames(stream, global.maxMessageBytes, unreadable), gone.signal, peer));
+    connection.authenticated(headers.get(CLIENT_ID_HEADER)?.trim());
     for await (const message of outbound) {
       if (stream.closed || stream.destroyed) continue; // the session ends through `gone`; its frames go nowhere
       if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });

@@ -19,8 +19,12 @@ import { peerInfoKey, type PeerInfo } from "../../auth/peer.ts";
 import { registerGlobal } from "../../global/connect-service.ts";
 import { baseUrl } from "../base-url.ts";
 import { KdsError } from "../../errors.ts";
-import { muxStreamClaim } from "./mux-stream.ts";
-import { http1ServerOptions, http2ServerOptions, limitConnections, type ConnectionLimits } from "./connection-limits.ts";
+import { MUX_PATH, muxStreamClaim } from "./mux-stream.ts";
+import { DEFAULT_MAX_CONNECTIONS_PER_ZONE, DEFAULT_REQUEST_TIMEOUT_MS, http1ServerOptions, http2ServerOptions, limitConnections, type ConnectionLimits } from "./connection-limits.ts";
+import type { GuardedConnection } from "./connection-guard.ts";
+import { gatedHandler, type RequestGate } from "./request-gate.ts";
+import { HalfDuplexHub } from "../../transport/half-duplex/server.ts";
+import { zoneGate } from "./zone-gate.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
 
 /** Where and how to listen. */
@@ -68,6 +72,15 @@ export interface ListenOptions {
    * clients limits, as the CLI does).
    */
   limits?: ConnectionLimits;
+  /**
+   * Proves each request's caller on its headers, before its body is read; a
+   * refusal is answered at once in the caller's protocol. With `limits`, a
+   * connection counts as authenticated once a request on it passed the gate
+   * as authenticated, and one that does not within `limits.authTimeoutMs` is
+   * closed. Without a gate every connection counts as authenticated.
+   * `serveGlobal` sets its own (zone credentials).
+   */
+  gate?: RequestGate;
 }
 
 type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
@@ -125,7 +138,16 @@ export interface ServedGlobal {
 /** Serves `routes` on node:http2. `beforeClose` runs first on close (for example to send goaways). */
 export async function serveRoutes(
   routes: (router: ConnectRouter) => void,
-  options: ListenOptions & { readMaxBytes?: number; beforeClose?: () => Promise<void>; claim?: (request: NodeRequest, response: http.ServerResponse | http2.Http2ServerResponse) => boolean } = {},
+  options: ListenOptions & {
+    readMaxBytes?: number;
+    beforeClose?: () => Promise<void>;
+    /** Takes a request before the gate (it proves the caller itself before reading the body); true when it took it. */
+    claim?: (request: NodeRequest, response: http.ServerResponse | http2.Http2ServerResponse, connection: GuardedConnection) => boolean;
+    /** Paths whose body is long-lived by design (a bidi stream), exempt from the request timeout. */
+    unboundedBody?: (path: string) => boolean;
+    /** Whether requests authenticate connections without `gate` (a claim does). */
+    authenticates?: boolean;
+  } = {},
 ): Promise<ServedGlobal> {
   const connect = connectNodeAdapter({
     routes,
@@ -134,12 +156,25 @@ export async function serveRoutes(
     interceptors: options.interceptors,
     contextValues: (request) => createContextValues().set(peerInfoKey, peerInfo(request)),
   });
-  const claim = options.claim;
-  const handler: typeof connect = claim === undefined ? connect : (request, response) => void (claim(request, response as http.ServerResponse | http2.Http2ServerResponse) || connect(request, response));
+  const limits = options.limits;
+  // Created with the servers below; requests only arrive once they listen.
+  let guard: ReturnType<typeof limitConnections> | undefined;
+  const gated = gatedHandler({
+    serve: (request, response) => void connect(request, response as Parameters<typeof connect>[1]),
+    claim: options.claim,
+    gate: options.gate,
+    get guard() {
+      return guard;
+    },
+    requestTimeoutMs: limits === undefined ? undefined : (limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS),
+    unboundedBody: options.unboundedBody,
+    onRequestTimeout: () => limits?.metrics?.connection(limits.listener, "request_timeout"),
+    peer: peerInfo,
+  });
+  const handler: typeof connect = (request, response) => gated(request, response as http.ServerResponse | http2.Http2ServerResponse);
   const backlog = options.backlog ?? DEFAULT_LISTEN_BACKLOG;
   if (!Number.isInteger(backlog) || backlog < 1) throw new KdsError("invalid_argument", `the listen backlog must be a positive integer, got ${String(options.backlog)}`);
   const tls = options.tls;
-  const limits = options.limits;
   const h1 = tls === undefined && (options.httpVersion === "1.1" || options.httpVersion === "both") ? http.createServer(http1ServerOptions(limits), handler) : undefined;
   const h2 =
     tls !== undefined
@@ -160,7 +195,7 @@ export async function serveRoutes(
     options.httpVersion === "both" && options.tls === undefined
       ? sniffingServer(h1 as http.Server, h2 as http2.Http2Server, Math.min(SNIFF_TIMEOUT_MS, limits?.idleTimeoutMs ?? SNIFF_TIMEOUT_MS))
       : ((h2 ?? h1) as http2.Http2Server | http2.Http2SecureServer | http.Server);
-  if (limits !== undefined) limitConnections({ accepting: server, h1, h2 }, limits);
+  if (limits !== undefined) guard = limitConnections({ accepting: server, h1, h2 }, limits, options.gate !== undefined || options.authenticates === true);
   const sessions = new Set<http2.Http2Session>();
   h2?.on("session", (session: http2.Http2Session) => {
     sessions.add(session);
@@ -238,13 +273,19 @@ function sniffingServer(h1: http.Server, h2: http2.Http2Server, sniffTimeoutMs: 
 
 /** Serves `global`'s `MultiplexService` (and `options.routes`) on node:http2; close sends every zone a goaway first. */
 export function serveGlobal(global: GlobalServer, options: ServeGlobalOptions = {}): Promise<ServedGlobal> {
+  const hub = new HalfDuplexHub(global);
+  const limits = options.limits;
   return serveRoutes(
     (router) => {
-      registerGlobal(router, global);
+      registerGlobal(router, global, { halfDuplex: hub });
       options.routes?.(router);
     },
     {
       ...options,
+      limits: limits === undefined ? undefined : { ...limits, maxConnectionsPerIdentity: limits.maxConnectionsPerIdentity ?? DEFAULT_MAX_CONNECTIONS_PER_ZONE },
+      // Zone credentials on the headers of every zone call; the direct mux stream (claimed first) proves them itself.
+      gate: options.gate ?? zoneGate(global, hub),
+      unboundedBody: (path) => path === MUX_PATH,
       readMaxBytes: global.maxMessageBytes,
       beforeClose: () => global.close(),
       claim: options.directMuxStream !== false && (options.interceptors ?? []).length === 0 ? muxStreamClaim(global, peerInfo) : undefined,

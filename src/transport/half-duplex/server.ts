@@ -53,6 +53,8 @@ interface Link {
 export class HalfDuplexHub {
   readonly #global: MuxAcceptor;
   readonly #links = new Map<string, Link>();
+  /** How many live links each (zone, credential) pair opened, for {@link HalfDuplexHub.admits}. */
+  readonly #credentials = new Map<string, number>();
   readonly #resumeTimeoutMs: number;
   readonly #maxUnacked: number;
 
@@ -61,6 +63,16 @@ export class HalfDuplexHub {
     this.#global = global;
     this.#resumeTimeoutMs = options.resumeTimeoutMs ?? 30_000;
     this.#maxUnacked = options.maxUnacked ?? 1024;
+  }
+
+  /**
+   * Whether a live link of zone `zone` was opened with the `authorization`
+   * header `authorization` (not empty): a server adapter lets a Push or Pull
+   * with such headers through before reading its body, without proving the
+   * credential again (the call itself must still name that link).
+   */
+  admits(zone: string, authorization: string): boolean {
+    return authorization !== "" && this.#credentials.has(credentialKey(zone, authorization));
   }
 
   /** Links alive now. */
@@ -167,6 +179,8 @@ export class HalfDuplexHub {
       changed: new Pulse(),
     };
     this.#links.set(link.id, link);
+    const key = credentialKey(link.zone, link.credential);
+    this.#credentials.set(key, (this.#credentials.get(key) ?? 0) + 1);
     controller.signal.addEventListener("abort", () => this.#drop(link), { once: true });
     void this.#pump(link);
     return link;
@@ -226,12 +240,21 @@ export class HalfDuplexHub {
 
   #drop(link: Link): void {
     if (!this.#links.delete(link.id)) return;
+    const key = credentialKey(link.zone, link.credential);
+    const left = (this.#credentials.get(key) ?? 1) - 1;
+    if (left > 0) this.#credentials.set(key, left);
+    else this.#credentials.delete(key);
     if (link.resumeTimer !== undefined) clearTimeout(link.resumeTimer);
     link.inbound.close();
     link.controller.abort();
     void link.outbound.return?.(undefined);
     link.changed.notify();
   }
+}
+
+/** The key of a (zone, authorization header) pair. */
+function credentialKey(zone: string, authorization: string): string {
+  return `${zone}\n${authorization}`;
 }
 
 /** Registers the half-duplex service of `hub` on `router` (with `options`, such as the JSON codec's type registry). */
