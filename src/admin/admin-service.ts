@@ -1,6 +1,7 @@
 /**
  * The admin API (`kds.admin.v1.AdminService`) over a side's store: list
- * types, apply, get and delete resources, inspect zone status. The global
+ * types, apply (a call's resources in one atomic store write: all or none),
+ * get and delete resources, inspect zone status. The global
  * manages global-to-zone kinds and Zone; a zone manages its zone-to-global
  * kinds; both can read everything they hold except the internal identity
  * kinds (signing keys, revocations), which it neither shows nor writes.
@@ -126,6 +127,37 @@ export function fromAdminResource(types: TypeRegistry, role: "global" | "zone", 
   return input;
 }
 
+/**
+ * Writes every input with ONE atomic `store.apply`: all of them or none.
+ * Resolves with every stored resource; a failure says which of the two
+ * happened: nothing was written when the store refused the batch (a
+ * conflict, an invalid resource), and, when the store failed, either all or
+ * none were (the commit's outcome is unknown to this side), never a part.
+ */
+export async function applyAll(store: ResourceStore, inputs: readonly ResourceInput[], signal: AbortSignal | undefined): Promise<{ revision: number; results: StoredResource[] }> {
+  try {
+    const { revision, results } = await store.apply(
+      inputs.map((input) => ({ op: "put", input })),
+      { signal },
+    );
+    return { revision, results: results as StoredResource[] };
+  } catch (error) {
+    // A store that failed (store_unavailable) may have failed at the commit, whose outcome this side cannot know.
+    throw withOutcome(error, inputs.length, KdsError.is(error, "store_unavailable") ? "unknown" : "none");
+  }
+}
+
+/** `error` (a KdsError) with what an apply of `count` resources left in the store appended; any other error as it is. */
+function withOutcome(error: unknown, count: number, outcome: "none" | "unknown"): unknown {
+  if (!(error instanceof KdsError)) return error;
+  const what = count === 1 ? "the resource" : `the ${count} resources`;
+  const said =
+    outcome === "none"
+      ? `none of ${what} was applied (an apply is all or nothing); fix it and apply again`
+      : `either all or none of ${what} were applied, never a part (an apply is one transaction); run \`kds-mux get\` to see which, then apply again`;
+  return new KdsError(error.code, `${error.message}; ${said}`, { cause: error });
+}
+
 /** The AdminService implementation over `backend`. */
 export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof AdminService> {
   const { types, store, role } = backend;
@@ -143,10 +175,16 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
       })),
     apply: (request, context) =>
       guard(async () => {
-        const inputs = request.resources.map((r) => fromAdminResource(types, role, r));
+        let inputs: ResourceInput[];
+        try {
+          inputs = request.resources.map((r) => fromAdminResource(types, role, r));
+        } catch (error) {
+          throw withOutcome(error, request.resources.length, "none");
+        }
+        if (inputs.length === 0) return { resources: [] };
+        const { results } = await applyAll(store, inputs, context.signal);
         const stored: AdminResource[] = [];
-        for (const input of inputs) {
-          const r = await store.put(input, { signal: context.signal });
+        for (const r of results) {
           logWrite(backend, context, `applied ${r.kind} ${resourceKey(r.meta.mesh, r.meta.name)} (version ${r.meta.version})`);
           stored.push(toAdminResource(types, r));
         }

@@ -25,14 +25,27 @@ export function generateZone(name: string, format: "yaml" | "json"): string {
   return format === "json" ? JSON.stringify(doc, null, 2) : stringify(doc).trimEnd();
 }
 
-/** `apply -f FILE...`: reads every file (or stdin for "-") and applies all resources in one call. */
+/**
+ * `apply -f FILE...`: reads every file (or stdin for "-") and applies all
+ * resources in one call, which the server writes all or nothing. The output
+ * says so; a call that failed says whether nothing or (when the server could
+ * not tell, or the connection broke) all or nothing was applied.
+ */
 export async function apply(server: AdminTarget | string, files: readonly { name: string; text: string }[]): Promise<string> {
   const documents: ResourceDocument[] = files.flatMap((f) => parseResourceFile(f.text, f.name));
   const client = adminClient(server);
   try {
     const response = await call(server, () => client.apply({ resources: documents.map((d) => d.resource) }));
-    return response.resources.map((r) => `${r.type} ${resourceKey(r.mesh, r.name)} applied (version ${r.version})`).join("\n");
+    const lines = response.resources.map((r) => `${r.type} ${resourceKey(r.mesh, r.name)} applied (version ${r.version})`);
+    if (lines.length > 1) lines.push(`all ${lines.length} resources applied together (an apply is all or nothing)`);
+    return lines.join("\n");
   } catch (error) {
+    // This call is never cancelled here, so "aborted" too means the connection broke (an HTTP/2 stream reset when the server died).
+    if ((KdsError.is(error, "transport") || KdsError.is(error, "aborted")) && documents.length > 0) {
+      // The call may have reached the server and committed before the connection broke.
+      const what = documents.length === 1 ? "the resource" : `the ${documents.length} resources`;
+      throw new KdsError(error.code, `${error.message}; if the call reached the server, either all or none of ${what} were applied, never a part: run \`kds-mux get\` to see which`, { cause: error });
+    }
     // Point at the document the server complained about.
     if (error instanceof KdsError) {
       const culprit = documents.find((d) => error.message.includes(`"${resourceKey(d.resource.mesh, d.resource.name)}"`));
