@@ -77,7 +77,7 @@ export type {
 export { InMemoryStore, type InMemoryStoreOptions } from "./store/memory.ts";
 export { validateInput } from "./store/validate.ts";
 export { followStore, type FollowOptions } from "./store/follow.ts";
-export { SIGNING_KEY_KIND, TOKEN_REVOCATION_KIND, ZONE_INSIGHT_KIND, ZONE_KIND, authTypes, createTypeRegistry, zoneInsightType, zoneType } from "./sync/builtin-types.ts";
+export { CERTIFICATE_REVOCATION_KIND, SIGNING_KEY_KIND, TOKEN_REVOCATION_KIND, ZONE_INSIGHT_KIND, ZONE_KIND, authTypes, createTypeRegistry, zoneInsightType, zoneType } from "./sync/builtin-types.ts";
 export {
   declarationOf,
   describeDeclaration,
@@ -137,6 +137,17 @@ export {
 } from "./auth/tokens.ts";
 export { SIGNING_ALGORITHM, SigningKeys, type ActiveSigningKey } from "./auth/signing-keys.ts";
 export { Revocations, revokes, type RevocableToken, type Revocation } from "./auth/revocations.ts";
+export { CERTIFICATE_IDENTITY_RULE, certificateZone } from "./auth/certificate-identity.ts";
+export {
+  CertificateRevocations,
+  certificateKeys,
+  normalizeFingerprint,
+  normalizeSerial,
+  revokesCertificate,
+  type CertificateRevocation,
+  type CertificateTarget,
+  type RevocableCertificate,
+} from "./auth/certificate-revocations.ts";
 export {
   TokenAdminAuthorizer,
   adminInterceptor,

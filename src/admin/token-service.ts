@@ -1,7 +1,7 @@
 /**
  * The token admin API (`kds.admin.v1.TokenService`) over a side's token
- * authority: create zone and admin tokens, revoke tokens, rotate the signing
- * key. Served on the admin listener next to `AdminService`; its every method
+ * authority: create zone and admin tokens, revoke tokens and zones' client
+ * certificates, rotate the signing key. Served on the admin listener next to `AdminService`; its every method
  * counts as a write (the admin role), and every call is logged with its caller.
  *
  * @module
@@ -9,6 +9,7 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import { adminPrincipalKey, describePrincipal } from "../auth/admin-authorizer.ts";
+import { describeCertificateRevocation } from "../auth/certificate-revocations.ts";
 import type { TokenAuthority } from "../auth/token-authority.ts";
 import { ADMIN_ROLES, type AdminRole } from "../auth/tokens.ts";
 import { KdsError } from "../errors.ts";
@@ -65,6 +66,15 @@ export function tokenServiceImpl(backend: TokenBackend): ServiceImpl<typeof Toke
         await tokens.revoke(request.tokenId !== "" ? { tokenId: request.tokenId } : { zone: request.zone }, by, context.signal);
         logWrite(backend, context, request.tokenId !== "" ? `revoked token ${request.tokenId}` : `revoked every token of zone "${request.zone}" issued until now`);
         return {};
+      }),
+    revokeCertificate: (request, context) =>
+      guard(async () => {
+        if (backend.role !== "global") throw new KdsError("invalid_argument", "client certificates admit zones on the global only; revoke a certificate on the global's admin API");
+        if ((request.serial === "") === (request.fingerprintSha256 === "")) throw new KdsError("invalid_argument", "name exactly one of a certificate's serial number and its SHA-256 fingerprint to revoke");
+        const by = describePrincipal(context.values.get(adminPrincipalKey));
+        const revoked = await tokens.revokeCertificate(request.serial !== "" ? { serial: request.serial } : { fingerprint: request.fingerprintSha256 }, by, context.signal);
+        logWrite(backend, context, `revoked the client certificate with ${describeCertificateRevocation(revoked)}`);
+        return { revoked: revoked.name };
       }),
     rotateSigningKey: (request, context) =>
       guard(async () => {

@@ -8,15 +8,25 @@
  */
 import { createContextKey, type ContextKey } from "@connectrpc/connect";
 
-/** The client certificate a TLS connection presented. */
+/**
+ * The client certificate a TLS connection presented, as the server adapter
+ * read it. The names are given in full (every CN, every SAN) so that
+ * `certificateZone` can refuse a certificate that names more than one zone.
+ */
 export interface PeerCertificate {
   /** True when it chains to a CA the server trusts for client certificates. */
   readonly authorized: boolean;
   /** Why it did not verify (when `authorized` is false). */
   readonly authorizationError?: string;
-  /** The subject's common name (CN). */
-  readonly commonName?: string;
-  /** The SHA-256 fingerprint, for logs. */
+  /** Every common name (CN) of the subject, in the certificate's order. */
+  readonly commonNames?: readonly string[];
+  /** Every URI subject alternative name, in the certificate's order. */
+  readonly uris?: readonly string[];
+  /** Every DNS subject alternative name, in the certificate's order. */
+  readonly dnsNames?: readonly string[];
+  /** The serial number in hex, as the TLS stack gives it (for revocation). */
+  readonly serialNumber?: string;
+  /** The SHA-256 fingerprint in hex, colons allowed (for revocation and logs). */
   readonly fingerprint256?: string;
 }
 

@@ -1,8 +1,9 @@
 /**
  * A control plane's token authority: issues zone and admin tokens with the
  * signing key kept in its store, verifies them (signature, audience, expiry,
- * revocation), revokes them, rotates the key, and follows the store's change
- * feed so a revocation made on any instance acts on every instance at once.
+ * revocation), revokes them and zones' client certificates, rotates the key,
+ * and follows the store's change feed so a revocation made on any instance
+ * acts on every instance at once.
  *
  * @module
  */
@@ -12,9 +13,10 @@ import { ZONE_NAME_PATTERN, assertZoneName } from "../names.ts";
 import type { ResourceStore, StoreChange } from "../store/contract.ts";
 import { followStore } from "../store/follow.ts";
 import { InMemoryStore } from "../store/memory.ts";
-import { SIGNING_KEY_KIND, TOKEN_REVOCATION_KIND, authTypes } from "../sync/builtin-types.ts";
+import { CERTIFICATE_REVOCATION_KIND, SIGNING_KEY_KIND, TOKEN_REVOCATION_KIND, authTypes } from "../sync/builtin-types.ts";
 import { TypeRegistry } from "../sync/resource-types.ts";
-import type { TokenRevocationSpec } from "../gen/kds/v1/auth_pb.ts";
+import type { CertificateRevocationSpec, TokenRevocationSpec } from "../gen/kds/v1/auth_pb.ts";
+import { CertificateRevocations, certificateRevocationOf, type CertificateRevocation, type CertificateTarget } from "./certificate-revocations.ts";
 import { Revocations, revocationOf, type Revocation } from "./revocations.ts";
 import { SigningKeys } from "./signing-keys.ts";
 import {
@@ -36,6 +38,7 @@ export const DEFAULT_TOKEN_VALIDITY_MS = 720 * 3_600_000;
 /** What changed in the store that may end live sessions. */
 export type AuthChange =
   | { readonly kind: "revoked"; readonly revocation: Revocation }
+  | { readonly kind: "certificate-revoked"; readonly revocation: CertificateRevocation }
   | { readonly kind: "key-retired"; readonly keyId: string }
   /** The change feed could not resume: re-check every live identity. */
   | { readonly kind: "resync" };
@@ -60,8 +63,10 @@ export interface TokenAuthorityOptions {
 export class TokenAuthority {
   /** The signing keys. */
   readonly keys: SigningKeys;
-  /** The revocations. */
+  /** The revoked tokens. */
   readonly revocations: Revocations;
+  /** The revoked client certificates. */
+  readonly certificates: CertificateRevocations;
   readonly #store: ResourceStore;
   readonly #issuer: string;
   readonly #now: () => Date;
@@ -75,6 +80,7 @@ export class TokenAuthority {
     this.#logger = options.logger ?? consoleLogger();
     this.keys = new SigningKeys(this.#store);
     this.revocations = new Revocations(this.#store, this.#now);
+    this.certificates = new CertificateRevocations(this.#store, this.#now);
   }
 
   /** A token proving zone `zone`, valid for `validForMs` (default 30 days). */
@@ -132,17 +138,29 @@ export class TokenAuthority {
   }
 
   /**
+   * Revokes a client certificate by its serial number or SHA-256 fingerprint
+   * (hex; colons and case do not matter): every instance sharing the store
+   * refuses it from now on and ends the sessions it admitted.
+   *
+   * @throws KdsError `invalid_argument` when the serial or fingerprint is not hex
+   */
+  revokeCertificate(target: CertificateTarget, revokedBy: string, signal?: AbortSignal): Promise<CertificateRevocation> {
+    return this.certificates.revoke(target, revokedBy, signal);
+  }
+
+  /**
    * Follows the store's change feed until `signal` aborts, calling
-   * `onChange` for every revocation and retired key, from any instance.
+   * `onChange` for every revocation (of a token or a certificate) and
+   * retired key, from any instance.
    * Store failures are logged and retried with backoff (`followStore`); a
    * feed that can no longer resume reports `resync`.
    */
   follow(signal: AbortSignal, onChange: (change: AuthChange) => void): Promise<void> {
     return followStore({
       store: this.#store,
-      kinds: [TOKEN_REVOCATION_KIND, SIGNING_KEY_KIND],
+      kinds: [TOKEN_REVOCATION_KIND, CERTIFICATE_REVOCATION_KIND, SIGNING_KEY_KIND],
       signal,
-      what: "token revocations and signing keys",
+      what: "token and certificate revocations and signing keys",
       logger: this.#logger,
       begin: async (beginSignal, compacted) => {
         // After a gap in the feed, every live identity is checked again against the store.
@@ -166,6 +184,7 @@ export class TokenAuthority {
 
 function authChange(change: StoreChange): AuthChange | undefined {
   if (change.op === "put") {
+    if (change.resource.kind === CERTIFICATE_REVOCATION_KIND) return { kind: "certificate-revoked", revocation: certificateRevocationOf(change.resource.spec as CertificateRevocationSpec) };
     if (change.resource.kind !== TOKEN_REVOCATION_KIND) return undefined;
     return { kind: "revoked", revocation: revocationOf(change.resource.spec as TokenRevocationSpec) };
   }

@@ -3,12 +3,14 @@
  * for it: the {@link ZoneAuthenticator} seam admission calls
  * (`GlobalServer`), with two implementations: {@link TokenZoneAuthenticator}
  * (a zone token in `authorization: Bearer`, optionally a client certificate
- * of a mutual-TLS connection instead) and {@link insecureZoneAuthenticator}
+ * of a mutual-TLS connection instead, read by `certificateZone`) and {@link insecureZoneAuthenticator}
  * (trusts `client-id`: local development only).
  *
  * @module
  */
 import { KdsError } from "../errors.ts";
+import { certificateZone } from "./certificate-identity.ts";
+import { certificateKeys, describeCertificateRevocation, revokesCertificate } from "./certificate-revocations.ts";
 import type { PeerInfo } from "./peer.ts";
 import { revokes } from "./revocations.ts";
 import type { AuthChange, TokenAuthority } from "./token-authority.ts";
@@ -38,8 +40,10 @@ export interface ZoneIdentity {
   readonly issuedAt?: Date;
   /** When the token expires (proof "token"); a live session outlives it. */
   readonly expiresAt?: Date;
-  /** The certificate's SHA-256 fingerprint (proof "certificate"). */
+  /** The certificate's SHA-256 fingerprint, lower-case hex (proof "certificate"). */
   readonly certificate?: string;
+  /** The certificate's serial number, lower-case hex without leading zeros (proof "certificate"). */
+  readonly certificateSerial?: string;
 }
 
 /** Decides whether a live session's identity is revoked. */
@@ -73,7 +77,8 @@ export interface TokenZoneAuthenticatorOptions {
   readonly adminUrl?: () => string;
   /**
    * Also admit a zone by a client certificate that the server verified
-   * (mutual TLS) and whose subject common name is the zone's name. Default false.
+   * (mutual TLS) and that names the zone by the rule of `certificateZone`
+   * (its URI or DNS SANs, else its one CN), unless it was revoked. Default false.
    */
   readonly certificates?: boolean;
 }
@@ -87,7 +92,7 @@ export function zoneTokenCommand(zone: string, server: string): string {
 export function missingTokenMessage(zone: string, server: string, certificates: boolean): string {
   return (
     `zone "${zone}" presented no token. A zone proves its name with a zone token in the "authorization: Bearer <token>" header` +
-    `${certificates ? " (or a client certificate whose CN is its name)" : ""}. Create one on the global and start the zone with it:\n\n` +
+    `${certificates ? " (or a client certificate that names it: a SAN spiffe://<trust-domain>/zone/<name> or <name>, or its only CN)" : ""}. Create one on the global and start the zone with it:\n\n` +
     `  ${zoneTokenCommand(zone, server)}\n  kds-mux zone --name ${zone} --token-file ${zone}.token --global <global-url>`
   );
 }
@@ -119,10 +124,19 @@ export class TokenZoneAuthenticator implements ZoneAuthenticator {
       if (!certificate.authorized) {
         throw new KdsError("unauthenticated", `zone "${zone}"'s client certificate is not trusted (${certificate.authorizationError ?? "unknown reason"}); use a certificate signed by the CA the global trusts for zones, or a zone token`);
       }
-      if (certificate.commonName !== zone) {
-        throw new KdsError("permission_denied", `the client certificate proves zone "${certificate.commonName ?? ""}" (its CN), but the stream names itself "${zone}" in client-id; a zone may only connect as itself`);
+      const proven = certificateZone(certificate, zone);
+      if (proven !== zone) {
+        throw new KdsError("permission_denied", `the client certificate proves zone "${proven}", but the stream names itself "${zone}" in client-id; a zone may only connect as itself`);
       }
-      return { zone, proof: "certificate", certificate: certificate.fingerprint256 };
+      const keys = certificateKeys(certificate);
+      const revocation = await this.#authority.certificates.find(keys, signal);
+      if (revocation !== undefined) {
+        throw new KdsError(
+          "unauthenticated",
+          `zone "${zone}"'s client certificate was revoked (${describeCertificateRevocation(revocation)}, at ${revocation.revokedAt.toISOString()}); issue the zone a new certificate, or give it a zone token`,
+        );
+      }
+      return { zone, proof: "certificate", certificate: keys.fingerprint, certificateSerial: keys.serial };
     }
     if (token === undefined) throw new KdsError("unauthenticated", missingTokenMessage(zone, this.#adminUrl(), this.#certificates));
     const claims = await this.#authority.verifyZoneToken(token, signal);
@@ -133,6 +147,11 @@ export class TokenZoneAuthenticator implements ZoneAuthenticator {
   }
 
   async revalidate(identity: ZoneIdentity, signal?: AbortSignal): Promise<void> {
+    if (identity.proof === "certificate") {
+      const revocation = await this.#authority.certificates.find({ serial: identity.certificateSerial, fingerprint: identity.certificate }, signal);
+      if (revocation !== undefined) throw new KdsError("unauthenticated", `zone "${identity.zone}"'s client certificate was revoked (${describeCertificateRevocation(revocation)})`);
+      return;
+    }
     if (identity.proof !== "token" || identity.tokenId === undefined || identity.issuedAt === undefined) return;
     if (identity.keyId === undefined || (await this.#authority.keys.verifier(identity.keyId, signal)) === undefined) {
       throw new KdsError("unauthenticated", `the key that signed zone "${identity.zone}"'s token was retired`);
@@ -152,6 +171,14 @@ export class TokenZoneAuthenticator implements ZoneAuthenticator {
           );
           return;
         }
+        case "certificate-revoked": {
+          const r = change.revocation;
+          onRevoked(
+            (id) => id.proof === "certificate" && revokesCertificate(r, { serial: id.certificateSerial, fingerprint: id.certificate }),
+            `its client certificate was revoked (${describeCertificateRevocation(r)}) by ${r.revokedBy}`,
+          );
+          return;
+        }
         case "key-retired":
           onRevoked((id) => id.proof === "token" && id.keyId === change.keyId, `the key that signed its zone token (${change.keyId}) was retired`);
           return;
@@ -166,7 +193,7 @@ export class TokenZoneAuthenticator implements ZoneAuthenticator {
                   throw error;
                 },
               ),
-            "its zone token is no longer valid",
+            "its zone token or client certificate is no longer valid",
           );
           return;
       }

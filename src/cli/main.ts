@@ -27,7 +27,7 @@ import { readPem } from "./secret-files.ts";
 import { runGlobal, runZone, zoneTransports, type GlobalCommandOptions, type ZoneCommandOptions } from "./serve-commands.ts";
 import { stopSignal } from "./signals.ts";
 import { dataDirOption, storeOption } from "./store-option.ts";
-import { generateAdminToken, generateZoneToken, revokeToken, rotateSigningKey } from "./token-commands.ts";
+import { generateAdminToken, generateZoneToken, revokeCertificate, revokeToken, rotateSigningKey } from "./token-commands.ts";
 
 const logFormatOption = (): Option => new Option("--log-format <format>", "log lines as readable text or JSON lines").choices(["text", "json"]).default("text");
 const logLevelOption = (): Option => new Option("--log-level <level>", "lowest level logged").choices(["debug", "info", "warn", "error"]).default("info");
@@ -174,7 +174,7 @@ export function program(): Command {
     process.stderr.write(`${r.note}\n`);
   });
 
-  const revoke = cli.command("revoke").description("revoke tokens");
+  const revoke = cli.command("revoke").description("revoke tokens and zones' client certificates");
   adminCommand(
     revoke
       .command("zone-token")
@@ -190,6 +190,14 @@ export function program(): Command {
       .option("--id <id>", "the token's id (printed when it was generated; its jti claim)")
       .option("--token-file <file>", "the token itself"),
   ).action(async (o: AdminFlags & { id?: string; tokenFile?: string }) => out(await revokeToken(target(o), { id: o.id, tokenFile: o.tokenFile })));
+  adminCommand(
+    revoke
+      .command("certificate")
+      .description("revoke a zone's client certificate (mutual TLS) on the global: its live sessions end with goaway ZONE_REVOKED and it is refused from then on")
+      .option("--serial <hex>", "its serial number, as openssl x509 -noout -serial prints it (unique per CA only: revokes that serial from every CA the global trusts)")
+      .option("--fingerprint <sha256>", "its SHA-256 fingerprint, as openssl x509 -noout -fingerprint -sha256 prints it")
+      .option("--cert-file <file>", "the certificate itself (PEM): revokes its SHA-256 fingerprint"),
+  ).action(async (o: AdminFlags & { serial?: string; fingerprint?: string; certFile?: string }) => out(await revokeCertificate(target(o), o)));
 
   const rotate = cli.command("rotate").description("rotate keys");
   adminCommand(

@@ -1,16 +1,18 @@
 /**
- * `kds-mux generate zone-token`, `generate admin-token`, `revoke zone-token`
- * and `rotate signing-key`: talk to the token service on an admin API.
+ * `kds-mux generate zone-token`, `generate admin-token`, `revoke zone-token`,
+ * `revoke certificate` and `rotate signing-key`: talk to the token service on
+ * an admin API.
  *
  * @module
  */
 import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { X509Certificate } from "node:crypto";
 import { decodeJwt } from "jose";
 import { ADMIN_ROLES } from "../auth/tokens.ts";
 import { KdsError } from "../errors.ts";
 import { assertZoneName } from "../names.ts";
 import { call, tokenClient, type AdminTarget } from "./admin-client.ts";
-import { readTokenFile } from "./secret-files.ts";
+import { readPem, readTokenFile } from "./secret-files.ts";
 
 function seconds(validForMs: number): bigint {
   if (!Number.isFinite(validForMs) || validForMs < 1000) throw new KdsError("invalid_argument", `--valid-for must be at least 1s`);
@@ -57,6 +59,26 @@ export async function revokeToken(server: AdminTarget, target: { id?: string; to
   const tokenId = target.id ?? tokenIdOf(target.tokenFile as string);
   await call(server, () => client.revokeToken({ tokenId }));
   return `revoked token ${tokenId}; sessions admitted with it end`;
+}
+
+/** The SHA-256 fingerprint of the first certificate in the PEM file `file` (`--cert-file`). */
+export function certificateFingerprintOf(file: string): string {
+  const pem = readPem(file, "--cert-file");
+  try {
+    return new X509Certificate(pem).fingerprint256;
+  } catch (error) {
+    throw new KdsError("invalid_argument", `--cert-file ${file} holds no X.509 certificate that can be read (${error instanceof Error ? error.message : String(error)})`, { cause: error });
+  }
+}
+
+/** `revoke certificate (--serial HEX | --fingerprint SHA256 | --cert-file FILE)`. */
+export async function revokeCertificate(server: AdminTarget, target: { serial?: string; fingerprint?: string; certFile?: string }): Promise<string> {
+  const given = [target.serial, target.fingerprint, target.certFile].filter((v) => v !== undefined).length;
+  if (given !== 1) throw new KdsError("invalid_argument", "name exactly one of --serial HEX, --fingerprint SHA256 and --cert-file FILE (the certificate to revoke)");
+  const fingerprint = target.certFile !== undefined ? certificateFingerprintOf(target.certFile) : target.fingerprint;
+  const client = tokenClient(server);
+  const r = await call(server, () => client.revokeCertificate(fingerprint !== undefined ? { fingerprintSha256: fingerprint } : { serial: target.serial }));
+  return `revoked the client certificate ${r.revoked}; sessions admitted with it end, and it is refused from now on`;
 }
 
 /** `rotate signing-key [--retire-previous]`. */

@@ -1,14 +1,14 @@
 /**
  * The resource types kds-mux defines itself: Zone, which registers a zone on
  * the global, ZoneInsight, which records which global instance holds a zone's
- * session, and the internal identity kinds (signing keys, revocations). Every
+ * session, and the internal identity kinds (signing keys, revoked tokens and certificates). Every
  * other kind comes from the user (generated code or a descriptor set); the
  * example kinds the demo uses live in examples/example-kinds.
  *
  * @module
  */
 import { ZoneInsightSpecSchema, ZoneSpecSchema } from "../gen/kds/v1/resource_pb.ts";
-import { SigningKeySpecSchema, TokenRevocationSpecSchema } from "../gen/kds/v1/auth_pb.ts";
+import { CertificateRevocationSpecSchema, SigningKeySpecSchema, TokenRevocationSpecSchema } from "../gen/kds/v1/auth_pb.ts";
 import { TypeRegistry, type ResourceTypeInit } from "./resource-types.ts";
 
 /** Kind of the system resource that registers a zone on the global. */
@@ -28,10 +28,14 @@ export const SIGNING_KEY_KIND = "SigningKey";
 /** Kind of the internal resource recording a revoked token (see src/auth). */
 export const TOKEN_REVOCATION_KIND = "TokenRevocation";
 
+/** Kind of the internal resource recording a revoked client certificate (see src/auth). */
+export const CERTIFICATE_REVOCATION_KIND = "CertificateRevocation";
+
 /** The internal kinds identity needs: cluster-scoped, never synced, hidden from the admin API. */
 export const authTypes: readonly ResourceTypeInit[] = Object.freeze([
   { kind: SIGNING_KEY_KIND, schema: SigningKeySpecSchema, direction: "local", scope: "cluster", internal: true },
   { kind: TOKEN_REVOCATION_KIND, schema: TokenRevocationSpecSchema, direction: "local", scope: "cluster", internal: true },
+  { kind: CERTIFICATE_REVOCATION_KIND, schema: CertificateRevocationSpecSchema, direction: "local", scope: "cluster", internal: true },
 ]);
 
 /**

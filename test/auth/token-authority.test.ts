@@ -111,9 +111,9 @@ describe("TokenZoneAuthenticator", () => {
     });
     await expect(auth.authenticate({ zone: "zone-a", headers: new Headers({ authorization: "Basic abc" }) })).rejects.toMatchObject({ code: "unauthenticated" });
     // A certificate is ignored unless certificates are enabled.
-    await expect(auth.authenticate({ zone: "zone-a", headers: new Headers(), peer: { certificate: { authorized: true, commonName: "zone-a" } } })).rejects.toMatchObject({ code: "unauthenticated" });
+    await expect(auth.authenticate({ zone: "zone-a", headers: new Headers(), peer: { certificate: { authorized: true, commonNames: ["zone-a"] } } })).rejects.toMatchObject({ code: "unauthenticated" });
     const mtls = new TokenZoneAuthenticator(tokens, { certificates: true });
-    expect(await mtls.authenticate({ zone: "zone-a", headers: new Headers(), peer: { certificate: { authorized: true, commonName: "zone-a" } } })).toMatchObject({ proof: "certificate" });
+    expect(await mtls.authenticate({ zone: "zone-a", headers: new Headers(), peer: { certificate: { authorized: true, commonNames: ["zone-a"] } } })).toMatchObject({ proof: "certificate" });
   });
 
   it("is distinguishable from the insecure mode", () => {

@@ -1,6 +1,7 @@
 // Certificates made in the test, with WebCrypto and @peculiar/x509 (no
 // openssl binary needed): a CA, server certificates for localhost and
-// 127.0.0.1, and client certificates whose CN is a zone name.
+// 127.0.0.1, and client certificates naming a zone (by CN, or by URI and DNS
+// SANs, or ambiguously, for the tests that refuse them).
 import "reflect-metadata";
 import * as x509 from "@peculiar/x509";
 
@@ -17,7 +18,13 @@ export interface Pem {
 /** A CA that signs certificates. */
 export interface TestCa extends Pem {
   readonly name: string;
-  issue(options: { commonName: string; server?: boolean; client?: boolean; validDays?: number }): Promise<Pem>;
+  /**
+   * A certificate signed by this CA. `subject` replaces `CN=<commonName>`
+   * (for example "CN=zone-b, CN=zone-a", two CNs); `uris` and `dnsNames`
+   * are subject alternative names (a server certificate also gets
+   * localhost and 127.0.0.1).
+   */
+  issue(options: { commonName: string; subject?: string; uris?: string[]; dnsNames?: string[]; server?: boolean; client?: boolean; validDays?: number }): Promise<Pem>;
 }
 
 function pemKey(pkcs8: ArrayBuffer): string {
@@ -49,7 +56,7 @@ export async function createCa(name: string): Promise<TestCa> {
     name,
     cert: caCert.toString("pem"),
     key: pemKey(await crypto.subtle.exportKey("pkcs8", keys.privateKey)),
-    async issue({ commonName, server = false, client = false, validDays = 1 }) {
+    async issue({ commonName, subject, uris = [], dnsNames = [], server = false, client = false, validDays = 1 }) {
       const leaf = (await crypto.subtle.generateKey(algorithm, true, ["sign", "verify"])) as CryptoKeyPair;
       const usages: string[] = [];
       if (server) usages.push(x509.ExtendedKeyUsage.serverAuth);
@@ -60,17 +67,12 @@ export async function createCa(name: string): Promise<TestCa> {
         new x509.ExtendedKeyUsageExtension(usages, false),
         await x509.AuthorityKeyIdentifierExtension.create(keys.publicKey),
       ];
-      if (server) {
-        extensions.push(
-          new x509.SubjectAlternativeNameExtension([
-            { type: "dns", value: "localhost" },
-            { type: "ip", value: "127.0.0.1" },
-          ]),
-        );
-      }
+      const sans: x509.JsonGeneralName[] = [...uris.map((value) => ({ type: "url" as const, value })), ...dnsNames.map((value) => ({ type: "dns" as const, value }))];
+      if (server) sans.push({ type: "dns", value: "localhost" }, { type: "ip", value: "127.0.0.1" });
+      if (sans.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(sans));
       const cert = await x509.X509CertificateGenerator.create({
         serialNumber: nextSerial(),
-        subject: `CN=${commonName}`,
+        subject: subject ?? `CN=${commonName}`,
         issuer: caCert.subject,
         notBefore: new Date(Date.now() - 60_000),
         notAfter: new Date(Date.now() + validDays * 86_400_000),

@@ -14,12 +14,12 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import type { AddressInfo, Socket } from "node:net";
-import type { TLSSocket } from "node:tls";
-import { peerInfoKey, type PeerInfo } from "../../auth/peer.ts";
+import { peerInfoKey } from "../../auth/peer.ts";
 import { registerGlobal } from "../../global/connect-service.ts";
 import { baseUrl } from "../base-url.ts";
 import { KdsError } from "../../errors.ts";
 import { MUX_PATH, muxStreamClaim } from "./mux-stream.ts";
+import { peerInfo } from "./peer-info.ts";
 import { DEFAULT_MAX_CONNECTIONS_PER_ZONE, DEFAULT_REQUEST_TIMEOUT_MS, http1ServerOptions, http2ServerOptions, limitConnections, type ConnectionLimits } from "./connection-limits.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
 import { gatedHandler, type RequestGate } from "./request-gate.ts";
@@ -87,24 +87,6 @@ type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 
 /** The default of {@link ListenOptions.backlog}: Linux's default net.core.somaxconn since 5.4. */
 export const DEFAULT_LISTEN_BACKLOG = 4096;
-
-/** What the connection of `request` tells about the client: its certificate, on TLS. */
-export function peerInfo(request: NodeRequest): PeerInfo {
-  const socket = request.socket as Partial<TLSSocket> | undefined;
-  if (socket?.getPeerCertificate === undefined) return {};
-  const cert = socket.getPeerCertificate(false);
-  if (cert === null || cert === undefined || Object.keys(cert).length === 0) return {};
-  const cn = cert.subject?.CN;
-  const authorizationError = socket.authorizationError;
-  return {
-    certificate: {
-      authorized: socket.authorized === true,
-      authorizationError: authorizationError === undefined || authorizationError === null ? undefined : String(authorizationError),
-      commonName: Array.isArray(cn) ? cn[0] : cn,
-      fingerprint256: cert.fingerprint256,
-    },
-  };
-}
 
 /** Options of {@link serveGlobal}. */
 export interface ServeGlobalOptions extends ListenOptions {
