@@ -64,7 +64,7 @@ export interface GlobalControlPlaneOptions {
    * (and client certificates when `clientCertificates` is set).
    */
   readonly authenticator?: ZoneAuthenticator;
-  /** Also admit a zone by a verified client certificate whose CN is its name (mutual TLS). Default false. */
+  /** Also admit a zone by a verified client certificate that names it (mutual TLS; the rule of `certificateZone`), unless revoked. Default false. */
   readonly clientCertificates?: boolean;
   /** Which global resources a zone receives. Default: all. */
   readonly filter?: (zone: string, resource: StoredResource) => boolean;
