@@ -78,6 +78,8 @@ export class ConnectionGuard {
   readonly #evictedLog: BurstLog;
   readonly #timeoutLog: BurstLog;
   readonly #identityLog: BurstLog;
+  /** Connections admitted without a remote address so far (their keys). */
+  #unknown = 0;
 
   /** @param options - the cap, the authentication timeout, where to report */
   constructor(options: ConnectionGuardOptions) {
@@ -140,12 +142,9 @@ export class ConnectionGuard {
       this.#evictedLog.note();
       this.#close(victim);
     }
-    const key = keyOf(socket);
-    if (key === undefined) {
-      // No remote address: the socket is already gone; nothing to keep.
-      socket.destroy();
-      return false;
-    }
+    // A runtime that tells no remote address (or a socket already gone) cannot be matched to its requests: it counts toward
+    // the cap but is trusted as before, rather than closed for a check it could never pass.
+    const key = keyOf(socket) ?? `unknown|${++this.#unknown}`;
     const tracked: Tracked = { socket, key, authenticated: false, identity: undefined, pending: 0, overdue: false, timer: undefined };
     this.#all.get(key)?.socket.destroy(); // a stale entry for a reused address and port
     this.#forget(this.#all.get(key));
@@ -154,6 +153,7 @@ export class ConnectionGuard {
     tracked.timer = setTimeout(() => setImmediate(() => this.#deadline(tracked)), this.#options.authTimeoutMs);
     tracked.timer.unref();
     socket.once("close", () => this.#forget(tracked));
+    if (key.startsWith("unknown|")) this.#authenticated(tracked, undefined);
     return true;
   }
 
