@@ -36,6 +36,9 @@ const COUNT = Math.min(WANTED, Math.floor((own.soft - 400) / 100) * 100);
 const globalOpenFiles = Math.min(GLOBAL_OPEN_FILES, own.hard);
 if (COUNT < WANTED) console.warn(`connections test: this process may open ${own.soft} files (ulimit -n), so the flood is scaled down from ${WANTED} to ${COUNT} connections and streams`);
 
+/** Registered zones the silent streams name (besides the real one): enough that their shares (4 each) exceed --max-handshakes. */
+const silentZones = Array.from({ length: 200 }, (_, i) => `silent-${i}`);
+
 const dir = mkdtempSync(join(tmpdir(), "kds-mux-hostile-"));
 const file = (name: string, text: string): string => {
   const path = join(dir, name);
@@ -284,15 +287,17 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
 
       const metrics = await parseMetrics(await (await fetch(`${globalAdmin}/metrics`)).text());
       const refused = metrics.value("kds_connections_refused_total", { listener: "zones" });
+      // Every flood connection is unauthenticated: at the cap the oldest of them is closed for each new one (the zone's is kept).
+      const evicted = metrics.value("kds_connections_evicted_total", { listener: "zones" });
       const idleClosed = metrics.value("kds_connections_idle_closed_total", { listener: "zones" });
       console.log(
         `idle flood: ${all.length} connections opened (${COUNT} at a time, half raw TCP, half HTTP/2; reopened when closed for ${Math.round(stoppedAt - floodStarted)} ms); ` +
-          `global refused ${refused} at its cap and closed ${idleClosed} after the ${IDLE_TIMEOUT_MS} ms idle timeout; ` +
+          `global evicted ${evicted} unauthenticated connections at its cap, refused ${refused}, and closed ${idleClosed} after the ${IDLE_TIMEOUT_MS} ms idle timeout; ` +
           `kept connections lived ${Math.round(kept[0] ?? 0)}..${Math.round(kept.at(-1) ?? 0)} ms (median ${Math.round(kept[Math.floor(kept.length / 2)] ?? 0)}); the last closed ${closeAllMs} ms after the flood stopped; ${neverAccepted.length} raw TCP never reached the global (accept queue overflow); ` +
           `global descriptors ${fdsBefore} before, peak ${peakFds} (limit ${globalOpenFiles}), ${fdsAfter} after; ` +
           `a resource reached the zone in ${syncMs} ms during the flood (${syncBeforeMs} ms before it, both through CLI processes); global RSS ${rssBefore} MiB before, peak ${peakRss} MiB`,
       );
-      expect(refused).toBeGreaterThan(0);
+      expect(evicted).toBeGreaterThan(0);
       expect(idleClosed).toBeGreaterThan(0);
       expect(kept.length).toBeGreaterThan(0);
     } finally {
@@ -311,6 +316,8 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
 
   it("ends streams that never say hello: goaway PROTOCOL_ERROR after the hello timeout, or overloaded at once beyond --max-handshakes", async () => {
     const pid = global.child.pid as number;
+    const silent = await run(["apply", "-f", file("silent-zones.yaml", silentZones.map((name) => `type: Zone\nname: ${name}\nspec:\n  enabled: true\n`).join("---\n")), "--server", globalAdmin]);
+    expect(silent.code, silent.stderr).toBe(0);
     const sessions = Array.from({ length: Math.ceil(COUNT / STREAMS_PER_SESSION) }, () => {
       const s = http2.connect(`http://127.0.0.1:${zonePort}`);
       s.on("error", () => undefined); // the idle timeout closes these sessions once their streams are gone
@@ -320,8 +327,12 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
     const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssMiB(pid))), 250);
     let ends: StreamEnd[];
     try {
-      // They name the real zone, the worst case: each is admitted (insecure global) and must not replace its session.
-      const pending = Array.from({ length: COUNT }, (_, i) => silentStream(sessions[Math.floor(i / STREAMS_PER_SESSION)] as http2.ClientHttp2Session, "zone-1"));
+      // The first connection's streams name the real zone, the worst case: each admitted one (insecure global) must not replace
+      // its session, and at most its share (4) wait at once. The others name registered zones of their own, 10 streams each, so
+      // together they still fill --max-handshakes.
+      const pending = Array.from({ length: COUNT }, (_, i) =>
+        silentStream(sessions[Math.floor(i / STREAMS_PER_SESSION)] as http2.ClientHttp2Session, i < STREAMS_PER_SESSION ? "zone-1" : silentZones[i % silentZones.length] as string),
+      );
       const all = Promise.all(pending);
       const settled = await Promise.race([all, sleep(HELLO_TIMEOUT_MS + 120_000).then(() => undefined)]);
       expect(settled, "every silent stream ended within the hello timeout plus 120 s").toBeDefined();
@@ -350,8 +361,9 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
     expect(Math.min(...timedOut.map((e) => e.ms))).toBeGreaterThanOrEqual(HELLO_TIMEOUT_MS * 0.9);
     // Logged once per burst, counted in metrics.
     expect(global.output).toMatch(/refusing zone streams: 512 streams are already in admission or waiting for their hello/);
+    expect(global.output).toMatch(/refusing zone streams of one zone: it already has 4 streams in admission or waiting for their hello/);
     expect(global.output).toMatch(/ended a zone stream that sent no hello within 3000 ms/);
-    expect(global.output.split("\n").filter((l) => /zone streams/.test(l)).length).toBeLessThanOrEqual(6);
+    expect(global.output.split("\n").filter((l) => /zone streams|more streams/.test(l)).length).toBeLessThanOrEqual(9);
     const metrics = await parseMetrics(await (await fetch(`${globalAdmin}/metrics`)).text());
     expect(metrics.value("kds_admissions_total", { result: "overloaded" })).toBe(overloaded.length);
     // The real zone still syncs on the session it had from the start.
