@@ -36,7 +36,7 @@ function sanZone(kind: "URI" | "DNS", value: string): string | undefined {
 function ambiguous(zone: string, problem: string): KdsError {
   return new KdsError(
     "unauthenticated",
-    `the client certificate presented for zone "${zone}" proves no zone: ${problem}. ${CERTIFICATE_IDENTITY_RULE}. Issue the zone a certificate that names it in exactly one of these ways, or give it a zone token instead`,
+    `the client certificate presented for zone "${zone}" proves no zone: ${problem}. ${CERTIFICATE_IDENTITY_RULE}. Issue the zone a certificate that names it in exactly one of these ways, or have it dial with a zone token and no client certificate`,
   );
 }
 

@@ -133,7 +133,7 @@ export class TokenZoneAuthenticator implements ZoneAuthenticator {
       if (revocation !== undefined) {
         throw new KdsError(
           "unauthenticated",
-          `zone "${zone}"'s client certificate was revoked (${describeCertificateRevocation(revocation)}, at ${revocation.revokedAt.toISOString()}); issue the zone a new certificate, or give it a zone token`,
+          `zone "${zone}"'s client certificate was revoked (${describeCertificateRevocation(revocation)}, at ${revocation.revokedAt.toISOString()}); issue the zone a new certificate, or have it dial with a zone token and no client certificate`,
         );
       }
       return { zone, proof: "certificate", certificate: keys.fingerprint, certificateSerial: keys.serial };

@@ -419,7 +419,7 @@ export class GlobalServer implements MuxAcceptor {
         void previous.close({ code: "replaced", message: `a newer session of zone "${zone}" replaced this one on global "${this.id}"` });
       }
       const proof = this.#live.get(session);
-      this.#logger.info(`zone "${zone}" connected (${proof?.proof === "token" ? `zone token ${proof.tokenId ?? ""}` : proof?.proof === "certificate" ? "client certificate" : "NOT authenticated"})`, { zone });
+      this.#logger.info(`zone "${zone}" connected (${proof?.proof === "token" ? `zone token ${proof.tokenId ?? ""}` : proof?.proof === "certificate" ? `client certificate sha256:${proof.certificate ?? "?"} serial:${proof.certificateSerial ?? "?"}` : "NOT authenticated"})`, { zone });
       try {
         await this.#options.onSession?.(session);
       } catch (error) {

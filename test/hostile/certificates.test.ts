@@ -112,6 +112,8 @@ describe("certificates: a global admitting zones by client certificate (real pro
     await zone.waitFor(/connected to global "global"/);
     await eventually(async () => (await connectedAt("zone-f")) !== undefined, "zone-f online");
     const fingerprint = new X509Certificate(pem.cert).fingerprint256;
+    // The global logs what an operator needs to revoke it.
+    await global.waitFor(new RegExp(`zone "zone-f" connected \\(client certificate sha256:${fingerprint.replaceAll(":", "").toLowerCase()} serial:[0-9a-f]+\\)`));
     const revokedAt = Date.now();
     const revoked = await tokenClient(admin).revokeCertificate({ fingerprintSha256: fingerprint });
     expect(revoked.revoked).toBe(`sha256.${fingerprint.replaceAll(":", "").toLowerCase()}`);
@@ -119,7 +121,7 @@ describe("certificates: a global admitting zones by client certificate (real pro
     console.log(`certificate revoked by fingerprint: the zone process printed its session's end ${endedMs} ms after the admin API call began`);
     expect(endedMs).toBeLessThan(REVOKED_SESSION_END_MS);
     // Its redial is refused, saying why; it stays out.
-    await zone.waitFor(/client certificate was revoked \(SHA-256 fingerprint [0-9a-f]{64}, at \d{4}-[^)]*\); issue the zone a new certificate, or give it a zone token/);
+    await zone.waitFor(/client certificate was revoked \(SHA-256 fingerprint [0-9a-f]{64}, at \d{4}-[^)]*\); issue the zone a new certificate, or have it dial with a zone token and no client certificate/);
     expect(zone.output.match(/connected to global "global"/g)).toHaveLength(1);
     await eventually(async () => (await connectedAt("zone-f")) === undefined, "zone-f offline");
     await global.waitFor(/admin write by [^\n]*: revoked the client certificate with SHA-256 fingerprint/);
