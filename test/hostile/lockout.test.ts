@@ -8,6 +8,7 @@
 // `npm test` runs a scaled-down flood (see COUNT); KDS_HOSTILE_FULL=1 runs the issue's full size:
 //   KDS_HOSTILE_FULL=1 npx vitest run test/hostile/lockout.test.ts
 import { mkdtempSync, writeFileSync } from "node:fs";
+import * as http2 from "node:http2";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -31,6 +32,8 @@ const SCALED_MAX_CONNECTIONS = 150;
 const SCALED_MAX_HANDSHAKES = 100;
 /** The acceptance bound: a new zone with a valid token connects within this long. */
 const CONNECT_BOUND_MS = 5_000;
+/** The global's --request-timeout here (short, so the test of a slow body is quick). */
+const REQUEST_TIMEOUT_MS = 2_000;
 /** How long each flood is held before a new zone dials. */
 const FLOOD_SETTLE_MS = 4_000;
 
@@ -101,7 +104,7 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
     global = new KdsProcess(
       [
         "global",
-        ...["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory"],
+        ...["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--request-timeout", `${REQUEST_TIMEOUT_MS}ms`],
         ...(FULL ? [] : ["--max-connections", String(SCALED_MAX_CONNECTIONS), "--max-handshakes", String(SCALED_MAX_HANDSHAKES)]),
       ],
       { openFiles: GLOBAL_OPEN_FILES },
@@ -125,6 +128,50 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
   it("logs the per-zone handshake share and the authentication timeout", () => {
     expect(global.output).toMatch(new RegExp(`at most ${FULL ? 512 : SCALED_MAX_HANDSHAKES} waiting at once, 4 per zone`));
     expect(global.output).toMatch(/unauthenticated ones after 5000 ms \(the oldest first at the cap\)/);
+  });
+
+  it("refuses tokenless half-duplex calls on their headers while their body is still open, and cuts a request whose body does not arrive", async () => {
+    /** Opens a request whose body never ends; resolves with its response status and body once the response ends, or how it was closed. */
+    const endless = (url: string, path: string, headers: Record<string, string>): Promise<{ status?: number; body: string; rstCode?: number; ms: number; bodyOpen: boolean }> =>
+      new Promise((resolve) => {
+        const started = performance.now();
+        const session = http2.connect(url);
+        session.on("error", () => undefined); // the global closing it is reported through the stream below
+        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/proto", "connect-protocol-version": "1", ...headers }, { endStream: false });
+        stream.write(new Uint8Array([0x0a, 0x10]));
+        let status: number | undefined;
+        let body = "";
+        stream.on("response", (h) => (status = Number(h[":status"])));
+        stream.on("data", (chunk: Buffer) => (body += chunk.toString()));
+        stream.on("error", () => undefined); // a reset is reported through rstCode
+        const done = (): void => {
+          const result = { status, body, rstCode: stream.rstCode, ms: Math.round(performance.now() - started), bodyOpen: !stream.writableEnded };
+          session.destroy();
+          resolve(result);
+        };
+        stream.once("end", done);
+        stream.once("close", done);
+      });
+    const push = await endless(muxUrl, "/kds.mux.v1.HalfDuplexService/Push", { "client-id": "zone-1" });
+    const pull = await endless(muxUrl, "/kds.mux.v1.HalfDuplexService/Pull", { "client-id": "zone-1", authorization: "Bearer not-a-token" });
+    const slow = await endless(adminUrl, "/kds.admin.v1.AdminService/Get", {});
+    console.log(
+      `headers first: tokenless Push answered ${push.status} in ${push.ms} ms, Pull with a bad token ${pull.status} in ${pull.ms} ms, both with their bodies still open; ` +
+        `a trusted (loopback) admin call whose body never ends was reset (code ${slow.rstCode}) after ${slow.ms} ms (--request-timeout ${REQUEST_TIMEOUT_MS} ms)`,
+    );
+    for (const refused of [push, pull]) {
+      expect(refused.status).toBe(401);
+      expect(JSON.parse(refused.body)).toMatchObject({ code: "unauthenticated" });
+      expect(refused.bodyOpen).toBe(true);
+      expect(refused.ms).toBeLessThan(CONNECT_BOUND_MS);
+    }
+    expect(push.body).toMatch(/no half-duplex link|presented no token/);
+    expect(slow.status).toBeUndefined();
+    expect(slow.rstCode).toBe(http2.constants.NGHTTP2_CANCEL);
+    expect(slow.ms).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS * 0.9);
+    expect(slow.ms).toBeLessThan(REQUEST_TIMEOUT_MS + 30_000);
+    const metrics = await parseMetrics(await (await fetch(`${adminUrl}/metrics`)).text());
+    expect(metrics.value("kds_requests_timed_out_total", { listener: "admin" })).toBeGreaterThanOrEqual(1);
   });
 
   it(`admits a new zone within ${CONNECT_BOUND_MS} ms while one token holds ${COUNT} hello-less streams, and the connected zone keeps syncing`, async () => {
