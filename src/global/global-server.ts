@@ -32,6 +32,9 @@ import { BurstLog } from "../util/burst-log.ts";
 /** The default of {@link GlobalServerOptions.maxHandshakes}. */
 export const DEFAULT_MAX_HANDSHAKES = 512;
 
+/** How many distinct credential refusals are rate-limited separately at once. */
+const MAX_REFUSAL_LOGS = 256;
+
 /** The default of {@link GlobalServerOptions.maxHandshakesPerZone}: a zone needs one; a few cover a reconnect racing a stale stream. */
 export const DEFAULT_MAX_HANDSHAKES_PER_ZONE = 4;
 
@@ -123,6 +126,8 @@ export class GlobalServer implements MuxAcceptor {
   readonly #handshakingByZone = new Map<string, number>();
   readonly #overloadLog: BurstLog;
   readonly #zoneOverloadLog: BurstLog;
+  /** Refusals for credentials, each distinct one logged once per burst (a flood of tokenless streams must not flood the log); at most {@link MAX_REFUSAL_LOGS}. */
+  readonly #refusalLogs = new Map<string, BurstLog>();
   readonly #helloTimeoutLog: BurstLog;
 
   /** @param options - registry, names, callbacks */
@@ -249,9 +254,25 @@ export class GlobalServer implements MuxAcceptor {
     try {
       return await this.#options.authenticator.authenticate({ zone, headers, peer }, signal);
     } catch (error) {
-      this.#logger.warn(`refused zone "${zone}": ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`, { zone, code: KdsError.is(error) ? error.code : undefined });
+      this.#noteRefusal(`refused zone "${zone}": ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`, zone, KdsError.is(error) ? error.code : undefined);
       throw error;
     }
+  }
+
+  /** Logs refusal `text` the first time in a burst; repeats within 10 s are only counted, then summed in one line. */
+  #noteRefusal(text: string, zone: string, code: string | undefined): void {
+    let log = this.#refusalLogs.get(text);
+    if (log === undefined) {
+      // Bounded: an attacker naming ever new zones only resets the bursts.
+      if (this.#refusalLogs.size >= MAX_REFUSAL_LOGS) this.#refusalLogs.clear();
+      log = new BurstLog((count, windowMs) =>
+        count === 1 && windowMs === 0
+          ? this.#logger.warn(text, { zone, code })
+          : this.#logger.warn(`${text} (${count} more times in the last ${Math.round(windowMs / 1000)} s)`, { zone, code, refused: count }),
+      );
+      this.#refusalLogs.set(text, log);
+    }
+    log.note();
   }
 
   /**
