@@ -165,6 +165,9 @@ describe("connection flags", { timeout: 120_000 }, () => {
       [["global", "--idle-timeout", "soon"], /--idle-timeout "soon" is not a duration/],
       [["global", "--hello-timeout", "0ms"], /--hello-timeout must be from 1ms/],
       [["global", "--max-handshakes", "-5"], /--max-handshakes/],
+      [["global", "--max-handshakes-per-zone", "0"], /--max-handshakes-per-zone must be a whole number from 1/],
+      [["global", "--auth-timeout", "soon"], /--auth-timeout "soon" is not a duration/],
+      [["zone", "--name", "z", "--global", "http://127.0.0.1:1", "--request-timeout", "0ms"], /--request-timeout must be from 1ms/],
       [["zone", "--name", "z", "--global", "http://127.0.0.1:1", "--idle-timeout", "1x"], /--idle-timeout "1x" is not a duration/],
     ] as const) {
       const r = await run([...args, "--store", "memory"]);
