@@ -253,7 +253,18 @@ function sniffingServer(h1: http.Server, h2: http2.Http2Server, sniffTimeoutMs: 
   });
 }
 
-/** Serves `global`'s `MultiplexService` (and `options.routes`) on node:http2; close sends every zone a goaway first. */
+/**
+ * Serves `global`'s `MultiplexService` and half-duplex service (and
+ * `options.routes`) on node:http2; close sends every zone a goaway first.
+ * Every zone call's credentials are proven on its headers before its body is
+ * read (see `zone-gate.ts`; `options.gate` replaces that gate); with
+ * `options.limits`, a connection that carries no such call within
+ * `authTimeoutMs` is closed, and one zone holds at most
+ * `maxConnectionsPerIdentity` connections (default
+ * {@link DEFAULT_MAX_CONNECTIONS_PER_ZONE}). Calls to `options.routes` do not
+ * authenticate a connection: serve them on another listener when `limits`
+ * are set.
+ */
 export function serveGlobal(global: GlobalServer, options: ServeGlobalOptions = {}): Promise<ServedGlobal> {
   const hub = new HalfDuplexHub(global);
   const limits = options.limits;
