@@ -12,10 +12,12 @@
  * the largest frame it may send). An emptied buffer alone is not a reason:
  * in steady traffic that would cost a window update for every frame. What
  * stays pending is granted at the latest by {@link Inbox.grantPending},
- * which the session calls on every tick, so a peer whose next frame does
- * not fit its credit (only a frame whose credit size exceeds the largest
- * frame, one of many tiny messages: see `creditSize`) waits at most one
- * tick.
+ * which the session calls on every tick.
+ *
+ * A frame has two sizes here: its credit size (its encoded length, what the
+ * peer's window counts) and the memory its decoded form holds (see
+ * `weighFrame`), which the process's budget is charged and which a lane may
+ * buffer at most {@link MEMORY_PER_WINDOW_BYTE} times its byte window of.
  *
  * @module
  */
@@ -31,8 +33,19 @@ interface Waiter<T> {
 
 interface Buffered<T> {
   readonly item: T;
+  /** Credit size (encoded length). */
   readonly bytes: number;
+  /** Estimated memory of the decoded frame. */
+  readonly memory: number;
 }
+
+/**
+ * How many times its byte window a lane may hold in decoded memory. Decoded
+ * frames of real resources hold 1.5 to 4 times their encoded length; a lane
+ * whose buffered frames hold more came from a peer sending frames of many
+ * tiny elements, and is ended with `resource_exhausted`.
+ */
+export const MEMORY_PER_WINDOW_BYTE = 4;
 
 /** Where an inbox reserves the bytes it buffers (the process's memory budget, seen from one session). */
 export interface InboxMemory {
@@ -56,14 +69,19 @@ export class Inbox<T> {
   readonly #grant: GrantCredit;
   readonly #memory: InboxMemory | undefined;
   readonly #largestFrameBytes: number;
-  /** Whether the peer counts byte credit (its hello announced byte windows); a peer that does not gets credit whenever the buffer empties, as before byte credit. */
-  #peerCountsBytes = true;
+  readonly #maxMemory: number;
   /** What the peer may still send: the window granted minus what arrived since. */
   #creditFrames: number;
   #creditBytes: number;
+  /** Totals since the session began, for the overrun message: granted (the hello's window and every update sent) and received. */
+  #granted: number;
+  #grantedBytes: number;
+  #received = 0;
+  #receivedBytes = 0;
   #pendingGrant = 0;
   #pendingGrantBytes = 0;
   #bufferedBytes = 0;
+  #bufferedMemory = 0;
   #waiter: Waiter<T> | undefined;
   /**
    * The signal {@link Inbox.recv} listens to. The listener stays between
@@ -99,9 +117,12 @@ export class Inbox<T> {
     this.#grantThresholdBytes = Math.max(1, Math.ceil(windowBytes / 4));
     this.#creditFrames = window;
     this.#creditBytes = windowBytes;
+    this.#granted = window;
+    this.#grantedBytes = windowBytes;
     this.#grant = grant;
     this.#memory = memory;
     this.#largestFrameBytes = Math.min(largestFrameBytes, windowBytes);
+    this.#maxMemory = MEMORY_PER_WINDOW_BYTE * windowBytes;
   }
 
   /** Frames received and not yet taken by the view's consumer. */
@@ -115,15 +136,15 @@ export class Inbox<T> {
   }
 
   /**
-   * Hands a received frame of credit size `bytes` to the view. Never waits.
+   * Hands a received frame of credit size `bytes` (its encoded length) whose
+   * decoded form holds an estimated `memory` bytes to the view. Never waits.
    * Returns the error to end the session with when the frame is beyond the
-   * credit the peer holds (`protocol_error`; `resource_exhausted` for a peer
-   * that announced no byte window, so cannot know the byte limit), or when
+   * credit the peer holds (`protocol_error`), or when this lane's share or
    * the process's memory budget cannot hold it (`resource_exhausted`).
    */
-  deliver(item: T, bytes: number, peerCountsBytes = true): KdsError | undefined {
+  deliver(item: T, bytes: number, memory: number = bytes): KdsError | undefined {
     if (this.#closedWith !== undefined) return undefined;
-    const overrun = this.#charge(bytes, peerCountsBytes);
+    const overrun = this.#charge(bytes);
     if (overrun !== undefined) return overrun;
     const waiter = this.#waiter;
     if (waiter !== undefined) {
@@ -132,11 +153,19 @@ export class Inbox<T> {
       waiter.resolve(item);
       return undefined;
     }
-    const refused = this.#memory?.reserve(bytes);
+    if (this.#bufferedMemory + memory > this.#maxMemory) {
+      return new KdsError(
+        "resource_exhausted",
+        `the peer's unconsumed ${this.#lane} would hold an estimated ${this.#bufferedMemory + memory} bytes decoded, more than the ${this.#maxMemory} this side buffers per lane ` +
+          `(${MEMORY_PER_WINDOW_BYTE} times its byte window of ${this.#windowBytes}); frames of many empty or tiny elements decode to far more than they weigh on the wire: send real resources, and consume what you are sent`,
+      );
+    }
+    const refused = this.#memory?.reserve(memory);
     if (refused !== undefined) return new KdsError("resource_exhausted", refused);
     // Cannot fail: the ring holds the frame window, and the check above keeps the frames outstanding within it.
-    this.#ring.push({ item, bytes });
+    this.#ring.push({ item, bytes, memory });
     this.#bufferedBytes += bytes;
+    this.#bufferedMemory += memory;
     return undefined;
   }
 
@@ -145,9 +174,9 @@ export class Inbox<T> {
    * (a call frame, handed on at once): it is checked against the peer's credit
    * like any other and its credit is returned as if consumed at once.
    */
-  pass(bytes: number, peerCountsBytes = true): KdsError | undefined {
+  pass(bytes: number): KdsError | undefined {
     if (this.#closedWith !== undefined) return undefined;
-    const overrun = this.#charge(bytes, peerCountsBytes);
+    const overrun = this.#charge(bytes);
     if (overrun !== undefined) return overrun;
     this.#consumed(bytes);
     return undefined;
@@ -156,9 +185,10 @@ export class Inbox<T> {
   /** Takes the next frame, waiting for one. One receive may be pending at a time. */
   recv(signal?: AbortSignal): Promise<T> {
     if (this.#ring.size > 0) {
-      const { item, bytes } = this.#ring.shift() as Buffered<T>;
+      const { item, bytes, memory } = this.#ring.shift() as Buffered<T>;
       this.#bufferedBytes -= bytes;
-      if (this.#closedWith === undefined) this.#memory?.release(bytes); // close gave back the rest
+      this.#bufferedMemory -= memory;
+      if (this.#closedWith === undefined) this.#memory?.release(memory); // close gave back the rest
       this.#consumed(bytes);
       return Promise.resolve(item);
     }
@@ -195,8 +225,11 @@ export class Inbox<T> {
     this.#closedWith = error;
     if (!keep) this.#ring.drain();
     // The budget is for live sessions: what a closed one still holds is the consumer's to take or drop.
-    this.#memory?.release(this.#bufferedBytes);
-    if (!keep) this.#bufferedBytes = 0;
+    this.#memory?.release(this.#bufferedMemory);
+    if (!keep) {
+      this.#bufferedBytes = 0;
+      this.#bufferedMemory = 0;
+    }
     const waiter = this.#waiter;
     this.#waiter = undefined;
     this.#unlisten();
@@ -216,33 +249,34 @@ export class Inbox<T> {
     this.#pendingGrantBytes = 0;
     this.#creditFrames += frames;
     this.#creditBytes += granted;
+    this.#granted += frames;
+    this.#grantedBytes += granted;
     this.#grant(this.#lane, frames, granted);
   }
 
-  /** Takes a frame of `bytes` from the peer's credit, or says how the frame overran it. */
-  #charge(bytes: number, peerCountsBytes: boolean): KdsError | undefined {
-    this.#peerCountsBytes = peerCountsBytes;
+  /**
+   * Takes a frame of `bytes` from the peer's credit (granted minus received,
+   * whatever the consumer has taken since), or says how the frame overran it.
+   */
+  #charge(bytes: number): KdsError | undefined {
     if (this.#creditFrames < 1) {
+      const sent = this.#received + 1;
       return new KdsError(
         "protocol_error",
-        `the peer sent more ${this.#lane} than the window of ${this.#window} frames it was granted; ` +
-          "a conforming peer waits for window updates (upgrade or fix the peer's kds-mux implementation)",
+        `the peer overran the ${this.#lane} window: frame ${sent} of this lane arrived with ${this.#granted} frames granted in all ` +
+          `(window ${this.#window} frames); a conforming peer sends only within the credit its peer's hello and window updates granted`,
       );
     }
     if (bytes > this.#creditBytes) {
-      const outstanding = this.#windowBytes - this.#creditBytes;
-      return peerCountsBytes
-        ? new KdsError(
-            "protocol_error",
-            `the peer sent ${this.#lane} of ${bytes} bytes with ${outstanding} bytes already outstanding, beyond the window of ${this.#windowBytes} bytes it was granted; ` +
-              "a conforming peer waits for window updates (upgrade or fix the peer's kds-mux implementation)",
-          )
-        : new KdsError(
-            "resource_exhausted",
-            `the peer sent ${this.#lane} of ${bytes} bytes with ${outstanding} bytes not yet consumed, more than the ${this.#windowBytes} bytes this side buffers per lane; ` +
-              "the peer announced no byte window, so it predates byte credit: upgrade it to a kds-mux that counts bytes",
-          );
+      return new KdsError(
+        "protocol_error",
+        `the peer overran the ${this.#lane} byte window: a frame of ${bytes} bytes arrived with ${this.#creditBytes} bytes of credit left ` +
+          `(${this.#grantedBytes} granted in all, ${this.#receivedBytes} received; window ${this.#windowBytes} bytes); ` +
+          "a conforming peer counts each frame's encoded length and sends only within the credit granted",
+      );
     }
+    this.#received++;
+    this.#receivedBytes += bytes;
     this.#creditFrames--;
     this.#creditBytes -= bytes;
     return undefined;
@@ -264,6 +298,6 @@ export class Inbox<T> {
    * take, so no later consumption would return credit.
    */
   #peerMayBeBlocked(): boolean {
-    return this.#creditFrames < 1 || !this.#peerCountsBytes || this.#creditBytes < this.#largestFrameBytes;
+    return this.#creditFrames < 1 || this.#creditBytes < this.#largestFrameBytes;
   }
 }

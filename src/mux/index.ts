@@ -9,7 +9,7 @@
  */
 export type { MuxRequest, MuxResponse, Lane } from "./frames.ts";
 export { DEFAULT_MEMORY_BUDGET_BYTES, MemoryBudget, type BudgetHolder, type MemoryBudgetStats } from "./budget.ts";
-export { creditSize } from "./frames.ts";
+export { creditSize } from "./frame-size.ts";
 export { defaultSessionOptions, resolveSessionOptions, type SessionOptions, type ResolvedSessionOptions } from "./options.ts";
 export { MuxSession, PROTOCOL_VERSION, type SessionInit } from "./session.ts";
 export type { SessionEnd, SessionEndCode, PeerSettings, SessionState } from "./state.ts";

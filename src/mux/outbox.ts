@@ -9,28 +9,26 @@
  * so a peer's ping flood queues at most one pong. Data frames wait in one
  * bounded queue per lane. A send is *accepted* (its promise resolves) as soon
  * as the peer's window for that lane has room for it, in frames and in bytes
- * (its credit size); the
- * frame then leaves in order. Sends beyond the window wait, so a slow
+ * (its credit size, the encoded length); the frame then leaves in order. Sends beyond the window wait, so a slow
  * consumer on the other side slows only its own lane. When several accepted
  * frames are ready and the peer supports it, they leave together in one
  * batch frame.
  *
  * @module
  */
-import { create, toBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import { KdsError, abortError } from "../errors.ts";
 import { BatchSchema, MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { Ring } from "../util/ring.ts";
 import { Waker } from "../util/wake.ts";
-import { controlFrame, creditSize, frameSizeBound, type FrameValueInit, type Lane } from "./frames.ts";
+import { creditSize } from "./frame-size.ts";
+import { controlFrame, type FrameValueInit, type Lane } from "./frames.ts";
 import { MAX_WINDOW } from "./options.ts";
 
 interface PendingSend {
   readonly frame: Message;
-  /** Encoded size, or a safe upper bound of it. */
+  /** Encoded size: what it takes from the lane's byte window (its credit size). */
   readonly bytes: number;
-  /** Credit size: what it takes from the lane's byte window. */
-  readonly credit: number;
   readonly enqueuedAt: number;
   resolve(): void;
   reject(reason: unknown): void;
@@ -83,6 +81,7 @@ export class Outbox {
   /** Since when each lane has had sends waiting for credit, or undefined. */
   readonly #waitingForCredit: Record<Lane, number | undefined> = { requests: undefined, responses: undefined };
   readonly #onCreditWait: (lane: Lane, ms: number) => void;
+  readonly #onSent: (lane: Lane | "control", bytes: number) => void;
   /** What left so far. */
   readonly counters: OutboxCounters = { requests: 0, responses: 0, control: 0, batches: 0 };
 
@@ -91,10 +90,18 @@ export class Outbox {
    * @param now - monotonic clock in milliseconds
    * @param maxWindow - the largest window a peer may grant per lane (bounds the accepted frames)
    * @param onCreditWait - told how long a lane's sends waited for credit, when the wait ends
+   * @param onSent - told of every frame handed to the transport, a batch as each frame it holds, with its encoded size
    */
-  constructor(maxQueuedSends: number, now: () => number, maxWindow = MAX_WINDOW, onCreditWait: (lane: Lane, ms: number) => void = () => undefined) {
+  constructor(
+    maxQueuedSends: number,
+    now: () => number,
+    maxWindow = MAX_WINDOW,
+    onCreditWait: (lane: Lane, ms: number) => void = () => undefined,
+    onSent: (lane: Lane | "control", bytes: number) => void = () => undefined,
+  ) {
     this.#now = now;
     this.#onCreditWait = onCreditWait;
+    this.#onSent = onSent;
     this.#lanes = { requests: new Ring(maxQueuedSends + maxWindow), responses: new Ring(maxQueuedSends + maxWindow) };
     this.#maxQueued = maxQueuedSends;
   }
@@ -107,15 +114,14 @@ export class Outbox {
 
   /**
    * Applies the peer's settings: initial windows (frames, and bytes where the
-   * peer grants bytes: 0 means it predates byte credit, so only frames
-   * count), largest frame, batch support.
+   * peer grants bytes), largest frame, batch support.
    */
   openLanes(window: Record<Lane, number>, windowBytes: Record<Lane, number>, peerMaxBytes: number, batching = false): void {
     this.#peerMaxBytes = peerMaxBytes;
     this.#batching = batching;
     for (const lane of ["requests", "responses"] as const) {
       this.#credit[lane] += window[lane];
-      this.#windowBytes[lane] = windowBytes[lane] === 0 ? Number.POSITIVE_INFINITY : windowBytes[lane];
+      this.#windowBytes[lane] = windowBytes[lane];
       this.#creditBytes[lane] += this.#windowBytes[lane];
     }
     this.#acceptWaiting();
@@ -131,7 +137,7 @@ export class Outbox {
     if (this.#credit.requests > 2 ** 31 || this.#credit.responses > 2 ** 31) {
       return new KdsError("protocol_error", "peer granted more than 2^31 frames of window; a conforming peer grants only what its views consumed");
     }
-    if ((Number.isFinite(this.#creditBytes.requests) && this.#creditBytes.requests > 2 ** 40) || (Number.isFinite(this.#creditBytes.responses) && this.#creditBytes.responses > 2 ** 40)) {
+    if (this.#creditBytes.requests > 2 ** 40 || this.#creditBytes.responses > 2 ** 40) {
       return new KdsError("protocol_error", "peer granted more than 2^40 bytes of window; a conforming peer grants only what its views consumed");
     }
     this.#acceptWaiting();
@@ -172,20 +178,16 @@ export class Outbox {
       return Promise.reject(new KdsError("session_closed", "the session has ended; wait for the next session to send"));
     }
     if (signal?.aborted) return Promise.reject(abortError(signal, "send"));
-    let bytes = frameSizeBound(frame) ?? Number.POSITIVE_INFINITY;
-    if (bytes > this.#peerMaxBytes || (this.#batching && !Number.isFinite(bytes))) {
-      bytes = toBinary(MessageSchema, frame).byteLength;
-      if (bytes > this.#peerMaxBytes) {
-        return Promise.reject(
-          new KdsError(
-            "message_too_large",
-            `a ${lane === "requests" ? "request" : "response"} of ${bytes} bytes exceeds the ${this.#peerMaxBytes} bytes the peer accepts; split it into smaller messages (the session goes on)`,
-          ),
-        );
-      }
+    const bytes = creditSize(frame);
+    if (bytes > this.#peerMaxBytes) {
+      return Promise.reject(
+        new KdsError(
+          "message_too_large",
+          `a ${lane === "requests" ? "request" : "response"} of ${bytes} bytes exceeds the ${this.#peerMaxBytes} bytes the peer accepts; split it into smaller messages (the session goes on)`,
+        ),
+      );
     }
-    const credit = creditSize(frame);
-    if (credit > this.#windowBytes[lane]) return Promise.reject(this.#tooLargeForWindow(lane, credit));
+    if (bytes > this.#windowBytes[lane]) return Promise.reject(this.#tooLargeForWindow(lane, bytes));
     const queue = this.#lanes[lane];
     if (queue.size - this.#accepted[lane] >= this.#maxQueued) {
       return Promise.reject(
@@ -193,7 +195,7 @@ export class Outbox {
       );
     }
     return new Promise<void>((resolve, reject) => {
-      const pending: PendingSend = { frame, bytes, credit, enqueuedAt: this.#now(), resolve, reject, signal, onAbort: undefined };
+      const pending: PendingSend = { frame, bytes, enqueuedAt: this.#now(), resolve, reject, signal, onAbort: undefined };
       queue.push(pending);
       if (this.#fits(lane, pending) && this.#accepted[lane] === queue.size - 1) {
         this.#accept(lane, pending);
@@ -275,12 +277,12 @@ export class Outbox {
       const queue = this.#lanes[lane];
       while (this.#accepted[lane] < queue.size) {
         const pending = queue.at(this.#accepted[lane]) as PendingSend;
-        const tooLarge = pending.credit > this.#windowBytes[lane];
+        const tooLarge = pending.bytes > this.#windowBytes[lane];
         if (!tooLarge && !this.#fits(lane, pending)) break;
         if (pending.onAbort !== undefined) pending.signal?.removeEventListener("abort", pending.onAbort);
         if (tooLarge) {
           queue.remove((p) => p === pending);
-          pending.reject(this.#tooLargeForWindow(lane, pending.credit));
+          pending.reject(this.#tooLargeForWindow(lane, pending.bytes));
         } else this.#accept(lane, pending);
       }
       if (this.#accepted[lane] === queue.size) this.#creditWaitEnded(lane);
@@ -289,7 +291,7 @@ export class Outbox {
 
   /** Whether the lane's window has room for `pending`, in frames and in bytes. */
   #fits(lane: Lane, pending: PendingSend): boolean {
-    return this.#credit[lane] > 0 && this.#creditBytes[lane] >= pending.credit;
+    return this.#credit[lane] > 0 && this.#creditBytes[lane] >= pending.bytes;
   }
 
   #tooLargeForWindow(lane: Lane, credit: number): KdsError {
@@ -309,7 +311,7 @@ export class Outbox {
 
   #accept(lane: Lane, pending: PendingSend): void {
     this.#credit[lane]--;
-    this.#creditBytes[lane] -= pending.credit;
+    this.#creditBytes[lane] -= pending.bytes;
     this.#accepted[lane]++;
     pending.onAbort = undefined;
     pending.resolve();
@@ -376,6 +378,7 @@ export class Outbox {
       const pending = this.#lanes[lane].shift() as PendingSend;
       this.#accepted[lane]--;
       this.counters[lane]++;
+      this.#onSent(lane, pending.bytes);
       this.#nextLane = second === lane ? first : second;
       return pending;
     }
@@ -384,6 +387,7 @@ export class Outbox {
 
   #tookControl(frame: Message): Message {
     this.counters.control++;
+    this.#onSent("control", creditSize(frame));
     if (this.#hello === undefined && this.#pongId === undefined && this.#pingId === undefined && this.#grant.requests === 0 && this.#grant.responses === 0) {
       this.#controlPendingSince = undefined;
     }

@@ -17,11 +17,10 @@ import { CallSchema, GoAwayReason, MessageSchema, type Call, type Message } from
 import { raceAbort } from "../util/abort.ts";
 import { deferred } from "../util/deferred.ts";
 import { noopMetrics, type Metrics } from "../observe/metrics.ts";
+import { creditSize, frameRefusal, weighFrame } from "./frame-size.ts";
 import {
   callLane,
   controlFrame,
-  countFrame,
-  creditSize,
   frameKind,
   goAwayReasons,
   requestFrame,
@@ -37,9 +36,12 @@ import { Outbox } from "./outbox.ts";
 import { gracefulCodes, transition, type PeerSettings, type SessionEnd, type SessionEndCode, type SessionState } from "./state.ts";
 import type { CallPort, ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
 
-/** Version of the mux protocol this implementation speaks. */
-export const PROTOCOL_VERSION = 1;
-
+/**
+ * Version of the mux protocol this implementation speaks. Version 2 counts
+ * byte credit as each frame's encoded length and requires byte windows in
+ * the hello (docs/protocol.md, "Changelog").
+ */
+export const PROTOCOL_VERSION = 2;
 
 /** How a {@link MuxSession} is created. */
 export interface SessionInit {
@@ -128,7 +130,13 @@ export class MuxSession implements Session {
     this.closed = this.#closed.promise;
 
     const metrics = this.#metrics;
-    this.#outbox = new Outbox(this.#options.maxQueuedSends, this.#now, MAX_WINDOW, (lane, ms) => metrics.creditWait(lane, ms));
+    this.#outbox = new Outbox(
+      this.#options.maxQueuedSends,
+      this.#now,
+      MAX_WINDOW,
+      (lane, ms) => metrics.creditWait(lane, ms),
+      (lane, bytes) => metrics.frames("sent", lane, 1, bytes),
+    );
     const grant = (lane: Lane, frames: number, bytes: number): void => this.#outbox.grant(lane, frames, bytes);
     const memory = init.budget === undefined ? undefined : this.#budgetMemory(init.budget);
     // The largest frame this side reads bounds what a peer's frame takes of the window (see Inbox).
@@ -229,14 +237,9 @@ export class MuxSession implements Session {
     this.#outboundUsed = true;
     const frames = this.#outbox.frames();
     const finished = (): void => this.#outboundFinished();
-    const metrics = this.#metrics;
-    const sent = (lane: Lane | "control", bytes: number): void => metrics.frames("sent", lane, 1, bytes);
     return (async function* outbound() {
       try {
-        for await (const frame of frames) {
-          countFrame(frame, sent);
-          yield frame;
-        }
+        yield* frames;
       } finally {
         finished();
       }
@@ -291,6 +294,8 @@ export class MuxSession implements Session {
     try {
       for (;;) {
         if (released.aborted) throw abortError(released, "reading the mux stream");
+        // A session ended for a failure reads no more: each frame pulled is one more the transport decodes, only to drop it.
+        if (this.end !== undefined && !this.end.graceful) return;
         const result = await new Promise(read);
         if (result.done === true) {
           this.#peerEndedStream = true;
@@ -306,7 +311,6 @@ export class MuxSession implements Session {
           return;
         }
         this.#lastHeard = this.#now();
-        countFrame(result.value, this.#countReceived);
         this.#dispatch(result.value);
       }
     } catch (error) {
@@ -327,7 +331,21 @@ export class MuxSession implements Session {
     }
   }
 
-  readonly #countReceived = (lane: Lane | "control", bytes: number): void => this.#metrics.frames("received", lane, 1, bytes);
+  /**
+   * Weighs a data frame as it arrives: counts it, and refuses it when its
+   * decoded form is out of proportion to its length. Returns its weight, or
+   * undefined once the session is ended for it.
+   */
+  #weigh(frame: Message, lane: Lane): { bytes: number; memory: number } | undefined {
+    const weight = weighFrame(frame);
+    this.#metrics.frames("received", lane, 1, weight.wireBytes);
+    const refused = frameRefusal(weight);
+    if (refused !== undefined) {
+      this.#protocolError(`the peer sent ${lane}: ${refused}`);
+      return undefined;
+    }
+    return { bytes: weight.wireBytes, memory: weight.wireBytes + weight.heapBytes };
+  }
 
   #dispatch(frame: Message): void {
     const ended = this.end !== undefined;
@@ -336,17 +354,24 @@ export class MuxSession implements Session {
       this.#protocolError(`the first frame must be a hello, got ${frameKind(frame)}`);
       return;
     }
+    if (value.case !== "request" && value.case !== "deltaRequest" && value.case !== "response" && value.case !== "deltaResponse" && value.case !== "call" && value.case !== "batch") {
+      this.#metrics.frames("received", "control", 1, creditSize(frame));
+    }
     switch (value.case) {
       case "request":
-      case "deltaRequest":
+      case "deltaRequest": {
         this.#received.requests++;
-        if (!ended) this.#deliverOrFail(this.#serverInbox.deliver(value.value, creditSize(frame), this.#peerCountsBytes()));
+        const weight = this.#weigh(frame, "requests");
+        if (!ended && weight !== undefined) this.#deliverOrFail(this.#serverInbox.deliver(value.value, weight.bytes, weight.memory));
         return;
+      }
       case "response":
-      case "deltaResponse":
+      case "deltaResponse": {
         this.#received.responses++;
-        if (!ended) this.#deliverOrFail(this.#clientInbox.deliver(value.value, creditSize(frame), this.#peerCountsBytes()));
+        const weight = this.#weigh(frame, "responses");
+        if (!ended && weight !== undefined) this.#deliverOrFail(this.#clientInbox.deliver(value.value, weight.bytes, weight.memory));
         return;
+      }
       case "hello":
         this.#received.control++;
         this.#onHello(value.value);
@@ -386,7 +411,8 @@ export class MuxSession implements Session {
       case "call": {
         const lane = callLane(value.value);
         this.#received[lane]++;
-        if (!ended) this.#deliverOrFail(this.#onCall(value.value, lane, creditSize(frame)));
+        const weight = this.#weigh(frame, lane);
+        if (!ended && weight !== undefined) this.#deliverOrFail(this.#onCall(value.value, lane, weight.bytes));
         return;
       }
       case "batch":
@@ -422,17 +448,21 @@ export class MuxSession implements Session {
       return;
     }
     if (hello.protocolVersion !== PROTOCOL_VERSION) {
-      this.#protocolError(`the peer speaks mux protocol version ${hello.protocolVersion}, this side speaks ${PROTOCOL_VERSION}; run compatible kds-mux versions on both sides`);
+      this.#protocolError(
+        `the peer speaks mux protocol version ${hello.protocolVersion}, this side speaks ${PROTOCOL_VERSION} ` +
+          "(version 2 counts byte credit as each frame's encoded length; see docs/protocol.md, Changelog); upgrade the side that runs the older kds-mux",
+      );
       return;
     }
     if (hello.requestWindow < 1 || hello.responseWindow < 1 || hello.requestWindow > MAX_WINDOW || hello.responseWindow > MAX_WINDOW || hello.maxMessageBytes < 1024) {
       this.#protocolError(`the peer's hello grants no usable window (requests ${hello.requestWindow}, responses ${hello.responseWindow}, max message ${hello.maxMessageBytes} bytes)`);
       return;
     }
-    const badBytes = (bytes: number): boolean => bytes !== 0 && (bytes < 1024 || bytes > MAX_WINDOW_BYTES);
+    const badBytes = (bytes: number): boolean => bytes < 1024 || bytes > MAX_WINDOW_BYTES;
     if (badBytes(hello.requestWindowBytes) || badBytes(hello.responseWindowBytes)) {
       this.#protocolError(
-        `the peer's hello grants byte windows outside 1024 to ${MAX_WINDOW_BYTES} (requests ${hello.requestWindowBytes}, responses ${hello.responseWindowBytes} bytes; 0 means none announced)`,
+        `the peer's hello grants byte windows outside 1024 to ${MAX_WINDOW_BYTES} (requests ${hello.requestWindowBytes}, responses ${hello.responseWindowBytes} bytes); ` +
+          "every hello must grant both byte windows (request_window_bytes and response_window_bytes)",
       );
       return;
     }
@@ -469,7 +499,7 @@ export class MuxSession implements Session {
    * never holds up discovery traffic.
    */
   #onCall(call: Call, lane: Lane, bytes: number): KdsError | undefined {
-    const overrun = (lane === "requests" ? this.#serverInbox : this.#clientInbox).pass(bytes, this.#peerCountsBytes());
+    const overrun = (lane === "requests" ? this.#serverInbox : this.#clientInbox).pass(bytes);
     if (overrun !== undefined) return overrun;
     if (this.#callListener !== undefined) return this.#callListener(call);
     if (call.kind.case === "open") {
@@ -488,12 +518,6 @@ export class MuxSession implements Session {
 
   #resourceExhausted(message: string, cause?: unknown): void {
     this.#finish({ code: "resource_exhausted", message, initiator: "local", graceful: false, cause }, GoAwayReason.RESOURCE_EXHAUSTED);
-  }
-
-  /** Whether the peer's hello announced byte windows (a peer that predates byte credit announces 0 and grants no bytes). */
-  #peerCountsBytes(): boolean {
-    const peer = this.peer;
-    return peer !== undefined && peer.requestWindowBytes > 0 && peer.responseWindowBytes > 0;
   }
 
   /** This session as a holder of the process's memory budget: when it holds the most of an exhausted budget, it ends. */

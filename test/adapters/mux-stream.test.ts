@@ -78,7 +78,7 @@ describe("serveGlobal's direct mux stream", () => {
     const hello = create(MessageSchema, {
       value: {
         case: "hello",
-        value: { protocolVersion: 1, peerId: "zone-1", requestWindow: 64, responseWindow: 64, requestWindowBytes: 1 << 23, responseWindowBytes: 1 << 23, maxMessageBytes: 1 << 22, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000 },
+        value: { protocolVersion: 2, peerId: "zone-1", requestWindow: 64, responseWindow: 64, requestWindowBytes: 1 << 23, responseWindowBytes: 1 << 23, maxMessageBytes: 1 << 22, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000 },
       },
     });
     const ping = create(MessageSchema, { value: { case: "ping", value: { id: 42n } } });

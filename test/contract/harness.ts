@@ -10,7 +10,7 @@ import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import { HelloSchema, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { DiscoveryRequestSchema, DiscoveryResponseSchema, type DiscoveryRequest, type DiscoveryResponse } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { silentLogger } from "../../src/log.ts";
-import { MuxSession } from "../../src/mux/session.ts";
+import { MuxSession, PROTOCOL_VERSION } from "../../src/mux/session.ts";
 import type { SessionOptions } from "../../src/mux/options.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
@@ -182,12 +182,12 @@ export class RawPeer {
     this.#wake?.();
   }
 
-  /** Sends a hello granting `window` frames per lane and `windowBytes` bytes (0: a peer that predates byte credit). */
-  hello(peerId: string, window = 4, windowBytes = 0): void {
+  /** Sends a hello granting `window` frames per lane and `windowBytes` bytes per lane. */
+  hello(peerId: string, window = 4, windowBytes = 1 << 20): void {
     this.write({
       case: "hello",
       value: create(HelloSchema, {
-        protocolVersion: 1,
+        protocolVersion: PROTOCOL_VERSION,
         peerId,
         requestWindow: window,
         responseWindow: window,

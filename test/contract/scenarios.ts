@@ -196,7 +196,7 @@ export const scenarios: Scenario[] = [
       for (let i = 0; i < 5; i++) peer.write({ case: "request", value: request("type.x", String(i)) });
       const end = await session.closed;
       equal(end.code, "protocol_error", "end code");
-      check(end.message.includes("window of 4"), `the reason names the window: ${end.message}`);
+      check(end.message.includes("(window 4 frames)"), `the reason names the window: ${end.message}`);
       const goaway = await peer.readUntil("goaway");
       check(goaway?.value.case === "goaway", "the peer is told with a goaway");
       equal(goaway.value.value.reason, GoAwayReason.PROTOCOL_ERROR, "goaway reason");
@@ -322,7 +322,7 @@ export const scenarios: Scenario[] = [
       const t = await startGlobal("grpc");
       try {
         const client = createClient(MultiplexService, createGrpcTransport({ baseUrl: t.url as string }));
-        const hello = { value: { case: "hello" as const, value: { protocolVersion: 1, peerId: "zone-1", requestWindow: 4, responseWindow: 4, maxMessageBytes: 1 << 20, heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 120_000 } } };
+        const hello = { value: { case: "hello" as const, value: { protocolVersion: 2, peerId: "zone-1", requestWindow: 4, responseWindow: 4, requestWindowBytes: 1 << 20, responseWindowBytes: 1 << 20, maxMessageBytes: 1 << 20, heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 120_000 } } };
         const kinds: string[] = [];
         const authorization = `Bearer ${(await t.tokens.issueZoneToken("zone-1")).token}`;
         for await (const frame of client.streamMessage((async function* () { yield hello; })(), { headers: { "client-id": "zone-1", authorization } })) {

@@ -89,7 +89,7 @@ function hello(zone: string, init: Partial<{ requestWindow: number; responseWind
   return {
     value: {
       case: "hello",
-      value: { protocolVersion: 1, peerId: zone, requestWindow: 16, responseWindow: 16, maxMessageBytes: 1 << 20, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000, ...init },
+      value: { protocolVersion: 2, peerId: zone, requestWindow: 16, responseWindow: 16, requestWindowBytes: 1 << 20, responseWindowBytes: 1 << 20, maxMessageBytes: 1 << 20, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000, ...init },
     },
   };
 }
@@ -129,7 +129,7 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
     const call = new ForeignCall(grpcClient, headers("bad-hello"));
     call.write(hello("bad-hello", { requestWindow: 0 }));
     const end = await call.ended;
-    expect(await call.frame("hello")).toMatchObject({ protocolVersion: 1 });
+    expect(await call.frame("hello")).toMatchObject({ protocolVersion: 2 });
     expect(lastGoAway(call)).toMatchObject({ reason: GoAwayReason.PROTOCOL_ERROR, message: expect.stringContaining("window") });
     expect(end).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, errorCode: "protocol_error", details: expect.stringContaining("requests 0") });
   });
@@ -198,7 +198,7 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(() => child.kill("SIGKILL"), 90_000);
     const exit = new Promise<number | null>((resolve) => child.once("exit", resolve));
-    child.stdin.end(JSON.stringify({ hello: { protocolVersion: 1, peerId: "buf-curl", requestWindow: 70_000, responseWindow: 16, maxMessageBytes: 1 << 20 } }));
+    child.stdin.end(JSON.stringify({ hello: { protocolVersion: 2, peerId: "buf-curl", requestWindow: 70_000, responseWindow: 16, maxMessageBytes: 1 << 20 } }));
     const code = await exit;
     clearTimeout(timer);
     expect(code).not.toBe(0);

@@ -17,7 +17,7 @@ import { hostileCall, type Protocol } from "./peer.ts";
 
 const hello = toBinary(
   MessageSchema,
-  create(MessageSchema, { value: { case: "hello", value: { protocolVersion: 1, peerId: "h", requestWindow: 64, responseWindow: 64, maxMessageBytes: 1 << 22, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000 } } }),
+  create(MessageSchema, { value: { case: "hello", value: { protocolVersion: 2, peerId: "h", requestWindow: 64, responseWindow: 64, requestWindowBytes: 1 << 23, responseWindowBytes: 1 << 23, maxMessageBytes: 1 << 22, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000 } } }),
 );
 const connectEnd = envelope(new TextEncoder().encode("{}"), 0x02);
 

@@ -5,12 +5,24 @@ import { describe, expect, it } from "vitest";
 import { GoAwayReason, MessageSchema, PingSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, ResourceSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { MemoryBudget, type BudgetHolder } from "../../src/mux/budget.ts";
-import { creditSize, requestFrame, responseFrame } from "../../src/mux/frames.ts";
+import { creditSize } from "../../src/mux/frame-size.ts";
+import { requestFrame, responseFrame } from "../../src/mux/frames.ts";
 import { Inbox } from "../../src/mux/inbox.ts";
 import { resolveSessionOptions } from "../../src/mux/options.ts";
 import { Outbox } from "../../src/mux/outbox.ts";
 import { MuxSession } from "../../src/mux/session.ts";
 import { eventually, RawPeer, request, response, sessionPair, settle } from "../contract/harness.ts";
+
+/** A request of exactly `bytes` bytes of credit (its encoded length). */
+function requestOfSize(bytes: number, nonce: string): ReturnType<typeof request> {
+  for (let pad = 0; pad < 8; pad++) {
+    for (let n = Math.max(0, bytes - 40); n <= bytes; n++) {
+      const r = create(DiscoveryRequestSchema, { typeUrl: "type.x" + "y".repeat(pad), responseNonce: nonce, resourceNames: ["n".repeat(n)] });
+      if (creditSize(requestFrame(r)) === bytes) return r;
+    }
+  }
+  throw new Error(`no request of exactly ${bytes} bytes`);
+}
 
 /** A request of about `bytes` bytes of credit (its resource names carry them). */
 function bigRequest(bytes: number, nonce = ""): ReturnType<typeof request> {
@@ -72,7 +84,7 @@ describe("byte credit", () => {
     for (let i = 0; i < 3; i++) peer.write({ case: "request", value: bigRequest(3000, String(i)) });
     const end = await session.closed;
     expect(end.code).toBe("protocol_error");
-    expect(end.message).toMatch(/beyond the window of 8192 bytes/);
+    expect(end.message).toMatch(/overran the requests byte window: .*window 8192 bytes/);
     expect(session.stats().received.requests).toBe(3); // the third, not some later frame, ended it
     const goaway = await peer.readUntil("goaway");
     expect(goaway?.value.case === "goaway" && goaway.value.value.reason).toBe(GoAwayReason.PROTOCOL_ERROR);
@@ -89,20 +101,65 @@ describe("byte credit", () => {
     peer.write({ case: "request", value: request("type.x", "9") });
     const end = await session.closed;
     expect(end.code).toBe("protocol_error");
-    expect(end.message).toMatch(/window of 8 frames/);
+    expect(end.message).toMatch(/overran the requests window: frame 9 of this lane arrived with 8 frames granted in all \(window 8 frames\)/);
     peer.end();
   });
 
-  it("ends a peer that predates byte credit with RESOURCE_EXHAUSTED when it sends past what this side buffers", async () => {
-    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: { maxMessageBytes: 4096, requestWindowBytes: 8192 } });
+  it("ends a peer that overruns its byte window by one byte with PROTOCOL_ERROR naming the window, whatever the consumer took", async () => {
+    const windowBytes = 4096;
+    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: { maxMessageBytes: 4096, requestWindowBytes: windowBytes } });
     const peer = new RawPeer(session);
-    peer.hello("zone-1", 64); // no byte windows: this peer cannot know the byte limit
-    for (let i = 0; i < 3; i++) peer.write({ case: "request", value: bigRequest(3000, String(i)) });
+    peer.hello("zone-1", 64);
+    // Three requests of exactly the window's bytes, by encoded length; then, with one of them consumed, one byte more than is left.
+    [1500, 1500, 1096].forEach((bytes, i) => peer.write({ case: "request", value: requestOfSize(bytes, String(i)) }));
+    await eventually(() => session.stats().buffered.requests === 3, "the window's 4096 bytes arrive");
+    expect(session.stats().bufferedBytes.requests).toBe(windowBytes);
+    expect(session.end).toBeUndefined();
+    await session.server.recv(); // consumed: its credit goes back only through a window update, which the peer has not had
+    peer.write({ case: "request", value: requestOfSize(1501, "x") });
+    const end = await session.closed;
+    expect(end.code).toBe("protocol_error");
+    expect(end.message).toMatch(/overran the requests byte window: a frame of 1501 bytes arrived with \d+ bytes of credit left/);
+    expect(end.message).toMatch(/window 4096 bytes/);
+    peer.end();
+  });
+
+  it("refuses a hello that grants no byte windows (protocol version 2 requires them)", async () => {
+    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1" });
+    const peer = new RawPeer(session);
+    peer.hello("zone-1", 64, 0);
+    const end = await session.closed;
+    expect(end.code).toBe("protocol_error");
+    expect(end.message).toMatch(/must grant both byte windows/);
+    peer.end();
+  });
+
+  it("refuses a frame that would decode to far more than its length (empty messages), before it is buffered", async () => {
+    const session = new MuxSession({ role: "zone", localId: "zone-1", peerId: "global" });
+    const peer = new RawPeer(session);
+    peer.hello("global", 64);
+    await session.ready;
+    const dense = create(DeltaDiscoveryResponseSchema, { typeUrl: "t", nonce: "1", resources: Array.from({ length: 100_000 }, () => create(ResourceSchema)) });
+    expect(creditSize(responseFrame(dense))).toBeLessThan(1 << 20); // within the window and the frame limit: only its density is wrong
+    peer.write({ case: "deltaResponse", value: dense });
+    const end = await session.closed;
+    expect(end.code).toBe("protocol_error");
+    expect(end.message).toMatch(/decodes to an estimated \d+ bytes of objects, over 16 times its length/);
+    expect(session.stats().bufferedBytes.responses).toBe(0);
+    peer.end();
+  });
+
+  it("ends a peer whose unconsumed frames hold more decoded memory than a lane buffers (frames of empty strings) with RESOURCE_EXHAUSTED", async () => {
+    const session = new MuxSession({ role: "zone", localId: "zone-1", peerId: "global", options: { maxMessageBytes: 1 << 20, responseWindowBytes: 1 << 20 } });
+    const peer = new RawPeer(session);
+    peer.hello("global", 64);
+    await session.ready;
+    // 2 encoded bytes per empty string and about 8 held decoded: each frame is within the density limit, but a lane holds at most 4 times its window.
+    const empties = (n: number) => create(DeltaDiscoveryResponseSchema, { typeUrl: "t", removedResources: Array.from({ length: n }, () => "") });
+    for (let i = 0; i < 8; i++) peer.write({ case: "deltaResponse", value: empties(60_000) });
     const end = await session.closed;
     expect(end.code).toBe("resource_exhausted");
-    expect(end.message).toMatch(/predates byte credit/);
-    const goaway = await peer.readUntil("goaway");
-    expect(goaway?.value.case === "goaway" && goaway.value.value.reason).toBe(GoAwayReason.RESOURCE_EXHAUSTED);
+    expect(end.message).toMatch(/more than the 4194304 this side buffers per lane/);
     peer.end();
   });
 
@@ -164,30 +221,6 @@ describe("window updates", () => {
     expect(((await zone.client.recv()) as { nonce: string }).nonce).toBe("big");
     await zone.close();
   });
-
-  it("grants what it kept back on the session's tick, so a frame larger in credit than the largest frame waits at most a tick", async () => {
-    // Byte credit 12 KiB, largest frame 4 KiB: after a small frame the buffer empties with its credit kept back.
-    const windowBytes = 12 * 1024;
-    const tick = { heartbeatIntervalMs: 20, heartbeatTimeoutMs: 60_000 };
-    const { zone, global } = sessionPair({ ...tick, maxMessageBytes: 4096, responseWindowBytes: windowBytes }, tick);
-    await zone.ready;
-    await global.ready;
-    const small = response("type.t", "small", 100);
-    await global.server.send(small);
-    await zone.client.recv();
-    // Empty resources cost 8 bytes of credit each and 2 encoded: a frame within 4 KiB encoded whose credit exceeds what is left.
-    const left = windowBytes - creditSize(responseFrame(small));
-    const frameOf = (n: number) => create(DeltaDiscoveryResponseSchema, { typeUrl: "type.t", nonce: "dense", resources: Array.from({ length: n }, () => create(ResourceSchema)) });
-    const base = creditSize(responseFrame(frameOf(0)));
-    const dense = frameOf(Math.floor((left - base) / 8) + 1);
-    const credit = creditSize(responseFrame(dense));
-    expect(credit).toBeGreaterThan(left);
-    expect(credit).toBeLessThanOrEqual(windowBytes);
-    expect(toBinary(MessageSchema, responseFrame(dense)).byteLength).toBeLessThanOrEqual(4096);
-    await global.server.send(dense); // waits for the zone's next tick to return the small frame's credit
-    expect(((await zone.client.recv()) as { nonce: string }).nonce).toBe("dense");
-    await zone.close();
-  });
 });
 
 describe("options", () => {
@@ -242,7 +275,8 @@ describe("MemoryBudget", () => {
   });
 
   it("ends the session whose peer never reads, and the well-behaved session sharing the budget goes on", async () => {
-    const budget = new MemoryBudget(64 * 1024);
+    // The budget counts decoded memory: a 12 KB request holds about twice that decoded (its string, once more).
+    const budget = new MemoryBudget(128 * 1024);
     const options = { maxMessageBytes: 16 * 1024, requestWindowBytes: 48 * 1024 };
     const hog = new MuxSession({ role: "global", localId: "global", peerId: "hog", options, budget });
     const hogPeer = new RawPeer(hog);
@@ -253,7 +287,7 @@ describe("MemoryBudget", () => {
     const good = new MuxSession({ role: "global", localId: "global", peerId: "good", options, budget });
     const goodPeer = new RawPeer(good);
     goodPeer.hello("good", 64, 1 << 20);
-    for (let i = 0; i < 3; i++) goodPeer.write({ case: "request", value: bigRequest(12_000, String(i)) }); // 84 KB in all: the budget is exceeded
+    for (let i = 0; i < 3; i++) goodPeer.write({ case: "request", value: bigRequest(12_000, String(i)) }); // about 170 KB held in all: the budget is exceeded
     const end = await hog.closed;
     expect(end.code).toBe("resource_exhausted");
     expect(end.message).toMatch(/"hog" had left the most unread/);
@@ -262,7 +296,7 @@ describe("MemoryBudget", () => {
     for (let i = 0; i < 3; i++) expect((await good.server.recv()).responseNonce).toBe(String(i));
     expect(good.end).toBeUndefined();
     expect(budget.stats().usedBytes).toBe(0);
-    expect(budget.stats().peakBytes).toBeLessThanOrEqual(64 * 1024);
+    expect(budget.stats().peakBytes).toBeLessThanOrEqual(128 * 1024);
     expect(budget.stats().evictions).toBe(1);
     hogPeer.end();
     goodPeer.end();

@@ -47,10 +47,6 @@ describe("Inbox", () => {
     expect(grants).toEqual([[1, 100]]);
     inbox.grantPending();
     expect(grants).toEqual([[1, 100]]); // nothing more was pending
-    // A peer that counts no bytes gets its credit whenever the buffer empties, as before byte credit.
-    expect(inbox.deliver(2, 10, false)).toBeUndefined();
-    await inbox.recv();
-    expect(grants.at(-1)).toEqual([1, 10]);
   });
 
   it("grants at once when the buffer empties and the peer's byte credit is short of its largest frame", async () => {
@@ -112,7 +108,7 @@ describe("Outbox", () => {
     outbox.ping(1n);
     expect((await frames.next()).value?.value.case).toBe("hello");
     expect((await frames.next()).value?.value.case).toBe("ping");
-    outbox.openLanes({ requests: 1, responses: 5 }, { requests: 0, responses: 0 }, 1 << 20);
+    outbox.openLanes({ requests: 1, responses: 5 }, { requests: 1 << 20, responses: 1 << 20 }, 1 << 20);
     const order: string[] = [];
     for (let i = 0; i < 2; i++) {
       const f = (await frames.next()).value;
@@ -149,38 +145,6 @@ describe("Outbox", () => {
     void outbox.send("responses", responseFrame(response("x")));
     now = 500;
     expect(outbox.oldestWaitingSince()).toBe(100);
-  });
-});
-
-describe("frameSizeBound", () => {
-  it("never underestimates a response's encoded size", async () => {
-    const { toBinary, create } = await import("@bufbuild/protobuf");
-    const { MessageSchema } = await import("../../src/gen/kds/mux/v1/mux_pb.ts");
-    const { DeltaDiscoveryResponseSchema } = await import("../../src/gen/kds/v1/discovery_pb.ts");
-    const { frameSizeBound } = await import("../../src/mux/frames.ts");
-    for (let n = 0; n < 200; n += 7) {
-      const sotw = responseFrame(response("type.ü", `nonce-${n}`, n * 13));
-      const delta = create(MessageSchema, {
-        value: {
-          case: "deltaResponse",
-          value: create(DeltaDiscoveryResponseSchema, {
-            typeUrl: "t",
-            nonce: "ñ".repeat(n),
-            resources: Array.from({ length: n % 11 }, (_, i) => ({ name: `r-${i}-é`, version: String(i * n), aliases: ["a"], resource: { typeUrl: "x", value: new Uint8Array(n * i) } })),
-            removedResources: Array.from({ length: n % 5 }, (_, i) => `gone-${i}`),
-          }),
-        },
-      });
-      for (const frame of [sotw, delta]) expect(frameSizeBound(frame)).toBeGreaterThanOrEqual(toBinary(MessageSchema, frame).byteLength);
-    }
-    const { DeltaDiscoveryRequestSchema } = await import("../../src/gen/kds/v1/discovery_pb.ts");
-    const requests = [
-      requestFrame(create((await import("../../src/gen/kds/v1/discovery_pb.ts")).DiscoveryRequestSchema, { typeUrl: "ü", resourceNames: ["a", "b"], node: { id: "zone-1", clientFeatures: ["x"] }, errorDetail: { code: 3, message: "bad ñ", details: [{ typeUrl: "t", value: new Uint8Array(100) }] } })),
-      requestFrame(create(DeltaDiscoveryRequestSchema, { typeUrl: "t", resourceNamesSubscribe: ["*"], initialResourceVersions: { "a/b": "1", é: "22" }, node: { id: "n" } })),
-    ];
-    for (const frame of requests) expect(frameSizeBound(frame)).toBeGreaterThanOrEqual(toBinary(MessageSchema, frame).byteLength);
-    const withMetadata = requestFrame(create((await import("../../src/gen/kds/v1/discovery_pb.ts")).DiscoveryRequestSchema, { node: { metadata: { fields: {} } } }));
-    expect(frameSizeBound(withMetadata)).toBeUndefined();
   });
 });
 

@@ -112,7 +112,7 @@ describe("time without credit", () => {
     let now = 0;
     const { metrics, events } = recorder();
     const outbox = new Outbox(16, () => now, 64, (lane, ms) => metrics.creditWait(lane, ms));
-    outbox.openLanes({ requests: 1, responses: 1 }, { requests: 0, responses: 0 }, 1 << 20);
+    outbox.openLanes({ requests: 1, responses: 1 }, { requests: 1 << 20, responses: 1 << 20 }, 1 << 20);
     await outbox.send("requests", requestFrame(request("t", "1"))); // within the window
     now = 10;
     const waiting = outbox.send("requests", requestFrame(request("t", "2"))); // no credit left: waits from 10

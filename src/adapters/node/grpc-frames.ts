@@ -8,6 +8,7 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import type { Readable, Writable } from "node:stream";
 import { MessageSchema, type Message } from "../../gen/kds/mux/v1/mux_pb.ts";
+import { scanRefusal } from "../../mux/frame-scan.ts";
 
 /** gRPC's length-prefixed message header: a flags byte and a 32-bit big-endian length. */
 export const GRPC_PREFIX_BYTES = 5;
@@ -41,7 +42,8 @@ export function drained(stream: Writable): Promise<void> {
  * The mux frames in gRPC's length-prefixed messages on `stream`, decoded
  * one at a time as they are pulled. Holds at most one frame (`maxBytes`)
  * and the chunk that completes it: a frame's length is checked against
- * `maxBytes` before its body is buffered, and its chunks are kept apart
+ * `maxBytes` before its body is buffered, its elements and decoded size
+ * (`scanRefusal`) before it is decoded, and its chunks are kept apart
  * until it is whole and joined once (joining on every chunk copied a 4 MiB
  * frame's bytes about 250 times). A compressed flag is refused: both users
  * only read streams without `grpc-encoding`. Ends when the stream ends or
@@ -69,6 +71,9 @@ export async function* readGrpcFrames(stream: Readable, maxBytes: number, unread
       const body = pending.subarray(GRPC_PREFIX_BYTES, need);
       pending = pending.subarray(need);
       need = GRPC_PREFIX_BYTES;
+      // Weighed before it is decoded: a frame of millions of tiny elements is refused at the cost of its bytes, not of its objects.
+      const refused = scanRefusal(body);
+      if (refused !== undefined) throw unreadable(refused);
       let message: Message;
       try {
         message = fromBinary(MessageSchema, body);

@@ -363,7 +363,8 @@ export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
  */
 export type Hello = Message$1<"kds.mux.v1.Hello"> & {
   /**
-   * Version of the mux protocol; this document describes version 1.
+   * Version of the mux protocol; this schema describes version 2 (see
+   * docs/protocol.md, Changelog).
    *
    * @generated from field: uint32 protocol_version = 1;
    */
@@ -427,9 +428,9 @@ export type Hello = Message$1<"kds.mux.v1.Hello"> & {
   calls: boolean;
 
   /**
-   * How many bytes of requests (by credit size, see docs/protocol.md) the
-   * peer may send before receiving window updates. 0: the sender predates
-   * byte credit and grants none (the peer then limits its sends by frames).
+   * How many bytes of requests (by credit size: each frame's encoded length
+   * as a Message, see docs/protocol.md) the peer may send before receiving
+   * window updates; from 1024 to 2^30, required.
    *
    * @generated from field: uint32 request_window_bytes = 10;
    */
@@ -437,7 +438,7 @@ export type Hello = Message$1<"kds.mux.v1.Hello"> & {
 
   /**
    * How many bytes of responses the peer may send before receiving window
-   * updates; 0 as for `request_window_bytes`.
+   * updates; from 1024 to 2^30, required.
    *
    * @generated from field: uint32 response_window_bytes = 11;
    */

@@ -1,0 +1,297 @@
+/**
+ * Weighs an encoded frame before it is decoded: one pass over its protobuf
+ * wire format, guided by the schema, counting its elements and estimating
+ * the memory its decoded form would hold, as `weighFrame` does for a
+ * decoded frame. A transport that holds a frame's bytes (the node adapter's
+ * gRPC reader) refuses a frame that {@link frameRefusal} refuses without
+ * decoding it, so a frame of two million empty messages costs its 4 MiB of
+ * bytes, never the hundreds of MiB its objects would take.
+ *
+ * The scan stops as soon as the frame is over a limit. It judges only what
+ * it can read: bytes that are not valid protobuf are left to the decoder,
+ * which refuses them with its own error.
+ *
+ * @module
+ */
+import { ScalarType, type DescField, type DescMessage } from "@bufbuild/protobuf";
+import { StructSchema } from "@bufbuild/protobuf/wkt";
+import { MessageSchema } from "../gen/kds/mux/v1/mux_pb.ts";
+import {
+  BYTES_HEAP,
+  DENSE_FRAME_ALLOWANCE_BYTES,
+  MAX_DECODED_EXPANSION,
+  MAX_FRAME_ELEMENTS,
+  SLOT_HEAP,
+  UNKNOWN_HEAP,
+  frameRefusal,
+  objectHeap,
+  stringHeap,
+  type FrameWeight,
+} from "./frame-size.ts";
+
+/** How a field's values are counted. */
+type FieldPlan =
+  | { readonly kind: "message"; readonly repeated: boolean; readonly child: () => MessagePlan }
+  | { readonly kind: "string" | "bytes"; readonly repeated: boolean }
+  | { readonly kind: "scalar"; readonly repeated: boolean; readonly fixedBytes: number }
+  | { readonly kind: "map"; readonly value: "string" | "bytes" | "scalar" | (() => MessagePlan) };
+
+interface MessagePlan {
+  readonly heap: number;
+  readonly fields: ReadonlyMap<number, FieldPlan>;
+}
+
+const plans = new WeakMap<DescMessage, MessagePlan>();
+
+/** Frames nest this deep at most (a batch in a frame is 3 levels; a Struct in a node a few more). */
+const MAX_DEPTH = 64;
+
+/**
+ * Why the encoded frame `bytes` (one `kds.mux.v1.Message`) is refused before
+ * decoding, or undefined when the scan finds nothing wrong (or cannot read
+ * it: the decoder then reports that).
+ */
+export function scanRefusal(bytes: Uint8Array): string | undefined {
+  const weight = scanFrame(bytes);
+  return weight === undefined ? undefined : frameRefusal(weight);
+}
+
+/**
+ * The weight of the encoded frame `bytes`, as far as the scan went (it stops
+ * once a limit of {@link frameRefusal} is passed), or undefined when the
+ * bytes are not readable protobuf.
+ */
+export function scanFrame(bytes: Uint8Array): FrameWeight | undefined {
+  const scan = new Scan(bytes);
+  const root = planOf(MessageSchema);
+  scan.heap += root.heap;
+  return scan.message(root, 0, bytes.length, 0) ? { wireBytes: bytes.length, heapBytes: scan.heap, elements: scan.elements } : undefined;
+}
+
+class Scan {
+  heap = 0;
+  elements = 0;
+  pos = 0;
+  readonly #bytes: Uint8Array;
+  readonly #heapLimit: number;
+
+  constructor(bytes: Uint8Array) {
+    this.#bytes = bytes;
+    this.#heapLimit = MAX_DECODED_EXPANSION * bytes.length + DENSE_FRAME_ALLOWANCE_BYTES;
+  }
+
+  /** Whether the scan can stop: a limit is passed already. */
+  get over(): boolean {
+    return this.elements > MAX_FRAME_ELEMENTS || this.heap > this.#heapLimit;
+  }
+
+  /** Scans the fields in [start, end) as a message of `plan`; false when the bytes are not readable. */
+  message(plan: MessagePlan, start: number, end: number, depth: number): boolean {
+    if (depth > MAX_DEPTH) return false;
+    this.pos = start;
+    while (this.pos < end) {
+      if (this.over) return true;
+      const tag = this.#varint(end);
+      if (tag === undefined) return false;
+      const no = Math.floor(tag / 8);
+      const wireType = tag % 8;
+      const field = plan.fields.get(no);
+      const known = field === undefined ? "mismatch" : this.#known(field, wireType, end, depth);
+      if (known === "unreadable") return false;
+      if (known === "mismatch") {
+        if (!this.#skip(wireType, no, end, depth)) return false;
+        this.elements++;
+        this.heap += UNKNOWN_HEAP;
+      }
+    }
+    return this.pos === end;
+  }
+
+  /** Scans one value of `field`: "mismatch" (nothing read) when its wire type does not fit, so it is skipped as unknown. */
+  #known(field: FieldPlan, wireType: number, end: number, depth: number): "ok" | "mismatch" | "unreadable" {
+    if (field.kind === "scalar") {
+      if (field.repeated && wireType === 2) {
+        const range = this.#delimited(end);
+        if (range === undefined) return "unreadable";
+        const n = field.fixedBytes > 0 ? Math.floor((range.end - range.start) / field.fixedBytes) : this.#countVarints(range.start, range.end);
+        this.elements += n;
+        this.heap += SLOT_HEAP * n;
+        this.pos = range.end;
+        return "ok";
+      }
+      if (wireType === 2 || wireType > 5) return "mismatch";
+      if (!this.#skip(wireType, 0, end, depth)) return "unreadable";
+      if (field.repeated) {
+        this.elements++;
+        this.heap += SLOT_HEAP;
+      }
+      return "ok";
+    }
+    if (wireType !== 2) return "mismatch";
+    const range = this.#delimited(end);
+    if (range === undefined) return "unreadable";
+    this.elements++;
+    switch (field.kind) {
+      case "string":
+        this.heap += stringHeap(range.end - range.start) + (field.repeated ? SLOT_HEAP : 0);
+        break;
+      case "bytes":
+        this.heap += BYTES_HEAP + (field.repeated ? SLOT_HEAP : 0);
+        break;
+      case "message": {
+        const child = field.child();
+        this.heap += child.heap + (field.repeated ? SLOT_HEAP : 0);
+        if (!this.message(child, range.start, range.end, depth + 1)) return "unreadable";
+        break;
+      }
+      case "map":
+        this.heap += SLOT_HEAP;
+        if (!this.#mapEntry(field.value, range.start, range.end, depth + 1)) return "unreadable";
+        break;
+    }
+    this.pos = range.end;
+    return "ok";
+  }
+
+  /** A map entry: key 1 (a string or a number), value 2. */
+  #mapEntry(value: Extract<FieldPlan, { kind: "map" }>["value"], start: number, end: number, depth: number): boolean {
+    this.pos = start;
+    while (this.pos < end) {
+      const tag = this.#varint(end);
+      if (tag === undefined) return false;
+      const no = Math.floor(tag / 8);
+      const wireType = tag % 8;
+      if (wireType === 2 && (no === 1 || no === 2)) {
+        const range = this.#delimited(end);
+        if (range === undefined) return false;
+        if (no === 1 || value === "string") this.heap += stringHeap(range.end - range.start);
+        else if (value === "bytes") this.heap += BYTES_HEAP;
+        else if (typeof value === "function") {
+          const child = value();
+          this.heap += child.heap;
+          if (!this.message(child, range.start, range.end, depth + 1)) return false;
+        }
+        this.pos = range.end;
+      } else if (!this.#skip(wireType, no, end, depth)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** Skips one value of `wireType` (a group up to its end tag). */
+  #skip(wireType: number, no: number, end: number, depth: number): boolean {
+    switch (wireType) {
+      case 0:
+        return this.#varint(end) !== undefined;
+      case 1:
+        this.pos += 8;
+        return this.pos <= end;
+      case 2: {
+        const range = this.#delimited(end);
+        if (range === undefined) return false;
+        this.pos = range.end;
+        return true;
+      }
+      case 3: {
+        if (depth > MAX_DEPTH) return false;
+        while (this.pos < end) {
+          const tag = this.#varint(end);
+          if (tag === undefined) return false;
+          if (tag % 8 === 4) return Math.floor(tag / 8) === no;
+          if (!this.#skip(tag % 8, Math.floor(tag / 8), end, depth + 1)) return false;
+        }
+        return false;
+      }
+      case 5:
+        this.pos += 4;
+        return this.pos <= end;
+      default:
+        return false;
+    }
+  }
+
+  #delimited(end: number): { start: number; end: number } | undefined {
+    const length = this.#varint(end);
+    if (length === undefined || this.pos + length > end) return undefined;
+    return { start: this.pos, end: this.pos + length };
+  }
+
+  /** A varint of up to 10 bytes, as a number (exact up to 2^53, which bounds every length and tag here). */
+  #varint(end: number): number | undefined {
+    let value = 0;
+    let scale = 1;
+    for (let i = 0; i < 10; i++) {
+      if (this.pos >= end) return undefined;
+      const b = this.#bytes[this.pos++] as number;
+      value += (b & 0x7f) * scale;
+      if (b < 0x80) return value;
+      scale *= 128;
+    }
+    return undefined;
+  }
+
+  #countVarints(start: number, end: number): number {
+    let n = 0;
+    for (let i = start; i < end; i++) if ((this.#bytes[i] as number) < 0x80) n++;
+    return n;
+  }
+}
+
+function planOf(desc: DescMessage): MessagePlan {
+  const known = plans.get(desc);
+  if (known !== undefined) return known;
+  const fields = new Map<number, FieldPlan>();
+  const plan: MessagePlan = { heap: objectHeap(desc), fields };
+  // Registered before its fields, so a recursive type (a batch of frames) finds itself.
+  plans.set(desc, plan);
+  for (const field of desc.fields) fields.set(field.number, fieldPlan(field));
+  return plan;
+}
+
+function fieldPlan(field: DescField): FieldPlan {
+  switch (field.fieldKind) {
+    case "message":
+      return { kind: "message", repeated: false, child: childPlan(field.message) };
+    case "list":
+      if (field.listKind === "message") return { kind: "message", repeated: true, child: childPlan(field.message) };
+      return valuePlan(field.listKind === "enum" ? ScalarType.INT32 : field.scalar, true);
+    case "map": {
+      const value =
+        field.mapKind === "message" ? childPlan(field.message) : field.mapKind === "enum" ? "scalar" : scalarKind(field.scalar);
+      return { kind: "map", value };
+    }
+    default:
+      return valuePlan(field.fieldKind === "enum" ? ScalarType.INT32 : field.scalar, false);
+  }
+}
+
+/** A message type's plan, looked up when first needed (google.protobuf.Struct fields are scanned as the message they are on the wire). */
+function childPlan(desc: DescMessage): () => MessagePlan {
+  const target = desc.typeName === StructSchema.typeName ? StructSchema : desc;
+  return () => planOf(target);
+}
+
+function valuePlan(type: ScalarType, repeated: boolean): FieldPlan {
+  const kind = scalarKind(type);
+  return kind === "scalar" ? { kind, repeated, fixedBytes: fixedBytesOf(type) } : { kind, repeated };
+}
+
+function scalarKind(type: ScalarType): "string" | "bytes" | "scalar" {
+  return type === ScalarType.STRING ? "string" : type === ScalarType.BYTES ? "bytes" : "scalar";
+}
+
+function fixedBytesOf(type: ScalarType): number {
+  switch (type) {
+    case ScalarType.DOUBLE:
+    case ScalarType.FIXED64:
+    case ScalarType.SFIXED64:
+      return 8;
+    case ScalarType.FLOAT:
+    case ScalarType.FIXED32:
+    case ScalarType.SFIXED32:
+      return 4;
+    default:
+      return 0;
+  }
+}

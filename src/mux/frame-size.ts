@@ -1,0 +1,429 @@
+/**
+ * What a frame weighs, computed from the decoded frame without encoding it:
+ * its exact protobuf-encoded length (the byte credit it takes, and what the
+ * wire carries), and an estimate of the memory its decoded form holds (what
+ * the process's memory budget is charged for it).
+ *
+ * The encoded length is what any protobuf library's size function returns
+ * for the same message (`ByteSize()`, `encodedLength`, the length of
+ * `SerializeToString()`): fields in number order, implicit-presence fields
+ * at their zero value left out, repeated scalars packed, map entries with
+ * both key and value, unknown fields as they were read. A property test
+ * checks it against protobuf-es's `toBinary` (test/mux/frame-size.test.ts).
+ *
+ * The memory estimate is this implementation's own (a peer never computes
+ * it): a decoded message costs far more than its encoding when it holds
+ * many tiny elements (an empty string costs 2 bytes on the wire and a slot
+ * in an array; an empty message 2 bytes and an object with every field), so
+ * the budget counts what the receiver really holds, not only the bytes.
+ *
+ * Sizers are compiled once per message type, as protobuf-es compiles its
+ * encoders, so a 4 MiB response is measured in one pass over its fields.
+ *
+ * @module
+ */
+import { fromJson, toBinary, type DescField, type DescMessage, type JsonObject } from "@bufbuild/protobuf";
+import { ScalarType } from "@bufbuild/protobuf";
+import { StructSchema } from "@bufbuild/protobuf/wkt";
+import { MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+
+/** What measuring a frame found. */
+export interface FrameWeight {
+  /** The frame's exact protobuf-encoded length as a `kds.mux.v1.Message`. */
+  wireBytes: number;
+  /** Estimated bytes its decoded form holds beyond the wire bytes (objects, arrays, strings). */
+  heapBytes: number;
+  /** Its elements: every string, bytes or message value (repeated ones each), map entry, repeated scalar and unknown field. */
+  elements: number;
+}
+
+/** Running totals a sizer adds to while it walks a message. */
+interface Tally {
+  heapBytes: number;
+  elements: number;
+}
+
+type Sizer = (message: Record<string, unknown>, tally: Tally) => number;
+
+// Rough V8 (64-bit) costs of decoded values; an upper-leaning estimate, not a measurement of every runtime.
+// frame-scan.ts estimates the same from the encoded bytes.
+/** An object: its header, plus a slot per field (see {@link objectHeap}). */
+const OBJECT_HEAP = 32;
+/** A slot: an object's field, an array's element, a map's entry. */
+export const SLOT_HEAP = 8;
+/** A string: its header (the characters are added). An empty string is shared: a slot only. */
+export const STRING_HEAP = 24;
+/** A `Uint8Array` view (its bytes stay in the wire buffer, which `wireBytes` counts). */
+export const BYTES_HEAP = 96;
+/** An array or a map's object, before its elements. */
+const CONTAINER_HEAP = 32;
+/** An unknown field's record and its data view. */
+export const UNKNOWN_HEAP = 48 + BYTES_HEAP;
+
+/** What one decoded message of type `desc` holds before its elements: its object, and an empty array or map for each repeated field. */
+export function objectHeap(desc: DescMessage): number {
+  let containers = 0;
+  for (const field of desc.fields) if (field.fieldKind === "list" || field.fieldKind === "map") containers++;
+  return OBJECT_HEAP + SLOT_HEAP * (desc.fields.length + 1) + CONTAINER_HEAP * containers;
+}
+
+/** Heap of a decoded string of `utf8Bytes` (an empty one is shared). */
+export function stringHeap(utf8Bytes: number): number {
+  return utf8Bytes === 0 ? 0 : STRING_HEAP + utf8Bytes;
+}
+
+const sizers = new WeakMap<DescMessage, Sizer>();
+
+/**
+ * Measures `frame`: its exact encoded length as a `kds.mux.v1.Message` and
+ * the estimated memory its decoded form holds. For a batch, measure each
+ * inner frame (the credit of a batch is the sum of its frames').
+ */
+export function weighFrame(frame: Message): FrameWeight {
+  const tally: Tally = { heapBytes: 0, elements: 0 };
+  const wireBytes = sizerOf(MessageSchema)(frame as unknown as Record<string, unknown>, tally);
+  return { wireBytes, heapBytes: tally.heapBytes, elements: tally.elements };
+}
+
+/**
+ * The credit size of a data frame: its exact protobuf-encoded length as a
+ * `kds.mux.v1.Message`, what it takes from its lane's byte window (see
+ * docs/protocol.md, "Flow control"). A frame inside a batch counts alone.
+ */
+export function creditSize(frame: Message): number {
+  return sizerOf(MessageSchema)(frame as unknown as Record<string, unknown>, { heapBytes: 0, elements: 0 });
+}
+
+function sizerOf(desc: DescMessage): Sizer {
+  const known = sizers.get(desc);
+  if (known !== undefined) return known;
+  const fields: Sizer[] = [];
+  const heap = objectHeap(desc);
+  const sizer: Sizer = (message, tally) => {
+    tally.heapBytes += heap;
+    let bytes = 0;
+    for (let i = 0; i < fields.length; i++) bytes += (fields[i] as Sizer)(message, tally);
+    const unknown = message.$unknown as { no: number; wireType: number; data: Uint8Array }[] | undefined;
+    if (unknown !== undefined) {
+      for (const field of unknown) {
+        bytes += varintSize(((field.no << 3) | field.wireType) >>> 0) + field.data.byteLength;
+        tally.heapBytes += UNKNOWN_HEAP;
+        tally.elements++;
+      }
+    }
+    return bytes;
+  };
+  // Registered before the fields compile, so a recursive type finds itself.
+  sizers.set(desc, sizer);
+  for (const field of desc.fields) fields.push(fieldSizer(field));
+  return sizer;
+}
+
+const IMPLICIT_PRESENCE = 2;
+const WIRE_VARINT = 0;
+const WIRE_FIXED64 = 1;
+const WIRE_DELIMITED = 2;
+const WIRE_FIXED32 = 5;
+
+function fieldSizer(field: DescField): Sizer {
+  const name = field.localName;
+  switch (field.fieldKind) {
+    case "scalar":
+    case "enum": {
+      const type = field.fieldKind === "enum" ? ScalarType.INT32 : field.scalar;
+      const tag = tagSize(field.number, wireTypeOf(type));
+      const value = scalarSizer(type);
+      const zero = field.fieldKind === "enum" ? field.enum.values[0]?.number ?? 0 : undefined;
+      const present = presence(field, type, zero);
+      const counts = type === ScalarType.STRING || type === ScalarType.BYTES ? 1 : 0;
+      return (message, tally) => {
+        const v = read(message, field, name);
+        if (!present(v)) return 0;
+        tally.elements += counts;
+        return tag + value(v, tally);
+      };
+    }
+    case "message": {
+      const tag = tagSize(field.number, WIRE_DELIMITED);
+      const child = childSizer(field);
+      return (message, tally) => {
+        const v = read(message, field, name);
+        if (v === undefined) return 0;
+        tally.elements++;
+        const inner = child(v, tally);
+        return tag + varintSize(inner) + inner;
+      };
+    }
+    case "list": {
+      if (field.listKind === "message") {
+        const tag = tagSize(field.number, WIRE_DELIMITED);
+        const child = childSizer(field);
+        return (message, tally) => {
+          const items = message[name] as unknown[];
+          tally.heapBytes += SLOT_HEAP * items.length;
+          tally.elements += items.length;
+          let bytes = 0;
+          for (let i = 0; i < items.length; i++) {
+            const inner = child(items[i], tally);
+            bytes += tag + varintSize(inner) + inner;
+          }
+          return bytes;
+        };
+      }
+      const type = field.listKind === "enum" ? ScalarType.INT32 : field.scalar;
+      const value = scalarSizer(type);
+      if (field.packed) {
+        const tag = tagSize(field.number, WIRE_DELIMITED);
+        return (message, tally) => {
+          const items = message[name] as unknown[];
+          tally.heapBytes += SLOT_HEAP * items.length;
+          tally.elements += items.length;
+          if (items.length === 0) return 0;
+          let inner = 0;
+          for (let i = 0; i < items.length; i++) inner += value(items[i], tally);
+          return tag + varintSize(inner) + inner;
+        };
+      }
+      const tag = tagSize(field.number, wireTypeOf(type));
+      return (message, tally) => {
+        const items = message[name] as unknown[];
+        tally.heapBytes += SLOT_HEAP * items.length;
+        tally.elements += items.length;
+        let bytes = 0;
+        for (let i = 0; i < items.length; i++) bytes += tag + value(items[i], tally);
+        return bytes;
+      };
+    }
+    case "map": {
+      const tag = tagSize(field.number, WIRE_DELIMITED);
+      const keyType = field.mapKey;
+      const keyTag = tagSize(1, wireTypeOf(keyType));
+      const key = scalarSizer(keyType);
+      const toKey = mapKeyOf(keyType);
+      let entryValue: (v: unknown, tally: Tally) => number;
+      if (field.mapKind === "message") {
+        const child = sizerOf(field.message);
+        const valueTag = tagSize(2, WIRE_DELIMITED);
+        entryValue = (v, tally) => {
+          const inner = child(v as Record<string, unknown>, tally);
+          return valueTag + varintSize(inner) + inner;
+        };
+      } else {
+        const type = field.mapKind === "enum" ? ScalarType.INT32 : field.scalar;
+        const valueTag = tagSize(2, wireTypeOf(type));
+        const value = scalarSizer(type);
+        entryValue = (v, tally) => valueTag + value(v, tally);
+      }
+      return (message, tally) => {
+        const record = message[name] as Record<string, unknown>;
+        let bytes = 0;
+        for (const k of Object.keys(record)) {
+          const inner = keyTag + key(toKey(k), tally) + entryValue(record[k], tally);
+          bytes += tag + varintSize(inner) + inner;
+          tally.heapBytes += SLOT_HEAP;
+          tally.elements++;
+        }
+        return bytes;
+      };
+    }
+  }
+}
+
+/** The value of a singular field, looking inside its oneof. */
+function read(message: Record<string, unknown>, field: DescField, name: string): unknown {
+  if (field.oneof === undefined) return message[name];
+  const oneof = message[field.oneof.localName] as { case: string | undefined; value?: unknown };
+  return oneof.case === name ? oneof.value : undefined;
+}
+
+/** Whether a singular scalar is written, as protobuf's presence rules say. */
+function presence(field: DescField, type: ScalarType, enumZero: number | undefined): (v: unknown) => boolean {
+  if (field.oneof !== undefined || field.presence !== IMPLICIT_PRESENCE) return (v) => v !== undefined;
+  if (enumZero !== undefined) return (v) => v !== enumZero;
+  switch (type) {
+    case ScalarType.BOOL:
+      return (v) => v !== false;
+    case ScalarType.STRING:
+      return (v) => v !== "";
+    case ScalarType.BYTES:
+      return (v) => (v as Uint8Array).byteLength > 0;
+    case ScalarType.DOUBLE:
+    case ScalarType.FLOAT:
+      return (v) => !Object.is(v, 0);
+    default:
+      // Loose comparison matches 0, 0n and "0" (a 64-bit integer as a string).
+      return (v) => v != 0;
+  }
+}
+
+/** The sizer of a message-typed field's value; google.protobuf.Struct fields hold a JSON object locally. */
+function childSizer(field: DescField & { message: DescMessage }): (v: unknown, tally: Tally) => number {
+  if (field.message.typeName === "google.protobuf.Struct" && field.parent.typeName !== "google.protobuf.Value") {
+    // Free-form metadata: rare and small; measured by encoding it.
+    return (v, tally) => {
+      const bytes = toBinary(StructSchema, fromJson(StructSchema, v as JsonObject)).byteLength;
+      tally.heapBytes += 4 * bytes;
+      return bytes;
+    };
+  }
+  const sizer = sizerOf(field.message);
+  return (v, tally) => sizer(v as Record<string, unknown>, tally);
+}
+
+function mapKeyOf(type: ScalarType): (key: string) => unknown {
+  switch (type) {
+    case ScalarType.STRING:
+      return (key) => key;
+    case ScalarType.BOOL:
+      return (key) => key === "true";
+    case ScalarType.INT64:
+    case ScalarType.UINT64:
+    case ScalarType.SINT64:
+    case ScalarType.FIXED64:
+    case ScalarType.SFIXED64:
+      return (key) => BigInt(key);
+    default:
+      return (key) => Number.parseInt(key, 10);
+  }
+}
+
+function wireTypeOf(type: ScalarType): number {
+  switch (type) {
+    case ScalarType.STRING:
+    case ScalarType.BYTES:
+      return WIRE_DELIMITED;
+    case ScalarType.DOUBLE:
+    case ScalarType.FIXED64:
+    case ScalarType.SFIXED64:
+      return WIRE_FIXED64;
+    case ScalarType.FLOAT:
+    case ScalarType.FIXED32:
+    case ScalarType.SFIXED32:
+      return WIRE_FIXED32;
+    default:
+      return WIRE_VARINT;
+  }
+}
+
+function scalarSizer(type: ScalarType): (v: unknown, tally: Tally) => number {
+  switch (type) {
+    case ScalarType.STRING:
+      return (v, tally) => {
+        const text = v as string;
+        const bytes = utf8Length(text);
+        tally.heapBytes += stringHeap(bytes);
+        return varintSize(bytes) + bytes;
+      };
+    case ScalarType.BYTES:
+      return (v, tally) => {
+        const bytes = (v as Uint8Array).byteLength;
+        tally.heapBytes += BYTES_HEAP;
+        return varintSize(bytes) + bytes;
+      };
+    case ScalarType.BOOL:
+      return () => 1;
+    case ScalarType.DOUBLE:
+    case ScalarType.FIXED64:
+    case ScalarType.SFIXED64:
+      return () => 8;
+    case ScalarType.FLOAT:
+    case ScalarType.FIXED32:
+    case ScalarType.SFIXED32:
+      return () => 4;
+    case ScalarType.INT32:
+      return (v) => ((v as number) < 0 ? 10 : varintSize(v as number));
+    case ScalarType.UINT32:
+      return (v) => varintSize((v as number) >>> 0);
+    case ScalarType.SINT32:
+      return (v) => varintSize((((v as number) << 1) ^ ((v as number) >> 31)) >>> 0);
+    case ScalarType.INT64:
+    case ScalarType.UINT64:
+      return (v) => varint64Size(BigInt.asUintN(64, BigInt(v as bigint | string | number)));
+    case ScalarType.SINT64:
+      return (v) => {
+        const n = BigInt.asIntN(64, BigInt(v as bigint | string | number));
+        return varint64Size(BigInt.asUintN(64, (n << 1n) ^ (n >> 63n)));
+      };
+  }
+}
+
+function tagSize(fieldNo: number, wireType: number): number {
+  return varintSize(((fieldNo << 3) | wireType) >>> 0);
+}
+
+/** Bytes of an unsigned 32-bit varint. */
+function varintSize(n: number): number {
+  if (n < 0x80) return 1;
+  if (n < 0x4000) return 2;
+  if (n < 0x200000) return 3;
+  if (n < 0x10000000) return 4;
+  return 5;
+}
+
+function varint64Size(n: bigint): number {
+  let bytes = 1;
+  while (n >= 0x80n) {
+    n >>= 7n;
+    bytes++;
+  }
+  return bytes;
+}
+
+/** UTF-8 length of `text` as a protobuf encoder writes it (a lone surrogate becomes U+FFFD, 3 bytes). */
+export function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) {
+      bytes += 1;
+    } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      bytes += 2; // a surrogate pair: 2 units, 4 bytes
+      i++;
+    } else {
+      bytes += 2;
+    }
+  }
+  return bytes;
+}
+
+/**
+ * The most elements one frame may hold (see {@link FrameWeight.elements}):
+ * 2^19. A delta response of 10,000 resources holds about 60,000; a resume
+ * request naming 100,000 resources about 300,000.
+ */
+export const MAX_FRAME_ELEMENTS = 2 ** 19;
+
+/**
+ * The most a frame's decoded form may hold, as a multiple of its encoded
+ * length (plus {@link DENSE_FRAME_ALLOWANCE_BYTES}, so small frames never
+ * reach it). Frames of real resources decode to 1.5 to 4 times their
+ * length; it takes a frame made mostly of empty strings or empty messages
+ * (2 bytes each on the wire, an array slot or a whole object decoded) to
+ * pass it.
+ */
+export const MAX_DECODED_EXPANSION = 16;
+/** What a frame may hold decoded beyond {@link MAX_DECODED_EXPANSION} times its length. */
+export const DENSE_FRAME_ALLOWANCE_BYTES = 16 * 1024;
+
+/**
+ * Why a frame of `weight` is refused before it is buffered (or, where the
+ * transport can look at the bytes first, before it is decoded), or
+ * undefined when it is not: more than {@link MAX_FRAME_ELEMENTS} elements,
+ * or a decoded form over {@link MAX_DECODED_EXPANSION} times its length.
+ */
+export function frameRefusal(weight: FrameWeight): string | undefined {
+  if (weight.elements > MAX_FRAME_ELEMENTS) {
+    return (
+      `a frame of ${weight.wireBytes} encoded bytes holds ${weight.elements} elements or more, over the ${MAX_FRAME_ELEMENTS} a frame may hold ` +
+      "(strings, bytes, messages, map entries, repeated values); split what it carries over several frames"
+    );
+  }
+  if (weight.heapBytes > MAX_DECODED_EXPANSION * weight.wireBytes + DENSE_FRAME_ALLOWANCE_BYTES) {
+    return (
+      `a frame of ${weight.wireBytes} encoded bytes decodes to an estimated ${weight.heapBytes} bytes of objects, over ${MAX_DECODED_EXPANSION} times its length: ` +
+      "it is made of empty or tiny elements (empty strings, empty messages) that no real resource needs; send resources with content"
+    );
+  }
+  return undefined;
+}

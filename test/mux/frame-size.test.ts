@@ -1,0 +1,180 @@
+// The byte credit of a frame is its protobuf-encoded length. `weighFrame`
+// computes it without encoding; these properties check it against an
+// independent computation (protobuf-es's toBinary), for frames built here and
+// for frames decoded from arbitrary bytes (unknown fields, odd encodings).
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { CallSchema, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { DeltaDiscoveryRequestSchema, DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, DiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
+import { scanFrame, scanRefusal } from "../../src/mux/frame-scan.ts";
+import { MAX_FRAME_ELEMENTS, creditSize, frameRefusal, utf8Length, weighFrame } from "../../src/mux/frame-size.ts";
+
+const text = fc.oneof(fc.string(), fc.string({ unit: "binary" }), fc.string({ unit: "grapheme" }), fc.constant(""));
+const bytes = fc.uint8Array({ maxLength: 300 });
+
+const anyMessage = fc.record({ typeUrl: text, value: bytes });
+const node = fc.record({
+  id: text,
+  cluster: text,
+  userAgentName: text,
+  clientFeatures: fc.array(text, { maxLength: 3 }),
+  metadata: fc.option(fc.dictionary(fc.string(), fc.oneof(fc.string(), fc.double({ noNaN: true }), fc.boolean())), { nil: undefined }),
+});
+const status = fc.record({ code: fc.integer(), message: text, details: fc.array(anyMessage, { maxLength: 2 }) });
+
+const frameValue = fc.oneof(
+  fc.record({ typeUrl: text, versionInfo: text, responseNonce: text, resourceNames: fc.array(text, { maxLength: 5 }), node: fc.option(node, { nil: undefined }), errorDetail: fc.option(status, { nil: undefined }) }).map(
+    (v) => ({ case: "request" as const, value: create(DiscoveryRequestSchema, v) }),
+  ),
+  fc.record({ typeUrl: text, versionInfo: text, nonce: text, resources: fc.array(anyMessage, { maxLength: 5 }) }).map((v) => ({ case: "response" as const, value: create(DiscoveryResponseSchema, v) })),
+  fc
+    .record({
+      typeUrl: text,
+      responseNonce: text,
+      resourceNamesSubscribe: fc.array(text, { maxLength: 5 }),
+      resourceNamesUnsubscribe: fc.array(text, { maxLength: 5 }),
+      initialResourceVersions: fc.dictionary(fc.string(), text, { maxKeys: 5 }),
+      errorDetail: fc.option(status, { nil: undefined }),
+    })
+    .map((v) => ({ case: "deltaRequest" as const, value: create(DeltaDiscoveryRequestSchema, v) })),
+  fc
+    .record({
+      typeUrl: text,
+      systemVersionInfo: text,
+      nonce: text,
+      removedResources: fc.array(text, { maxLength: 5 }),
+      resources: fc.array(
+        fc.record({ name: text, version: text, aliases: fc.array(text, { maxLength: 2 }), resource: fc.option(anyMessage, { nil: undefined }), ttl: fc.option(fc.record({ seconds: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), nanos: fc.integer() }), { nil: undefined }) }),
+        { maxLength: 5 },
+      ),
+    })
+    .map((v) => ({ case: "deltaResponse" as const, value: create(DeltaDiscoveryResponseSchema, v) })),
+  fc.record({ id: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), path: text, headers: fc.dictionary(fc.string(), text, { maxKeys: 3 }), body: bytes, window: fc.nat() }).map(({ id, ...open }) => ({
+    case: "call" as const,
+    value: create(CallSchema, { id, kind: { case: "open", value: open } }),
+  })),
+  fc.record({ id: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), credit: fc.nat() }).map(({ id, credit }) => ({ case: "call" as const, value: create(CallSchema, { id, kind: { case: "credit", value: credit } }) })),
+);
+
+const frame = frameValue.map((value) => create(MessageSchema, { value }) as Message);
+
+describe("creditSize", () => {
+  it("is the length protobuf-es encodes the frame to, for any frame", () => {
+    fc.assert(
+      fc.property(frame, (f) => {
+        expect(creditSize(f)).toBe(toBinary(MessageSchema, f).byteLength);
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it("is the length of a batch and of every frame inside it", () => {
+    fc.assert(
+      fc.property(fc.array(frame, { maxLength: 6 }), (frames) => {
+        const batch = create(MessageSchema, { value: { case: "batch", value: { frames } } });
+        expect(creditSize(batch)).toBe(toBinary(MessageSchema, batch).byteLength);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it("is the canonical length of a frame decoded from any bytes that decode, unknown fields included", () => {
+    fc.assert(
+      fc.property(frame, fc.uint8Array({ maxLength: 64 }), (f, tail) => {
+        let decoded: Message;
+        try {
+          decoded = fromBinary(MessageSchema, new Uint8Array([...toBinary(MessageSchema, f), ...tail]));
+        } catch {
+          return; // the appended bytes do not decode: nothing to measure
+        }
+        expect(creditSize(decoded)).toBe(toBinary(MessageSchema, decoded).byteLength);
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it("counts strings in UTF-8 as TextEncoder writes them, lone surrogates included", () => {
+    fc.assert(
+      fc.property(fc.string({ unit: "binary" }), (s) => {
+        expect(utf8Length(s)).toBe(new TextEncoder().encode(s).byteLength);
+      }),
+      { numRuns: 500 },
+    );
+    expect(utf8Length("\ud800")).toBe(3);
+    expect(utf8Length("\ud83d\ude00")).toBe(4);
+  });
+});
+
+describe("weighFrame", () => {
+  it("estimates far more memory than wire bytes for a frame of empty elements, and little more for a real response", () => {
+    const empties = create(MessageSchema, { value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: "t", removedResources: Array.from({ length: 10_000 }, () => "") }) } });
+    const emptyMessages = create(MessageSchema, {
+      value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: "t", resources: Array.from({ length: 10_000 }, () => ({})) }) },
+    });
+    const real = create(MessageSchema, {
+      value: {
+        case: "deltaResponse",
+        value: create(DeltaDiscoveryResponseSchema, {
+          typeUrl: "type.googleapis.com/kds.v1.Dataplane",
+          nonce: "7",
+          resources: Array.from({ length: 1000 }, (_, i) => ({ name: `zone-1.dp-${i}`, version: `v${i}`, resource: { typeUrl: "type.googleapis.com/kds.v1.Dataplane", value: new Uint8Array(200) } })),
+        }),
+      },
+    });
+    const ratio = (f: Message): number => {
+      const w = weighFrame(f);
+      return (w.wireBytes + w.heapBytes) / w.wireBytes;
+    };
+    expect(ratio(real)).toBeLessThan(4);
+    expect(ratio(empties)).toBeGreaterThan(4);
+    expect(ratio(emptyMessages)).toBeGreaterThan(40);
+  });
+});
+
+/** Frames without free-form node metadata (a JSON object decoded, which the two estimates count differently). */
+const plainFrame = frame.filter((f) => !(f.value.case === "request" && f.value.value.node?.metadata !== undefined));
+
+describe("scanFrame", () => {
+  it("finds in the encoded bytes the same weight weighFrame finds in the decoded frame", () => {
+    fc.assert(
+      fc.property(plainFrame, (f) => {
+        expect(scanFrame(toBinary(MessageSchema, f))).toEqual(weighFrame(f));
+      }),
+      { numRuns: 400 },
+    );
+    fc.assert(
+      fc.property(fc.array(plainFrame, { maxLength: 5 }), (frames) => {
+        const batch = create(MessageSchema, { value: { case: "batch", value: { frames } } });
+        expect(scanFrame(toBinary(MessageSchema, batch))).toEqual(weighFrame(batch));
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it("never throws on arbitrary bytes, and refuses nothing the decoder reads that weighFrame accepts", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
+        const refusal = scanRefusal(bytes);
+        let decoded: Message | undefined;
+        try {
+          decoded = fromBinary(MessageSchema, bytes);
+        } catch {
+          decoded = undefined;
+        }
+        if (decoded !== undefined && refusal !== undefined) expect(frameRefusal(weighFrame(decoded))).toBeDefined();
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("refuses, without decoding, a frame of too many empty strings and one of empty messages", () => {
+    const strings = create(MessageSchema, { value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: "t", removedResources: Array.from({ length: MAX_FRAME_ELEMENTS + 1 }, () => "") }) } });
+    expect(scanRefusal(toBinary(MessageSchema, strings))).toMatch(/over the 524288 a frame may hold/);
+    const messages = create(MessageSchema, { value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: "t", resources: Array.from({ length: 50_000 }, () => ({})) }) } });
+    expect(scanRefusal(toBinary(MessageSchema, messages))).toMatch(/over 16 times its length/);
+    // The same frames, decoded, are refused alike.
+    expect(frameRefusal(weighFrame(strings))).toMatch(/over the 524288/);
+    expect(frameRefusal(weighFrame(messages))).toMatch(/over 16 times/);
+  });
+});
