@@ -5,7 +5,8 @@
  * The global runs one per process and attaches every zone's session; a zone
  * runs one and attaches each session it dials. Every session starts with the
  * global's kind catalog: the global serves it, the zone learns the kinds it
- * lacks from it or refuses it (kinds-exchange.ts).
+ * lacks from it or refuses it (kinds-exchange.ts), and the global requests
+ * the zone's kinds only once the zone has settled it (catalog-gate.ts).
  *
  * @module
  */
@@ -19,6 +20,7 @@ import { noopMetrics, type Metrics } from "../observe/metrics.ts";
 import { combineClientObservers, combineServerObservers, streamObservers } from "../observe/sync-observers.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
+import { CatalogGate } from "./catalog-gate.ts";
 import { KindAgreement } from "./kind-agreement.ts";
 import { catalogSource, endSessionOnRefusal, learnKinds } from "./kinds-exchange.ts";
 import type { ResourceType, StoredResource, SyncDirection, TypeRegistry } from "./resource-types.ts";
@@ -168,12 +170,15 @@ export class SyncEngine {
     // Responses must fit what the peer accepts, not only what this side would send.
     const maxMessageBytes = peerMax === undefined ? own : Math.min(own, peerMax - MUX_FRAME_OVERHEAD);
     const observed = streamObservers(this.#options.metrics ?? noopMetrics, this.#options.role === "global" ? peer.zone : session.peerId, (url) => types.byTypeUrl(url)?.kind ?? url);
+    // The global requests the zone's kinds only once the zone has settled the catalog.
+    const gate = this.#catalog === undefined ? undefined : new CatalogGate();
     const source = observed.source(mergeSources([...this.#caches.map((c) => c.source(peer.filter)), ...(this.#catalog === undefined ? [] : [this.#catalog])]));
+    const serverObserver = combineServerObservers(record.serverObserver(), observed.server);
     const server = new DiscoveryServer({
-      view: session.server,
+      view: gate?.watch(session.server) ?? session.server,
       source,
       options: { ...discovery, maxMessageBytes },
-      observer: endSessionOnRefusal(combineServerObservers(record.serverObserver(), observed.server), session, peer.zone, logger, source.typeUrls),
+      observer: endSessionOnRefusal(gate?.observe(serverObserver) ?? serverObserver, session, peer.zone, logger, source.typeUrls),
     });
     const observer = combineClientObservers(record.clientObserver(), observed.client);
     const client = new DiscoveryClient({
@@ -194,7 +199,10 @@ export class SyncEngine {
         },
       },
     });
-    await Promise.all([server.run(session.signal), client.run(session.signal)]);
+    const subscribe = async (): Promise<void> => {
+      if (gate === undefined || (await gate.settled(session.signal))) await client.run(session.signal);
+    };
+    await Promise.all([server.run(session.signal), subscribe()]);
   }
 
   #record(zone: string): ZoneStatusRecord {
