@@ -27,7 +27,7 @@ import { readPem } from "./secret-files.ts";
 import { runGlobal, runZone, zoneTransports, type GlobalCommandOptions, type ZoneCommandOptions } from "./serve-commands.ts";
 import { stopSignal } from "./signals.ts";
 import { dataDirOption, storeOption } from "./store-option.ts";
-import { generateAdminToken, generateZoneToken, revokeCertificate, revokeToken, rotateSigningKey } from "./token-commands.ts";
+import { generateAdminToken, generateZoneToken, revokeCertificate, revokeToken, rotateSigningKey, tokenOutput } from "./token-commands.ts";
 
 const logFormatOption = (): Option => new Option("--log-format <format>", "log lines as readable text or JSON lines").choices(["text", "json"]).default("text");
 const logLevelOption = (): Option => new Option("--log-level <level>", "lowest level logged").choices(["debug", "info", "warn", "error"]).default("info");
@@ -53,6 +53,8 @@ function target(o: AdminFlags): AdminTarget {
   return { url: o.server, token: o.token, caCert: o.caCert === undefined ? undefined : readPem(o.caCert, "--ca-cert") };
 }
 const out = (text: string): void => void process.stdout.write(`${text}\n`);
+/** Prints a token: no trailing newline unless stdout is a terminal (see {@link tokenOutput}). */
+const outToken = (token: string): void => void process.stdout.write(tokenOutput(token, process.stdout.isTTY === true));
 
 function readInput(file: string): { name: string; text: string } {
   if (file === "-") return { name: "<stdin>", text: readFileSync(0, "utf8") };
@@ -158,7 +160,7 @@ export function program(): Command {
       .addOption(validForOption()),
   ).action(async (o: AdminFlags & { zone: string; validFor: string }) => {
     const r = await generateZoneToken(target(o), o.zone, parseDuration(o.validFor));
-    out(r.token);
+    outToken(r.token);
     process.stderr.write(`${r.note}\n`);
   });
   adminCommand(
@@ -170,7 +172,7 @@ export function program(): Command {
       .addOption(validForOption()),
   ).action(async (o: AdminFlags & { name: string; role: string; validFor: string }) => {
     const r = await generateAdminToken(target(o), o.name, o.role, parseDuration(o.validFor));
-    out(r.token);
+    outToken(r.token);
     process.stderr.write(`${r.note}\n`);
   });
 

@@ -121,7 +121,7 @@ async function serveAdminApi(
   });
   if (open && options.tokenFile !== undefined && backend.tokens !== undefined) {
     const issued = await backend.tokens.issueAdminToken("bootstrap", "admin");
-    writeSecretFile(options.tokenFile, `${issued.token}\n`);
+    writeSecretFile(options.tokenFile, issued.token); // no whitespace: readers strip it, but the CLI writes none
     options.logger.info(`the admin API listens on ${served.url}, not loopback: every call needs an admin token; a first one (role admin, id ${issued.tokenId}) is in ${options.tokenFile}`);
     if (options.tls === undefined) options.logger.warn(`the admin API on ${served.url} has no TLS: admin tokens cross the network in clear text; pass --tls-cert and --tls-key`);
   }

@@ -19,6 +19,17 @@ function seconds(validForMs: number): bigint {
   return BigInt(Math.floor(validForMs / 1000));
 }
 
+/**
+ * What `generate zone-token` and `generate admin-token` print: the token
+ * alone, with a newline only for a terminal. Redirected to a file
+ * (`> NAME.token`) it is exactly the token, no whitespace, since some readers
+ * take a token file's bytes as they are (kds-mux's own readers strip
+ * surrounding whitespace).
+ */
+export function tokenOutput(token: string, terminal: boolean): string {
+  return terminal ? `${token}\n` : token;
+}
+
 /** `generate zone-token --zone NAME`: prints a zone token (only the token on stdout, so it can go to a file). */
 export async function generateZoneToken(server: AdminTarget, zone: string, validForMs: number): Promise<{ token: string; note: string }> {
   assertZoneName(zone);

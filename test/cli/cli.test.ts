@@ -18,6 +18,7 @@ const file = (name: string, text: string): string => {
 async function zoneToken(server: string, zone: string): Promise<string> {
   const r = await run(["generate", "zone-token", "--zone", zone, "--server", server]);
   expect(r.code, r.stderr).toBe(0);
+  expect(r.stdout, "redirected, the token is printed with no whitespace around it").toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
   return file(`${zone}.token`, r.stdout);
 }
 
