@@ -90,7 +90,8 @@ export class SyncEngine {
     this.#received = options.role === "global" ? "zone-to-global" : "global-to-zone";
     this.#serve(options.types.flowing(this.#served));
     this.#catalog = options.role === "global" ? catalogSource(options.types) : undefined;
-    this.#agreement = options.role === "zone" ? new KindAgreement(options.types, `zone "${options.name}"`) : undefined;
+    const refused = (error: { code: string; message: string }): void => this.#record(options.name).failed("kinds_refused", error.message);
+    this.#agreement = options.role === "zone" ? new KindAgreement(options.types, `zone "${options.name}"`, refused) : undefined;
   }
 
   /** Loads and follows the served kinds until `signal` aborts. */
@@ -149,6 +150,7 @@ export class SyncEngine {
     const where = this.#options.role === "global" ? `with zone "${peer.zone}"` : `in zone "${peer.zone}" with the global`;
     const work = this.#sync(session, peer, record).catch(async (error: unknown) => {
       logger.error(`sync ${where} failed; closing the session so the zone reconnects`, { zone: peer.zone, error });
+      record.failed("sync_failed", `sync ${where} failed: ${error instanceof Error ? error.message : String(error)}`);
       await session.close({ message: `sync failed ${where}: ${error instanceof Error ? error.message : String(error)}` });
     });
     const end = await session.closed;

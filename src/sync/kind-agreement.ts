@@ -19,14 +19,17 @@ export class KindAgreement {
   readonly #self: string;
   /** Kinds this side learned from a catalog (the others were given to it). */
   readonly #learned = new Set<string>();
+  readonly #onRefused: ((error: KdsError) => void) | undefined;
 
   /**
    * @param types - this side's registry; learned kinds are registered into it
    * @param self - how messages name this side, e.g. `zone "zone-east"`
+   * @param onRefused - told each refusal {@link agree} throws (the zone's status keeps it as its last error)
    */
-  constructor(types: TypeRegistry, self: string) {
+  constructor(types: TypeRegistry, self: string, onRefused?: (error: KdsError) => void) {
     this.#types = types;
     this.#self = self;
+    this.#onRefused = onRefused;
   }
 
   /** Kinds learned so far, in the order they were learned. */
@@ -43,6 +46,15 @@ export class KindAgreement {
    * the catalog cannot be read.
    */
   agree(catalog: KindCatalog, peer: string): ResourceType[] {
+    try {
+      return this.#agree(catalog, peer);
+    } catch (error) {
+      if (error instanceof KdsError) this.#onRefused?.(error);
+      throw error;
+    }
+  }
+
+  #agree(catalog: KindCatalog, peer: string): ResourceType[] {
     const theirs = declarationsOf(catalog);
     const problems: string[] = [];
     const missing: KindDeclaration[] = [];

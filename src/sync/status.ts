@@ -1,34 +1,68 @@
 /**
  * Sync status in the spirit of Kuma's ZoneInsight: per zone, whether it is
  * online, when it connected and disconnected, the heartbeat round trip, and
- * per type what was sent, ACKed and NACKed (or received, accepted, rejected).
+ * per type what was sent, ACKed and NACKed (or received, accepted, rejected),
+ * in the current session and in total; and the last session end apart from
+ * the last named failure, so a clean close or a lost connection after a
+ * refusal does not hide the refusal.
  *
  * @module
  */
 import type { ClientObserver, ServerObserver } from "../discovery/types.ts";
 import type { SessionEnd } from "../mux/state.ts";
+import { KIND_CATALOG_TYPE_URL } from "./kind-catalog.ts";
 import type { ResourceType } from "./resource-types.ts";
 import type { ServedKindState } from "./snapshot-cache.ts";
 
 /** Most resource rejections kept per type. */
 const MAX_REJECTIONS = 20;
 
+/** Which session-end codes say only that the connection went away: they show in `lastEnd`, never as `lastError`. */
+const CONNECTION_LOST: ReadonlySet<string> = new Set(["transport", "peer_eof", "aborted"]);
+
+/** Response counters of one type, over one session or over all of them. */
+export interface SyncCounters {
+  /** As sender: responses sent. */
+  readonly sent: number;
+  /** As sender: resources sent in them. */
+  readonly resourcesSent: number;
+  /** As sender: responses the peer ACKed. */
+  readonly acked: number;
+  /** As sender: responses the peer NACKed. */
+  readonly nacked: number;
+  /** As receiver: responses accepted. */
+  readonly accepted: number;
+  /** As receiver: resources received in accepted responses. */
+  readonly resourcesReceived: number;
+  /** As receiver: responses rejected (NACKed). */
+  readonly rejected: number;
+}
+
+/** A failure a side named, kept apart from how the last session ended. */
+export interface SyncError {
+  /** A session-end code ("protocol_error", "heartbeat_timeout", ...), or "kinds_refused" or "sync_failed". */
+  readonly code: string;
+  /** What happened. */
+  readonly message: string;
+  /** When. */
+  readonly at: Date;
+}
+
 /** Status of one type on one zone's connection. */
-export interface TypeSyncStatus {
+export interface TypeSyncStatus extends SyncCounters {
   /** The kind. */
   readonly kind: string;
   /** Its type URL. */
   readonly typeUrl: string;
   /** Which way it flows. */
   readonly direction: "global-to-zone" | "zone-to-global";
-  /** As sender: responses sent. */
-  readonly sent: number;
-  /** As sender: resources sent in them (added or updated; a resume that finds nothing changed sends none). */
-  readonly resourcesSent: number;
-  /** As sender: responses the peer ACKed. */
-  readonly acked: number;
-  /** As sender: responses the peer NACKed. */
-  readonly nacked: number;
+  /**
+   * The counters of the current session (of the last one while offline);
+   * zero before the first. The counters of this interface itself are the
+   * totals since this side started, over every session. Which of them move
+   * depends on the side: see {@link sideOf}.
+   */
+  readonly session: SyncCounters;
   /** As sender: the last version the peer ACKed. */
   readonly lastAckedVersion: string | undefined;
   /** As sender: the peer's last NACK reason. */
@@ -37,12 +71,6 @@ export interface TypeSyncStatus {
   readonly stalled: boolean;
   /** As sender: resources left out because they are larger than a message may be. */
   readonly oversized: readonly string[];
-  /** As receiver: responses accepted. */
-  readonly accepted: number;
-  /** As receiver: resources received in accepted responses. */
-  readonly resourcesReceived: number;
-  /** As receiver: responses rejected (NACKed). */
-  readonly rejected: number;
   /** As receiver: the last version accepted. */
   readonly lastAcceptedVersion: string | undefined;
   /** As receiver: why the last rejected response was rejected. */
@@ -53,6 +81,15 @@ export interface TypeSyncStatus {
   readonly storeLoaded: boolean | undefined;
   /** As sender: the last failure reading this side's store, while it lasts. */
   readonly storeError: string | undefined;
+}
+
+/**
+ * This side's part in syncing a kind of `direction`: the "sender" (its
+ * counters are sent, ACKed and NACKed) or the "receiver" (received, that is
+ * accepted plus rejected, accepted and rejected).
+ */
+export function sideOf(role: "global" | "zone", direction: TypeSyncStatus["direction"]): "sender" | "receiver" {
+  return (direction === "global-to-zone") === (role === "global") ? "sender" : "receiver";
 }
 
 /** Status of one zone (on the global), or of the zone's own connection (on the zone). */
@@ -67,18 +104,35 @@ export interface ZoneStatus {
   readonly connectedAt: Date | undefined;
   /** When the last session ended. */
   readonly disconnectedAt: Date | undefined;
-  /** Why the last session ended. */
+  /** Why the last session ended, whatever the reason (a clean close and a lost connection included). */
   readonly lastEnd: { readonly code: string; readonly message: string } | undefined;
+  /**
+   * The last failure a side named: a refusal (of the kinds, of a type), a
+   * protocol error, a timeout, a failed sync. A later clean close or lost
+   * connection does not replace it (those show in `lastEnd`); only the next
+   * named failure does.
+   */
+  readonly lastError: SyncError | undefined;
   /** Round trip of the last heartbeat, in ms. */
   readonly heartbeatRttMs: number | undefined;
   /** Per type. */
   readonly types: readonly TypeSyncStatus[];
 }
 
-type MutableType = { -readonly [K in keyof TypeSyncStatus]: TypeSyncStatus[K] } & {
+type MutableCounters = { -readonly [K in keyof SyncCounters]: SyncCounters[K] };
+type MutableType = { -readonly [K in keyof Omit<TypeSyncStatus, "session">]: TypeSyncStatus[K] } & {
+  session: MutableCounters;
   oversized: string[];
   rejectedResources: Array<{ key: string; reason: string }>;
 };
+
+const zeroCounters = (): MutableCounters => ({ sent: 0, resourcesSent: 0, acked: 0, nacked: 0, accepted: 0, resourcesReceived: 0, rejected: 0 });
+
+/** Adds `by` to `counter` in the totals and in the session's counters of `t`. */
+function count(t: MutableType, counter: keyof SyncCounters, by = 1): void {
+  t[counter] += by;
+  t.session[counter] += by;
+}
 
 /** The mutable record behind a {@link ZoneStatus}. */
 export class ZoneStatusRecord {
@@ -87,6 +141,7 @@ export class ZoneStatusRecord {
   #connectedAt: Date | undefined;
   #disconnectedAt: Date | undefined;
   #lastEnd: { code: string; message: string } | undefined;
+  #lastError: SyncError | undefined;
   #rtt: (() => number | undefined) | undefined;
   #lastRtt: number | undefined;
   readonly #types = new Map<string, MutableType>();
@@ -110,17 +165,12 @@ export class ZoneStatusRecord {
       kind: t.kind,
       typeUrl: t.typeUrl,
       direction: t.direction,
-      sent: 0,
-      resourcesSent: 0,
-      acked: 0,
-      nacked: 0,
+      ...zeroCounters(),
+      session: zeroCounters(),
       lastAckedVersion: undefined,
       lastNackError: undefined,
       stalled: false,
       oversized: [],
-      accepted: 0,
-      resourcesReceived: 0,
-      rejected: 0,
       lastAcceptedVersion: undefined,
       lastRejectError: undefined,
       rejectedResources: [],
@@ -129,18 +179,32 @@ export class ZoneStatusRecord {
     });
   }
 
-  /** Marks the zone online; `rtt` reads the live heartbeat round trip. */
+  /** Marks the zone online (a new session: its counters start at zero); `rtt` reads the live heartbeat round trip. */
   connected(rtt: () => number | undefined): void {
     this.#online = true;
     this.#connectedAt = new Date();
     this.#rtt = rtt;
+    for (const t of this.#types.values()) t.session = zeroCounters();
   }
 
-  /** Marks the zone offline with the session's end. */
+  /**
+   * Records a failure named outside the session's end (a refused kind
+   * catalog, a failed sync), which the session then closes for; it stays
+   * the last error however that session and the next ones end.
+   */
+  failed(code: string, message: string): void {
+    this.#lastError = { code, message, at: new Date() };
+  }
+
+  /**
+   * Marks the zone offline with the session's end. A failure (not a clean
+   * close, not a lost connection) also becomes the last error.
+   */
   disconnected(end: SessionEnd): void {
     this.#online = false;
     this.#disconnectedAt = new Date();
     this.#lastEnd = { code: end.code, message: end.message };
+    if (!end.graceful && !CONNECTION_LOST.has(end.code)) this.failed(end.code, end.message);
     this.#lastRtt = this.#rtt?.();
     this.#rtt = undefined;
     for (const t of this.#types.values()) t.stalled = false;
@@ -151,20 +215,23 @@ export class ZoneStatusRecord {
     return {
       sent: (typeUrl, info) =>
         void this.#with(typeUrl, (t) => {
-          t.sent++;
-          t.resourcesSent += info.resources;
+          count(t, "sent");
+          count(t, "resourcesSent", info.resources);
         }),
       acked: (typeUrl, version) =>
         void this.#with(typeUrl, (t) => {
-          t.acked++;
+          count(t, "acked");
           t.lastAckedVersion = version;
           t.stalled = false;
         }),
-      nacked: (typeUrl, _version, error) =>
-        void this.#with(typeUrl, (t) => {
-          t.nacked++;
+      nacked: (typeUrl, _version, error) => {
+        // The zone refused the global's kinds: the session ends for it, and the reason stays the last error.
+        if (typeUrl === KIND_CATALOG_TYPE_URL) this.failed("kinds_refused", error);
+        this.#with(typeUrl, (t) => {
+          count(t, "nacked");
           t.lastNackError = error;
-        }),
+        });
+      },
       stalled: (typeUrl) => void this.#with(typeUrl, (t) => (t.stalled = true)),
       oversized: (typeUrl, key) =>
         void this.#with(typeUrl, (t) => {
@@ -178,13 +245,13 @@ export class ZoneStatusRecord {
     return {
       accepted: (typeUrl, info) =>
         void this.#with(typeUrl, (t) => {
-          t.accepted++;
-          t.resourcesReceived += info.resources;
+          count(t, "accepted");
+          count(t, "resourcesReceived", info.resources);
           t.lastAcceptedVersion = info.version;
         }),
       rejected: (typeUrl, _version, error) =>
         void this.#with(typeUrl, (t) => {
-          t.rejected++;
+          count(t, "rejected");
           t.lastRejectError = error;
         }),
       resourceRejected: (typeUrl, key, reason) =>
@@ -202,11 +269,13 @@ export class ZoneStatusRecord {
       connectedAt: this.#connectedAt,
       disconnectedAt: this.#disconnectedAt,
       lastEnd: this.#lastEnd,
+      lastError: this.#lastError,
       heartbeatRttMs: this.#rtt?.() ?? this.#lastRtt,
       types: [...this.#types.values()].map((t) => {
         const served = this.#served().find((k) => k.kind === t.kind);
         return {
           ...t,
+          session: { ...t.session },
           oversized: [...t.oversized],
           rejectedResources: [...t.rejectedResources],
           storeLoaded: served?.loaded,
