@@ -33,6 +33,7 @@ import { halfDuplexMuxTransport } from "../transport/half-duplex/client.ts";
 import type { MuxTransport } from "../transport/transport.ts";
 import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
 import { parseByteSize, parseListen } from "./address.ts";
+import { refuseZoneStreamOnAdmin } from "./zone-stream-paths.ts";
 import { DEFAULT_MEMORY_BUDGET_BYTES, MemoryBudget } from "../mux/budget.ts";
 import { MAX_WINDOW_BYTES, resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
 import { resolveConnectionLimits, type ConnectionFlags } from "./connection-flags.ts";
@@ -111,6 +112,7 @@ async function serveAdminApi(
     // The same rule on the headers of every request (calls, pages, /metrics) before its body is read, so a caller without a valid
     // admin token (non-loopback) holds nothing: its connection is closed after --auth-timeout, and first at the cap.
     gate: async (request, signal) => {
+      refuseZoneStreamOnAdmin(request.path, backend.role); // a zone that dialed the admin port learns which port to dial
       const principal = await authorizer.authorize(request.headers, signal);
       return { authenticated: true, identity: principal.tokenId };
     },

@@ -49,6 +49,17 @@ describe("kds-mux CLI", { timeout: 120_000 }, () => {
     await global?.stop();
   });
 
+  it("tells a zone that dials the admin port which port to dial instead, with a kds-error-code", async () => {
+    for (const path of ["/kds.mux.v1.MultiplexService/StreamMessage", "/kds.mux.v1.HalfDuplexService/Pull"]) {
+      const r = await fetch(`${globalUrl}${path}`, { method: "POST", headers: { "content-type": "application/grpc", "client-id": "zone-1" }, body: new Uint8Array(0) });
+      expect(r.headers.get("kds-error-code"), path).toBe("invalid_argument");
+      expect(r.headers.get("grpc-status"), path).toBe("3");
+      const message = decodeURIComponent(r.headers.get("grpc-message") ?? "");
+      expect(message, path).toContain("this address is the global's admin API (kds-mux global --admin-listen, default port 5681)");
+      expect(message, path).toContain("kds-mux global --listen (default port 5685)");
+    }
+  });
+
   it("syncs a resource applied on the global to the zone", async () => {
     const mesh = file("mesh.yaml", "type: Mesh\nname: default\nspec:\n  mtls: true\n---\ntype: TrafficPolicy\nmesh: default\nname: timeouts\nspec:\n  timeoutMs: 1500\n");
     const applied = await run(["apply", "-f", mesh, "--server", globalUrl]);
