@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { create, fromJsonString, toJsonString, type Message } from "@bufbuild/protobuf";
+import { create, fromJsonString, toJsonString, type Message, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { createClient, type Client, type ConnectRouter, type HandlerContext, type ServiceImpl, type Transport } from "@connectrpc/connect";
 import { adminPrincipalKey, describePrincipal } from "../auth/admin-authorizer.ts";
@@ -22,13 +22,14 @@ import {
   AdminResourceSchema,
   AdminService,
   TypeInfoSchema,
+  type SyncCountersSchema,
   ZoneInsightSchema,
   type AdminResource,
 } from "../gen/kds/admin/v1/admin_pb.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
 import { validateInput } from "../store/validate.ts";
 import { resourceKey, type ResourceType, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
-import type { ZoneStatus } from "../sync/status.ts";
+import { sideOf, type SyncCounters, type ZoneStatus } from "../sync/status.ts";
 import type { ResourceInput, ResourceStore } from "../store/contract.ts";
 import { toConnectError } from "../transport/connect-errors.ts";
 
@@ -158,6 +159,19 @@ function withOutcome(error: unknown, count: number, outcome: "none" | "unknown")
   return new KdsError(error.code, `${error.message}; ${said}`, { cause: error });
 }
 
+/** Session counters in their admin form. */
+function countersOf(c: SyncCounters): MessageInitShape<typeof SyncCountersSchema> {
+  return {
+    sent: BigInt(c.sent),
+    acked: BigInt(c.acked),
+    nacked: BigInt(c.nacked),
+    resourcesSent: BigInt(c.resourcesSent),
+    accepted: BigInt(c.accepted),
+    rejected: BigInt(c.rejected),
+    resourcesReceived: BigInt(c.resourcesReceived),
+  };
+}
+
 /** The AdminService implementation over `backend`. */
 export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof AdminService> {
   const { types, store, role } = backend;
@@ -230,6 +244,9 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
             disconnectedAt: z.disconnectedAt === undefined ? undefined : timestampFromDate(z.disconnectedAt),
             lastEndCode: z.lastEnd?.code ?? "",
             lastEndMessage: z.lastEnd?.message ?? "",
+            lastErrorCode: z.lastError?.code ?? "",
+            lastErrorMessage: z.lastError?.message ?? "",
+            lastErrorAt: z.lastError === undefined ? undefined : timestampFromDate(z.lastError.at),
             heartbeatRttMs: z.heartbeatRttMs ?? -1,
             instance: z.instance ?? "",
             types: z.types.map((t) => ({
@@ -250,6 +267,8 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
               rejectedResources: t.rejectedResources.map((r) => ({ key: r.key, reason: r.reason })),
               storeLoaded: t.storeLoaded ?? false,
               storeError: t.storeError ?? "",
+              side: sideOf(role, t.direction),
+              session: countersOf(t.session),
             })),
           }),
         ),

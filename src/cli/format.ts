@@ -5,7 +5,7 @@
  */
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { stringify } from "yaml";
-import type { AdminResource, TypeInfo, ZoneInsight } from "../gen/kds/admin/v1/admin_pb.ts";
+import type { AdminResource, SyncCounters, TypeInfo, ZoneInsight } from "../gen/kds/admin/v1/admin_pb.ts";
 
 /** Output formats. */
 export type OutputFormat = "table" | "json" | "yaml";
@@ -69,6 +69,27 @@ export function formatTypes(types: TypeInfo[], format: OutputFormat): string {
   return table(["KIND", "DIRECTION", "SCOPE", "TYPE URL"], docs.map((t) => [t.kind, t.direction, t.scope, t.typeUrl]));
 }
 
+/** One type's response counters, in the words of `side`: sent, acked, nacked; or received (accepted plus rejected), accepted, rejected. */
+function countersText(side: string, c: Pick<SyncCounters, "sent" | "acked" | "nacked" | "accepted" | "rejected">): string {
+  if (side === "") return `${c.sent}/${c.acked}/${c.nacked} sent/acked/nacked, ${c.accepted}/${c.rejected} accepted/rejected`; // a server too old to say its side
+  return side === "sender" ? `sent ${c.sent}, acked ${c.acked}, nacked ${c.nacked}` : `received ${c.accepted + c.rejected}, accepted ${c.accepted}, rejected ${c.rejected}`;
+}
+
+/** A type's session counters as the JSON document prints them (zero when absent). */
+function sessionDocument(c: SyncCounters | undefined): Record<string, number> {
+  const n = (v: bigint | undefined): number => Number(v ?? 0n);
+  return {
+    sent: n(c?.sent),
+    acked: n(c?.acked),
+    nacked: n(c?.nacked),
+    resourcesSent: n(c?.resourcesSent),
+    received: n(c?.accepted) + n(c?.rejected),
+    accepted: n(c?.accepted),
+    rejected: n(c?.rejected),
+    resourcesReceived: n(c?.resourcesReceived),
+  };
+}
+
 /** A zone's status as `inspect zones -o json|yaml` prints it. */
 export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
   return {
@@ -77,17 +98,20 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
     connectedAt: z.connectedAt === undefined ? null : iso(z.connectedAt),
     disconnectedAt: z.disconnectedAt === undefined ? null : iso(z.disconnectedAt),
     lastEnd: z.lastEndCode === "" ? null : { code: z.lastEndCode, message: z.lastEndMessage },
+    lastError: z.lastErrorCode === "" ? null : { code: z.lastErrorCode, message: z.lastErrorMessage, at: z.lastErrorAt === undefined ? null : iso(z.lastErrorAt) },
     heartbeatRttMs: z.heartbeatRttMs < 0 ? null : Math.round(z.heartbeatRttMs * 100) / 100,
     instance: z.instance || null,
     types: z.types.map((t) => ({
       kind: t.kind,
       direction: t.direction,
+      side: t.side || null,
       sent: Number(t.sent),
       acked: Number(t.acked),
       nacked: Number(t.nacked),
       lastAckedVersion: t.lastAckedVersion || null,
       lastNackError: t.lastNackError || null,
       stalled: t.stalled,
+      received: Number(t.accepted) + Number(t.rejected),
       accepted: Number(t.accepted),
       rejected: Number(t.rejected),
       lastRejectError: t.lastRejectError || null,
@@ -96,19 +120,36 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
       resourcesReceived: Number(t.resourcesReceived),
       rejectedResources: t.rejectedResources.map((r) => ({ key: r.key, reason: r.reason })),
       storeError: t.storeError || null,
+      session: sessionDocument(t.session),
     })),
   };
 }
 
-/** Prints zone status in `format`. */
-export function formatZones(zones: ZoneInsight[], format: OutputFormat): string {
+/** The lines under the zone table: each zone's last error, and how an offline zone's last session ended. */
+function zoneNotes(zones: ZoneInsight[], now: number): string[] {
+  const notes: string[] = [];
+  for (const z of zones) {
+    if (z.lastErrorCode !== "") notes.push(`${z.zone}: last error (${z.lastErrorCode}, ${age(z.lastErrorAt, now)} ago): ${z.lastErrorMessage}`);
+    if (!z.online && z.lastEndCode !== "" && z.lastEndMessage !== z.lastErrorMessage) notes.push(`${z.zone}: last session ended (${z.lastEndCode}, ${age(z.disconnectedAt, now)} ago): ${z.lastEndMessage}`);
+  }
+  return notes;
+}
+
+/**
+ * Prints zone status in `format`. The table shows each type's counters in
+ * the words of this side's part (sent, acked, nacked as the sender;
+ * received, accepted, rejected as the receiver), for the current session
+ * and for all sessions since this side started; under it, each zone's last
+ * error and, for an offline zone, how its last session ended.
+ */
+export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Date.now()): string {
   if (format === "json") return JSON.stringify(zones.map(zoneDocument), null, 2);
   if (format === "yaml") return stringify(zones.map(zoneDocument)).trimEnd();
   if (zones.length === 0) return "No zones registered.";
   const rows: string[][] = [];
   for (const z of zones) {
     const rtt = z.heartbeatRttMs < 0 ? "-" : `${z.heartbeatRttMs.toFixed(1)}ms`;
-    const since = z.online ? age(z.connectedAt) : z.disconnectedAt === undefined ? "never" : `${age(z.disconnectedAt)} ago`;
+    const since = z.online ? age(z.connectedAt, now) : z.disconnectedAt === undefined ? "never" : `${age(z.disconnectedAt, now)} ago`;
     for (const [i, t] of z.types.entries()) {
       const rejected = t.rejectedResources.at(-1);
       const lastError =
@@ -120,12 +161,14 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat): string 
         i === 0 ? rtt : "",
         t.kind,
         t.direction,
-        `${t.sent}/${t.acked}/${t.nacked}`,
-        `${t.accepted}/${t.rejected}`,
+        countersText(t.side, t.session ?? { sent: 0n, acked: 0n, nacked: 0n, accepted: 0n, rejected: 0n }),
+        countersText(t.side, t),
         lastError === "" ? "-" : lastError,
       ]);
     }
     if (z.types.length === 0) rows.push([z.zone, z.online ? "online" : "offline", since, rtt, "-", "-", "-", "-", "-"]);
   }
-  return table(["ZONE", "STATUS", "SINCE", "RTT", "TYPE", "DIRECTION", "SENT/ACK/NACK", "ACCEPTED/REJECTED", "LAST ERROR"], rows);
+  const notes = zoneNotes(zones, now);
+  const printed = table(["ZONE", "STATUS", "SINCE", "RTT", "TYPE", "DIRECTION", "THIS SESSION", "ALL SESSIONS", "LAST ERROR"], rows);
+  return notes.length === 0 ? printed : `${printed}\n\n${notes.join("\n")}`;
 }

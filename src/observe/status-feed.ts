@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { ZoneStatus } from "../sync/status.ts";
+import { sideOf, type TypeSyncStatus, type ZoneStatus } from "../sync/status.ts";
 import { noopMetrics, type Metrics } from "./metrics.ts";
 import { Pulse } from "../util/wake.ts";
 
@@ -38,12 +38,22 @@ export interface LagPoint {
   readonly ms: number;
 }
 
+/** A type's status as JSON: with this side's part in it. */
+export interface TypeSyncStatusJson extends TypeSyncStatus {
+  /** "sender" (its counters are sent, ACKed, NACKed) or "receiver" (received, accepted, rejected). */
+  readonly side: "sender" | "receiver";
+}
+
 /** A zone's status as JSON (dates as ms since the epoch). */
-export interface ZoneStatusJson extends Omit<ZoneStatus, "connectedAt" | "disconnectedAt"> {
+export interface ZoneStatusJson extends Omit<ZoneStatus, "connectedAt" | "disconnectedAt" | "lastError" | "types"> {
   /** When the current or last session started. */
   readonly connectedAt: number | null;
   /** When the last session ended. */
   readonly disconnectedAt: number | null;
+  /** The last failure a side named, kept when later sessions end cleanly (see {@link ZoneStatus.lastError}); `at` in ms since the epoch. */
+  readonly lastError: { readonly code: string; readonly message: string; readonly at: number } | null;
+  /** Per type. */
+  readonly types: readonly TypeSyncStatusJson[];
 }
 
 /** Everything the page shows, as one JSON document. */
@@ -120,7 +130,7 @@ export class StatusFeed {
       role: this.#options.role,
       name: this.#options.name,
       now: this.#now(),
-      zones: zones.map((z) => ({ ...z, connectedAt: z.connectedAt?.getTime() ?? null, disconnectedAt: z.disconnectedAt?.getTime() ?? null })),
+      zones: zones.map((z) => this.#json(z)),
       sessions: [...this.#sessions],
       lag: Object.fromEntries([...this.#lag].map(([zone, points]) => [zone, [...points]])),
     };
@@ -133,6 +143,16 @@ export class StatusFeed {
    */
   changed(ms: number, signal: AbortSignal): Promise<void> {
     return this.#pulse.next(signal, ms);
+  }
+
+  #json(z: ZoneStatus): ZoneStatusJson {
+    return {
+      ...z,
+      connectedAt: z.connectedAt?.getTime() ?? null,
+      disconnectedAt: z.disconnectedAt?.getTime() ?? null,
+      lastError: z.lastError === undefined ? null : { ...z.lastError, at: z.lastError.at.getTime() },
+      types: z.types.map((t) => ({ ...t, side: sideOf(this.#options.role, t.direction) })),
+    };
   }
 
   #addLag(zone: string, ms: number): void {

@@ -2,6 +2,7 @@
 // /status/events (server-sent events) and redraws on every snapshot. No
 // framework: plain DOM, every text set through textContent (zone names and
 // error texts come from peers). Bundled by scripts/status-page.mjs.
+import type { SyncCounters } from "../../sync/status.ts";
 import type { LagPoint, SessionEntry, StatusSnapshot } from "../status-feed.ts";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -62,9 +63,15 @@ function renderZones(s: StatusSnapshot): void {
       el("td", { class: "since" }, since),
       el("td", { class: "rtt" }, rtt),
       el("td", { class: "wrap muted" }, z.lastEnd === undefined ? "-" : `${z.lastEnd.code}: ${z.lastEnd.message}`),
+      el("td", { class: "wrap last-error" }, z.lastError === null ? "-" : `${z.lastError.code} (${ago(z.lastError.at, s.now)} ago): ${z.lastError.message}`),
     );
   });
-  body.replaceChildren(...(rows.length > 0 ? rows : [el("tr", {}, el("td", { colspan: "5", class: "empty" }, "No zones registered."))]));
+  body.replaceChildren(...(rows.length > 0 ? rows : [el("tr", {}, el("td", { colspan: "6", class: "empty" }, "No zones registered."))]));
+}
+
+/** A type's counters in the words of this side's part in it. */
+function counters(side: "sender" | "receiver", c: SyncCounters): string {
+  return side === "sender" ? `sent ${c.sent}, acked ${c.acked}, nacked ${c.nacked}` : `received ${c.accepted + c.rejected}, accepted ${c.accepted}, rejected ${c.rejected}`;
 }
 
 function renderTypes(s: StatusSnapshot): void {
@@ -77,12 +84,12 @@ function renderTypes(s: StatusSnapshot): void {
       rows.push(
         el(
           "tr",
-          { "data-zone": z.zone, "data-kind": t.kind },
+          { "data-zone": z.zone, "data-kind": t.kind, "data-side": t.side },
           el("td", {}, z.zone),
           el("td", {}, t.kind),
           el("td", { class: "muted" }, t.direction),
-          el("td", { class: "sent" }, `${t.sent} / ${t.acked} / ${t.nacked}`),
-          el("td", { class: "received" }, `${t.accepted} / ${t.rejected}`),
+          el("td", { class: "session" }, counters(t.side, t.session)),
+          el("td", { class: "total" }, counters(t.side, t)),
           el("td", { class: "muted" }, (t.direction === "zone-to-global" ? (s.role === "global" ? t.lastAcceptedVersion : t.lastAckedVersion) : s.role === "global" ? t.lastAckedVersion : t.lastAcceptedVersion) ?? "-"),
           el("td", {}, state),
         ),
@@ -95,7 +102,8 @@ function renderTypes(s: StatusSnapshot): void {
 function renderErrors(s: StatusSnapshot): void {
   const items: { t: number | null; text: string }[] = [];
   for (const z of s.zones) {
-    if (z.lastEnd !== undefined && !["shutdown", "replaced", "aborted"].includes(z.lastEnd.code)) items.push({ t: z.disconnectedAt, text: `${z.zone}: session ended (${z.lastEnd.code}): ${z.lastEnd.message}` });
+    if (z.lastError !== null) items.push({ t: z.lastError.at, text: `${z.zone}: ${z.lastError.code}: ${z.lastError.message}` });
+    if (z.lastEnd !== undefined && z.lastEnd.message !== z.lastError?.message && !["shutdown", "replaced", "aborted"].includes(z.lastEnd.code)) items.push({ t: z.disconnectedAt, text: `${z.zone}: session ended (${z.lastEnd.code}): ${z.lastEnd.message}` });
     for (const t of z.types) {
       if (t.lastNackError !== undefined) items.push({ t: null, text: `${z.zone} ${t.kind}: the peer NACKed: ${t.lastNackError}` });
       if (t.lastRejectError !== undefined) items.push({ t: null, text: `${z.zone} ${t.kind}: rejected: ${t.lastRejectError}` });

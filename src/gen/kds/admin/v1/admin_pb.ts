@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/admin/v1/admin.proto.
  */
 export const file_kds_admin_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChhrZHMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDGtkcy5hZG1pbi52MSKvAgoNQWRtaW5SZXNvdXJjZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCRI3CgZsYWJlbHMYBCADKAsyJy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIxCg1jcmVhdGlvbl90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChFtb2RpZmljYXRpb25fdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMCghUeXBlSW5mbxIMCgRraW5kGAEgASgJEhAKCHR5cGVfdXJsGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRINCgVzY29wZRgEIAEoCSISChBMaXN0VHlwZXNSZXF1ZXN0IjoKEUxpc3RUeXBlc1Jlc3BvbnNlEiUKBXR5cGVzGAEgAygLMhYua2RzLmFkbWluLnYxLlR5cGVJbmZvIj4KDEFwcGx5UmVxdWVzdBIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI/Cg1BcHBseVJlc3BvbnNlEi4KCXJlc291cmNlcxgBIAMoCzIbLmtkcy5hZG1pbi52MS5BZG1pblJlc291cmNlIkQKCkdldFJlcXVlc3QSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBG1lc2gYAyABKAkSDAoEem9uZRgEIAEoCSI9CgtHZXRSZXNwb25zZRIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI5Cg1EZWxldGVSZXF1ZXN0EgwKBHR5cGUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRtZXNoGAMgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIo0DCgpUeXBlU3RhdHVzEgwKBGtpbmQYASABKAkSEQoJZGlyZWN0aW9uGAIgASgJEgwKBHNlbnQYAyABKAQSDQoFYWNrZWQYBCABKAQSDgoGbmFja2VkGAUgASgEEhoKEmxhc3RfYWNrZWRfdmVyc2lvbhgGIAEoCRIXCg9sYXN0X25hY2tfZXJyb3IYByABKAkSDwoHc3RhbGxlZBgIIAEoCBIQCghhY2NlcHRlZBgJIAEoBBIQCghyZWplY3RlZBgKIAEoBBIZChFsYXN0X3JlamVjdF9lcnJvchgLIAEoCRIRCglvdmVyc2l6ZWQYDCADKAkSFgoOcmVzb3VyY2VzX3NlbnQYDSABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGA4gASgEEjoKEnJlamVjdGVkX3Jlc291cmNlcxgPIAMoCzIeLmtkcy5hZG1pbi52MS5SZWplY3RlZFJlc291cmNlEhQKDHN0b3JlX2xvYWRlZBgQIAEoCBITCgtzdG9yZV9lcnJvchgRIAEoCSIvChBSZWplY3RlZFJlc291cmNlEgsKA2tleRgBIAEoCRIOCgZyZWFzb24YAiABKAkimAIKC1pvbmVJbnNpZ2h0EgwKBHpvbmUYASABKAkSDgoGb25saW5lGAIgASgIEjAKDGNvbm5lY3RlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPZGlzY29ubmVjdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sYXN0X2VuZF9jb2RlGAUgASgJEhgKEGxhc3RfZW5kX21lc3NhZ2UYBiABKAkSGAoQaGVhcnRiZWF0X3J0dF9tcxgHIAEoARInCgV0eXBlcxgIIAMoCzIYLmtkcy5hZG1pbi52MS5UeXBlU3RhdHVzEhAKCGluc3RhbmNlGAkgASgJIiMKE0luc3BlY3Rab25lc1JlcXVlc3QSDAoEem9uZRgBIAEoCSJAChRJbnNwZWN0Wm9uZXNSZXNwb25zZRIoCgV6b25lcxgBIAMoCzIZLmtkcy5hZG1pbi52MS5ab25lSW5zaWdodDL2AgoMQWRtaW5TZXJ2aWNlEkwKCUxpc3RUeXBlcxIeLmtkcy5hZG1pbi52MS5MaXN0VHlwZXNSZXF1ZXN0Gh8ua2RzLmFkbWluLnYxLkxpc3RUeXBlc1Jlc3BvbnNlEkAKBUFwcGx5Ehoua2RzLmFkbWluLnYxLkFwcGx5UmVxdWVzdBobLmtkcy5hZG1pbi52MS5BcHBseVJlc3BvbnNlEjoKA0dldBIYLmtkcy5hZG1pbi52MS5HZXRSZXF1ZXN0Ghkua2RzLmFkbWluLnYxLkdldFJlc3BvbnNlEkMKBkRlbGV0ZRIbLmtkcy5hZG1pbi52MS5EZWxldGVSZXF1ZXN0Ghwua2RzLmFkbWluLnYxLkRlbGV0ZVJlc3BvbnNlElUKDEluc3BlY3Rab25lcxIhLmtkcy5hZG1pbi52MS5JbnNwZWN0Wm9uZXNSZXF1ZXN0GiIua2RzLmFkbWluLnYxLkluc3BlY3Rab25lc1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChhrZHMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDGtkcy5hZG1pbi52MSKvAgoNQWRtaW5SZXNvdXJjZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCRI3CgZsYWJlbHMYBCADKAsyJy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIxCg1jcmVhdGlvbl90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChFtb2RpZmljYXRpb25fdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMCghUeXBlSW5mbxIMCgRraW5kGAEgASgJEhAKCHR5cGVfdXJsGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRINCgVzY29wZRgEIAEoCSISChBMaXN0VHlwZXNSZXF1ZXN0IjoKEUxpc3RUeXBlc1Jlc3BvbnNlEiUKBXR5cGVzGAEgAygLMhYua2RzLmFkbWluLnYxLlR5cGVJbmZvIj4KDEFwcGx5UmVxdWVzdBIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI/Cg1BcHBseVJlc3BvbnNlEi4KCXJlc291cmNlcxgBIAMoCzIbLmtkcy5hZG1pbi52MS5BZG1pblJlc291cmNlIkQKCkdldFJlcXVlc3QSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBG1lc2gYAyABKAkSDAoEem9uZRgEIAEoCSI9CgtHZXRSZXNwb25zZRIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI5Cg1EZWxldGVSZXF1ZXN0EgwKBHR5cGUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRtZXNoGAMgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIsgDCgpUeXBlU3RhdHVzEgwKBGtpbmQYASABKAkSEQoJZGlyZWN0aW9uGAIgASgJEgwKBHNlbnQYAyABKAQSDQoFYWNrZWQYBCABKAQSDgoGbmFja2VkGAUgASgEEhoKEmxhc3RfYWNrZWRfdmVyc2lvbhgGIAEoCRIXCg9sYXN0X25hY2tfZXJyb3IYByABKAkSDwoHc3RhbGxlZBgIIAEoCBIQCghhY2NlcHRlZBgJIAEoBBIQCghyZWplY3RlZBgKIAEoBBIZChFsYXN0X3JlamVjdF9lcnJvchgLIAEoCRIRCglvdmVyc2l6ZWQYDCADKAkSFgoOcmVzb3VyY2VzX3NlbnQYDSABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGA4gASgEEjoKEnJlamVjdGVkX3Jlc291cmNlcxgPIAMoCzIeLmtkcy5hZG1pbi52MS5SZWplY3RlZFJlc291cmNlEhQKDHN0b3JlX2xvYWRlZBgQIAEoCBITCgtzdG9yZV9lcnJvchgRIAEoCRIMCgRzaWRlGBIgASgJEisKB3Nlc3Npb24YEyABKAsyGi5rZHMuYWRtaW4udjEuU3luY0NvdW50ZXJzIpMBCgxTeW5jQ291bnRlcnMSDAoEc2VudBgBIAEoBBINCgVhY2tlZBgCIAEoBBIOCgZuYWNrZWQYAyABKAQSFgoOcmVzb3VyY2VzX3NlbnQYBCABKAQSEAoIYWNjZXB0ZWQYBSABKAQSEAoIcmVqZWN0ZWQYBiABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGAcgASgEIi8KEFJlamVjdGVkUmVzb3VyY2USCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCSKAAwoLWm9uZUluc2lnaHQSDAoEem9uZRgBIAEoCRIOCgZvbmxpbmUYAiABKAgSMAoMY29ubmVjdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9kaXNjb25uZWN0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWxhc3RfZW5kX2NvZGUYBSABKAkSGAoQbGFzdF9lbmRfbWVzc2FnZRgGIAEoCRIYChBoZWFydGJlYXRfcnR0X21zGAcgASgBEicKBXR5cGVzGAggAygLMhgua2RzLmFkbWluLnYxLlR5cGVTdGF0dXMSEAoIaW5zdGFuY2UYCSABKAkSFwoPbGFzdF9lcnJvcl9jb2RlGAogASgJEhoKEmxhc3RfZXJyb3JfbWVzc2FnZRgLIAEoCRIxCg1sYXN0X2Vycm9yX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIjChNJbnNwZWN0Wm9uZXNSZXF1ZXN0EgwKBHpvbmUYASABKAkiQAoUSW5zcGVjdFpvbmVzUmVzcG9uc2USKAoFem9uZXMYASADKAsyGS5rZHMuYWRtaW4udjEuWm9uZUluc2lnaHQy9gIKDEFkbWluU2VydmljZRJMCglMaXN0VHlwZXMSHi5rZHMuYWRtaW4udjEuTGlzdFR5cGVzUmVxdWVzdBofLmtkcy5hZG1pbi52MS5MaXN0VHlwZXNSZXNwb25zZRJACgVBcHBseRIaLmtkcy5hZG1pbi52MS5BcHBseVJlcXVlc3QaGy5rZHMuYWRtaW4udjEuQXBwbHlSZXNwb25zZRI6CgNHZXQSGC5rZHMuYWRtaW4udjEuR2V0UmVxdWVzdBoZLmtkcy5hZG1pbi52MS5HZXRSZXNwb25zZRJDCgZEZWxldGUSGy5rZHMuYWRtaW4udjEuRGVsZXRlUmVxdWVzdBocLmtkcy5hZG1pbi52MS5EZWxldGVSZXNwb25zZRJVCgxJbnNwZWN0Wm9uZXMSIS5rZHMuYWRtaW4udjEuSW5zcGVjdFpvbmVzUmVxdWVzdBoiLmtkcy5hZG1pbi52MS5JbnNwZWN0Wm9uZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * A resource as the admin API shows and takes it.
@@ -446,6 +446,22 @@ export type TypeStatus = Message<"kds.admin.v1.TypeStatus"> & {
    * @generated from field: string store_error = 17;
    */
   storeError: string;
+
+  /**
+   * This side's part: "sender" (its counters are sent, acked, nacked) or
+   * "receiver" (its counters are accepted and rejected; received is their sum).
+   * The counters above are totals since this side started, over every session.
+   *
+   * @generated from field: string side = 18;
+   */
+  side: string;
+
+  /**
+   * The counters of the current session (of the last one while offline).
+   *
+   * @generated from field: kds.admin.v1.SyncCounters session = 19;
+   */
+  session?: SyncCounters | undefined;
 };
 
 /**
@@ -454,6 +470,69 @@ export type TypeStatus = Message<"kds.admin.v1.TypeStatus"> & {
  */
 export const TypeStatusSchema: GenMessage<TypeStatus> = /*@__PURE__*/
   messageDesc(file_kds_admin_v1_admin, 10);
+
+/**
+ * Response counters of one type over one session.
+ *
+ * @generated from message kds.admin.v1.SyncCounters
+ */
+export type SyncCounters = Message<"kds.admin.v1.SyncCounters"> & {
+  /**
+   * As sender: responses sent.
+   *
+   * @generated from field: uint64 sent = 1;
+   */
+  sent: bigint;
+
+  /**
+   * As sender: of those, ACKed by the peer.
+   *
+   * @generated from field: uint64 acked = 2;
+   */
+  acked: bigint;
+
+  /**
+   * As sender: of those, NACKed by the peer.
+   *
+   * @generated from field: uint64 nacked = 3;
+   */
+  nacked: bigint;
+
+  /**
+   * As sender: resources sent in responses.
+   *
+   * @generated from field: uint64 resources_sent = 4;
+   */
+  resourcesSent: bigint;
+
+  /**
+   * As receiver: responses accepted from the peer.
+   *
+   * @generated from field: uint64 accepted = 5;
+   */
+  accepted: bigint;
+
+  /**
+   * As receiver: responses rejected (NACKed) by this side.
+   *
+   * @generated from field: uint64 rejected = 6;
+   */
+  rejected: bigint;
+
+  /**
+   * As receiver: resources received in accepted responses.
+   *
+   * @generated from field: uint64 resources_received = 7;
+   */
+  resourcesReceived: bigint;
+};
+
+/**
+ * Describes the message kds.admin.v1.SyncCounters.
+ * Use `create(SyncCountersSchema)` to create a new message.
+ */
+export const SyncCountersSchema: GenMessage<SyncCounters> = /*@__PURE__*/
+  messageDesc(file_kds_admin_v1_admin, 11);
 
 /**
  * A resource left out of an accepted response.
@@ -481,7 +560,7 @@ export type RejectedResource = Message<"kds.admin.v1.RejectedResource"> & {
  * Use `create(RejectedResourceSchema)` to create a new message.
  */
 export const RejectedResourceSchema: GenMessage<RejectedResource> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 11);
+  messageDesc(file_kds_admin_v1_admin, 12);
 
 /**
  * Status of one zone.
@@ -518,7 +597,7 @@ export type ZoneInsight = Message<"kds.admin.v1.ZoneInsight"> & {
   disconnectedAt?: Timestamp | undefined;
 
   /**
-   * Why the last session ended.
+   * Why the last session ended, whatever the reason (a clean close included).
    *
    * @generated from field: string last_end_code = 5;
    */
@@ -551,6 +630,30 @@ export type ZoneInsight = Message<"kds.admin.v1.ZoneInsight"> & {
    * @generated from field: string instance = 9;
    */
   instance: string;
+
+  /**
+   * The last failure a side named (a refusal, a protocol error, a timeout, a
+   * failed sync): a session-end code, "kinds_refused" or "sync_failed"; empty
+   * when none. A later clean close or lost connection does not replace it
+   * (those show in last_end_code), so the reason survives.
+   *
+   * @generated from field: string last_error_code = 10;
+   */
+  lastErrorCode: string;
+
+  /**
+   * What that failure said.
+   *
+   * @generated from field: string last_error_message = 11;
+   */
+  lastErrorMessage: string;
+
+  /**
+   * When it happened.
+   *
+   * @generated from field: google.protobuf.Timestamp last_error_at = 12;
+   */
+  lastErrorAt?: Timestamp | undefined;
 };
 
 /**
@@ -558,7 +661,7 @@ export type ZoneInsight = Message<"kds.admin.v1.ZoneInsight"> & {
  * Use `create(ZoneInsightSchema)` to create a new message.
  */
 export const ZoneInsightSchema: GenMessage<ZoneInsight> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 12);
+  messageDesc(file_kds_admin_v1_admin, 13);
 
 /**
  * Request of InspectZones.
@@ -580,7 +683,7 @@ export type InspectZonesRequest = Message<"kds.admin.v1.InspectZonesRequest"> & 
  * Use `create(InspectZonesRequestSchema)` to create a new message.
  */
 export const InspectZonesRequestSchema: GenMessage<InspectZonesRequest> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 13);
+  messageDesc(file_kds_admin_v1_admin, 14);
 
 /**
  * Response of InspectZones.
@@ -601,7 +704,7 @@ export type InspectZonesResponse = Message<"kds.admin.v1.InspectZonesResponse"> 
  * Use `create(InspectZonesResponseSchema)` to create a new message.
  */
 export const InspectZonesResponseSchema: GenMessage<InspectZonesResponse> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 14);
+  messageDesc(file_kds_admin_v1_admin, 15);
 
 /**
  * Manage resources and read status on a global or a zone.
