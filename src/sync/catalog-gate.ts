@@ -15,8 +15,8 @@ import { KIND_CATALOG_TYPE_URL } from "./kind-catalog.ts";
 
 /**
  * Watches the global's server view of one session and tells when the zone
- * has settled the catalog: it ACKed it, or its first request on the session
- * was for another type (a zone that knows the kinds may skip the catalog).
+ * has settled the catalog: it ACKed it, or it requested another type (a
+ * zone that knows the kinds may skip the catalog).
  * A NACK of the catalog settles nothing: the session ends for it.
  */
 export class CatalogGate {
