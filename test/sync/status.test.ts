@@ -18,10 +18,10 @@ function session(record: ZoneStatusRecord, sent: number, accepted: number): void
   const server = record.serverObserver();
   const client = record.clientObserver();
   for (let i = 0; i < sent; i++) {
-    server.sent?.(meshUrl, { nonce: `n${i}`, resources: 2, keys: undefined });
+    server.sent?.(meshUrl, { version: `v${i}`, nonce: `n${i}`, resources: 2, removed: 0, bytes: 100 });
     server.acked?.(meshUrl, `v${i}`, `n${i}`);
   }
-  for (let i = 0; i < accepted; i++) client.accepted?.(dataplaneUrl, { version: `d${i}`, resources: 1 });
+  for (let i = 0; i < accepted; i++) client.accepted?.(dataplaneUrl, { version: `d${i}`, resources: 1, removed: 0 });
 }
 
 describe("ZoneStatusRecord", () => {
@@ -37,7 +37,7 @@ describe("ZoneStatusRecord", () => {
     expect(mesh).toMatchObject({ sent: 4, acked: 4, nacked: 0, resourcesSent: 8, session: { sent: 1, acked: 1, nacked: 0, resourcesSent: 2 } });
     expect(dp).toMatchObject({ accepted: 2, rejected: 1, resourcesReceived: 2, session: { accepted: 0, rejected: 0, resourcesReceived: 0 } });
     // The snapshot is a copy: counting on does not change it.
-    record.serverObserver().sent?.(meshUrl, { nonce: "x", resources: 1, keys: undefined });
+    record.serverObserver().sent?.(meshUrl, { version: "v9", nonce: "x", resources: 1, removed: 0, bytes: 50 });
     expect(mesh?.session.sent).toBe(1);
     expect(record.snapshot().types.find((t) => t.kind === "Mesh")?.session.sent).toBe(2);
   });
