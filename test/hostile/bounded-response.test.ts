@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
+import { fetchOnce } from "../../src/discovery/fetch-once.ts";
 import { DeltaDiscoveryResponseSchema, type DeltaDiscoveryRequest } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
@@ -25,6 +26,7 @@ import { noopMetrics } from "../../src/observe/metrics.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { KIND_CATALOG_TYPE_URL } from "../../src/sync/kind-catalog.ts";
 import { toWire } from "../../src/sync/wire.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
@@ -53,14 +55,20 @@ function absentKeys(count: number): string[] {
   return Array.from({ length: count }, (_, i) => `d/${i.toString(36).padStart(5, "0")}`);
 }
 
+/** Fetches and ACKs the global's kind catalog on `session`: the global subscribes to a zone's kinds only after that. */
+async function settleCatalog(session: Session, signal: AbortSignal): Promise<void> {
+  await fetchOnce({ view: session.client, typeUrl: KIND_CATALOG_TYPE_URL, signal, accept: () => undefined });
+}
+
 /**
- * Plays the zone on `session`: answers the global's Dataplane subscription
+ * Plays the zone on `session`: settles the catalog, then answers the global's Dataplane subscription
  * with one delta response removing `removed`, and returns the global's answer
  * to it (ACK or NACK) and the ms from handing the response to the session to
  * reading that answer.
  */
 async function sendRemovals(session: Session, removed: string[]): Promise<{ ms: number; answer: DeltaDiscoveryRequest }> {
   const signal = AbortSignal.any([session.signal, AbortSignal.timeout(120_000)]);
+  await settleCatalog(session, signal);
   for (;;) {
     const request = (await session.server.recv(signal)) as DeltaDiscoveryRequest;
     if (request.typeUrl === DATAPLANE_TYPE_URL && request.responseNonce === "") break; // the subscription
@@ -156,6 +164,7 @@ describe("a zone response naming 380,000 absent resources (PostgreSQL global)", 
       const origin = new InMemoryStore(types);
       const resources = [];
       for (const key of owned) resources.push(toWire(types.get("Dataplane"), await origin.put(dataplane("d", key.slice(2)))).resource);
+      await settleCatalog(session, signal);
       for (;;) {
         const request = (await session.server.recv(signal)) as DeltaDiscoveryRequest;
         if (request.typeUrl === DATAPLANE_TYPE_URL && request.responseNonce === "") break;
