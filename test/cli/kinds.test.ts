@@ -106,19 +106,34 @@ describe("kds-mux global and zone with --kinds", () => {
     expect((await run(["get", "Gateway", "edge", "--server", globalUrl])).code).toBe(1); // nothing was written
   });
 
-  it("refuses a zone whose kinds disagree, naming the kind and both definitions", async () => {
+  it("refuses a zone whose kinds disagree, naming the kind and both definitions; both sides keep the reason as the last error", async () => {
     const mismatch = kindsFile("mismatch.yaml", gateway("zone-to-global") + workload);
     const other = new KdsProcess(["zone", "--name", "zone-2", "--global", muxUrl, "--token-file", await zoneToken("zone-2"), "--admin-listen", "127.0.0.1:0", "--store", "memory", "--kinds", mismatch]);
     const definitions = 'kind "Gateway": global "global" defines acme.v1.GatewaySpec, global-to-zone, cluster-scoped; zone "zone-2" defines acme.v1.GatewaySpec, zone-to-global, cluster-scoped';
+    type Insight = { zone: string; online: boolean; lastEnd: { code: string; message: string } | null; lastError: { code: string; message: string; at: string } | null };
+    const inspect = async (server: string): Promise<Insight[]> => JSON.parse((await run(["inspect", "zones", "--server", server, "-o", "json"])).stdout) as Insight[];
+    const zone2 = (zones: Insight[]): Insight | undefined => zones.find((z) => z.zone === "zone-2");
+    const refused = (z: Insight | undefined): boolean => z?.lastError?.code === "kinds_refused" && z.lastError.message.includes(definitions);
+    let refusedAt: string | undefined;
     try {
+      const otherUrl = (await other.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
       await other.waitFor(new RegExp(`refuses the kinds of global "global": ${definitions.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}[\\s\\S]*retries in`));
       await global.waitFor(/zone "zone-2" refused the kinds of this global/);
       expect(global.output).toContain(definitions);
+      // Both sides name the refusal as the zone's last error, whatever its sessions do meanwhile.
+      refusedAt = zone2(await until(() => inspect(globalUrl), (zones) => refused(zone2(zones)), "the global's last error of zone-2"))?.lastError?.at;
+      await until(() => inspect(otherUrl), (zones) => refused(zone2(zones)), "zone-2's own last error");
     } finally {
       expect(await other.stop()).toBe(0);
     }
-    const insight = JSON.parse((await run(["inspect", "zones", "--server", globalUrl, "-o", "json"])).stdout) as { zone: string; lastEnd: { message: string } | null }[];
-    expect(insight.find((z) => z.zone === "zone-2")?.lastEnd?.message).toContain(definitions);
+    // The zone has stopped, perhaps mid-session (the end is then "the connection was lost"): that end shows in
+    // lastEnd, and the refusal stays the last error. Waiting for zone-2 to be offline waits for the last session's end.
+    const after = zone2(await until(() => inspect(globalUrl), (zones) => zone2(zones)?.online === false && zone2(zones)?.lastEnd !== null, "zone-2 offline on the global"));
+    expect(refused(after)).toBe(true);
+    expect(Date.parse(after?.lastError?.at ?? "")).toBeGreaterThanOrEqual(Date.parse(refusedAt ?? "")); // the same refusal or a later one
+    const table = (await run(["inspect", "zones", "--server", globalUrl])).stdout;
+    expect(table).toContain(`zone-2: last error (kinds_refused, `);
+    expect(table).toContain(definitions);
   }, 60_000);
 });
 

@@ -1,0 +1,68 @@
+// `inspect zones` as a table: counters in the words of each side's part, the
+// current session beside all sessions, and each zone's last error under it.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { describe, expect, it } from "vitest";
+import { formatZones, zoneDocument } from "../../src/cli/format.ts";
+import { ZoneInsightSchema, type ZoneInsight } from "../../src/gen/kds/admin/v1/admin_pb.ts";
+
+const now = Date.parse("2030-01-01T00:10:00Z");
+const ago = (s: number) => timestampFromDate(new Date(now - s * 1000));
+
+/** zone-2 as the global sees it: offline after a refusal, then a lost connection. */
+const zones = (): ZoneInsight[] => [
+  create(ZoneInsightSchema, {
+    zone: "zone-2",
+    online: false,
+    connectedAt: ago(70),
+    disconnectedAt: ago(60),
+    lastEndCode: "transport",
+    lastEndMessage: "the peer cancelled the stream or the connection was lost",
+    lastErrorCode: "kinds_refused",
+    lastErrorMessage: 'zone "zone-2" refuses the kinds of global "global": kind "Gateway" differs',
+    lastErrorAt: ago(125),
+    heartbeatRttMs: -1,
+    types: [
+      { kind: "Mesh", direction: "global-to-zone", side: "sender", sent: 7n, acked: 6n, nacked: 1n, lastNackError: "bad mesh", session: { sent: 2n, acked: 2n } },
+      { kind: "Dataplane", direction: "zone-to-global", side: "receiver", accepted: 5n, rejected: 1n, resourcesReceived: 9n, session: { accepted: 1n, resourcesReceived: 3n } },
+    ],
+  }),
+];
+
+describe("formatZones", () => {
+  it("shows sender and receiver counters under their own words, this session beside all sessions, and the last error apart from the last end", () => {
+    const lines = formatZones(zones(), "table", now).split("\n");
+    expect(lines[0]).toMatch(/^ZONE +STATUS +SINCE +RTT +TYPE +DIRECTION +THIS SESSION +ALL SESSIONS +LAST ERROR$/);
+    expect(lines[1]).toMatch(/^zone-2 +offline +60s ago +- +Mesh +global-to-zone +sent 2, acked 2, nacked 0 +sent 7, acked 6, nacked 1 +bad mesh$/);
+    expect(lines[2]).toMatch(/^ +Dataplane +zone-to-global +received 1, accepted 1, rejected 0 +received 6, accepted 5, rejected 1 +-$/);
+    expect(lines.slice(3)).toEqual([
+      "",
+      'zone-2: last error (kinds_refused, 2m ago): zone "zone-2" refuses the kinds of global "global": kind "Gateway" differs',
+      "zone-2: last session ended (transport, 60s ago): the peer cancelled the stream or the connection was lost",
+    ]);
+  });
+
+  it("prints no notes for a zone with no error that is online", () => {
+    const fine = zones()[0] as ZoneInsight;
+    fine.online = true;
+    fine.lastErrorCode = "";
+    fine.lastErrorMessage = "";
+    fine.lastErrorAt = undefined;
+    expect(formatZones([fine], "table", now)).not.toContain("last");
+  });
+
+  it("puts side, received, the session's counters and the last error in the JSON document", () => {
+    const doc = zoneDocument(zones()[0] as ZoneInsight) as { lastError: unknown; lastEnd: unknown; types: Record<string, unknown>[] };
+    expect(doc.lastError).toEqual({ code: "kinds_refused", message: 'zone "zone-2" refuses the kinds of global "global": kind "Gateway" differs', at: "2030-01-01T00:07:55.000Z" });
+    expect(doc.lastEnd).toEqual({ code: "transport", message: "the peer cancelled the stream or the connection was lost" });
+    expect(doc.types[1]).toMatchObject({
+      kind: "Dataplane",
+      side: "receiver",
+      received: 6,
+      accepted: 5,
+      rejected: 1,
+      session: { received: 1, accepted: 1, rejected: 0, resourcesReceived: 3, sent: 0 },
+    });
+    expect(doc.types[0]).toMatchObject({ side: "sender", sent: 7, session: { sent: 2, acked: 2, nacked: 0 } });
+  });
+});
