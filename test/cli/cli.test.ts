@@ -142,6 +142,40 @@ describe("kds-mux CLI", { timeout: 120_000 }, () => {
     expect(offline.stderr).toContain('zone "zone-9" is offline');
   }, 120_000); // four CLI processes: each takes seconds to start on a loaded machine
 
+  it("inspect zones names each kind's counters by this side's part, this session beside all sessions", async () => {
+    type Counters = { sent: number; acked: number; nacked: number; received: number; accepted: number; rejected: number };
+    type Type = Counters & { kind: string; direction: string; side: string; session: Counters };
+    const inspect = async (server: string): Promise<Map<string, Type>> => {
+      const zones = JSON.parse((await run(["inspect", "zones", "--server", server, "-o", "json"])).stdout) as { zone: string; types: Type[] }[];
+      return new Map((zones.find((z) => z.zone === "zone-1")?.types ?? []).map((t) => [t.kind, t]));
+    };
+    // A Mesh from the global and a Dataplane from the zone, in this session.
+    expect((await run(["apply", "-f", file("mesh-counted.yaml", "type: Mesh\nname: counted\nspec: {}\n"), "--server", globalUrl])).code).toBe(0);
+    expect((await run(["apply", "-f", file("dp-counted.yaml", "type: Dataplane\nmesh: default\nname: dp-counted\nspec:\n  address: 10.0.0.7\n"), "--server", zoneUrl])).code).toBe(0);
+    const both = (types: Map<string, Type>, sender: string, receiver: string): boolean =>
+      (types.get(sender)?.session.acked ?? 0) >= 1 && (types.get(receiver)?.session.accepted ?? 0) >= 1;
+    const global = await until(() => inspect(globalUrl), (t) => both(t, "Mesh", "Dataplane"), "the global counting both kinds");
+    const own = await until(() => inspect(zoneUrl), (t) => both(t, "Dataplane", "Mesh"), "the zone counting both kinds");
+
+    // On the global, it sends Mesh and receives Dataplane; on the zone, the other way round.
+    expect(global.get("Mesh")).toMatchObject({ direction: "global-to-zone", side: "sender", accepted: 0, rejected: 0 });
+    expect(global.get("Dataplane")).toMatchObject({ direction: "zone-to-global", side: "receiver", sent: 0, acked: 0, nacked: 0, rejected: 0 });
+    expect(own.get("Dataplane")).toMatchObject({ side: "sender", accepted: 0 });
+    expect(own.get("Mesh")).toMatchObject({ side: "receiver", sent: 0 });
+    for (const t of [...global.values(), ...own.values()]) {
+      expect(t.received).toBe(t.accepted + t.rejected);
+      for (const k of ["sent", "acked", "nacked", "accepted", "rejected"] as const) expect(t.session[k]).toBeLessThanOrEqual(t[k]); // one session of all there were
+    }
+
+    const globalTable = (await run(["inspect", "zones", "--server", globalUrl])).stdout;
+    expect(globalTable).toMatch(/TYPE +DIRECTION +THIS SESSION +ALL SESSIONS +LAST ERROR/);
+    expect(globalTable).toMatch(/Mesh +global-to-zone +sent [1-9]\d*, acked [1-9]\d*, nacked 0 +sent [1-9]\d*, acked [1-9]\d*, nacked 0/);
+    expect(globalTable).toMatch(/Dataplane +zone-to-global +received [1-9]\d*, accepted [1-9]\d*, rejected 0 +received [1-9]\d*, accepted [1-9]\d*, rejected 0/);
+    const zoneTable = (await run(["inspect", "zones", "--server", zoneUrl])).stdout;
+    expect(zoneTable).toMatch(/Mesh +global-to-zone +received [1-9]\d*, accepted [1-9]\d*, rejected 0/);
+    expect(zoneTable).toMatch(/Dataplane +zone-to-global +sent [1-9]\d*, acked [1-9]\d*, nacked 0/);
+  }, 120_000); // about eight CLI processes
+
   it("rejects an invalid file naming the file and the problem", async () => {
     const bad = file("bad.yaml", "type: Mesh\nname: [unclosed\n");
     const r = await run(["apply", "-f", bad, "--server", globalUrl]);
