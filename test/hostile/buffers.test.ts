@@ -3,7 +3,6 @@
 // The global's memory stays bounded by its per-session byte windows and its
 // per-process budget (--max-buffer-bytes), it ends those sessions with the
 // documented codes, it stays alive, and a real zone keeps syncing meanwhile.
-import { readFileSync } from "node:fs";
 import { create } from "@bufbuild/protobuf";
 import type { Transport } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
@@ -11,6 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { HelloSchema, MessageSchema, MultiplexService, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { DiscoveryRequestSchema, DiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { KdsProcess, run, until } from "../cli/process.ts";
+import { rssMiB } from "./floods.ts";
 
 const MiB = 1024 * 1024;
 /** Just under the global's largest frame (4 MiB), once encoded. */
@@ -21,12 +21,6 @@ afterAll(async () => {
   for (const c of calls) c.abort();
   for (const p of processes) await p.stop();
 });
-
-/** The global's resident set size in MiB, from /proc. */
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m === null ? Number.NaN : Number(m[1]) / 1024;
-}
 
 /** A type the global serves (a request for another ends the session before any buffer fills). */
 const SERVED_TYPE = "type.googleapis.com/kds.example.v1.MeshSpec";

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GoAwayReason, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { parseMetrics } from "../observe/scrape.ts";
 import { KdsProcess, run, until } from "../cli/process.ts";
+import { rssMiB } from "./floods.ts";
 
 /** The soft and hard RLIMIT_NOFILE of this process (Infinity for unlimited). */
 function openFileLimits(): { soft: number; hard: number } {
@@ -45,12 +46,6 @@ const file = (name: string, text: string): string => {
   writeFileSync(path, text);
   return path;
 };
-
-/** Resident set size of process `pid` in MiB. */
-function rssMiB(pid: number): number {
-  const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return Math.round(Number(m?.[1] ?? 0) / 1024);
-}
 
 /** File descriptors process `pid` holds. */
 const descriptors = (pid: number): number => readdirSync(`/proc/${pid}/fd`).length;

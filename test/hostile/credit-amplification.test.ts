@@ -6,7 +6,6 @@
 // and the memory budget counts the decoded estimate: the zone is ended after
 // a frame or two per lane, and five such zones leave the global alive and
 // under its budget.
-import { readFileSync } from "node:fs";
 import * as http2 from "node:http2";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { afterAll, describe, expect, it } from "vitest";
@@ -16,6 +15,7 @@ import { PROTOCOL_VERSION } from "../../src/mux/session.ts";
 import { KdsProcess, run } from "../cli/process.ts";
 import { envelope } from "./mutate.ts";
 import { STREAM_PATH } from "./peer.ts";
+import { rssMiB } from "./floods.ts";
 
 const processes: KdsProcess[] = [];
 const sessions: http2.ClientHttp2Session[] = [];
@@ -23,12 +23,6 @@ afterAll(async () => {
   for (const s of sessions) s.destroy();
   for (const p of processes) await p.stop();
 });
-
-/** The global's resident set size in MiB, from /proc. */
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m === null ? Number.NaN : Number(m[1]) / 1024;
-}
 
 const SERVED_TYPE = "type.googleapis.com/kds.example.v1.MeshSpec";
 /** A request and a response (a delta response's removals) of `count` empty strings each, encoded once. */
