@@ -82,15 +82,21 @@ describe("status page", () => {
       await new Promise((r) => setTimeout(r, 1100)); // points are per second: three seconds, three points
     }
     await east.store.put(dataplane("default", "web-1"));
-    await page.waitForFunction(() => document.querySelector('#types tr[data-zone="zone-east"][data-kind="Mesh"] .sent')?.textContent?.startsWith("0 ") === false, undefined, { timeout: 20_000 });
+    await page.waitForFunction(() => document.querySelector('#types tr[data-zone="zone-east"][data-kind="Mesh"] .total')?.textContent?.startsWith("sent 0,") === false, undefined, { timeout: 20_000 });
     await page.waitForSelector('#lag polyline[data-zone="zone-east"]', { timeout: 20_000 });
     await page.waitForSelector('#lag polyline[data-zone="zone-west"]', { timeout: 20_000 });
     await page.waitForFunction(() => Number(document.querySelector('#lag polyline[data-zone="zone-east"]')?.getAttribute("data-points") ?? 0) >= 2, undefined, { timeout: 20_000 });
-    const meshRow = await page.textContent('#types tr[data-zone="zone-east"][data-kind="Mesh"] .sent');
-    const [sent, acked] = (meshRow ?? "").split(" / ").map(Number);
-    expect(sent).toBeGreaterThanOrEqual(1);
-    expect(acked).toBeGreaterThanOrEqual(1);
-    await page.waitForFunction(() => document.querySelector('#types tr[data-zone="zone-east"][data-kind="Dataplane"] .received')?.textContent?.startsWith("0 ") === false, undefined, { timeout: 20_000 });
+    // The global sends Mesh: its counters say sent, acked, nacked, for this session and for all of them.
+    expect(await page.getAttribute('#types tr[data-zone="zone-east"][data-kind="Mesh"]', "data-side")).toBe("sender");
+    for (const column of ["session", "total"]) {
+      const meshRow = await page.textContent(`#types tr[data-zone="zone-east"][data-kind="Mesh"] .${column}`);
+      const [, sent, acked] = (meshRow ?? "").match(/^sent (\d+), acked (\d+), nacked 0$/) ?? [];
+      expect(Number(sent)).toBeGreaterThanOrEqual(1);
+      expect(Number(acked)).toBeGreaterThanOrEqual(1);
+    }
+    // It receives Dataplane: received, accepted, rejected.
+    expect(await page.getAttribute('#types tr[data-zone="zone-east"][data-kind="Dataplane"]', "data-side")).toBe("receiver");
+    await page.waitForFunction(() => /^received [1-9]\d*, accepted [1-9]\d*, rejected 0$/.test(document.querySelector('#types tr[data-zone="zone-east"][data-kind="Dataplane"] .total')?.textContent ?? ""), undefined, { timeout: 20_000 });
 
     // The zone goes offline.
     const west = zones.get("zone-west");
