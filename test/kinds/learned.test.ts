@@ -102,6 +102,9 @@ describe("kinds learned from the global", () => {
     expect(globalLog.lines.join("\n")).toContain(`error: zone "zone-1" refused the kinds of this global; ending its session: zone "zone-1" refuses the kinds of global "global": ${expected}`);
     const status = await global.zoneStatus("zone-1");
     expect(status?.lastEnd?.message).toContain(expected);
+    // Both sides keep the refusal as the zone's last error.
+    expect(status?.lastError).toMatchObject({ code: "kinds_refused", message: expect.stringContaining(expected) });
+    expect(zone.status().lastError).toMatchObject({ code: "kinds_refused", message: expect.stringContaining(expected) });
     expect((await zone.store.list("Gateway")).resources).toEqual([]);
   });
 
