@@ -17,7 +17,10 @@
  * A frame has two sizes here: its credit size (its encoded length, what the
  * peer's window counts) and the memory its decoded form holds (see
  * `weighFrame`), which the process's budget is charged and which a lane may
- * buffer at most {@link MEMORY_PER_WINDOW_BYTE} times its byte window of.
+ * hold at most {@link MEMORY_PER_WINDOW_BYTE} times its byte window of. A
+ * frame is held from its arrival until the consumer asks for the next one
+ * (until then it is still being worked on): frames in flight count, not
+ * only those waiting in the buffer.
  *
  * @module
  */
@@ -82,6 +85,8 @@ export class Inbox<T> {
   #pendingGrantBytes = 0;
   #bufferedBytes = 0;
   #bufferedMemory = 0;
+  /** Memory of the frame last handed to the consumer, held until it asks for the next one. */
+  #handedOutMemory = 0;
   #waiter: Waiter<T> | undefined;
   /**
    * The signal {@link Inbox.recv} listens to. The listener stays between
@@ -146,22 +151,24 @@ export class Inbox<T> {
     if (this.#closedWith !== undefined) return undefined;
     const overrun = this.#charge(bytes);
     if (overrun !== undefined) return overrun;
-    const waiter = this.#waiter;
-    if (waiter !== undefined) {
-      this.#waiter = undefined;
-      this.#consumed(bytes);
-      waiter.resolve(item);
-      return undefined;
-    }
-    if (this.#bufferedMemory + memory > this.#maxMemory) {
+    const held = this.#bufferedMemory + this.#handedOutMemory + memory;
+    if (held > this.#maxMemory) {
       return new KdsError(
         "resource_exhausted",
-        `the peer's unconsumed ${this.#lane} would hold an estimated ${this.#bufferedMemory + memory} bytes decoded, more than the ${this.#maxMemory} this side buffers per lane ` +
+        `the peer's unconsumed ${this.#lane} would hold an estimated ${held} bytes decoded, more than the ${this.#maxMemory} this side holds per lane ` +
           `(${MEMORY_PER_WINDOW_BYTE} times its byte window of ${this.#windowBytes}); frames of many empty or tiny elements decode to far more than they weigh on the wire: send real resources, and consume what you are sent`,
       );
     }
     const refused = this.#memory?.reserve(memory);
     if (refused !== undefined) return new KdsError("resource_exhausted", refused);
+    const waiter = this.#waiter;
+    if (waiter !== undefined) {
+      this.#waiter = undefined;
+      this.#handedOutMemory = memory;
+      this.#consumed(bytes);
+      waiter.resolve(item);
+      return undefined;
+    }
     // Cannot fail: the ring holds the frame window, and the check above keeps the frames outstanding within it.
     this.#ring.push({ item, bytes, memory });
     this.#bufferedBytes += bytes;
@@ -182,13 +189,18 @@ export class Inbox<T> {
     return undefined;
   }
 
-  /** Takes the next frame, waiting for one. One receive may be pending at a time. */
+  /**
+   * Takes the next frame, waiting for one. One receive may be pending at a
+   * time. Asking for the next frame gives back the memory of the last one.
+   */
   recv(signal?: AbortSignal): Promise<T> {
+    if (this.#closedWith === undefined) this.#memory?.release(this.#handedOutMemory); // close gave back the rest
+    this.#handedOutMemory = 0;
     if (this.#ring.size > 0) {
       const { item, bytes, memory } = this.#ring.shift() as Buffered<T>;
       this.#bufferedBytes -= bytes;
       this.#bufferedMemory -= memory;
-      if (this.#closedWith === undefined) this.#memory?.release(memory); // close gave back the rest
+      if (this.#closedWith === undefined) this.#handedOutMemory = memory; // still reserved, now in the consumer's hands
       this.#consumed(bytes);
       return Promise.resolve(item);
     }
@@ -225,7 +237,8 @@ export class Inbox<T> {
     this.#closedWith = error;
     if (!keep) this.#ring.drain();
     // The budget is for live sessions: what a closed one still holds is the consumer's to take or drop.
-    this.#memory?.release(this.#bufferedMemory);
+    this.#memory?.release(this.#bufferedMemory + this.#handedOutMemory);
+    this.#handedOutMemory = 0;
     if (!keep) {
       this.#bufferedBytes = 0;
       this.#bufferedMemory = 0;

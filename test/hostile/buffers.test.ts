@@ -122,7 +122,7 @@ describe("peers that send the largest frames and never read", { timeout: 600_000
       // Which of the two ends each peer meets depends on timing (past its own window first, or the shared budget full
       // first); each says which limit, and the session's own 16 MiB is never exceeded either way.
       expect(ended).toHaveLength(greedy.length);
-      for (const line of ended) expect(line).toMatch(/overran the (requests|responses) byte window: .*window 8388608 bytes|\(its memory budget\)|buffers per lane/);
+      for (const line of ended) expect(line).toMatch(/overran the (requests|responses) byte window: .*window 8388608 bytes|\(its memory budget\)|holds per lane/);
       expect(zone.output).not.toMatch(/session ended|disconnected/i);
       // Bounded: the 32 MiB budget (each session at most 16 MiB), the frames its consumers hold, plus decoding and HTTP/2 buffers
       // for the frames in flight. Without byte credit, one such peer took the global from 103 to 632 MiB.

@@ -159,7 +159,7 @@ describe("byte credit", () => {
     for (let i = 0; i < 8; i++) peer.write({ case: "deltaResponse", value: empties(60_000) });
     const end = await session.closed;
     expect(end.code).toBe("resource_exhausted");
-    expect(end.message).toMatch(/more than the 4194304 this side buffers per lane/);
+    expect(end.message).toMatch(/more than the 4194304 this side holds per lane/);
     peer.end();
   });
 
@@ -233,16 +233,25 @@ describe("options", () => {
 });
 
 describe("Inbox with a memory budget", () => {
-  it("reserves what it buffers, gives it back as frames are taken, and drops it on a failed close", async () => {
-    const budget = new MemoryBudget(10_000);
+  it("reserves what it holds, from arrival until the consumer asks for the next frame, and drops it on a failed close", async () => {
+    const budget = new MemoryBudget(20_000);
     const holder: BudgetHolder = { name: "z", evict: () => undefined };
     const memory = { reserve: (n: number) => budget.reserve(holder, n), release: (n: number) => budget.release(holder, n) };
     const inbox = new Inbox<number>("requests", 8, 8000, () => undefined, memory);
     expect(inbox.deliver(1, 3000)).toBeUndefined();
-    expect(inbox.deliver(2, 3000)).toBeUndefined();
-    expect(budget.stats().usedBytes).toBe(6000);
-    await inbox.recv();
-    expect(budget.stats().usedBytes).toBe(3000);
+    expect(inbox.deliver(2, 3000, 5000)).toBeUndefined(); // 3000 bytes of credit, 5000 held decoded
+    expect(budget.stats().usedBytes).toBe(8000);
+    expect(await inbox.recv()).toBe(1);
+    expect(budget.stats().usedBytes).toBe(8000); // frame 1 is in the consumer's hands
+    expect(await inbox.recv()).toBe(2);
+    expect(budget.stats().usedBytes).toBe(5000); // done with frame 1; frame 2 in hand
+    // A frame handed straight to a waiting consumer is held too, until the next recv.
+    const waiting = inbox.recv();
+    expect(budget.stats().usedBytes).toBe(0);
+    expect(inbox.deliver(3, 1000, 4000)).toBeUndefined();
+    expect(await waiting).toBe(3);
+    expect(budget.stats().usedBytes).toBe(4000);
+    expect(inbox.deliver(4, 1000)).toBeUndefined();
     inbox.close(new (await import("../../src/errors.ts")).KdsError("session_closed", "gone"), false);
     expect(budget.stats().usedBytes).toBe(0);
     await expect(inbox.recv()).rejects.toMatchObject({ code: "session_closed" });
@@ -295,12 +304,12 @@ describe("MemoryBudget", () => {
     expect(goaway?.value.case === "goaway" && goaway.value.value.reason).toBe(GoAwayReason.RESOURCE_EXHAUSTED);
     for (let i = 0; i < 3; i++) expect((await good.server.recv()).responseNonce).toBe(String(i));
     expect(good.end).toBeUndefined();
-    expect(budget.stats().usedBytes).toBe(0);
     expect(budget.stats().peakBytes).toBeLessThanOrEqual(128 * 1024);
     expect(budget.stats().evictions).toBe(1);
     hogPeer.end();
     goodPeer.end();
     await good.close();
+    expect(budget.stats().usedBytes).toBe(0); // the last frame good's consumer took was held until the session closed
   });
 });
 
