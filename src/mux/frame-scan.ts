@@ -27,7 +27,7 @@ import {
   objectHeap,
   stringHeap,
   type FrameWeight,
-} from "./frame-size.ts";
+} from "./frame-limits.ts";
 
 /** How a field's values are counted. */
 type FieldPlan =

@@ -17,7 +17,8 @@ import { CallSchema, GoAwayReason, MessageSchema, type Call, type Message } from
 import { raceAbort } from "../util/abort.ts";
 import { deferred } from "../util/deferred.ts";
 import { noopMetrics, type Metrics } from "../observe/metrics.ts";
-import { creditSize, frameRefusal, weighFrame } from "./frame-size.ts";
+import { frameRefusal } from "./frame-limits.ts";
+import { creditSize, weighFrame } from "./frame-size.ts";
 import {
   callLane,
   controlFrame,
@@ -32,16 +33,12 @@ import {
 import type { BudgetHolder, MemoryBudget } from "./budget.ts";
 import { Inbox, type InboxMemory } from "./inbox.ts";
 import { MAX_WINDOW, MAX_WINDOW_BYTES, resolveSessionOptions, type ResolvedSessionOptions, type SessionOptions } from "./options.ts";
+import { helloFields, negotiate, type HelloNegotiationFields, type HelloOffer } from "./negotiation.ts";
 import { Outbox } from "./outbox.ts";
 import { gracefulCodes, transition, type PeerSettings, type SessionEnd, type SessionEndCode, type SessionState } from "./state.ts";
 import type { CallPort, ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
 
-/**
- * Version of the mux protocol this implementation speaks. Version 2 counts
- * byte credit as each frame's encoded length and requires byte windows in
- * the hello (docs/protocol.md, "Changelog").
- */
-export const PROTOCOL_VERSION = 2;
+export { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION } from "./negotiation.ts";
 
 /** How a {@link MuxSession} is created. */
 export interface SessionInit {
@@ -156,7 +153,7 @@ export class MuxSession implements Session {
       controlFrame({
         case: "hello",
         value: {
-          protocolVersion: PROTOCOL_VERSION,
+          ...helloFields(this.#offer()),
           peerId: this.localId,
           requestWindow: this.#options.requestWindow,
           responseWindow: this.#options.responseWindow,
@@ -165,8 +162,6 @@ export class MuxSession implements Session {
           maxMessageBytes: this.#options.maxMessageBytes,
           heartbeatIntervalMs: this.#options.heartbeatIntervalMs,
           heartbeatTimeoutMs: this.#options.heartbeatTimeoutMs,
-          batching: true,
-          calls: true,
         },
       }),
     );
@@ -416,6 +411,10 @@ export class MuxSession implements Session {
         return;
       }
       case "batch":
+        if (!this.#options.features.includes("batching")) {
+          this.#protocolError("the peer sent a batch, but this side's hello did not offer the batching feature");
+          return;
+        }
         for (const inner of value.value.frames) {
           const kind = inner.value.case;
           if (kind !== "request" && kind !== "deltaRequest" && kind !== "response" && kind !== "deltaResponse" && kind !== "call") {
@@ -432,28 +431,34 @@ export class MuxSession implements Session {
     }
   }
 
-  #onHello(hello: {
-    protocolVersion: number;
-    peerId: string;
-    requestWindow: number;
-    responseWindow: number;
-    requestWindowBytes: number;
-    responseWindowBytes: number;
-    maxMessageBytes: number;
-    batching: boolean;
-    calls: boolean;
-  }): void {
+  /** What this side offers in its hello. */
+  #offer(): HelloOffer {
+    const o = this.#options;
+    return { versions: o.protocolVersions, features: o.features, softwareVersion: o.softwareVersion };
+  }
+
+  #onHello(
+    hello: HelloNegotiationFields & {
+      peerId: string;
+      requestWindow: number;
+      responseWindow: number;
+      requestWindowBytes: number;
+      responseWindowBytes: number;
+      maxMessageBytes: number;
+    },
+  ): void {
     if (this.#state.kind !== "handshaking") {
       this.#protocolError("the peer sent a second hello");
       return;
     }
-    if (hello.protocolVersion !== PROTOCOL_VERSION) {
-      this.#protocolError(
-        `the peer speaks mux protocol version ${hello.protocolVersion}, this side speaks ${PROTOCOL_VERSION} ` +
-          "(version 2 counts byte credit as each frame's encoded length; see docs/protocol.md, Changelog); upgrade the side that runs the older kds-mux",
-      );
+    const peerRole = this.role === "zone" ? "global" : "zone";
+    const peerName = this.#expectedPeerId ?? hello.peerId;
+    const negotiated = negotiate(this.#offer(), hello, { local: this.role, peer: peerName === "" ? peerRole : `${peerRole} "${peerName}"` });
+    if ("refusal" in negotiated) {
+      this.#protocolError(negotiated.refusal);
       return;
     }
+    const { agreement } = negotiated;
     if (hello.requestWindow < 1 || hello.responseWindow < 1 || hello.requestWindow > MAX_WINDOW || hello.responseWindow > MAX_WINDOW || hello.maxMessageBytes < 1024) {
       this.#protocolError(`the peer's hello grants no usable window (requests ${hello.requestWindow}, responses ${hello.responseWindow}, max message ${hello.maxMessageBytes} bytes)`);
       return;
@@ -477,7 +482,11 @@ export class MuxSession implements Session {
       requestWindowBytes: hello.requestWindowBytes,
       responseWindowBytes: hello.responseWindowBytes,
       maxMessageBytes: hello.maxMessageBytes,
-      calls: hello.calls,
+      calls: agreement.features.includes("calls"),
+      protocolVersions: agreement.peerVersions,
+      softwareVersion: agreement.peerSoftwareVersion,
+      protocolVersion: agreement.protocolVersion,
+      features: agreement.features,
     };
     this.#expectedPeerId = hello.peerId;
     this.#state = transition(this.#state, { type: "hello", peer });
@@ -485,10 +494,10 @@ export class MuxSession implements Session {
       { requests: peer.requestWindow, responses: peer.responseWindow },
       { requests: peer.requestWindowBytes, responses: peer.responseWindowBytes },
       peer.maxMessageBytes,
-      hello.batching,
+      agreement.features.includes("batching"),
     );
     this.#ping(this.#now()); // a first round trip right away, so status shows one from the start
-    this.#metrics.sessionOpened(peer.peerId);
+    this.#metrics.sessionOpened(peer.peerId, peerVersion(peer));
     this.#ready.resolve();
   }
 
@@ -591,7 +600,7 @@ export class MuxSession implements Session {
     const before = this.#state;
     this.#state = transition(before, { type: "end", end });
     if (this.#state === before) return;
-    if (before.kind === "open") this.#metrics.sessionClosed(before.peer.peerId, end.code);
+    if (before.kind === "open") this.#metrics.sessionClosed(before.peer.peerId, end.code, peerVersion(before.peer));
     const error = new KdsError("session_closed", `the session has ended (${end.code}): ${end.message}`, { cause: end });
     // A failed session drops what it buffered at once (frees its memory budget); a deliberate end hands it out first.
     this.#serverInbox.close(error, end.graceful);
@@ -631,6 +640,11 @@ export class MuxSession implements Session {
     this.#transportAbort.abort(this.#abort.signal.reason);
     this.#released.resolve();
   }
+}
+
+/** What metrics record of a peer: the session's protocol version and features, and the peer's software version. */
+function peerVersion(peer: PeerSettings): { protocolVersion: number; softwareVersion: string; features: readonly string[] } {
+  return { protocolVersion: peer.protocolVersion, softwareVersion: peer.softwareVersion, features: peer.features };
 }
 
 function describe(error: unknown): string {

@@ -8,7 +8,8 @@ import { describe, expect, it } from "vitest";
 import { CallSchema, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { DeltaDiscoveryRequestSchema, DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, DiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { scanFrame, scanRefusal } from "../../src/mux/frame-scan.ts";
-import { MAX_FRAME_ELEMENTS, creditSize, frameRefusal, utf8Length, weighFrame } from "../../src/mux/frame-size.ts";
+import { MAX_FRAME_ELEMENTS, frameRefusal } from "../../src/mux/frame-limits.ts";
+import { creditSize, utf8Length, weighFrame } from "../../src/mux/frame-size.ts";
 
 const text = fc.oneof(fc.string(), fc.string({ unit: "binary" }), fc.string({ unit: "grapheme" }), fc.constant(""));
 const bytes = fc.uint8Array({ maxLength: 300 });
