@@ -18,6 +18,7 @@ import {
   maxHandshakesPerZoneOption,
   requestTimeoutOption,
 } from "./connection-flags.ts";
+import { registerConformance } from "./conformance-command.ts";
 import { runDemo } from "./demo.ts";
 import { cliLogger, type LogFormat } from "./logger.ts";
 import type { OutputFormat } from "./format.ts";
@@ -285,6 +286,8 @@ export function program(): Command {
         stop.dispose();
       }
     });
+
+  registerConformance(cli, { out, err: (text) => void process.stderr.write(`${text}\n`) });
 
   return cli;
 }

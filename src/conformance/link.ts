@@ -1,0 +1,41 @@
+/**
+ * What the conformance kit needs of a transport: one mux stream to the peer
+ * under test, carrying whole frames, and how the call ended. The kit's core
+ * speaks only to this interface; the node adapter
+ * (`src/adapters/node/conformance-link.ts`) provides it over gRPC on HTTP/2.
+ *
+ * @module
+ */
+import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+
+/** How a mux call ended, as far as the kit could see. */
+export interface LinkEnd {
+  /** The gRPC status code (0 is OK), or undefined when the call was reset or lost without a status. */
+  readonly grpcStatus: number | undefined;
+  /** The `kds-error-code` trailer, if any. */
+  readonly kdsErrorCode: string | undefined;
+  /** The status message, or what went wrong with the transport. */
+  readonly message: string;
+}
+
+/** One mux stream to the peer under test. */
+export interface MuxLink {
+  /** The request headers of the call, lower-case names (zone mode: what the zone sent; global mode: what the kit sent). */
+  readonly headers: ReadonlyMap<string, string>;
+  /** Encodes `frames` and writes them in one transport write, in order. Errors show in {@link MuxLink.ended}. */
+  write(frames: readonly Message[]): void;
+  /** The next frame from the peer; undefined once its direction has ended. Rejects when `signal` aborts. */
+  read(signal: AbortSignal): Promise<Message | undefined>;
+  /** Ends the kit's direction of the stream (zone mode: with this status and trailer). */
+  close(status?: { grpcStatus: number; kdsErrorCode?: string; message?: string }): void;
+  /** Cancels the call at once. */
+  cancel(): void;
+  /** Resolves once the call has ended (global mode: the target's status and trailers). */
+  readonly ended: Promise<LinkEnd>;
+}
+
+/** Opens a mux call to a global (global mode). `headers` are the request headers to send (client-id, authorization). */
+export type DialLink = (headers: Readonly<Record<string, string>>, signal: AbortSignal) => Promise<MuxLink>;
+
+/** Waits for the zone under test to open its next mux call to the kit (zone mode). */
+export type AcceptLink = (signal: AbortSignal) => Promise<MuxLink>;
