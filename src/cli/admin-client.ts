@@ -1,7 +1,7 @@
 /**
  * The CLI's client of the admin API, with errors a person can act on. A
  * target carries the address and, when needed, the admin token (`--token`
- * or `KDS_TOKEN`) and the CA that signed the server's certificate
+ * or `KDS_MUX_TOKEN`) and the CA that signed the server's certificate
  * (`--ca-cert`, for https://).
  *
  * @module

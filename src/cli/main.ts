@@ -18,6 +18,7 @@ import {
   maxHandshakesPerZoneOption,
   requestTimeoutOption,
 } from "./connection-flags.ts";
+import { configurable, explainSettings } from "./configuration.ts";
 import { registerConformance } from "./conformance-command.ts";
 import { runDemo } from "./demo.ts";
 import { cliLogger, type LogFormat } from "./logger.ts";
@@ -34,8 +35,8 @@ const logFormatOption = (): Option => new Option("--log-format <format>", "log l
 const logLevelOption = (): Option => new Option("--log-level <level>", "lowest level logged").choices(["debug", "info", "warn", "error"]).default("info");
 const outputOption = (): Option => new Option("-o, --output <format>", "output format").choices([...outputFormats]).default("table");
 const serverOption = (): Option => new Option("--server <url>", "admin API of a global or zone, e.g. http://127.0.0.1:5681").makeOptionMandatory();
-const tokenOption = (): Option => new Option("--token <token>", "admin token (needed when the admin API is not bound to loopback)").env("KDS_TOKEN");
-const caCertOption = (): Option => new Option("--ca-cert <file>", "PEM of the CA that signed the admin API's certificate (https)").env("KDS_CA_CERT");
+const tokenOption = (): Option => new Option("--token <token>", "admin token (needed when the admin API is not bound to loopback)").env("KDS_MUX_TOKEN");
+const caCertOption = (): Option => new Option("--ca-cert <file>", "PEM of the CA that signed the admin API's certificate (https)").env("KDS_MUX_CA_CERT");
 const validForOption = (): Option => new Option("--valid-for <duration>", "how long the token is valid, e.g. 720h, 30m").default("720h");
 
 /** Options every admin command takes. */
@@ -167,7 +168,7 @@ export function program(): Command {
   adminCommand(
     generate
       .command("admin-token")
-      .description("print an admin token (pass it with --token or KDS_TOKEN)")
+      .description("print an admin token (pass it with --token or KDS_MUX_TOKEN)")
       .requiredOption("--name <name>", "who holds it; every write made with it is logged with this name")
       .addOption(new Option("--role <role>", "read-only: read everything; admin: also write").choices(["read-only", "admin"]).makeOptionMandatory())
       .addOption(validForOption()),
@@ -287,6 +288,9 @@ export function program(): Command {
       }
     });
 
+  // --config, --print-config and KDS_MUX_* for every flag of global and zone (configuration.ts).
+  configurable(cli, ["global", "zone"], (text) => void process.stdout.write(text));
+
   registerConformance(cli, { out, err: (text) => void process.stderr.write(`${text}\n`) });
 
   return cli;
@@ -303,7 +307,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       return error.exitCode === 0 ? 0 : 2;
     }
     if (error instanceof KdsError) {
-      process.stderr.write(`error: ${error.message}\n`);
+      process.stderr.write(`error: ${explainSettings(error.message)}\n`);
       return error.code === "invalid_argument" ? 2 : 1;
     }
     process.stderr.write(`error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);

@@ -235,7 +235,7 @@ describe("identity: an admin API bound to 0.0.0.0 (real process, reached through
 
     const readOnly = await run(["generate", "admin-token", "--name", "auditor", "--role", "read-only", "--server", url], "");
     expect(readOnly.code, readOnly.stderr).toBe(1); // the CLI itself needs a token here
-    const viaEnv = await run(["generate", "admin-token", "--name", "auditor", "--role", "read-only", "--server", url], "", { KDS_TOKEN: bootstrap });
+    const viaEnv = await run(["generate", "admin-token", "--name", "auditor", "--role", "read-only", "--server", url], "", { KDS_MUX_TOKEN: bootstrap });
     expect(viaEnv.code, viaEnv.stderr).toBe(0);
     const auditor = viaEnv.stdout.trim();
 
