@@ -275,9 +275,13 @@ class ZoneRun {
   }
 
   /**
-   * Overruns the zone's response window by one frame: the kit writes its
-   * hello together with one frame more than the window the zone granted,
-   * before the zone could return any credit.
+   * Overruns the zone's response window by one frame. The kit grants the
+   * zone a request window of one frame (which its catalog request spends)
+   * and writes its hello together with the catalog response and as many
+   * frames again as the zone's response window: the zone's ACK of the
+   * catalog waits for request credit the kit never returns, so a zone that
+   * ACKs before it takes its next frame (as kds-mux's does) consumes no
+   * more, and the last frame arrives past what it granted.
    */
   async overrun(): Promise<boolean> {
     const c = await this.#accept("overrun.frame");
@@ -290,10 +294,13 @@ class ZoneRun {
       return true;
     }
     const count = h.responseWindow + 1;
-    const frames = Array.from({ length: count }, (_, i) =>
+    const catalog = create(MessageSchema, {
+      value: { case: "response", value: create(DiscoveryResponseSchema, { typeUrl: CATALOG_TYPE, versionInfo: this.#catalog.version, nonce: "catalog-o", resources: [this.#catalog.any] }) },
+    });
+    const frames = Array.from({ length: count - 1 }, (_, i) =>
       create(MessageSchema, { value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: UNKNOWN_TYPE, nonce: `overrun-${i}` }) } }),
     );
-    c.write(hello("conformance-kit"), ...frames);
+    c.write(hello("conformance-kit", { requestWindow: 1 }), catalog, ...frames);
     c.sentHello = true;
     const g = await c.awaitGoaway(ANSWER_MS);
     const returned = c.received.filter((f) => f.value.case === "windowUpdate").reduce((n, f) => n + (f.value.case === "windowUpdate" ? f.value.value.responses : 0), 0);

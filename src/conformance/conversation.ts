@@ -55,6 +55,8 @@ export class Conversation {
   readonly sent: Record<Lane, Credit> = { requests: { frames: 0, bytes: 0 }, responses: { frames: 0, bytes: 0 } };
   /** True once the peer's direction ended. */
   peerEnded = false;
+  /** Frames a wait has taken. */
+  readonly #taken = new Set<Message>();
   /** True once the kit wrote its hello (zone mode's window accounting starts there). */
   sentHello = false;
   /** Sees every frame as it is read (zone mode: accounting, pongs). */
@@ -115,19 +117,27 @@ export class Conversation {
   }
 
   /**
-   * Reads until a frame satisfies `match`, for at most `ms`; returns it, or
-   * undefined when none did in time or the peer's direction ended.
-   * `onOther` sees every other frame read meanwhile.
+   * The first frame satisfying `match` that no earlier wait took, read
+   * already or arriving within `ms`; undefined when none did in time or the
+   * peer's direction ended. Frames a wait passes over stay for later waits.
    */
-  async waitFor(match: (frame: Message) => boolean, ms: number, onOther?: (frame: Message) => void): Promise<Message | undefined> {
+  async waitFor(match: (frame: Message) => boolean, ms: number): Promise<Message | undefined> {
+    for (const frame of this.received) {
+      if (!this.#taken.has(frame) && match(frame)) {
+        this.#taken.add(frame);
+        return frame;
+      }
+    }
     const deadline = Date.now() + ms;
     for (let i = 0; i < 100_000; i++) {
       const left = deadline - Date.now();
       if (left <= 0) return undefined;
       const frame = await this.next(left);
       if (frame === undefined) return undefined;
-      if (match(frame)) return frame;
-      onOther?.(frame);
+      if (match(frame)) {
+        this.#taken.add(frame);
+        return frame;
+      }
     }
     return undefined;
   }

@@ -61,12 +61,14 @@ export interface Expectation {
 /**
  * Expects the peer to answer a violation with goaway PROTOCOL_ERROR (and,
  * when given, the call's status and trailer); records `rule`, and the
- * status rule for every violation a global answers. Cancels the call.
+ * status rule for every violation a global answers. Ends the call.
  */
 export async function expectProtocolError(report: Report, rule: RuleName, c: Conversation, e: Expectation): Promise<void> {
   const goaway = await c.awaitGoaway(ANSWER_MS);
   const end = e.grpcStatus === undefined ? undefined : await c.end(ANSWER_MS);
-  c.link.cancel();
+  // Global mode: the global has ended the call (or failed to); zone mode: the kit plays the global and ends it as one would.
+  if (e.grpcStatus === undefined) c.link.close({ grpcStatus: 3, kdsErrorCode: "protocol_error", message: `conformance kit: ${e.what}` });
+  else c.link.cancel();
   const problems: string[] = [];
   if (goaway === undefined) problems.push(`no goaway within ${ANSWER_MS} ms`);
   else if (goaway.reason !== "PROTOCOL_ERROR") problems.push(`goaway ${goaway.reason}, not PROTOCOL_ERROR`);
