@@ -11,7 +11,19 @@ export type { MuxRequest, MuxResponse, Lane } from "./frames.ts";
 export { DEFAULT_MEMORY_BUDGET_BYTES, MemoryBudget, type BudgetHolder, type MemoryBudgetStats } from "./budget.ts";
 export { creditSize } from "./frame-size.ts";
 export { defaultSessionOptions, resolveSessionOptions, type SessionOptions, type ResolvedSessionOptions } from "./options.ts";
-export { MuxSession, PROTOCOL_VERSION, type SessionInit } from "./session.ts";
+export { MuxSession, type SessionInit } from "./session.ts";
+export {
+  FEATURES,
+  MIN_PROTOCOL_VERSION,
+  PROTOCOL_VERSION,
+  SOFTWARE_VERSION,
+  negotiate,
+  type Agreement,
+  type Feature,
+  type HelloNegotiationFields,
+  type HelloOffer,
+  type VersionRange,
+} from "./negotiation.ts";
 export type { SessionEnd, SessionEndCode, PeerSettings, SessionState } from "./state.ts";
 export type { CallPort, ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
 export * from "./schema.ts";

@@ -4,6 +4,7 @@
  * @module
  */
 import { KdsError } from "../errors.ts";
+import { FEATURES, MAX_SOFTWARE_VERSION, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, SOFTWARE_VERSION, type Feature, type VersionRange } from "./negotiation.ts";
 
 /** Tunables of a mux session. Every field has a documented default. */
 export interface SessionOptions {
@@ -50,7 +51,28 @@ export interface SessionOptions {
   closeGraceMs?: number;
   /** How long to wait for the peer's hello before failing. Default 30 s. */
   handshakeTimeoutMs?: number;
+  /**
+   * The mux protocol versions this side offers in its hello: a part of
+   * {@link MIN_PROTOCOL_VERSION} to {@link PROTOCOL_VERSION}. Default all
+   * of it. Narrowing it to `{ min: 2, max: 2 }` makes this side speak as a
+   * version 2 peer (for tests of version skew, or a fleet that must not use
+   * version 3 yet).
+   */
+  protocolVersions?: VersionRange;
+  /**
+   * The features this side offers (and so may use): some of {@link FEATURES}.
+   * Default all of them. A session uses only those both sides offer.
+   */
+  features?: readonly Feature[];
+  /**
+   * The software version this side names in its hello (version 3), at most
+   * 128 characters. Default `kds-mux/<this release>` ({@link SOFTWARE_VERSION}).
+   */
+  softwareVersion?: string;
 }
+
+/** The options that are numbers, each with a range. */
+type NumericOption = Exclude<keyof SessionOptions, "protocolVersions" | "features" | "softwareVersion">;
 
 /** {@link SessionOptions} with every default filled in. */
 export type ResolvedSessionOptions = Required<SessionOptions>;
@@ -68,6 +90,9 @@ export const defaultSessionOptions: ResolvedSessionOptions = Object.freeze({
   maxQueuedSends: 1024,
   closeGraceMs: 2_000,
   handshakeTimeoutMs: 30_000,
+  protocolVersions: Object.freeze({ min: MIN_PROTOCOL_VERSION, max: PROTOCOL_VERSION }),
+  features: FEATURES,
+  softwareVersion: SOFTWARE_VERSION,
 });
 
 /** The largest window either side may grant per lane (in its options or its hello). */
@@ -76,7 +101,7 @@ export const MAX_WINDOW = 65_536;
 /** The largest byte window either side may grant per lane (in its options or its hello): 1 GiB. */
 export const MAX_WINDOW_BYTES = 2 ** 30;
 
-const limits: Record<keyof SessionOptions, [min: number, max: number]> = {
+const limits: Record<NumericOption, [min: number, max: number]> = {
   requestWindow: [1, MAX_WINDOW],
   responseWindow: [1, MAX_WINDOW],
   maxMessageBytes: [1024, 2 ** 31 - 1],
@@ -99,7 +124,7 @@ export function resolveSessionOptions(options: SessionOptions = {}): ResolvedSes
     if (given.requestWindowBytes === undefined) resolved.requestWindowBytes = Math.max(resolved.requestWindowBytes, resolved.maxMessageBytes);
     if (given.responseWindowBytes === undefined) resolved.responseWindowBytes = Math.max(resolved.responseWindowBytes, resolved.maxMessageBytes);
   }
-  for (const [key, [min, max]] of Object.entries(limits) as [keyof SessionOptions, [number, number]][]) {
+  for (const [key, [min, max]] of Object.entries(limits) as [NumericOption, [number, number]][]) {
     const value = resolved[key];
     if (!Number.isInteger(value) || value < min || value > max) {
       throw new KdsError("invalid_argument", `session option ${key} must be an integer from ${min} to ${max}, got ${String(value)}`);
@@ -119,7 +144,25 @@ export function resolveSessionOptions(options: SessionOptions = {}): ResolvedSes
       );
     }
   }
+  checkNegotiation(resolved);
   return resolved;
+}
+
+/** Checks the options that go into the hello's negotiation fields. */
+function checkNegotiation(resolved: ResolvedSessionOptions): void {
+  const { min, max } = resolved.protocolVersions;
+  if (!Number.isInteger(min) || !Number.isInteger(max) || min < MIN_PROTOCOL_VERSION || max > PROTOCOL_VERSION || min > max) {
+    throw new KdsError(
+      "invalid_argument",
+      `session option protocolVersions must be a range within ${MIN_PROTOCOL_VERSION} to ${PROTOCOL_VERSION} (the versions this release speaks) with min <= max, got ${String(min)} to ${String(max)}`,
+    );
+  }
+  const unknown = resolved.features.filter((f) => !(FEATURES as readonly string[]).includes(f));
+  if (unknown.length > 0) throw new KdsError("invalid_argument", `session option features may hold only ${FEATURES.join(", ")}; unknown: ${unknown.join(", ")}`);
+  const software = resolved.softwareVersion;
+  if (typeof software !== "string" || software === "" || software.length > MAX_SOFTWARE_VERSION) {
+    throw new KdsError("invalid_argument", `session option softwareVersion must be 1 to ${MAX_SOFTWARE_VERSION} characters, got ${JSON.stringify(software)}`);
+  }
 }
 
 function stripUndefined(options: SessionOptions): SessionOptions {

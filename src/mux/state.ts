@@ -49,7 +49,7 @@ export interface SessionEnd {
   readonly cause?: unknown;
 }
 
-/** Settings the peer announced in its hello. */
+/** Settings the peer announced in its hello, and what the two hellos agreed on (version, features). */
 export interface PeerSettings {
   /** The peer's name. */
   readonly peerId: string;
@@ -63,8 +63,16 @@ export interface PeerSettings {
   readonly responseWindowBytes: number;
   /** The largest frame the peer accepts. */
   readonly maxMessageBytes: number;
-  /** The peer accepts reverse-call frames (it answers or refuses calls). */
+  /** The peer accepts reverse-call frames (it answers or refuses calls) and this side offered them too: the session uses the `calls` feature. */
   readonly calls: boolean;
+  /** The mux protocol versions the peer speaks (a version 2 peer: exactly 2). */
+  readonly protocolVersions: { readonly min: number; readonly max: number };
+  /** The peer's software version ("kds-mux/0.1.0"); empty when it did not say (a version 2 peer). */
+  readonly softwareVersion: string;
+  /** The version the session runs: the highest both sides speak. */
+  readonly protocolVersion: number;
+  /** The features the session uses: those both sides offered ("batching", "calls"). */
+  readonly features: readonly string[];
 }
 
 /** The states of a session. */

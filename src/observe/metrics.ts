@@ -67,6 +67,16 @@ export type DiscoveryEvent =
   /** This side rejected (and NACKed) a response from the peer. */
   | "rejected";
 
+/** What a session's hellos agreed on, as metrics see it. */
+export interface PeerVersion {
+  /** The mux protocol version the session runs. */
+  readonly protocolVersion: number;
+  /** The peer's software version; empty when it did not say. */
+  readonly softwareVersion: string;
+  /** The features the session uses. */
+  readonly features: readonly string[];
+}
+
 /**
  * Where the layers report. Every method returns at once and never throws
  * into the caller's path (an implementation that can fail catches its own
@@ -74,10 +84,10 @@ export type DiscoveryEvent =
  * method names; the implementation chooses which become labels.
  */
 export interface Metrics {
-  /** A mux session finished its handshake with `peer`. */
-  sessionOpened(peer: string): void;
-  /** A session that had opened ended, for `code` (a `SessionEndCode`). */
-  sessionClosed(peer: string, code: string): void;
+  /** A mux session finished its handshake with `peer`; `version` is what the hellos agreed on. */
+  sessionOpened(peer: string, version?: PeerVersion): void;
+  /** A session that had opened ended, for `code` (a `SessionEndCode`); `version` as it opened. */
+  sessionClosed(peer: string, code: string, version?: PeerVersion): void;
   /** The global decided on a zone's stream. */
   admission(result: AdmissionResult): void;
   /** A connection on `listener` opened, closed, was refused at the cap, or was closed for idling. */
@@ -111,8 +121,8 @@ export const noopMetrics: Metrics = Object.freeze({
 export function fanOutMetrics(...sinks: Metrics[]): Metrics {
   if (sinks.length === 1) return sinks[0] as Metrics;
   return {
-    sessionOpened: (peer) => sinks.forEach((s) => s.sessionOpened(peer)),
-    sessionClosed: (peer, code) => sinks.forEach((s) => s.sessionClosed(peer, code)),
+    sessionOpened: (peer, version) => sinks.forEach((s) => s.sessionOpened(peer, version)),
+    sessionClosed: (peer, code, version) => sinks.forEach((s) => s.sessionClosed(peer, code, version)),
     admission: (result) => sinks.forEach((s) => s.admission(result)),
     connection: (listener, event) => sinks.forEach((s) => s.connection(listener, event)),
     frames: (direction, lane, frames, bytes) => sinks.forEach((s) => s.frames(direction, lane, frames, bytes)),

@@ -150,7 +150,7 @@ describe("Outbox", () => {
 
 describe("session state machine", () => {
   const end: SessionEnd = { code: "shutdown", message: "bye", initiator: "local", graceful: true };
-  const peer = { peerId: "g", requestWindow: 1, responseWindow: 1, requestWindowBytes: 1024, responseWindowBytes: 1024, maxMessageBytes: 1024, calls: false };
+  const peer = { peerId: "g", requestWindow: 1, responseWindow: 1, requestWindowBytes: 1024, responseWindowBytes: 1024, maxMessageBytes: 1024, calls: false, protocolVersions: { min: 2, max: 3 }, softwareVersion: "", protocolVersion: 3, features: [] };
   it("moves handshaking -> open -> ending -> closed and keeps the first end", () => {
     let s: SessionState = { kind: "handshaking" };
     s = transition(s, { type: "hello", peer });
