@@ -28,6 +28,7 @@ import { apply, generateZone, get, inspectZone, inspectZones, outputFormats, rem
 import { readPem } from "./secret-files.ts";
 import { runGlobal, runZone, zoneTransports, type GlobalCommandOptions, type ZoneCommandOptions } from "./serve-commands.ts";
 import { stopSignal } from "./signals.ts";
+import { drainTimeoutOption } from "./drain.ts";
 import { dataDirOption, storeOption } from "./store-option.ts";
 import { generateAdminToken, generateZoneToken, revokeCertificate, revokeToken, rotateSigningKey, tokenOutput } from "./token-commands.ts";
 
@@ -96,6 +97,7 @@ export function program(): Command {
     .addOption(adminMaxConnectionsOption())
     .addOption(idleTimeoutOption())
     .addOption(helloTimeoutOption())
+    .addOption(drainTimeoutOption())
     .addOption(maxHandshakesOption())
     .addOption(maxHandshakesPerZoneOption())
     .addOption(authTimeoutOption())

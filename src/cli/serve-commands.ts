@@ -39,6 +39,9 @@ import { MAX_WINDOW_BYTES, resolveSessionOptions, type SessionOptions } from "..
 import { resolveConnectionLimits, type ConnectionFlags } from "./connection-flags.ts";
 import { globalKinds, zoneKinds } from "./kinds-file.ts";
 import { aborted } from "./signals.ts";
+import { drainRoute, drainWithin } from "./drain.ts";
+import { probeHandler, readinessOf, storeReason, PROBE_PATHS, type Readiness } from "../observe/probes.ts";
+import { anySignal } from "../util/abort.ts";
 import { openCliStore, type StoreChoice } from "./store-option.ts";
 import { readPem, readTokenFile, writeSecretFile } from "./secret-files.ts";
 
@@ -68,6 +71,8 @@ export interface GlobalCommandOptions extends TlsFlags, StoreChoice, ConnectionF
   readonly maxSessionBufferBytes?: string;
   /** --max-buffer-bytes: the most inbound bytes all sessions buffer together (a byte size; default 256MiB). */
   readonly maxBufferBytes?: string;
+  /** --drain-timeout, in ms: how long a drain (SIGTERM, POST /drain) spreads the zones' reconnects over (drain.ts). Default 30 s. */
+  readonly drainTimeout?: number;
   readonly name: string;
   readonly logger: Logger;
   readonly signal: AbortSignal;
@@ -96,7 +101,18 @@ function checkAdminListen(listen: string, tokenFile: string | undefined, flag: s
 async function serveAdminApi(
   backend: AdminBackend,
   listen: string,
-  options: { tls?: { key: string; cert: string }; tokenFile?: string; flag: string; logger: Logger; observe?: OptionalFetchHandler; limits: ConnectionLimits },
+  options: {
+    tls?: { key: string; cert: string };
+    tokenFile?: string;
+    flag: string;
+    logger: Logger;
+    observe?: OptionalFetchHandler;
+    limits: ConnectionLimits;
+    /** /livez and /readyz (observe/probes.ts), answered without credentials. */
+    readiness: (signal: AbortSignal) => Promise<Readiness>;
+    /** POST /drain (admins only) calls it. */
+    drain?: () => void;
+  },
 ): Promise<ServedGlobal> {
   const { host, port } = parseListen(listen);
   const open = !isLoopback(host);
@@ -112,6 +128,8 @@ async function serveAdminApi(
     // The same rule on the headers of every request (calls, pages, /metrics) before its body is read, so a caller without a valid
     // admin token (non-loopback) holds nothing: its connection is closed after --auth-timeout, and first at the cap.
     gate: async (request, signal) => {
+      // Probes carry no credentials (a load balancer's or kubelet's); their bodies reveal only which condition is unmet.
+      if (PROBE_PATHS.has(request.path)) return { authenticated: false };
       refuseZoneStreamOnAdmin(request.path, backend.role); // a zone that dialed the admin port learns which port to dial
       const principal = await authorizer.authorize(request.headers, signal);
       return { authenticated: true, identity: principal.tokenId };
@@ -119,7 +137,13 @@ async function serveAdminApi(
     // Its own cap: a flood on the zone listener never takes the admin API's connections.
     limits: options.limits,
     // The status page and /metrics follow the admin API's rules: any role may read them.
-    fallback: options.observe === undefined ? undefined : fetchFallback(authorizedReads(options.observe, backend, host)),
+    fallback: fetchFallback(
+      firstAnswer([
+        probeHandler(options.readiness),
+        ...(options.drain === undefined ? [] : [drainRoute(authorizer, options.drain)]),
+        ...(options.observe === undefined ? [] : [authorizedReads(options.observe, backend, host)]),
+      ]),
+    ),
   });
   if (open && options.tokenFile !== undefined && backend.tokens !== undefined) {
     const issued = await backend.tokens.issueAdminToken("bootstrap", "admin");
@@ -128,6 +152,17 @@ async function serveAdminApi(
     if (options.tls === undefined) options.logger.warn(`the admin API on ${served.url} has no TLS: admin tokens cross the network in clear text; pass --tls-cert and --tls-key`);
   }
   return served;
+}
+
+/** The first answer of `handlers`, asked in order (undefined when none owns the request). */
+function firstAnswer(handlers: readonly OptionalFetchHandler[]): OptionalFetchHandler {
+  return async (request) => {
+    for (const handler of handlers) {
+      const response = await handler(request);
+      if (response !== undefined) return response;
+    }
+    return undefined;
+  };
 }
 
 /**
@@ -171,7 +206,12 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
   let adminUrl = "<global-admin-url>";
   const types = globalKinds(options.kinds, options.logger);
-  const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: options.signal });
+  // The first SIGTERM (options.signal) or POST /drain starts the drain; the store and the control plane run until it is over.
+  const running = new AbortController();
+  const drainAsked = new AbortController();
+  const stopping = anySignal([options.signal, drainAsked.signal]);
+  let listening = false;
+  const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: running.signal });
   try {
     options.logger.info(`global "${options.name}" keeps its state in ${opened.description}`);
     const observe = observation("global", options.name, () => global.zoneStatuses());
@@ -190,7 +230,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       maxHandshakes: options.maxHandshakes,
       maxHandshakesPerZone: options.maxHandshakesPerZone,
     });
-    global.start(options.signal);
+    global.start(running.signal);
     const admin = await serveAdminApi(global.admin(), options.adminListen, {
       tls,
       tokenFile: options.adminTokenFile,
@@ -198,18 +238,28 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       logger: options.logger,
       observe: observe.handler,
       limits: limits.admin,
+      readiness: async (signal) => {
+        const state = await global.readiness(signal);
+        return listening ? state : readinessOf(["starting: the zone listener is not open yet", ...state.reasons]);
+      },
+      drain: () => drainAsked.abort(new Error("POST /drain")),
     });
     adminUrl = admin.url;
     const served = await serveGlobal(global.server, { host, port, tls: tls === undefined ? undefined : { ...tls, clientCa }, limits: limits.zones });
+    listening = true;
     const proof = options.insecureNoZoneAuth === true ? "NOTHING (insecure)" : clientCa !== undefined ? "client certificates or zone tokens" : "zone tokens";
     options.logger.info(
       `global "${options.name}" listening on ${served.url} for zones (mux and half-duplex; zones prove themselves with ${proof}); admin API on ${admin.url} (status page at ${admin.url}/, metrics at ${admin.url}/metrics)`,
     );
     if (tls === undefined && !isLoopback(host)) options.logger.warn(`zones dial ${served.url} without TLS: their tokens cross the network in clear text; pass --tls-cert and --tls-key`);
-    await aborted(options.signal);
-    options.logger.info("shutting down: telling every zone (goaway) and closing connections");
+    await aborted(stopping);
+    const drainMs = options.drainTimeout ?? 30_000;
+    options.logger.info(`draining (${stopping.reason instanceof Error ? stopping.reason.message : "stop"}): /readyz answers 503, no zone is admitted, and the zones are asked to reconnect to another instance over ${drainMs} ms; a second SIGTERM exits at once`);
+    await drainWithin(global.server, drainMs, options.logger);
+    options.logger.info("shutting down: telling every zone left (goaway) and closing connections");
     await Promise.all([served.close(), admin.close()]);
   } finally {
+    running.abort(new Error("stopped"));
     await opened.close();
   }
   options.logger.info("stopped");
@@ -343,6 +393,11 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       logger: options.logger,
       observe: observe.handler,
       limits: limits.admin,
+      readiness: async (signal) =>
+        readinessOf([
+          options.signal.aborted ? "stopping: the zone shuts down" : undefined,
+          await storeReason(zone.store, signal, (error) => options.logger.debug("readiness: the store did not answer", { error })),
+        ]),
     });
     options.logger.info(`zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`);
     await zone.run(options.signal);

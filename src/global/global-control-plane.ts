@@ -37,6 +37,7 @@ import { ZoneLifecycle } from "./zone-lifecycle.ts";
 import { ZoneOwnership } from "./zone-ownership.ts";
 import type { Metrics } from "../observe/metrics.ts";
 import { instrumentStore } from "../observe/store.ts";
+import { readinessOf, storeReason, type Readiness } from "../observe/probes.ts";
 
 /** Options of {@link GlobalControlPlane}. */
 export interface GlobalControlPlaneOptions {
@@ -66,7 +67,11 @@ export interface GlobalControlPlaneOptions {
   readonly authenticator?: ZoneAuthenticator;
   /** Also admit a zone by a verified client certificate that names it (mutual TLS; the rule of `certificateZone`), unless revoked. Default false. */
   readonly clientCertificates?: boolean;
-  /** Which global resources a zone receives. Default: all. */
+  /**
+   * Which global resources a zone receives. Default: all. Zone-to-zones
+   * resources pass it only after their own rules: a zone never gets its own
+   * back, nor those of a disabled zone.
+   */
   readonly filter?: (zone: string, resource: StoredResource) => boolean;
   /** How the global subscribes to zone resources. Default "delta". */
   readonly mode?: "delta" | "sotw";
@@ -111,6 +116,7 @@ export class GlobalControlPlane {
   readonly tokens: TokenAuthority;
   readonly #lifecycle: ZoneLifecycle;
   readonly #logger: Logger;
+  #started = false;
 
   /** @param options - types, store, names, callbacks */
   constructor(options: GlobalControlPlaneOptions = {}) {
@@ -182,16 +188,36 @@ export class GlobalControlPlane {
         await this.server.revoke(zone, `zone "${zone}" was ${reason} on global "${this.server.id}"`);
       },
       settled: (zone) => this.sync.settled(zone),
+      withheld: this.sync.withheld,
       forgotten: (zone) => this.sync.forget(zone),
     });
   }
 
   /** Loads and follows the store (global resources, Zone changes, revocations) until `signal` aborts. */
   start(signal: AbortSignal): void {
+    this.#started = true;
     this.sync.start(signal);
     this.#lifecycle.start(signal);
     this.ownership.start(signal);
     this.server.followRevocations(signal).catch((error: unknown) => this.#logger.error("following revocations stopped", { error }));
+  }
+
+  /**
+   * Whether this instance should get zones now: started, every kind loaded
+   * from the store, the store answering, and not draining (see
+   * `GlobalServer.drain`). The reasons name unmet conditions only (no
+   * error details: probes answer without credentials); a store failure is
+   * logged at debug level.
+   */
+  async readiness(signal: AbortSignal): Promise<Readiness> {
+    const kinds = this.sync.served();
+    const unloaded = kinds.filter((k) => !k.loaded).length;
+    return readinessOf([
+      this.#started ? undefined : "starting: the control plane has not started",
+      this.#started && unloaded > 0 ? `starting: ${unloaded} of ${kinds.length} kinds not loaded from the store yet` : undefined,
+      this.server.draining ? "draining: this instance hands its zones to other instances and admits none" : undefined,
+      await storeReason(this.store, signal, (error) => this.#logger.debug("readiness: the store did not answer", { error })),
+    ]);
   }
 
   /** Registers (or re-enables) zone `name`: writes its Zone resource. */

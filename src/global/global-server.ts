@@ -28,6 +28,7 @@ import type { ZoneRegistry } from "./zone-registry.ts";
 import { CLIENT_ID_HEADER, ZONE_NAME_PATTERN } from "../names.ts";
 import { muxJsonRegistry } from "../sync/json-registry.ts";
 import { BurstLog } from "../util/burst-log.ts";
+import { sleep } from "../util/abort.ts";
 
 /** The default of {@link GlobalServerOptions.maxHandshakes}. */
 export const DEFAULT_MAX_HANDSHAKES = 512;
@@ -37,6 +38,14 @@ const MAX_REFUSAL_LOGS = 256;
 
 /** The default of {@link GlobalServerOptions.maxHandshakesPerZone}: a zone needs one; a few cover a reconnect racing a stale stream. */
 export const DEFAULT_MAX_HANDSHAKES_PER_ZONE = 4;
+
+/** Options of {@link GlobalServer.drain}. */
+export interface DrainOptions {
+  /** Spread the zones' goaways over this many milliseconds (evenly, one zone at a time); 0 tells them all at once. */
+  readonly spreadMs: number;
+  /** Stops spreading: the zones not yet told are left connected (close the server to end them). */
+  readonly signal?: AbortSignal;
+}
 
 /** Options of {@link GlobalServer}. */
 export interface GlobalServerOptions {
@@ -118,6 +127,7 @@ export class GlobalServer implements MuxAcceptor {
   /** Every live session, including ones still handshaking or being replaced, with who it was proven to be. */
   readonly #live = new Map<MuxSession, ZoneIdentity>();
   #closing = false;
+  #draining = false;
   readonly #maxHandshakes: number;
   readonly #maxHandshakesPerZone: number;
   /** Authenticated streams in admission or waiting for their hello. */
@@ -250,6 +260,7 @@ export class GlobalServer implements MuxAcceptor {
   async #authenticate(headers: Headers, signal: AbortSignal, peer: PeerInfo | undefined): Promise<ZoneIdentity> {
     const zone = zoneName(headers);
     if (this.#closing) throw new KdsError("session_closed", `global "${this.id}" is shutting down; the zone retries with backoff`);
+    if (this.#draining) throw new KdsError("session_closed", `global "${this.id}" is draining before it stops and admits no zone; the zone dials another instance (or retries with backoff)`);
     // Prove the name before looking anything up for it: an unproven caller learns nothing about the zone.
     try {
       return await this.#options.authenticator.authenticate({ zone, headers, peer }, signal);
@@ -398,6 +409,45 @@ export class GlobalServer implements MuxAcceptor {
     await this.#options.authenticator.follow?.(signal, (matches, reason) => {
       this.endSessions(matches, reason).catch((error: unknown) => this.#logger.error("ending revoked sessions failed", { error }));
     });
+  }
+
+  /** True once {@link drain} began: no zone is admitted any more. */
+  get draining(): boolean {
+    return this.#draining;
+  }
+
+  /**
+   * Drains this instance before it stops: refuses new zones at once (as when
+   * closing), then asks each connected zone to reconnect now, preferably to
+   * another instance (goaway RECONNECT; the zone resumes there by versions),
+   * one at a time, spread evenly over `spreadMs` so the other instances take
+   * them at a bounded rate. Sessions still handshaking when the spread ends
+   * are asked too. Resolves, with how many zones were asked, once every
+   * asked session released its transport (or `signal` aborted).
+   */
+  async drain(options: DrainOptions): Promise<number> {
+    this.#draining = true;
+    const { signal } = options;
+    const message = `global "${this.id}" is draining before it stops; reconnect now, to another instance if there is one (the state resumes by versions)`;
+    const closing: Promise<unknown>[] = [];
+    const ask = (session: MuxSession): void => {
+      if (session.end === undefined) closing.push(session.close({ code: "reconnect", message, signal }));
+    };
+    const sessions = [...this.#current.values()];
+    const gapMs = sessions.length === 0 ? 0 : Math.max(0, options.spreadMs) / sessions.length;
+    this.#logger.info(`draining: asking ${sessions.length} zones to reconnect to another instance, one every ${Math.round(gapMs)} ms`, { zones: sessions.length });
+    for (const [i, session] of sessions.entries()) {
+      if (signal?.aborted === true) break;
+      ask(session);
+      try {
+        if (gapMs > 0 && i < sessions.length - 1) await sleep(gapMs, signal);
+      } catch {
+        break; // rejects only once the signal aborted: the caller stops waiting and closes what is left
+      }
+    }
+    if (signal?.aborted !== true) for (const session of [...this.#live.keys()]) ask(session);
+    await Promise.all(closing);
+    return closing.length;
   }
 
   /** Ends every session with a goaway and refuses new ones; resolves when all transports are released. */

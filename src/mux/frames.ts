@@ -64,6 +64,7 @@ export const goAwayReasons = {
   send_timeout: GoAwayReason.SEND_TIMEOUT,
   zone_revoked: GoAwayReason.ZONE_REVOKED,
   resource_exhausted: GoAwayReason.RESOURCE_EXHAUSTED,
+  reconnect: GoAwayReason.RECONNECT,
 } as const;
 
 /**

@@ -18,6 +18,8 @@ export type SessionEndCode =
   | "replaced"
   /** The zone was removed or disabled on the global. */
   | "zone_revoked"
+  /** The global asked the zone to reconnect now, preferably to another instance (it drains, or evens out its instances). */
+  | "reconnect"
   /** A side broke the mux protocol. */
   | "protocol_error"
   /** The peer made this side buffer more than its process's memory budget allows (see `MemoryBudget`). */
@@ -43,7 +45,7 @@ export interface SessionEnd {
   readonly message: string;
   /** Which side ended the session. */
   readonly initiator: "local" | "peer";
-  /** True for a deliberate close (shutdown, replaced, zone revoked), false for a failure. */
+  /** True for a deliberate close (shutdown, replaced, zone revoked, reconnect), false for a failure. */
   readonly graceful: boolean;
   /** The underlying error, if any. */
   readonly cause?: unknown;
@@ -89,7 +91,7 @@ export type SessionEvent =
   | { readonly type: "released" };
 
 /** Codes that mean a deliberate close rather than a failure. */
-export const gracefulCodes: ReadonlySet<SessionEndCode> = new Set(["shutdown", "replaced", "zone_revoked"]);
+export const gracefulCodes: ReadonlySet<SessionEndCode> = new Set(["shutdown", "replaced", "zone_revoked", "reconnect"]);
 
 /**
  * The one transition function. Events that make no sense in a state leave it

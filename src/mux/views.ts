@@ -78,10 +78,12 @@ export interface SessionStats {
 export interface CloseOptions {
   /**
    * Why: a plain shutdown (default), replacement by a newer session, a
-   * revoked zone, or a peer that broke the protocol above the mux (it asked
-   * for a type this side does not serve, say; not graceful).
+   * revoked zone, a request that the zone reconnect now (preferably to
+   * another instance: a drain or a rebalance), or a peer that broke the
+   * protocol above the mux (it asked for a type this side does not serve,
+   * say; not graceful).
    */
-  readonly code?: "shutdown" | "replaced" | "zone_revoked" | "protocol_error";
+  readonly code?: "shutdown" | "replaced" | "zone_revoked" | "reconnect" | "protocol_error";
   /** Told to the peer in the goaway. */
   readonly message?: string;
   /** The error behind the close, kept in the session's end (`protocol_error` closes carry a `KdsError` naming what was wrong). */

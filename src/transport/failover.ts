@@ -1,12 +1,13 @@
 /**
  * A zone that knows several global instances: each dial uses one of them,
- * and a dial that fails before the global answered moves the next dial on to
- * the next instance.
+ * and a dial that fails before the global answered, or a session the global
+ * ended asking the zone to reconnect (goaway RECONNECT: it drains or evens
+ * out its instances), moves the next dial on to the next instance.
  *
  * @module
  */
 import { KdsError } from "../errors.ts";
-import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import type { MuxDialRequest, MuxTransport } from "./transport.ts";
 
 /** Errors that mean "no instance will take the zone" (they share one store), not "this instance is unreachable". */
@@ -14,7 +15,8 @@ const REFUSALS: ReadonlySet<string> = new Set(["zone_not_registered", "zone_disa
 
 /**
  * Dials `transports` one at a time: the current one until a dial fails
- * before the global sent its first frame, then the next one, round robin.
+ * before the global sent its first frame, or the global sends goaway
+ * RECONNECT, then the next one, round robin.
  * The zone's reconnect backoff applies between dials as usual. A refusal
  * (unregistered or disabled zone) does not move on: every instance shares
  * the same registry.
@@ -22,9 +24,12 @@ const REFUSALS: ReadonlySet<string> = new Set(["zone_not_registered", "zone_disa
 export function failoverMuxTransport(transports: readonly MuxTransport[]): MuxTransport {
   if (transports.length === 0) throw new KdsError("invalid_argument", "failoverMuxTransport needs at least one transport");
   let current = 0;
+  const moveOn = (index: number): void => {
+    if (current === index) current = (index + 1) % transports.length;
+  };
   const failed = (index: number, error: unknown): void => {
     if (KdsError.is(error) && REFUSALS.has(error.code)) return;
-    if (current === index) current = (index + 1) % transports.length;
+    moveOn(index);
   };
   return {
     name: transports.map((t) => t.name).join(","),
@@ -43,6 +48,8 @@ export function failoverMuxTransport(transports: readonly MuxTransport[]): MuxTr
         try {
           for await (const frame of inbound) {
             answered = true;
+            // Asked to reconnect: this instance drains or sheds zones, so the next dial goes to the next one.
+            if (frame.value.case === "goaway" && frame.value.value.reason === GoAwayReason.RECONNECT) moveOn(index);
             yield frame;
           }
         } catch (error) {

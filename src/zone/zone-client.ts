@@ -1,6 +1,8 @@
 /**
  * The zone role: dials the global, hands each new session to the caller, and
- * reconnects after any end with exponential backoff and full jitter.
+ * reconnects after any end with exponential backoff and full jitter; when the
+ * global asks it to reconnect (goaway RECONNECT: a drain or a rebalance), at
+ * once, after a small jitter only, and without counting it as a failure.
  *
  * @module
  */
@@ -18,6 +20,9 @@ import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { callEndpoint, type CallEndpointOptions } from "../rpc/endpoint.ts";
 import { backoffCeiling, backoffDelay, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
 
+/** The default of {@link ZoneClientOptions.reconnectJitterMs}. */
+export const DEFAULT_RECONNECT_JITTER_MS = 1_000;
+
 /** What the zone reports before each retry. */
 export interface RetryInfo {
   /** Retry number since the last healthy session, from 0. */
@@ -30,6 +35,8 @@ export interface RetryInfo {
   readonly nextAttemptAt: Date;
   /** Why the zone retries: the dial error, or `session_closed` with the end as cause. */
   readonly error: KdsError;
+  /** True when the global asked the zone to reconnect (goaway RECONNECT): not a failure, and the backoff was not used. */
+  readonly asked: boolean;
 }
 
 /** Options of {@link ZoneClient}. */
@@ -54,6 +61,12 @@ export interface ZoneClientOptions {
   session?: SessionOptions;
   /** Reconnect backoff; see {@link BackoffOptions}. */
   backoff?: BackoffOptions;
+  /**
+   * The most a zone waits (uniformly at random from 0) before it dials again
+   * after the global asked it to reconnect (goaway RECONNECT), instead of its
+   * backoff. Default {@link DEFAULT_RECONNECT_JITTER_MS}.
+   */
+  reconnectJitterMs?: number;
   /** Where to log. Default: warnings and errors to the console. */
   logger?: Logger;
   /** Random source in [0, 1) for the jitter. Default `Math.random`. */
@@ -75,6 +88,7 @@ export class ZoneClient {
   readonly name: string;
   readonly #options: ZoneClientOptions;
   readonly #backoff: ResolvedBackoff;
+  readonly #reconnectJitterMs: number;
   readonly #logger: Logger;
   #current: MuxSession | undefined;
   #callHandlers: readonly UniversalHandler[] | undefined;
@@ -86,6 +100,9 @@ export class ZoneClient {
     this.name = options.name;
     this.#options = options;
     this.#backoff = resolveBackoff(options.backoff);
+    const jitter = options.reconnectJitterMs ?? DEFAULT_RECONNECT_JITTER_MS;
+    if (!Number.isFinite(jitter) || jitter < 0) throw new KdsError("invalid_argument", `reconnectJitterMs must be a non-negative number of milliseconds, got ${String(options.reconnectJitterMs)}`);
+    this.#reconnectJitterMs = jitter;
     this.#logger = options.logger ?? consoleLogger();
   }
 
@@ -154,6 +171,7 @@ export class ZoneClient {
     while (!signal.aborted) {
       let error: KdsError;
       let upMs = 0;
+      let asked = false;
       try {
         const session = await this.dial(signal);
         const startedAt = performance.now();
@@ -161,23 +179,21 @@ export class ZoneClient {
         void this.#handOver(session);
         const end = await session.closed;
         upMs = performance.now() - startedAt;
+        asked = end.code === "reconnect" && end.initiator === "peer";
         error = new KdsError("session_closed", `the session ended (${end.code}): ${end.message}`, { cause: end });
         await (session as MuxSession).released;
       } catch (e) {
         error = e instanceof KdsError ? e : new KdsError("transport", String(e), { cause: e });
       }
       if (signal.aborted) break;
-      if (upMs >= this.#backoff.resetAfterMs) attempt = 0;
-      const delayMs = backoffDelay(attempt, this.#backoff, random);
-      const info: RetryInfo = {
-        attempt,
-        delayMs,
-        ceilingMs: backoffCeiling(attempt, this.#backoff),
-        nextAttemptAt: new Date(Date.now() + delayMs),
-        error,
-      };
-      attempt++;
-      this.#logger.warn(`${error.message}\nzone "${this.name}" retries in ${delayMs} ms (at ${info.nextAttemptAt.toISOString()}, attempt ${info.attempt + 1})`, {
+      if (upMs >= this.#backoff.resetAfterMs || asked) attempt = 0;
+      // Asked to reconnect: the global spreads these requests itself, a small jitter is enough, and the backoff starts afresh.
+      const ceilingMs = asked ? this.#reconnectJitterMs : backoffCeiling(attempt, this.#backoff);
+      const delayMs = asked ? Math.floor(random() * ceilingMs) : backoffDelay(attempt, this.#backoff, random);
+      const info: RetryInfo = { attempt, delayMs, ceilingMs, nextAttemptAt: new Date(Date.now() + delayMs), error, asked };
+      if (!asked) attempt++;
+      const log = asked ? this.#logger.info : this.#logger.warn;
+      log.call(this.#logger, `${error.message}\nzone "${this.name}" ${asked ? "reconnects as asked" : "retries"} in ${delayMs} ms (at ${info.nextAttemptAt.toISOString()}, attempt ${info.attempt + 1})`, {
         zone: this.name,
         code: error.code,
         delayMs,

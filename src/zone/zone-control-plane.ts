@@ -47,6 +47,8 @@ export interface ZoneControlPlaneOptions {
   readonly discovery?: DiscoveryOptions;
   /** Reconnect backoff. */
   readonly backoff?: BackoffOptions;
+  /** The most a zone waits before it dials again when the global asked it to reconnect (see `ZoneClientOptions.reconnectJitterMs`). */
+  readonly reconnectJitterMs?: number;
   /** Delays between retries of a failed store read. */
   readonly storeRetry?: BackoffOptions;
   /** Called with every new session, after sync attached to it. A throw is logged and changes nothing. */
@@ -110,6 +112,7 @@ export class ZoneControlPlane {
       token: options.token,
       session: options.session,
       backoff: options.backoff,
+      reconnectJitterMs: options.reconnectJitterMs,
       logger,
       random: options.random,
       metrics: options.metrics,

@@ -1,0 +1,90 @@
+// Draining a global instance: readiness flips first, no zone is admitted,
+// every zone is asked to reconnect (goaway RECONNECT) one at a time over the
+// spread, reconnects promptly to the other instance without counting it as a
+// failure, and nothing is resent to it there (it resumes by versions).
+import { afterEach, describe, expect, it } from "vitest";
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
+import { KdsError } from "../../src/errors.ts";
+import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
+import { silentLogger } from "../../src/log.ts";
+import { InMemoryStore } from "../../src/store/memory.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { failoverMuxTransport } from "../../src/transport/failover.ts";
+import { memoryMuxTransport } from "../../src/transport/memory.ts";
+import type { RetryInfo } from "../../src/zone/zone-client.ts";
+import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
+import { eventually } from "../contract/harness.ts";
+import { mesh } from "../sync/helpers.ts";
+
+const stops: AbortController[] = [];
+afterEach(() => {
+  for (const s of stops.splice(0)) s.abort();
+});
+
+function stopper(): AbortSignal {
+  const stop = new AbortController();
+  stops.push(stop);
+  return stop.signal;
+}
+
+describe("draining a global instance", () => {
+  it("flips readiness, refuses new zones, and moves every zone to the other instance promptly, as asked, with nothing resent", async () => {
+    const types = createTypeRegistry(exampleTypes);
+    const store = new InMemoryStore(types);
+    const [a, b] = ["g0", "g1"].map((instance) => {
+      const g = new GlobalControlPlane({ types, store, id: "global", instance, logger: silentLogger, leaseRenewMs: 50, storeRetry: { baseMs: 5, capMs: 20 } });
+      g.start(stopper());
+      return g;
+    }) as [GlobalControlPlane, GlobalControlPlane];
+    // Just started: the kinds are still loading from the store.
+    expect((await a.readiness(stopper())).reasons.join("; ")).toMatch(/^starting: \d+ of \d+ kinds not loaded/);
+    await eventually(async () => (await a.readiness(stopper())).ready, "a is ready once its kinds are loaded");
+    for (let i = 0; i < 5; i++) await store.put(mesh(`m-${i}`));
+    const names = Array.from({ length: 6 }, (_, i) => `zone-${i}`);
+    const retries: RetryInfo[] = [];
+    const zones = [];
+    for (const name of names) {
+      await a.registerZone(name);
+      const zone = new ZoneControlPlane({
+        name,
+        token: async () => (await a.tokens.issueZoneToken(name)).token,
+        transport: failoverMuxTransport([memoryMuxTransport(a.server), memoryMuxTransport(b.server)]),
+        types: createTypeRegistry(exampleTypes),
+        logger: silentLogger,
+        // A long backoff: a zone that waited for it would not be back in time.
+        backoff: { baseMs: 60_000, capMs: 60_000 },
+        reconnectJitterMs: 50,
+        onRetry: (info) => retries.push(info),
+      });
+      void zone.run(stopper());
+      zones.push(zone);
+    }
+    for (const zone of zones) await eventually(async () => (await zone.store.list("Mesh")).resources.length === 5, `${zone.client.name} holds the 5 meshes`);
+    expect(a.server.sessions()).toHaveLength(6);
+
+    const spreadMs = 600;
+    const started = performance.now();
+    const drained = a.server.drain({ spreadMs });
+    const readiness = await a.readiness(stopper());
+    expect(readiness.ready).toBe(false);
+    expect(readiness.reasons.join("; ")).toMatch(/^draining: /);
+    // A zone dialing the draining instance is refused at once.
+    await expect(
+      a.server.accept(new Headers({ "client-id": "zone-0", authorization: `Bearer ${(await a.tokens.issueZoneToken("zone-0")).token}` }), (async function* () {})(), stopper()),
+    ).rejects.toSatisfy((e: unknown) => KdsError.is(e, "session_closed") && /draining/.test(e.message));
+    expect(await drained).toBe(6);
+    const tookMs = performance.now() - started;
+    // Spread: the last zone was asked no earlier than 5/6 of the spread.
+    expect(tookMs).toBeGreaterThanOrEqual((spreadMs * 5) / 6 - 20);
+    for (const name of names) await eventually(async () => b.server.session(name) !== undefined, `${name} reconnected to the other instance`);
+    // Each zone was asked once, reconnected at once (not after its 60 s backoff), and saw no failure.
+    expect(retries.map((r) => r.asked)).toEqual(names.map(() => true));
+    expect(retries.every((r) => r.delayMs <= 50 && r.error.cause !== undefined && (r.error.cause as { code: string }).code === "reconnect")).toBe(true);
+    // Resumed by versions: the other instance sent none of the meshes again.
+    for (const name of names) {
+      const status = b.sync.status(name);
+      expect(status.types.find((t) => t.kind === "Mesh")?.session.resourcesSent ?? 0).toBe(0);
+      expect(status.lastError).toBeUndefined();
+    }
+  });
+});
