@@ -26,7 +26,7 @@ import type { ZoneStatus } from "../sync/status.ts";
 import { KdsError } from "../errors.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
-import { grpcMuxTransport } from "../adapters/node/grpc-mux-client.ts";
+import { grpcMuxTransport, type GrpcMuxTransportOptions } from "../adapters/node/grpc-mux-client.ts";
 import { connectMuxTransport } from "../transport/connect.ts";
 import { failoverMuxTransport } from "../transport/failover.ts";
 import { halfDuplexMuxTransport } from "../transport/half-duplex/client.ts";
@@ -43,7 +43,8 @@ import { drainRoute, drainWithin } from "./drain.ts";
 import { probeHandler, readinessOf, storeReason, PROBE_PATHS, type Readiness } from "../observe/probes.ts";
 import { anySignal } from "../util/abort.ts";
 import { openCliStore, type StoreChoice } from "./store-option.ts";
-import { readPem, readTokenFile, writeSecretFile } from "./secret-files.ts";
+import { readTokenFile, writeSecretFile } from "./secret-files.ts";
+import { ReloadingTls, type TlsMaterial } from "./tls-reload.ts";
 
 /** TLS flags of a listener: PEM files. */
 export interface TlsFlags {
@@ -78,10 +79,26 @@ export interface GlobalCommandOptions extends TlsFlags, StoreChoice, ConnectionF
   readonly signal: AbortSignal;
 }
 
-function readTls(flags: TlsFlags): { key: string; cert: string } | undefined {
+/**
+ * The listener's TLS files (--tls-cert, --tls-key and, for the global,
+ * --client-ca), read now and reloaded when they change or on SIGHUP until
+ * `signal` aborts; undefined without TLS.
+ */
+function serverTls(flags: TlsFlags, clientCa: string | undefined, what: string, context: { logger: Logger; signal: AbortSignal }): ReloadingTls | undefined {
   if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined)) throw new KdsError("invalid_argument", "--tls-cert and --tls-key go together: pass both, or neither");
+  if (clientCa !== undefined && flags.tlsCert === undefined) throw new KdsError("invalid_argument", "--client-ca needs TLS: pass --tls-cert and --tls-key too");
   if (flags.tlsCert === undefined || flags.tlsKey === undefined) return undefined;
-  return { cert: readPem(flags.tlsCert, "--tls-cert"), key: readPem(flags.tlsKey, "--tls-key") };
+  return new ReloadingTls(
+    { cert: { file: flags.tlsCert, flag: "--tls-cert" }, key: { file: flags.tlsKey, flag: "--tls-key" }, ca: clientCa === undefined ? undefined : { file: clientCa, flag: "--client-ca" } },
+    { what, logger: context.logger, signal: context.signal },
+  );
+}
+
+/** Gives a TLS listener new material for its new connections (Node's setSecureContext); throws where the runtime lacks it. */
+function setSecureContext(served: ServedGlobal, material: TlsMaterial): void {
+  const server = served.server as Partial<Pick<import("node:tls").Server, "setSecureContext">>;
+  if (typeof server.setSecureContext !== "function") throw new KdsError("transport", `the server on ${served.url} cannot change its TLS certificate while running on this runtime`);
+  server.setSecureContext({ cert: material.cert, key: material.key, ...(material.ca === undefined ? {} : { ca: material.ca }) });
 }
 
 /** Refuses a non-loopback admin listener without a file for its first admin token (before anything starts). */
@@ -200,9 +217,10 @@ export function bufferLimits(flags: { maxSessionBufferBytes?: string; maxBufferB
 export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const { host, port } = parseListen(options.listen);
   const buffers = bufferLimits(options);
-  const tls = readTls(options);
-  const clientCa = options.clientCa === undefined ? undefined : readPem(options.clientCa, "--client-ca");
-  if (clientCa !== undefined && tls === undefined) throw new KdsError("invalid_argument", "--client-ca needs TLS: pass --tls-cert and --tls-key too");
+  // Watched and reloaded while running (tls-reload.ts): new connections get the new files, established ones continue.
+  const reloading = serverTls(options, options.clientCa, "the global's listeners", options);
+  const tls = reloading === undefined ? undefined : { cert: reloading.current.cert as string, key: reloading.current.key as string };
+  const clientCa = reloading?.current.ca;
   checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
   let adminUrl = "<global-admin-url>";
   const types = globalKinds(options.kinds, options.logger);
@@ -247,6 +265,10 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
     adminUrl = admin.url;
     const served = await serveGlobal(global.server, { host, port, tls: tls === undefined ? undefined : { ...tls, clientCa }, limits: limits.zones });
     listening = true;
+    reloading?.onReload((m) => {
+      setSecureContext(served, { cert: m.cert, key: m.key, ca: m.ca });
+      setSecureContext(admin, { cert: m.cert, key: m.key });
+    });
     const proof = options.insecureNoZoneAuth === true ? "NOTHING (insecure)" : clientCa !== undefined ? "client certificates or zone tokens" : "zone tokens";
     options.logger.info(
       `global "${options.name}" listening on ${served.url} for zones (mux and half-duplex; zones prove themselves with ${proof}); admin API on ${admin.url} (status page at ${admin.url}/, metrics at ${admin.url}/metrics)`,
@@ -312,6 +334,19 @@ interface ClientTls {
 }
 
 /**
+ * The grpc transport's options with getters reading `tls` when called: the
+ * transport reads them at each new connection, so a reloaded file is used
+ * from the next dial on (a spread of `tls` would copy today's values).
+ */
+function reloadingClientTls(tls: ClientTls, signal: AbortSignal): GrpcMuxTransportOptions {
+  return Object.defineProperties({ signal } as GrpcMuxTransportOptions, {
+    ca: { enumerable: true, get: () => tls.ca },
+    cert: { enumerable: true, get: () => tls.cert },
+    key: { enumerable: true, get: () => tls.key },
+  });
+}
+
+/**
  * The zone's Connect transport of `kind` to `baseUrl`. Its HTTP/2 windows
  * match the zone's mux byte window (the default session options), so the
  * global can stream what the mux allows while the zone is busy applying
@@ -344,13 +379,30 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
   });
   if (urls.length === 0) throw new KdsError("invalid_argument", "--global needs at least one URL, for example https://global.example:5685");
   if ((options.clientCert === undefined) !== (options.clientKey === undefined)) throw new KdsError("invalid_argument", "--client-cert and --client-key go together: pass both, or neither");
-  const clientTls: ClientTls = {
-    ca: options.caCert === undefined ? undefined : readPem(options.caCert, "--ca-cert"),
-    cert: options.clientCert === undefined ? undefined : readPem(options.clientCert, "--client-cert"),
-    key: options.clientKey === undefined ? undefined : readPem(options.clientKey, "--client-key"),
-  };
-  const tlsFlags = clientTls.ca !== undefined || clientTls.cert !== undefined;
+  const tlsFlags = options.caCert !== undefined || options.clientCert !== undefined;
   if (tlsFlags && parsed.some((u) => u.protocol !== "https:")) throw new KdsError("invalid_argument", `--ca-cert and --client-cert need an https:// --global, got ${options.global}`);
+  // Watched and reloaded while running (tls-reload.ts); the grpc transport reads them at each new connection.
+  const reloading = tlsFlags
+    ? new ReloadingTls(
+        {
+          ca: options.caCert === undefined ? undefined : { file: options.caCert, flag: "--ca-cert" },
+          cert: options.clientCert === undefined ? undefined : { file: options.clientCert, flag: "--client-cert" },
+          key: options.clientKey === undefined ? undefined : { file: options.clientKey, flag: "--client-key" },
+        },
+        { what: `zone "${options.name}"'s connection to the global`, logger: options.logger, signal: options.signal },
+      )
+    : undefined;
+  const clientTls: ClientTls = {
+    get ca() {
+      return reloading?.current.ca;
+    },
+    get cert() {
+      return reloading?.current.cert;
+    },
+    get key() {
+      return reloading?.current.key;
+    },
+  };
   const nodeOptions = tlsFlags ? clientTls : undefined;
   if (options.tokenFile !== undefined) readTokenFile(options.tokenFile); // fail now on a missing file, not at the first dial
   const dial = (url: string): MuxTransport =>
@@ -359,7 +411,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
         halfDuplexMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: windowedSessionManager(url, nodeOptions) }), { target: url })
       : options.transport === "grpc"
         ? // Plain gRPC on node:http2, without connect-node's client pipeline (grpc-connect is connect-node's); its HTTP/2 windows are the mux's byte window too.
-          grpcMuxTransport(url, { ...nodeOptions, signal: options.signal })
+          grpcMuxTransport(url, nodeOptions === undefined ? { signal: options.signal } : reloadingClientTls(nodeOptions, options.signal))
         : connectMuxTransport(connectTransport(options.transport, url, nodeOptions), { name: options.transport, target: url });
   const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial));
   const tokenFile = options.tokenFile;
@@ -386,8 +438,9 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
     // The zone signs its own admin tokens, with a key kept in its own store.
     const backend = { ...zone.admin(), tokens: new TokenAuthority({ store: zone.store, issuer: options.name, logger: options.logger }) };
     const limits = resolveConnectionLimits(options, "zone", options.logger, observe.metrics);
+    const adminTls = serverTls(options, undefined, `zone "${options.name}"'s admin API`, options);
     const served = await serveAdminApi(backend, options.adminListen, {
-      tls: readTls(options),
+      tls: adminTls === undefined ? undefined : { cert: adminTls.current.cert as string, key: adminTls.current.key as string },
       tokenFile: options.adminTokenFile,
       flag: "--admin-listen",
       logger: options.logger,
@@ -399,6 +452,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
           await storeReason(zone.store, signal, (error) => options.logger.debug("readiness: the store did not answer", { error })),
         ]),
     });
+    adminTls?.onReload((m) => setSecureContext(served, m));
     options.logger.info(`zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`);
     await zone.run(options.signal);
     options.logger.info("shutting down");

@@ -69,7 +69,9 @@ const REQUEST_CONTENT_TYPE = "application/grpc+proto";
 /**
  * A {@link MuxTransport} speaking plain gRPC to the global at `baseUrl`
  * (`http:` for h2c, `https:` for TLS) on one HTTP/2 connection, opened on
- * the first dial and again after it closed or failed.
+ * the first dial and again after it closed or failed. `ca`, `cert` and
+ * `key` are read from `options` each time a connection opens, so getters
+ * there can hand out renewed files.
  */
 export function grpcMuxTransport(baseUrl: string, options: GrpcMuxTransportOptions = {}): GrpcMuxTransport {
   const url = new URL(baseUrl);
