@@ -249,6 +249,9 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
             lastErrorAt: z.lastError === undefined ? undefined : timestampFromDate(z.lastError.at),
             heartbeatRttMs: z.heartbeatRttMs ?? -1,
             instance: z.instance ?? "",
+            softwareVersion: z.peer?.softwareVersion ?? "",
+            protocolVersion: z.peer?.protocolVersion ?? 0,
+            features: [...(z.peer?.features ?? [])],
             types: z.types.map((t) => ({
               kind: t.kind,
               direction: t.direction,

@@ -101,6 +101,9 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
     lastError: z.lastErrorCode === "" ? null : { code: z.lastErrorCode, message: z.lastErrorMessage, at: z.lastErrorAt === undefined ? null : iso(z.lastErrorAt) },
     heartbeatRttMs: z.heartbeatRttMs < 0 ? null : Math.round(z.heartbeatRttMs * 100) / 100,
     instance: z.instance || null,
+    softwareVersion: z.softwareVersion || null,
+    protocolVersion: z.protocolVersion || null,
+    features: [...z.features],
     types: z.types.map((t) => ({
       kind: t.kind,
       direction: t.direction,
@@ -125,6 +128,16 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
   };
 }
 
+/**
+ * What a zone's current or last session agreed on, for the table: the
+ * protocol version with the features it uses ("3 (batching, calls)"), or
+ * "-" before the first session.
+ */
+function protocolText(z: ZoneInsight): string {
+  if (z.protocolVersion === 0) return "-";
+  return `${z.protocolVersion} (${z.features.length === 0 ? "no features" : z.features.join(", ")})`;
+}
+
 /** The lines under the zone table: each zone's last error, and how an offline zone's last session ended. */
 function zoneNotes(zones: ZoneInsight[], now: number): string[] {
   const notes: string[] = [];
@@ -136,7 +149,8 @@ function zoneNotes(zones: ZoneInsight[], now: number): string[] {
 }
 
 /**
- * Prints zone status in `format`. The table shows each type's counters in
+ * Prints zone status in `format`. The table shows each zone's peer software
+ * version and the protocol version and features its session uses, and each type's counters in
  * the words of this side's part (sent, acked, nacked as the sender;
  * received, accepted, rejected as the receiver), for the current session
  * and for all sessions since this side started; under it, each zone's last
@@ -159,6 +173,8 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
         i === 0 ? (z.online ? "online" : "offline") : "",
         i === 0 ? since : "",
         i === 0 ? rtt : "",
+        i === 0 ? z.softwareVersion || "-" : "",
+        i === 0 ? protocolText(z) : "",
         t.kind,
         t.direction,
         countersText(t.side, t.session ?? { sent: 0n, acked: 0n, nacked: 0n, accepted: 0n, rejected: 0n }),
@@ -166,9 +182,9 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
         lastError === "" ? "-" : lastError,
       ]);
     }
-    if (z.types.length === 0) rows.push([z.zone, z.online ? "online" : "offline", since, rtt, "-", "-", "-", "-", "-"]);
+    if (z.types.length === 0) rows.push([z.zone, z.online ? "online" : "offline", since, rtt, z.softwareVersion || "-", protocolText(z), "-", "-", "-", "-", "-"]);
   }
   const notes = zoneNotes(zones, now);
-  const printed = table(["ZONE", "STATUS", "SINCE", "RTT", "TYPE", "DIRECTION", "THIS SESSION", "ALL SESSIONS", "LAST ERROR"], rows);
+  const printed = table(["ZONE", "STATUS", "SINCE", "RTT", "PEER VERSION", "PROTOCOL", "TYPE", "DIRECTION", "THIS SESSION", "ALL SESSIONS", "LAST ERROR"], rows);
   return notes.length === 0 ? printed : `${printed}\n\n${notes.join("\n")}`;
 }

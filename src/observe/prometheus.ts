@@ -13,12 +13,14 @@
  * @module
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { AdmissionResult, ConnectionEvent, DiscoveryEvent, ListenerName, MetricLane, Metrics } from "./metrics.ts";
+import type { AdmissionResult, ConnectionEvent, DiscoveryEvent, ListenerName, MetricLane, Metrics, PeerVersion } from "./metrics.ts";
 
 /** The names of every series {@link PrometheusMetrics} exposes (for docs and tests). */
 export const METRIC_NAMES = Object.freeze([
   "kds_sessions_open",
   "kds_sessions_closed_total",
+  "kds_sessions_open_by_version",
+  "kds_sessions_open_by_feature",
   "kds_admissions_total",
   "kds_connections_open",
   "kds_connections_refused_total",
@@ -42,12 +44,24 @@ const LAG_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 /** Buckets of the store latency histogram, in seconds (50 µs to 5 s). */
 const STORE_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
 
+/**
+ * A peer's software version as a label value: the peer chooses it, so only a
+ * plain version string ("kds-mux/0.1.0") becomes a label, anything else
+ * "other", and none "unknown"; a peer cannot grow the series with free text.
+ */
+function softwareLabel(software: string): string {
+  if (software === "") return "unknown";
+  return /^[A-Za-z0-9._+/-]{1,64}$/.test(software) ? software : "other";
+}
+
 /** Prometheus-backed metrics of one control plane. */
 export class PrometheusMetrics implements Metrics {
   /** The registry holding this instance's series. */
   readonly registry = new Registry();
   readonly #sessionsOpen: Gauge<string>;
   readonly #sessionsClosed: Counter<"code">;
+  readonly #byVersion: Gauge<"protocol_version" | "software_version">;
+  readonly #byFeature: Gauge<"feature">;
   readonly #admissions: Counter<"result">;
   readonly #connectionsOpen: Gauge<"listener">;
   readonly #connectionsRefused: Counter<"listener">;
@@ -71,6 +85,13 @@ export class PrometheusMetrics implements Metrics {
     const registers = [this.registry];
     this.#sessionsOpen = new Gauge({ name: "kds_sessions_open", help: "Mux sessions whose handshake finished and that have not ended.", registers });
     this.#sessionsClosed = new Counter({ name: "kds_sessions_closed_total", help: "Mux sessions that ended after their handshake, by end code.", labelNames: ["code"], registers });
+    this.#byVersion = new Gauge({
+      name: "kds_sessions_open_by_version",
+      help: "Open mux sessions by the protocol version they run and the peer's software version (\"unknown\" from a version 2 peer, \"other\" when it is not a plain version string).",
+      labelNames: ["protocol_version", "software_version"],
+      registers,
+    });
+    this.#byFeature = new Gauge({ name: "kds_sessions_open_by_feature", help: "Open mux sessions by feature they use (batching, calls).", labelNames: ["feature"], registers });
     this.#admissions = new Counter({ name: "kds_admissions_total", help: "Zone streams the global admitted or refused, by result.", labelNames: ["result"], registers });
     this.#connectionsOpen = new Gauge({ name: "kds_connections_open", help: "Open connections per listener (zones: the one zones dial; admin: the admin API's).", labelNames: ["listener"], registers });
     this.#connectionsRefused = new Counter({
@@ -156,13 +177,21 @@ export class PrometheusMetrics implements Metrics {
     return this.registry.metrics();
   }
 
-  sessionOpened(): void {
+  sessionOpened(_peer: string, version?: PeerVersion): void {
     this.#sessionsOpen.inc();
+    if (version !== undefined) this.#countVersion(version, 1);
   }
 
-  sessionClosed(_peer: string, code: string): void {
+  sessionClosed(_peer: string, code: string, version?: PeerVersion): void {
     this.#sessionsOpen.dec();
     this.#sessionsClosed.inc({ code });
+    if (version !== undefined) this.#countVersion(version, -1);
+  }
+
+  /** Moves the per-version and per-feature gauges of open sessions by `by`. */
+  #countVersion(version: PeerVersion, by: number): void {
+    this.#byVersion.inc({ protocol_version: String(version.protocolVersion), software_version: softwareLabel(version.softwareVersion) }, by);
+    for (const feature of version.features) this.#byFeature.inc({ feature }, by);
   }
 
   admission(result: AdmissionResult): void {

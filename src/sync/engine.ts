@@ -146,7 +146,7 @@ export class SyncEngine {
   async #run(session: Session, peer: SyncPeer): Promise<void> {
     const { logger } = this.#options;
     const record = this.#record(peer.zone);
-    record.connected(() => session.stats().heartbeatRttMs);
+    record.connected(() => session.stats().heartbeatRttMs, session.peer);
     const where = this.#options.role === "global" ? `with zone "${peer.zone}"` : `in zone "${peer.zone}" with the global`;
     const work = this.#sync(session, peer, record).catch(async (error: unknown) => {
       logger.error(`sync ${where} failed; closing the session so the zone reconnects`, { zone: peer.zone, error });

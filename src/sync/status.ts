@@ -10,6 +10,7 @@
  */
 import type { ClientObserver, ServerObserver } from "../discovery/types.ts";
 import type { SessionEnd } from "../mux/state.ts";
+import type { PeerVersion } from "../observe/metrics.ts";
 import { KIND_CATALOG_TYPE_URL } from "./kind-catalog.ts";
 import type { ResourceType } from "./resource-types.ts";
 import type { ServedKindState } from "./snapshot-cache.ts";
@@ -115,6 +116,13 @@ export interface ZoneStatus {
   readonly lastError: SyncError | undefined;
   /** Round trip of the last heartbeat, in ms. */
   readonly heartbeatRttMs: number | undefined;
+  /**
+   * What the hellos of the current (or last) session agreed on: the peer's
+   * software version (on a global the zone's, on a zone the global's; empty
+   * from a version 2 peer), the protocol version and the features the
+   * session uses. Undefined before the first session.
+   */
+  readonly peer?: PeerVersion;
   /** Per type. */
   readonly types: readonly TypeSyncStatus[];
 }
@@ -144,6 +152,7 @@ export class ZoneStatusRecord {
   #lastError: SyncError | undefined;
   #rtt: (() => number | undefined) | undefined;
   #lastRtt: number | undefined;
+  #peer: PeerVersion | undefined;
   readonly #types = new Map<string, MutableType>();
   readonly #served: () => readonly ServedKindState[];
 
@@ -179,9 +188,13 @@ export class ZoneStatusRecord {
     });
   }
 
-  /** Marks the zone online (a new session: its counters start at zero); `rtt` reads the live heartbeat round trip. */
-  connected(rtt: () => number | undefined): void {
+  /**
+   * Marks the zone online (a new session: its counters start at zero); `rtt`
+   * reads the live heartbeat round trip, `peer` is what the hellos agreed on.
+   */
+  connected(rtt: () => number | undefined, peer?: PeerVersion): void {
     this.#online = true;
+    if (peer !== undefined) this.#peer = { softwareVersion: peer.softwareVersion, protocolVersion: peer.protocolVersion, features: [...peer.features] };
     this.#connectedAt = new Date();
     this.#rtt = rtt;
     for (const t of this.#types.values()) t.session = zeroCounters();
@@ -271,6 +284,7 @@ export class ZoneStatusRecord {
       lastEnd: this.#lastEnd,
       lastError: this.#lastError,
       heartbeatRttMs: this.#rtt?.() ?? this.#lastRtt,
+      ...(this.#peer === undefined ? {} : { peer: { ...this.#peer, features: [...this.#peer.features] } }),
       types: [...this.#types.values()].map((t) => {
         const served = this.#served().find((k) => k.kind === t.kind);
         return {

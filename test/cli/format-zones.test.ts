@@ -22,6 +22,9 @@ const zones = (): ZoneInsight[] => [
     lastErrorMessage: 'zone "zone-2" refuses the kinds of global "global": kind "Gateway" differs',
     lastErrorAt: ago(125),
     heartbeatRttMs: -1,
+    softwareVersion: "kds-mux/0.0.9",
+    protocolVersion: 2,
+    features: ["calls"],
     types: [
       { kind: "Mesh", direction: "global-to-zone", side: "sender", sent: 7n, acked: 6n, nacked: 1n, lastNackError: "bad mesh", session: { sent: 2n, acked: 2n } },
       { kind: "Dataplane", direction: "zone-to-global", side: "receiver", accepted: 5n, rejected: 1n, resourcesReceived: 9n, session: { accepted: 1n, resourcesReceived: 3n } },
@@ -32,14 +35,21 @@ const zones = (): ZoneInsight[] => [
 describe("formatZones", () => {
   it("shows sender and receiver counters under their own words, this session beside all sessions, and the last error apart from the last end", () => {
     const lines = formatZones(zones(), "table", now).split("\n");
-    expect(lines[0]).toMatch(/^ZONE +STATUS +SINCE +RTT +TYPE +DIRECTION +THIS SESSION +ALL SESSIONS +LAST ERROR$/);
-    expect(lines[1]).toMatch(/^zone-2 +offline +60s ago +- +Mesh +global-to-zone +sent 2, acked 2, nacked 0 +sent 7, acked 6, nacked 1 +bad mesh$/);
+    expect(lines[0]).toMatch(/^ZONE +STATUS +SINCE +RTT +PEER VERSION +PROTOCOL +TYPE +DIRECTION +THIS SESSION +ALL SESSIONS +LAST ERROR$/);
+    expect(lines[1]).toMatch(/^zone-2 +offline +60s ago +- +kds-mux\/0\.0\.9 +2 \(calls\) +Mesh +global-to-zone +sent 2, acked 2, nacked 0 +sent 7, acked 6, nacked 1 +bad mesh$/);
     expect(lines[2]).toMatch(/^ +Dataplane +zone-to-global +received 1, accepted 1, rejected 0 +received 6, accepted 5, rejected 1 +-$/);
     expect(lines.slice(3)).toEqual([
       "",
       'zone-2: last error (kinds_refused, 2m ago): zone "zone-2" refuses the kinds of global "global": kind "Gateway" differs',
       "zone-2: last session ended (transport, 60s ago): the peer cancelled the stream or the connection was lost",
     ]);
+  });
+
+  it("shows '-' for the version and protocol of a zone that never connected, and the version fields in the JSON document", () => {
+    const never = create(ZoneInsightSchema, { zone: "zone-9", heartbeatRttMs: -1 });
+    expect(formatZones([never], "table", now).split("\n")[1]).toMatch(/^zone-9 +offline +never +- +- +- +- +- +- +- +-$/);
+    expect(zoneDocument(never)).toMatchObject({ softwareVersion: null, protocolVersion: null, features: [] });
+    expect(zoneDocument(zones()[0] as ZoneInsight)).toMatchObject({ softwareVersion: "kds-mux/0.0.9", protocolVersion: 2, features: ["calls"] });
   });
 
   it("prints no notes for a zone with no error that is online", () => {

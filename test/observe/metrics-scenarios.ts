@@ -14,6 +14,7 @@ import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { observeHandler } from "../../src/observe/http.ts";
 import { METRIC_NAMES, PrometheusMetrics } from "../../src/observe/prometheus.ts";
+import { SOFTWARE_VERSION } from "../../src/mux/negotiation.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
@@ -87,6 +88,9 @@ export const metricsScenarios: Scenario[] = [
         check(s.family("kds_sync_lag_seconds").type === "histogram", "sync lag is a histogram");
         check(s.family("kds_store_operation_seconds").type === "histogram", "store latency is a histogram");
         check(s.value("kds_sessions_open") === 1, `one session open, got ${s.value("kds_sessions_open")}`);
+        // The session runs version 3 with both features, and the zone says it runs this kds-mux.
+        check(s.value("kds_sessions_open_by_version", { protocol_version: "3", software_version: SOFTWARE_VERSION }) === 1, "one open session of version 3 from this kds-mux");
+        for (const feature of ["batching", "calls"]) check(s.value("kds_sessions_open_by_feature", { feature }) === 1, `one open session using ${feature}`);
         check(s.value("kds_admissions_total", { result: "admitted" }) === 1, `one admission, got ${s.value("kds_admissions_total", { result: "admitted" })}`);
         check(s.value("kds_admissions_total", { result: "not_registered" }) === 1, "one refusal of the unregistered zone");
         for (const direction of ["sent", "received"]) {

@@ -50,6 +50,13 @@ function colorOf(zones: string[], zone: string): string {
   return COLORS[Math.max(0, zones.indexOf(zone)) % COLORS.length] as string;
 }
 
+/** The peer's software version, and the protocol version and features of the current or last session. */
+function versionText(z: StatusSnapshot["zones"][number]): string {
+  if (z.peer === undefined) return "-";
+  const features = z.peer.features.length === 0 ? "no features" : z.peer.features.join(", ");
+  return `${z.peer.softwareVersion || "unknown"} · protocol ${z.peer.protocolVersion} · ${features}`;
+}
+
 function renderZones(s: StatusSnapshot): void {
   const body = byId<HTMLTableElement>("zones").tBodies[0] as HTMLTableSectionElement;
   const rows = s.zones.map((z) => {
@@ -62,11 +69,12 @@ function renderZones(s: StatusSnapshot): void {
       el("td", {}, el("span", { class: `badge ${z.online ? "online" : "offline"}` }, z.online ? "online" : "offline")),
       el("td", { class: "since" }, since),
       el("td", { class: "rtt" }, rtt),
+      el("td", { class: "version" }, versionText(z)),
       el("td", { class: "wrap muted" }, z.lastEnd === undefined ? "-" : `${z.lastEnd.code}: ${z.lastEnd.message}`),
       el("td", { class: "wrap last-error" }, z.lastError === null ? "-" : `${z.lastError.code} (${ago(z.lastError.at, s.now)} ago): ${z.lastError.message}`),
     );
   });
-  body.replaceChildren(...(rows.length > 0 ? rows : [el("tr", {}, el("td", { colspan: "6", class: "empty" }, "No zones registered."))]));
+  body.replaceChildren(...(rows.length > 0 ? rows : [el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No zones registered."))]));
 }
 
 /** A type's counters in the words of this side's part in it. */
