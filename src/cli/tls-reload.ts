@@ -11,7 +11,7 @@
  * @module
  */
 import { unwatchFile, watchFile, type Stats } from "node:fs";
-import { X509Certificate } from "node:crypto";
+import { createPublicKey, X509Certificate, type KeyObject } from "node:crypto";
 import { createSecureContext } from "node:tls";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
@@ -41,6 +41,8 @@ export function describeCertificate(pem: string): string {
   return `serial ${cert.serialNumber}, sha256 ${cert.fingerprint256}, valid until ${cert.validTo}`;
 }
 
+const spki = (key: KeyObject): Buffer => key.export({ type: "spki", format: "der" });
+
 /** "--tls-cert a.pem, --tls-key a-key.pem" */
 function fileNames(files: Readonly<Record<string, WatchedFile | undefined>>): string {
   return Object.values(files)
@@ -54,9 +56,14 @@ function load(files: Readonly<Record<keyof TlsMaterial, WatchedFile | undefined>
   const read = (f: WatchedFile | undefined): string | undefined => (f === undefined ? undefined : readPem(f.file, f.flag));
   const material: TlsMaterial = { cert: read(files.cert), key: read(files.key), ca: read(files.ca) };
   try {
-    // The TLS library checks every block and that the key matches the certificate.
+    // Node's and Bun's TLS library check every block and that the key matches the certificate; Deno's
+    // createSecureContext checks neither (2.9), so the certificate is parsed and the key compared here too.
     createSecureContext({ cert: material.cert, key: material.key, ca: material.ca });
-    if (material.cert !== undefined) describeCertificate(material.cert);
+    if (material.cert !== undefined) {
+      const cert = new X509Certificate(material.cert);
+      if (material.key !== undefined && !spki(createPublicKey(material.key)).equals(spki(cert.publicKey))) throw new Error("key values mismatch: the key is not the certificate's");
+    }
+    if (material.ca !== undefined) new X509Certificate(material.ca);
   } catch (error) {
     throw new KdsError("invalid_argument", `${fileNames(files)}: not usable TLS material (${error instanceof Error ? error.message : String(error)}); each file must hold PEM and the key must match the certificate`, { cause: error });
   }
