@@ -62,15 +62,17 @@ describe("configuration: --config, KDS_MUX_* and flags (real processes)", { time
     const notSwitch = file("not-switch.yaml", "insecure-no-zone-auth: maybe\n");
     const notDuration = file("not-duration.yaml", "hello-timeout: soon\n");
     const notChoice = file("not-choice.yaml", "log-format: xml\n");
-    const [a, b, c, d, e, f] = await Promise.all([
+    const drain = file("drain.yaml", "drain-timeout: forever\n");
+    const [a, b, c, d, e, f, g] = await Promise.all([
       run(["global", "--config", unknown, "--store", "memory"]),
       run(["global", "--config", wrongType, "--store", "memory"]),
       run(["global", "--config", notSwitch, "--store", "memory"]),
       run(["global", "--config", notDuration, "--store", "memory"]),
       run(["global", "--config", notChoice, "--store", "memory"]),
       run(["global", "--store", "memory"], "", { KDS_MUX_IDLE_TIMEOUT: "a while" }),
+      run(["global", "--config", drain, "--store", "memory"]),
     ]);
-    for (const r of [a, b, c, d, e, f]) {
+    for (const r of [a, b, c, d, e, f, g]) {
       expect(r.code, r.stderr).toBe(2);
       expect(r.stdout + r.stderr).not.toMatch(/listening/);
     }
@@ -81,6 +83,7 @@ describe("configuration: --config, KDS_MUX_* and flags (real processes)", { time
     expect(d.stderr).toContain(`--config ${notDuration}: key "hello-timeout": --hello-timeout "soon" is not a duration; use for example 60s, 2m or 500ms`);
     expect(e.stderr).toMatch(new RegExp(`--config ${notChoice}: key "log-format": .*text, json`));
     expect(f.stderr).toContain('environment variable KDS_MUX_IDLE_TIMEOUT: --idle-timeout "a while" is not a duration');
+    expect(g.stderr).toContain(`--config ${drain}: key "drain-timeout": --drain-timeout "forever" is not a duration`);
     // A value checked only at start is traced back to the file that set it.
     const badListen = await run(["global", "--config", file("bad-listen.yaml", "listen: nowhere\nstore: memory\n")]);
     expect(badListen.code, badListen.stderr).toBe(2);
@@ -101,6 +104,21 @@ describe("configuration: --config, KDS_MUX_* and flags (real processes)", { time
 });
 
 describe("configuration: names and redaction (unit)", () => {
+  it("docs/configuration.md lists every setting of global and zone with its variable", async () => {
+    const { readFileSync } = await import("node:fs");
+    const { program } = await import("../../src/cli/main.ts");
+    const { settingsOf } = await import("../../src/cli/configuration.ts");
+    const doc = readFileSync(new URL("../../docs/configuration.md", import.meta.url), "utf8");
+    const missing: string[] = [];
+    for (const command of program().commands.filter((c) => c.name() === "global" || c.name() === "zone")) {
+      for (const s of settingsOf(command)) {
+        const row = new RegExp(`^\\| \`${s.key}\` \\| \`${s.env}\` \\| [^|]*\\b${command.name()}\\b`, "m");
+        if (!row.test(doc)) missing.push(`${command.name()} ${s.key} (${s.env})`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
   it("derives keys and variables from flags, and hides a secret flag's whole value", async () => {
     const { Option } = await import("commander");
     const { redactSetting, settingOf } = await import("../../src/cli/configuration.ts");
