@@ -2,8 +2,10 @@
  * The discovery client of one stream: subscribes to its types, applies every
  * response to a {@link ResourceSink}, and ACKs or NACKs it. A NACK carries
  * the last accepted version and the reason; the sink keeps what it had. A
- * delta response naming more than `maxResponseResources` resources plus
- * removals is NACKed unread, so one response's store work is bounded.
+ * response naming more than `maxResponseResources` entries (resources plus
+ * removals in delta, resources in SotW) is NACKed before the sink is called,
+ * so one response's store work is bounded; so is a response in the form
+ * (SotW or delta) this client did not subscribe in.
  *
  * @module
  */
@@ -37,9 +39,10 @@ export interface DiscoveryClientInit {
   /** Status callbacks. */
   readonly observer?: ClientObserver;
   /**
-   * A delta response naming more resources plus removals than this is
-   * NACKed before anything is decoded or read (see
-   * `DiscoveryOptions.maxResponseResources`). Default 10,000.
+   * A response naming more entries than this (resources plus removals in
+   * delta, resources in SotW) is NACKed before any of its resources is
+   * looked at or the store is read (the frame itself was decoded by the
+   * mux; see `DiscoveryOptions.maxResponseResources`). Default 10,000.
    */
   readonly maxResponseResources?: number;
 }
@@ -95,7 +98,17 @@ export class DiscoveryClient {
 
   async #onSotw(response: DiscoveryResponse, signal: AbortSignal): Promise<void> {
     const { typeUrl, nonce, versionInfo } = response;
-    const error = await this.#apply(typeUrl, signal, () => this.#init.sink.replace(typeUrl, response.resources, signal));
+    const error = await this.#apply(typeUrl, signal, () => {
+      if (this.#mode !== "sotw") {
+        throw new KdsError(
+          "invalid_argument",
+          `a state-of-the-world response for ${typeUrl}, but this client subscribed to it in delta form; nothing was applied. ` +
+            `Answer a delta subscription (DeltaDiscoveryRequest) with DeltaDiscoveryResponse`,
+        );
+      }
+      this.#checkEntries(response.resources.length, "state-of-the-world", "resources");
+      return this.#init.sink.replace(typeUrl, response.resources, signal);
+    });
     if (error === undefined) {
       this.#accepted.set(typeUrl, versionInfo);
       await this.#init.view.send(create(DiscoveryRequestSchema, { typeUrl, versionInfo, responseNonce: nonce }), signal);
@@ -105,7 +118,8 @@ export class DiscoveryClient {
     await this.#init.view.send(
       create(DiscoveryRequestSchema, {
         typeUrl,
-        versionInfo: this.#accepted.get(typeUrl) ?? "",
+        // In delta mode no state-of-the-world version was ever accepted.
+        versionInfo: this.#mode === "sotw" ? (this.#accepted.get(typeUrl) ?? "") : "",
         responseNonce: nonce,
         errorDetail: { code: INVALID_ARGUMENT, message: error },
       }),
@@ -116,16 +130,10 @@ export class DiscoveryClient {
 
   async #onDelta(response: DeltaDiscoveryResponse, signal: AbortSignal): Promise<void> {
     const { typeUrl, nonce, systemVersionInfo } = response;
-    const received = response.resources.map((r) => ({ key: r.name, version: r.version, any: r.resource }));
     const error = await this.#apply(typeUrl, signal, () => {
-      const entries = response.resources.length + response.removedResources.length;
-      if (entries > this.#maxEntries) {
-        throw new KdsError(
-          "invalid_argument",
-          `the response names ${entries} resources and removals (${response.resources.length} + ${response.removedResources.length}), more than the ${this.#maxEntries} this side accepts in one delta response; nothing was applied. ` +
-            `Send at most ${this.#maxEntries} per response (a kds-mux server splits at its maxResponseResources; give both sides the same value), or raise maxResponseResources on this side`,
-        );
-      }
+      const { resources, removedResources } = response;
+      this.#checkEntries(resources.length + removedResources.length, "delta", `resources and removals (${resources.length} + ${removedResources.length})`);
+      const received = resources.map((r) => ({ key: r.name, version: r.version, any: r.resource }));
       const missing = received.find((r) => r.any === undefined);
       if (missing !== undefined) throw new KdsError("invalid_resource", `resource "${missing.key}" carries no payload`);
       return this.#init.sink.apply(typeUrl, received as ReceivedResource[], response.removedResources, signal);
@@ -133,7 +141,7 @@ export class DiscoveryClient {
     if (error === undefined) {
       this.#accepted.set(typeUrl, systemVersionInfo);
       await this.#init.view.send(create(DeltaDiscoveryRequestSchema, { typeUrl, responseNonce: nonce }), signal);
-      this.#init.observer?.accepted?.(typeUrl, { version: systemVersionInfo, resources: received.length, removed: response.removedResources.length });
+      this.#init.observer?.accepted?.(typeUrl, { version: systemVersionInfo, resources: response.resources.length, removed: response.removedResources.length });
       return;
     }
     await this.#init.view.send(
@@ -141,6 +149,19 @@ export class DiscoveryClient {
       signal,
     );
     this.#init.observer?.rejected?.(typeUrl, systemVersionInfo, error);
+  }
+
+  /** Throws `invalid_argument` when a response names more than `maxResponseResources` entries (`what` says which, for the message). */
+  #checkEntries(entries: number, form: "delta" | "state-of-the-world", what: string): void {
+    if (entries <= this.#maxEntries) return;
+    const advice =
+      form === "delta"
+        ? `Send at most ${this.#maxEntries} per response (a kds-mux server splits at its maxResponseResources; give both sides the same value), or raise maxResponseResources on this side`
+        : `A state-of-the-world set cannot be split: use delta for a kind this large, or raise maxResponseResources on this side (a kds-mux server does not send a set over its own maxResponseResources; give both sides the same value)`;
+    throw new KdsError(
+      "invalid_argument",
+      `the response names ${entries} ${what}, more than the ${this.#maxEntries} this side accepts in one ${form} response; nothing was applied. ${advice}`,
+    );
   }
 
   /** Runs `apply`; returns the rejection reason, or undefined when it succeeded. */

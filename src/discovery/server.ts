@@ -9,7 +9,8 @@
  * `removed_resources`, starts from the client's `initial_resource_versions`,
  * and splits a large change into responses of about `deltaResponseBytes`
  * (never over `maxMessageBytes`, nor over `maxResponseResources` resources
- * plus removals), each going on where the last stopped;
+ * plus removals), each going on where the last stopped; a SotW set over
+ * either bound is reported as oversized (`*`) and not sent;
  * after a NACK the server waits (exponential backoff) before it sends that
  * type again; a response not ACKed in time is reported and resent.
  *
@@ -359,9 +360,14 @@ export class DiscoveryServer {
     if (snapshot === undefined || snapshot.version === state.lastSentVersion) return;
     const limit = this.#options.maxMessageBytes - ENVELOPE_BYTES;
     let bytes = 0;
-    for (const r of snapshot.resources) bytes += r.anyBytes + ENTRY_OVERHEAD;
-    if (bytes > limit) {
-      // A state-of-the-world response cannot be split; report and wait for the set to shrink.
+    let count = 0;
+    for (const r of snapshot.resources) {
+      bytes += r.anyBytes + ENTRY_OVERHEAD;
+      count++;
+    }
+    if (bytes > limit || count > this.#options.maxResponseResources) {
+      // A state-of-the-world response cannot be split, and a client NACKs one over its
+      // maxResponseResources; report (as "*") and wait for the set to shrink.
       state.lastSentVersion = snapshot.version;
       this.#observer.oversized?.(state.typeUrl, "*", bytes, limit);
       return;

@@ -163,14 +163,15 @@ export interface DiscoveryOptions {
    */
   maxDeltaInFlight?: number;
   /**
-   * Resources plus removals one delta response may name. A server closes
-   * each response at this many; a client refuses (NACKs, changing nothing)
-   * a response naming more, before decoding or reading anything, so the
-   * store work one response can cause is bounded whatever the sender
-   * chose. Give both sides the same value: a client with a lower one than
-   * its peer's server refuses that server's largest responses. SotW
-   * responses carry the whole set and are not bounded by count (their cost
-   * is one list of what this side holds, plus their bytes). Default 10,000.
+   * Entries one response may name: resources plus removals in delta,
+   * resources in SotW. A server closes each delta response at this many,
+   * and does not send a SotW set larger than this (it cannot be split; it
+   * is reported as oversized, `*`). A client refuses (NACKs, changing
+   * nothing) a response naming more before it looks at any resource or
+   * reads its store, so the store work one response can cause is bounded
+   * whatever the sender chose. Give both sides the same value: a client
+   * with a lower one than its peer's server refuses that server's largest
+   * responses. Default 10,000.
    */
   maxResponseResources?: number;
 }
@@ -189,6 +190,6 @@ export const defaultDiscoveryOptions: Required<DiscoveryOptions> = Object.freeze
 /** Throws `invalid_argument` unless `value` is a usable {@link DiscoveryOptions.maxResponseResources}. */
 export function assertMaxResponseResources(value: number): void {
   if (!Number.isInteger(value) || value < 1) {
-    throw new KdsError("invalid_argument", `maxResponseResources must be a positive integer (resources plus removals per delta response), got ${value}`);
+    throw new KdsError("invalid_argument", `maxResponseResources must be a positive integer (entries per response: resources plus removals in delta, resources in SotW), got ${value}`);
   }
 }

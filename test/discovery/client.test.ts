@@ -122,4 +122,79 @@ describe("discovery client", () => {
       await c.close();
     }
   });
+  it("delta: NACKs a state-of-the-world response (the form it did not subscribe in) without calling its store, however many resources it names", async () => {
+    const store = new FaultyStore(new InMemoryStore(types));
+    const c = start("delta", { maxResponseResources: 10, store });
+    try {
+      await c.global.server.recv(); // the subscription
+      const calls = (): number => [...store.calls.values()].reduce((a, b) => a + b, 0);
+      const before = calls();
+      const one = await meshWire("default", "v1");
+      const resources = Array.from({ length: 50 }, () => one.any);
+      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v1", nonce: "s1", resources }));
+      const nack = (await c.global.server.recv()) as DiscoveryRequest;
+      expect(nack.$typeName).toBe("kds.v1.DiscoveryRequest"); // answered in the response's form
+      expect(nack.responseNonce).toBe("s1");
+      expect(nack.versionInfo).toBe("");
+      expect(nack.errorDetail?.code).toBe(3);
+      expect(nack.errorDetail?.message).toMatch(/state-of-the-world response .* this client subscribed to it in delta form; nothing was applied/);
+      // Even one resource is refused: the form is wrong, whatever the size.
+      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v2", nonce: "s2", resources: [one.any] }));
+      expect(((await c.global.server.recv()) as DiscoveryRequest).errorDetail?.message).toMatch(/subscribed to it in delta form/);
+      expect(calls()).toBe(before);
+      expect((await c.store.list("Mesh")).resources).toEqual([]);
+      expect(c.rejected).toHaveLength(2);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("SotW: NACKs a response naming more than maxResponseResources resources without calling its store; takes one at the bound", async () => {
+    const store = new FaultyStore(new InMemoryStore(types));
+    const c = start("sotw", { maxResponseResources: 3, store });
+    try {
+      await c.global.server.recv(); // the subscription
+      const calls = (): number => [...store.calls.values()].reduce((a, b) => a + b, 0);
+      const before = calls();
+      const wires = await Promise.all(["a", "b", "c", "d"].map((n) => meshWire(n, "v1")));
+      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v1", nonce: "n1", resources: wires.map((w) => w.any) }));
+      const nack = (await c.global.server.recv()) as DiscoveryRequest;
+      expect(nack.responseNonce).toBe("n1");
+      expect(nack.versionInfo).toBe("");
+      expect(nack.errorDetail?.message).toMatch(/names 4 resources, more than the 3 this side accepts in one state-of-the-world response; nothing was applied/);
+      expect(nack.errorDetail?.message).toMatch(/use delta for a kind this large, or raise maxResponseResources on this side/);
+      expect(calls()).toBe(before);
+      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v2", nonce: "n2", resources: wires.slice(0, 3).map((w) => w.any) }));
+      const ack = (await c.global.server.recv()) as DiscoveryRequest;
+      expect(ack).toMatchObject({ versionInfo: "v2", responseNonce: "n2" });
+      expect(ack.errorDetail).toBeUndefined();
+      expect((await c.store.list("Mesh")).resources.map((r) => r.meta.name).sort()).toEqual(["a", "b", "c"]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("delta: checks the entry count before it looks at any resource of the response", async () => {
+    const c = start("delta", { maxResponseResources: 2 });
+    try {
+      await c.global.server.recv(); // the subscription
+      const good = await meshWire("default", "v1");
+      const response = create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n1", resources: [good.resource, good.resource, good.resource] });
+      // Counts the array methods called on the resources (map, find, ...). The
+      // mux reads elements by index to size the frame; that is not counted.
+      const called: string[] = [];
+      response.resources = new Proxy(response.resources, {
+        get(target, key, receiver) {
+          if (typeof key === "string" && key !== "length" && !/^\d+$/.test(key)) called.push(key);
+          return Reflect.get(target, key, receiver);
+        },
+      });
+      await c.global.server.send(response);
+      const nack = (await c.global.server.recv()) as DeltaDiscoveryRequest;
+      expect(nack.errorDetail?.message).toMatch(/names 3 resources and removals \(3 \+ 0\)/);
+      expect(called).toEqual([]);
+    } finally {
+      await c.close();
+    }
+  });
 });

@@ -92,6 +92,23 @@ describe("discovery server, state of the world", () => {
     }
   });
 
+  it("reports a set of more than maxResponseResources resources instead of sending it (the client would NACK it)", async () => {
+    const source = new FakeSource();
+    for (let i = 0; i < 6; i++) source.set(`r${i}`, "1");
+    const s = startServer(source, { maxResponseResources: 5 });
+    try {
+      await s.sotw();
+      expect(await s.waiting()).toBe(0);
+      expect(s.recorded.sent).toBe(0);
+      expect(s.recorded.oversized).toEqual(["*"]);
+      source.delete("r5");
+      const r = await s.recvSotw();
+      expect(r?.resources).toHaveLength(5);
+    } finally {
+      await s.close();
+    }
+  });
+
   it("reports a response not ACKed in time and resends it under a new nonce", async () => {
     const source = new FakeSource();
     source.set("a", "1");
