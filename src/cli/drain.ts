@@ -43,15 +43,16 @@ export const drainTimeoutOption = (): Option =>
 
 /**
  * Drains `server` within `timeoutMs`: the zones' goaways are spread over
- * {@link DRAIN_SPREAD_SHARE} of it; when the timeout passes first, it stops
- * waiting (the caller closes what is left at once).
+ * {@link DRAIN_SPREAD_SHARE} of it; when the timeout passes first, the zones
+ * not yet asked are asked at once and it stops waiting (the caller closes
+ * what is left).
  */
 export async function drainWithin(server: GlobalServer, timeoutMs: number, logger: Logger): Promise<void> {
   const deadline = AbortSignal.timeout(Math.max(1, timeoutMs));
   const started = performance.now();
   const asked = await server.drain({ spreadMs: timeoutMs * DRAIN_SPREAD_SHARE, signal: deadline });
   const tookMs = Math.round(performance.now() - started);
-  if (deadline.aborted) logger.warn(`drain: the drain timeout (${timeoutMs} ms) passed after asking ${asked} zones to reconnect; closing the rest at once`, { asked, tookMs });
+  if (deadline.aborted) logger.warn(`drain: ${asked} zones asked to reconnect to another instance; the drain timeout (${timeoutMs} ms) passed before every session wound down, so the rest are closed at once`, { asked, tookMs });
   else logger.info(`drain: ${asked} zones asked to reconnect to another instance in ${tookMs} ms`, { asked, tookMs });
 }
 

@@ -420,10 +420,12 @@ export class GlobalServer implements MuxAcceptor {
    * Drains this instance before it stops: refuses new zones at once (as when
    * closing), then asks each connected zone to reconnect now, preferably to
    * another instance (goaway RECONNECT; the zone resumes there by versions),
-   * one at a time, spread evenly over `spreadMs` so the other instances take
-   * them at a bounded rate. Sessions still handshaking when the spread ends
-   * are asked too. Resolves, with how many zones were asked, once every
-   * asked session released its transport (or `signal` aborted).
+   * one at a time, evenly spread over `spreadMs` (by the clock, so a slow
+   * loop does not stretch it) so the other instances take them at a bounded
+   * rate. When `signal` aborts, the zones not yet asked are asked at once.
+   * Sessions still handshaking at the end are asked too. Resolves, with how
+   * many zones were asked, once every asked session released its transport
+   * (or `signal` aborted).
    */
   async drain(options: DrainOptions): Promise<number> {
     this.#draining = true;
@@ -436,16 +438,19 @@ export class GlobalServer implements MuxAcceptor {
     const sessions = [...this.#current.values()];
     const gapMs = sessions.length === 0 ? 0 : Math.max(0, options.spreadMs) / sessions.length;
     this.#logger.info(`draining: asking ${sessions.length} zones to reconnect to another instance, one every ${Math.round(gapMs)} ms`, { zones: sessions.length });
+    const start = performance.now();
     for (const [i, session] of sessions.entries()) {
-      if (signal?.aborted === true) break;
-      ask(session);
-      try {
-        if (gapMs > 0 && i < sessions.length - 1) await sleep(gapMs, signal);
-      } catch {
-        break; // rejects only once the signal aborted: the caller stops waiting and closes what is left
+      const waitMs = start + i * gapMs - performance.now();
+      if (waitMs > 0 && signal?.aborted !== true) {
+        try {
+          await sleep(waitMs, signal);
+        } catch {
+          // Rejects only once the signal aborted: the zones left are asked at once below.
+        }
       }
+      ask(session);
     }
-    if (signal?.aborted !== true) for (const session of [...this.#live.keys()]) ask(session);
+    for (const session of [...this.#live.keys()]) ask(session);
     await Promise.all(closing);
     return closing.length;
   }

@@ -1,0 +1,124 @@
+// A child process holding many zones (test/cli/rolling-restart.test.ts): zone
+// i dials the global instances `urls` through failoverMuxTransport, starting
+// at urls[i mod n], keeps its state in memory, writes `dataplanes`
+// Dataplanes, and, while churning, updates one zone's Dataplane every
+// `churnMs`. It prints JSON lines: {"synced": n} once every zone holds at
+// least `meshes` Meshes; on stdin "stop-churn" it stops changing, and on
+// "report" it prints {"report": {...}} with every zone's connects, the ends
+// it was asked to reconnect for, every other retry (a failure or refusal),
+// its Dataplanes and its Meshes. stdin closing stops it.
+import { create } from "@bufbuild/protobuf";
+import { setMaxListeners } from "node:events";
+import { createInterface } from "node:readline";
+import { DataplaneSpecSchema, exampleTypes, type DataplaneSpec, type MeshSpec } from "../../examples/example-kinds/index.ts";
+import { grpcMuxTransport } from "../../src/adapters/node/grpc-mux-client.ts";
+import { silentLogger } from "../../src/log.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { failoverMuxTransport } from "../../src/transport/failover.ts";
+import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
+
+/** What the parent passes as argv[2] (JSON). */
+export interface FleetConfig {
+  readonly urls: readonly string[];
+  readonly zones: number;
+  readonly meshes: number;
+  readonly dataplanes: number;
+  readonly churnMs: number;
+}
+
+/** One zone in the report. */
+export interface FleetZone {
+  readonly connects: number;
+  /** Sessions the global ended asking the zone to reconnect (goaway RECONNECT). */
+  readonly asked: number;
+  /** Every other retry: "<code>" of the dial error or "closed.<end code>" of the session end. */
+  readonly failures: readonly string[];
+  /** Dataplane name -> address, as the zone holds them. */
+  readonly dataplanes: Readonly<Record<string, string>>;
+  /** Mesh name -> description, as the zone holds them. */
+  readonly meshes: Readonly<Record<string, string>>;
+  /** Mesh resources received over all sessions. */
+  readonly meshesReceived: number;
+}
+
+const config = JSON.parse(process.argv[2] as string) as FleetConfig;
+const stop = new AbortController();
+setMaxListeners(0, stop.signal);
+
+const dpSpec = (address: string): DataplaneSpec => create(DataplaneSpecSchema, { address });
+
+const zones = Array.from({ length: config.zones }, (_, i) => {
+  const name = `zone-${i}`;
+  const urls = config.urls.map((_, k) => config.urls[(i + k) % config.urls.length] as string);
+  const stats = { connects: 0, asked: 0, failures: [] as string[] };
+  const zone = new ZoneControlPlane({
+    name,
+    transport: failoverMuxTransport(urls.map((url) => grpcMuxTransport(url, { signal: stop.signal }))),
+    types: createTypeRegistry(exampleTypes),
+    logger: silentLogger,
+    backoff: { baseMs: 200, capMs: 2_000 },
+    reconnectJitterMs: 500,
+    onSession: () => stats.connects++,
+    onRetry: (info) => {
+      if (info.asked) stats.asked++;
+      else {
+        const cause = info.error.cause as { code?: string } | undefined;
+        stats.failures.push(info.error.code === "session_closed" && cause?.code !== undefined ? `closed.${cause.code}` : info.error.code);
+      }
+    },
+  });
+  return { name, zone, stats };
+});
+
+for (const { zone } of zones) {
+  for (let d = 0; d < config.dataplanes; d++) await zone.store.put({ kind: "Dataplane", mesh: "default", name: `dp-${d}`, spec: dpSpec(`10.0.${d}.1`) });
+  void zone.run(stop.signal);
+}
+
+// Churn: one zone's Dataplane changes every churnMs.
+let churn = 0;
+const churnTimer = setInterval(() => {
+  const { zone } = zones[churn % zones.length] as (typeof zones)[number];
+  const d = churn % config.dataplanes;
+  churn++;
+  void zone.store.put({ kind: "Dataplane", mesh: "default", name: `dp-${d}`, spec: dpSpec(`10.1.${d}.${churn % 250}`) });
+}, config.churnMs);
+
+async function synced(): Promise<number> {
+  let n = 0;
+  for (const { zone } of zones) if ((await zone.store.list("Mesh")).resources.length >= config.meshes) n++;
+  return n;
+}
+
+const syncedTimer = setInterval(() => {
+  void synced().then((n) => {
+    if (n === zones.length) {
+      clearInterval(syncedTimer);
+      process.stdout.write(`${JSON.stringify({ synced: n })}\n`);
+    }
+  });
+}, 200);
+
+async function report(): Promise<Record<string, FleetZone>> {
+  const out: Record<string, FleetZone> = {};
+  for (const { name, zone, stats } of zones) {
+    const dataplanes: Record<string, string> = {};
+    for (const r of (await zone.store.list("Dataplane")).resources) dataplanes[r.meta.name] = (r.spec as DataplaneSpec).address;
+    const meshes: Record<string, string> = {};
+    for (const r of (await zone.store.list("Mesh")).resources) meshes[r.meta.name] = (r.spec as MeshSpec).description;
+    const meshesReceived = zone.status().types.find((t) => t.kind === "Mesh")?.resourcesReceived ?? 0;
+    out[name] = { ...stats, dataplanes, meshes, meshesReceived };
+  }
+  return out;
+}
+
+for await (const line of createInterface({ input: process.stdin })) {
+  if (line === "stop-churn") {
+    clearInterval(churnTimer);
+    process.stdout.write(`${JSON.stringify({ churnStopped: churn })}\n`);
+  } else if (line === "report") process.stdout.write(`${JSON.stringify({ report: await report() })}\n`);
+}
+stop.abort();
+clearInterval(churnTimer);
+clearInterval(syncedTimer);
+setTimeout(() => process.exit(0), 500).unref();
