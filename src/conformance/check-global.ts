@@ -51,22 +51,28 @@ class GlobalRun {
   }
 
   async all(): Promise<void> {
-    const steps: [string, () => Promise<void>][] = [
-      ["admission", () => this.admission()],
-      ["handshake and discovery", () => this.main()],
-      ["resume", () => this.resume()],
-      ["overrun by one frame", () => this.overrun("frame")],
-      ["overrun by one byte", () => this.overrun("byte")],
-      ["unknown type", () => this.unknownType()],
-      ["frame above max_message_bytes", () => this.oversized()],
-      ["frame of 2^19 + 1 elements", () => this.elements()],
-      ["bad hellos", () => this.badHellos()],
-      ["catalog NACK", () => this.catalogNack()],
+    const steps: [string, RuleName, () => Promise<void>][] = [
+      ["admission", "admission.missing-client-id", () => this.admission()],
+      ["handshake and discovery", "hello.first-frame", () => this.main()],
+      ["resume", "resume.initial-versions", () => this.resume()],
+      ["overrun by one frame", "overrun.frame", () => this.overrun("frame")],
+      ["overrun by one byte", "overrun.byte", () => this.overrun("byte")],
+      ["unknown type", "unknown-type", () => this.unknownType()],
+      ["frame above max_message_bytes", "size.max-message-bytes", () => this.oversized()],
+      ["frame of 2^19 + 1 elements", "size.elements", () => this.elements()],
+      ["bad hellos", "refuse.version", () => this.badHellos()],
+      ["catalog NACK", "nack.catalog-ends-session", () => this.catalogNack()],
     ];
-    for (const [name, step] of steps) {
+    for (const [name, rule, step] of steps) {
       this.#o.signal.throwIfAborted();
       this.#o.progress?.(`conformance: ${name}`);
-      await step();
+      try {
+        await step();
+      } catch (error) {
+        if (this.#o.signal.aborted) throw error;
+        // Reported, not lost: a step that cannot go on (the global cut the connection, say) fails its rule with the reason.
+        this.report.add(rule, "fail", `the ${name} check could not run: ${error instanceof Error ? error.message : String(error)}`);
+      }
     }
   }
 
@@ -298,6 +304,10 @@ class GlobalRun {
         }
         frames = Array.from({ length: Math.max(1, credit.frames + 1) }, (_, i) => paddedResponse(typeUrl, 300, `f${attempt}-${i}`));
       } else {
+        if (credit.bytes < 1024) {
+          this.report.add(rule, "skip", `the global granted ${credit.bytes} bytes of response credit (see hello.byte-windows)`);
+          return void c.link.cancel();
+        }
         const count = Math.ceil((credit.bytes + 1) / max);
         if (count > credit.frames || max < 300) {
           this.report.add(rule, "skip", `${credit.bytes + 1} bytes take ${count} frames of at most ${max}; the global's frame credit is ${credit.frames}`);

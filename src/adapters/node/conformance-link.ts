@@ -114,20 +114,26 @@ export function conformanceDialer(options: ConformanceDialOptions): DialLink {
         stream.on("response", (h) => (responseHeaders = h));
         stream.on("trailers", (t) => (trailers = t));
         stream.on("error", (error: Error) => (resetWhy = error.message));
-        const ended = new Promise<LinkEnd>((done) =>
-          stream.once("close", () => {
-            signal.removeEventListener("abort", onAbort);
-            session.close();
+        // The call has ended once its status arrived (in the trailers, or in the headers of a trailers-only answer), even while the kit's side is open.
+        const ended = new Promise<LinkEnd>((done) => {
+          const finish = (): void => {
             const all = { ...responseHeaders, ...trailers };
             const status = all["grpc-status"];
             const message = all["grpc-message"];
             done({
               grpcStatus: status === undefined ? undefined : Number(status),
               kdsErrorCode: all["kds-error-code"] === undefined ? undefined : String(all["kds-error-code"]),
-              message: message !== undefined ? decodeURIComponent(String(message)) : resetWhy !== "" ? resetWhy : `the stream closed without a status (RST_STREAM ${stream.rstCode ?? "none"}, HTTP ${String(responseHeaders[":status"] ?? "none")})`,
+              message: message !== undefined ? decodeURIComponent(String(message)) : status !== undefined ? "" : resetWhy !== "" ? resetWhy : `the stream closed without a status (RST_STREAM ${stream.rstCode ?? "none"}, HTTP ${String(responseHeaders[":status"] ?? "none")})`,
             });
-          }),
-        );
+          };
+          stream.on("response", (h) => h["grpc-status"] !== undefined && finish());
+          stream.on("trailers", () => finish());
+          stream.once("close", () => {
+            signal.removeEventListener("abort", onAbort);
+            session.close();
+            finish();
+          });
+        });
         resolve(new StreamLink(stream, headerMap(headers), ended));
       });
     });
