@@ -133,7 +133,14 @@ export class ZoneClient {
   async dial(signal?: AbortSignal): Promise<Session> {
     const session = new MuxSession({ role: "zone", localId: this.name, options: this.#options.session, signal, metrics: this.#options.metrics });
     callEndpoint(session, this.#reverseCallHandlers(), this.#options.reverseCallOptions);
-    const transportSignal = signal === undefined ? session.transportSignal : anySignal([session.transportSignal, signal]);
+    // `signal` cuts the transport only while dialing (a dial that hangs ends at once); once the session is ready, aborting it closes the
+    // session with a goaway that must reach the global (so it records a clean stop, not a lost connection), and the session lets the
+    // transport go after the global answered or `closeGraceMs`.
+    const dialing = new AbortController();
+    const stopDialing = (): void => dialing.abort(signal?.reason);
+    if (signal?.aborted === true) stopDialing();
+    else signal?.addEventListener("abort", stopDialing, { once: true });
+    const transportSignal = signal === undefined ? session.transportSignal : anySignal([session.transportSignal, dialing.signal]);
     try {
       const headers = new Headers({ [CLIENT_ID_HEADER]: this.name });
       const token = typeof this.#options.token === "function" ? await this.#options.token() : this.#options.token;
@@ -155,6 +162,8 @@ export class ZoneClient {
       // The session ended before the hello: surface the most specific reason.
       const cause = session.end?.cause;
       throw cause instanceof KdsError ? cause : error;
+    } finally {
+      signal?.removeEventListener("abort", stopDialing);
     }
     this.#current = session;
     return session;

@@ -87,4 +87,22 @@ describe("draining a global instance", () => {
       expect(status.lastError).toBeUndefined();
     }
   });
+
+  it("a zone that stops tells the global, which marks it offline with a clean end, not a failure", async () => {
+    const types = createTypeRegistry(exampleTypes);
+    const global = new GlobalControlPlane({ types, id: "global", logger: silentLogger });
+    global.start(stopper());
+    await global.registerZone("zone-1");
+    const stop = new AbortController();
+    stops.push(stop);
+    const zone = new ZoneControlPlane({ name: "zone-1", token: async () => (await global.tokens.issueZoneToken("zone-1")).token, transport: memoryMuxTransport(global.server), types: createTypeRegistry(exampleTypes), logger: silentLogger });
+    const running = zone.run(stop.signal);
+    await eventually(async () => (await global.zoneStatus("zone-1"))?.online === true, "zone-1 online");
+    stop.abort();
+    await running;
+    await eventually(async () => (await global.zoneStatus("zone-1"))?.online === false, "zone-1 offline");
+    const status = await global.zoneStatus("zone-1");
+    expect(status?.lastEnd?.code).toBe("shutdown");
+    expect(status?.lastError).toBeUndefined();
+  });
 });
