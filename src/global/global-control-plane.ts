@@ -254,6 +254,7 @@ export class GlobalControlPlane {
         disconnectedAt: i.disconnectedAt === undefined ? local.disconnectedAt : timestampDate(i.disconnectedAt),
         lastEnd: i.lastEndCode === "" ? local.lastEnd : { code: i.lastEndCode, message: i.lastEndMessage },
         heartbeatRttMs: i.heartbeatRttMs === 0 ? local.heartbeatRttMs : i.heartbeatRttMs,
+        peer: i.protocolVersion === 0 ? local.peer : { softwareVersion: i.softwareVersion, protocolVersion: i.protocolVersion, features: [...i.features] },
       };
     });
   }

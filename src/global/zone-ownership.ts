@@ -240,6 +240,7 @@ export class ZoneOwnership {
       lastEndCode: end.code,
       lastEndMessage: end.message,
       heartbeatRttMs: held.session.stats().heartbeatRttMs ?? 0,
+      ...agreed(held.session),
     });
     try {
       // Only if nobody took the lease since: a newer holder's record must stand.
@@ -264,6 +265,13 @@ export class ZoneOwnership {
       connectedAt: timestampFromDate(held.connectedAt),
       renewedAt: timestampFromDate(new Date(this.#now())),
       heartbeatRttMs: held.session.stats().heartbeatRttMs ?? 0,
+      ...agreed(held.session),
     });
   }
+}
+
+/** What the session's hellos agreed on, as the lease records it (so every instance shows it). */
+function agreed(session: Session): { softwareVersion: string; protocolVersion: number; features: string[] } {
+  const peer = session.peer;
+  return { softwareVersion: peer?.softwareVersion ?? "", protocolVersion: peer?.protocolVersion ?? 0, features: [...(peer?.features ?? [])] };
 }

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/v1/resource.proto.
  */
 export const file_kds_v1_resource: GenFile = /*@__PURE__*/
-  fileDesc("ChVrZHMvdjEvcmVzb3VyY2UucHJvdG8SBmtkcy52MSKGAgoMUmVzb3VyY2VNZXRhEgwKBG5hbWUYASABKAkSDAoEbWVzaBgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5rZHMudjEuUmVzb3VyY2VNZXRhLkxhYmVsc0VudHJ5Eg8KB3ZlcnNpb24YBCABKAkSMQoNY3JlYXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbW9kaWZpY2F0aW9uX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVQoLS2RzUmVzb3VyY2USIgoEbWV0YRgBIAEoCzIULmtkcy52MS5SZXNvdXJjZU1ldGESIgoEc3BlYxgCIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkiGwoIWm9uZVNwZWMSDwoHZW5hYmxlZBgBIAEoCCKmAgoPWm9uZUluc2lnaHRTcGVjEhAKCGluc3RhbmNlGAEgASgJEg8KB3Nlc3Npb24YAiABKAkSDgoGb25saW5lGAMgASgIEjAKDGNvbm5lY3RlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPZGlzY29ubmVjdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZW5ld2VkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sYXN0X2VuZF9jb2RlGAcgASgJEhgKEGxhc3RfZW5kX21lc3NhZ2UYCCABKAkSGAoQaGVhcnRiZWF0X3J0dF9tcxgJIAEoAWIGcHJvdG8z", [file_google_protobuf_any, file_google_protobuf_timestamp]);
+  fileDesc("ChVrZHMvdjEvcmVzb3VyY2UucHJvdG8SBmtkcy52MSKGAgoMUmVzb3VyY2VNZXRhEgwKBG5hbWUYASABKAkSDAoEbWVzaBgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5rZHMudjEuUmVzb3VyY2VNZXRhLkxhYmVsc0VudHJ5Eg8KB3ZlcnNpb24YBCABKAkSMQoNY3JlYXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbW9kaWZpY2F0aW9uX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVQoLS2RzUmVzb3VyY2USIgoEbWV0YRgBIAEoCzIULmtkcy52MS5SZXNvdXJjZU1ldGESIgoEc3BlYxgCIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkiGwoIWm9uZVNwZWMSDwoHZW5hYmxlZBgBIAEoCCLsAgoPWm9uZUluc2lnaHRTcGVjEhAKCGluc3RhbmNlGAEgASgJEg8KB3Nlc3Npb24YAiABKAkSDgoGb25saW5lGAMgASgIEjAKDGNvbm5lY3RlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPZGlzY29ubmVjdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZW5ld2VkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sYXN0X2VuZF9jb2RlGAcgASgJEhgKEGxhc3RfZW5kX21lc3NhZ2UYCCABKAkSGAoQaGVhcnRiZWF0X3J0dF9tcxgJIAEoARIYChBzb2Z0d2FyZV92ZXJzaW9uGAogASgJEhgKEHByb3RvY29sX3ZlcnNpb24YCyABKA0SEAoIZmVhdHVyZXMYDCADKAliBnByb3RvMw", [file_google_protobuf_any, file_google_protobuf_timestamp]);
 
 /**
  * Identity and bookkeeping of a resource.
@@ -196,6 +196,27 @@ export type ZoneInsightSpec = Message<"kds.v1.ZoneInsightSpec"> & {
    * @generated from field: double heartbeat_rtt_ms = 9;
    */
   heartbeatRttMs: number;
+
+  /**
+   * The zone's software version from its hello (empty when it did not say).
+   *
+   * @generated from field: string software_version = 10;
+   */
+  softwareVersion: string;
+
+  /**
+   * The mux protocol version the session runs (0 when unknown).
+   *
+   * @generated from field: uint32 protocol_version = 11;
+   */
+  protocolVersion: number;
+
+  /**
+   * The features the session uses.
+   *
+   * @generated from field: repeated string features = 12;
+   */
+  features: string[];
 };
 
 /**
