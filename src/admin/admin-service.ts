@@ -28,7 +28,7 @@ import {
 } from "../gen/kds/admin/v1/admin_pb.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
 import { validateInput } from "../store/validate.ts";
-import { resourceKey, type ResourceType, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
+import { LABELS, resourceKey, type ResourceType, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
 import { sideOf, type SyncCounters, type ZoneStatus } from "../sync/status.ts";
 import type { ResourceInput, ResourceStore } from "../store/contract.ts";
 import { toConnectError } from "../transport/connect-errors.ts";
@@ -96,8 +96,31 @@ export function assertWritable(role: "global" | "zone", type: ResourceType): voi
   if (role === "zone" && (type.direction === "global-to-zone" || type.kind === ZONE_KIND)) {
     throw new KdsError("invalid_argument", `${type.kind} resources are managed on the global and synced to zones; apply them with --server pointing at the global`);
   }
-  if (role === "global" && type.direction === "zone-to-global") {
+  if (role === "global" && (type.direction === "zone-to-global" || type.direction === "zone-to-zones")) {
     throw new KdsError("invalid_argument", `${type.kind} resources are created in zones and synced to the global; apply them with --server pointing at a zone`);
+  }
+}
+
+/**
+ * In a zone, refuses to write or delete `found` when it is a copy of another
+ * zone's zone-to-zones resource (`kds.io/origin: global`): copies are
+ * read-only, changed only in their origin zone.
+ */
+export function assertNotCopy(role: "global" | "zone", found: StoredResource | undefined): void {
+  if (role !== "zone" || found?.meta.labels[LABELS.origin] !== "global") return;
+  const origin = found.meta.labels[LABELS.zone] ?? "another zone";
+  throw new KdsError(
+    "invalid_argument",
+    `${found.kind} "${resourceKey(found.meta.mesh, found.meta.name)}" is a read-only copy of a resource of zone "${origin}"; change or delete it there (--server pointing at that zone), or pick another name`,
+  );
+}
+
+/** In a zone, refuses a batch that would overwrite a read-only copy of another zone's zone-to-zones resource (see {@link assertNotCopy}). */
+async function refuseCopies(backend: AdminBackend, inputs: readonly ResourceInput[], signal: AbortSignal): Promise<void> {
+  if (backend.role !== "zone") return;
+  for (const input of inputs) {
+    if (backend.types.get(input.kind).direction !== "zone-to-zones") continue;
+    assertNotCopy(backend.role, await backend.store.get(input.kind, input.mesh ?? "", input.name, { signal }));
   }
 }
 
@@ -196,6 +219,11 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
           throw withOutcome(error, request.resources.length, "none");
         }
         if (inputs.length === 0) return { resources: [] };
+        try {
+          await refuseCopies(backend, inputs, context.signal);
+        } catch (error) {
+          throw withOutcome(error, request.resources.length, "none");
+        }
         const { results } = await applyAll(store, inputs, context.signal);
         const stored: AdminResource[] = [];
         for (const r of results) {
@@ -227,6 +255,7 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
         const type = adminType(types, request.type);
         assertWritable(role, type);
         const key = resourceKey(request.mesh, request.name);
+        if (role === "zone" && type.direction === "zone-to-zones") assertNotCopy(role, await store.get(type.kind, request.mesh, request.name, { signal: context.signal }));
         const deleted = await store.delete(type.kind, request.mesh, request.name, { signal: context.signal });
         if (!deleted) throw new KdsError("not_found", `${type.kind} "${key}" not found`);
         logWrite(backend, context, `deleted ${type.kind} ${key}`);

@@ -1,7 +1,8 @@
 /**
  * `kds-mux demo`: a global and two zones on loopback (gRPC over h2c), each
  * zone proving its name with a zone token, example resources applied on both
- * sides, and a live log of them flowing both ways.
+ * sides, and a live log of them flowing both ways, including each zone's
+ * ZoneIngress reaching the other zone through the global (zone-to-zones).
  * The kinds are the example kinds, loaded from their kinds file like
  * `kds-mux global --kinds` loads any other.
  *
@@ -53,15 +54,15 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   const adminApi = await serveRoutes((router) => registerAdminRoutes(router, global.admin()), { port: 0, interceptors: [adminListenerInterceptor(global.admin(), "127.0.0.1")] });
   print(`kds-mux demo: one global and two zones on loopback, synced over gRPC (h2c) at ${served.url}, each zone with its zone token; admin API at ${adminApi.url}`);
   print(`  kinds from ${EXAMPLE_KINDS_FILE}: ${describeKinds(kinds.types)}`);
-  print(`  global -> zones: Mesh, TrafficPolicy      zones -> global: Dataplane      Ctrl-C to stop\n`);
+  print(`  global -> zones: Mesh, TrafficPolicy      zones -> global: Dataplane      zone -> global -> other zones: ZoneIngress      Ctrl-C to stop\n`);
 
   // The global hears about zone resources arriving.
   const watchFailed = (error: unknown): void => options.logger.error("demo: following a store failed", { error });
   watch(global.store, global.types, stop.signal, (kind, key, op, spec, labels) => {
-    if (kind !== "Dataplane") return;
+    if (kind !== "Dataplane" && kind !== "ZoneIngress") return;
     counts.up++;
-    const from = labels?.[LABELS.zone] ?? key.split("/")[1]?.split(".")[0] ?? "?";
-    print(`${stamp()} global    <- ${op === "put" ? "got" : "lost"} Dataplane ${key} from ${from}${spec === undefined ? "" : ` ${spec}`}`);
+    const from = labels?.[LABELS.zone] ?? key.split("/").at(-1)?.split(".")[0] ?? "?";
+    print(`${stamp()} global    <- ${op === "put" ? "got" : "lost"} ${kind} ${key} from ${from}${spec === undefined ? "" : ` ${spec}`}`);
   }).catch(watchFailed);
   for (const name of zoneNames) await global.registerZone(name);
   await global.store.put({ kind: "Mesh", name: "default", spec: spec("Mesh", { mtls: true, description: "the demo mesh" }) });
@@ -77,16 +78,22 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       logger: options.logger,
       backoff: { baseMs: 200, capMs: 2_000 },
     });
-    watch(zone.store, zone.types, stop.signal, (kind, key, op, spec) => {
-      if (kind === "Dataplane") return;
+    watch(zone.store, zone.types, stop.signal, (kind, key, op, spec, labels) => {
+      // The zone's own writes are not news; copies (of the global's and of the other zone's resources) are. A delete carries no labels: a dot marks a copy of another zone's ZoneIngress.
+      if (kind === "Dataplane" || (kind === "ZoneIngress" && (op === "put" ? labels?.[LABELS.origin] !== "global" : !key.includes(".")))) return;
       counts.down++;
-      print(`${stamp()} ${name.padEnd(9)} <- ${op === "put" ? "got" : "lost"} ${kind} ${key}${spec === undefined ? "" : ` ${spec}`}`);
+      const from = kind === "ZoneIngress" ? ` (from ${labels?.[LABELS.zone] ?? key.split(".")[0]}, through the global)` : "";
+      print(`${stamp()} ${name.padEnd(9)} <- ${op === "put" ? "got" : "lost"} ${kind} ${key}${from}${spec === undefined ? "" : ` ${spec}`}`);
     }).catch(watchFailed);
     return { name, zone, done: zone.run(stop.signal) };
   });
   const dataplane = (name: string, address: string, service: string) => ({ kind: "Dataplane", mesh: "default", name, labels: { app: service }, spec: spec("Dataplane", { address, service, port: 8080 }) });
   await zones[0]?.zone.store.put(dataplane("web-1", "10.0.1.1", "web"));
   await zones[1]?.zone.store.put(dataplane("api-1", "10.0.2.1", "api"));
+  // Each zone's ingress: the other zone gets it through the global, this zone never gets its own back.
+  const ingress = (address: string, services: string[]) => ({ kind: "ZoneIngress", name: "ingress", spec: spec("ZoneIngress", { address, port: 10001, services }) });
+  await zones[0]?.zone.store.put(ingress("192.0.2.10", ["web"]));
+  await zones[1]?.zone.store.put(ingress("198.51.100.20", ["api"]));
 
   // A few changes on both sides while it runs.
   const steps: ((i: number) => Promise<unknown>)[] = [
@@ -95,6 +102,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     (i) => global.store.put({ kind: "TrafficPolicy", mesh: "default", name: `retries-${i}`, spec: spec("TrafficPolicy", { services: ["api"], retries: i }) }),
     (i) => zones[1]?.zone.store.put(dataplane("api-1", `10.0.2.${i + 10}`, "api")) ?? Promise.resolve(),
     (i) => global.store.delete("TrafficPolicy", "default", `retries-${i - 2}`),
+    (i) => zones[i % 2]?.zone.store.put(ingress(i % 2 === 0 ? `192.0.2.${10 + i}` : `198.51.100.${20 + i}`, i % 2 === 0 ? ["web"] : ["api"])) ?? Promise.resolve(),
   ];
   let step = 0;
   const ticker = setInterval(() => {

@@ -72,7 +72,9 @@ export function formatTypes(types: TypeInfo[], format: OutputFormat): string {
 /** One type's response counters, in the words of `side`: sent, acked, nacked; or received (accepted plus rejected), accepted, rejected. */
 function countersText(side: string, c: Pick<SyncCounters, "sent" | "acked" | "nacked" | "accepted" | "rejected">): string {
   if (side === "") return `${c.sent}/${c.acked}/${c.nacked} sent/acked/nacked, ${c.accepted}/${c.rejected} accepted/rejected`; // a server too old to say its side
-  return side === "sender" ? `sent ${c.sent}, acked ${c.acked}, nacked ${c.nacked}` : `received ${c.accepted + c.rejected}, accepted ${c.accepted}, rejected ${c.rejected}`;
+  const sent = `sent ${c.sent}, acked ${c.acked}, nacked ${c.nacked}`;
+  const received = `received ${c.accepted + c.rejected}, accepted ${c.accepted}, rejected ${c.rejected}`;
+  return side === "sender" ? sent : side === "both" ? `${sent}; ${received}` : received;
 }
 
 /** A type's session counters as the JSON document prints them (zero when absent). */

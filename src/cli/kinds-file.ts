@@ -9,7 +9,7 @@
  * kinds:
  *   - kind: Gateway
  *     message: acme.v1.GatewaySpec
- *     direction: global-to-zone       # global-to-zone | zone-to-global | local
+ *     direction: global-to-zone       # global-to-zone | zone-to-global | zone-to-zones | local
  *     scope: cluster                  # cluster | mesh
  * ```
  *

@@ -1,7 +1,8 @@
 /**
  * What the global does when a Zone resource changes: a disabled or deleted
  * zone loses its live session at once, and a deleted zone's resources are
- * removed from the global's store. It follows the store's change feed, so it
+ * removed from the global's store; a disabled zone's zone-to-zones resources
+ * are withheld from the other zones until it is enabled again. It follows the store's change feed, so it
  * acts on changes made through any instance sharing the store, and at start
  * it removes what zones deleted while no global was running left behind.
  *
@@ -11,7 +12,8 @@ import type { ZoneSpec } from "../gen/kds/v1/resource_pb.ts";
 import type { Logger } from "../log.ts";
 import type { ResourceStore, WriteOp } from "../store/contract.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
-import { LABELS, type TypeRegistry } from "../sync/resource-types.ts";
+import type { WithheldZones } from "../sync/cross-zone.ts";
+import { LABELS, type ResourceType, type TypeRegistry } from "../sync/resource-types.ts";
 import { followStore } from "../store/follow.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 
@@ -25,6 +27,8 @@ export interface ZoneLifecycleOptions {
   readonly revoke: (zone: string, reason: "deleted" | "disabled") => Promise<void>;
   /** Resolves once the zone's sync on this instance has stopped writing. */
   readonly settled: (zone: string) => Promise<void>;
+  /** Where disabled zones are kept, so their zone-to-zones resources are withheld from the other zones. */
+  readonly withheld?: WithheldZones;
   /** Called after a deleted zone's resources were removed. */
   readonly forgotten?: (zone: string) => void;
   /** Delays between retries of a failed store read. */
@@ -54,13 +58,17 @@ export class ZoneLifecycle {
       retry: this.#options.retry,
       begin: async () => {
         const { revision, resources } = await store.list(ZONE_KIND, { signal });
+        this.#options.withheld?.reset(resources.filter((z) => (z.spec as ZoneSpec).enabled === false).map((z) => z.meta.name));
         await this.#sweep(new Set(resources.map((z) => z.meta.name)), signal);
         return revision;
       },
       onChange: async (change) => {
         if (change.op === "put") {
-          if ((change.resource.spec as ZoneSpec).enabled === false) await this.#options.revoke(change.resource.meta.name, "disabled");
+          const disabled = (change.resource.spec as ZoneSpec).enabled === false;
+          this.#options.withheld?.set(change.resource.meta.name, disabled);
+          if (disabled) await this.#options.revoke(change.resource.meta.name, "disabled");
         } else {
+          this.#options.withheld?.set(change.ref.name, false);
           await this.#deleted(change.ref.name, signal);
         }
       },
@@ -80,7 +88,7 @@ export class ZoneLifecycle {
   /** Removes resources of zones that no longer exist (deleted while no global followed the store). */
   async #sweep(registered: ReadonlySet<string>, signal: AbortSignal): Promise<void> {
     const orphans = new Set<string>();
-    for (const type of this.#options.types.flowing("zone-to-global")) {
+    for (const type of this.#zoneKinds()) {
       const { resources } = await this.#options.store.list(type.kind, { labels: { [LABELS.origin]: "zone" }, signal });
       for (const r of resources) {
         const zone = r.meta.labels[LABELS.zone];
@@ -93,10 +101,15 @@ export class ZoneLifecycle {
     }
   }
 
+  /** The kinds zones sync up: zone-to-global and zone-to-zones. */
+  #zoneKinds(): ResourceType[] {
+    return this.#options.types.receivedBy("global");
+  }
+
   /** Deletes every resource the zone synced up, one atomic batch per kind; returns how many. */
   async #removeResourcesOf(zone: string, signal: AbortSignal): Promise<number> {
     let removed = 0;
-    for (const type of this.#options.types.flowing("zone-to-global")) {
+    for (const type of this.#zoneKinds()) {
       const { resources } = await this.#options.store.list(type.kind, { labels: { [LABELS.zone]: zone }, signal });
       if (resources.length === 0) continue;
       const ops: WriteOp[] = resources.map((r) => ({ op: "delete", kind: type.kind, mesh: r.meta.mesh, name: r.meta.name }));

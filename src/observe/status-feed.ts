@@ -41,7 +41,7 @@ export interface LagPoint {
 /** A type's status as JSON: with this side's part in it. */
 export interface TypeSyncStatusJson extends TypeSyncStatus {
   /** "sender" (its counters are sent, ACKed, NACKed) or "receiver" (received, accepted, rejected). */
-  readonly side: "sender" | "receiver";
+  readonly side: "sender" | "receiver" | "both";
 }
 
 /** A zone's status as JSON (dates as ms since the epoch). */

@@ -23,7 +23,8 @@ import type { BackoffOptions } from "../util/backoff.ts";
 import { CatalogGate } from "./catalog-gate.ts";
 import { KindAgreement } from "./kind-agreement.ts";
 import { catalogSource, endSessionOnRefusal, learnKinds } from "./kinds-exchange.ts";
-import type { ResourceType, StoredResource, SyncDirection, TypeRegistry } from "./resource-types.ts";
+import { crossZoneFilter, WithheldZones, zoneServes } from "./cross-zone.ts";
+import { sentBy, type ResourceType, type StoredResource, type TypeRegistry } from "./resource-types.ts";
 import { SnapshotCache, type ServedKindState } from "./snapshot-cache.ts";
 import { ZoneStatusRecord, type ZoneStatus } from "./status.ts";
 import { StoreSink, type SinkMapping } from "./store-sink.ts";
@@ -41,7 +42,11 @@ export interface SyncEngineOptions {
    * the global's catalog here.
    */
   readonly types: TypeRegistry;
-  /** Which side this is: the global serves global-to-zone kinds, a zone serves zone-to-global kinds. */
+  /**
+   * Which side this is: the global serves global-to-zone kinds and the
+   * zone-to-zones resources of the other zones; a zone serves zone-to-global
+   * kinds and the zone-to-zones resources it made.
+   */
   readonly role: "global" | "zone";
   /** This side's name, sent as the discovery node id. */
   readonly name: string;
@@ -63,22 +68,31 @@ export interface SyncPeer {
   readonly zone: string;
   /** How the peer's resources map onto the local store. */
   readonly mapping: SinkMapping;
-  /** Which served resources this peer receives. Default: all. */
+  /**
+   * Which served resources this peer receives. Default: all. On the global,
+   * zone-to-zones resources pass it only after the rules of that direction
+   * (never the zone's own, none of a disabled zone: {@link SyncEngine.withheld}).
+   */
   readonly filter?: (resource: StoredResource) => boolean;
 }
 
 /** Resource sync over sessions, for either role. */
 export class SyncEngine {
   readonly #options: SyncEngineOptions;
-  /** The served kinds: the given ones, then one cache per batch of kinds a zone learned. */
-  readonly #caches: SnapshotCache[] = [];
+  /** The served kinds: the given ones, then one cache per batch of kinds a zone learned; zone-to-zones kinds in caches of their own. */
+  readonly #caches: { readonly cache: SnapshotCache; readonly crossZone: boolean }[] = [];
+  /**
+   * On the global: the zones whose zone-to-zones resources are withheld from
+   * the other zones (disabled ones). Nothing of those kinds is served until
+   * it is first {@link WithheldZones.reset}; a change re-evaluates every
+   * stream. The global control plane keeps it from the Zone resources.
+   */
+  readonly withheld: WithheldZones;
   /** The global's kind catalog; undefined on a zone. */
   readonly #catalog: SnapshotSource | undefined;
   /** How a zone squares the global's catalog with its kinds; undefined on the global. */
   readonly #agreement: KindAgreement | undefined;
   #started: AbortSignal | undefined;
-  readonly #served: Exclude<SyncDirection, "local">;
-  readonly #received: Exclude<SyncDirection, "local">;
   readonly #records = new Map<string, ZoneStatusRecord>();
   /** Per zone, the last attachment: a new one starts only after it finished, so an old session's late writes never land after a new session's resume. */
   readonly #attached = new Map<string, Promise<void>>();
@@ -86,9 +100,10 @@ export class SyncEngine {
   /** @param options - store, types, role */
   constructor(options: SyncEngineOptions) {
     this.#options = options;
-    this.#served = options.role === "global" ? "global-to-zone" : "zone-to-global";
-    this.#received = options.role === "global" ? "zone-to-global" : "global-to-zone";
-    this.#serve(options.types.flowing(this.#served));
+    this.withheld = new WithheldZones(() => {
+      for (const c of this.#caches) if (c.crossZone) c.cache.touch();
+    });
+    this.#serve(options.types.sentBy(options.role));
     this.#catalog = options.role === "global" ? catalogSource(options.types) : undefined;
     const refused = (error: { code: string; message: string }): void => this.#record(options.name).failed("kinds_refused", error.message);
     this.#agreement = options.role === "zone" ? new KindAgreement(options.types, `zone "${options.name}"`, refused) : undefined;
@@ -97,19 +112,33 @@ export class SyncEngine {
   /** Loads and follows the served kinds until `signal` aborts. */
   start(signal: AbortSignal): void {
     this.#started = signal;
-    for (const cache of this.#caches) cache.start(signal);
+    for (const c of this.#caches) c.cache.start(signal);
   }
 
   /** The store-facing state of each served kind. */
   served(): ServedKindState[] {
-    return this.#caches.flatMap((c) => c.state());
+    return this.#caches.flatMap((c) => c.cache.state());
   }
 
-  /** Serves `types` from a cache of their own (started now if the engine runs). */
+  /** Serves `types` from caches of their own, zone-to-zones kinds apart (started now if the engine runs). */
   #serve(types: readonly ResourceType[]): void {
-    const cache = new SnapshotCache(this.#options.store, types, { logger: this.#options.logger, retry: this.#options.storeRetry });
-    this.#caches.push(cache);
-    if (this.#started !== undefined) cache.start(this.#started);
+    for (const crossZone of [false, true]) {
+      const some = types.filter((t) => (t.direction === "zone-to-zones") === crossZone);
+      if (some.length === 0) continue;
+      const serves = crossZone && this.#options.role === "zone" ? zoneServes : undefined;
+      const cache = new SnapshotCache(this.#options.store, some, { logger: this.#options.logger, retry: this.#options.storeRetry, serves });
+      this.#caches.push({ cache, crossZone });
+      if (this.#started !== undefined) cache.start(this.#started);
+    }
+  }
+
+  /** The source of one cache for `peer`: on the global, zone-to-zones kinds only under their rules. */
+  #source(c: { readonly cache: SnapshotCache; readonly crossZone: boolean }, peer: SyncPeer): SnapshotSource {
+    if (!c.crossZone || this.#options.role !== "global") return c.cache.source(peer.filter);
+    const rule = crossZoneFilter(peer.zone, (origin) => this.withheld.has(origin));
+    const user = peer.filter;
+    const inner = c.cache.source(user === undefined ? rule : (r) => rule(r) && user(r));
+    return { ...inner, snapshot: (typeUrl, signal) => (this.withheld.known ? inner.snapshot(typeUrl, signal) : Promise.resolve(undefined)) };
   }
 
   /**
@@ -164,7 +193,7 @@ export class SyncEngine {
     if (this.#agreement !== undefined) {
       const learned = await learnKinds(session, this.#agreement, { zone: peer.zone, node, logger });
       if (learned === undefined) return; // the session ended
-      if (learned.length > 0) this.#serve(learned.filter((t) => t.direction === this.#served));
+      if (learned.length > 0) this.#serve(learned.filter((t) => sentBy(this.#options.role, t.direction)));
       for (const type of learned) record.add(type);
     }
     const own = discovery?.maxMessageBytes ?? defaultDiscoveryOptions.maxMessageBytes;
@@ -174,7 +203,7 @@ export class SyncEngine {
     const observed = streamObservers(this.#options.metrics ?? noopMetrics, this.#options.role === "global" ? peer.zone : session.peerId, (url) => types.byTypeUrl(url)?.kind ?? url);
     // The global requests the zone's kinds only once the zone has settled the catalog.
     const gate = this.#catalog === undefined ? undefined : new CatalogGate();
-    const source = observed.source(mergeSources([...this.#caches.map((c) => c.source(peer.filter)), ...(this.#catalog === undefined ? [] : [this.#catalog])]));
+    const source = observed.source(mergeSources([...this.#caches.map((c) => this.#source(c, peer)), ...(this.#catalog === undefined ? [] : [this.#catalog])]));
     const serverObserver = combineServerObservers(record.serverObserver(), observed.server);
     const server = new DiscoveryServer({
       view: gate?.watch(session.server) ?? session.server,
@@ -185,7 +214,7 @@ export class SyncEngine {
     const observer = combineClientObservers(record.clientObserver(), observed.client);
     const client = new DiscoveryClient({
       view: session.client,
-      typeUrls: types.flowing(this.#received).map((t) => t.typeUrl),
+      typeUrls: types.receivedBy(this.#options.role).map((t) => t.typeUrl),
       mode: mode ?? "delta",
       sink: new StoreSink(store, types, peer.mapping, {
         retry: this.#options.storeRetry,

@@ -24,6 +24,7 @@ export const KIND_CATALOG_KEY = "kinds";
 const directions: Record<SyncDirection, KindDirection> = {
   "global-to-zone": KindDirection.GLOBAL_TO_ZONE,
   "zone-to-global": KindDirection.ZONE_TO_GLOBAL,
+  "zone-to-zones": KindDirection.ZONE_TO_ZONES,
   local: KindDirection.LOCAL,
 };
 

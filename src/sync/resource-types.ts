@@ -8,11 +8,15 @@ import type { DescMessage, Message } from "@bufbuild/protobuf";
 import { KdsError } from "../errors.ts";
 
 /** Every sync direction, as kinds files and the CLI spell them. */
-export const SYNC_DIRECTIONS = ["global-to-zone", "zone-to-global", "local"] as const;
+export const SYNC_DIRECTIONS = ["global-to-zone", "zone-to-global", "zone-to-zones", "local"] as const;
 
 /**
- * Which way a kind flows: created on the global and synced to zones,
- * created in zones and synced to the global, or never synced.
+ * Which way a kind flows: created on the global and synced to zones
+ * ("global-to-zone"), created in zones and synced to the global
+ * ("zone-to-global"), created in zones, synced to the global and from there
+ * to every other zone ("zone-to-zones": never back to its origin, not while
+ * its origin is disabled; receiving zones hold read-only copies), or never
+ * synced ("local").
  */
 export type SyncDirection = (typeof SYNC_DIRECTIONS)[number];
 
@@ -126,6 +130,31 @@ export class TypeRegistry {
   flowing(direction: Exclude<SyncDirection, "local">): ResourceType[] {
     return this.list().filter((t) => t.direction === direction);
   }
+
+  /** Types a side of `role` sends: see {@link sentBy}. */
+  sentBy(role: "global" | "zone"): ResourceType[] {
+    return this.list().filter((t) => sentBy(role, t.direction));
+  }
+
+  /** Types a side of `role` receives: see {@link receivedBy}. */
+  receivedBy(role: "global" | "zone"): ResourceType[] {
+    return this.list().filter((t) => receivedBy(role, t.direction));
+  }
+}
+
+/**
+ * Whether a side of `role` sends kinds of `direction` to its peer: the global
+ * sends global-to-zone and zone-to-zones kinds (the latter are the copies of
+ * other zones' resources); a zone sends zone-to-global and zone-to-zones
+ * kinds (only those it made itself).
+ */
+export function sentBy(role: "global" | "zone", direction: SyncDirection): boolean {
+  return direction === "zone-to-zones" || direction === (role === "global" ? "global-to-zone" : "zone-to-global");
+}
+
+/** Whether a side of `role` receives kinds of `direction` from its peer (the mirror of {@link sentBy}). */
+export function receivedBy(role: "global" | "zone", direction: SyncDirection): boolean {
+  return sentBy(role === "global" ? "zone" : "global", direction);
 }
 
 /** Identity and bookkeeping of a stored resource. */
@@ -156,15 +185,21 @@ export interface StoredResource<T extends Message = Message> {
 
 /** Labels kds-mux sets; users must not set them. */
 export const LABELS = Object.freeze({
-  /** "global" or "zone": where the resource was created. */
+  /**
+   * On a synced copy, where it came from: "zone" on the global's copy of a
+   * zone resource, "global" on a zone's copy of what the global sent (a
+   * zone-to-zones copy of another zone's resource included). A zone's own
+   * resources carry none.
+   */
   origin: "kds.io/origin",
   /**
    * On the global: the zone a zone resource came from: the name its session was
    * admitted under (proven by the zone's token or client certificate, unless the
    * global runs without zone authentication), never anything the zone wrote.
+   * In the other zones, a zone-to-zones copy keeps it: its origin zone.
    */
   zone: "kds.io/zone",
-  /** On the global: the zone resource's name in its zone. */
+  /** On the global (and on zone-to-zones copies in other zones): the zone resource's name in its zone. */
   displayName: "kds.io/display-name",
   /** On a synced copy: the version of the original in its origin's store. */
   originVersion: "kds.io/origin-version",

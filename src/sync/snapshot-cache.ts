@@ -54,6 +54,11 @@ export interface SnapshotCacheOptions {
   readonly logger: Logger;
   /** Delays between retries of a failed list or watch. Default 200 ms doubling to 10 s. */
   readonly retry?: BackoffOptions;
+  /**
+   * Which of the kinds' resources this side serves at all (a zone leaves out
+   * the copies of other zones' resources it received). Default: all.
+   */
+  readonly serves?: (resource: StoredResource) => boolean;
 }
 
 /** Shared, incrementally updated wire form of the kinds a side serves. */
@@ -61,6 +66,7 @@ export class SnapshotCache {
   readonly #store: ResourceStore;
   readonly #logger: Logger;
   readonly #retry: BackoffOptions | undefined;
+  readonly #serves: ((resource: StoredResource) => boolean) | undefined;
   readonly #kinds = new Map<string, KindCache>();
   readonly #byUrl = new Map<string, KindCache>();
   readonly #listeners = new Set<(typeUrl: string, key?: string) => void>();
@@ -75,6 +81,7 @@ export class SnapshotCache {
     this.#store = store;
     this.#logger = options.logger;
     this.#retry = options.retry;
+    this.#serves = options.serves;
     for (const type of types) {
       const cache: KindCache = { type, loadedAt: undefined, ready: false, entries: new Map(), digest: new SetDigest() };
       this.#kinds.set(type.kind, cache);
@@ -120,6 +127,14 @@ export class SnapshotCache {
     };
   }
 
+  /** Tells every stream that what it sees of every kind may have changed (its filter's inputs changed). */
+  touch(): void {
+    for (const cache of this.#kinds.values()) {
+      if (!cache.ready) continue;
+      for (const listener of this.#listeners) listener(cache.type.typeUrl);
+    }
+  }
+
   async #follow(signal: AbortSignal): Promise<void> {
     await followStore({
       store: this.#store,
@@ -150,7 +165,7 @@ export class SnapshotCache {
   async #load(cache: KindCache, signal: AbortSignal): Promise<void> {
     const { revision, resources } = await this.#store.list(cache.type.kind, { signal });
     const present = new Set<string>();
-    for (const resource of resources) present.add(this.#set(cache, resource));
+    for (const resource of resources) if (this.#serves?.(resource) !== false) present.add(this.#set(cache, resource));
     for (const [key, gone] of cache.entries) {
       if (present.has(key)) continue;
       cache.entries.delete(key);
@@ -166,9 +181,9 @@ export class SnapshotCache {
     const cache = this.#kinds.get(kind);
     if (cache === undefined || cache.loadedAt === undefined || change.revision <= cache.loadedAt) return;
     let key: string;
-    if (change.op === "put") key = this.#set(cache, change.resource);
+    if (change.op === "put" && this.#serves?.(change.resource) !== false) key = this.#set(cache, change.resource);
     else {
-      key = resourceKey(change.ref.mesh, change.ref.name);
+      key = change.op === "put" ? resourceKey(change.resource.meta.mesh, change.resource.meta.name) : resourceKey(change.ref.mesh, change.ref.name);
       const gone = cache.entries.get(key);
       if (gone === undefined) return;
       cache.entries.delete(key);

@@ -56,7 +56,7 @@ export interface TypeSyncStatus extends SyncCounters {
   /** Its type URL. */
   readonly typeUrl: string;
   /** Which way it flows. */
-  readonly direction: "global-to-zone" | "zone-to-global";
+  readonly direction: "global-to-zone" | "zone-to-global" | "zone-to-zones";
   /**
    * The counters of the current session (of the last one while offline);
    * zero before the first. The counters of this interface itself are the
@@ -86,10 +86,12 @@ export interface TypeSyncStatus extends SyncCounters {
 
 /**
  * This side's part in syncing a kind of `direction`: the "sender" (its
- * counters are sent, ACKed and NACKed) or the "receiver" (received, that is
- * accepted plus rejected, accepted and rejected).
+ * counters are sent, ACKed and NACKed), the "receiver" (received, that is
+ * accepted plus rejected, accepted and rejected), or "both" for a
+ * zone-to-zones kind (each side sends its part and receives the others').
  */
-export function sideOf(role: "global" | "zone", direction: TypeSyncStatus["direction"]): "sender" | "receiver" {
+export function sideOf(role: "global" | "zone", direction: TypeSyncStatus["direction"]): "sender" | "receiver" | "both" {
+  if (direction === "zone-to-zones") return "both";
   return (direction === "global-to-zone") === (role === "global") ? "sender" : "receiver";
 }
 

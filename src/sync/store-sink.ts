@@ -40,12 +40,23 @@ export interface SinkMapping {
   keyOf(local: StoredResource): string;
 }
 
-/** The zone's mirror of global resources: same names, labelled as coming from the global. */
+/**
+ * The zone's mirror of global resources: same names, labelled as coming from
+ * the global. A copy of another zone's zone-to-zones resource keeps the
+ * attribution the global gave it (`kds.io/zone`, `kds.io/display-name`).
+ */
 export function mirrorMapping(): SinkMapping {
   return {
     scope: { [LABELS.origin]: "global" },
     localName: (name) => name,
-    labels: (r, user) => ({ ...user, [LABELS.origin]: "global", [LABELS.originVersion]: r.version }),
+    labels: (r, user) => {
+      const labels: Record<string, string> = { ...user, [LABELS.origin]: "global", [LABELS.originVersion]: r.version };
+      const zone = r.labels[LABELS.zone];
+      const display = r.labels[LABELS.displayName];
+      if (zone !== undefined) labels[LABELS.zone] = zone;
+      if (display !== undefined) labels[LABELS.displayName] = display;
+      return labels;
+    },
     keyOf: (local) => resourceKey(local.meta.mesh, local.meta.name),
   };
 }
@@ -121,12 +132,15 @@ export class StoreSink implements ResourceSink {
     for (const local of held) existing.set(this.#mapping.keyOf(local), local);
     const ops: WriteOp[] = [];
     const rejected: RejectedResource[] = [];
+    const puts: { key: string; input: ResourceInput; expectedVersion: string; specBytes: Uint8Array | undefined }[] = [];
     for (const [key, decoded] of desired) {
       const local = existing.get(key);
       if (local?.meta.labels[LABELS.originVersion] === decoded.version) continue;
       const input = this.#input(type, decoded, rejected);
-      if (input !== undefined) ops.push({ op: "put", input, expectedVersion: local?.meta.version ?? "", handOver: true, specBytes: decoded.specBytes });
+      if (input !== undefined) puts.push({ key, input, expectedVersion: local?.meta.version ?? "", specBytes: decoded.specBytes });
     }
+    for (const p of await this.#notForeign(type, puts.filter((p) => p.expectedVersion === ""), rejected, signal)) ops.push({ op: "put", input: p.input, expectedVersion: "", handOver: true, specBytes: p.specBytes });
+    for (const p of puts) if (p.expectedVersion !== "") ops.push({ op: "put", input: p.input, expectedVersion: p.expectedVersion, handOver: true, specBytes: p.specBytes });
     for (const [key, local] of existing) {
       if (!desired.has(key)) ops.push({ op: "delete", kind: type.kind, mesh: local.meta.mesh, name: local.meta.name, expectedVersion: local.meta.version });
     }
@@ -138,12 +152,14 @@ export class StoreSink implements ResourceSink {
     const type = this.#type(typeUrl);
     const ops: WriteOp[] = [];
     const rejected: RejectedResource[] = [];
+    const puts: { key: string; input: ResourceInput; specBytes: Uint8Array | undefined }[] = [];
     for (const r of resources) {
       const decoded = fromWire(type, r.any, r.key);
       if (decoded.version !== r.version) throw new KdsError("invalid_resource", `${type.kind} "${r.key}": version ${r.version} in the response but ${decoded.version} in the resource`);
       const input = this.#input(type, decoded, rejected);
-      if (input !== undefined) ops.push({ op: "put", input, handOver: true, specBytes: decoded.specBytes });
+      if (input !== undefined) puts.push({ key: r.key, input, specBytes: decoded.specBytes });
     }
+    for (const p of await this.#notForeign(type, puts, rejected, signal)) ops.push({ op: "put", input: p.input, handOver: true, specBytes: p.specBytes });
     // The local copies of every removed key, read in one go (not one read per name); a key named twice is read and deleted once.
     const gone = [...new Set(removed)].map((key) => {
       const { mesh, name } = parseResourceKey(key);
@@ -159,6 +175,24 @@ export class StoreSink implements ResourceSink {
     });
     if (ops.length > 0) await this.#store.apply(ops, { signal });
     return { rejected };
+  }
+
+  /**
+   * Of zone-to-zones `puts`, those whose local name holds nothing but this
+   * sink's own copy: in a zone, another zone's resource never overwrites one
+   * this zone made under the same name (it is left out and reported). Other
+   * kinds cannot collide (each side writes only its own kinds) and pass
+   * unread.
+   */
+  async #notForeign<P extends { key: string; input: ResourceInput }>(type: ResourceType, puts: P[], rejected: RejectedResource[], signal: AbortSignal): Promise<P[]> {
+    if (type.direction !== "zone-to-zones" || puts.length === 0) return puts;
+    const locals = await this.#store.getMany(type.kind, puts.map((p) => ({ mesh: p.input.mesh ?? "", name: p.input.name })), { signal });
+    return puts.filter((p, i) => {
+      const local = locals[i];
+      if (local === undefined || matchesLabels(local.meta.labels, this.#mapping.scope)) return true;
+      rejected.push({ key: p.key, reason: `a ${type.kind} named "${p.input.name}" was made on this side; it is kept, and this copy is left out (rename one of them)` });
+      return false;
+    });
   }
 
   #type(typeUrl: string): ResourceType {

@@ -239,6 +239,10 @@ describe("kds-mux CLI", { timeout: 120_000 }, () => {
     expect(demo.stdout).toMatch(/zone-east <- got Mesh default/);
     expect(demo.stdout).toMatch(/zone-west <- got TrafficPolicy default\/timeouts/);
     expect(demo.stdout).toMatch(/global {4}<- got Dataplane default\/zone-east\.web-1 from zone-east/);
+    // Each zone's ZoneIngress reaches the other zone through the global, never its own zone.
+    expect(demo.stdout).toMatch(/zone-west <- got ZoneIngress zone-east\.ingress \(from zone-east, through the global\)/);
+    expect(demo.stdout).toMatch(/zone-east <- got ZoneIngress zone-west\.ingress \(from zone-west, through the global\)/);
+    expect(demo.stdout).not.toMatch(/zone-east <- got ZoneIngress zone-east\./);
     expect(demo.stdout).toMatch(/zone-east {3}online/);
     expect(demo.stdout).toMatch(/demo finished: \d+ changes reached the zones from the global, \d+ reached the global from the zones/);
   }, 120_000);

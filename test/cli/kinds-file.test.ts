@@ -40,6 +40,7 @@ describe("kinds files", () => {
       "Mesh kds.example.v1.MeshSpec global-to-zone cluster",
       "TrafficPolicy kds.example.v1.TrafficPolicySpec global-to-zone mesh",
       "Dataplane kds.example.v1.DataplaneSpec zone-to-global mesh",
+      "ZoneIngress kds.example.v1.ZoneIngressSpec zone-to-zones cluster",
     ]);
   });
 

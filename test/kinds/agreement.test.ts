@@ -3,6 +3,7 @@ import { create, fromBinary, toBinary, type Message } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { KdsError } from "../../src/errors.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { KindDirection } from "../../src/gen/kds/v1/kinds_pb.ts";
 import { KindAgreement } from "../../src/sync/kind-agreement.ts";
 import { KIND_CATALOG_TYPE_URL, catalogOf, catalogResource, kindCatalog } from "../../src/sync/kind-catalog.ts";
 import type { ResourceTypeInit } from "../../src/sync/resource-types.ts";
@@ -50,7 +51,7 @@ describe("kind catalog", () => {
     expect(new Set(names).size).toBe(names.length);
     expect(names).toContain("kds/example/v1/example.proto");
     const zone = createTypeRegistry();
-    expect(new KindAgreement(zone, "zone").agree(catalogOf([catalogResource(catalog).any]), "global").map((t) => t.kind)).toEqual(["Mesh", "TrafficPolicy", "Dataplane"]);
+    expect(new KindAgreement(zone, "zone").agree(catalogOf([catalogResource(catalog).any]), "global").map((t) => t.kind)).toEqual(["Mesh", "TrafficPolicy", "Dataplane", "ZoneIngress"]);
   });
 
   it("changes version when the catalog changes, and only then", () => {
@@ -86,6 +87,19 @@ describe("kind agreement", () => {
     const error = refusal(() => new KindAgreement(zone, 'zone "z"').agree(sent(acmeKinds(1)), 'global "g"'));
     expect(error.message).toContain('kind "Workload": global "g" defines acme.v1.WorkloadSpec, zone-to-global, mesh-scoped; zone "z" defines acme.v1.WorkloadSpec, global-to-zone, mesh-scoped');
     expect(error.message).toContain('kind "Gateway": global "g" defines acme.v1.GatewaySpec, global-to-zone, cluster-scoped; zone "z" defines acme.v1.GatewaySpec, global-to-zone, mesh-scoped');
+  });
+
+  it("carries zone-to-zones kinds: a zone learns them as such, and refuses one it defines with another direction", () => {
+    const catalog = kindCatalog(createTypeRegistry([...exampleTypes]).list());
+    expect(catalog.kinds.find((k) => k.kind === "ZoneIngress")?.direction).toBe(KindDirection.ZONE_TO_ZONES);
+    const learner = createTypeRegistry();
+    new KindAgreement(learner, "zone").agree(catalogOf([catalogResource(catalog).any]), "global");
+    expect(learner.get("ZoneIngress").direction).toBe("zone-to-zones");
+    expect(learner.sentBy("zone").map((t) => t.kind)).toEqual(["Dataplane", "ZoneIngress"]);
+    expect(learner.receivedBy("zone").map((t) => t.kind)).toEqual(["Mesh", "TrafficPolicy", "ZoneIngress"]);
+    const other = createTypeRegistry(exampleTypes.map((t) => (t.kind === "ZoneIngress" ? { ...t, direction: "zone-to-global" as const } : t)));
+    const error = refusal(() => new KindAgreement(other, 'zone "z"').agree(catalogOf([catalogResource(catalog).any]), 'global "g"'));
+    expect(error.message).toContain('kind "ZoneIngress": global "g" defines kds.example.v1.ZoneIngressSpec, zone-to-zones, cluster-scoped; zone "z" defines kds.example.v1.ZoneIngressSpec, zone-to-global, cluster-scoped');
   });
 
   it("refuses a message the zone knows as another kind", () => {

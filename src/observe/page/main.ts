@@ -78,8 +78,10 @@ function renderZones(s: StatusSnapshot): void {
 }
 
 /** A type's counters in the words of this side's part in it. */
-function counters(side: "sender" | "receiver", c: SyncCounters): string {
-  return side === "sender" ? `sent ${c.sent}, acked ${c.acked}, nacked ${c.nacked}` : `received ${c.accepted + c.rejected}, accepted ${c.accepted}, rejected ${c.rejected}`;
+function counters(side: "sender" | "receiver" | "both", c: SyncCounters): string {
+  const sent = `sent ${c.sent}, acked ${c.acked}, nacked ${c.nacked}`;
+  const received = `received ${c.accepted + c.rejected}, accepted ${c.accepted}, rejected ${c.rejected}`;
+  return side === "sender" ? sent : side === "receiver" ? received : `${sent}; ${received}`;
 }
 
 function renderTypes(s: StatusSnapshot): void {

@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/v1/kinds.proto.
  */
 export const file_kds_v1_kinds: GenFile = /*@__PURE__*/
-  fileDesc("ChJrZHMvdjEva2luZHMucHJvdG8SBmtkcy52MSJpCgtLaW5kQ2F0YWxvZxIlCgVraW5kcxgBIAMoCzIWLmtkcy52MS5LaW5kRGVmaW5pdGlvbhIzCgVmaWxlcxgCIAMoCzIkLmdvb2dsZS5wcm90b2J1Zi5GaWxlRGVzY3JpcHRvclByb3RvInsKDktpbmREZWZpbml0aW9uEgwKBGtpbmQYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIoCglkaXJlY3Rpb24YAyABKA4yFS5rZHMudjEuS2luZERpcmVjdGlvbhIgCgVzY29wZRgEIAEoDjIRLmtkcy52MS5LaW5kU2NvcGUqjwEKDUtpbmREaXJlY3Rpb24SHgoaS0lORF9ESVJFQ1RJT05fVU5TUEVDSUZJRUQQABIhCh1LSU5EX0RJUkVDVElPTl9HTE9CQUxfVE9fWk9ORRABEiEKHUtJTkRfRElSRUNUSU9OX1pPTkVfVE9fR0xPQkFMEAISGAoUS0lORF9ESVJFQ1RJT05fTE9DQUwQAypUCglLaW5kU2NvcGUSGgoWS0lORF9TQ09QRV9VTlNQRUNJRklFRBAAEhYKEktJTkRfU0NPUEVfQ0xVU1RFUhABEhMKD0tJTkRfU0NPUEVfTUVTSBACYgZwcm90bzM", [file_google_protobuf_descriptor]);
+  fileDesc("ChJrZHMvdjEva2luZHMucHJvdG8SBmtkcy52MSJpCgtLaW5kQ2F0YWxvZxIlCgVraW5kcxgBIAMoCzIWLmtkcy52MS5LaW5kRGVmaW5pdGlvbhIzCgVmaWxlcxgCIAMoCzIkLmdvb2dsZS5wcm90b2J1Zi5GaWxlRGVzY3JpcHRvclByb3RvInsKDktpbmREZWZpbml0aW9uEgwKBGtpbmQYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIoCglkaXJlY3Rpb24YAyABKA4yFS5rZHMudjEuS2luZERpcmVjdGlvbhIgCgVzY29wZRgEIAEoDjIRLmtkcy52MS5LaW5kU2NvcGUqsQEKDUtpbmREaXJlY3Rpb24SHgoaS0lORF9ESVJFQ1RJT05fVU5TUEVDSUZJRUQQABIhCh1LSU5EX0RJUkVDVElPTl9HTE9CQUxfVE9fWk9ORRABEiEKHUtJTkRfRElSRUNUSU9OX1pPTkVfVE9fR0xPQkFMEAISGAoUS0lORF9ESVJFQ1RJT05fTE9DQUwQAxIgChxLSU5EX0RJUkVDVElPTl9aT05FX1RPX1pPTkVTEAQqVAoJS2luZFNjb3BlEhoKFktJTkRfU0NPUEVfVU5TUEVDSUZJRUQQABIWChJLSU5EX1NDT1BFX0NMVVNURVIQARITCg9LSU5EX1NDT1BFX01FU0gQAmIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * Every kind that flows between the global and its zones, with the .proto
@@ -32,7 +32,7 @@ export const file_kds_v1_kinds: GenFile = /*@__PURE__*/
  */
 export type KindCatalog = Message<"kds.v1.KindCatalog"> & {
   /**
-   * The kinds that flow (global-to-zone and zone-to-global); local kinds stay out.
+   * The kinds that flow (global-to-zone, zone-to-global and zone-to-zones); local kinds stay out.
    *
    * @generated from field: repeated kds.v1.KindDefinition kinds = 1;
    */
@@ -130,6 +130,14 @@ export enum KindDirection {
    * @generated from enum value: KIND_DIRECTION_LOCAL = 3;
    */
   LOCAL = 3,
+
+  /**
+   * Created in zones, synced to the global and from there to every other zone
+   * (never back to the zone it came from, not while that zone is disabled).
+   *
+   * @generated from enum value: KIND_DIRECTION_ZONE_TO_ZONES = 4;
+   */
+  ZONE_TO_ZONES = 4,
 }
 
 /**

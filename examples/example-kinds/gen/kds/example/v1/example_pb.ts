@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/example/v1/example.proto.
  */
 export const file_kds_example_v1_example: GenFile = /*@__PURE__*/
-  fileDesc("ChxrZHMvZXhhbXBsZS92MS9leGFtcGxlLnByb3RvEg5rZHMuZXhhbXBsZS52MSItCghNZXNoU3BlYxIMCgRtdGxzGAEgASgIEhMKC2Rlc2NyaXB0aW9uGAIgASgJIkoKEVRyYWZmaWNQb2xpY3lTcGVjEhAKCHNlcnZpY2VzGAEgAygJEhIKCnRpbWVvdXRfbXMYAiABKA0SDwoHcmV0cmllcxgDIAEoDSI/Cg1EYXRhcGxhbmVTcGVjEg8KB2FkZHJlc3MYASABKAkSDwoHc2VydmljZRgCIAEoCRIMCgRwb3J0GAMgASgNYgZwcm90bzM");
+  fileDesc("ChxrZHMvZXhhbXBsZS92MS9leGFtcGxlLnByb3RvEg5rZHMuZXhhbXBsZS52MSItCghNZXNoU3BlYxIMCgRtdGxzGAEgASgIEhMKC2Rlc2NyaXB0aW9uGAIgASgJIkoKEVRyYWZmaWNQb2xpY3lTcGVjEhAKCHNlcnZpY2VzGAEgAygJEhIKCnRpbWVvdXRfbXMYAiABKA0SDwoHcmV0cmllcxgDIAEoDSI/Cg1EYXRhcGxhbmVTcGVjEg8KB2FkZHJlc3MYASABKAkSDwoHc2VydmljZRgCIAEoCRIMCgRwb3J0GAMgASgNIkIKD1pvbmVJbmdyZXNzU3BlYxIPCgdhZGRyZXNzGAEgASgJEgwKBHBvcnQYAiABKA0SEAoIc2VydmljZXMYAyADKAliBnByb3RvMw");
 
 /**
  * A mesh: a cluster-scoped group of services (global -> zone).
@@ -112,4 +112,40 @@ export type DataplaneSpec = Message<"kds.example.v1.DataplaneSpec"> & {
  */
 export const DataplaneSpecSchema: GenMessage<DataplaneSpec> = /*@__PURE__*/
   messageDesc(file_kds_example_v1_example, 2);
+
+/**
+ * A zone's ingress: where other zones reach this zone's services
+ * (zone -> every other zone, through the global).
+ *
+ * @generated from message kds.example.v1.ZoneIngressSpec
+ */
+export type ZoneIngressSpec = Message<"kds.example.v1.ZoneIngressSpec"> & {
+  /**
+   * Address other zones dial.
+   *
+   * @generated from field: string address = 1;
+   */
+  address: string;
+
+  /**
+   * Port other zones dial.
+   *
+   * @generated from field: uint32 port = 2;
+   */
+  port: number;
+
+  /**
+   * Services reachable through it.
+   *
+   * @generated from field: repeated string services = 3;
+   */
+  services: string[];
+};
+
+/**
+ * Describes the message kds.example.v1.ZoneIngressSpec.
+ * Use `create(ZoneIngressSpecSchema)` to create a new message.
+ */
+export const ZoneIngressSpecSchema: GenMessage<ZoneIngressSpec> = /*@__PURE__*/
+  messageDesc(file_kds_example_v1_example, 3);
 
