@@ -25,6 +25,7 @@ import { reverseCallTransport, type ReverseCallTransportOptions } from "../rpc/t
 import { toConnectError } from "../transport/connect-errors.ts";
 import { disabledMessage, missingClientIdMessage, notRegisteredMessage } from "./registration.ts";
 import type { ZoneRegistry } from "./zone-registry.ts";
+import { describeAgreement } from "../mux/negotiation.ts";
 import { CLIENT_ID_HEADER, ZONE_NAME_PATTERN } from "../names.ts";
 import { muxJsonRegistry } from "../sync/json-registry.ts";
 import { BurstLog } from "../util/burst-log.ts";
@@ -495,7 +496,7 @@ export class GlobalServer implements MuxAcceptor {
         void previous.close({ code: "replaced", message: `a newer session of zone "${zone}" replaced this one on global "${this.id}"` });
       }
       const proof = this.#live.get(session);
-      this.#logger.info(`zone "${zone}" connected (${proof?.proof === "token" ? `zone token ${proof.tokenId ?? ""}` : proof?.proof === "certificate" ? `client certificate sha256:${proof.certificate ?? "?"} serial:${proof.certificateSerial ?? "?"}` : "NOT authenticated"})`, { zone });
+      this.#logger.info(`zone "${zone}" connected (${proof?.proof === "token" ? `zone token ${proof.tokenId ?? ""}` : proof?.proof === "certificate" ? `client certificate sha256:${proof.certificate ?? "?"} serial:${proof.certificateSerial ?? "?"}` : "NOT authenticated"}; ${session.peer === undefined ? "" : describeAgreement(session.peer)})`, { zone });
       try {
         await this.#options.onSession?.(session);
       } catch (error) {

@@ -154,3 +154,12 @@ function rangeRefusal(local: HelloOffer, roles: { readonly local: "zone" | "glob
       : `upgrade the ${roles.local} to a release that speaks version ${peer.min} or later, or run the ${roles.peer} on a release that speaks version ${local.versions.max}`;
   return `${both}: no version in common; ${upgrade} (see docs/protocol.md, "Versions and features")`;
 }
+
+/**
+ * What a session agreed on, for log lines: "protocol 3 (batching, calls),
+ * kds-mux/0.1.0", or "protocol 2 (calls), software version not given".
+ */
+export function describeAgreement(peer: { readonly protocolVersion: number; readonly features: readonly string[]; readonly softwareVersion: string }): string {
+  const features = peer.features.length === 0 ? "no features" : peer.features.join(", ");
+  return `protocol ${peer.protocolVersion} (${features}), ${peer.softwareVersion === "" ? "software version not given" : peer.softwareVersion}`;
+}

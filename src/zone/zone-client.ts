@@ -11,6 +11,7 @@ import { CLIENT_ID_HEADER, assertZoneName } from "../names.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import { resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
 import { MuxSession } from "../mux/session.ts";
+import { describeAgreement } from "../mux/negotiation.ts";
 import type { Session } from "../mux/views.ts";
 import { anySignal, sleep } from "../util/abort.ts";
 import type { MuxTransport } from "../transport/transport.ts";
@@ -184,7 +185,7 @@ export class ZoneClient {
       try {
         const session = await this.dial(signal);
         const startedAt = performance.now();
-        this.#logger.info(`zone "${this.name}" connected to global "${session.peerId}" over ${this.#options.transport.name}`);
+        this.#logger.info(`zone "${this.name}" connected to global "${session.peerId}" over ${this.#options.transport.name}${session.peer === undefined ? "" : `; ${describeAgreement(session.peer)}`}`);
         void this.#handOver(session);
         const end = await session.closed;
         upMs = performance.now() - startedAt;

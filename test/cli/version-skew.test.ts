@@ -69,6 +69,8 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
     await zone.store.put({ kind: "Dataplane", name: "dp-1", mesh: "skew", spec: create(DataplaneSpecSchema, { address: "10.0.0.1", service: "web", port: 8080 }) });
     await until(() => adminClient(admin).get({ type: "Dataplane" }), (r) => r.resources.some((d) => d.name === "old-zone.dp-1"), "the version 2 zone's Dataplane on the global", 60_000);
 
+    // The global's log says what the session agreed on.
+    await global.waitFor(/zone "old-zone" connected \(zone token [^;]*; protocol 2 \(calls\), software version not given\)/, 30_000);
     // The zone's own view: version 2 with calls; it still reads the global's software version.
     expect(zone.status().peer).toEqual({ protocolVersion: 2, features: ["calls"], softwareVersion: SOFTWARE_VERSION });
     // The global's view, through its admin API: the zone did not say its version (a version 2 hello does not).
