@@ -72,6 +72,8 @@ describe("status page", () => {
     const east = startZone("zone-east");
     await page.waitForSelector('#zones tr[data-zone="zone-east"][data-online="true"]', { timeout: 20_000 });
     expect(await page.textContent('#zones tr[data-zone="zone-east"] .badge')).toBe("online");
+    // What its session agreed on: the zone's software version, protocol version 3 and both features.
+    expect(await page.textContent('#zones tr[data-zone="zone-east"] .version')).toMatch(/^kds-mux\/\S+ · protocol 3 · batching, calls$/);
     await page.waitForSelector('#sessions tr[data-peer="zone-east"][data-open="true"]', { timeout: 20_000 });
     startZone("zone-west");
     await page.waitForSelector('#zones tr[data-zone="zone-west"][data-online="true"]', { timeout: 20_000 });
