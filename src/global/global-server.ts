@@ -29,13 +29,11 @@ import { describeAgreement } from "../mux/negotiation.ts";
 import { CLIENT_ID_HEADER, ZONE_NAME_PATTERN } from "../names.ts";
 import { muxJsonRegistry } from "../sync/json-registry.ts";
 import { BurstLog } from "../util/burst-log.ts";
+import { RefusalLog } from "./refusal-log.ts";
 import { sleep } from "../util/abort.ts";
 
 /** The default of {@link GlobalServerOptions.maxHandshakes}. */
 export const DEFAULT_MAX_HANDSHAKES = 512;
-
-/** How many distinct credential refusals are rate-limited separately at once. */
-const MAX_REFUSAL_LOGS = 256;
 
 /** The default of {@link GlobalServerOptions.maxHandshakesPerZone}: a zone needs one; a few cover a reconnect racing a stale stream. */
 export const DEFAULT_MAX_HANDSHAKES_PER_ZONE = 4;
@@ -137,8 +135,8 @@ export class GlobalServer implements MuxAcceptor {
   readonly #handshakingByZone = new Map<string, number>();
   readonly #overloadLog: BurstLog;
   readonly #zoneOverloadLog: BurstLog;
-  /** Refusals for credentials, each distinct one logged once per burst (a flood of tokenless streams must not flood the log); at most {@link MAX_REFUSAL_LOGS}. */
-  readonly #refusalLogs = new Map<string, BurstLog>();
+  /** Refusals for credentials, each reason logged once per burst (a flood of tokenless streams must not flood the log). */
+  readonly #refusals: RefusalLog;
   readonly #helloTimeoutLog: BurstLog;
 
   /** @param options - registry, names, callbacks */
@@ -147,6 +145,7 @@ export class GlobalServer implements MuxAcceptor {
     this.id = options.id ?? "global";
     this.jsonRegistry = options.jsonRegistry ?? muxJsonRegistry();
     this.#logger = options.logger ?? consoleLogger();
+    this.#refusals = new RefusalLog(this.#logger);
     this.#metrics = options.metrics ?? noopMetrics;
     const adminUrl = options.adminUrl ?? "<global-admin-url>";
     this.#adminUrl = typeof adminUrl === "string" ? () => adminUrl : adminUrl;
@@ -266,25 +265,9 @@ export class GlobalServer implements MuxAcceptor {
     try {
       return await this.#options.authenticator.authenticate({ zone, headers, peer }, signal);
     } catch (error) {
-      this.#noteRefusal(`refused zone "${zone}": ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`, zone, KdsError.is(error) ? error.code : undefined);
+      this.#refusals.note(zone, error);
       throw error;
     }
-  }
-
-  /** Logs refusal `text` the first time in a burst; repeats within 10 s are only counted, then summed in one line. */
-  #noteRefusal(text: string, zone: string, code: string | undefined): void {
-    let log = this.#refusalLogs.get(text);
-    if (log === undefined) {
-      // Bounded: an attacker naming ever new zones only resets the bursts.
-      if (this.#refusalLogs.size >= MAX_REFUSAL_LOGS) this.#refusalLogs.clear();
-      log = new BurstLog((count, windowMs) =>
-        count === 1 && windowMs === 0
-          ? this.#logger.warn(text, { zone, code })
-          : this.#logger.warn(`${text} (${count} more times in the last ${Math.round(windowMs / 1000)} s)`, { zone, code, refused: count }),
-      );
-      this.#refusalLogs.set(text, log);
-    }
-    log.note();
   }
 
   /**
