@@ -73,6 +73,8 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
     await global.waitFor(/zone "old-zone" connected \(zone token [^;]*; protocol 2 \(calls\), software version not given\)/, 30_000);
     // The zone's own view: version 2 with calls; it still reads the global's software version.
     expect(zone.status().peer).toEqual({ protocolVersion: 2, features: ["calls"], softwareVersion: SOFTWARE_VERSION });
+    // The global sent it no batch: this zone refuses one (it did not offer batching), which would have ended the session.
+    expect(zone.status().lastError).toBeUndefined();
     // The global's view, through its admin API: the zone did not say its version (a version 2 hello does not).
     const insight = (await adminClient(admin).inspectZones({})).zones.find((z) => z.zone === "old-zone");
     expect(insight).toMatchObject({ online: true, protocolVersion: 2, features: ["calls"], softwareVersion: "" });
