@@ -7,9 +7,11 @@
  * decoding it, so a frame of two million empty messages costs its 4 MiB of
  * bytes, never the hundreds of MiB its objects would take.
  *
- * The scan stops as soon as the frame is over a limit. It judges only what
- * it can read: bytes that are not valid protobuf are left to the decoder,
- * which refuses them with its own error.
+ * The scan stops as soon as the frame is over a limit. It is stricter than
+ * the decoder, which reads a known field whatever its wire type and nests
+ * deeper: a known field with another wire type than its own, nesting deeper
+ * than {@link MAX_DEPTH}, or bytes that are not protobuf are refused, so
+ * nothing the scan could not weigh reaches the decoder.
  *
  * @module
  */
@@ -43,35 +45,38 @@ interface MessagePlan {
 
 const plans = new WeakMap<DescMessage, MessagePlan>();
 
-/** Frames nest this deep at most (a batch in a frame is 3 levels; a Struct in a node a few more). */
-const MAX_DEPTH = 64;
+/** Frames nest this deep at most: a frame's own messages go 5 levels deep, a batch adds 2, free-form node metadata a few per level of its JSON. */
+export const MAX_DEPTH = 32;
 
 /**
  * Why the encoded frame `bytes` (one `kds.mux.v1.Message`) is refused before
- * decoding, or undefined when the scan finds nothing wrong (or cannot read
- * it: the decoder then reports that).
+ * decoding, or undefined when the scan finds nothing wrong.
  */
 export function scanRefusal(bytes: Uint8Array): string | undefined {
   const weight = scanFrame(bytes);
-  return weight === undefined ? undefined : frameRefusal(weight);
+  if (typeof weight === "string") return `it is not a well-formed kds.mux.v1.Message: ${weight}`;
+  return frameRefusal(weight);
 }
 
 /**
  * The weight of the encoded frame `bytes`, as far as the scan went (it stops
- * once a limit of {@link frameRefusal} is passed), or undefined when the
- * bytes are not readable protobuf.
+ * once a limit of {@link frameRefusal} is passed), or why the bytes cannot
+ * be weighed (they are not protobuf, a known field has another wire type
+ * than its own, or they nest deeper than {@link MAX_DEPTH}).
  */
-export function scanFrame(bytes: Uint8Array): FrameWeight | undefined {
+export function scanFrame(bytes: Uint8Array): FrameWeight | string {
   const scan = new Scan(bytes);
   const root = planOf(MessageSchema);
   scan.heap += root.heap;
-  return scan.message(root, 0, bytes.length, 0) ? { wireBytes: bytes.length, heapBytes: scan.heap, elements: scan.elements } : undefined;
+  return scan.message(root, 0, bytes.length, 0) ? { wireBytes: bytes.length, heapBytes: scan.heap, elements: scan.elements } : scan.why;
 }
 
 class Scan {
   heap = 0;
   elements = 0;
   pos = 0;
+  /** Why the bytes could not be weighed, once `message` returned false. */
+  why = "the bytes end inside a field";
   readonly #bytes: Uint8Array;
   readonly #heapLimit: number;
 
@@ -87,7 +92,7 @@ class Scan {
 
   /** Scans the fields in [start, end) as a message of `plan`; false when the bytes are not readable. */
   message(plan: MessagePlan, start: number, end: number, depth: number): boolean {
-    if (depth > MAX_DEPTH) return false;
+    if (depth > MAX_DEPTH) return this.#fail(`it nests deeper than ${MAX_DEPTH} messages`);
     this.pos = start;
     while (this.pos < end) {
       if (this.over) return true;
@@ -96,9 +101,11 @@ class Scan {
       const no = Math.floor(tag / 8);
       const wireType = tag % 8;
       const field = plan.fields.get(no);
-      const known = field === undefined ? "mismatch" : this.#known(field, wireType, end, depth);
-      if (known === "unreadable") return false;
-      if (known === "mismatch") {
+      if (field !== undefined) {
+        const known = this.#known(field, wireType, end, depth);
+        if (known === "unreadable") return false;
+        if (known === "mismatch") return this.#fail(`field ${no} arrives with wire type ${wireType}, not its own`);
+      } else {
         if (!this.#skip(wireType, no, end, depth)) return false;
         this.elements++;
         this.heap += UNKNOWN_HEAP;
@@ -107,7 +114,7 @@ class Scan {
     return this.pos === end;
   }
 
-  /** Scans one value of `field`: "mismatch" (nothing read) when its wire type does not fit, so it is skipped as unknown. */
+  /** Scans one value of `field`: "mismatch" (nothing read) when its wire type is not the field's. */
   #known(field: FieldPlan, wireType: number, end: number, depth: number): "ok" | "mismatch" | "unreadable" {
     if (field.kind === "scalar") {
       if (field.repeated && wireType === 2) {
@@ -119,7 +126,7 @@ class Scan {
         this.pos = range.end;
         return "ok";
       }
-      if (wireType === 2 || wireType > 5) return "mismatch";
+      if (wireType !== (field.fixedBytes === 8 ? 1 : field.fixedBytes === 4 ? 5 : 0)) return "mismatch";
       if (!this.#skip(wireType, 0, end, depth)) return "unreadable";
       if (field.repeated) {
         this.elements++;
@@ -194,7 +201,7 @@ class Scan {
         return true;
       }
       case 3: {
-        if (depth > MAX_DEPTH) return false;
+        if (depth > MAX_DEPTH) return this.#fail(`it nests deeper than ${MAX_DEPTH} groups`);
         while (this.pos < end) {
           const tag = this.#varint(end);
           if (tag === undefined) return false;
@@ -207,8 +214,13 @@ class Scan {
         this.pos += 4;
         return this.pos <= end;
       default:
-        return false;
+        return this.#fail(`wire type ${wireType} of field ${no} is not one a field may have`);
     }
+  }
+
+  #fail(why: string): false {
+    this.why = why;
+    return false;
   }
 
   #delimited(end: number): { start: number; end: number } | undefined {

@@ -153,20 +153,36 @@ describe("scanFrame", () => {
     );
   });
 
-  it("never throws on arbitrary bytes, and refuses nothing the decoder reads that weighFrame accepts", () => {
+  it("never throws on arbitrary bytes, and refuses no canonical encoding of what the decoder reads unless weighFrame refuses it too", () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
-        const refusal = scanRefusal(bytes);
+        scanRefusal(bytes); // may refuse bytes the lenient decoder reads (a known field with another wire type), but never throws
         let decoded: Message | undefined;
         try {
           decoded = fromBinary(MessageSchema, bytes);
         } catch {
           decoded = undefined;
         }
-        if (decoded !== undefined && refusal !== undefined) expect(frameRefusal(weighFrame(decoded))).toBeDefined();
+        if (decoded === undefined) return;
+        const canonical = toBinary(MessageSchema, decoded);
+        if (scanRefusal(canonical) !== undefined) expect(frameRefusal(weighFrame(decoded))).toBeDefined();
       }),
       { numRuns: 2000 },
     );
+  });
+
+  it("refuses what the decoder would read differently from the scan: a known field with another wire type, and nesting past its depth", () => {
+    // A ping whose id (a varint) arrives length-delimited, holding 200,000 fields the decoder would read as unknown ones.
+    const inner = new Uint8Array(400_000);
+    for (let i = 0; i < inner.length; i += 2) inner[i] = 0x10; // field 2, varint 0
+    const ping = concat(tagAndLength(0x5a, concat(tagAndLength(0x0a, inner))));
+    expect(fromBinary(MessageSchema, ping).value.case).toBe("ping"); // the decoder takes it
+    expect(scanRefusal(ping)).toMatch(/not a well-formed kds.mux.v1.Message: field 1 arrives with wire type 2, not its own/);
+    // Batches nested 40 deep (the decoder reads up to 100).
+    let nested = toBinary(MessageSchema, create(MessageSchema, { value: { case: "ping", value: { id: 1n } } }));
+    for (let i = 0; i < 40; i++) nested = toBinary(MessageSchema, create(MessageSchema, { value: { case: "batch", value: { frames: [fromBinary(MessageSchema, nested)] } } }));
+    expect(scanRefusal(nested)).toMatch(/nests deeper than 32/);
+    expect(scanRefusal(new Uint8Array([0x0a, 0x05, 0x01]))).toMatch(/not a well-formed/);
   });
 
   it("refuses, without decoding, a frame of too many empty strings and one of empty messages", () => {
@@ -179,3 +195,25 @@ describe("scanFrame", () => {
     expect(frameRefusal(weighFrame(messages))).toMatch(/over 16 times/);
   });
 });
+
+/** A length-delimited field: `tag`, the varint length of `body`, `body`. */
+function tagAndLength(tag: number, body: Uint8Array): Uint8Array[] {
+  const length: number[] = [];
+  let n = body.length;
+  while (n >= 0x80) {
+    length.push((n & 0x7f) | 0x80);
+    n = Math.floor(n / 128);
+  }
+  length.push(n);
+  return [new Uint8Array([tag, ...length]), body];
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((sum, p) => sum + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}

@@ -38,40 +38,83 @@ export function drained(stream: Writable): Promise<void> {
   });
 }
 
+/** One length-prefixed message: its flags byte and its body. */
+export interface Envelope {
+  readonly flags: number;
+  readonly body: Buffer;
+}
+
+/**
+ * Splits a byte stream into length-prefixed messages (gRPC's, and the same
+ * framing gRPC-web and Connect streams use), holding at most one message
+ * (`maxBytes`) and the chunk that completes it: a message's length is
+ * checked against `maxBytes` before its body is buffered, and its chunks are
+ * kept apart until it is whole and joined once (joining on every chunk
+ * copied a 4 MiB frame's bytes about 250 times).
+ */
+export class EnvelopeSplitter {
+  readonly #maxBytes: number;
+  readonly #unreadable: UnreadableFrame;
+  readonly #compressed: boolean;
+  #pending: Buffer = Buffer.alloc(0);
+  readonly #parts: Buffer[] = [];
+  #partBytes = 0;
+  /** Bytes the message being read needs in all: its prefix, then prefix and body once the length is known. */
+  #need = GRPC_PREFIX_BYTES;
+
+  /**
+   * @param maxBytes - the largest body
+   * @param unreadable - builds the error for a message over it (or compressed, when refused)
+   * @param compressed - whether a message may carry the compressed flag; refused as soon as its prefix arrives when not
+   */
+  constructor(maxBytes: number, unreadable: UnreadableFrame, compressed: boolean) {
+    this.#maxBytes = maxBytes;
+    this.#unreadable = unreadable;
+    this.#compressed = compressed;
+  }
+
+  /** Takes the next chunk; returns the messages it completes, in order. Throws for a message over `maxBytes`, or a refused compressed one. */
+  push(chunk: Buffer): Envelope[] {
+    this.#parts.push(chunk);
+    this.#partBytes += chunk.length;
+    if (this.#pending.length + this.#partBytes < this.#need) return [];
+    let pending = Buffer.concat([this.#pending, ...this.#parts]);
+    this.#parts.length = 0;
+    this.#partBytes = 0;
+    const out: Envelope[] = [];
+    while (pending.length >= GRPC_PREFIX_BYTES) {
+      if (!this.#compressed && ((pending[0] as number) & 1) !== 0) throw this.#unreadable("a compressed frame on a stream without grpc-encoding");
+      const length = pending.readUInt32BE(1);
+      if (length > this.#maxBytes) throw this.#unreadable(`a frame of ${length} bytes, above the read limit of ${this.#maxBytes}`);
+      this.#need = GRPC_PREFIX_BYTES + length;
+      if (pending.length < this.#need) break;
+      out.push({ flags: pending[0] as number, body: pending.subarray(GRPC_PREFIX_BYTES, this.#need) });
+      pending = pending.subarray(this.#need);
+      this.#need = GRPC_PREFIX_BYTES;
+    }
+    this.#pending = pending;
+    return out;
+  }
+
+  /** Bytes received that no complete message holds yet. */
+  get left(): number {
+    return this.#pending.length + this.#partBytes;
+  }
+}
+
 /**
  * The mux frames in gRPC's length-prefixed messages on `stream`, decoded
- * one at a time as they are pulled. Holds at most one frame (`maxBytes`)
- * and the chunk that completes it: a frame's length is checked against
- * `maxBytes` before its body is buffered, its elements and decoded size
- * (`scanRefusal`) before it is decoded, and its chunks are kept apart
- * until it is whole and joined once (joining on every chunk copied a 4 MiB
- * frame's bytes about 250 times). A compressed flag is refused: both users
- * only read streams without `grpc-encoding`. Ends when the stream ends or
- * closes; a stream error is thrown as it is.
+ * one at a time as they are pulled, with at most one frame buffered (see
+ * {@link EnvelopeSplitter}). Each frame is weighed before it is decoded
+ * (`scanRefusal`: its elements and decoded size), so a frame of millions of
+ * tiny elements costs its bytes, never its objects. A compressed flag is
+ * refused: both users only read streams without `grpc-encoding`. Ends when
+ * the stream ends or closes; a stream error is thrown as it is.
  */
 export async function* readGrpcFrames(stream: Readable, maxBytes: number, unreadable: UnreadableFrame): AsyncGenerator<Message, void, undefined> {
-  let pending: Buffer = Buffer.alloc(0);
-  const parts: Buffer[] = [];
-  let partBytes = 0;
-  /** Bytes the frame being read needs in all: its prefix, then prefix and body once the length is known. */
-  let need = GRPC_PREFIX_BYTES;
+  const splitter = new EnvelopeSplitter(maxBytes, unreadable, false);
   for await (const chunk of chunksOf(stream)) {
-    parts.push(chunk);
-    partBytes += chunk.length;
-    if (pending.length + partBytes < need) continue;
-    pending = Buffer.concat([pending, ...parts]);
-    parts.length = 0;
-    partBytes = 0;
-    while (pending.length >= GRPC_PREFIX_BYTES) {
-      if (((pending[0] as number) & 1) !== 0) throw unreadable("a compressed frame on a stream without grpc-encoding");
-      const length = pending.readUInt32BE(1);
-      if (length > maxBytes) throw unreadable(`a frame of ${length} bytes, above the read limit of ${maxBytes}`);
-      need = GRPC_PREFIX_BYTES + length;
-      if (pending.length < need) break;
-      const body = pending.subarray(GRPC_PREFIX_BYTES, need);
-      pending = pending.subarray(need);
-      need = GRPC_PREFIX_BYTES;
-      // Weighed before it is decoded: a frame of millions of tiny elements is refused at the cost of its bytes, not of its objects.
+    for (const { body } of splitter.push(chunk)) {
       const refused = scanRefusal(body);
       if (refused !== undefined) throw unreadable(refused);
       let message: Message;
@@ -83,8 +126,7 @@ export async function* readGrpcFrames(stream: Readable, maxBytes: number, unread
       yield message;
     }
   }
-  const left = pending.length + partBytes;
-  if (left > 0) throw unreadable(`the stream ended inside a frame (${left} bytes left)`);
+  if (splitter.left > 0) throw unreadable(`the stream ended inside a frame (${splitter.left} bytes left)`);
 }
 
 /**

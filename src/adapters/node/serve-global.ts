@@ -19,6 +19,7 @@ import { registerGlobal } from "../../global/connect-service.ts";
 import { baseUrl } from "../base-url.ts";
 import { KdsError } from "../../errors.ts";
 import { MUX_PATH, muxStreamClaim } from "./mux-stream.ts";
+import { scanMuxRequestBody } from "./mux-body-scan.ts";
 import { peerInfo } from "./peer-info.ts";
 import { DEFAULT_MAX_CONNECTIONS_PER_ZONE, DEFAULT_REQUEST_TIMEOUT_MS, http1ServerOptions, http2ServerOptions, limitConnections, type ConnectionLimits } from "./connection-limits.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
@@ -142,7 +143,11 @@ export async function serveRoutes(
   // Created with the servers below; requests only arrive once they listen.
   let guard: ReturnType<typeof limitConnections> | undefined;
   const gated = gatedHandler({
-    serve: (request, response) => void connect(request, response as Parameters<typeof connect>[1]),
+    serve: (request, response) => {
+      // A zone's stream that connect-node decodes (not the direct path's): weigh each frame before connect-node decodes it.
+      if (request.url === MUX_PATH && options.readMaxBytes !== undefined) scanMuxRequestBody(request, options.readMaxBytes);
+      void connect(request, response as Parameters<typeof connect>[1]);
+    },
     claim: options.claim,
     gate: options.gate,
     get guard() {
