@@ -57,7 +57,8 @@ const OWN_KEYS = new Set(["config", "print-config"]);
 export function settingOf(option: Option): Setting | undefined {
   if (option.hidden || option.long === undefined) return undefined;
   const flag = option.long;
-  const key = flag.replace(/^--/, "").replace(option.negate ? /^no-/ : /^(?!)/, "");
+  const name = flag.replace(/^--/, "");
+  const key = option.negate ? name.replace(/^no-/, "") : name;
   if (OWN_KEYS.has(key)) return undefined;
   return { key, env: ENV_PREFIX + key.toUpperCase().replace(/-/g, "_"), flag, option };
 }

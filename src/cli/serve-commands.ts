@@ -44,7 +44,7 @@ import { probeHandler, readinessOf, storeReason, PROBE_PATHS, type Readiness } f
 import { anySignal } from "../util/abort.ts";
 import { openCliStore, type StoreChoice } from "./store-option.ts";
 import { readTokenFile, writeSecretFile } from "./secret-files.ts";
-import { ReloadingTls, type TlsMaterial } from "./tls-reload.ts";
+import { ignoreHangup, ReloadingTls, type TlsMaterial } from "./tls-reload.ts";
 
 /** TLS flags of a listener: PEM files. */
 export interface TlsFlags {
@@ -219,6 +219,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const buffers = bufferLimits(options);
   // Watched and reloaded while running (tls-reload.ts): new connections get the new files, established ones continue.
   const reloading = serverTls(options, options.clientCa, "the global's listeners", options);
+  if (reloading === undefined) ignoreHangup(options.logger, options.signal);
   const tls = reloading === undefined ? undefined : { cert: reloading.current.cert as string, key: reloading.current.key as string };
   const clientCa = reloading?.current.ca;
   checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
@@ -439,6 +440,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
     const backend = { ...zone.admin(), tokens: new TokenAuthority({ store: zone.store, issuer: options.name, logger: options.logger }) };
     const limits = resolveConnectionLimits(options, "zone", options.logger, observe.metrics);
     const adminTls = serverTls(options, undefined, `zone "${options.name}"'s admin API`, options);
+    if (adminTls === undefined && reloading === undefined) ignoreHangup(options.logger, options.signal);
     const served = await serveAdminApi(backend, options.adminListen, {
       tls: adminTls === undefined ? undefined : { cert: adminTls.current.cert as string, key: adminTls.current.key as string },
       tokenFile: options.adminTokenFile,

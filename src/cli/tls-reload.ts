@@ -147,3 +147,14 @@ export class ReloadingTls {
     return true;
   }
 }
+
+/**
+ * For a process with no TLS files to reload: SIGHUP is logged and otherwise
+ * ignored until `signal` aborts, instead of ending the process (Node's
+ * default), since operators send it to ask for a reload.
+ */
+export function ignoreHangup(logger: Logger, signal: AbortSignal): void {
+  const onHangup = (): void => logger.info("SIGHUP: no TLS files to reload (the configuration file and flags are read at start only)");
+  process.on("SIGHUP", onHangup);
+  signal.addEventListener("abort", () => process.off("SIGHUP", onHangup), { once: true });
+}
