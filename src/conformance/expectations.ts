@@ -34,7 +34,13 @@ export function checkHello(report: Report, c: Conversation, o: { role: "zone" | 
     return;
   }
   report.expect("hello.first-frame", first?.value.case === "hello", `first frame: ${first?.value.case ?? "none"}`);
-  report.expect("hello.version", h.protocolVersion === KIT_PROTOCOL_VERSION, `protocol_version ${h.protocolVersion}`);
+  // A range (version 3's max_protocol_version) that holds the kit's version 2 is as good as version 2 exactly.
+  const max = Math.max(h.protocolVersion, h.maxProtocolVersion);
+  report.expect(
+    "hello.version",
+    h.protocolVersion <= KIT_PROTOCOL_VERSION && max >= KIT_PROTOCOL_VERSION,
+    `protocol_version ${h.protocolVersion}${h.maxProtocolVersion === 0 ? "" : `, max_protocol_version ${h.maxProtocolVersion}`} (the kit speaks ${KIT_PROTOCOL_VERSION})`,
+  );
   const framesOk = [h.requestWindow, h.responseWindow].every((w) => w >= 1 && w <= MAX_WINDOW);
   report.expect("hello.windows", framesOk, `request_window ${h.requestWindow}, response_window ${h.responseWindow}`);
   const bytesOk = [h.requestWindowBytes, h.responseWindowBytes].every((w) => w >= MIN_WINDOW_BYTES && w <= MAX_WINDOW_BYTES);

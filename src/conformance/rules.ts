@@ -36,7 +36,7 @@ export const RULES = {
   "admission.permission-denied": { section: "admission", text: "a token of another zone is refused: PermissionDenied, kds-error-code permission_denied" },
   "admission.not-registered": { section: "admission", text: "an unregistered zone is refused: FailedPrecondition, kds-error-code zone_not_registered" },
   "hello.first-frame": { section: "handshake", text: "each side's first frame is a hello" },
-  "hello.version": { section: "handshake", text: "protocol_version is 2" },
+  "hello.version": { section: "handshake", text: "protocol_version is 2, or a range (protocol_version to max_protocol_version) that holds 2" },
   "hello.windows": { section: "handshake", text: "request_window and response_window are each 1 to 65,536" },
   "hello.byte-windows": { section: "handshake", text: "request_window_bytes and response_window_bytes MUST each be 1,024 to 2^30" },
   "hello.max-message-bytes": { section: "handshake", text: "max_message_bytes is at least 1,024" },

@@ -33,7 +33,7 @@ function outcomes(results: CheckResult[]): Record<string, string> {
 
 describe("kds-mux conformance against kds-mux itself", { timeout: 300_000 }, () => {
   it("global mode: a real global passes every check (admission with tokens, overrun by one frame and by one byte, resume)", async () => {
-    const global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--log-level", "warn"]);
+    const global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--log-level", "info"]);
     processes.push(global);
     const m = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/, 120_000);
     const [muxUrl, adminUrl] = [m[1] as string, m[2] as string];
