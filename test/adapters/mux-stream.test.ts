@@ -2,7 +2,8 @@
 // zone's plain gRPC stream is served on its HTTP/2 stream, everything else
 // by connect-node, and a zone cannot tell them apart by what it gets.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { compressionGzip, createGrpcTransport } from "@connectrpc/connect-node";
+import { gzipSync } from "node:zlib";
 import * as http2 from "node:http2";
 import { afterAll, describe, expect, it } from "vitest";
 import { isPlainGrpcMuxStream } from "../../src/adapters/node/mux-stream.ts";
@@ -10,6 +11,7 @@ import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
 import { insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
 import { KdsError } from "../../src/errors.ts";
 import { MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { PROTOCOL_VERSION } from "../../src/mux/session.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
@@ -58,6 +60,43 @@ describe("serveGlobal's direct mux stream", () => {
       const refused = await new ZoneClient({ name: "zone-2", transport, logger: silentLogger }).dial().catch((e: unknown) => e);
       expect(KdsError.is(refused) && refused.code).toBe("zone_not_registered");
     }
+  });
+
+  it("serves a zone that compresses what it sends (through connect-node, each frame weighed decompressed first), and refuses a compressed frame of too many elements", async () => {
+    const transport = connectMuxTransport(createGrpcTransport({ baseUrl: both.direct.url, sendCompression: compressionGzip, compressMinBytes: 0 }));
+    const session = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
+    expect(session.peerId).toBe("global");
+    await session.close({ message: "test over" });
+    // A gzip frame of 600,000 empty strings: 6 KB compressed, 1.2 MB and over 2^19 elements decompressed.
+    const hello = toBinary(MessageSchema, create(MessageSchema, { value: { case: "hello", value: { protocolVersion: PROTOCOL_VERSION, peerId: "zone-1", requestWindow: 64, responseWindow: 64, requestWindowBytes: 1 << 23, responseWindowBytes: 1 << 23, maxMessageBytes: 1 << 22, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000 } } }));
+    const dense = toBinary(MessageSchema, create(MessageSchema, { value: { case: "deltaResponse", value: { typeUrl: "t", removedResources: Array.from({ length: 600_000 }, () => "") } } }));
+    const envelope = (flags: number, body: Uint8Array): Uint8Array => {
+      const out = new Uint8Array(5 + body.length);
+      out[0] = flags;
+      new DataView(out.buffer).setUint32(1, body.length);
+      out.set(body, 5);
+      return out;
+    };
+    const ended = await new Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders }>((resolve, reject) => {
+      const client = http2.connect(both.direct.url);
+      client.on("error", reject);
+      const stream = client.request({ ":method": "POST", ":path": PATH, "content-type": "application/grpc", te: "trailers", "client-id": "zone-1", "grpc-encoding": "gzip" });
+      let headers: http2.IncomingHttpHeaders = {};
+      let trailers: http2.IncomingHttpHeaders = {};
+      stream.on("response", (h) => (headers = h));
+      stream.on("data", () => undefined);
+      // The status ends the call for the zone; it never ends its own side, so the stream stays half open until it goes.
+      stream.on("trailers", (t) => {
+        trailers = t;
+        client.destroy();
+        resolve({ headers, trailers });
+      });
+      stream.on("close", () => resolve({ headers, trailers }));
+      stream.write(envelope(0, hello));
+      stream.write(envelope(1, gzipSync(dense)));
+    });
+    expect(status(ended)).toEqual({ grpcStatus: "3", code: "protocol_error" });
+    expect(decodeURIComponent(String(ended.trailers["grpc-message"] ?? ended.headers["grpc-message"]))).toMatch(/over the 524288 a frame may hold/);
   });
 
   it("serves a zone that accepts compressed responses (connect-node's default), uncompressed", async () => {
