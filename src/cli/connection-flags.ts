@@ -8,7 +8,7 @@
  * @module
  */
 import { InvalidArgumentError, Option } from "commander";
-import { defaultConnectionCaps, openFilesSoftLimit, type ConnectionLimits } from "../adapters/node/connection-limits.ts";
+import { DEFAULT_MAX_CONNECTIONS_PER_ADMIN_TOKEN, defaultConnectionCaps, openFilesSoftLimit, type ConnectionLimits } from "../adapters/node/connection-limits.ts";
 import { DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_HANDSHAKES_PER_ZONE } from "../global/global-server.ts";
 import type { Logger } from "../log.ts";
 import type { Metrics } from "../observe/metrics.ts";
@@ -140,6 +140,8 @@ export function resolveConnectionLimits(flags: ConnectionFlags, role: "global" |
   const admin: ConnectionLimits = {
     listener: "admin",
     maxConnections: flags.adminMaxConnections ?? defaults.admin,
+    // One admin token (a read-only one, say) holding event streams open cannot fill the cap and lock the operator out.
+    maxConnectionsPerIdentity: DEFAULT_MAX_CONNECTIONS_PER_ADMIN_TOKEN,
     idleTimeoutMs,
     authTimeoutMs,
     requestTimeoutMs,

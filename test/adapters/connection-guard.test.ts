@@ -4,7 +4,9 @@ import { EventEmitter } from "node:events";
 import type * as net from "node:net";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ConnectionGuard } from "../../src/adapters/node/connection-guard.ts";
-import type { ConnectionEvent } from "../../src/observe/metrics.ts";
+import { resolveConnectionLimits } from "../../src/cli/connection-flags.ts";
+import { silentLogger } from "../../src/log.ts";
+import { noopMetrics, type ConnectionEvent } from "../../src/observe/metrics.ts";
 
 /** A stand-in for an accepted socket: an address and port, and destroy() that emits close. */
 class FakeSocket extends EventEmitter {
@@ -95,5 +97,28 @@ describe("ConnectionGuard", () => {
     guard.connection(accept(guard)).authenticated(undefined); // trusted without an identity: no share
     expect([a.destroyed, b.destroyed, c.destroyed, other.destroyed]).toEqual([true, false, false, false]);
     expect(events.filter((e) => e === "evicted")).toHaveLength(1);
+  });
+  it("on the CLI's admin listener, one admin token holding every slot with authenticated streams cannot lock out another token", () => {
+    // The admin listener's limits as the CLI resolves them, with the 128 slots.
+    const { admin } = resolveConnectionLimits({ adminMaxConnections: 128 }, "global", silentLogger, noopMetrics, 4_096);
+    expect(admin.maxConnectionsPerIdentity).toBe(16);
+    const guard = new ConnectionGuard({ ...admin, authTimeoutMs: 1_000, metrics: { connection: (_l, e) => events.push(e) } });
+    // A read-only token (say Prometheus's) opens 128 connections, each holding a status event stream.
+    const held = Array.from({ length: 128 }, () => {
+      const socket = accept(guard);
+      guard.connection(socket).authenticated("token-prometheus");
+      return socket;
+    });
+    expect(held.filter((s) => !s.destroyed)).toHaveLength(16);
+    // The operator's connection gets in and authenticates.
+    const operator = accept(guard);
+    expect(operator.destroyed).toBe(false);
+    guard.connection(operator).authenticated("token-operator");
+    expect(operator.destroyed).toBe(false);
+    // The loopback listener's tokenless clients are trusted without an identity: no share to exceed.
+    const local = Array.from({ length: 20 }, () => accept(guard));
+    for (const socket of local) guard.connection(socket).authenticated(undefined);
+    expect(local.filter((s) => s.destroyed)).toHaveLength(0);
+    expect(events.filter((e) => e === "refused")).toHaveLength(0);
   });
 });

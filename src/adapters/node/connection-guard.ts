@@ -6,9 +6,9 @@
  * its streams are doing. At the listener's cap, the oldest unauthenticated
  * connection is closed to make room, so a peer with valid credentials always
  * gets in while others merely hold sockets; only when every connection is
- * authenticated is a new one refused. An identity (a zone) may hold a
- * bounded number of authenticated connections; beyond it its oldest one is
- * closed. Connections are matched by their remote address and port, which a
+ * authenticated is a new one refused. An identity (a zone, or an admin
+ * token) may hold a bounded number of authenticated connections; beyond it
+ * its oldest one is closed, so no one identity fills the cap. Connections are matched by their remote address and port, which a
  * TLS socket shares with the TCP socket under it.
  *
  * @module

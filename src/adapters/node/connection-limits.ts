@@ -50,9 +50,13 @@ export interface ConnectionLimits {
    */
   readonly requestTimeoutMs?: number;
   /**
-   * Most authenticated connections one identity (a zone) holds at once;
-   * beyond it its oldest is closed. Default: no bound (the admin listener);
-   * `serveGlobal` defaults it to {@link DEFAULT_MAX_CONNECTIONS_PER_ZONE}.
+   * Most authenticated connections one identity (a zone, or an admin token)
+   * holds at once; beyond it its oldest is closed, so one identity cannot
+   * fill `maxConnections` with connections that all count as authenticated.
+   * A caller trusted without an identity (a loopback admin listener's
+   * tokenless client) has no share. Default: no bound; `serveGlobal`
+   * defaults it to {@link DEFAULT_MAX_CONNECTIONS_PER_ZONE}, the CLI's
+   * admin listeners use {@link DEFAULT_MAX_CONNECTIONS_PER_ADMIN_TOKEN}.
    */
   readonly maxConnectionsPerIdentity?: number;
   /**
@@ -78,6 +82,13 @@ export const DEFAULT_AUTH_TIMEOUT_MS = 5_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 /** The zone listener's default {@link ConnectionLimits.maxConnectionsPerIdentity}: a zone needs one (a browser zone over HTTP/1.1 a few). */
 export const DEFAULT_MAX_CONNECTIONS_PER_ZONE = 8;
+
+/**
+ * The admin listener's {@link ConnectionLimits.maxConnectionsPerIdentity},
+ * per admin token: a CLI call needs one connection, the status page a few
+ * (one per open event stream over HTTP/1.1), a Prometheus scrape one.
+ */
+export const DEFAULT_MAX_CONNECTIONS_PER_ADMIN_TOKEN = 16;
 
 /** The default of {@link ConnectionLimits.maxStreamsPerConnection} (HTTP/2's customary 100). */
 export const DEFAULT_MAX_STREAMS_PER_CONNECTION = 100;
