@@ -18,7 +18,7 @@ import { raceAbort } from "../util/abort.ts";
 import { deferred } from "../util/deferred.ts";
 import { noopMetrics, type Metrics } from "../observe/metrics.ts";
 import { frameRefusal } from "./frame-limits.ts";
-import { creditSize, weighFrame } from "./frame-size.ts";
+import { weighFrame } from "./frame-size.ts";
 import {
   callLane,
   controlFrame,
@@ -349,8 +349,17 @@ export class MuxSession implements Session {
       this.#protocolError(`the first frame must be a hello, got ${frameKind(frame)}`);
       return;
     }
-    if (value.case !== "request" && value.case !== "deltaRequest" && value.case !== "response" && value.case !== "deltaResponse" && value.case !== "call" && value.case !== "batch") {
-      this.#metrics.frames("received", "control", 1, creditSize(frame));
+    if (value.case !== "request" && value.case !== "deltaRequest" && value.case !== "response" && value.case !== "deltaResponse" && value.case !== "call") {
+      // Control frames and a batch's own fields are weighed too (a batch's frames each on their own below): a frame of too many
+      // elements ends the session whatever its kind, also where the transport decoded it before anything could weigh its bytes.
+      const container = value.case === "batch" && frame.$unknown === undefined && value.value.$unknown === undefined;
+      const weight = container ? undefined : weighFrame(frame);
+      if (weight !== undefined && value.case !== "batch") this.#metrics.frames("received", "control", 1, weight.wireBytes);
+      const refused = weight === undefined ? undefined : frameRefusal(weight);
+      if (refused !== undefined) {
+        this.#protocolError(`the peer sent a ${frameKind(frame)} frame: ${refused}`);
+        return;
+      }
     }
     switch (value.case) {
       case "request":

@@ -124,6 +124,19 @@ describe("byte credit", () => {
     peer.end();
   });
 
+  it("ends a peer whose control frame holds too many elements (a ping of 600,000 unknown fields), even where the transport decoded it", async () => {
+    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1" });
+    const peer = new RawPeer(session);
+    peer.hello("zone-1", 64);
+    await session.ready;
+    const unknown = Array.from({ length: 600_000 }, () => ({ no: 2, wireType: 0, data: new Uint8Array([0]) }));
+    peer.write({ case: "ping", value: { ...create(PingSchema, { id: 1n }), $unknown: unknown } });
+    const end = await session.closed;
+    expect(end.code).toBe("protocol_error");
+    expect(end.message).toMatch(/the peer sent a ping frame: .*over the 524288 a frame may hold/);
+    peer.end();
+  });
+
   it("refuses a hello that grants no byte windows (protocol version 2 requires them)", async () => {
     const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1" });
     const peer = new RawPeer(session);
