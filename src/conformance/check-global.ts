@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { KdsError } from "../errors.ts";
 import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { KindDirection } from "../gen/kds/v1/kinds_pb.ts";
 import { catalogOf } from "../sync/kind-catalog.ts";
@@ -70,6 +71,7 @@ class GlobalRun {
         await step();
       } catch (error) {
         if (this.#o.signal.aborted) throw error;
+        if (KdsError.is(error, "transport")) throw error; // the global is unreachable: no check can run, say so once
         // Reported, not lost: a step that cannot go on (the global cut the connection, say) fails its rule with the reason.
         this.report.add(rule, "fail", `the ${name} check could not run: ${error instanceof Error ? error.message : String(error)}`);
       }

@@ -307,6 +307,15 @@ class ZoneRun {
    * more, and the last frame arrives past what it granted.
    */
   async overrun(): Promise<boolean> {
+    // Twice at most: a first attempt that sees neither a goaway nor credit is retried once, so one lost session on a loaded machine is not a failure.
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      const outcome = await this.#overrunOnce(attempt === 2);
+      if (outcome !== "retry") return outcome;
+    }
+    return true;
+  }
+
+  async #overrunOnce(last: boolean): Promise<boolean | "retry"> {
     const c = await this.#accept("overrun.frame");
     if (c === undefined) return false;
     await c.waitFor((f) => f.value.case === "hello", ANSWER_MS);
@@ -328,10 +337,14 @@ class ZoneRun {
     const g = await c.awaitGoaway(ANSWER_MS);
     const returned = c.received.filter((f) => f.value.case === "windowUpdate").reduce((n, f) => n + (f.value.case === "windowUpdate" ? f.value.value.responses : 0), 0);
     const what = `${count} responses against a response window of ${h.responseWindow}`;
+    c.link.close({ grpcStatus: 3, kdsErrorCode: "protocol_error", message: "conformance kit: overrun checked" });
     if (g !== undefined && g.reason === "PROTOCOL_ERROR" && /window/i.test(g.message)) this.report.add("overrun.frame", "pass", `${what}: goaway PROTOCOL_ERROR "${g.message}"`);
     else if (g === undefined && returned > 0) this.report.add("overrun.frame", "skip", `${what}: the zone returned ${returned} frames of credit before the last one arrived`);
-    else this.report.add("overrun.frame", "fail", `${what}: ${g === undefined ? `no goaway within ${ANSWER_MS} ms` : `goaway ${g.reason} "${g.message}" (expected PROTOCOL_ERROR naming the window)`}`);
-    c.link.close({ grpcStatus: 3, kdsErrorCode: "protocol_error", message: "conformance kit: overrun checked" });
+    else if (g === undefined && !last && !c.peerEnded) return "retry";
+    else {
+      const seen = c.received.map((f) => f.value.case).join(", ");
+      this.report.add("overrun.frame", "fail", `${what}: ${g === undefined ? `no goaway within ${ANSWER_MS} ms (the zone sent: ${seen})` : `goaway ${g.reason} "${g.message}" (expected PROTOCOL_ERROR naming the window)`}`);
+    }
     return true;
   }
 }
