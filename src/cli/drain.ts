@@ -10,7 +10,7 @@
 import { InvalidArgumentError, Option } from "commander";
 import type { AdminAuthorizer } from "../auth/admin-authorizer.ts";
 import { KdsError } from "../errors.ts";
-import type { GlobalServer } from "../global/global-server.ts";
+import type { DrainOptions } from "../global/global-server.ts";
 import type { Logger } from "../log.ts";
 import { parseDuration } from "./address.ts";
 
@@ -47,7 +47,7 @@ export const drainTimeoutOption = (): Option =>
  * not yet asked are asked at once and it stops waiting (the caller closes
  * what is left).
  */
-export async function drainWithin(server: GlobalServer, timeoutMs: number, logger: Logger): Promise<void> {
+export async function drainWithin(server: { drain(options: DrainOptions): Promise<number> }, timeoutMs: number, logger: Logger): Promise<void> {
   const deadline = AbortSignal.timeout(Math.max(1, timeoutMs));
   const started = performance.now();
   const asked = await server.drain({ spreadMs: timeoutMs * DRAIN_SPREAD_SHARE, signal: deadline });

@@ -29,6 +29,7 @@ import { readPem } from "./secret-files.ts";
 import { runGlobal, runZone, zoneTransports, type GlobalCommandOptions, type ZoneCommandOptions } from "./serve-commands.ts";
 import { stopSignal } from "./signals.ts";
 import { drainTimeoutOption } from "./drain.ts";
+import { rebalanceIntervalOption, rebalanceMovesOption } from "./rebalance-flags.ts";
 import { dataDirOption, storeOption } from "./store-option.ts";
 import { generateAdminToken, generateZoneToken, revokeCertificate, revokeToken, rotateSigningKey, tokenOutput } from "./token-commands.ts";
 
@@ -98,6 +99,8 @@ export function program(): Command {
     .addOption(idleTimeoutOption())
     .addOption(helloTimeoutOption())
     .addOption(drainTimeoutOption())
+    .addOption(rebalanceIntervalOption())
+    .addOption(rebalanceMovesOption())
     .addOption(maxHandshakesOption())
     .addOption(maxHandshakesPerZoneOption())
     .addOption(authTimeoutOption())

@@ -40,6 +40,7 @@ import { resolveConnectionLimits, type ConnectionFlags } from "./connection-flag
 import { globalKinds, zoneKinds } from "./kinds-file.ts";
 import { aborted } from "./signals.ts";
 import { drainRoute, drainWithin } from "./drain.ts";
+import { rebalanceOption, type RebalanceFlags } from "./rebalance-flags.ts";
 import { probeHandler, readinessOf, storeReason, PROBE_PATHS, type Readiness } from "../observe/probes.ts";
 import { anySignal } from "../util/abort.ts";
 import { openCliStore, type StoreChoice } from "./store-option.ts";
@@ -55,7 +56,7 @@ export interface TlsFlags {
 }
 
 /** Options of `kds-mux global`. */
-export interface GlobalCommandOptions extends TlsFlags, StoreChoice, ConnectionFlags {
+export interface GlobalCommandOptions extends TlsFlags, StoreChoice, ConnectionFlags, RebalanceFlags {
   /** Zone-facing address (mux and half-duplex). */
   readonly listen: string;
   /** Admin API address. */
@@ -230,6 +231,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const drainAsked = new AbortController();
   const stopping = anySignal([options.signal, drainAsked.signal]);
   let listening = false;
+  let zoneUrl: string | undefined;
   const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: running.signal });
   try {
     options.logger.info(`global "${options.name}" keeps its state in ${opened.description}`);
@@ -248,6 +250,8 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       memoryBudget: buffers.budget,
       maxHandshakes: options.maxHandshakes,
       maxHandshakesPerZone: options.maxHandshakesPerZone,
+      rebalance: rebalanceOption(options),
+      zoneUrl: () => zoneUrl,
     });
     global.start(running.signal);
     const admin = await serveAdminApi(global.admin(), options.adminListen, {
@@ -266,6 +270,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
     adminUrl = admin.url;
     const served = await serveGlobal(global.server, { host, port, tls: tls === undefined ? undefined : { ...tls, clientCa }, limits: limits.zones });
     listening = true;
+    zoneUrl = served.url;
     reloading?.onReload((m) => {
       setSecureContext(served, { cert: m.cert, key: m.key, ca: m.ca });
       setSecureContext(admin, { cert: m.cert, key: m.key });
@@ -278,7 +283,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
     await aborted(stopping);
     const drainMs = options.drainTimeout ?? 30_000;
     options.logger.info(`draining (${stopping.reason instanceof Error ? stopping.reason.message : "stop"}): /readyz answers 503, no zone is admitted, and the zones are asked to reconnect to another instance over ${drainMs} ms; a second SIGTERM exits at once`);
-    await drainWithin(global.server, drainMs, options.logger);
+    await drainWithin(global, drainMs, options.logger);
     options.logger.info("shutting down: telling every zone left (goaway) and closing connections");
     await Promise.all([served.close(), admin.close()]);
   } finally {
@@ -414,7 +419,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
         ? // Plain gRPC on node:http2, without connect-node's client pipeline (grpc-connect is connect-node's); its HTTP/2 windows are the mux's byte window too.
           grpcMuxTransport(url, nodeOptions === undefined ? { signal: options.signal } : reloadingClientTls(nodeOptions, options.signal))
         : connectMuxTransport(connectTransport(options.transport, url, nodeOptions), { name: options.transport, target: url });
-  const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial));
+  const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial), { targets: urls });
   const tokenFile = options.tokenFile;
   checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
   const types = zoneKinds(options.kinds, options.name, options.logger);

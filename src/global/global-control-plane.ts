@@ -24,13 +24,14 @@ import type { Session } from "../mux/views.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { ZONE_INSIGHT_KIND, ZONE_KIND, authTypes, createTypeRegistry, zoneInsightType } from "../sync/builtin-types.ts";
+import { GLOBAL_INSTANCE_KIND, ZONE_INSIGHT_KIND, ZONE_KIND, authTypes, createTypeRegistry, globalInstanceType, zoneInsightType } from "../sync/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
 import type { StoredResource, TypeRegistry } from "../sync/resource-types.ts";
 import type { ZoneStatus } from "../sync/status.ts";
 import { zoneMapping } from "../sync/store-sink.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
-import { GlobalServer } from "./global-server.ts";
+import { GlobalServer, type DrainOptions } from "./global-server.ts";
+import { Rebalancer, type RebalanceOptions } from "./rebalancer.ts";
 import { StoreZoneRegistry } from "./store-zone-registry.ts";
 import { muxJsonRegistry } from "../sync/json-registry.ts";
 import { ZoneLifecycle } from "./zone-lifecycle.ts";
@@ -58,6 +59,13 @@ export interface GlobalControlPlaneOptions {
   readonly instance?: string;
   /** How often this instance renews the leases of the zone sessions it holds. Default 10 s. */
   readonly leaseRenewMs?: number;
+  /**
+   * Evening out zones across the instances sharing the store (see
+   * `Rebalancer`): on by default; `false` turns it off.
+   */
+  readonly rebalance?: RebalanceOptions | false;
+  /** The address zones dial to reach this instance, once known; rebalancing names it to the zones it moves here. */
+  readonly zoneUrl?: () => string | undefined;
   /** The admin API address shown to refused zones (a function when known only once listening). */
   readonly adminUrl?: string | (() => string);
   /**
@@ -115,6 +123,7 @@ export class GlobalControlPlane {
   /** Issues, verifies and revokes zone and admin tokens; its keys and revocations live in the store. */
   readonly tokens: TokenAuthority;
   readonly #lifecycle: ZoneLifecycle;
+  readonly #rebalancer: Rebalancer | undefined;
   readonly #logger: Logger;
   #started = false;
 
@@ -125,6 +134,7 @@ export class GlobalControlPlane {
     this.types = options.types ?? createTypeRegistry();
     this.types.get(ZONE_KIND);
     if (this.types.find(ZONE_INSIGHT_KIND) === undefined) this.types.register(zoneInsightType);
+    if (this.types.find(GLOBAL_INSTANCE_KIND) === undefined) this.types.register(globalInstanceType);
     for (const t of authTypes) if (this.types.find(t.kind) === undefined) this.types.register(t);
     const store = options.store ?? new InMemoryStore(this.types);
     this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
@@ -179,6 +189,19 @@ export class GlobalControlPlane {
       },
       onSessionEnded: options.onSessionEnded,
     });
+    this.#rebalancer =
+      options.rebalance === false
+        ? undefined
+        : new Rebalancer({
+            ...options.rebalance,
+            store: this.store,
+            instance: this.ownership.instance,
+            zoneUrl: options.zoneUrl ?? (() => undefined),
+            leases: (signal) => this.ownership.leases(signal),
+            sessions: () => this.server.sessions(),
+            draining: () => this.server.draining,
+            logger,
+          });
     this.#lifecycle = new ZoneLifecycle({
       store: this.store,
       types: this.types,
@@ -199,6 +222,7 @@ export class GlobalControlPlane {
     this.sync.start(signal);
     this.#lifecycle.start(signal);
     this.ownership.start(signal);
+    void this.#rebalancer?.run(signal);
     this.server.followRevocations(signal).catch((error: unknown) => this.#logger.error("following revocations stopped", { error }));
   }
 
@@ -270,6 +294,18 @@ export class GlobalControlPlane {
       zoneStatuses: () => this.zoneStatuses(),
       zoneTransport: (zone) => this.server.zoneTransport(zone),
     };
+  }
+
+  /**
+   * Drains this instance (see `GlobalServer.drain`): it also tells the other
+   * instances at once that it drains, so rebalancing sends it no zones.
+   */
+  async drain(options: DrainOptions): Promise<number> {
+    const drained = this.server.drain(options);
+    await this.#rebalancer?.round(options.signal ?? new AbortController().signal).catch((error: unknown) => {
+      this.#logger.warn("telling the other instances that this one drains failed; they notice when it stops announcing itself", { error });
+    });
+    return drained;
   }
 
   /** Ends every session; resolves when their transports are released. */

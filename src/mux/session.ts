@@ -262,6 +262,7 @@ export class MuxSession implements Session {
     this.#finish(
       { code, message: options.message ?? `${this.role} ${this.localId} closed the session`, initiator: "local", graceful: gracefulCodes.has(code), cause: options.cause },
       goAwayReasons[code],
+      options.reconnectTo,
     );
     await raceAbort(this.#released.promise, options.signal, "waiting for the session to release its transport").catch(() => undefined);
     return this.#closed.promise;
@@ -605,7 +606,7 @@ export class MuxSession implements Session {
   }
 
   /** Decides the session's end (first reason wins) and starts winding down. */
-  #finish(end: SessionEnd, goaway: GoAwayReason | undefined): void {
+  #finish(end: SessionEnd, goaway: GoAwayReason | undefined, reconnectTo = ""): void {
     const before = this.#state;
     this.#state = transition(before, { type: "end", end });
     if (this.#state === before) return;
@@ -617,7 +618,7 @@ export class MuxSession implements Session {
     this.#ready.reject(error);
     // Answer nothing to a peer that already ended its side; tell any other peer why.
     const sendGoAway = goaway !== undefined && !this.#peerEndedStream && end.initiator === "local";
-    this.#outbox.finish(error, sendGoAway ? { case: "goaway", value: { reason: goaway, message: end.message } } : undefined);
+    this.#outbox.finish(error, sendGoAway ? { case: "goaway", value: { reason: goaway, message: end.message, reconnectTo } } : undefined);
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#graceTimer = setTimeout(() => this.#release(), this.#options.closeGraceMs);

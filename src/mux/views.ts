@@ -86,6 +86,8 @@ export interface CloseOptions {
   readonly code?: "shutdown" | "replaced" | "zone_revoked" | "reconnect" | "protocol_error";
   /** Told to the peer in the goaway. */
   readonly message?: string;
+  /** With `reconnect`: the zone-facing URL of the instance the zone should dial next (the goaway's `reconnect_to`). */
+  readonly reconnectTo?: string;
   /** The error behind the close, kept in the session's end (`protocol_error` closes carry a `KdsError` naming what was wrong). */
   readonly cause?: unknown;
   /** Stops waiting for the transport to be released (the session still ends). */

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { ZoneInsightSpecSchema, ZoneSpecSchema } from "../gen/kds/v1/resource_pb.ts";
+import { GlobalInstanceSpecSchema, ZoneInsightSpecSchema, ZoneSpecSchema } from "../gen/kds/v1/resource_pb.ts";
 import { CertificateRevocationSpecSchema, SigningKeySpecSchema, TokenRevocationSpecSchema } from "../gen/kds/v1/auth_pb.ts";
 import { TypeRegistry, type ResourceTypeInit } from "./resource-types.ts";
 
@@ -22,6 +22,12 @@ export const ZONE_INSIGHT_KIND = "ZoneInsight";
 
 /** ZoneInsight: cluster-scoped, internal (the admin API neither shows nor writes it; `inspect zones` reports it), lives only in the global's store. */
 export const zoneInsightType: ResourceTypeInit = { kind: ZONE_INSIGHT_KIND, schema: ZoneInsightSpecSchema, direction: "local", scope: "cluster", internal: true };
+
+/** Kind of the system resource by which a global instance announces itself to the others sharing its store (see `GlobalInstanceSpec`). */
+export const GLOBAL_INSTANCE_KIND = "GlobalInstance";
+
+/** GlobalInstance: cluster-scoped, internal, lives only in the global's store (rebalancing reads it). */
+export const globalInstanceType: ResourceTypeInit = { kind: GLOBAL_INSTANCE_KIND, schema: GlobalInstanceSpecSchema, direction: "local", scope: "cluster", internal: true };
 /** Kind of the internal resource holding a token signing key (see src/auth). */
 export const SIGNING_KEY_KIND = "SigningKey";
 

@@ -13,16 +13,38 @@ import type { MuxDialRequest, MuxTransport } from "./transport.ts";
 /** Errors that mean "no instance will take the zone" (they share one store), not "this instance is unreachable". */
 const REFUSALS: ReadonlySet<string> = new Set(["zone_not_registered", "zone_disabled", "missing_client_id", "invalid_argument"]);
 
+/** Options of {@link failoverMuxTransport}. */
+export interface FailoverOptions {
+  /**
+   * The URL each transport dials, in the same order: a goaway RECONNECT
+   * naming one of them (`reconnect_to`) moves the next dial there rather than
+   * to the next transport.
+   */
+  readonly targets?: readonly string[];
+}
+
+/** A URL in one spelling (no trailing slash), for comparing addresses; the text itself when it is no URL. */
+function normalUrl(url: string): string {
+  try {
+    return new URL(url).href.replace(/\/+$/, "");
+  } catch {
+    return url;
+  }
+}
+
 /**
  * Dials `transports` one at a time: the current one until a dial fails
  * before the global sent its first frame, or the global sends goaway
- * RECONNECT, then the next one, round robin.
+ * RECONNECT, then the next one, round robin (or, after a RECONNECT naming
+ * one of `options.targets`, that one).
  * The zone's reconnect backoff applies between dials as usual. A refusal
  * (unregistered or disabled zone) does not move on: every instance shares
  * the same registry.
  */
-export function failoverMuxTransport(transports: readonly MuxTransport[]): MuxTransport {
+export function failoverMuxTransport(transports: readonly MuxTransport[], options: FailoverOptions = {}): MuxTransport {
   if (transports.length === 0) throw new KdsError("invalid_argument", "failoverMuxTransport needs at least one transport");
+  const targets = options.targets?.map(normalUrl);
+  if (targets !== undefined && targets.length !== transports.length) throw new KdsError("invalid_argument", "failoverMuxTransport: targets must name one URL per transport");
   let current = 0;
   const moveOn = (index: number): void => {
     if (current === index) current = (index + 1) % transports.length;
@@ -49,7 +71,12 @@ export function failoverMuxTransport(transports: readonly MuxTransport[]): MuxTr
           for await (const frame of inbound) {
             answered = true;
             // Asked to reconnect: this instance drains or sheds zones, so the next dial goes to the next one.
-            if (frame.value.case === "goaway" && frame.value.value.reason === GoAwayReason.RECONNECT) moveOn(index);
+            if (frame.value.case === "goaway" && frame.value.value.reason === GoAwayReason.RECONNECT) {
+              // The global named the instance to dial (one with room): go there when it is one of ours.
+              const hinted = frame.value.value.reconnectTo === "" ? -1 : (targets?.indexOf(normalUrl(frame.value.value.reconnectTo)) ?? -1);
+              if (hinted >= 0 && current === index) current = hinted;
+              else moveOn(index);
+            }
             yield frame;
           }
         } catch (error) {

@@ -101,7 +101,7 @@ export async function recordCorpus(options: { muxUrl: string; adminUrl: string; 
     zoneFrame({ case: "batch", value: { $typeName: "kds.mux.v1.Batch", frames: dataFrames.slice(0, 4).map((f) => fromBinary(MessageSchema, f.bytes)) } }),
     zoneFrame({ case: "call", value: { $typeName: "kds.mux.v1.Call", id: 7n, kind: { case: "cancel", value: { $typeName: "kds.mux.v1.CallCancel" } } } }),
     zoneFrame({ case: "call", value: { $typeName: "kds.mux.v1.Call", id: 7n, kind: { case: "credit", value: 16 } } }),
-    zoneFrame({ case: "goaway", value: { $typeName: "kds.mux.v1.GoAway", reason: GoAwayReason.SHUTDOWN, message: "zone shutting down" } }),
+    zoneFrame({ case: "goaway", value: { $typeName: "kds.mux.v1.GoAway", reason: GoAwayReason.SHUTDOWN, message: "zone shutting down", reconnectTo: "" } }),
   );
   return frames;
 }

@@ -31,6 +31,8 @@ export interface FleetZone {
   readonly connects: number;
   /** Sessions the global ended asking the zone to reconnect (goaway RECONNECT). */
   readonly asked: number;
+  /** Of those, the ones a draining instance asked (the others: rebalancing). */
+  readonly drainAsked: number;
   /** Every other retry: "<code>" of the dial error or "closed.<end code>" of the session end. */
   readonly failures: readonly string[];
   /** Dataplane name -> address, as the zone holds them. */
@@ -50,17 +52,23 @@ const dpSpec = (address: string): DataplaneSpec => create(DataplaneSpecSchema, {
 const zones = Array.from({ length: config.zones }, (_, i) => {
   const name = `zone-${i}`;
   const urls = config.urls.map((_, k) => config.urls[(i + k) % config.urls.length] as string);
-  const stats = { connects: 0, asked: 0, failures: [] as string[] };
+  const stats = { connects: 0, asked: 0, drainAsked: 0, failures: [] as string[] };
   const zone = new ZoneControlPlane({
     name,
-    transport: failoverMuxTransport(urls.map((url) => grpcMuxTransport(url, { signal: stop.signal }))),
+    transport: failoverMuxTransport(
+      urls.map((url) => grpcMuxTransport(url, { signal: stop.signal })),
+      { targets: urls },
+    ),
     types: createTypeRegistry(exampleTypes),
     logger: silentLogger,
     backoff: { baseMs: 200, capMs: 2_000 },
     reconnectJitterMs: 500,
     onSession: () => stats.connects++,
     onRetry: (info) => {
-      if (info.asked) stats.asked++;
+      if (info.asked) {
+        stats.asked++;
+        if (/draining/.test(info.error.message)) stats.drainAsked++;
+      }
       else {
         const cause = info.error.cause as { code?: string } | undefined;
         stats.failures.push(info.error.code === "session_closed" && cause?.code !== undefined ? `closed.${cause.code}` : info.error.code);

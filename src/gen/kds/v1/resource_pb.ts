@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/v1/resource.proto.
  */
 export const file_kds_v1_resource: GenFile = /*@__PURE__*/
-  fileDesc("ChVrZHMvdjEvcmVzb3VyY2UucHJvdG8SBmtkcy52MSKGAgoMUmVzb3VyY2VNZXRhEgwKBG5hbWUYASABKAkSDAoEbWVzaBgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5rZHMudjEuUmVzb3VyY2VNZXRhLkxhYmVsc0VudHJ5Eg8KB3ZlcnNpb24YBCABKAkSMQoNY3JlYXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbW9kaWZpY2F0aW9uX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVQoLS2RzUmVzb3VyY2USIgoEbWV0YRgBIAEoCzIULmtkcy52MS5SZXNvdXJjZU1ldGESIgoEc3BlYxgCIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkiGwoIWm9uZVNwZWMSDwoHZW5hYmxlZBgBIAEoCCLsAgoPWm9uZUluc2lnaHRTcGVjEhAKCGluc3RhbmNlGAEgASgJEg8KB3Nlc3Npb24YAiABKAkSDgoGb25saW5lGAMgASgIEjAKDGNvbm5lY3RlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoPZGlzY29ubmVjdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZW5ld2VkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sYXN0X2VuZF9jb2RlGAcgASgJEhgKEGxhc3RfZW5kX21lc3NhZ2UYCCABKAkSGAoQaGVhcnRiZWF0X3J0dF9tcxgJIAEoARIYChBzb2Z0d2FyZV92ZXJzaW9uGAogASgJEhgKEHByb3RvY29sX3ZlcnNpb24YCyABKA0SEAoIZmVhdHVyZXMYDCADKAliBnByb3RvMw", [file_google_protobuf_any, file_google_protobuf_timestamp]);
+  fileDesc("ChVrZHMvdjEvcmVzb3VyY2UucHJvdG8SBmtkcy52MSKGAgoMUmVzb3VyY2VNZXRhEgwKBG5hbWUYASABKAkSDAoEbWVzaBgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5rZHMudjEuUmVzb3VyY2VNZXRhLkxhYmVsc0VudHJ5Eg8KB3ZlcnNpb24YBCABKAkSMQoNY3JlYXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbW9kaWZpY2F0aW9uX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVQoLS2RzUmVzb3VyY2USIgoEbWV0YRgBIAEoCzIULmtkcy52MS5SZXNvdXJjZU1ldGESIgoEc3BlYxgCIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkiGwoIWm9uZVNwZWMSDwoHZW5hYmxlZBgBIAEoCCJoChJHbG9iYWxJbnN0YW5jZVNwZWMSLgoKcmVuZXdlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIZHJhaW5pbmcYAiABKAgSEAoIem9uZV91cmwYAyABKAki7AIKD1pvbmVJbnNpZ2h0U3BlYxIQCghpbnN0YW5jZRgBIAEoCRIPCgdzZXNzaW9uGAIgASgJEg4KBm9ubGluZRgDIAEoCBIwCgxjb25uZWN0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2Rpc2Nvbm5lY3RlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmVuZXdlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9lbmRfY29kZRgHIAEoCRIYChBsYXN0X2VuZF9tZXNzYWdlGAggASgJEhgKEGhlYXJ0YmVhdF9ydHRfbXMYCSABKAESGAoQc29mdHdhcmVfdmVyc2lvbhgKIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAsgASgNEhAKCGZlYXR1cmVzGAwgAygJYgZwcm90bzM", [file_google_protobuf_any, file_google_protobuf_timestamp]);
 
 /**
  * Identity and bookkeeping of a resource.
@@ -124,6 +124,43 @@ export const ZoneSpecSchema: GenMessage<ZoneSpec> = /*@__PURE__*/
   messageDesc(file_kds_v1_resource, 2);
 
 /**
+ * A global instance sharing the store, as it announces itself (the resource
+ * is named by the instance id; cluster-scoped kind "GlobalInstance", kept in
+ * the global's store and never synced); rebalancing counts the live instances by it.
+ *
+ * @generated from message kds.v1.GlobalInstanceSpec
+ */
+export type GlobalInstanceSpec = Message<"kds.v1.GlobalInstanceSpec"> & {
+  /**
+   * When the instance last announced itself.
+   *
+   * @generated from field: google.protobuf.Timestamp renewed_at = 1;
+   */
+  renewedAt?: Timestamp | undefined;
+
+  /**
+   * It drains before it stops: it takes no zones.
+   *
+   * @generated from field: bool draining = 2;
+   */
+  draining: boolean;
+
+  /**
+   * The address zones dial to reach it (empty when unknown).
+   *
+   * @generated from field: string zone_url = 3;
+   */
+  zoneUrl: string;
+};
+
+/**
+ * Describes the message kds.v1.GlobalInstanceSpec.
+ * Use `create(GlobalInstanceSpecSchema)` to create a new message.
+ */
+export const GlobalInstanceSpecSchema: GenMessage<GlobalInstanceSpec> = /*@__PURE__*/
+  messageDesc(file_kds_v1_resource, 3);
+
+/**
  * Which global instance holds a zone's session, and how it is doing
  * (cluster-scoped kind "ZoneInsight", one per zone, kept in the global's
  * store and never synced). It is also the ownership lease: the instance
@@ -224,5 +261,5 @@ export type ZoneInsightSpec = Message<"kds.v1.ZoneInsightSpec"> & {
  * Use `create(ZoneInsightSpecSchema)` to create a new message.
  */
 export const ZoneInsightSpecSchema: GenMessage<ZoneInsightSpec> = /*@__PURE__*/
-  messageDesc(file_kds_v1_resource, 3);
+  messageDesc(file_kds_v1_resource, 4);
 

@@ -1,0 +1,107 @@
+// Rebalancing across global instances on one store: two instances hold every
+// zone; a third joins, and the others ask zones to move to it (goaway
+// RECONNECT naming its address) a bounded number per round, until each holds
+// its share. The zones resume by versions: nothing is resent to them.
+import { afterEach, describe, expect, it } from "vitest";
+import { exampleTypes } from "../../examples/example-kinds/index.ts";
+import { KdsError } from "../../src/errors.ts";
+import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
+import { silentLogger } from "../../src/log.ts";
+import { InMemoryStore } from "../../src/store/memory.ts";
+import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { failoverMuxTransport } from "../../src/transport/failover.ts";
+import { memoryMuxTransport } from "../../src/transport/memory.ts";
+import type { MuxTransport } from "../../src/transport/transport.ts";
+import type { RetryInfo } from "../../src/zone/zone-client.ts";
+import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
+import { eventually } from "../contract/harness.ts";
+import { mesh } from "../sync/helpers.ts";
+
+const stops: AbortController[] = [];
+afterEach(() => {
+  for (const s of stops.splice(0)) s.abort();
+});
+function stopper(): AbortSignal {
+  const stop = new AbortController();
+  stops.push(stop);
+  return stop.signal;
+}
+
+const ZONES = 30;
+const MOVES = 4;
+
+describe("rebalancing zones across global instances", () => {
+  it("a third instance joins: the others shed toward it, a few per round, to an even split, with nothing resent", async () => {
+    const types = createTypeRegistry(exampleTypes);
+    const store = new InMemoryStore(types);
+    const urls = ["mem://g0", "mem://g1", "mem://g2"];
+    const globals: (GlobalControlPlane | undefined)[] = [undefined, undefined, undefined];
+    const start = (i: number): GlobalControlPlane => {
+      const g = new GlobalControlPlane({
+        types,
+        store,
+        id: "global",
+        instance: `g${i}`,
+        logger: silentLogger,
+        leaseRenewMs: 100,
+        storeRetry: { baseMs: 5, capMs: 20 },
+        rebalance: { intervalMs: 100, maxMovesPerRound: MOVES },
+        zoneUrl: () => urls[i],
+      });
+      g.start(stopper());
+      globals[i] = g;
+      return g;
+    };
+    const a = start(0);
+    start(1);
+    for (let i = 0; i < 3; i++) await store.put(mesh(`m-${i}`));
+    // A transport to instance i: refused while it is not running.
+    const to = (i: number): MuxTransport => ({
+      name: "memory",
+      open: (request) => {
+        const g = globals[i];
+        return g === undefined ? Promise.reject(new KdsError("transport", `instance ${i} is not running`)) : memoryMuxTransport(g.server).open(request);
+      },
+    });
+    const retries: RetryInfo[] = [];
+    const zones: ZoneControlPlane[] = [];
+    for (let z = 0; z < ZONES; z++) {
+      const name = `zone-${z}`;
+      await a.registerZone(name);
+      // Half start at g0, half at g1; every zone knows all three addresses.
+      const order = z % 2 === 0 ? [0, 1, 2] : [1, 2, 0];
+      const zone = new ZoneControlPlane({
+        name,
+        token: async () => (await a.tokens.issueZoneToken(name)).token,
+        transport: failoverMuxTransport(order.map(to), { targets: order.map((i) => urls[i] as string) }),
+        types: createTypeRegistry(exampleTypes),
+        logger: silentLogger,
+        backoff: { baseMs: 60_000, capMs: 60_000 },
+        reconnectJitterMs: 20,
+        onRetry: (info) => retries.push(info),
+      });
+      void zone.run(stopper());
+      zones.push(zone);
+    }
+    for (const zone of zones) await eventually(async () => (await zone.store.list("Mesh")).resources.length === 3, `${zone.client.name} holds the meshes`);
+    const received = (): number[] => zones.map((z) => z.status().types.find((t) => t.kind === "Mesh")?.resourcesReceived ?? 0);
+    const before = received();
+    const counts = (): number[] => globals.map((g) => g?.server.sessions().length ?? 0);
+    await eventually(() => counts()[0] === ZONES / 2 && counts()[1] === ZONES / 2, "15 zones on each of the first two instances", 10_000);
+
+    // The third instance joins.
+    const c = start(2);
+    const joined = performance.now();
+    await eventually(
+      () => counts().every((k) => k === ZONES / 3),
+      "every instance holds its share of 10",
+      20_000,
+    );
+    console.log(`rebalance: ${ZONES} zones on 2 instances, a third joined; even (${counts().join("/")}) after ${Math.round(performance.now() - joined)} ms, ${retries.length} moves`);
+    // Every move was asked (no failure), and no zone was sent a Mesh again.
+    expect(retries.every((r) => r.asked)).toBe(true);
+    expect(retries.length).toBeGreaterThanOrEqual(ZONES / 3);
+    expect(received()).toEqual(before);
+    for (let z = 0; z < ZONES; z++) expect(c.sync.status(`zone-${z}`).types.find((t) => t.kind === "Mesh")?.resourcesSent ?? 0).toBe(0);
+  });
+});
