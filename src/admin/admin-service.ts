@@ -28,6 +28,7 @@ import {
 } from "../gen/kds/admin/v1/admin_pb.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
 import { validateInput } from "../store/validate.ts";
+import { ZONES_LABEL, parseZoneSelector } from "../sync/zone-selector.ts";
 import { LABELS, resourceKey, type ResourceType, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
 import { sideOf, type SyncCounters, type ZoneStatus } from "../sync/status.ts";
 import type { ResourceInput, ResourceStore } from "../store/contract.ts";
@@ -136,9 +137,19 @@ export function fromAdminResource(types: TypeRegistry, role: "global" | "zone", 
       throw new KdsError("invalid_resource", `${what} could never connect: ${error instanceof Error ? error.message : String(error)} (a zone sends its name in client-id)`, { cause: error });
     }
   }
-  const reserved = Object.keys(r.labels).filter((k) => k.startsWith("kds.io/"));
+  // The one kds.io/ label users set: the zones a global resource goes to (a zone selector).
+  const selector = r.labels[ZONES_LABEL];
+  const reserved = Object.keys(r.labels).filter((k) => k.startsWith("kds.io/") && !(k === ZONES_LABEL && role === "global" && type.direction === "global-to-zone"));
   if (reserved.length > 0) {
-    throw new KdsError("invalid_resource", `${what}: labels under kds.io/ are set by kds-mux and cannot be applied (${reserved.join(", ")}); remove them`);
+    const hint = selector === undefined ? "" : ` (${ZONES_LABEL} names the zones of a global-to-zone resource applied on the global)`;
+    throw new KdsError("invalid_resource", `${what}: labels under kds.io/ are set by kds-mux and cannot be applied (${reserved.join(", ")}); remove them${hint}`);
+  }
+  if (selector !== undefined) {
+    try {
+      parseZoneSelector(selector, `${what}: label ${ZONES_LABEL}`);
+    } catch (error) {
+      throw new KdsError("invalid_resource", error instanceof Error ? error.message : String(error), { cause: error });
+    }
   }
   let spec: Message;
   try {

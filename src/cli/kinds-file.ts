@@ -11,6 +11,7 @@
  *     message: acme.v1.GatewaySpec
  *     direction: global-to-zone       # global-to-zone | zone-to-global | zone-to-zones | local
  *     scope: cluster                  # cluster | mesh
+ *     zones: region=eu                # optional: only the zones this selector picks get it
  * ```
  *
  * Every problem is reported with the file's name, before anything starts.
@@ -42,6 +43,8 @@ export interface KindsFile {
 
 const topLevelKeys = ["descriptorSet", "kinds"];
 const kindKeys = ["kind", "message", "direction", "scope"];
+/** Optional fields of a kind: `zones`, a zone selector (only the zones it selects get the kind's resources). */
+const optionalKindKeys = ["zones"];
 
 /** Reads and checks kinds file `file`; throws `invalid_argument` naming the file and the problem. */
 export function loadKindsFile(file: string): KindsFile {
@@ -65,6 +68,11 @@ export function loadKindsFile(file: string): KindsFile {
   if (!Array.isArray(value.kinds) || value.kinds.length === 0) fail(`"kinds" must list at least one kind`);
 
   const declarations = (value.kinds as unknown[]).map((entry, i) => declaration(entry, `kinds[${i}]`, fail));
+  const zones = (value.kinds as Record<string, unknown>[]).map((entry, i) => {
+    const z = entry.zones;
+    if (z !== undefined && typeof z !== "string") fail(`kinds[${i}] (${declarations[i]?.kind}): "zones" must be a zone selector string, for example "region=eu"`);
+    return z as string | undefined;
+  });
   const seen = new Map<string, string>();
   declarations.forEach((d, i) => {
     const earlier = seen.get(d.kind.toLowerCase());
@@ -90,7 +98,8 @@ export function loadKindsFile(file: string): KindsFile {
   }
   const types = declarations.map((d, i) => {
     try {
-      return { kind: d.kind, schema: messageIn(registry, d.message, String(value.descriptorSet)), direction: d.direction, scope: d.scope };
+      const init: ResourceTypeInit = { kind: d.kind, schema: messageIn(registry, d.message, String(value.descriptorSet)), direction: d.direction, scope: d.scope };
+      return zones[i] === undefined ? init : { ...init, zones: zones[i] };
     } catch (error) {
       return fail(`kinds[${i}] (${d.kind}): ${error instanceof Error ? error.message : String(error)}`, error);
     }
@@ -106,7 +115,7 @@ export function loadKindsFile(file: string): KindsFile {
 function declaration(entry: unknown, where: string, fail: (problem: string) => never): KindDeclaration {
   if (!isMapping(entry)) return fail(`${where}: each kind is a mapping with ${kindKeys.join(", ")}`);
   const label = typeof entry.kind === "string" && entry.kind !== "" ? `${where} (${entry.kind})` : where;
-  for (const key of Object.keys(entry)) if (!kindKeys.includes(key)) fail(`${label}: unknown field "${key}" (a kind has ${kindKeys.join(", ")})`);
+  for (const key of Object.keys(entry)) if (!kindKeys.includes(key) && !optionalKindKeys.includes(key)) fail(`${label}: unknown field "${key}" (a kind has ${kindKeys.join(", ")}, and optionally ${optionalKindKeys.join(", ")})`);
   for (const key of kindKeys) {
     if (typeof entry[key] !== "string" || entry[key] === "") fail(`${label}: "${key}" is required and must be a string`);
   }

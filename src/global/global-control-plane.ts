@@ -211,7 +211,7 @@ export class GlobalControlPlane {
         await this.server.revoke(zone, `zone "${zone}" was ${reason} on global "${this.server.id}"`);
       },
       settled: (zone) => this.sync.settled(zone),
-      withheld: this.sync.withheld,
+      zones: this.sync.zones,
       forgotten: (zone) => this.sync.forget(zone),
     });
   }
@@ -244,10 +244,10 @@ export class GlobalControlPlane {
     ]);
   }
 
-  /** Registers (or re-enables) zone `name`: writes its Zone resource. */
-  registerZone(name: string, options: { enabled?: boolean } = {}): Promise<StoredResource> {
+  /** Registers (or re-enables) zone `name`: writes its Zone resource, with `labels` (which zone selectors match). */
+  registerZone(name: string, options: { enabled?: boolean; labels?: Record<string, string> } = {}): Promise<StoredResource> {
     assertZoneName(name);
-    return this.store.put({ kind: ZONE_KIND, name, spec: create(ZoneSpecSchema, { enabled: options.enabled ?? true }) });
+    return this.store.put({ kind: ZONE_KIND, name, labels: options.labels, spec: create(ZoneSpecSchema, { enabled: options.enabled ?? true }) });
   }
 
   /** Status of one registered zone (undefined when not registered). */

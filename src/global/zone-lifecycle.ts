@@ -2,7 +2,8 @@
  * What the global does when a Zone resource changes: a disabled or deleted
  * zone loses its live session at once, and a deleted zone's resources are
  * removed from the global's store; a disabled zone's zone-to-zones resources
- * are withheld from the other zones until it is enabled again. It follows the store's change feed, so it
+ * are withheld from the other zones until it is enabled again; zone selectors
+ * follow its labels. It follows the store's change feed, so it
  * acts on changes made through any instance sharing the store, and at start
  * it removes what zones deleted while no global was running left behind.
  *
@@ -12,8 +13,8 @@ import type { ZoneSpec } from "../gen/kds/v1/resource_pb.ts";
 import type { Logger } from "../log.ts";
 import type { ResourceStore, WriteOp } from "../store/contract.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
-import type { WithheldZones } from "../sync/cross-zone.ts";
-import { LABELS, type ResourceType, type TypeRegistry } from "../sync/resource-types.ts";
+import type { KnownZones, ZoneFacts } from "../sync/cross-zone.ts";
+import { LABELS, type ResourceType, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
 import { followStore } from "../store/follow.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 
@@ -27,8 +28,8 @@ export interface ZoneLifecycleOptions {
   readonly revoke: (zone: string, reason: "deleted" | "disabled") => Promise<void>;
   /** Resolves once the zone's sync on this instance has stopped writing. */
   readonly settled: (zone: string) => Promise<void>;
-  /** Where disabled zones are kept, so their zone-to-zones resources are withheld from the other zones. */
-  readonly withheld?: WithheldZones;
+  /** Where the zones are kept for sync: disabled ones (their zone-to-zones resources are withheld from the others) and their labels (for zone selectors). */
+  readonly zones?: KnownZones;
   /** Called after a deleted zone's resources were removed. */
   readonly forgotten?: (zone: string) => void;
   /** Delays between retries of a failed store read. */
@@ -58,17 +59,17 @@ export class ZoneLifecycle {
       retry: this.#options.retry,
       begin: async () => {
         const { revision, resources } = await store.list(ZONE_KIND, { signal });
-        this.#options.withheld?.reset(resources.filter((z) => (z.spec as ZoneSpec).enabled === false).map((z) => z.meta.name));
+        this.#options.zones?.reset(resources.map((z) => [z.meta.name, factsOf(z)] as const));
         await this.#sweep(new Set(resources.map((z) => z.meta.name)), signal);
         return revision;
       },
       onChange: async (change) => {
         if (change.op === "put") {
           const disabled = (change.resource.spec as ZoneSpec).enabled === false;
-          this.#options.withheld?.set(change.resource.meta.name, disabled);
+          this.#options.zones?.set(change.resource.meta.name, factsOf(change.resource));
           if (disabled) await this.#options.revoke(change.resource.meta.name, "disabled");
         } else {
-          this.#options.withheld?.set(change.ref.name, false);
+          this.#options.zones?.set(change.ref.name, undefined);
           await this.#deleted(change.ref.name, signal);
         }
       },
@@ -118,4 +119,9 @@ export class ZoneLifecycle {
     }
     return removed;
   }
+}
+
+/** What sync needs to know of a Zone resource. */
+function factsOf(zone: StoredResource): ZoneFacts {
+  return { enabled: (zone.spec as ZoneSpec).enabled !== false, labels: zone.meta.labels };
 }

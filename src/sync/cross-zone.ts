@@ -25,45 +25,66 @@ export function crossZoneFilter(zone: string, withheld: (origin: string) => bool
   };
 }
 
+/** A registered zone as the global's sync sees it. */
+export interface ZoneFacts {
+  /** Enabled (a disabled zone's zone-to-zones resources are withheld from the others). */
+  readonly enabled: boolean;
+  /** The labels of its Zone resource, which zone selectors match. */
+  readonly labels: Readonly<Record<string, string>>;
+}
+
 /**
- * The zones whose zone-to-zones resources the global withholds (disabled
- * zones), and whether it knows them yet: until {@link WithheldZones.known},
- * nothing of those kinds is served, so a disabled zone's resources never
- * leak out while the global starts.
+ * The registered zones, as the global's sync needs them: which are disabled
+ * (their zone-to-zones resources are withheld from the other zones) and
+ * their labels (which zone selectors match). Until the Zone resources were
+ * first listed ({@link KnownZones.known}), nothing that depends on them is
+ * served, so nothing leaks out while the global starts.
  */
-export class WithheldZones {
-  readonly #zones = new Set<string>();
+export class KnownZones {
+  readonly #zones = new Map<string, ZoneFacts>();
   #known = false;
   readonly #changed: () => void;
 
-  /** @param changed - told after every change (the served sets must be recomputed) */
+  /** @param changed - told after every change that can change what a zone is sent */
   constructor(changed: () => void) {
     this.#changed = changed;
   }
 
-  /** The set of disabled zones is loaded. */
+  /** The Zone resources have been listed. */
   get known(): boolean {
     return this.#known;
   }
 
-  /** Whether `zone`'s resources are withheld. */
-  has(zone: string): boolean {
-    return this.#zones.has(zone);
+  /** Whether `zone`'s zone-to-zones resources are withheld (it is disabled). */
+  withheld(zone: string): boolean {
+    return this.#zones.get(zone)?.enabled === false;
   }
 
-  /** Replaces the whole set (the Zone resources were listed); from now on the set is known. */
-  reset(disabled: Iterable<string>): void {
+  /** The labels of `zone` (none when it is not registered). */
+  labels(zone: string): Readonly<Record<string, string>> {
+    return this.#zones.get(zone)?.labels ?? {};
+  }
+
+  /** Replaces every zone (the Zone resources were listed); from now on the zones are known. */
+  reset(zones: Iterable<readonly [string, ZoneFacts]>): void {
     this.#zones.clear();
-    for (const z of disabled) this.#zones.add(z);
+    for (const [name, facts] of zones) this.#zones.set(name, facts);
     this.#known = true;
     this.#changed();
   }
 
-  /** Marks `zone` as disabled (withheld) or not; tells only when that changes something. */
-  set(zone: string, disabled: boolean): void {
-    if (disabled === this.#zones.has(zone)) return;
-    if (disabled) this.#zones.add(zone);
-    else this.#zones.delete(zone);
-    if (this.#known) this.#changed();
+  /** Records `zone` as it is now (undefined: deleted); tells only when that changes something. */
+  set(zone: string, facts: ZoneFacts | undefined): void {
+    const before = this.#zones.get(zone);
+    if (facts === undefined) this.#zones.delete(zone);
+    else this.#zones.set(zone, facts);
+    if (this.#known && !sameFacts(before, facts)) this.#changed();
   }
+}
+
+function sameFacts(a: ZoneFacts | undefined, b: ZoneFacts | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  if (a.enabled !== b.enabled) return false;
+  const ka = Object.keys(a.labels);
+  return ka.length === Object.keys(b.labels).length && ka.every((k) => a.labels[k] === b.labels[k]);
 }

@@ -23,7 +23,8 @@ import type { BackoffOptions } from "../util/backoff.ts";
 import { CatalogGate } from "./catalog-gate.ts";
 import { KindAgreement } from "./kind-agreement.ts";
 import { catalogSource, endSessionOnRefusal, learnKinds } from "./kinds-exchange.ts";
-import { crossZoneFilter, WithheldZones, zoneServes } from "./cross-zone.ts";
+import { crossZoneFilter, KnownZones, zoneServes } from "./cross-zone.ts";
+import { SelectorMemo, ZONES_LABEL, selectedFor } from "./zone-selector.ts";
 import { sentBy, type ResourceType, type StoredResource, type TypeRegistry } from "./resource-types.ts";
 import { SnapshotCache, type ServedKindState } from "./snapshot-cache.ts";
 import { ZoneStatusRecord, type ZoneStatus } from "./status.ts";
@@ -70,8 +71,10 @@ export interface SyncPeer {
   readonly mapping: SinkMapping;
   /**
    * Which served resources this peer receives. Default: all. On the global,
-   * zone-to-zones resources pass it only after the rules of that direction
-   * (never the zone's own, none of a disabled zone: {@link SyncEngine.withheld}).
+   * resources pass it only after the zone selectors (the kind's `zones`, the
+   * resource's `kds.io/zones` label) and, for zone-to-zones kinds, the rules
+   * of that direction (never the zone's own, none of a disabled zone): see
+   * {@link SyncEngine.zones}.
    */
   readonly filter?: (resource: StoredResource) => boolean;
 }
@@ -82,12 +85,15 @@ export class SyncEngine {
   /** The served kinds: the given ones, then one cache per batch of kinds a zone learned; zone-to-zones kinds in caches of their own. */
   readonly #caches: { readonly cache: SnapshotCache; readonly crossZone: boolean }[] = [];
   /**
-   * On the global: the zones whose zone-to-zones resources are withheld from
-   * the other zones (disabled ones). Nothing of those kinds is served until
-   * it is first {@link WithheldZones.reset}; a change re-evaluates every
-   * stream. The global control plane keeps it from the Zone resources.
+   * On the global: the registered zones, enabled or not and with their
+   * labels. A disabled zone's zone-to-zones resources are withheld from the
+   * other zones; zone selectors match the labels. Nothing of a zone-to-zones
+   * kind, nor of a kind with a selector, is served until it is first
+   * {@link KnownZones.reset}; a change re-evaluates every stream. The global
+   * control plane keeps it from the Zone resources.
    */
-  readonly withheld: WithheldZones;
+  readonly zones: KnownZones;
+  readonly #selectors = new SelectorMemo();
   /** The global's kind catalog; undefined on a zone. */
   readonly #catalog: SnapshotSource | undefined;
   /** How a zone squares the global's catalog with its kinds; undefined on the global. */
@@ -100,8 +106,8 @@ export class SyncEngine {
   /** @param options - store, types, role */
   constructor(options: SyncEngineOptions) {
     this.#options = options;
-    this.withheld = new WithheldZones(() => {
-      for (const c of this.#caches) if (c.crossZone) c.cache.touch();
+    this.zones = new KnownZones(() => {
+      for (const c of this.#caches) c.cache.touch();
     });
     this.#serve(options.types.sentBy(options.role));
     this.#catalog = options.role === "global" ? catalogSource(options.types) : undefined;
@@ -126,19 +132,37 @@ export class SyncEngine {
       const some = types.filter((t) => (t.direction === "zone-to-zones") === crossZone);
       if (some.length === 0) continue;
       const serves = crossZone && this.#options.role === "zone" ? zoneServes : undefined;
-      const cache = new SnapshotCache(this.#options.store, some, { logger: this.#options.logger, retry: this.#options.storeRetry, serves });
+      const selective = this.#options.role === "global" ? (r: StoredResource): boolean => r.meta.labels[ZONES_LABEL] !== undefined : undefined;
+      const cache = new SnapshotCache(this.#options.store, some, { logger: this.#options.logger, retry: this.#options.storeRetry, serves, selective });
       this.#caches.push({ cache, crossZone });
       if (this.#started !== undefined) cache.start(this.#started);
     }
   }
 
-  /** The source of one cache for `peer`: on the global, zone-to-zones kinds only under their rules. */
+  /**
+   * The source of one cache for `peer`. On the global: zone selectors, the
+   * rules of zone-to-zones kinds, then the peer's filter; a kind that needs
+   * the zones is served only once they are known, and the filter costs a
+   * pass only for kinds that need it (see `SnapshotCache.source`).
+   */
   #source(c: { readonly cache: SnapshotCache; readonly crossZone: boolean }, peer: SyncPeer): SnapshotSource {
-    if (!c.crossZone || this.#options.role !== "global") return c.cache.source(peer.filter);
-    const rule = crossZoneFilter(peer.zone, (origin) => this.withheld.has(origin));
+    if (this.#options.role !== "global") return c.cache.source(peer.filter);
+    const zone = peer.zone;
+    const cross = c.crossZone ? crossZoneFilter(zone, (origin) => this.zones.withheld(origin)) : undefined;
     const user = peer.filter;
-    const inner = c.cache.source(user === undefined ? rule : (r) => rule(r) && user(r));
-    return { ...inner, snapshot: (typeUrl, signal) => (this.withheld.known ? inner.snapshot(typeUrl, signal) : Promise.resolve(undefined)) };
+    const types = this.#options.types;
+    const filter = (r: StoredResource): boolean =>
+      (cross === undefined || cross(r)) && selectedFor(zone, this.zones.labels(zone), types.find(r.kind)?.zones, r.meta.labels, this.#selectors) && (user === undefined || user(r));
+    const needsZones = (type: ResourceType, selective: boolean): boolean => c.crossZone || type.zones !== undefined || selective;
+    const inner = c.cache.source(filter, (type, selective) => user !== undefined || needsZones(type, selective));
+    return {
+      ...inner,
+      snapshot: (typeUrl, signal) => {
+        const type = types.byTypeUrl(typeUrl);
+        const waits = !this.zones.known && type !== undefined && needsZones(type, c.cache.holdsSelective(typeUrl));
+        return waits ? Promise.resolve(undefined) : inner.snapshot(typeUrl, signal);
+      },
+    };
   }
 
   /**

@@ -6,6 +6,7 @@
  */
 import type { DescMessage, Message } from "@bufbuild/protobuf";
 import { KdsError } from "../errors.ts";
+import { parseZoneSelector, type ZoneSelector } from "./zone-selector.ts";
 
 /** Every sync direction, as kinds files and the CLI spell them. */
 export const SYNC_DIRECTIONS = ["global-to-zone", "zone-to-global", "zone-to-zones", "local"] as const;
@@ -40,6 +41,8 @@ export interface ResourceType {
   readonly scope: ResourceScope;
   /** Kept by kds-mux itself (signing keys, revocations): the admin API neither shows nor writes it. */
   readonly internal: boolean;
+  /** The only zones the global sends it to (global-to-zone and zone-to-zones kinds); undefined: every zone. */
+  readonly zones: ZoneSelector | undefined;
 }
 
 /** What {@link TypeRegistry.register} takes. */
@@ -54,6 +57,12 @@ export interface ResourceTypeInit {
   scope?: ResourceScope;
   /** Kept by kds-mux itself, hidden from the admin API; only "local" kinds can be. Default false. */
   internal?: boolean;
+  /**
+   * A zone selector (see zone-selector.ts: `region=eu`, `kds.io/zone in (a, b)`):
+   * the global sends resources of this kind only to the zones it selects.
+   * Only for global-to-zone and zone-to-zones kinds. Default: every zone.
+   */
+  zones?: string;
 }
 
 /** The prefix of every type URL. */
@@ -87,7 +96,12 @@ export class TypeRegistry {
     if (this.#byKind.has(init.kind)) throw new KdsError("invalid_argument", `resource kind "${init.kind}" is registered twice`);
     if (this.#byUrl.has(typeUrl)) throw new KdsError("invalid_argument", `message ${init.schema.typeName} is already the spec of kind "${this.#byUrl.get(typeUrl)?.kind}"`);
     if (init.internal === true && init.direction !== "local") throw new KdsError("invalid_argument", `resource kind "${init.kind}" is internal and must be local (never synced)`);
-    const type: ResourceType = Object.freeze({ kind: init.kind, schema: init.schema, typeUrl, direction: init.direction, scope: init.scope ?? "mesh", internal: init.internal ?? false });
+    let zones: ZoneSelector | undefined;
+    if (init.zones !== undefined) {
+      if (init.direction !== "global-to-zone" && init.direction !== "zone-to-zones") throw new KdsError("invalid_argument", `resource kind "${init.kind}" is ${init.direction}: only global-to-zone and zone-to-zones kinds can name the zones they go to`);
+      zones = parseZoneSelector(init.zones, `the zones of kind "${init.kind}"`);
+    }
+    const type: ResourceType = Object.freeze({ kind: init.kind, schema: init.schema, typeUrl, direction: init.direction, scope: init.scope ?? "mesh", internal: init.internal ?? false, zones });
     this.#byKind.set(type.kind, type);
     this.#byUrl.set(typeUrl, type);
     return type;

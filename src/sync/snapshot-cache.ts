@@ -34,6 +34,8 @@ interface KindCache {
   ready: boolean;
   readonly entries: Map<string, Entry>;
   readonly digest: SetDigest;
+  /** How many of its entries are selective (see {@link SnapshotCacheOptions.selective}). */
+  selective: number;
 }
 
 /** The store-facing state of one served kind, for status pages. */
@@ -59,6 +61,13 @@ export interface SnapshotCacheOptions {
    * the copies of other zones' resources it received). Default: all.
    */
   readonly serves?: (resource: StoredResource) => boolean;
+  /**
+   * Which resources some streams may not see (the global: those naming
+   * their zones). A stream's filter costs a pass over the kind for every
+   * change; a source given `needed` applies it only while the kind holds
+   * such resources (or `needed` says so anyway). Default: none.
+   */
+  readonly selective?: (resource: StoredResource) => boolean;
 }
 
 /** Shared, incrementally updated wire form of the kinds a side serves. */
@@ -67,6 +76,7 @@ export class SnapshotCache {
   readonly #logger: Logger;
   readonly #retry: BackoffOptions | undefined;
   readonly #serves: ((resource: StoredResource) => boolean) | undefined;
+  readonly #selective: (resource: StoredResource) => boolean;
   readonly #kinds = new Map<string, KindCache>();
   readonly #byUrl = new Map<string, KindCache>();
   readonly #listeners = new Set<(typeUrl: string, key?: string) => void>();
@@ -82,8 +92,9 @@ export class SnapshotCache {
     this.#logger = options.logger;
     this.#retry = options.retry;
     this.#serves = options.serves;
+    this.#selective = options.selective ?? (() => false);
     for (const type of types) {
-      const cache: KindCache = { type, loadedAt: undefined, ready: false, entries: new Map(), digest: new SetDigest() };
+      const cache: KindCache = { type, loadedAt: undefined, ready: false, entries: new Map(), digest: new SetDigest(), selective: 0 };
       this.#kinds.set(type.kind, cache);
       this.#byUrl.set(type.typeUrl, cache);
     }
@@ -114,11 +125,25 @@ export class SnapshotCache {
     void this.#follow(signal);
   }
 
-  /** A source for one stream; `filter` picks which resources that stream sees. */
-  source(filter?: (resource: StoredResource) => boolean): SnapshotSource {
+  /** Whether the kind of `typeUrl` holds selective resources now. */
+  holdsSelective(typeUrl: string): boolean {
+    return (this.#byUrl.get(typeUrl)?.selective ?? 0) > 0;
+  }
+
+  /**
+   * A source for one stream; `filter` picks which resources that stream
+   * sees. With `needed`, the filter applies to a kind only while `needed`
+   * says so, told whether the kind holds selective resources now; otherwise
+   * the stream sees all of it.
+   */
+  source(filter?: (resource: StoredResource) => boolean, needed?: (type: ResourceType, selective: boolean) => boolean): SnapshotSource {
     return {
       typeUrls: this.typeUrls,
-      snapshot: (typeUrl, signal) => Promise.resolve(this.#snapshot(typeUrl, filter, signal)),
+      snapshot: (typeUrl, signal) => {
+        const cache = this.#byUrl.get(typeUrl);
+        const applies = filter !== undefined && (needed === undefined || cache === undefined || needed(cache.type, cache.selective > 0));
+        return Promise.resolve(this.#snapshot(typeUrl, applies ? filter : undefined, signal));
+      },
       onChange: (listener, signal) => {
         if (signal.aborted) return;
         this.#listeners.add(listener);
@@ -168,8 +193,7 @@ export class SnapshotCache {
     for (const resource of resources) if (this.#serves?.(resource) !== false) present.add(this.#set(cache, resource));
     for (const [key, gone] of cache.entries) {
       if (present.has(key)) continue;
-      cache.entries.delete(key);
-      cache.digest.remove(key, gone.wire.version);
+      this.#drop(cache, key, gone);
     }
     cache.loadedAt = revision;
     cache.ready = true;
@@ -186,8 +210,7 @@ export class SnapshotCache {
       key = change.op === "put" ? resourceKey(change.resource.meta.mesh, change.resource.meta.name) : resourceKey(change.ref.mesh, change.ref.name);
       const gone = cache.entries.get(key);
       if (gone === undefined) return;
-      cache.entries.delete(key);
-      cache.digest.remove(key, gone.wire.version);
+      this.#drop(cache, key, gone);
     }
     for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
   }
@@ -226,12 +249,19 @@ export class SnapshotCache {
     const previous = cache.entries.get(key);
     if (previous !== undefined) {
       if (previous.resource.meta.version === resource.meta.version) return key;
-      cache.digest.remove(key, previous.wire.version);
+      this.#drop(cache, key, previous);
     }
     const entry = { resource, wire: toWire(cache.type, resource) };
     cache.entries.set(key, entry);
     cache.digest.add(key, entry.wire.version);
+    if (this.#selective(resource)) cache.selective++;
     return key;
+  }
+
+  #drop(cache: KindCache, key: string, gone: Entry): void {
+    cache.entries.delete(key);
+    cache.digest.remove(key, gone.wire.version);
+    if (this.#selective(gone.resource)) cache.selective--;
   }
 }
 

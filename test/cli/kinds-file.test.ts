@@ -44,6 +44,11 @@ describe("kinds files", () => {
     ]);
   });
 
+  it("takes a kind's zone selector (zones)", () => {
+    const path = file("zones.yaml", `descriptorSet: kinds.binpb\nkinds:\n${gateway}    zones: region=eu\n`);
+    expect(loadKindsFile(path).types.map((t) => t.zones)).toEqual(["region=eu"]);
+  });
+
   it("takes JSON as well as YAML", () => {
     const path = file("kinds.json", JSON.stringify({ descriptorSet: "kinds.binpb", kinds: [{ kind: "Workload", message: "acme.v1.WorkloadSpec", direction: "zone-to-global", scope: "mesh" }] }));
     expect(loadKindsFile(path).types.map((t) => t.schema.typeName)).toEqual(["acme.v1.WorkloadSpec"]);
@@ -52,7 +57,9 @@ describe("kinds files", () => {
   it.each([
     ["invalid YAML", "descriptorSet: [oops\n", "invalid YAML"],
     ["an unknown top-level field", `descriptorSet: kinds.binpb\nkind: Gateway\nkinds:\n${gateway}`, 'unknown field "kind" (a kinds file has descriptorSet, kinds)'],
-    ["an unknown field in a kind", `descriptorSet: kinds.binpb\nkinds:\n${gateway}    namespace: x\n`, 'kinds[0] (Gateway): unknown field "namespace" (a kind has kind, message, direction, scope)'],
+    ["an unknown field in a kind", `descriptorSet: kinds.binpb\nkinds:\n${gateway}    namespace: x\n`, 'kinds[0] (Gateway): unknown field "namespace" (a kind has kind, message, direction, scope, and optionally zones)'],
+    ["an invalid zone selector", `descriptorSet: kinds.binpb\nkinds:\n${gateway}    zones: "region in (eu"\n`, 'the zones of kind "Gateway" "region in (eu": leaves a parenthesis open'],
+    ["a zone selector on a zone-to-global kind", "descriptorSet: kinds.binpb\nkinds:\n  - kind: Workload\n    message: acme.v1.WorkloadSpec\n    direction: zone-to-global\n    scope: mesh\n    zones: region=eu\n", "only global-to-zone and zone-to-zones kinds can name the zones"],
     ["no kinds", "descriptorSet: kinds.binpb\nkinds: []\n", '"kinds" must list at least one kind'],
     ["no descriptor set", `kinds:\n${gateway}`, '"descriptorSet" must name the descriptor set'],
     ["a missing field", "descriptorSet: kinds.binpb\nkinds:\n  - kind: Gateway\n    message: acme.v1.GatewaySpec\n    direction: local\n", 'kinds[0] (Gateway): "scope" is required'],
