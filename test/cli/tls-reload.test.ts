@@ -1,12 +1,14 @@
 // Certificate rotation with real processes: a `kds-mux global` serving TLS
-// while `kds-mux zone` processes are connected has its certificate files
-// replaced by a certificate from another CA, after the zones' --ca-cert
-// file gained that CA (each zone reloads it without reconnecting). Every zone stays connected (the
-// same session), a new handshake sees the new certificate (its fingerprint
-// and serial), a new zone trusting only the new CA connects, a broken file
-// is refused with a log line while the certificate before it is still
-// served, and SIGHUP reads the files again. KDS_TEST_TLS_ZONES=50 runs the
-// issue's 50 zones (3 by default).
+// while `kds-mux zone` processes (mutual TLS) are connected has its
+// certificate files replaced by a certificate from another CA, after the
+// zones' --ca-cert file gained that CA (each zone reloads it without
+// reconnecting); its --client-ca gains a second CA for zones' client
+// certificates. Every zone stays connected (the same session), a new
+// handshake sees the new certificate (its fingerprint and serial), a new
+// zone trusting only the new CA, with a client certificate only the new
+// client CA signed, connects, a broken file is refused with a log line while
+// the certificate before it is still served, and SIGHUP reads the files
+// again. KDS_TEST_TLS_ZONES=50 runs the issue's 50 zones (3 by default).
 import { X509Certificate } from "node:crypto";
 import { mkdtempSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -58,6 +60,16 @@ describe(`certificate reload: ${ZONES} zones stay connected while the global's c
   let oldCa: Awaited<ReturnType<typeof createCa>>;
   let newCa: Awaited<ReturnType<typeof createCa>>;
   let oldServer: Pem;
+  // Zones prove their names with client certificates (mutual TLS): the global trusts --client-ca zones-ca.pem.
+  let zonesCa: Awaited<ReturnType<typeof createCa>>;
+  let newZonesCa: Awaited<ReturnType<typeof createCa>>;
+  /** Writes a client certificate for `name` signed by `ca`; returns the zone's flags for it. */
+  const clientCertificate = async (name: string, ca: Awaited<ReturnType<typeof createCa>>): Promise<string[]> => {
+    const pem = await ca.issue({ commonName: name, client: true });
+    writeFileSync(path(`${name}.pem`), pem.cert);
+    writeFileSync(path(`${name}-key.pem`), pem.key);
+    return ["--client-cert", path(`${name}.pem`), "--client-key", path(`${name}-key.pem`)];
+  };
   const zones: KdsProcess[] = [];
   const connectedAt = async (): Promise<Map<string, string>> => {
     const all = (await adminClient(admin).inspectZones({})).zones;
@@ -67,14 +79,17 @@ describe(`certificate reload: ${ZONES} zones stay connected while the global's c
   beforeAll(async () => {
     oldCa = await createCa("rotation old CA");
     newCa = await createCa("rotation new CA");
+    zonesCa = await createCa("rotation zones CA");
+    newZonesCa = await createCa("rotation new zones CA");
+    replace("zones-ca.pem", zonesCa.cert);
     oldServer = await oldCa.issue({ commonName: "localhost", server: true });
     replace("server.pem", oldServer.cert);
     replace("server-key.pem", oldServer.key);
     writeFileSync(path("old-ca.pem"), oldCa.cert);
     writeFileSync(path("new-ca.pem"), newCa.cert);
     global = new KdsProcess([
-      "global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--insecure-no-zone-auth",
-      "--tls-cert", path("server.pem"), "--tls-key", path("server-key.pem"),
+      "global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory",
+      "--tls-cert", path("server.pem"), "--tls-key", path("server-key.pem"), "--client-ca", path("zones-ca.pem"),
     ]);
     const m = await global.waitFor(/listening on https:\/\/127\.0\.0\.1:(\d+) for zones.*admin API on (https:\/\/127\.0\.0\.1:(\d+))/);
     zonePort = Number(m[1]);
@@ -85,8 +100,11 @@ describe(`certificate reload: ${ZONES} zones stay connected while the global's c
     await adminClient(admin).apply({ resources: [...names, "zone-new"].map((name) => ({ type: "Zone", name, specJson: '{"enabled":true}' })) });
     // Started in batches of 10, so 50 node processes do not all compile at once on 2 cores.
     for (let i = 0; i < names.length; i += 10) {
-      const batch = names.slice(i, i + 10).map(
-        (name) => new KdsProcess(["zone", "--name", name, "--global", `https://127.0.0.1:${zonePort}`, "--ca-cert", path("old-ca.pem"), "--admin-listen", "127.0.0.1:0", "--store", "memory", "--log-level", "info"]),
+      const batch = await Promise.all(
+        names.slice(i, i + 10).map(
+          async (name) =>
+            new KdsProcess(["zone", "--name", name, "--global", `https://127.0.0.1:${zonePort}`, "--ca-cert", path("old-ca.pem"), ...(await clientCertificate(name, zonesCa)), "--admin-listen", "127.0.0.1:0", "--store", "memory"]),
+        ),
       );
       zones.push(...batch);
       await Promise.all(batch.map((z) => z.waitFor(/connected to global "global" over grpc/, 120_000)));
@@ -106,11 +124,13 @@ describe(`certificate reload: ${ZONES} zones stay connected while the global's c
     // (used from its next connection; the open one continues).
     const zoneMarks = zones.map((z) => z.output.length);
     replace("old-ca.pem", `${oldCa.cert}\n${newCa.cert}`);
-    await Promise.all(zones.map((z, i) => waitAfter(z, zoneMarks[i] ?? 0, /TLS reloaded for zone "zone-\d+"'s connection to the global \(a file changed\) from --ca-cert /)));
+    await Promise.all(zones.map((z, i) => waitAfter(z, zoneMarks[i] ?? 0, /TLS reloaded for zone "zone-\d+"'s connection to the global \(a file changed\) from .*--ca-cert /)));
 
     // Rotate to a certificate from another CA: the key first, then the certificate (a mismatched moment in between is refused or settled).
     const newServer = await newCa.issue({ commonName: "localhost", server: true });
     let mark = global.output.length;
+    // The global also starts trusting a second CA for zones' client certificates (the same reload: one poll sees all three files).
+    replace("zones-ca.pem", `${zonesCa.cert}\n${newZonesCa.cert}`);
     replace("server-key.pem", newServer.key);
     replace("server.pem", newServer.cert);
     await waitAfter(global, mark, new RegExp(`TLS reloaded for the global's listeners \\(a file changed\\).*serial ${identity(newServer.cert).serialNumber}`));
@@ -118,8 +138,8 @@ describe(`certificate reload: ${ZONES} zones stay connected while the global's c
     expect(await servedCertificate(zonePort, newCa.cert)).toEqual(identity(newServer.cert));
     expect(await servedCertificate(adminPort, newCa.cert)).toEqual(identity(newServer.cert));
 
-    // A zone trusting only the new CA connects now.
-    const fresh = new KdsProcess(["zone", "--name", "zone-new", "--global", `https://127.0.0.1:${zonePort}`, "--ca-cert", path("new-ca.pem"), "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
+    // A zone trusting only the new CA, with a client certificate from the new zones CA, connects now.
+    const fresh = new KdsProcess(["zone", "--name", "zone-new", "--global", `https://127.0.0.1:${zonePort}`, "--ca-cert", path("new-ca.pem"), ...(await clientCertificate("zone-new", newZonesCa)), "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
     zones.push(fresh);
     await fresh.waitFor(/connected to global "global" over grpc/);
 
@@ -128,7 +148,7 @@ describe(`certificate reload: ${ZONES} zones stay connected while the global's c
     for (const [zone, at] of before) expect(after.get(zone), zone).toBe(at);
     expect(after.has("zone-new")).toBe(true);
     for (const z of zones) expect(z.output.match(/connected to global "global"/g)?.length, z.output).toBe(1);
-    console.log(`certificate reload: ${ZONES} zones kept their sessions through the rotation; the new zone connected with only the new CA`);
+    console.log(`certificate reload: ${ZONES} zones kept their sessions through the rotation; the new zone connected with only the new CA and a client certificate of the new zones CA`);
 
     // A broken certificate file is refused with a log line, and the certificate before it is still served.
     mark = global.output.length;
