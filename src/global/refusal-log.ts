@@ -1,16 +1,24 @@
 /**
  * Logging of refused zone credentials, rate-limited per reason: a flood of
- * tokenless or forged streams writes one line per reason and burst (see
- * {@link BurstLog}), however many zone names or key ids it varies.
+ * tokenless or forged streams writes a handful of lines per reason and
+ * burst (see {@link RefusalLog}), however many zone names or key ids it
+ * varies.
  *
  * @module
  */
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { BurstLog } from "../util/burst-log.ts";
+import { systemClock, type Clock } from "../util/clock.ts";
 
 /** How many distinct refusal reasons are rate-limited separately at once. */
 const MAX_REASONS = 64;
+
+/** How many zones a reason's refusals are named for in full per interval, before they are only counted. */
+const ZONES_NAMED = 4;
+
+/** The interval of a reason's burst log, and of its named zones. */
+const INTERVAL_MS = 10_000;
 
 /** One refusal, as logged. */
 interface Refusal {
@@ -25,6 +33,9 @@ interface Reason {
   current: Refusal;
   /** The last refusal noted before it (a burst summary names it as a sample). */
   sample: Refusal | undefined;
+  /** Zones named in full in the interval that began at `namedSince`. */
+  readonly named: Set<string>;
+  namedSince: number;
 }
 
 /**
@@ -37,14 +48,24 @@ export function refusalReason(code: string | undefined, reason: string): string 
   return `${code ?? "error"}: ${reason.replace(/"[^"]*"/g, '"…"').replace(/\d+/g, "N")}`;
 }
 
-/** Logs credential refusals, at most one line per reason and burst (10 s). */
+/**
+ * Logs credential refusals: per reason and 10 s, the first refusal of each
+ * of the first {@link ZONES_NAMED} zones in full (so a few zones refused for
+ * the same reason each see theirs), then one more in full and the rest
+ * counted, summed in one line per interval.
+ */
 export class RefusalLog {
   readonly #logger: Logger;
+  readonly #clock: Clock;
   readonly #reasons = new Map<string, Reason>();
 
-  /** @param logger - where the lines go */
-  constructor(logger: Logger) {
+  /**
+   * @param logger - where the lines go
+   * @param clock - default {@link systemClock}
+   */
+  constructor(logger: Logger, clock: Clock = systemClock) {
     this.#logger = logger;
+    this.#clock = clock;
   }
 
   /** Notes that zone `zone`'s stream was refused with `error`. */
@@ -61,6 +82,8 @@ export class RefusalLog {
       const created: Reason = {
         current: refusal,
         sample: undefined,
+        named: new Set(),
+        namedSince: this.#clock.now(),
         log: new BurstLog((count, windowMs) => {
           if (count === 1 && windowMs === 0) {
             this.#logger.warn(`${created.current.text} (more refusals for this reason are logged at most every 10 s, with their count)`, { zone: created.current.zone, code });
@@ -72,10 +95,20 @@ export class RefusalLog {
             code,
             refused: count,
           });
-        }),
+        }, INTERVAL_MS, this.#clock),
       };
       entry = created;
       this.#reasons.set(key, entry);
+    }
+    const now = this.#clock.now();
+    if (now - entry.namedSince >= INTERVAL_MS) {
+      entry.named.clear();
+      entry.namedSince = now;
+    }
+    if (!entry.named.has(zone) && entry.named.size < ZONES_NAMED) {
+      entry.named.add(zone);
+      this.#logger.warn(refusal.text, { zone, code });
+      return;
     }
     entry.current = refusal;
     entry.log.note();
