@@ -155,8 +155,9 @@ function zoneNotes(zones: ZoneInsight[], now: number): string[] {
  * version and the protocol version and features its session uses, and each type's counters in
  * the words of this side's part (sent, acked, nacked as the sender;
  * received, accepted, rejected as the receiver), for the current session
- * and for all sessions since this side started; under it, each zone's last
- * error and, for an offline zone, how its last session ended.
+ * and for all sessions since this side started; under it, how many online
+ * zones each global instance holds, then each zone's last error and, for an
+ * offline zone, how its last session ended.
  */
 export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Date.now()): string {
   if (format === "json") return JSON.stringify(zones.map(zoneDocument), null, 2);
@@ -187,6 +188,18 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
     if (z.types.length === 0) rows.push([z.zone, z.online ? "online" : "offline", since, rtt, z.softwareVersion || "-", protocolText(z), "-", "-", "-", "-", "-"]);
   }
   const notes = zoneNotes(zones, now);
+  const perInstance = instanceCounts(zones);
   const printed = table(["ZONE", "STATUS", "SINCE", "RTT", "PEER VERSION", "PROTOCOL", "TYPE", "DIRECTION", "THIS SESSION", "ALL SESSIONS", "LAST ERROR"], rows);
-  return notes.length === 0 ? printed : `${printed}\n\n${notes.join("\n")}`;
+  return [printed, ...(perInstance === "" ? [] : [perInstance]), ...(notes.length === 0 ? [] : [notes.join("\n")])].join("\n\n");
+}
+
+/**
+ * "Online zones per global instance: a 7, b 7, c 6", when a zone names the
+ * instance holding it (a global; several instances share its store), else "".
+ */
+export function instanceCounts(zones: readonly ZoneInsight[]): string {
+  const counts = new Map<string, number>();
+  for (const z of zones) if (z.online && z.instance !== "") counts.set(z.instance, (counts.get(z.instance) ?? 0) + 1);
+  if (counts.size === 0) return "";
+  return `Online zones per global instance: ${[...counts].sort(([a], [b]) => a.localeCompare(b)).map(([instance, n]) => `${instance} ${n}`).join(", ")}`;
 }

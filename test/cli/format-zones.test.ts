@@ -76,3 +76,12 @@ describe("formatZones", () => {
     expect(doc.types[0]).toMatchObject({ side: "sender", sent: 7, session: { sent: 2, acked: 2, nacked: 0 } });
   });
 });
+
+describe("inspect zones: zones per global instance", () => {
+  it("counts the online zones each instance holds, under the table; none when no zone names an instance", () => {
+    const zone = (name: string, instance: string, online = true): ZoneInsight => create(ZoneInsightSchema, { zone: name, online, instance, heartbeatRttMs: -1, connectedAt: ago(5) });
+    const text = formatZones([zone("a", "global-2"), zone("b", "global-1"), zone("c", "global-2"), zone("d", "global-1", false), zone("e", "global-3")], "table", now);
+    expect(text).toContain("Online zones per global instance: global-1 1, global-2 2, global-3 1");
+    expect(formatZones([zone("a", "")], "table", now)).not.toContain("per global instance");
+  });
+});
