@@ -50,7 +50,9 @@ interface Cell {
 
 const cells: Cell[] = [];
 const started = performance.now();
-for (const globalRuntime of runtimes) {
+/** KDS_MATRIX_ONLY=conformance runs only the conformance rows (and leaves docs/runtime-matrix.md alone). */
+const only = process.env.KDS_MATRIX_ONLY;
+for (const globalRuntime of only === "conformance" ? [] : runtimes) {
   const global = launch(globalRuntime, "./global-main.ts", []);
   let url: string;
   let http1Url: string;
@@ -96,6 +98,71 @@ for (const globalRuntime of runtimes) {
   });
 }
 
+/**
+ * The conformance kit on Deno and Bun (its core is web standards; its
+ * transport node:http2, which both provide): `conformance global` against a
+ * Node `kds-mux global`, and `conformance zone` with a Node `kds-mux zone`
+ * dialing the kit.
+ */
+interface ConformanceRow {
+  kit: Runtime;
+  mode: "global" | "zone";
+  ok: boolean;
+  detail: string;
+}
+const conformanceRows: ConformanceRow[] = [];
+{
+  const cli = fileURLToPath(new URL("../../bin/kds-mux.mjs", import.meta.url));
+  const global = spawn(process.execPath, [cli, "global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--insecure-no-zone-auth", "--log-level", "info"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  global.stdout?.on("data", (d: Buffer) => (output += d.toString()));
+  global.stderr?.on("data", (d: Buffer) => (output += d.toString()));
+  const deadline = Date.now() + 60_000;
+  let m: RegExpMatchArray | null = null;
+  while (m === null && Date.now() < deadline && global.exitCode === null) {
+    await new Promise((r) => setTimeout(r, 50));
+    m = /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/.exec(output);
+  }
+  const kinds = `${root}examples/example-kinds/kinds.yaml`;
+  for (const kit of ["deno", "bun"] as const) {
+    for (const mode of ["global", "zone"] as const) {
+      if (m === null) {
+        conformanceRows.push({ kit, mode, ok: false, detail: `the Node global did not start: ${output.slice(-300)}` });
+        continue;
+      }
+      let zone: ChildProcess | undefined;
+      try {
+        let child: ChildProcess;
+        if (mode === "global") {
+          const name = `conformance-${kit}`;
+          const apply = spawn(process.execPath, [cli, "apply", "-f", "-", "--server", m[2] as string], { cwd: root, stdio: ["pipe", "ignore", "inherit"] });
+          apply.stdin?.end(`type: Zone\nname: ${name}\nspec:\n  enabled: true\n`);
+          await new Promise((resolve) => apply.once("exit", resolve));
+          child = launch(kit, "./conformance-main.ts", ["global", m[1] as string, name]);
+        } else {
+          const port = 17_000 + Math.floor(Math.random() * 20_000);
+          child = launch(kit, "./conformance-main.ts", ["zone", String(port), kinds]);
+          zone = spawn(process.execPath, [cli, "zone", "--name", `conformance-zone-${kit}`, "--global", `http://127.0.0.1:${port}`, "--admin-listen", "127.0.0.1:0", "--store", "memory", "--log-level", "error"], { cwd: root, stdio: "ignore" });
+        }
+        const r = await firstJsonLine(child, 240_000);
+        child.kill();
+        conformanceRows.push({ kit, mode, ok: r.ok === true, detail: r.ok === true ? `${String(r.passed)} passed, ${String(r.skipped)} skipped` : (r.failed as string[]).join("; ") });
+      } catch (error) {
+        conformanceRows.push({ kit, mode, ok: false, detail: String(error) });
+      } finally {
+        zone?.kill();
+      }
+      process.stderr.write(`conformance ${mode} on ${kit}: ${conformanceRows.at(-1)?.ok === true ? "ok" : "FAILED"}\n`);
+    }
+  }
+  global.kill();
+}
+const conformanceFailed = conformanceRows.filter((r) => !r.ok).length;
+if (only === "conformance") {
+  console.log(conformanceRows.map((r) => `conformance ${r.mode} on ${r.kit}: ${r.ok ? "pass" : "FAIL"} (${r.detail})`).join("\n"));
+  process.exit(conformanceFailed === 0 ? 0 : 1);
+}
+
 const versions = `Node ${process.version}, Deno and Bun from the pinned npm packages`;
 // Failures keep their reason; passes stay free of timings so the file only changes when a result does.
 const rows = cells.map((c) => `| ${c.global} | ${c.zone} | ${c.transport} | ${c.ok ? "pass" : `**FAIL**: ${c.detail.replace(/\|/g, "\\|")}`} |`);
@@ -115,6 +182,12 @@ writeFileSync(
     "|---|---|---|---|",
     ...rows,
     "",
+    "The conformance kit (`kds-mux conformance`, docs/protocol.md \"Conformance\") on Deno and Bun: `conformance global` against a Node `kds-mux global`; `conformance zone` with a Node `kds-mux zone` dialing the kit. Pass: no check failed (skips are checks the target gives the kit no way to run, such as resources to resume).",
+    "",
+    "| kit on | mode | target | result |",
+    "|---|---|---|---|",
+    ...conformanceRows.map((r) => `| ${r.kit} | ${r.mode} | node | ${r.ok ? "pass" : `**FAIL**: ${r.detail.replace(/\|/g, "\\|")}`} |`),
+    "",
     "Not in the run:",
     "",
     "| global | zone | transport | status | why |",
@@ -123,7 +196,7 @@ writeFileSync(
     "",
   ].join("\n"),
 );
-const failed = cells.filter((c) => !c.ok).length;
+const failed = cells.filter((c) => !c.ok).length + conformanceFailed;
 console.log(`runtime matrix (${((performance.now() - started) / 1000).toFixed(1)} s, docs/runtime-matrix.md):`);
-console.log(`matrix: ${cells.length - failed} passed, ${failed} failed`);
+console.log(`matrix: ${cells.length + conformanceRows.length - failed} passed, ${failed} failed`);
 process.exit(failed === 0 ? 0 : 1);
