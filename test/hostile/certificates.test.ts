@@ -113,7 +113,7 @@ describe("certificates: a global admitting zones by client certificate (real pro
     await eventually(async () => (await connectedAt("zone-f")) !== undefined, "zone-f online");
     const fingerprint = new X509Certificate(pem.cert).fingerprint256;
     // The global logs what an operator needs to revoke it.
-    await global.waitFor(new RegExp(`zone "zone-f" connected \\(client certificate sha256:${fingerprint.replaceAll(":", "").toLowerCase()} serial:[0-9a-f]+\\)`));
+    await global.waitFor(new RegExp(`zone "zone-f" connected \\(client certificate sha256:${fingerprint.replaceAll(":", "").toLowerCase()} serial:[0-9a-f]+[;)]`));
     const revokedAt = Date.now();
     const revoked = await tokenClient(admin).revokeCertificate({ fingerprintSha256: fingerprint });
     expect(revoked.revoked).toBe(`sha256.${fingerprint.replaceAll(":", "").toLowerCase()}`);
