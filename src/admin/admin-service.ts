@@ -307,7 +307,8 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
               oversized: [...t.oversized],
               resourcesSent: BigInt(t.resourcesSent),
               resourcesReceived: BigInt(t.resourcesReceived),
-              rejectedResources: t.rejectedResources.map((r) => ({ key: r.key, reason: r.reason })),
+              // As receiver, what this side left out; as sender, what the peer reports it rejects (current).
+              rejectedResources: [...t.rejectedResources, ...t.peerRejectedResources.map((r) => ({ key: r.key, reason: `rejected by the peer: ${r.reason}` }))],
               storeLoaded: t.storeLoaded ?? false,
               storeError: t.storeError ?? "",
               side: sideOf(role, t.direction),

@@ -19,6 +19,7 @@ import {
   type DiscoveryResponse,
 } from "../gen/kds/v1/discovery_pb.ts";
 import type { ClientStreamView } from "../mux/views.ts";
+import { RejectedSet } from "./resource-errors.ts";
 import { assertMaxResponseResources, defaultDiscoveryOptions, type ClientObserver, type ReceivedResource, type ResourceSink, type SinkResult } from "./types.ts";
 
 /** google.rpc.Code INVALID_ARGUMENT, the code of a NACK's error_detail. */
@@ -53,6 +54,8 @@ export class DiscoveryClient {
   readonly #mode: "sotw" | "delta";
   readonly #subscribed: ReadonlySet<string>;
   readonly #accepted = new Map<string, string>();
+  /** Per type, the resources this client rejected and holds no copy of (reported in every ACK). */
+  readonly #rejectedSet = new RejectedSet();
   readonly #maxEntries: number;
 
   /** @param init - view, types, sink */
@@ -108,10 +111,10 @@ export class DiscoveryClient {
       }
       this.#checkEntries(response.resources.length, "state-of-the-world", "resources");
       return this.#init.sink.replace(typeUrl, response.resources, signal);
-    });
+    }, () => ({ replaced: true, received: [], removed: [] }));
     if (error === undefined) {
       this.#accepted.set(typeUrl, versionInfo);
-      await this.#init.view.send(create(DiscoveryRequestSchema, { typeUrl, versionInfo, responseNonce: nonce }), signal);
+      await this.#init.view.send(create(DiscoveryRequestSchema, { typeUrl, versionInfo, responseNonce: nonce, errorDetail: this.#rejectedSet.detail(typeUrl) }), signal);
       this.#init.observer?.accepted?.(typeUrl, { version: versionInfo, resources: response.resources.length, removed: 0 });
       return;
     }
@@ -137,10 +140,10 @@ export class DiscoveryClient {
       const missing = received.find((r) => r.any === undefined);
       if (missing !== undefined) throw new KdsError("invalid_resource", `resource "${missing.key}" carries no payload`);
       return this.#init.sink.apply(typeUrl, received as ReceivedResource[], response.removedResources, signal);
-    });
+    }, () => ({ replaced: false, received: response.resources.map((r) => r.name), removed: response.removedResources }));
     if (error === undefined) {
       this.#accepted.set(typeUrl, systemVersionInfo);
-      await this.#init.view.send(create(DeltaDiscoveryRequestSchema, { typeUrl, responseNonce: nonce }), signal);
+      await this.#init.view.send(create(DeltaDiscoveryRequestSchema, { typeUrl, responseNonce: nonce, errorDetail: this.#rejectedSet.detail(typeUrl) }), signal);
       this.#init.observer?.accepted?.(typeUrl, { version: systemVersionInfo, resources: response.resources.length, removed: response.removedResources.length });
       return;
     }
@@ -164,11 +167,17 @@ export class DiscoveryClient {
     );
   }
 
-  /** Runs `apply`; returns the rejection reason, or undefined when it succeeded. */
-  async #apply(typeUrl: string, signal: AbortSignal, apply: () => Promise<SinkResult>): Promise<string | undefined> {
+  /**
+   * Runs `apply`; returns the rejection reason, or undefined when it
+   * succeeded (then the resources it left out join the rejected set, and
+   * those of `keys` it took leave it; read only then, so nothing of a
+   * response is looked at before `apply` checked it).
+   */
+  async #apply(typeUrl: string, signal: AbortSignal, apply: () => Promise<SinkResult>, keys: () => { replaced: boolean; received: readonly string[]; removed: readonly string[] }): Promise<string | undefined> {
     if (!this.#subscribed.has(typeUrl)) return `this client did not subscribe to ${typeUrl}`;
     try {
       const { rejected } = await apply();
+      this.#rejectedSet.applied(typeUrl, { ...keys(), rejected });
       for (const r of rejected) this.#init.observer?.resourceRejected?.(typeUrl, r.key, r.reason);
       return undefined;
     } catch (error) {

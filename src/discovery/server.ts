@@ -24,9 +24,11 @@ import {
   type DeltaDiscoveryRequest,
   type DiscoveryRequest,
 } from "../gen/kds/v1/discovery_pb.ts";
+import type { Status } from "../gen/kds/v1/discovery_pb.ts";
 import type { MuxRequest, MuxResponse } from "../mux/frames.ts";
 import type { ServerStreamView } from "../mux/views.ts";
 import { ENTRY_OVERHEAD, giveBack, newDeltaDiffState, nextPart, takeWork, type DeltaDiffState } from "./delta-diff.ts";
+import { resourceErrorsOf } from "./resource-errors.ts";
 import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
 import { assertMaxResponseResources, defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource } from "./types.ts";
 import { backoffCeiling } from "../util/backoff.ts";
@@ -252,7 +254,7 @@ export class DiscoveryServer {
       state.dirty = true;
       return;
     }
-    this.#answer(state, request.responseNonce, request.errorDetail?.message);
+    this.#answer(state, request.responseNonce, request.errorDetail);
   }
 
   #onDelta(request: DeltaDiscoveryRequest): void {
@@ -274,14 +276,19 @@ export class DiscoveryServer {
       state.dirty = true;
       state.full = true;
     }
-    if (!created && request.responseNonce !== "") this.#answer(state, request.responseNonce, request.errorDetail?.message);
+    if (!created && request.responseNonce !== "") this.#answer(state, request.responseNonce, request.errorDetail);
   }
 
-  /** An ACK (no error) or NACK for `nonce`; stale nonces change nothing. */
-  #answer(state: TypeState, nonce: string, error: string | undefined): void {
+  /**
+   * An ACK (no error detail, or one with code 0 carrying per-resource errors:
+   * resource-errors.ts) or NACK (any other code) for `nonce`; stale nonces
+   * change nothing.
+   */
+  #answer(state: TypeState, nonce: string, detail: Status | undefined): void {
     const phase = state.phase;
     const answered = phase.kind === "inflight" ? phase.sent.find((r) => r.nonce === nonce) : undefined;
     if (answered === undefined) return; // stale
+    const error = detail === undefined || detail.code === 0 ? undefined : detail.message;
     if (error === undefined) {
       state.phase = nextPhase(phase, { type: "ack", nonce });
       state.nacks = 0;
@@ -296,6 +303,8 @@ export class DiscoveryServer {
         } else state.assumed = assumedAfter(state.phase);
       }
       this.#observer.acked?.(state.typeUrl, answered.version, nonce);
+      const { errors, omitted } = resourceErrorsOf(detail);
+      this.#observer.resourceErrors?.(state.typeUrl, errors, omitted);
       return;
     }
     const o = this.#options;

@@ -114,6 +114,12 @@ export interface ServerObserver {
   acked?(typeUrl: string, version: string, nonce: string): void;
   /** The client rejected the response sent with `nonce`. */
   nacked?(typeUrl: string, version: string, error: string, nonce: string): void;
+  /**
+   * With every ACK: the resources of the type the peer currently rejects
+   * (an ACK that names none clears them), and how many more it left
+   * unnamed (see resource-errors.ts).
+   */
+  resourceErrors?(typeUrl: string, errors: readonly RejectedResource[], omitted: number): void;
   /** A response has waited longer than the ACK timeout; the server resends. */
   stalled?(typeUrl: string, nonce: string, waitedMs: number): void;
   /** A resource is larger than a whole message may be; it is left out until it changes. */

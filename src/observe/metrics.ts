@@ -62,6 +62,8 @@ export type DiscoveryEvent =
   | "ack"
   /** The peer NACKed one of this side's responses. */
   | "nack"
+  /** The peer ACKed one of this side's responses but reported resources it rejects (per-resource errors). */
+  | "partial_ack"
   /** This side accepted (and ACKed) a response from the peer. */
   | "accepted"
   /** This side rejected (and NACKed) a response from the peer. */

@@ -34,6 +34,7 @@ export const METRIC_NAMES = Object.freeze([
   "kds_discovery_responses_sent_total",
   "kds_discovery_acks_total",
   "kds_discovery_nacks_total",
+  "kds_discovery_partial_acks_total",
   "kds_discovery_responses_received_total",
   "kds_sync_lag_seconds",
   "kds_store_operation_seconds",
@@ -75,6 +76,7 @@ export class PrometheusMetrics implements Metrics {
   readonly #responsesSent: Counter<"kind">;
   readonly #acks: Counter<"kind">;
   readonly #nacks: Counter<"kind">;
+  readonly #partialAcks: Counter<"kind">;
   readonly #received: Counter<"kind" | "result">;
   readonly #lag: Histogram<"kind">;
   readonly #store: Histogram<"op" | "outcome">;
@@ -145,6 +147,12 @@ export class PrometheusMetrics implements Metrics {
     this.#responsesSent = new Counter({ name: "kds_discovery_responses_sent_total", help: "Discovery responses this side sent, by kind.", labelNames: ["kind"], registers });
     this.#acks = new Counter({ name: "kds_discovery_acks_total", help: "ACKs the peer sent for this side's responses, by kind.", labelNames: ["kind"], registers });
     this.#nacks = new Counter({ name: "kds_discovery_nacks_total", help: "NACKs the peer sent for this side's responses, by kind.", labelNames: ["kind"], registers });
+    this.#partialAcks = new Counter({
+      name: "kds_discovery_partial_acks_total",
+      help: "ACKs in which the peer reported resources of this side's it rejects (per-resource errors; inspect zones names them), by kind.",
+      labelNames: ["kind"],
+      registers,
+    });
     this.#received = new Counter({
       name: "kds_discovery_responses_received_total",
       help: "Discovery responses from the peer, by kind and result (accepted and ACKed, or rejected and NACKed).",
@@ -243,6 +251,9 @@ export class PrometheusMetrics implements Metrics {
         return;
       case "nack":
         this.#nacks.inc({ kind });
+        return;
+      case "partial_ack":
+        this.#partialAcks.inc({ kind });
         return;
       case "accepted":
       case "rejected":

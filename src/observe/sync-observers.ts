@@ -93,6 +93,9 @@ export function streamObservers(metrics: Metrics, peer: string, kindOf: (typeUrl
         putBack(typeUrl, nonce);
       },
       stalled: (typeUrl, nonce) => putBack(typeUrl, nonce),
+      resourceErrors: (typeUrl, errors) => {
+        if (errors.length > 0) metrics.discovery("partial_ack", peer, kindOf(typeUrl));
+      },
     },
     client: {
       accepted: (typeUrl) => metrics.discovery("accepted", peer, kindOf(typeUrl)),
@@ -118,6 +121,7 @@ export function combineServerObservers(...observers: ServerObserver[]): ServerOb
     nacked: (typeUrl, version, error, nonce) => observers.forEach((o) => o.nacked?.(typeUrl, version, error, nonce)),
     stalled: (typeUrl, nonce, waitedMs) => observers.forEach((o) => o.stalled?.(typeUrl, nonce, waitedMs)),
     oversized: (typeUrl, key, bytes, limit) => observers.forEach((o) => o.oversized?.(typeUrl, key, bytes, limit)),
+    resourceErrors: (typeUrl, errors, omitted) => observers.forEach((o) => o.resourceErrors?.(typeUrl, errors, omitted)),
     unknownType: (typeUrl) => observers.forEach((o) => o.unknownType?.(typeUrl)),
   };
 }

@@ -13,7 +13,7 @@
 import { DiscoveryClient } from "../discovery/client.ts";
 import { DiscoveryServer } from "../discovery/server.ts";
 import { mergeSources } from "../discovery/static-source.ts";
-import { defaultDiscoveryOptions, type DiscoveryOptions, type SnapshotSource } from "../discovery/types.ts";
+import { defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource } from "../discovery/types.ts";
 import type { Logger } from "../log.ts";
 import type { Session } from "../mux/views.ts";
 import { noopMetrics, type Metrics } from "../observe/metrics.ts";
@@ -228,7 +228,7 @@ export class SyncEngine {
     // The global requests the zone's kinds only once the zone has settled the catalog.
     const gate = this.#catalog === undefined ? undefined : new CatalogGate();
     const source = observed.source(mergeSources([...this.#caches.map((c) => this.#source(c, peer)), ...(this.#catalog === undefined ? [] : [this.#catalog])]));
-    const serverObserver = combineServerObservers(record.serverObserver(), observed.server);
+    const serverObserver = combineServerObservers(record.serverObserver(), observed.server, this.#logResourceErrors(peer.zone, (url) => types.byTypeUrl(url)?.kind ?? url));
     const server = new DiscoveryServer({
       view: gate?.watch(session.server) ?? session.server,
       source,
@@ -258,6 +258,28 @@ export class SyncEngine {
       if (gate === undefined || (await gate.settled(session.signal))) await client.run(session.signal);
     };
     await Promise.all([server.run(session.signal), subscribe()]);
+  }
+
+  /** Logs each resource the peer starts rejecting (with its reason) and each it stops rejecting, from the per-resource errors of its ACKs. */
+  #logResourceErrors(zone: string, kindOf: (typeUrl: string) => string): ServerObserver {
+    const { logger } = this.#options;
+    const peer = this.#options.role === "global" ? `zone "${zone}"` : "the global";
+    const reported = new Map<string, Map<string, string>>();
+    const omittedBefore = new Map<string, number>();
+    return {
+      resourceErrors: (typeUrl, errors, omitted) => {
+        const before = reported.get(typeUrl) ?? new Map<string, string>();
+        const now = new Map(errors.map((e) => [e.key, e.reason]));
+        const kind = kindOf(typeUrl);
+        for (const [key, reason] of now) {
+          if (before.get(key) !== reason) logger.warn(`${peer} rejected ${kind} "${key}" and applied the rest: ${reason}`, { zone, typeUrl, key });
+        }
+        for (const key of before.keys()) if (!now.has(key)) logger.info(`${peer} no longer rejects ${kind} "${key}"`, { zone, typeUrl, key });
+        if (omitted > 0 && omittedBefore.get(typeUrl) !== omitted) logger.warn(`${peer} rejects ${omitted} more ${kind} resources than it named`, { zone, typeUrl });
+        omittedBefore.set(typeUrl, omitted);
+        reported.set(typeUrl, now);
+      },
+    };
   }
 
   #record(zone: string): ZoneStatusRecord {

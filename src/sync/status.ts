@@ -78,6 +78,15 @@ export interface TypeSyncStatus extends SyncCounters {
   readonly lastRejectError: string | undefined;
   /** As receiver: resources of accepted responses left out, newest last (at most 20). */
   readonly rejectedResources: ReadonlyArray<{ readonly key: string; readonly reason: string }>;
+  /**
+   * As sender: the resources the peer rejected (applied the rest of their
+   * response without them) and has not since accepted, with its reasons, as
+   * its last ACK reported them (at most 100; a later good version or a
+   * removal clears one).
+   */
+  readonly peerRejectedResources: ReadonlyArray<{ readonly key: string; readonly reason: string }>;
+  /** As sender: how many more the peer rejected beyond those listed. */
+  readonly peerRejectedOmitted: number;
   /** As sender: the kind has loaded from this side's store (until then nothing of it is sent). */
   readonly storeLoaded: boolean | undefined;
   /** As sender: the last failure reading this side's store, while it lasts. */
@@ -134,6 +143,7 @@ type MutableType = { -readonly [K in keyof Omit<TypeSyncStatus, "session">]: Typ
   session: MutableCounters;
   oversized: string[];
   rejectedResources: Array<{ key: string; reason: string }>;
+  peerRejectedResources: Array<{ key: string; reason: string }>;
 };
 
 const zeroCounters = (): MutableCounters => ({ sent: 0, resourcesSent: 0, acked: 0, nacked: 0, accepted: 0, resourcesReceived: 0, rejected: 0 });
@@ -185,6 +195,8 @@ export class ZoneStatusRecord {
       lastAcceptedVersion: undefined,
       lastRejectError: undefined,
       rejectedResources: [],
+      peerRejectedResources: [],
+      peerRejectedOmitted: 0,
       storeLoaded: undefined,
       storeError: undefined,
     });
@@ -247,6 +259,11 @@ export class ZoneStatusRecord {
           t.lastNackError = error;
         });
       },
+      resourceErrors: (typeUrl, errors, omitted) =>
+        void this.#with(typeUrl, (t) => {
+          t.peerRejectedResources = errors.map((e) => ({ key: e.key, reason: e.reason }));
+          t.peerRejectedOmitted = omitted;
+        }),
       stalled: (typeUrl) => void this.#with(typeUrl, (t) => (t.stalled = true)),
       oversized: (typeUrl, key) =>
         void this.#with(typeUrl, (t) => {
@@ -294,6 +311,7 @@ export class ZoneStatusRecord {
           session: { ...t.session },
           oversized: [...t.oversized],
           rejectedResources: [...t.rejectedResources],
+          peerRejectedResources: [...t.peerRejectedResources],
           storeLoaded: served?.loaded,
           storeError: served?.error,
         };

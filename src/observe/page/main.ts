@@ -120,6 +120,7 @@ function renderErrors(s: StatusSnapshot): void {
       if (t.storeError !== undefined) items.push({ t: null, text: `${z.zone} ${t.kind}: store: ${t.storeError}` });
       if (t.stalled) items.push({ t: null, text: `${z.zone} ${t.kind}: a response waits past the ACK timeout` });
       for (const r of t.rejectedResources ?? []) items.push({ t: null, text: `${z.zone} ${t.kind} ${r.key}: left out: ${r.reason}` });
+      for (const r of t.peerRejectedResources ?? []) items.push({ t: null, text: `${z.zone} ${t.kind} ${r.key}: rejected by the peer: ${r.reason}` });
     }
   }
   items.sort((a, b) => (b.t ?? s.now) - (a.t ?? s.now));

@@ -25,7 +25,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file kds/v1/discovery.proto.
  */
 export const file_kds_v1_discovery: GenFile = /*@__PURE__*/
-  fileDesc("ChZrZHMvdjEvZGlzY292ZXJ5LnByb3RvEgZrZHMudjEiugEKBE5vZGUSCgoCaWQYASABKAkSDwoHY2x1c3RlchgCIAEoCRIpCghtZXRhZGF0YRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPdXNlcl9hZ2VudF9uYW1lGAYgASgJEhoKEnVzZXJfYWdlbnRfdmVyc2lvbhgHIAEoCRIXCg9jbGllbnRfZmVhdHVyZXMYCiADKAlKBAgEEAVKBAgFEAZKBAgIEAlKBAgJEApKBAgLEAwiTgoGU3RhdHVzEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIlCgdkZXRhaWxzGAMgAygLMhQuZ29vZ2xlLnByb3RvYnVmLkFueSKyAQoQRGlzY292ZXJ5UmVxdWVzdBIUCgx2ZXJzaW9uX2luZm8YASABKAkSGgoEbm9kZRgCIAEoCzIMLmtkcy52MS5Ob2RlEhYKDnJlc291cmNlX25hbWVzGAMgAygJEhAKCHR5cGVfdXJsGAQgASgJEhYKDnJlc3BvbnNlX25vbmNlGAUgASgJEiQKDGVycm9yX2RldGFpbBgGIAEoCzIOLmtkcy52MS5TdGF0dXNKBAgHEAgijwEKEURpc2NvdmVyeVJlc3BvbnNlEhQKDHZlcnNpb25faW5mbxgBIAEoCRInCglyZXNvdXJjZXMYAiADKAsyFC5nb29nbGUucHJvdG9idWYuQW55Eg4KBmNhbmFyeRgDIAEoCBIQCgh0eXBlX3VybBgEIAEoCRINCgVub25jZRgFIAEoCUoECAYQB0oECAcQCCKiAQoIUmVzb3VyY2USDwoHdmVyc2lvbhgBIAEoCRImCghyZXNvdXJjZRgCIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkSDAoEbmFtZRgDIAEoCRIPCgdhbGlhc2VzGAQgAygJEiYKA3R0bBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkoECAUQBkoECAcQCEoECAgQCUoECAkQCiL0AgoVRGVsdGFEaXNjb3ZlcnlSZXF1ZXN0EhoKBG5vZGUYASABKAsyDC5rZHMudjEuTm9kZRIQCgh0eXBlX3VybBgCIAEoCRIgChhyZXNvdXJjZV9uYW1lc19zdWJzY3JpYmUYAyADKAkSIgoacmVzb3VyY2VfbmFtZXNfdW5zdWJzY3JpYmUYBCADKAkSXQoZaW5pdGlhbF9yZXNvdXJjZV92ZXJzaW9ucxgFIAMoCzI6Lmtkcy52MS5EZWx0YURpc2NvdmVyeVJlcXVlc3QuSW5pdGlhbFJlc291cmNlVmVyc2lvbnNFbnRyeRIWCg5yZXNwb25zZV9ub25jZRgGIAEoCRIkCgxlcnJvcl9kZXRhaWwYByABKAsyDi5rZHMudjEuU3RhdHVzGj4KHEluaXRpYWxSZXNvdXJjZVZlcnNpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUoECAgQCUoECAkQCiKuAQoWRGVsdGFEaXNjb3ZlcnlSZXNwb25zZRIbChNzeXN0ZW1fdmVyc2lvbl9pbmZvGAEgASgJEiMKCXJlc291cmNlcxgCIAMoCzIQLmtkcy52MS5SZXNvdXJjZRIQCgh0eXBlX3VybBgEIAEoCRINCgVub25jZRgFIAEoCRIZChFyZW1vdmVkX3Jlc291cmNlcxgGIAMoCUoECAMQBEoECAcQCEoECAgQCUoECAkQCmIGcHJvdG8z", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("ChZrZHMvdjEvZGlzY292ZXJ5LnByb3RvEgZrZHMudjEiugEKBE5vZGUSCgoCaWQYASABKAkSDwoHY2x1c3RlchgCIAEoCRIpCghtZXRhZGF0YRgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPdXNlcl9hZ2VudF9uYW1lGAYgASgJEhoKEnVzZXJfYWdlbnRfdmVyc2lvbhgHIAEoCRIXCg9jbGllbnRfZmVhdHVyZXMYCiADKAlKBAgEEAVKBAgFEAZKBAgIEAlKBAgJEApKBAgLEAwiTgoGU3RhdHVzEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIlCgdkZXRhaWxzGAMgAygLMhQuZ29vZ2xlLnByb3RvYnVmLkFueSKyAQoQRGlzY292ZXJ5UmVxdWVzdBIUCgx2ZXJzaW9uX2luZm8YASABKAkSGgoEbm9kZRgCIAEoCzIMLmtkcy52MS5Ob2RlEhYKDnJlc291cmNlX25hbWVzGAMgAygJEhAKCHR5cGVfdXJsGAQgASgJEhYKDnJlc3BvbnNlX25vbmNlGAUgASgJEiQKDGVycm9yX2RldGFpbBgGIAEoCzIOLmtkcy52MS5TdGF0dXNKBAgHEAgijwEKEURpc2NvdmVyeVJlc3BvbnNlEhQKDHZlcnNpb25faW5mbxgBIAEoCRInCglyZXNvdXJjZXMYAiADKAsyFC5nb29nbGUucHJvdG9idWYuQW55Eg4KBmNhbmFyeRgDIAEoCBIQCgh0eXBlX3VybBgEIAEoCRINCgVub25jZRgFIAEoCUoECAYQB0oECAcQCCKiAQoIUmVzb3VyY2USDwoHdmVyc2lvbhgBIAEoCRImCghyZXNvdXJjZRgCIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkSDAoEbmFtZRgDIAEoCRIPCgdhbGlhc2VzGAQgAygJEiYKA3R0bBgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkoECAUQBkoECAcQCEoECAgQCUoECAkQCiL0AgoVRGVsdGFEaXNjb3ZlcnlSZXF1ZXN0EhoKBG5vZGUYASABKAsyDC5rZHMudjEuTm9kZRIQCgh0eXBlX3VybBgCIAEoCRIgChhyZXNvdXJjZV9uYW1lc19zdWJzY3JpYmUYAyADKAkSIgoacmVzb3VyY2VfbmFtZXNfdW5zdWJzY3JpYmUYBCADKAkSXQoZaW5pdGlhbF9yZXNvdXJjZV92ZXJzaW9ucxgFIAMoCzI6Lmtkcy52MS5EZWx0YURpc2NvdmVyeVJlcXVlc3QuSW5pdGlhbFJlc291cmNlVmVyc2lvbnNFbnRyeRIWCg5yZXNwb25zZV9ub25jZRgGIAEoCRIkCgxlcnJvcl9kZXRhaWwYByABKAsyDi5rZHMudjEuU3RhdHVzGj4KHEluaXRpYWxSZXNvdXJjZVZlcnNpb25zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUoECAgQCUoECAkQCiJICg5SZXNvdXJjZUVycm9ycxIlCgZlcnJvcnMYASADKAsyFS5rZHMudjEuUmVzb3VyY2VFcnJvchIPCgdvbWl0dGVkGAIgASgNIi0KDVJlc291cmNlRXJyb3ISDAoEbmFtZRgBIAEoCRIOCgZyZWFzb24YAiABKAkirgEKFkRlbHRhRGlzY292ZXJ5UmVzcG9uc2USGwoTc3lzdGVtX3ZlcnNpb25faW5mbxgBIAEoCRIjCglyZXNvdXJjZXMYAiADKAsyEC5rZHMudjEuUmVzb3VyY2USEAoIdHlwZV91cmwYBCABKAkSDQoFbm9uY2UYBSABKAkSGQoRcmVtb3ZlZF9yZXNvdXJjZXMYBiADKAlKBAgDEARKBAgHEAhKBAgIEAlKBAgJEApiBnByb3RvMw", [file_google_protobuf_any, file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Identifies the peer that sends a request (xDS: envoy.config.core.v3.Node).
@@ -85,6 +85,9 @@ export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
 
 /**
  * The status carried in error_detail of a NACK (xDS: google.rpc.Status).
+ * With code 0 (OK) it is no NACK but an ACK with per-resource errors: the
+ * response was applied except for the resources its details name (one
+ * kds.v1.ResourceErrors).
  *
  * @generated from message kds.v1.Status
  */
@@ -321,7 +324,8 @@ export type DeltaDiscoveryRequest = Message<"kds.v1.DeltaDiscoveryRequest"> & {
   responseNonce: string;
 
   /**
-   * Present when the request is a NACK.
+   * Present when the request is a NACK (any code but 0), or an ACK with
+   * per-resource errors (code 0, a kds.v1.ResourceErrors in details).
    *
    * @generated from field: kds.v1.Status error_detail = 7;
    */
@@ -334,6 +338,67 @@ export type DeltaDiscoveryRequest = Message<"kds.v1.DeltaDiscoveryRequest"> & {
  */
 export const DeltaDiscoveryRequestSchema: GenMessage<DeltaDiscoveryRequest> = /*@__PURE__*/
   messageDesc(file_kds_v1_discovery, 5);
+
+/**
+ * The resources of a type the client holds no copy of because it rejected
+ * them, each with the reason: every resource it rejected and has not since
+ * accepted or seen removed, so each ACK carries the whole current set and an
+ * ACK without it means there are none. Carried in the details of an ACK's
+ * error_detail whose code is 0 (OK); a kds-mux extension to xDS, which has no
+ * per-resource errors in a request.
+ *
+ * @generated from message kds.v1.ResourceErrors
+ */
+export type ResourceErrors = Message<"kds.v1.ResourceErrors"> & {
+  /**
+   * The rejected resources (at most 100 of them).
+   *
+   * @generated from field: repeated kds.v1.ResourceError errors = 1;
+   */
+  errors: ResourceError[];
+
+  /**
+   * How many more are rejected beyond those listed.
+   *
+   * @generated from field: uint32 omitted = 2;
+   */
+  omitted: number;
+};
+
+/**
+ * Describes the message kds.v1.ResourceErrors.
+ * Use `create(ResourceErrorsSchema)` to create a new message.
+ */
+export const ResourceErrorsSchema: GenMessage<ResourceErrors> = /*@__PURE__*/
+  messageDesc(file_kds_v1_discovery, 6);
+
+/**
+ * One rejected resource.
+ *
+ * @generated from message kds.v1.ResourceError
+ */
+export type ResourceError = Message<"kds.v1.ResourceError"> & {
+  /**
+   * Its discovery name ("mesh/name", or "name").
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Why it was rejected.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message kds.v1.ResourceError.
+ * Use `create(ResourceErrorSchema)` to create a new message.
+ */
+export const ResourceErrorSchema: GenMessage<ResourceError> = /*@__PURE__*/
+  messageDesc(file_kds_v1_discovery, 7);
 
 /**
  * An incremental response: changed and removed resources of one type.
@@ -382,5 +447,5 @@ export type DeltaDiscoveryResponse = Message<"kds.v1.DeltaDiscoveryResponse"> & 
  * Use `create(DeltaDiscoveryResponseSchema)` to create a new message.
  */
 export const DeltaDiscoveryResponseSchema: GenMessage<DeltaDiscoveryResponse> = /*@__PURE__*/
-  messageDesc(file_kds_v1_discovery, 6);
+  messageDesc(file_kds_v1_discovery, 8);
 

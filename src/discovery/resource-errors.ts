@@ -1,0 +1,61 @@
+/**
+ * Per-resource errors, a kds-mux extension to xDS: a client that applied a
+ * response except for some resources ACKs it with an `error_detail` whose
+ * code is 0 (OK) and whose details hold one `kds.v1.ResourceErrors`: every
+ * resource of the type it currently rejects, with the reason. The client
+ * keeps that set per type (a later accepted version, or a removal, takes a
+ * resource out of it); each ACK carries the whole set, and an ACK without
+ * it means the set is empty. Any other code is a NACK, as in xDS.
+ *
+ * @module
+ */
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { anyPack, anyUnpack } from "@bufbuild/protobuf/wkt";
+import { ResourceErrorsSchema, type StatusSchema } from "../gen/kds/v1/discovery_pb.ts";
+import type { RejectedResource } from "./types.ts";
+
+/** Most resources one ACK names; the rest are counted as omitted. */
+export const MAX_RESOURCE_ERRORS = 100;
+
+/** The resources of one type a client currently rejects, by key. */
+export class RejectedSet {
+  readonly #byType = new Map<string, Map<string, string>>();
+
+  /**
+   * Records the outcome of an applied response: `replaced` (a
+   * state-of-the-world set) starts over; otherwise `received` and `removed`
+   * keys leave the set unless `rejected` names them again.
+   */
+  applied(typeUrl: string, outcome: { replaced: boolean; received: readonly string[]; removed: readonly string[]; rejected: readonly RejectedResource[] }): void {
+    let set = this.#byType.get(typeUrl);
+    if (set === undefined || outcome.replaced) {
+      set = new Map();
+      this.#byType.set(typeUrl, set);
+    }
+    for (const key of outcome.received) set.delete(key);
+    for (const key of outcome.removed) set.delete(key);
+    for (const r of outcome.rejected) set.set(r.key, r.reason);
+  }
+
+  /** The `error_detail` of an ACK for `typeUrl`: undefined when nothing is rejected. */
+  detail(typeUrl: string): MessageInitShape<typeof StatusSchema> | undefined {
+    const set = this.#byType.get(typeUrl);
+    if (set === undefined || set.size === 0) return undefined;
+    const errors = [...set].slice(0, MAX_RESOURCE_ERRORS).map(([name, reason]) => ({ name, reason }));
+    const details = create(ResourceErrorsSchema, { errors, omitted: set.size - errors.length });
+    return { code: 0, message: `${set.size} resources of the response were rejected (kds.v1.ResourceErrors in details)`, details: [anyPack(ResourceErrorsSchema, details)] };
+  }
+}
+
+/**
+ * The per-resource errors an ACK's `error_detail` carries: the rejected
+ * resources and how many more were left unnamed. An error_detail without a
+ * kds.v1.ResourceErrors reads as none.
+ */
+export function resourceErrorsOf(detail: { readonly details: readonly { readonly typeUrl: string; readonly value: Uint8Array }[] } | undefined): { errors: RejectedResource[]; omitted: number } {
+  for (const any of detail?.details ?? []) {
+    const unpacked = anyUnpack({ $typeName: "google.protobuf.Any", typeUrl: any.typeUrl, value: any.value }, ResourceErrorsSchema);
+    if (unpacked !== undefined) return { errors: unpacked.errors.map((e) => ({ key: e.name, reason: e.reason })), omitted: unpacked.omitted };
+  }
+  return { errors: [], omitted: 0 };
+}
