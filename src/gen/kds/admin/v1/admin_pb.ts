@@ -427,7 +427,9 @@ export type TypeStatus = Message<"kds.admin.v1.TypeStatus"> & {
   resourcesReceived: bigint;
 
   /**
-   * Resources of accepted responses that this side could not store, newest last.
+   * Resources of accepted responses that this side could not store, newest
+   * last; then, as sender, those the peer reports it currently rejects
+   * (per-resource errors), each reason starting "rejected by the peer: ".
    *
    * @generated from field: repeated kds.admin.v1.RejectedResource rejected_resources = 15;
    */
@@ -448,8 +450,9 @@ export type TypeStatus = Message<"kds.admin.v1.TypeStatus"> & {
   storeError: string;
 
   /**
-   * This side's part: "sender" (its counters are sent, acked, nacked) or
-   * "receiver" (its counters are accepted and rejected; received is their sum).
+   * This side's part: "sender" (its counters are sent, acked, nacked),
+   * "receiver" (its counters are accepted and rejected; received is their sum)
+   * or "both" (a zone-to-zones kind: each side sends and receives it).
    * The counters above are totals since this side started, over every session.
    *
    * @generated from field: string side = 18;
