@@ -283,7 +283,8 @@ class ZoneRun {
     if (asked !== undefined) await this.#answerTo(c, CATALOG_TYPE, "catalog-2", ANSWER_MS);
     for (const [typeUrl, m] of held) c.write(deltaRequest({ typeUrl, resourceNamesSubscribe: ["*"], initialResourceVersions: Object.fromEntries(m) }));
     const resent: string[] = [];
-    for (;;) {
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
       const frame = await c.waitFor((f) => f.value.case === "deltaResponse", 1_500);
       if (frame?.value.case !== "deltaResponse") break;
       const r = frame.value.value;
