@@ -41,7 +41,7 @@ import { globalKinds, zoneKinds } from "./kinds-file.ts";
 import { aborted } from "./signals.ts";
 import { drainRoute, drainWithin } from "./drain.ts";
 import { rebalanceOption, type RebalanceFlags } from "./rebalance-flags.ts";
-import { probeHandler, readinessOf, storeReason, PROBE_PATHS, type Readiness } from "../observe/probes.ts";
+import { probeHandler, readinessOf, StoreHealth, PROBE_PATHS, type Readiness } from "../observe/probes.ts";
 import { anySignal } from "../util/abort.ts";
 import { openCliStore, type StoreChoice } from "./store-option.ts";
 import { readTokenFile, writeSecretFile } from "./secret-files.ts";
@@ -127,7 +127,7 @@ async function serveAdminApi(
     observe?: OptionalFetchHandler;
     limits: ConnectionLimits;
     /** /livez and /readyz (observe/probes.ts), answered without credentials. */
-    readiness: (signal: AbortSignal) => Promise<Readiness>;
+    readiness: () => Readiness;
     /** POST /drain (admins only) calls it. */
     drain?: () => void;
   },
@@ -261,8 +261,8 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       logger: options.logger,
       observe: observe.handler,
       limits: limits.admin,
-      readiness: async (signal) => {
-        const state = await global.readiness(signal);
+      readiness: () => {
+        const state = global.readiness();
         return listening ? state : readinessOf(["starting: the zone listener is not open yet", ...state.reasons]);
       },
       drain: () => drainAsked.abort(new Error("POST /drain")),
@@ -444,6 +444,8 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
     // The zone signs its own admin tokens, with a key kept in its own store.
     const backend = { ...zone.admin(), tokens: new TokenAuthority({ store: zone.store, issuer: options.name, logger: options.logger }) };
     const limits = resolveConnectionLimits(options, "zone", options.logger, observe.metrics);
+    const storeHealth = new StoreHealth(zone.store, (error) => options.logger.warn("readiness: the store did not answer a check; /readyz answers 503 until it does", { error }));
+    storeHealth.start(options.signal);
     const adminTls = serverTls(options, undefined, `zone "${options.name}"'s admin API`, options);
     if (adminTls === undefined && reloading === undefined) ignoreHangup(options.logger, options.signal);
     const served = await serveAdminApi(backend, options.adminListen, {
@@ -453,11 +455,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       logger: options.logger,
       observe: observe.handler,
       limits: limits.admin,
-      readiness: async (signal) =>
-        readinessOf([
-          options.signal.aborted ? "stopping: the zone shuts down" : undefined,
-          await storeReason(zone.store, signal, (error) => options.logger.debug("readiness: the store did not answer", { error })),
-        ]),
+      readiness: () => readinessOf([options.signal.aborted ? "stopping: the zone shuts down" : undefined, storeHealth.reason()]),
     });
     adminTls?.onReload((m) => setSecureContext(served, m));
     options.logger.info(`zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`);

@@ -38,7 +38,7 @@ import { ZoneLifecycle } from "./zone-lifecycle.ts";
 import { ZoneOwnership } from "./zone-ownership.ts";
 import type { Metrics } from "../observe/metrics.ts";
 import { instrumentStore } from "../observe/store.ts";
-import { readinessOf, storeReason, type Readiness } from "../observe/probes.ts";
+import { readinessOf, StoreHealth, type Readiness } from "../observe/probes.ts";
 
 /** Options of {@link GlobalControlPlane}. */
 export interface GlobalControlPlaneOptions {
@@ -126,6 +126,7 @@ export class GlobalControlPlane {
   readonly #rebalancer: Rebalancer | undefined;
   readonly #logger: Logger;
   #started = false;
+  readonly #storeHealth: StoreHealth;
 
   /** @param options - types, store, names, callbacks */
   constructor(options: GlobalControlPlaneOptions = {}) {
@@ -189,6 +190,7 @@ export class GlobalControlPlane {
       },
       onSessionEnded: options.onSessionEnded,
     });
+    this.#storeHealth = new StoreHealth(this.store, (error) => logger.warn("readiness: the store did not answer a check; /readyz answers 503 until it does", { error }));
     this.#rebalancer =
       options.rebalance === false
         ? undefined
@@ -219,6 +221,7 @@ export class GlobalControlPlane {
   /** Loads and follows the store (global resources, Zone changes, revocations) until `signal` aborts. */
   start(signal: AbortSignal): void {
     this.#started = true;
+    this.#storeHealth.start(signal);
     this.sync.start(signal);
     this.#lifecycle.start(signal);
     this.ownership.start(signal);
@@ -230,17 +233,18 @@ export class GlobalControlPlane {
    * Whether this instance should get zones now: started, every kind loaded
    * from the store, the store answering, and not draining (see
    * `GlobalServer.drain`). The reasons name unmet conditions only (no
-   * error details: probes answer without credentials); a store failure is
-   * logged at debug level.
+   * error details: probes answer without credentials); the store is checked
+   * in the background (`StoreHealth`, a failure logged as a warning), so
+   * this answers at once.
    */
-  async readiness(signal: AbortSignal): Promise<Readiness> {
+  readiness(): Readiness {
     const kinds = this.sync.served();
     const unloaded = kinds.filter((k) => !k.loaded).length;
     return readinessOf([
       this.#started ? undefined : "starting: the control plane has not started",
       this.#started && unloaded > 0 ? `starting: ${unloaded} of ${kinds.length} kinds not loaded from the store yet` : undefined,
       this.server.draining ? "draining: this instance hands its zones to other instances and admits none" : undefined,
-      await storeReason(this.store, signal, (error) => this.#logger.debug("readiness: the store did not answer", { error })),
+      this.#started ? this.#storeHealth.reason() : undefined,
     ]);
   }
 

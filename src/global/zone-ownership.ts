@@ -2,7 +2,9 @@
  * Which global instance holds a zone's session, when several instances share
  * one store. The instance that admits the newest session writes the zone's
  * ZoneInsight (the lease) unconditionally; every instance follows those
- * writes and closes its own older session of that zone; the holder renews the
+ * writes and closes its own older session of that zone (a write for a
+ * session that started before its own, a late renewal, is taken over
+ * instead); the holder renews the
  * lease while its session lives (with the version it last wrote, so a
  * takeover shows up as a conflict), and marks it offline when the session
  * ends. A crashed instance stops renewing: its zones reconnect elsewhere and
@@ -143,6 +145,13 @@ export class ZoneOwnership {
     }
     if (!insight.online) return; // an older session of this zone elsewhere went offline; ours still holds
     const revision = Number(version);
+    // A write for a session that started before ours (another instance's renewal that was under way when that session ended) must not
+    // end ours: a zone holds one session at a time, and ours is the newer one. Take that write's version, so our next renewal replaces it.
+    const theirs = insight.connectedAt === undefined ? undefined : timestampDate(insight.connectedAt).getTime();
+    if (theirs !== undefined && theirs < held.connectedAt.getTime()) {
+      if (held.version !== undefined && revision > Number(held.version)) held.version = version;
+      return;
+    }
     if (held.version === undefined) {
       // Our claim has not landed yet: whichever write came last wins, decided when it lands.
       held.other = { revision, instance: insight.instance };

@@ -20,22 +20,59 @@ export interface Readiness {
   readonly reasons: readonly string[];
 }
 
-/** How long a readiness check waits for the store before it reads as unreachable. */
-export const STORE_PROBE_TIMEOUT_MS = 2_000;
+/** How often {@link StoreHealth} reads the store's revision. */
+export const STORE_PROBE_INTERVAL_MS = 2_000;
+/** How long {@link StoreHealth} waits for an answer before the store reads as unreachable. */
+export const STORE_PROBE_TIMEOUT_MS = 5_000;
 
 /**
- * Whether `store` answers (reads its revision) within
- * {@link STORE_PROBE_TIMEOUT_MS}: undefined when it does, else the reason
- * (the error itself goes to `onError`, not into the reason).
+ * Whether the store answers, checked in the background (a read of its
+ * revision every {@link STORE_PROBE_INTERVAL_MS}), so that a probe answers
+ * at once from the last result: a probe that waited for the store would
+ * time out at the prober (a kubelet waits 1 s by default) on a busy instance.
  */
-export async function storeReason(store: ResourceStore, signal: AbortSignal, onError: (error: unknown) => void): Promise<string | undefined> {
-  try {
-    await store.revision({ signal: AbortSignal.any([signal, AbortSignal.timeout(STORE_PROBE_TIMEOUT_MS)]) });
-    return undefined;
-  } catch (error) {
-    if (signal.aborted) return "aborted: the probe went away";
-    onError(error);
-    return `store unreachable: it did not answer within ${STORE_PROBE_TIMEOUT_MS} ms`;
+export class StoreHealth {
+  readonly #store: ResourceStore;
+  readonly #onError: (error: unknown) => void;
+  #ok = false;
+  #pendingSince: number | undefined;
+  #checked = false;
+
+  /** @param store - the store; `onError` gets each failure (the reason never carries it) */
+  constructor(store: ResourceStore, onError: (error: unknown) => void) {
+    this.#store = store;
+    this.#onError = onError;
+  }
+
+  /** Checks now and every interval until `signal` aborts. */
+  start(signal: AbortSignal): void {
+    const check = (): void => {
+      if (this.#pendingSince !== undefined || signal.aborted) return;
+      this.#pendingSince = performance.now();
+      this.#store.revision({ signal: AbortSignal.any([signal, AbortSignal.timeout(STORE_PROBE_TIMEOUT_MS)]) }).then(
+        () => {
+          this.#ok = true;
+        },
+        (error: unknown) => {
+          this.#ok = false;
+          if (!signal.aborted) this.#onError(error);
+        },
+      ).finally(() => {
+        this.#pendingSince = undefined;
+        this.#checked = true;
+      });
+    };
+    check();
+    const timer = setInterval(check, STORE_PROBE_INTERVAL_MS);
+    signal.addEventListener("abort", () => clearInterval(timer), { once: true });
+  }
+
+  /** Undefined when the last check succeeded and none has been waiting too long; else why not. */
+  reason(): string | undefined {
+    if (!this.#checked && this.#pendingSince === undefined) return "starting: the store was not checked yet";
+    if (this.#pendingSince !== undefined && performance.now() - this.#pendingSince > STORE_PROBE_TIMEOUT_MS) return `store unreachable: it did not answer within ${STORE_PROBE_TIMEOUT_MS} ms`;
+    if (!this.#checked) return "starting: the store was not checked yet";
+    return this.#ok ? undefined : "store unreachable: its last check failed";
   }
 }
 
@@ -47,16 +84,17 @@ export function readinessOf(reasons: readonly (string | undefined)[]): Readiness
 
 /**
  * Serves GET (and HEAD) `/livez` with 200 "ok", and `/readyz` with 200
- * "ready" or 503 "not ready: <reasons>" as `readiness` says; undefined for
- * any other request (so a fallback chain goes on).
+ * "ready" or 503 "not ready: <reasons>" as `readiness` says (it should
+ * answer from state at hand, see {@link StoreHealth}); undefined for any
+ * other request (so a fallback chain goes on).
  */
-export function probeHandler(readiness: (signal: AbortSignal) => Promise<Readiness>): (request: Request) => Promise<Response | undefined> {
+export function probeHandler(readiness: () => Readiness): (request: Request) => Promise<Response | undefined> {
   return async (request) => {
     const path = new URL(request.url).pathname;
     if (!PROBE_PATHS.has(path) || (request.method !== "GET" && request.method !== "HEAD")) return undefined;
     const headers = { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" };
     if (path === "/livez") return new Response("ok\n", { status: 200, headers });
-    const state = await readiness(request.signal);
+    const state = readiness();
     return state.ready
       ? new Response("ready\n", { status: 200, headers })
       : new Response(`not ready: ${state.reasons.join("; ")}\n`, { status: 503, headers });

@@ -37,8 +37,8 @@ describe("draining a global instance", () => {
       return g;
     }) as [GlobalControlPlane, GlobalControlPlane];
     // Just started: the kinds are still loading from the store.
-    expect((await a.readiness(stopper())).reasons.join("; ")).toMatch(/^starting: \d+ of \d+ kinds not loaded/);
-    await eventually(async () => (await a.readiness(stopper())).ready, "a is ready once its kinds are loaded");
+    expect((await a.readiness()).reasons.join("; ")).toMatch(/^starting: \d+ of \d+ kinds not loaded/);
+    await eventually(async () => (await a.readiness()).ready, "a is ready once its kinds are loaded");
     for (let i = 0; i < 5; i++) await store.put(mesh(`m-${i}`));
     const names = Array.from({ length: 6 }, (_, i) => `zone-${i}`);
     const retries: RetryInfo[] = [];
@@ -65,7 +65,7 @@ describe("draining a global instance", () => {
     const spreadMs = 600;
     const started = performance.now();
     const drained = a.server.drain({ spreadMs });
-    const readiness = await a.readiness(stopper());
+    const readiness = await a.readiness();
     expect(readiness.ready).toBe(false);
     expect(readiness.reasons.join("; ")).toMatch(/^draining: /);
     // A zone dialing the draining instance is refused at once.

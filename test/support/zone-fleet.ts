@@ -24,6 +24,10 @@ export interface FleetConfig {
   readonly meshes: number;
   readonly dataplanes: number;
   readonly churnMs: number;
+  /** The zones' reconnect backoff; default: 200 ms to 2 s (ZoneControlPlane's own default when `"default"`). */
+  readonly backoff?: { readonly baseMs: number; readonly capMs: number } | "default";
+  /** The first zone's number (zone-<first>, ...); default 0. */
+  readonly first?: number;
 }
 
 /** One zone in the report. */
@@ -49,7 +53,8 @@ setMaxListeners(0, stop.signal);
 
 const dpSpec = (address: string): DataplaneSpec => create(DataplaneSpecSchema, { address });
 
-const zones = Array.from({ length: config.zones }, (_, i) => {
+const zones = Array.from({ length: config.zones }, (_, k) => {
+  const i = (config.first ?? 0) + k;
   const name = `zone-${i}`;
   const urls = config.urls.map((_, k) => config.urls[(i + k) % config.urls.length] as string);
   const stats = { connects: 0, asked: 0, drainAsked: 0, failures: [] as string[] };
@@ -61,7 +66,7 @@ const zones = Array.from({ length: config.zones }, (_, i) => {
     ),
     types: createTypeRegistry(exampleTypes),
     logger: silentLogger,
-    backoff: { baseMs: 200, capMs: 2_000 },
+    backoff: config.backoff === "default" ? undefined : (config.backoff ?? { baseMs: 200, capMs: 2_000 }),
     reconnectJitterMs: 500,
     onSession: () => stats.connects++,
     onRetry: (info) => {
