@@ -103,7 +103,7 @@ describe("kds-mux CLI", { timeout: 120_000 }, () => {
 
   it("lists types and zone status as JSON", async () => {
     expect(global.output).toMatch(/no --kinds given: syncing the example kinds Mesh \(kds\.example\.v1\.MeshSpec, global-to-zone, cluster-scoped\), TrafficPolicy .*, Dataplane .* from \S+examples\/example-kinds\/kinds\.yaml/);
-    await zone.waitFor(/zone "zone-1" learned 3 kinds from global "global": Mesh/);
+    await zone.waitFor(/zone "zone-1" learned 4 kinds from global "global": Mesh/);
     const types = JSON.parse((await run(["types", "--server", globalUrl, "-o", "json"])).stdout) as { kind: string; typeUrl: string; direction: string }[];
     expect(types).toContainEqual(expect.objectContaining({ kind: "Dataplane", direction: "zone-to-global", typeUrl: "type.googleapis.com/kds.example.v1.DataplaneSpec" }));
     expect(types).toContainEqual(expect.objectContaining({ kind: "Zone", direction: "local" }));
