@@ -28,7 +28,7 @@ import { createTypeRegistry, ZONE_INSIGHT_KIND } from "../sync/builtin-types.ts"
 import { describeDeclaration, descriptorRegistry, messageIn, parseDescriptorSet, type KindDeclaration } from "../sync/descriptor-types.ts";
 import { KIND_PATTERN, RESOURCE_SCOPES, SYNC_DIRECTIONS, type ResourceTypeInit, type TypeRegistry } from "../sync/resource-types.ts";
 
-/** The kinds file of the example kinds (Mesh, TrafficPolicy, Dataplane): the CLI's default. */
+/** The kinds file of the example kinds (Mesh, TrafficPolicy, Dataplane, ZoneIngress): the CLI's default. */
 export const EXAMPLE_KINDS_FILE = fileURLToPath(new URL("../../examples/example-kinds/kinds.yaml", import.meta.url));
 
 /** A kinds file, read and checked. */
