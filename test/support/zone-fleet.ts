@@ -37,7 +37,7 @@ export interface FleetZone {
   readonly asked: number;
   /** Of those, the ones a draining instance asked (the others: rebalancing). */
   readonly drainAsked: number;
-  /** Every other retry: "<code>" of the dial error or "closed.<end code>" of the session end. */
+  /** Every other retry: "<code> (<message>)" of the dial error, or "closed.<end code> (...)" of the session end. */
   readonly failures: readonly string[];
   /** Dataplane name -> address, as the zone holds them. */
   readonly dataplanes: Readonly<Record<string, string>>;
@@ -76,7 +76,8 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
       }
       else {
         const cause = info.error.cause as { code?: string } | undefined;
-        stats.failures.push(info.error.code === "session_closed" && cause?.code !== undefined ? `closed.${cause.code}` : info.error.code);
+        const code = info.error.code === "session_closed" && typeof cause?.code === "string" ? `closed.${cause.code}` : info.error.code;
+        stats.failures.push(`${code} (${info.error.message.split("\n")[0]?.slice(0, 160) ?? ""})`);
       }
     },
   });
