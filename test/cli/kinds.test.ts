@@ -144,7 +144,7 @@ describe("bad kinds files", () => {
     ["a descriptor set that is not one", () => kindsFile("not-a-set.yaml", gateway(), "not-a-set.yaml"), "descriptor set not-a-set.yaml: not a FileDescriptorSet"],
     ["an unknown message", () => kindsFile("unknown.yaml", gateway("global-to-zone", "cluster", "acme.v1.GateSpec")), "kinds[0] (Gateway): message acme.v1.GateSpec is not in kinds.binpb, which defines acme.v1.GatewaySpec, acme.v1.WorkloadSpec"],
     ["a duplicate kind", () => kindsFile("duplicate.yaml", gateway() + workload + gateway()), 'kind "Gateway" is listed twice (kinds[0] and kinds[2])'],
-    ["a bad direction", () => kindsFile("direction.yaml", gateway("both-ways")), 'kinds[0] (Gateway): direction "both-ways" must be one of global-to-zone, zone-to-global, local'],
+    ["a bad direction", () => kindsFile("direction.yaml", gateway("both-ways")), 'kinds[0] (Gateway): direction "both-ways" must be one of global-to-zone, zone-to-global, zone-to-zones, local'],
     ["a bad scope", () => kindsFile("scope.yaml", gateway("global-to-zone", "namespace")), 'kinds[0] (Gateway): scope "namespace" must be one of cluster, mesh'],
     ["one message for two kinds", () => kindsFile("same-message.yaml", gateway() + gateway().replace("Gateway", "Edge")), 'message acme.v1.GatewaySpec is already the spec of kind "Gateway"'],
   ];
@@ -161,7 +161,7 @@ describe("bad kinds files", () => {
     const kinds = kindsFile("zone-direction.yaml", gateway("sideways"));
     const r = await run(["zone", "--name", "zone-1", "--global", "http://127.0.0.1:1", "--admin-listen", "127.0.0.1:0", "--kinds", kinds]); // default store: nothing may start it
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain(`error: ${kinds}: kinds[0] (Gateway): direction "sideways" must be one of global-to-zone, zone-to-global, local`);
+    expect(r.stderr).toContain(`error: ${kinds}: kinds[0] (Gateway): direction "sideways" must be one of global-to-zone, zone-to-global, zone-to-zones, local`);
     expect(r.stdout + r.stderr).not.toContain("listening");
   });
 });
