@@ -27,7 +27,9 @@ const INSTANCES = 3;
 const ZONES = FULL ? 300 : 20;
 const MESHES = 5;
 const DATAPLANES = FULL ? 3 : 5;
-const DRAIN = FULL ? "10s" : "3s";
+// The full size drains over the default 30 s, so the other instances take 10 zones a second.
+const DRAIN = FULL ? "30s" : "3s";
+const REBALANCE = FULL ? "3s" : "1s";
 
 const processes: KdsProcess[] = [];
 let db: TestDatabase | undefined;
@@ -45,7 +47,7 @@ interface Instance {
 }
 
 async function startGlobal(storeUrl: string, listen = "127.0.0.1:0"): Promise<Instance> {
-  const p = new KdsProcess(["global", "--listen", listen, "--admin-listen", "127.0.0.1:0", "--store", storeUrl, "--insecure-no-zone-auth", "--drain-timeout", DRAIN, "--rebalance-interval", "1s", "--log-level", "info"]);
+  const p = new KdsProcess(["global", "--listen", listen, "--admin-listen", "127.0.0.1:0", "--store", storeUrl, "--insecure-no-zone-auth", "--drain-timeout", DRAIN, "--rebalance-interval", REBALANCE, "--log-level", "info"]);
   processes.push(p);
   const m = await p.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000);
   return { process: p, mux: m[1] as string, admin: m[2] as string };
@@ -85,6 +87,9 @@ describe("a rolling restart of global instances with drain", { timeout: FULL ? 9
     };
     const syncStarted = performance.now();
     await next("synced");
+    // What failed while the fleet first connected is not part of the roll: set it apart (it is logged below).
+    fleet.stdin.write("mark\n");
+    await next("marked");
     console.log(`rolling restart: ${ZONES} zones synced in ${Math.round(performance.now() - syncStarted)} ms`);
 
     // Churn on the global side too: a Mesh description changes every few hundred ms through whichever instance is up.
@@ -161,6 +166,8 @@ describe("a rolling restart of global instances with drain", { timeout: FULL ? 9
       expect(zones).toHaveLength(ZONES);
       expect(Object.keys(await storeDataplanes())).toHaveLength(ZONES * DATAPLANES);
       const failures = zones.flatMap(([zone, z]) => z.failures.map((f) => `${zone}: ${f}`));
+      const initial = zones.flatMap(([zone, z]) => z.initialFailures.map((f) => `${zone}: ${f}`));
+      if (initial.length > 0) console.log(`rolling restart: ${initial.length} dials failed while the fleet first connected (not part of the roll), e.g. ${initial[0]}`);
       const asked = zones.reduce((n, [, z]) => n + z.asked, 0);
       const maxAsked = Math.max(...zones.map(([, z]) => z.drainAsked));
       const rebalanced = zones.reduce((n, [, z]) => n + z.asked - z.drainAsked, 0);

@@ -3,7 +3,8 @@
 // at urls[i mod n], keeps its state in memory, writes `dataplanes`
 // Dataplanes, and, while churning, updates one zone's Dataplane every
 // `churnMs`. It prints JSON lines: {"synced": n} once every zone holds at
-// least `meshes` Meshes; on stdin "stop-churn" it stops changing, and on
+// least `meshes` Meshes; on stdin "mark" it sets the failures so far apart
+// (initialFailures), on "stop-churn" it stops changing, and on
 // "report" it prints {"report": {...}} with every zone's connects, the ends
 // it was asked to reconnect for, every other retry (a failure or refusal),
 // its Dataplanes and its Meshes. stdin closing stops it.
@@ -39,6 +40,8 @@ export interface FleetZone {
   readonly drainAsked: number;
   /** Every other retry: "<code> (<message>)" of the dial error, or "closed.<end code> (...)" of the session end. */
   readonly failures: readonly string[];
+  /** The failures before the parent's "mark" (while the fleet first connected), kept apart. */
+  readonly initialFailures: readonly string[];
   /** Dataplane name -> address, as the zone holds them. */
   readonly dataplanes: Readonly<Record<string, string>>;
   /** Mesh name -> description, as the zone holds them. */
@@ -57,7 +60,7 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
   const i = (config.first ?? 0) + k;
   const name = `zone-${i}`;
   const urls = config.urls.map((_, k) => config.urls[(i + k) % config.urls.length] as string);
-  const stats = { connects: 0, asked: 0, drainAsked: 0, failures: [] as string[] };
+  const stats = { connects: 0, asked: 0, drainAsked: 0, failures: [] as string[], initialFailures: [] as string[] };
   const zone = new ZoneControlPlane({
     name,
     transport: failoverMuxTransport(
@@ -127,7 +130,10 @@ async function report(): Promise<Record<string, FleetZone>> {
 }
 
 for await (const line of createInterface({ input: process.stdin })) {
-  if (line === "stop-churn") {
+  if (line === "mark") {
+    for (const { stats } of zones) stats.initialFailures.push(...stats.failures.splice(0));
+    process.stdout.write(`${JSON.stringify({ marked: true })}\n`);
+  } else if (line === "stop-churn") {
     clearInterval(churnTimer);
     process.stdout.write(`${JSON.stringify({ churnStopped: churn })}\n`);
   } else if (line === "report") process.stdout.write(`${JSON.stringify({ report: await report() })}\n`);
