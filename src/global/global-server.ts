@@ -38,10 +38,19 @@ export const DEFAULT_MAX_HANDSHAKES = 512;
 /** The default of {@link GlobalServerOptions.maxHandshakesPerZone}: a zone needs one; a few cover a reconnect racing a stale stream. */
 export const DEFAULT_MAX_HANDSHAKES_PER_ZONE = 4;
 
+/** The default of {@link DrainOptions.maxGapMs}: at least 4 zones a second. */
+export const DEFAULT_DRAIN_MAX_GAP_MS = 250;
+
 /** Options of {@link GlobalServer.drain}. */
 export interface DrainOptions {
   /** Spread the zones' goaways over this many milliseconds (evenly, one zone at a time); 0 tells them all at once. */
   readonly spreadMs: number;
+  /**
+   * The longest wait between two zones' goaways, so a few zones are not
+   * stretched over the whole spread (a global with two zones would take
+   * half of it to stop). Default {@link DEFAULT_DRAIN_MAX_GAP_MS}.
+   */
+  readonly maxGapMs?: number;
   /** Stops spreading: the zones not yet told are left connected (close the server to end them). */
   readonly signal?: AbortSignal;
 }
@@ -404,9 +413,9 @@ export class GlobalServer implements MuxAcceptor {
    * Drains this instance before it stops: refuses new zones at once (as when
    * closing), then asks each connected zone to reconnect now, preferably to
    * another instance (goaway RECONNECT; the zone resumes there by versions),
-   * one at a time, evenly spread over `spreadMs` (by the clock, so a slow
-   * loop does not stretch it) so the other instances take them at a bounded
-   * rate. When `signal` aborts, the zones not yet asked are asked at once.
+   * one at a time, evenly spread over `spreadMs` but at most `maxGapMs`
+   * apart (by the clock, so a slow loop does not stretch it), so the other
+   * instances take them at a bounded rate. When `signal` aborts, the zones not yet asked are asked at once.
    * Sessions still handshaking at the end are asked too. Resolves, with how
    * many zones were asked, once every asked session released its transport
    * (or `signal` aborted).
@@ -420,7 +429,7 @@ export class GlobalServer implements MuxAcceptor {
       if (session.end === undefined) closing.push(session.close({ code: "reconnect", message, signal }));
     };
     const sessions = [...this.#current.values()];
-    const gapMs = sessions.length === 0 ? 0 : Math.max(0, options.spreadMs) / sessions.length;
+    const gapMs = sessions.length === 0 ? 0 : Math.min(options.maxGapMs ?? DEFAULT_DRAIN_MAX_GAP_MS, Math.max(0, options.spreadMs) / sessions.length);
     this.#logger.info(`draining: asking ${sessions.length} zones to reconnect to another instance, one every ${Math.round(gapMs)} ms`, { zones: sessions.length });
     const start = performance.now();
     for (const [i, session] of sessions.entries()) {
