@@ -26,6 +26,7 @@ import {
 } from "../gen/kds/v1/discovery_pb.ts";
 import type { Status } from "../gen/kds/v1/discovery_pb.ts";
 import type { MuxRequest, MuxResponse } from "../mux/frames.ts";
+import { utf8Length } from "../mux/frame-size.ts";
 import type { ServerStreamView } from "../mux/views.ts";
 import { ENTRY_OVERHEAD, giveBack, newDeltaDiffState, nextPart, takeWork, type DeltaDiffState } from "./delta-diff.ts";
 import { resourceErrorsOf } from "./resource-errors.ts";
@@ -35,8 +36,25 @@ import { backoffCeiling } from "../util/backoff.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 import { Waker } from "../util/wake.ts";
 
-/** Bytes kept free in every response for its envelope (type URL, nonce, version, framing). */
-const ENVELOPE_BYTES = 1024;
+/**
+ * Bytes one string field of a response takes at most when it holds `text`:
+ * its tag (1 byte), its length (a varint of up to 5 bytes) and its UTF-8 bytes.
+ */
+function stringFieldBytes(text: string): number {
+  return 1 + 5 + utf8Length(text);
+}
+
+/**
+ * Bytes kept free in a response of `typeUrl` at `version` for its envelope:
+ * the type URL, version and nonce fields (the nonce at its longest, a
+ * counter of up to 16 digits) as they encode, plus a 64-byte margin. Measured,
+ * not a fixed reserve: a reserve larger than the envelope left a resource
+ * that fits `maxMessageBytes` reported as oversized and never sent (with
+ * small messages, the kind catalog itself, and nothing synced past it).
+ */
+function envelopeBytes(typeUrl: string, version: string): number {
+  return stringFieldBytes(typeUrl) + stringFieldBytes(version) + stringFieldBytes("0".repeat(16)) + 64;
+}
 
 /**
  * The version `known` records for a key the client may or may not hold (it
@@ -367,7 +385,7 @@ export class DiscoveryServer {
     state.dirty = false;
     const snapshot = await this.#source.snapshot(state.typeUrl, signal);
     if (snapshot === undefined || snapshot.version === state.lastSentVersion) return;
-    const limit = this.#options.maxMessageBytes - ENVELOPE_BYTES;
+    const limit = this.#options.maxMessageBytes - envelopeBytes(state.typeUrl, snapshot.version);
     let bytes = 0;
     let count = 0;
     for (const r of snapshot.resources) {
@@ -428,10 +446,11 @@ export class DiscoveryServer {
       return;
     }
     // From here to the send nothing awaits: the snapshot stays as it was read.
-    const limit = this.#options.maxMessageBytes - ENVELOPE_BYTES;
+    const envelope = envelopeBytes(state.typeUrl, snapshot.version);
+    const limit = this.#options.maxMessageBytes - envelope;
     // A response closes at the target size; one resource larger than that still goes, alone, up to the limit.
     const wanted = this.#options.deltaResponseBytes;
-    const target = Number.isFinite(wanted) ? Math.min(limit, Math.max(1, wanted - ENVELOPE_BYTES)) : limit;
+    const target = Number.isFinite(wanted) ? Math.min(limit, Math.max(1, wanted - envelope)) : limit;
     const { upserts, removed, bytes, more } = nextPart(state, snapshot.resources, full, { limit, target, entries: this.#options.maxResponseResources }, (key, size) =>
       this.#observer.oversized?.(state.typeUrl, key, size, limit),
     );

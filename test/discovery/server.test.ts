@@ -4,7 +4,7 @@
 // waiting N ms for silence.
 import { describe, expect, it } from "vitest";
 import { toBinary } from "@bufbuild/protobuf";
-import { DeltaDiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
+import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { FakeSource, T, startServer } from "./fixtures.ts";
 
 describe("discovery server, state of the world", () => {
@@ -87,6 +87,22 @@ describe("discovery server, state of the world", () => {
       const r = await s.recvSotw();
       expect(r?.resources).toHaveLength(5);
       expect(s.zone.end).toBeUndefined();
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("sends a set that fits the maximum with its envelope, however small the maximum", async () => {
+    const source = new FakeSource();
+    source.set("fits", "1", 1_200);
+    const max = 1_600;
+    const s = startServer(source, { maxMessageBytes: max });
+    try {
+      await s.sotw();
+      const r = await s.recvSotw();
+      expect(r?.resources).toHaveLength(1);
+      expect(toBinary(DiscoveryResponseSchema, r).byteLength).toBeLessThanOrEqual(max);
+      expect(s.recorded.oversized).toEqual([]);
     } finally {
       await s.close();
     }
@@ -366,6 +382,23 @@ describe("discovery server, delta", () => {
       source.set("huge", "2", 100); // fits now
       expect((await s.recvDelta())?.resources.map((x) => x.name)).toEqual(["huge"]);
       expect(s.zone.end).toBeUndefined();
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("sends a resource that fits the maximum with its envelope, however small the maximum (a fixed 1 KiB reserve left it unsent)", async () => {
+    const source = new FakeSource();
+    source.set("fits", "1", 1_200);
+    source.set("huge", "1", 1_600);
+    const max = 1_600;
+    const s = startServer(source, { maxMessageBytes: max });
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const r = await s.recvDelta();
+      expect(r?.resources.map((x) => x.name)).toEqual(["fits"]);
+      expect(toBinary(DeltaDiscoveryResponseSchema, r).byteLength).toBeLessThanOrEqual(max);
+      expect(s.recorded.oversized).toEqual(["huge"]);
     } finally {
       await s.close();
     }
