@@ -8,7 +8,7 @@
  */
 import { toBinary } from "@bufbuild/protobuf";
 import * as http2 from "node:http2";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import type { AcceptLink, DialLink, LinkEnd, MuxLink } from "../../conformance/link.ts";
 import { KdsError } from "../../errors.ts";
 import { MessageSchema, type Message } from "../../gen/kds/mux/v1/mux_pb.ts";
@@ -88,10 +88,19 @@ export interface ConformanceDialOptions {
   readonly url: string;
   /** PEM of the CA that signed the global's certificate (https). */
   readonly caPem?: string;
+  /** How long one dial may take until the connection is up, in ms. Default 10 s. */
+  readonly connectTimeoutMs?: number;
 }
 
-/** Dials mux calls to a global under test, one HTTP/2 connection per call (so one call's end cannot disturb the next). */
+/**
+ * Dials mux calls to a global under test, one HTTP/2 connection per call
+ * (so one call's end cannot disturb the next). A dial settles in every
+ * case: connected, refused, cancelled through its signal, closed before it
+ * connected (a connection destroyed then emits neither `connect` nor
+ * `error`), or not up within `connectTimeoutMs`.
+ */
 export function conformanceDialer(options: ConformanceDialOptions): DialLink {
+  const connectMs = options.connectTimeoutMs ?? 10_000;
   return (headers, signal) =>
     new Promise<MuxLink>((resolve, reject) => {
       if (signal.aborted) {
@@ -99,13 +108,36 @@ export function conformanceDialer(options: ConformanceDialOptions): DialLink {
         return;
       }
       const session = http2.connect(options.url, options.caPem === undefined ? {} : { ca: options.caPem });
-      const onAbort = (): void => void session.destroy();
-      signal.addEventListener("abort", onAbort, { once: true });
-      const connectFailed = (error: Error): void =>
-        reject(new KdsError("transport", `cannot reach the global under test at ${options.url} (${error.message}); check the URL (the global's zone-facing address, --listen) and that it is running`, { cause: error }));
-      session.once("error", connectFailed);
-      session.once("connect", () => {
+      let connected = false;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const fail = (error: KdsError): void => {
+        clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
         session.off("error", connectFailed);
+        session.off("close", closedEarly);
+        session.on("error", () => undefined); // this dial has failed with its reason; a later error of the dead connection adds nothing
+        session.destroy();
+        reject(error);
+      };
+      const onAbort = (): void => {
+        // After connecting, an abort ends the call, whose end the link reports.
+        if (connected) void session.destroy();
+        else fail(new KdsError("aborted", "dialing the global under test was cancelled through its AbortSignal"));
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      const unreachable = (why: string, cause?: Error): KdsError =>
+        new KdsError("transport", `cannot reach the global under test at ${options.url} (${why}); check the URL (the global's zone-facing address, --listen) and that it is running`, { cause });
+      const connectFailed = (error: Error): void => fail(unreachable(error.message, error));
+      const closedEarly = (): void => fail(unreachable("the connection closed before it was up"));
+      timer = setTimeout(() => fail(unreachable(`the connection was not up within ${connectMs} ms`)), connectMs);
+      session.once("error", connectFailed);
+      session.once("close", closedEarly);
+      session.once("connect", () => {
+        if (session.destroyed || signal.aborted) return; // `close` (or the abort) settles this dial
+        connected = true;
+        clearTimeout(timer);
+        session.off("error", connectFailed);
+        session.off("close", closedEarly);
         session.on("error", () => undefined); // a connection error ends the call, whose end the link reports
         const stream = session.request({ ":method": "POST", ":path": STREAM_PATH, "content-type": "application/grpc+proto", te: "trailers", ...headers });
         let responseHeaders: http2.IncomingHttpHeaders = {};
@@ -182,9 +214,16 @@ export function listenForZone(host: string, port: number, signal: AbortSignal): 
     s.on("close", () => sessions.delete(s));
     s.on("error", () => undefined); // a connection error ends its calls, which their links report
   });
+  // Every connection, also one whose HTTP/2 session is not up yet: the server's close waits for them all to end.
+  const sockets = new Set<Socket>();
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
   const close = (): Promise<void> =>
     new Promise((resolve) => {
       for (const s of sessions) s.destroy();
+      for (const socket of sockets) socket.destroy();
       server.close(() => resolve());
     });
   signal.addEventListener("abort", () => void close(), { once: true });
@@ -197,7 +236,13 @@ export function listenForZone(host: string, port: number, signal: AbortSignal): 
         accept: (acceptSignal) => {
           const ready = backlog.shift();
           if (ready !== undefined) return Promise.resolve(ready);
-          return raceAbort(new Promise<MuxLink>((r) => (waiter = r)), acceptSignal, "waiting for the zone under test to dial");
+          let mine: ((link: MuxLink) => void) | undefined;
+          const waiting = raceAbort(new Promise<MuxLink>((r) => (waiter = mine = r)), acceptSignal, "waiting for the zone under test to dial");
+          // A wait that gave up leaves no waiter behind: the zone's next call goes to the backlog for the next accept, not to a promise nobody reads.
+          return waiting.catch((error: unknown) => {
+            if (waiter === mine) waiter = undefined;
+            throw error;
+          });
         },
         close,
       });
