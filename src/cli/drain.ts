@@ -1,7 +1,7 @@
 /**
  * Graceful drain of `kds-mux global`: on the first SIGTERM/SIGINT, or an
  * admin's `POST /drain`, the instance reads as not ready (`/readyz` 503),
- * admits no new zone, and asks its zones to reconnect to another instance
+ * sends any zone that dials it on at once, and asks its zones to reconnect to another instance
  * (goaway RECONNECT) spread over `--drain-timeout`; then it closes what is
  * left and exits 0. A second signal exits at once (signals.ts).
  *

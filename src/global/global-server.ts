@@ -269,7 +269,6 @@ export class GlobalServer implements MuxAcceptor {
   async #authenticate(headers: Headers, signal: AbortSignal, peer: PeerInfo | undefined): Promise<ZoneIdentity> {
     const zone = zoneName(headers);
     if (this.#closing) throw new KdsError("session_closed", `global "${this.id}" is shutting down; the zone retries with backoff`);
-    if (this.#draining) throw new KdsError("session_closed", `global "${this.id}" is draining before it stops and admits no zone; the zone dials another instance (or retries with backoff)`);
     // Prove the name before looking anything up for it: an unproven caller learns nothing about the zone.
     try {
       return await this.#options.authenticator.authenticate({ zone, headers, peer }, signal);
@@ -410,8 +409,11 @@ export class GlobalServer implements MuxAcceptor {
   }
 
   /**
-   * Drains this instance before it stops: refuses new zones at once (as when
-   * closing), then asks each connected zone to reconnect now, preferably to
+   * Drains this instance before it stops: a zone that dials from now on is
+   * sent on as soon as its handshake completes (goaway RECONNECT, as the zones
+   * it holds are: for the zone a move, not a refusal; a rebalancing hint or a
+   * retry may still name this instance for a moment), then asks each
+   * connected zone to reconnect now, preferably to
    * another instance (goaway RECONNECT; the zone resumes there by versions),
    * one at a time, evenly spread over `spreadMs` but at most `maxGapMs`
    * apart (by the clock, so a slow loop does not stretch it), so the other
@@ -423,7 +425,7 @@ export class GlobalServer implements MuxAcceptor {
   async drain(options: DrainOptions): Promise<number> {
     this.#draining = true;
     const { signal } = options;
-    const message = `global "${this.id}" is draining before it stops; reconnect now, to another instance if there is one (the state resumes by versions)`;
+    const message = this.#drainMessage();
     const closing: Promise<unknown>[] = [];
     const ask = (session: MuxSession): void => {
       if (session.end === undefined) closing.push(session.close({ code: "reconnect", message, signal }));
@@ -446,6 +448,10 @@ export class GlobalServer implements MuxAcceptor {
     for (const session of [...this.#live.keys()]) ask(session);
     await Promise.all(closing);
     return closing.length;
+  }
+
+  #drainMessage(): string {
+    return `global "${this.id}" is draining before it stops; reconnect now, to another instance if there is one (the state resumes by versions)`;
   }
 
   /** Ends every session with a goaway and refuses new ones; resolves when all transports are released. */
@@ -479,6 +485,12 @@ export class GlobalServer implements MuxAcceptor {
           this.#logger.warn(`could not re-check zone "${zone}"'s credentials after admission; the session stays up`, { zone, error });
         }
       }
+    }
+    if (ready && this.#draining) {
+      // Dialed while this instance drains: sent on at once, like the zones it held, rather than refused.
+      ready = false;
+      this.#logger.info(`zone "${zone}" dialed while this instance drains; asked to reconnect to another instance`, { zone });
+      await session.close({ code: "reconnect", message: this.#drainMessage() });
     }
     if (ready) {
       const previous = this.#current.get(zone);
