@@ -43,7 +43,7 @@ import { drainRoute, drainWithin } from "./drain.ts";
 import { rebalanceOption, type RebalanceFlags } from "./rebalance-flags.ts";
 import { probeHandler, readinessOf, StoreHealth, PROBE_PATHS, type Readiness } from "../observe/probes.ts";
 import { anySignal } from "../util/abort.ts";
-import { openCliStore, type StoreChoice } from "./store-option.ts";
+import { isSharedStore, openCliStore, type StoreChoice } from "./store-option.ts";
 import { readTokenFile, writeSecretFile } from "./secret-files.ts";
 import { ignoreHangup, ReloadingTls, type TlsMaterial } from "./tls-reload.ts";
 
@@ -250,7 +250,8 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       memoryBudget: buffers.budget,
       maxHandshakes: options.maxHandshakes,
       maxHandshakesPerZone: options.maxHandshakesPerZone,
-      rebalance: rebalanceOption(options),
+      // Only instances on one PostgreSQL server share zones; alone on memory or the embedded engine there is nothing to even out.
+      rebalance: isSharedStore(options) ? rebalanceOption(options) : false,
       zoneUrl: () => zoneUrl,
     });
     global.start(running.signal);

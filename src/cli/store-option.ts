@@ -40,6 +40,14 @@ export interface CliStore {
   close(): Promise<void>;
 }
 
+/**
+ * Whether the store chosen can be shared by several global instances: only a
+ * PostgreSQL server can (memory and the embedded engine belong to one process).
+ */
+export function isSharedStore(choice: StoreChoice): boolean {
+  return /^postgres(ql)?:\/\//.test(choice.store ?? "embedded");
+}
+
 /** Data dir names: one path segment made of name characters. */
 const NAME_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
