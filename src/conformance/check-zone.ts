@@ -15,7 +15,8 @@ import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema, type DiscoveryRe
 import { KindCatalogSchema, KindDirection, type KindCatalog } from "../gen/kds/v1/kinds_pb.ts";
 import { catalogResource } from "../sync/kind-catalog.ts";
 import { TYPE_URL_PREFIX } from "../sync/resource-types.ts";
-import { ANSWER_MS, Conversation, encodedLength, laneOf, type Lane } from "./conversation.ts";
+import type { Lane } from "../mux/frames.ts";
+import { ANSWER_MS, Conversation, encodedLength, laneOf } from "./conversation.ts";
 import { checkHello, expectProtocolError } from "./expectations.ts";
 import { CATALOG_TYPE, UNKNOWN_TYPE, deltaRequest, goaway, hello, ping, pong, windowUpdate } from "./frames.ts";
 import type { AcceptLink } from "./link.ts";

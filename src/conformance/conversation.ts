@@ -7,27 +7,21 @@
  */
 import { create, toBinary } from "@bufbuild/protobuf";
 import { GoAwayReason, MessageSchema, type Hello, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { laneOf as muxLaneOf, type Lane } from "../mux/frames.ts";
 import { anySignal } from "../util/abort.ts";
 import type { LinkEnd, MuxLink } from "./link.ts";
 
-/** The two lanes of data frames. */
-export type Lane = "requests" | "responses";
-
-/** The lane of a data frame, or undefined for a control frame. */
+/** The lane of a request or response frame, or undefined for any other (control frames, and calls, which the kit does not script). */
 export function laneOf(frame: Message): Lane | undefined {
-  switch (frame.value.case) {
-    case "request":
-    case "deltaRequest":
-      return "requests";
-    case "response":
-    case "deltaResponse":
-      return "responses";
-    default:
-      return undefined;
-  }
+  const lane = frame.value.case === "call" ? "control" : muxLaneOf(frame);
+  return lane === "control" ? undefined : lane;
 }
 
-/** A frame's credit size: its encoded length as a `kds.mux.v1.Message` (docs/protocol.md, Flow control). */
+/**
+ * A frame's credit size: its encoded length as a `kds.mux.v1.Message`
+ * (docs/protocol.md, Flow control), by encoding it: the kit computes the
+ * rule as an outside implementation would, not with the mux's own sizer.
+ */
 export function encodedLength(frame: Message): number {
   return toBinary(MessageSchema, frame).length;
 }
