@@ -18,9 +18,11 @@ import type { TypeRegistry } from "../src/sync/resource-types.ts";
 /** Which store a scenario runs on. */
 export type StoreKind = "memory" | "embedded" | "postgres";
 
-
 /** The PostgreSQL server the bench uses. */
-export const serverUrl = process.env.KDS_BENCH_DATABASE_URL || process.env.KDS_TEST_DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
+export const serverUrl =
+  process.env.KDS_BENCH_DATABASE_URL ||
+  process.env.KDS_TEST_DATABASE_URL ||
+  "postgres://postgres@127.0.0.1:5432/postgres";
 
 let answered: Promise<boolean> | undefined;
 /** True when the PostgreSQL server at {@link serverUrl} answers a query within 5 s (asked once per process). */
@@ -31,7 +33,9 @@ export function serverAnswers(): Promise<boolean> {
       await sql`select 1`;
       return true;
     } catch (error) {
-      process.stderr.write(`bench: no PostgreSQL server at ${serverUrl.replace(/\/\/[^@]*@/, "//…@")} (${String(error)}); its rows are skipped\n`);
+      process.stderr.write(
+        `bench: no PostgreSQL server at ${serverUrl.replace(/\/\/[^@]*@/, "//…@")} (${String(error)}); its rows are skipped\n`,
+      );
       return false;
     } finally {
       await sql.end({ timeout: 1 });
@@ -56,7 +60,8 @@ let embedded: Promise<{ url: string; stop(): Promise<void> }> | undefined;
  */
 function embeddedServer(): Promise<{ url: string; stop(): Promise<void> }> {
   const shared = process.env.KDS_BENCH_EMBEDDED_URL;
-  if (shared !== undefined && shared !== "") return Promise.resolve({ url: shared, stop: async () => undefined });
+  if (shared !== undefined && shared !== "")
+    return Promise.resolve({ url: shared, stop: async () => undefined });
   embedded ??= (async () => {
     const dir = await mkdtemp(join(tmpdir(), "kds-bench-pg-"));
     await chmod(dir, 0o755);
@@ -89,7 +94,9 @@ let schemas = 0;
  * A fresh schema on the embedded PostgreSQL or on the server, dropped by
  * `close()`; undefined when the server does not answer.
  */
-export async function openDatabase(kind: Exclude<StoreKind, "memory">): Promise<BenchDatabase | undefined> {
+export async function openDatabase(
+  kind: Exclude<StoreKind, "memory">,
+): Promise<BenchDatabase | undefined> {
   if (kind === "postgres" && !(await serverAnswers())) return undefined;
   const url = kind === "embedded" ? await embeddedUrl() : serverUrl;
   const schema = `kds_bench_${process.pid}_${schemas++}`;
@@ -108,8 +115,18 @@ export async function openDatabase(kind: Exclude<StoreKind, "memory">): Promise<
 }
 
 /** A store on `database` (memory when undefined). */
-export async function openStore(types: TypeRegistry, database: BenchDatabase | undefined, historyLimit: number): Promise<ResourceStore & { close?: () => Promise<void> }> {
+export async function openStore(
+  types: TypeRegistry,
+  database: BenchDatabase | undefined,
+  historyLimit: number,
+): Promise<ResourceStore & { close?: () => Promise<void> }> {
   // The whole history, however many bytes: the store bench watches every change from revision 0.
-  if (database === undefined) return new InMemoryStore(types, { historyLimit, historyBytes: 2 ** 40 });
-  return PostgresStore.open(types, { url: database.url, schema: database.schema, historyLimit, logger: silentLogger });
+  if (database === undefined)
+    return new InMemoryStore(types, { historyLimit, historyBytes: 2 ** 40 });
+  return PostgresStore.open(types, {
+    url: database.url,
+    schema: database.schema,
+    historyLimit,
+    logger: silentLogger,
+  });
 }

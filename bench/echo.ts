@@ -28,14 +28,17 @@ export interface EchoResult {
 
 function payload(size: number): Uint8Array {
   const out = new Uint8Array(size);
-  for (let i = 0; i < size; i += 65_536) crypto.getRandomValues(out.subarray(i, Math.min(size, i + 65_536)));
+  for (let i = 0; i < size; i += 65_536)
+    crypto.getRandomValues(out.subarray(i, Math.min(size, i + 65_536)));
   return out;
 }
 
-
 /** A request frame carrying `size` random bytes (in error_detail.details, the request's one bytes field). */
 function benchRequest(data: Uint8Array) {
-  return create(DiscoveryRequestSchema, { typeUrl: "bench", errorDetail: { details: [{ typeUrl: "bench", value: data }] } });
+  return create(DiscoveryRequestSchema, {
+    typeUrl: "bench",
+    errorDetail: { details: [{ typeUrl: "bench", value: data }] },
+  });
 }
 
 const result = (messages: number, size: number, ms: number): EchoResult => ({
@@ -46,7 +49,11 @@ const result = (messages: number, size: number, ms: number): EchoResult => ({
 });
 
 /** A raw Connect bidi echo of `MultiplexService` frames. */
-export async function rawConnectEcho(size: number, count: number, window = 64): Promise<EchoResult> {
+export async function rawConnectEcho(
+  size: number,
+  count: number,
+  window = 64,
+): Promise<EchoResult> {
   const served = await serveRoutes((router: ConnectRouter) =>
     router.service(MultiplexService, {
       async *streamMessage(requests) {
@@ -55,8 +62,13 @@ export async function rawConnectEcho(size: number, count: number, window = 64): 
     }),
   );
   try {
-    const client = createClient(MultiplexService, createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }));
-    const msg = create(MessageSchema, { value: { case: "request", value: benchRequest(payload(size)) } });
+    const client = createClient(
+      MultiplexService,
+      createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }),
+    );
+    const msg = create(MessageSchema, {
+      value: { case: "request", value: benchRequest(payload(size)) },
+    });
     let received = 0;
     let release: (() => void) | undefined;
     const started = performance.now();
@@ -80,19 +92,28 @@ export async function rawConnectEcho(size: number, count: number, window = 64): 
 
 /** The same echo through one logical stream of a mux session: zone client view -> global server view -> back. */
 export async function muxEcho(size: number, count: number): Promise<EchoResult> {
-  const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["bench"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger });
+  const global = new GlobalServer({
+    registry: new InMemoryZoneRegistry(["bench"]),
+    authenticator: insecureZoneAuthenticator(),
+    logger: silentLogger,
+  });
   const served = await serveGlobal(global);
   try {
     const zone = await new ZoneClient({
       name: "bench",
-      transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url, acceptCompression: [] })),
+      transport: connectMuxTransport(
+        createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }),
+      ),
       logger: silentLogger,
     }).dial();
     let gs: Session | undefined;
     while ((gs = global.session("bench")) === undefined) await new Promise((r) => setTimeout(r, 1));
     const data = payload(size);
     const request = benchRequest(data);
-    const response = create(DiscoveryResponseSchema, { typeUrl: "bench", resources: [{ typeUrl: "bench", value: data }] });
+    const response = create(DiscoveryResponseSchema, {
+      typeUrl: "bench",
+      resources: [{ typeUrl: "bench", value: data }],
+    });
     const started = performance.now();
     const echo = (async () => {
       for (let i = 0; i < count; i++) {
@@ -133,15 +154,22 @@ export async function grpcJsEcho(size: number, count: number, window = 64): Prom
     },
   });
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) =>
+      e ? reject(e) : resolve(p),
+    ),
   );
-  const Client = grpc.makeGenericClientConstructor(service as unknown as grpc.ServiceDefinition, "MultiplexService");
+  const Client = grpc.makeGenericClientConstructor(
+    service as unknown as grpc.ServiceDefinition,
+    "MultiplexService",
+  );
   const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as {
     streamMessage(): grpc.ClientDuplexStream<Message, Message>;
     close(): void;
   };
   try {
-    const msg = create(MessageSchema, { value: { case: "request", value: benchRequest(payload(size)) } });
+    const msg = create(MessageSchema, {
+      value: { case: "request", value: benchRequest(payload(size)) },
+    });
     const call = client.streamMessage();
     const started = performance.now();
     let sent = 0;

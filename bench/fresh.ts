@@ -15,12 +15,28 @@ export function childNodeArgs(): string[] {
 }
 
 /** Runs `module` (a file URL) with `args` under tsx (and `nodeArgs`, e.g. a larger heap) and parses its last stdout line. */
-export async function inFreshProcess<T>(module: string, args: readonly (string | number)[], nodeArgs: readonly string[] = []): Promise<T> {
-  const child = spawn(process.execPath, [...childNodeArgs(), ...nodeArgs, "--import", "tsx", fileURLToPath(module), ...args.map(String)], { stdio: ["ignore", "pipe", "inherit"] });
+export async function inFreshProcess<T>(
+  module: string,
+  args: readonly (string | number)[],
+  nodeArgs: readonly string[] = [],
+): Promise<T> {
+  const child = spawn(
+    process.execPath,
+    [
+      ...childNodeArgs(),
+      ...nodeArgs,
+      "--import",
+      "tsx",
+      fileURLToPath(module),
+      ...args.map(String),
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
   const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-  if (code !== 0) throw new Error(`${fileURLToPath(module)} ${args.join(" ")} failed (exit ${code})`);
+  if (code !== 0)
+    throw new Error(`${fileURLToPath(module)} ${args.join(" ")} failed (exit ${code})`);
   return JSON.parse(out.trim().split("\n").at(-1) as string) as T;
 }
 

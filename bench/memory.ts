@@ -42,13 +42,27 @@ function sample(messages: number): MemorySample {
 
 /** Streams `total` messages global -> zone through one session, sampling memory `samples` times. */
 export async function memoryBench(total: number, samples = 10): Promise<MemoryResult> {
-  const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger });
+  const global = new GlobalServer({
+    registry: new InMemoryZoneRegistry(["zone-1"]),
+    authenticator: insecureZoneAuthenticator(),
+    logger: silentLogger,
+  });
   const served = await serveGlobal(global);
   try {
-    const zone = await new ZoneClient({ name: "zone-1", transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url, acceptCompression: [] })), logger: silentLogger }).dial();
+    const zone = await new ZoneClient({
+      name: "zone-1",
+      transport: connectMuxTransport(
+        createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }),
+      ),
+      logger: silentLogger,
+    }).dial();
     let gs: Session | undefined;
-    while ((gs = global.session("zone-1")) === undefined) await new Promise((r) => setTimeout(r, 1));
-    const msg = create(DiscoveryResponseSchema, { typeUrl: "bench", resources: [{ typeUrl: "bench", value: new Uint8Array(64).fill(7) }] });
+    while ((gs = global.session("zone-1")) === undefined)
+      await new Promise((r) => setTimeout(r, 1));
+    const msg = create(DiscoveryResponseSchema, {
+      typeUrl: "bench",
+      resources: [{ typeUrl: "bench", value: new Uint8Array(64).fill(7) }],
+    });
     const pump = async (count: number): Promise<void> => {
       const sender = (async () => {
         for (let i = 0; i < count; i++) await gs.server.send(msg);
@@ -68,7 +82,13 @@ export async function memoryBench(total: number, samples = 10): Promise<MemoryRe
     await zone.close();
     const first = points[0] as MemorySample;
     const last = points.at(-1) as MemorySample;
-    return { messages: total, seconds, samples: points, heapGrowthMiB: last.heapMiB - first.heapMiB, rssGrowthMiB: last.rssMiB - first.rssMiB };
+    return {
+      messages: total,
+      seconds,
+      samples: points,
+      heapGrowthMiB: last.heapMiB - first.heapMiB,
+      rssGrowthMiB: last.rssMiB - first.rssMiB,
+    };
   } finally {
     await served.close();
   }

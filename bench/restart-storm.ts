@@ -24,17 +24,47 @@ const PROCESSES = Number(process.argv[3] ?? 2);
 const MESHES = 5;
 const DATAPLANES = 2;
 const bin = fileURLToPath(new URL("../bin/kds-mux.mjs", import.meta.url));
-const serverUrl = process.env.KDS_BENCH_DATABASE_URL || process.env.KDS_TEST_DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";
+const serverUrl =
+  process.env.KDS_BENCH_DATABASE_URL ||
+  process.env.KDS_TEST_DATABASE_URL ||
+  "postgres://postgres@127.0.0.1:5432/postgres";
 
-function global(storeUrl: string, listen: string): { child: ChildProcessByStdio<null, Readable, Readable>; urls: Promise<{ mux: string; admin: string }> } {
-  const child = spawn(process.execPath, [bin, "global", "--listen", listen, "--admin-listen", "127.0.0.1:0", "--store", storeUrl, "--insecure-no-zone-auth", "--rebalance-interval", "0", "--log-level", "info"], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+function global(
+  storeUrl: string,
+  listen: string,
+): {
+  child: ChildProcessByStdio<null, Readable, Readable>;
+  urls: Promise<{ mux: string; admin: string }>;
+} {
+  const child = spawn(
+    process.execPath,
+    [
+      bin,
+      "global",
+      "--listen",
+      listen,
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      storeUrl,
+      "--insecure-no-zone-auth",
+      "--rebalance-interval",
+      "0",
+      "--log-level",
+      "info",
+    ],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let out = "";
   const urls = new Promise<{ mux: string; admin: string }>((resolve, reject) => {
     const seen = (d: Buffer): void => {
       out += d.toString();
-      const m = /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+      const m =
+        /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/.exec(
+          out,
+        );
       if (m !== null) resolve({ mux: m[1] as string, admin: m[2] as string });
     };
     child.stdout.on("data", seen);
@@ -42,7 +72,9 @@ function global(storeUrl: string, listen: string): { child: ChildProcessByStdio<
       seen(d);
       if (/ ERROR /.test(d.toString())) process.stderr.write(d);
     });
-    child.once("exit", (code) => reject(new Error(`the global exited (${code}) before listening:\n${out}`)));
+    child.once("exit", (code) =>
+      reject(new Error(`the global exited (${code}) before listening:\n${out}`)),
+    );
   });
   return { child, urls };
 }
@@ -56,8 +88,12 @@ async function run(args: string[], input: string): Promise<void> {
 
 async function overloaded(admin: string): Promise<number> {
   try {
-    const text = await (await fetch(`${admin}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
-    return Number(/kds_admissions_total\{[^}]*result="overloaded"[^}]*\} (\d+)/.exec(text)?.[1] ?? 0);
+    const text = await (
+      await fetch(`${admin}/metrics`, { signal: AbortSignal.timeout(5_000) })
+    ).text();
+    return Number(
+      /kds_admissions_total\{[^}]*result="overloaded"[^}]*\} (\d+)/.exec(text)?.[1] ?? 0,
+    );
   } catch {
     return Number.NaN; // the global is not up yet
   }
@@ -72,12 +108,39 @@ let current: ReturnType<typeof global> | undefined;
 try {
   current = global(storeUrl, "127.0.0.1:0");
   const first = await current.urls;
-  const docs = [...Array.from({ length: ZONES }, (_, i) => `type: Zone\nname: zone-${i}\nspec:\n  enabled: true\n`), ...Array.from({ length: MESHES }, (_, i) => `type: Mesh\nname: m-${i}\nspec:\n  description: v0\n`)];
+  const docs = [
+    ...Array.from(
+      { length: ZONES },
+      (_, i) => `type: Zone\nname: zone-${i}\nspec:\n  enabled: true\n`,
+    ),
+    ...Array.from(
+      { length: MESHES },
+      (_, i) => `type: Mesh\nname: m-${i}\nspec:\n  description: v0\n`,
+    ),
+  ];
   await run(["apply", "-f", "-", "--server", first.admin], docs.join("---\n"));
   const per = Math.ceil(ZONES / PROCESSES);
   const fleets = Array.from({ length: PROCESSES }, (_, k) => {
-    const config: FleetConfig = { urls: [first.mux], zones: Math.min(per, ZONES - k * per), first: k * per, meshes: MESHES, dataplanes: DATAPLANES, churnMs: 2 ** 30, backoff: "default" };
-    const child = spawn(process.execPath, ["--max-old-space-size=2048", "--import", "tsx", fileURLToPath(new URL("../test/support/zone-fleet.ts", import.meta.url)), JSON.stringify(config)], { stdio: ["pipe", "pipe", "inherit"] });
+    const config: FleetConfig = {
+      urls: [first.mux],
+      zones: Math.min(per, ZONES - k * per),
+      first: k * per,
+      meshes: MESHES,
+      dataplanes: DATAPLANES,
+      churnMs: 2 ** 30,
+      backoff: "default",
+    };
+    const child = spawn(
+      process.execPath,
+      [
+        "--max-old-space-size=2048",
+        "--import",
+        "tsx",
+        fileURLToPath(new URL("../test/support/zone-fleet.ts", import.meta.url)),
+        JSON.stringify(config),
+      ],
+      { stdio: ["pipe", "pipe", "inherit"] },
+    );
     children.push(child);
     const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
     const next = async (key: string): Promise<Record<string, unknown>> => {
@@ -96,8 +159,11 @@ try {
   });
   const syncStarted = performance.now();
   await Promise.all(fleets.map((f) => f.next("synced")));
-  console.log(`restart storm: ${ZONES} zones synced in ${Math.round(performance.now() - syncStarted)} ms`);
-  const all = async (): Promise<FleetZone[]> => (await Promise.all(fleets.map((f) => f.report()))).flat();
+  console.log(
+    `restart storm: ${ZONES} zones synced in ${Math.round(performance.now() - syncStarted)} ms`,
+  );
+  const all = async (): Promise<FleetZone[]> =>
+    (await Promise.all(fleets.map((f) => f.report()))).flat();
   const before = await all();
   const receivedBefore = before.reduce((n, z) => n + z.meshesReceived, 0);
 
@@ -115,26 +181,51 @@ try {
     const refused = await overloaded(second.admin);
     const now = performance.now();
     if (Number.isFinite(refused)) {
-      peakPerSecond = Math.max(peakPerSecond, ((refused - last) * 1000) / Math.max(1, now - lastAt));
+      peakPerSecond = Math.max(
+        peakPerSecond,
+        ((refused - last) * 1000) / Math.max(1, now - lastAt),
+      );
       last = refused;
       lastAt = now;
     }
     back = await all();
     if (back.every((z) => z.connects >= 2 && Object.keys(z.meshes).length === MESHES)) break;
-    if (now - killedAt > 300_000) throw new Error(`not every zone came back within 300 s: ${back.filter((z) => z.connects < 2).length} missing`);
+    if (now - killedAt > 300_000)
+      throw new Error(
+        `not every zone came back within 300 s: ${back.filter((z) => z.connects < 2).length} missing`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 500));
   }
   const resyncMs = Math.round(performance.now() - killedAt);
   const refusedTotal = await overloaded(second.admin);
   const meshesResent = back.reduce((n, z) => n + z.meshesReceived, 0) - receivedBefore;
-  const inspect = spawn(process.execPath, [bin, "inspect", "zones", "--server", second.admin, "-o", "json"], { stdio: ["ignore", "pipe", "inherit"] });
+  const inspect = spawn(
+    process.execPath,
+    [bin, "inspect", "zones", "--server", second.admin, "-o", "json"],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
   let json = "";
   inspect.stdout.on("data", (d: Buffer) => (json += d.toString()));
   await new Promise((resolve) => inspect.once("exit", resolve));
-  const zones = JSON.parse(json) as { types: { kind: string; resourcesReceived?: number | string }[] }[];
-  const dataplanesResent = zones.reduce((n, z) => n + Number(z.types.find((t) => t.kind === "Dataplane")?.resourcesReceived ?? 0), 0);
+  const zones = JSON.parse(json) as {
+    types: { kind: string; resourcesReceived?: number | string }[];
+  }[];
+  const dataplanesResent = zones.reduce(
+    (n, z) => n + Number(z.types.find((t) => t.kind === "Dataplane")?.resourcesReceived ?? 0),
+    0,
+  );
   const total = ZONES * (MESHES + DATAPLANES);
-  const summary = { zones: ZONES, zoneProcesses: PROCESSES, globalUpMs: upMs, resyncMs, refusedHandshakes: refusedTotal, refusedPeakPerSecond: Math.round(peakPerSecond), meshesResent, dataplanesResent, resentShare: (meshesResent + dataplanesResent) / total };
+  const summary = {
+    zones: ZONES,
+    zoneProcesses: PROCESSES,
+    globalUpMs: upMs,
+    resyncMs,
+    refusedHandshakes: refusedTotal,
+    refusedPeakPerSecond: Math.round(peakPerSecond),
+    meshesResent,
+    dataplanesResent,
+    resentShare: (meshesResent + dataplanesResent) / total,
+  };
   console.log(
     `restart storm: ${ZONES} zones; the global was listening again ${upMs} ms after SIGKILL; every zone back and synced after ${resyncMs} ms; ${refusedTotal} handshakes refused as overloaded (peak ${summary.refusedPeakPerSecond}/s); resent ${meshesResent} Meshes and ${dataplanesResent} Dataplanes of ${total} resources (${(summary.resentShare * 100).toFixed(2)}%)`,
   );

@@ -7,7 +7,8 @@
 import postgres, { type TransactionSql } from "postgres";
 
 const url = process.env.KDS_TEST_DATABASE_URL;
-if (url === undefined || url === "") throw new Error("set KDS_TEST_DATABASE_URL to a PostgreSQL server");
+if (url === undefined || url === "")
+  throw new Error("set KDS_TEST_DATABASE_URL to a PostgreSQL server");
 const schema = `kds_revbench_${process.pid}`;
 const admin = postgres(url, { onnotice: () => undefined });
 await admin.unsafe(`CREATE SCHEMA ${schema};
@@ -18,12 +19,22 @@ const each = 400;
 
 async function run(name: string, body: (tx: TransactionSql) => Promise<void>): Promise<void> {
   await admin.unsafe(`TRUNCATE ${schema}.log`);
-  const clients = Array.from({ length: writers }, () => postgres(url as string, { max: 1, onnotice: () => undefined, connection: { search_path: schema } }));
+  const clients = Array.from({ length: writers }, () =>
+    postgres(url as string, {
+      max: 1,
+      onnotice: () => undefined,
+      connection: { search_path: schema },
+    }),
+  );
   const t = performance.now();
-  await Promise.all(clients.map(async (sql) => {
-    for (let i = 0; i < each; i++) await sql.begin(body);
-  }));
-  console.log(`${name}: ${Math.round((writers * each) / ((performance.now() - t) / 1000))} transactions/s`);
+  await Promise.all(
+    clients.map(async (sql) => {
+      for (let i = 0; i < each; i++) await sql.begin(body);
+    }),
+  );
+  console.log(
+    `${name}: ${Math.round((writers * each) / ((performance.now() - t) / 1000))} transactions/s`,
+  );
   await Promise.all(clients.map((c) => c.end()));
 }
 

@@ -35,20 +35,30 @@ function batch(from: number, count: number): WriteOp[] {
         mesh: `mesh-${i % 10}`,
         name: `dp-${i}`,
         labels: { app: `app-${i % 100}`, "kds.io/zone": "zone-1" },
-        spec: create(DataplaneSpecSchema, { address: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, service: `svc-${i % 100}`, port: 8080 }),
+        spec: create(DataplaneSpecSchema, {
+          address: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
+          service: `svc-${i % 100}`,
+          port: 8080,
+        }),
       },
     };
   });
 }
 
-async function measure(name: StoreResult["store"], store: ResourceStore, resources: number): Promise<StoreResult> {
+async function measure(
+  name: StoreResult["store"],
+  store: ResourceStore,
+  resources: number,
+): Promise<StoreResult> {
   let t = performance.now();
-  for (let i = 0; i < resources; i += BATCH) await store.apply(batch(i, Math.min(BATCH, resources - i)));
+  for (let i = 0; i < resources; i += BATCH)
+    await store.apply(batch(i, Math.min(BATCH, resources - i)));
   const writeMs = performance.now() - t;
   t = performance.now();
   const listed = await store.list("Dataplane");
   const listMs = performance.now() - t;
-  if (listed.resources.length !== resources) throw new Error(`${name}: listed ${listed.resources.length} of ${resources}`);
+  if (listed.resources.length !== resources)
+    throw new Error(`${name}: listed ${listed.resources.length} of ${resources}`);
   const controller = new AbortController();
   let seen = 0;
   t = performance.now();
@@ -58,13 +68,31 @@ async function measure(name: StoreResult["store"], store: ResourceStore, resourc
   }
   const catchUpMs = performance.now() - t;
   controller.abort();
-  if (seen !== resources) throw new Error(`${name}: the watch caught up ${seen} of ${resources} changes`);
-  return { store: name, resources, writesPerSec: resources / (writeMs / 1000), listMs, catchUpPerSec: resources / (catchUpMs / 1000) };
+  if (seen !== resources)
+    throw new Error(`${name}: the watch caught up ${seen} of ${resources} changes`);
+  return {
+    store: name,
+    resources,
+    writesPerSec: resources / (writeMs / 1000),
+    listMs,
+    catchUpPerSec: resources / (catchUpMs / 1000),
+  };
 }
 
 /** Runs the store bench on each of `stores`; a PostgreSQL server that does not answer gives SKIPPED instead of its row. */
-export async function storesBench(resources: number, stores: ReadonlyArray<StoreKind>): Promise<(StoreResult | { readonly store: StoreKind; readonly resources: number; readonly skipped: typeof SKIPPED })[]> {
-  const results: (StoreResult | { readonly store: StoreKind; readonly resources: number; readonly skipped: typeof SKIPPED })[] = [];
+export async function storesBench(
+  resources: number,
+  stores: ReadonlyArray<StoreKind>,
+): Promise<
+  (
+    | StoreResult
+    | { readonly store: StoreKind; readonly resources: number; readonly skipped: typeof SKIPPED }
+  )[]
+> {
+  const results: (
+    | StoreResult
+    | { readonly store: StoreKind; readonly resources: number; readonly skipped: typeof SKIPPED }
+  )[] = [];
   for (const name of stores) {
     const database = name === "memory" ? undefined : await openDatabase(name);
     if (name !== "memory" && database === undefined) {
@@ -89,6 +117,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const resources = Number(process.argv[2] ?? 10_000);
   for (const r of await storesBench(resources, ["memory", "embedded", "postgres"])) {
     if ("skipped" in r) console.log(`${r.store}: ${r.skipped}`);
-    else console.log(`${r.store}: ${r.resources} resources, write ${Math.round(r.writesPerSec)}/s, list ${Math.round(r.listMs)} ms, watch catch-up ${Math.round(r.catchUpPerSec)}/s`);
+    else
+      console.log(
+        `${r.store}: ${r.resources} resources, write ${Math.round(r.writesPerSec)}/s, list ${Math.round(r.listMs)} ms, watch catch-up ${Math.round(r.catchUpPerSec)}/s`,
+      );
   }
 }

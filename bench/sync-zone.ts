@@ -8,7 +8,10 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { toBinary } from "@bufbuild/protobuf";
 import { createInterface } from "node:readline";
 import { MessageSchema } from "../src/gen/kds/mux/v1/mux_pb.ts";
-import { DEFAULT_HTTP2_WINDOW_BYTES, windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
+import {
+  DEFAULT_HTTP2_WINDOW_BYTES,
+  windowedSessionManager,
+} from "../src/adapters/node/http2-windows.ts";
 import { KdsError } from "../src/errors.ts";
 import { grpcMuxTransport } from "../src/adapters/node/grpc-mux-client.ts";
 import { silentLogger } from "../src/log.ts";
@@ -18,7 +21,13 @@ import { connectMuxTransport } from "../src/transport/connect.ts";
 import type { MuxTransport } from "../src/transport/transport.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
 
-const [url, mode, maxText, countText, token] = process.argv.slice(2) as [string, "sotw" | "delta", string, string, string];
+const [url, mode, maxText, countText, token] = process.argv.slice(2) as [
+  string,
+  "sotw" | "delta",
+  string,
+  string,
+  string,
+];
 const maxMessageBytes = Number(maxText);
 const count = countText === "count";
 const tally = { bytes: 0, resources: 0 };
@@ -27,7 +36,15 @@ const windowBytes = Math.max(DEFAULT_HTTP2_WINDOW_BYTES, maxMessageBytes);
 // KDS_BENCH_ZONE_CLIENT=connect: connect-node's gRPC client, for A/B runs against grpcMuxTransport.
 const base =
   process.env.KDS_BENCH_ZONE_CLIENT === "connect"
-    ? connectMuxTransport(createGrpcTransport({ baseUrl: url, readMaxBytes: maxMessageBytes, acceptCompression: [], sessionManager: windowedSessionManager(url, {}, windowBytes) }), { name: "grpc" })
+    ? connectMuxTransport(
+        createGrpcTransport({
+          baseUrl: url,
+          readMaxBytes: maxMessageBytes,
+          acceptCompression: [],
+          sessionManager: windowedSessionManager(url, {}, windowBytes),
+        }),
+        { name: "grpc" },
+      )
     : grpcMuxTransport(url, { maxMessageBytes, initialWindowSize: windowBytes });
 const transport: MuxTransport = !count
   ? base
@@ -63,14 +80,22 @@ void (async () => {
   let from = 0;
   for (let relists = 0; relists < 1_000 && !stopAll.signal.aborted; relists++) {
     try {
-      for await (const c of zone.store.watch(from, { signal: stopAll.signal, kinds: ["TrafficPolicy"] })) {
-        if (c.op === "put") seen.set(c.resource.meta.name, (c.resource.spec as { timeoutMs?: number }).timeoutMs ?? 0);
+      for await (const c of zone.store.watch(from, {
+        signal: stopAll.signal,
+        kinds: ["TrafficPolicy"],
+      })) {
+        if (c.op === "put")
+          seen.set(
+            c.resource.meta.name,
+            (c.resource.spec as { timeoutMs?: number }).timeoutMs ?? 0,
+          );
       }
       return;
     } catch (error) {
       if (!KdsError.is(error, "store_compacted")) throw error;
       const listed = await zone.store.list("TrafficPolicy");
-      for (const r of listed.resources) seen.set(r.meta.name, (r.spec as { timeoutMs?: number }).timeoutMs ?? 0);
+      for (const r of listed.resources)
+        seen.set(r.meta.name, (r.spec as { timeoutMs?: number }).timeoutMs ?? 0);
       from = listed.revision;
     }
   }
@@ -79,7 +104,11 @@ void (async () => {
 let run: AbortController | undefined;
 let running: Promise<void> | undefined;
 for await (const line of createInterface({ input: process.stdin })) {
-  const command = JSON.parse(line) as { start?: { total: number; changedName?: string; changedValue?: number }; stop?: true; exit?: true };
+  const command = JSON.parse(line) as {
+    start?: { total: number; changedName?: string; changedValue?: number };
+    stop?: true;
+    exit?: true;
+  };
   if (command.start !== undefined) {
     const { total, changedName, changedValue } = command.start;
     tally.bytes = 0;
@@ -88,10 +117,18 @@ for await (const line of createInterface({ input: process.stdin })) {
     const cpu0 = process.cpuUsage();
     run = new AbortController();
     running = zone.run(run.signal);
-    const done = (): boolean => (changedName === undefined ? seen.size >= total : seen.get(changedName) === changedValue);
+    const done = (): boolean =>
+      changedName === undefined ? seen.size >= total : seen.get(changedName) === changedValue;
     while (!done()) await new Promise((r) => setTimeout(r, 2));
     const cpu = process.cpuUsage(cpu0);
-    console.log(JSON.stringify({ done: performance.now() - t0, cpuMs: (cpu.user + cpu.system) / 1000, bytes: tally.bytes, resources: tally.resources }));
+    console.log(
+      JSON.stringify({
+        done: performance.now() - t0,
+        cpuMs: (cpu.user + cpu.system) / 1000,
+        bytes: tally.bytes,
+        resources: tally.resources,
+      }),
+    );
   } else if (command.stop !== undefined) {
     run?.abort();
     await running;

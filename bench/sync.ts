@@ -39,13 +39,24 @@ export interface SyncResult {
   readonly resumeResources: number;
 }
 
-
 /** `n` policies, written in transactions of 1,000. */
 async function writePolicies(global: GlobalControlPlane, n: number): Promise<void> {
   for (let from = 0; from < n; from += 1_000) {
     const ops: WriteOp[] = [];
     for (let i = from; i < Math.min(n, from + 1_000); i++) {
-      ops.push({ op: "put", input: { kind: "TrafficPolicy", mesh: "default", name: `policy-${i}`, spec: create(TrafficPolicySpecSchema, { services: [`svc-${i % 100}`], timeoutMs: 1000, retries: 2 }) } });
+      ops.push({
+        op: "put",
+        input: {
+          kind: "TrafficPolicy",
+          mesh: "default",
+          name: `policy-${i}`,
+          spec: create(TrafficPolicySpecSchema, {
+            services: [`svc-${i % 100}`],
+            timeoutMs: 1000,
+            retries: 2,
+          }),
+        },
+      });
     }
     await global.store.apply(ops);
   }
@@ -61,7 +72,10 @@ async function untilServed(global: GlobalControlPlane, n: number): Promise<numbe
     const policies = global.sync.served().find((s) => s.kind === "TrafficPolicy");
     if (policies?.loaded === true && policies.resources >= n) return performance.now() - t0;
     const waited = performance.now() - t0;
-    if (waited > CATCH_UP_LIMIT_MS) throw new Error(`the global serves ${policies?.resources ?? 0} of ${n} policies after ${Math.round(waited)} ms (${policies?.error ?? "no store error"})`);
+    if (waited > CATCH_UP_LIMIT_MS)
+      throw new Error(
+        `the global serves ${policies?.resources ?? 0} of ${n} policies after ${Math.round(waited)} ms (${policies?.error ?? "no store error"})`,
+      );
     await new Promise((r) => setTimeout(r, 5));
   }
 }
@@ -71,7 +85,12 @@ async function untilServed(global: GlobalControlPlane, n: number): Promise<numbe
  * own process, the global on `storeKind`; `count` adds a wire tally (and its
  * encoding cost). The string when the store is the PostgreSQL server and none answers.
  */
-export async function syncBench(n: number, mode: "sotw" | "delta", count: boolean, storeKind: StoreKind = "memory"): Promise<SyncResult | typeof SKIPPED> {
+export async function syncBench(
+  n: number,
+  mode: "sotw" | "delta",
+  count: boolean,
+  storeKind: StoreKind = "memory",
+): Promise<SyncResult | typeof SKIPPED> {
   // SotW cannot split a set: give it room for the whole set in one message.
   const maxMessageBytes = mode === "sotw" ? 256 * 1024 * 1024 : 4 * 1024 * 1024;
   const database = storeKind === "memory" ? undefined : await openDatabase(storeKind);
@@ -79,13 +98,33 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
   const types = createTypeRegistry(exampleTypes);
   const store = await openStore(types, database, Math.max(100_000, 2 * n));
   const stop = new AbortController();
-  const global = new GlobalControlPlane({ types, store, logger: silentLogger, session: { maxMessageBytes }, discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024 } });
+  const global = new GlobalControlPlane({
+    types,
+    store,
+    logger: silentLogger,
+    session: { maxMessageBytes },
+    discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024 },
+  });
   global.start(stop.signal);
   const served = await serveGlobal(global.server);
   const token = (await global.tokens.issueZoneToken("zone-1")).token; // the zone proves its name, as deployed
-  const child = spawn(process.execPath, [...childNodeArgs(), "--import", "tsx", fileURLToPath(new URL("./sync-zone.ts", import.meta.url)), served.url, mode, String(maxMessageBytes), count ? "count" : "time", token], {
-    stdio: ["pipe", "pipe", "inherit"],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      ...childNodeArgs(),
+      "--import",
+      "tsx",
+      fileURLToPath(new URL("./sync-zone.ts", import.meta.url)),
+      served.url,
+      mode,
+      String(maxMessageBytes),
+      count ? "count" : "time",
+      token,
+    ],
+    {
+      stdio: ["pipe", "pipe", "inherit"],
+    },
+  );
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const ask = async (command: unknown): Promise<Record<string, number>> => {
     child.stdin.write(`${JSON.stringify(command)}\n`);
@@ -101,9 +140,16 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
     await ask({ stop: true });
     const changed = Math.max(1, Math.round(n / 1000));
     for (let i = 0; i < changed; i++) {
-      await global.store.put({ kind: "TrafficPolicy", mesh: "default", name: `policy-${i}`, spec: create(TrafficPolicySpecSchema, { services: ["changed"], timeoutMs: 2000 }) });
+      await global.store.put({
+        kind: "TrafficPolicy",
+        mesh: "default",
+        name: `policy-${i}`,
+        spec: create(TrafficPolicySpecSchema, { services: ["changed"], timeoutMs: 2000 }),
+      });
     }
-    const resume = await ask({ start: { total: n, changedName: `policy-${changed - 1}`, changedValue: 2000 } });
+    const resume = await ask({
+      start: { total: n, changedName: `policy-${changed - 1}`, changedValue: 2000 },
+    });
     await ask({ stop: true });
     return {
       resources: n,
@@ -130,7 +176,12 @@ export async function syncBench(n: number, mode: "sotw" | "delta", count: boolea
 }
 
 if (isMain(import.meta.url)) {
-  const [n, mode, count, storeKind] = process.argv.slice(2) as [string, "sotw" | "delta", "count" | "time", StoreKind];
+  const [n, mode, count, storeKind] = process.argv.slice(2) as [
+    string,
+    "sotw" | "delta",
+    "count" | "time",
+    StoreKind,
+  ];
   const result = await syncBench(Number(n), mode, count === "count", storeKind);
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);

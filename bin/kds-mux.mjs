@@ -18,6 +18,8 @@ if (useSource) {
 if (useSource) await import(source.href);
 else if (existsSync(compiled)) await import(compiled.href);
 else {
-  process.stderr.write("kds-mux: neither dist/ (run `npm run build`) nor tsx (run `npm install`) is available\n");
+  process.stderr.write(
+    "kds-mux: neither dist/ (run `npm run build`) nor tsx (run `npm install`) is available\n",
+  );
   process.exit(1);
 }

@@ -24,7 +24,9 @@ const global = new GlobalServer({
     // global -> zone: answer the zone's requests for global resources.
     const request = await session.server.recv(session.signal);
     console.log(`global: zone "${session.peerId}" asks for ${request.typeUrl}`);
-    await session.server.send(create(DiscoveryResponseSchema, { typeUrl: request.typeUrl, versionInfo: "1", nonce: "g-1" }));
+    await session.server.send(
+      create(DiscoveryResponseSchema, { typeUrl: request.typeUrl, versionInfo: "1", nonce: "g-1" }),
+    );
     // zone -> global: ask the zone for its resources.
     await session.client.send(create(DiscoveryRequestSchema, { typeUrl: "example.Dataplane" }));
     const response = await session.client.recv(session.signal);
@@ -38,15 +40,22 @@ console.log(`global listening on ${served.url}`);
 const zone = new ZoneClient({
   name: "zone-east",
   token: (await tokens.issueZoneToken("zone-east")).token, // what `kds-mux generate zone-token` prints
-  transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc", target: served.url }),
+  transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), {
+    name: "grpc",
+    target: served.url,
+  }),
 });
 const session = await zone.dial();
 console.log(`zone: connected to global "${session.peerId}"`);
 
 await session.client.send(create(DiscoveryRequestSchema, { typeUrl: "example.Mesh" }));
 const [fromGlobal, globalAsks] = await Promise.all([session.client.recv(), session.server.recv()]);
-console.log(`zone: got ${fromGlobal.typeUrl} version ${"versionInfo" in fromGlobal ? fromGlobal.versionInfo : ""}`);
-await session.server.send(create(DiscoveryResponseSchema, { typeUrl: globalAsks.typeUrl, versionInfo: "1", nonce: "z-1" }));
+console.log(
+  `zone: got ${fromGlobal.typeUrl} version ${"versionInfo" in fromGlobal ? fromGlobal.versionInfo : ""}`,
+);
+await session.server.send(
+  create(DiscoveryResponseSchema, { typeUrl: globalAsks.typeUrl, versionInfo: "1", nonce: "z-1" }),
+);
 
 await new Promise((r) => setTimeout(r, 50));
 const end = await session.close({ message: "quickstart done" });

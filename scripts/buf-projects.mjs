@@ -19,14 +19,23 @@ export const bufProjects = [
   { dir: "examples/own-kinds", generated: ["src/gen"] },
 ];
 
-const env = { ...process.env, PATH: `${join(root, "node_modules", ".bin")}${delimiter}${process.env.PATH ?? ""}` };
+const env = {
+  ...process.env,
+  PATH: `${join(root, "node_modules", ".bin")}${delimiter}${process.env.PATH ?? ""}`,
+};
 
 /** Runs buf with `args` in project directory `dir`; exits the process with buf's message when it fails. */
 export function buf(dir, args) {
   try {
-    return execFileSync(join(root, "node_modules", ".bin", "buf"), args, { cwd: join(root, dir), env, stdio: ["ignore", "pipe", "pipe"] });
+    return execFileSync(join(root, "node_modules", ".bin", "buf"), args, {
+      cwd: join(root, dir),
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
   } catch (error) {
-    console.error(`\`buf ${args.join(" ")}\` failed in ${dir}:\n${String(error.stderr ?? "").trim() || error.message}`);
+    console.error(
+      `\`buf ${args.join(" ")}\` failed in ${dir}:\n${String(error.stderr ?? "").trim() || error.message}`,
+    );
     process.exit(1);
   }
 }

@@ -35,9 +35,12 @@ try {
       const b = listFiles(committed);
       files += a.length;
       for (const f of new Set([...a, ...b])) {
-        if (!a.includes(f)) problems.push(`${join(where, f)}: committed but not generated from the protos`);
-        else if (!b.includes(f)) problems.push(`${join(where, f)}: generated from the protos but not committed`);
-        else if (!readFileSync(join(fresh, f)).equals(readFileSync(join(committed, f)))) problems.push(`${join(where, f)}: differs from the generated output`);
+        if (!a.includes(f))
+          problems.push(`${join(where, f)}: committed but not generated from the protos`);
+        else if (!b.includes(f))
+          problems.push(`${join(where, f)}: generated from the protos but not committed`);
+        else if (!readFileSync(join(fresh, f)).equals(readFileSync(join(committed, f))))
+          problems.push(`${join(where, f)}: differs from the generated output`);
       }
     }
     if (project.descriptorSet !== undefined) {
@@ -45,15 +48,23 @@ try {
       buf(project.dir, ["build", "-o", fresh]);
       const committed = join(root, project.dir, project.descriptorSet);
       files++;
-      if (!existsSync(committed)) problems.push(`${join(project.dir, project.descriptorSet)}: missing`);
-      else if (!readFileSync(fresh).equals(readFileSync(committed))) problems.push(`${join(project.dir, project.descriptorSet)}: differs from \`buf build\` of the protos`);
+      if (!existsSync(committed))
+        problems.push(`${join(project.dir, project.descriptorSet)}: missing`);
+      else if (!readFileSync(fresh).equals(readFileSync(committed)))
+        problems.push(
+          `${join(project.dir, project.descriptorSet)}: differs from \`buf build\` of the protos`,
+        );
     }
   }
   if (problems.length > 0) {
-    console.error(`generated files are out of date with the protos:\n  ${problems.join("\n  ")}\nRun \`npm run generate\` and commit the result.`);
+    console.error(
+      `generated files are out of date with the protos:\n  ${problems.join("\n  ")}\nRun \`npm run generate\` and commit the result.`,
+    );
     process.exit(1);
   }
-  console.log(`generated code matches the protos (${files} files in ${bufProjects.length} buf projects); buf lint passed`);
+  console.log(
+    `generated code matches the protos (${files} files in ${bufProjects.length} buf projects); buf lint passed`,
+  );
 } finally {
   rmSync(tmp, { recursive: true, force: true });
 }

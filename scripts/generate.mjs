@@ -6,5 +6,7 @@ for (const project of bufProjects) {
   buf(project.dir, ["generate"]);
   if (project.descriptorSet !== undefined) buf(project.dir, ["build", "-o", project.descriptorSet]);
   buf(project.dir, ["lint"]);
-  console.log(`${project.dir}: generated ${[...project.generated, project.descriptorSet].filter(Boolean).join(", ")}; buf lint passed`);
+  console.log(
+    `${project.dir}: generated ${[...project.generated, project.descriptorSet].filter(Boolean).join(", ")}; buf lint passed`,
+  );
 }

@@ -25,7 +25,8 @@ export async function buildStatusPage() {
   });
   const script = result.outputFiles[0].text.trim().replaceAll("</", "<\\/");
   const html = readFileSync(new URL("src/observe/page/index.html", root), "utf8");
-  if (!html.includes("<!--SCRIPT-->")) throw new Error("src/observe/page/index.html has no <!--SCRIPT--> marker");
+  if (!html.includes("<!--SCRIPT-->"))
+    throw new Error("src/observe/page/index.html has no <!--SCRIPT--> marker");
   return html.replace("<!--SCRIPT-->", () => `<script>${script}</script>`);
 }
 
@@ -55,7 +56,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       // Missing: reported as drift below.
     }
     if (current !== source) {
-      console.error("src/observe/status-page-html.ts is not what src/observe/page builds to; run `npm run build:page` and commit the result");
+      console.error(
+        "src/observe/status-page-html.ts is not what src/observe/page builds to; run `npm run build:page` and commit the result",
+      );
       process.exit(1);
     }
     console.log("status page module is up to date");

@@ -27,10 +27,13 @@ const STEP_TIMEOUT_MS = 20 * 60_000;
 const wanted = process.argv.slice(2);
 const unknown = wanted.filter((name) => !STEPS.some(([step]) => step === name));
 if (unknown.length > 0) {
-  console.error(`unknown step(s): ${unknown.join(", ")}; the steps are: ${STEPS.map(([step]) => step).join(", ")}`);
+  console.error(
+    `unknown step(s): ${unknown.join(", ")}; the steps are: ${STEPS.map(([step]) => step).join(", ")}`,
+  );
   process.exit(2);
 }
-const plan = wanted.length === 0 ? STEPS : wanted.map((name) => STEPS.find(([step]) => step === name));
+const plan =
+  wanted.length === 0 ? STEPS : wanted.map((name) => STEPS.find(([step]) => step === name));
 
 let current;
 for (const signal of ["SIGINT", "SIGTERM"]) {
@@ -47,18 +50,24 @@ for (const [index, [name, script]] of plan.entries()) {
   const outcome = await run(script);
   const seconds = (performance.now() - started) / 1000;
   results.push({ name, script, seconds, ...outcome });
-  console.log(`\n=== ${name}: ${outcome.passed ? "pass" : `FAIL (${outcome.detail})`} in ${seconds.toFixed(1)} s ===`);
+  console.log(
+    `\n=== ${name}: ${outcome.passed ? "pass" : `FAIL (${outcome.detail})`} in ${seconds.toFixed(1)} s ===`,
+  );
 }
 
 const width = Math.max(...results.map((r) => r.name.length), "step".length);
 console.log("\n=== npm test summary ===\n");
 console.log(`${"step".padEnd(width)}  result  duration  npm script`);
 for (const r of results) {
-  console.log(`${r.name.padEnd(width)}  ${(r.passed ? "pass" : "FAIL").padEnd(6)}  ${`${r.seconds.toFixed(1)} s`.padStart(8)}  ${r.script}${r.passed ? "" : ` (${r.detail})`}`);
+  console.log(
+    `${r.name.padEnd(width)}  ${(r.passed ? "pass" : "FAIL").padEnd(6)}  ${`${r.seconds.toFixed(1)} s`.padStart(8)}  ${r.script}${r.passed ? "" : ` (${r.detail})`}`,
+  );
 }
 const failed = results.filter((r) => !r.passed);
 const total = results.reduce((sum, r) => sum + r.seconds, 0);
-console.log(`\ntotal ${total.toFixed(1)} s${failed.length > 0 ? `; failed: ${failed.map((r) => r.name).join(", ")}` : ""}`);
+console.log(
+  `\ntotal ${total.toFixed(1)} s${failed.length > 0 ? `; failed: ${failed.map((r) => r.name).join(", ")}` : ""}`,
+);
 console.log(`suites: ${results.length - failed.length} passed, ${failed.length} failed`);
 process.exit(failed.length > 0 ? 1 : 0);
 
@@ -80,9 +89,14 @@ function run(script) {
     child.on("exit", (code, signal) => {
       clearTimeout(timer);
       current = undefined;
-      if (timedOut) resolve({ passed: false, detail: `timed out after ${STEP_TIMEOUT_MS / 60_000} min` });
+      if (timedOut)
+        resolve({ passed: false, detail: `timed out after ${STEP_TIMEOUT_MS / 60_000} min` });
       else if (code === 0) resolve({ passed: true, detail: "" });
-      else resolve({ passed: false, detail: signal !== null ? `killed by ${signal}` : `exit code ${code}` });
+      else
+        resolve({
+          passed: false,
+          detail: signal !== null ? `killed by ${signal}` : `exit code ${code}`,
+        });
     });
   });
 }

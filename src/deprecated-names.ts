@@ -3,7 +3,10 @@
  *
  * @module
  */
-import { MessageSchema as GeneratedMessageSchema, type Message as GeneratedMessage } from "./gen/kds/mux/v1/mux_pb.ts";
+import {
+  MessageSchema as GeneratedMessageSchema,
+  type Message as GeneratedMessage,
+} from "./gen/kds/mux/v1/mux_pb.ts";
 
 /**
  * The mux frame, `kds.mux.v1.Message`.

@@ -104,5 +104,7 @@ export class KdsError extends Error {
 export function abortError(signal: AbortSignal, what: string): KdsError {
   const reason: unknown = signal.reason;
   if (reason instanceof KdsError) return reason;
-  return new KdsError("aborted", `${what} was cancelled through its AbortSignal`, { cause: reason });
+  return new KdsError("aborted", `${what} was cancelled through its AbortSignal`, {
+    cause: reason,
+  });
 }

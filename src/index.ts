@@ -17,13 +17,21 @@ export { systemClock, type Clock } from "./util/clock.ts";
 export * from "./mux/index.ts";
 export { type Message, MessageSchema } from "./deprecated-names.ts";
 export * from "./transport/index.ts";
-export { HalfDuplexHub, registerHalfDuplex, type HalfDuplexHubOptions } from "./transport/half-duplex/server.ts";
+export {
+  HalfDuplexHub,
+  registerHalfDuplex,
+  type HalfDuplexHubOptions,
+} from "./transport/half-duplex/server.ts";
 export * from "./gen/kds/mux/v1/half_duplex_pb.ts";
 export { GlobalServer, sessionEndError, type GlobalServerOptions } from "./global/global-server.ts";
 export { muxJsonRegistry } from "./sync/json-registry.ts";
 export { multiplexServiceImpl, registerGlobal } from "./global/connect-service.ts";
 export * from "./adapters/fetch/index.ts";
-export { InMemoryZoneRegistry, type ZoneRecord, type ZoneRegistry } from "./global/zone-registry.ts";
+export {
+  InMemoryZoneRegistry,
+  type ZoneRecord,
+  type ZoneRegistry,
+} from "./global/zone-registry.ts";
 export { registerCommand, zoneResourceYaml } from "./global/registration.ts";
 export * from "./zone/index.ts";
 export { DiscoveryServer, type DiscoveryServerInit } from "./discovery/server.ts";
@@ -77,7 +85,17 @@ export type {
 export { InMemoryStore, type InMemoryStoreOptions } from "./store/memory.ts";
 export { validateInput } from "./store/validate.ts";
 export { followStore, type FollowOptions } from "./store/follow.ts";
-export { CERTIFICATE_REVOCATION_KIND, SIGNING_KEY_KIND, TOKEN_REVOCATION_KIND, ZONE_INSIGHT_KIND, ZONE_KIND, authTypes, createTypeRegistry, zoneInsightType, zoneType } from "./sync/builtin-types.ts";
+export {
+  CERTIFICATE_REVOCATION_KIND,
+  SIGNING_KEY_KIND,
+  TOKEN_REVOCATION_KIND,
+  ZONE_INSIGHT_KIND,
+  ZONE_KIND,
+  authTypes,
+  createTypeRegistry,
+  zoneInsightType,
+  zoneType,
+} from "./sync/builtin-types.ts";
 export {
   declarationOf,
   describeDeclaration,
@@ -88,29 +106,88 @@ export {
   typesFromDescriptors,
   type KindDeclaration,
 } from "./sync/descriptor-types.ts";
-export { KIND_CATALOG_KEY, KIND_CATALOG_TYPE_URL, catalogOf, catalogResource, declarationsOf, kindCatalog } from "./sync/kind-catalog.ts";
+export {
+  KIND_CATALOG_KEY,
+  KIND_CATALOG_TYPE_URL,
+  catalogOf,
+  catalogResource,
+  declarationsOf,
+  kindCatalog,
+} from "./sync/kind-catalog.ts";
 export { KindAgreement } from "./sync/kind-agreement.ts";
-export { SnapshotCache, type ServedKindState, type SnapshotCacheOptions } from "./sync/snapshot-cache.ts";
+export {
+  SnapshotCache,
+  type ServedKindState,
+  type SnapshotCacheOptions,
+} from "./sync/snapshot-cache.ts";
 export { StoreSink, mirrorMapping, zoneMapping, type SinkMapping } from "./sync/store-sink.ts";
 export { KDS_RESOURCE_TYPE_URL, fromWire, toWire, type DecodedResource } from "./sync/wire.ts";
 export { ZoneStatusRecord, type TypeSyncStatus, type ZoneStatus } from "./sync/status.ts";
 export { SyncEngine, type SyncEngineOptions, type SyncPeer } from "./sync/engine.ts";
 export { ZoneLifecycle, type ZoneLifecycleOptions } from "./global/zone-lifecycle.ts";
-export { ZoneOwnership, type ZoneLease, type ZoneOwnershipOptions } from "./global/zone-ownership.ts";
-export { GlobalControlPlane, type GlobalControlPlaneOptions } from "./global/global-control-plane.ts";
+export {
+  ZoneOwnership,
+  type ZoneLease,
+  type ZoneOwnershipOptions,
+} from "./global/zone-ownership.ts";
+export {
+  GlobalControlPlane,
+  type GlobalControlPlaneOptions,
+} from "./global/global-control-plane.ts";
 export { StoreZoneRegistry } from "./global/store-zone-registry.ts";
-export { fanOutMetrics, noopMetrics, type AdmissionResult, type DiscoveryEvent, type MetricLane, type Metrics } from "./observe/metrics.ts";
+export {
+  fanOutMetrics,
+  noopMetrics,
+  type AdmissionResult,
+  type DiscoveryEvent,
+  type MetricLane,
+  type Metrics,
+} from "./observe/metrics.ts";
 export { instrumentStore } from "./observe/store.ts";
-export { combineClientObservers, combineServerObservers, streamObservers, type StreamObservers } from "./observe/sync-observers.ts";
+export {
+  combineClientObservers,
+  combineServerObservers,
+  streamObservers,
+  type StreamObservers,
+} from "./observe/sync-observers.ts";
 export { observeHandler, type MetricsText, type ObserveOptions } from "./observe/http.ts";
-export { StatusFeed, type LagPoint, type SessionEntry, type StatusFeedOptions, type StatusSnapshot, type ZoneStatusJson } from "./observe/status-feed.ts";
+export {
+  StatusFeed,
+  type LagPoint,
+  type SessionEntry,
+  type StatusFeedOptions,
+  type StatusSnapshot,
+  type ZoneStatusJson,
+} from "./observe/status-feed.ts";
 export { STATUS_PAGE_HTML } from "./observe/status-page-html.ts";
-export { CALLER_HEADER, CallEndpoint, callEndpoint, type CallEndpointOptions } from "./rpc/endpoint.ts";
+export {
+  CALLER_HEADER,
+  CallEndpoint,
+  callEndpoint,
+  type CallEndpointOptions,
+} from "./rpc/endpoint.ts";
 export { reverseCallTransport, type ReverseCallTransportOptions } from "./rpc/transport.ts";
 export { ZoneControlPlane, type ZoneControlPlaneOptions } from "./zone/zone-control-plane.ts";
-export { adminServiceImpl, adminType, registerAdmin, toAdminResource, fromAdminResource, assertWritable, logWrite, type AdminBackend } from "./admin/admin-service.ts";
-export { registerTokenService, tokenServiceImpl, type TokenBackend } from "./admin/token-service.ts";
-export { ADMIN_READ_METHODS, adminListenerInterceptor, registerAdminRoutes } from "./admin/admin-routes.ts";
+export {
+  adminServiceImpl,
+  adminType,
+  registerAdmin,
+  toAdminResource,
+  fromAdminResource,
+  assertWritable,
+  logWrite,
+  type AdminBackend,
+} from "./admin/admin-service.ts";
+export {
+  registerTokenService,
+  tokenServiceImpl,
+  type TokenBackend,
+} from "./admin/token-service.ts";
+export {
+  ADMIN_READ_METHODS,
+  adminListenerInterceptor,
+  registerAdminRoutes,
+} from "./admin/admin-routes.ts";
 export { peerInfoKey, type PeerCertificate, type PeerInfo } from "./auth/peer.ts";
 export {
   TokenZoneAuthenticator,
@@ -123,7 +200,12 @@ export {
   type ZoneCredentials,
   type ZoneIdentity,
 } from "./auth/zone-authenticator.ts";
-export { DEFAULT_TOKEN_VALIDITY_MS, TokenAuthority, type AuthChange, type TokenAuthorityOptions } from "./auth/token-authority.ts";
+export {
+  DEFAULT_TOKEN_VALIDITY_MS,
+  TokenAuthority,
+  type AuthChange,
+  type TokenAuthorityOptions,
+} from "./auth/token-authority.ts";
 export {
   ADMIN_ROLES,
   ADMIN_TOKEN_AUDIENCE,

@@ -27,10 +27,12 @@ const rank: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3, s
 
 /** A logger that writes lines at or above `level` to the console. */
 export function consoleLogger(level: LogLevel = "warn"): Logger {
-  const at = (l: Exclude<LogLevel, "silent">, write: (...args: unknown[]) => void) =>
+  const at =
+    (l: Exclude<LogLevel, "silent">, write: (...args: unknown[]) => void) =>
     (message: string, fields?: LogFields): void => {
       if (rank[l] < rank[level]) return;
-      if (fields === undefined || Object.keys(fields).length === 0) write(`[kds-mux] ${l}: ${message}`);
+      if (fields === undefined || Object.keys(fields).length === 0)
+        write(`[kds-mux] ${l}: ${message}`);
       else write(`[kds-mux] ${l}: ${message}`, fields);
     };
   return {

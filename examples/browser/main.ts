@@ -6,7 +6,13 @@
 // examples/browser/build.ts; served by examples/browser/serve.ts.
 import { create } from "@bufbuild/protobuf";
 import { createConnectTransport } from "@connectrpc/connect-web";
-import { ZoneControlPlane, consoleLogger, createTypeRegistry, halfDuplexMuxTransport, resourceKey } from "../../src/index.ts";
+import {
+  ZoneControlPlane,
+  consoleLogger,
+  createTypeRegistry,
+  halfDuplexMuxTransport,
+  resourceKey,
+} from "../../src/index.ts";
 import { DataplaneSpecSchema, exampleTypes } from "../example-kinds/index.ts";
 
 const zoneName = new URLSearchParams(location.search).get("zone") ?? "browser";
@@ -14,7 +20,10 @@ const token = new URLSearchParams(location.hash.slice(1)).get("token") ?? undefi
 const zone = new ZoneControlPlane({
   name: zoneName,
   token,
-  transport: halfDuplexMuxTransport(createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true }), { target: location.origin }),
+  transport: halfDuplexMuxTransport(
+    createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true }),
+    { target: location.origin },
+  ),
   types: createTypeRegistry(exampleTypes), // it writes Dataplanes before its first session
   logger: consoleLogger("warn"),
   backoff: { baseMs: 200, capMs: 2_000 },
@@ -28,7 +37,8 @@ const list = document.getElementById("resources") as HTMLElement;
 async function render(): Promise<void> {
   const items: string[] = [];
   for (const type of zone.types.list()) {
-    for (const r of (await zone.store.list(type.kind)).resources) items.push(`${type.kind} ${resourceKey(r.meta.mesh, r.meta.name)}`);
+    for (const r of (await zone.store.list(type.kind)).resources)
+      items.push(`${type.kind} ${resourceKey(r.meta.mesh, r.meta.name)}`);
   }
   list.replaceChildren(
     ...items.map((text) => {
@@ -38,14 +48,21 @@ async function render(): Promise<void> {
     }),
   );
   const s = zone.status();
-  status.textContent = s.online ? `zone "${zoneName}" online` : `zone "${zoneName}" offline${s.lastEnd === undefined ? "" : `: ${s.lastEnd.message}`}`;
+  status.textContent = s.online
+    ? `zone "${zoneName}" online`
+    : `zone "${zoneName}" offline${s.lastEnd === undefined ? "" : `: ${s.lastEnd.message}`}`;
   status.dataset.online = String(s.online);
 }
 
 let added = 0;
 document.getElementById("add-dataplane")?.addEventListener("click", () => {
   added++;
-  void zone.store.put({ kind: "Dataplane", mesh: "default", name: `dp-${added}`, spec: create(DataplaneSpecSchema, { address: `10.9.0.${added}`, service: "browser" }) });
+  void zone.store.put({
+    kind: "Dataplane",
+    mesh: "default",
+    name: `dp-${added}`,
+    spec: create(DataplaneSpecSchema, { address: `10.9.0.${added}`, service: "browser" }),
+  });
 });
 
 void (async () => {

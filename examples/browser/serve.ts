@@ -10,22 +10,44 @@ import { MeshSpecSchema, TrafficPolicySpecSchema, exampleTypes } from "../exampl
 import { buildBrowserZone } from "./build.ts";
 
 /** The page's address for zone `zone`, with a fresh zone token in the fragment (never sent to a server). */
-export async function pageUrl(global: GlobalControlPlane, served: ServedGlobal, zone: string): Promise<string> {
+export async function pageUrl(
+  global: GlobalControlPlane,
+  served: ServedGlobal,
+  zone: string,
+): Promise<string> {
   const { token } = await global.tokens.issueZoneToken(zone);
   return `${served.url}/?zone=${zone}#token=${token}`;
 }
 
 /** Builds the page and starts a global that serves it; zones named in `zones` are registered. */
-export async function serveBrowserDemo(options: { port?: number; zones?: string[]; signal?: AbortSignal } = {}): Promise<{ global: GlobalControlPlane; served: ServedGlobal }> {
+export async function serveBrowserDemo(
+  options: { port?: number; zones?: string[]; signal?: AbortSignal } = {},
+): Promise<{ global: GlobalControlPlane; served: ServedGlobal }> {
   const dir = await buildBrowserZone();
-  const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: consoleLogger("warn") });
+  const global = new GlobalControlPlane({
+    types: createTypeRegistry(exampleTypes),
+    logger: consoleLogger("warn"),
+  });
   const stop = new AbortController();
   options.signal?.addEventListener("abort", () => stop.abort(), { once: true });
   global.start(stop.signal);
   for (const zone of options.zones ?? ["browser"]) await global.registerZone(zone);
-  await global.store.put({ kind: "Mesh", name: "default", spec: create(MeshSpecSchema, { mtls: true }) });
-  await global.store.put({ kind: "TrafficPolicy", mesh: "default", name: "timeouts", spec: create(TrafficPolicySpecSchema, { timeoutMs: 1500 }) });
-  const files: Record<string, [string, string]> = { "/": ["index.html", "text/html"], "/index.html": ["index.html", "text/html"], "/main.js": ["main.js", "text/javascript"] };
+  await global.store.put({
+    kind: "Mesh",
+    name: "default",
+    spec: create(MeshSpecSchema, { mtls: true }),
+  });
+  await global.store.put({
+    kind: "TrafficPolicy",
+    mesh: "default",
+    name: "timeouts",
+    spec: create(TrafficPolicySpecSchema, { timeoutMs: 1500 }),
+  });
+  const files: Record<string, [string, string]> = {
+    "/": ["index.html", "text/html"],
+    "/index.html": ["index.html", "text/html"],
+    "/main.js": ["main.js", "text/javascript"],
+  };
   const served = await serveGlobal(global.server, {
     port: options.port ?? 0,
     httpVersion: "1.1",

@@ -8,14 +8,29 @@
  * @module
  */
 import type { ResourceTypeInit } from "../../src/index.ts";
-import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema, ZoneIngressSpecSchema } from "./gen/kds/example/v1/example_pb.ts";
+import {
+  DataplaneSpecSchema,
+  MeshSpecSchema,
+  TrafficPolicySpecSchema,
+  ZoneIngressSpecSchema,
+} from "./gen/kds/example/v1/example_pb.ts";
 
 export * from "./gen/kds/example/v1/example_pb.ts";
 
 /** Mesh (cluster-scoped) and TrafficPolicy flow global -> zone; Dataplane flows zone -> global; ZoneIngress (cluster-scoped) flows zone -> every other zone. */
 export const exampleTypes: readonly ResourceTypeInit[] = Object.freeze([
   { kind: "Mesh", schema: MeshSpecSchema, direction: "global-to-zone", scope: "cluster" },
-  { kind: "TrafficPolicy", schema: TrafficPolicySpecSchema, direction: "global-to-zone", scope: "mesh" },
+  {
+    kind: "TrafficPolicy",
+    schema: TrafficPolicySpecSchema,
+    direction: "global-to-zone",
+    scope: "mesh",
+  },
   { kind: "Dataplane", schema: DataplaneSpecSchema, direction: "zone-to-global", scope: "mesh" },
-  { kind: "ZoneIngress", schema: ZoneIngressSpecSchema, direction: "zone-to-zones", scope: "cluster" },
+  {
+    kind: "ZoneIngress",
+    schema: ZoneIngressSpecSchema,
+    direction: "zone-to-zones",
+    scope: "cluster",
+  },
 ]);

@@ -7,14 +7,23 @@
  * @module
  */
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
-import { adminInterceptor, isLoopback, TokenAdminAuthorizer, type AdminAuthorizer } from "../auth/admin-authorizer.ts";
+import {
+  adminInterceptor,
+  isLoopback,
+  TokenAdminAuthorizer,
+  type AdminAuthorizer,
+} from "../auth/admin-authorizer.ts";
 import { KdsError } from "../errors.ts";
 import { AdminService } from "../gen/kds/admin/v1/admin_pb.ts";
 import { registerAdmin, type AdminBackend } from "./admin-service.ts";
 import { registerTokenService } from "./token-service.ts";
 
 function readMethods(): ReadonlySet<string> {
-  return new Set([AdminService.method.listTypes, AdminService.method.get, AdminService.method.inspectZones].map((m) => `${AdminService.typeName}/${m.name}`));
+  return new Set(
+    [AdminService.method.listTypes, AdminService.method.get, AdminService.method.inspectZones].map(
+      (m) => `${AdminService.typeName}/${m.name}`,
+    ),
+  );
 }
 
 /** The admin methods a read-only caller may use, as "package.Service/Method"; every other one writes. */
@@ -23,7 +32,12 @@ export const ADMIN_READ_METHODS: ReadonlySet<string> = /* @__PURE__ */ readMetho
 /** Registers the admin API of `backend` (and its token service) on `router`. */
 export function registerAdminRoutes(router: ConnectRouter, backend: AdminBackend): ConnectRouter {
   registerAdmin(router, backend);
-  if (backend.tokens !== undefined) registerTokenService(router, { role: backend.role, tokens: backend.tokens, logger: backend.logger });
+  if (backend.tokens !== undefined)
+    registerTokenService(router, {
+      role: backend.role,
+      tokens: backend.tokens,
+      logger: backend.logger,
+    });
   return router;
 }
 
@@ -42,7 +56,11 @@ export function adminListenerInterceptor(backend: AdminBackend, host: string): I
  * server adapter's check of request headers before the body is read).
  */
 export function adminListenerAuthorizer(backend: AdminBackend, host: string): AdminAuthorizer {
-  if (backend.tokens === undefined) throw new KdsError("invalid_argument", "an admin listener needs the side's token authority (AdminBackend.tokens)");
+  if (backend.tokens === undefined)
+    throw new KdsError(
+      "invalid_argument",
+      "an admin listener needs the side's token authority (AdminBackend.tokens)",
+    );
   return new TokenAdminAuthorizer(backend.tokens, { trustLocal: isLoopback(host), listen: host });
 }
 
@@ -63,7 +81,10 @@ export function authorizedReads(
       await authorizer.authorize(request.headers, request.signal);
     } catch (error) {
       if (!KdsError.is(error, "unauthenticated")) throw error;
-      return new Response(`${error.message}\n`, { status: 401, headers: { "content-type": "text/plain", "www-authenticate": "Bearer" } });
+      return new Response(`${error.message}\n`, {
+        status: 401,
+        headers: { "content-type": "text/plain", "www-authenticate": "Bearer" },
+      });
     }
     return handler(request);
   };

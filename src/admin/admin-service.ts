@@ -10,9 +10,22 @@
  *
  * @module
  */
-import { create, fromJsonString, toJsonString, type Message, type MessageInitShape } from "@bufbuild/protobuf";
+import {
+  create,
+  fromJsonString,
+  toJsonString,
+  type Message,
+  type MessageInitShape,
+} from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { createClient, type Client, type ConnectRouter, type HandlerContext, type ServiceImpl, type Transport } from "@connectrpc/connect";
+import {
+  createClient,
+  type Client,
+  type ConnectRouter,
+  type HandlerContext,
+  type ServiceImpl,
+  type Transport,
+} from "@connectrpc/connect";
 import { adminPrincipalKey, describePrincipal } from "../auth/admin-authorizer.ts";
 import type { TokenAuthority } from "../auth/token-authority.ts";
 import type { Logger } from "../log.ts";
@@ -29,7 +42,13 @@ import {
 import { ZONE_KIND } from "../sync/builtin-types.ts";
 import { validateInput } from "../store/validate.ts";
 import { ZONES_LABEL, parseZoneSelector } from "../sync/zone-selector.ts";
-import { LABELS, resourceKey, type ResourceType, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
+import {
+  LABELS,
+  resourceKey,
+  type ResourceType,
+  type StoredResource,
+  type TypeRegistry,
+} from "../sync/resource-types.ts";
 import { sideOf, type SyncCounters, type ZoneStatus } from "../sync/status.ts";
 import type { ResourceInput, ResourceStore } from "../store/contract.ts";
 import { toConnectError } from "../transport/connect-errors.ts";
@@ -56,15 +75,28 @@ export interface AdminBackend {
 export function adminType(types: TypeRegistry, kind: string): ResourceType {
   const type = types.find(kind);
   if (type === undefined || type.internal) {
-    throw new KdsError("unknown_type", `unknown resource type "${kind}"; known types: ${types.visible().map((t) => t.kind).join(", ")}`);
+    throw new KdsError(
+      "unknown_type",
+      `unknown resource type "${kind}"; known types: ${types
+        .visible()
+        .map((t) => t.kind)
+        .join(", ")}`,
+    );
   }
   return type;
 }
 
 /** Logs an admin write with the caller the admin listener authorized. */
-export function logWrite(backend: { readonly logger?: Logger }, context: HandlerContext, what: string): void {
+export function logWrite(
+  backend: { readonly logger?: Logger },
+  context: HandlerContext,
+  what: string,
+): void {
   const principal = context.values.get(adminPrincipalKey);
-  backend.logger?.info(`admin write by ${describePrincipal(principal)}: ${what}`, { who: principal?.name ?? "unknown", via: principal?.via ?? "none" });
+  backend.logger?.info(`admin write by ${describePrincipal(principal)}: ${what}`, {
+    who: principal?.name ?? "unknown",
+    via: principal?.via ?? "none",
+  });
 }
 
 /** Longest a request forwarded to a zone may take. */
@@ -73,7 +105,10 @@ const ZONE_CALL_TIMEOUT_MS = 30_000;
 /** The AdminService of zone `zone`, reached through the global; throws when this side cannot forward. */
 function zoneClient(backend: AdminBackend, zone: string): Client<typeof AdminService> {
   if (backend.zoneTransport === undefined) {
-    throw new KdsError("invalid_argument", `this is a zone's admin API; --zone "${zone}" asks a global to forward to a zone, so point --server at the global`);
+    throw new KdsError(
+      "invalid_argument",
+      `this is a zone's admin API; --zone "${zone}" asks a global to forward to a zone, so point --server at the global`,
+    );
   }
   return createClient(AdminService, backend.zoneTransport(zone));
 }
@@ -95,10 +130,19 @@ export function toAdminResource(types: TypeRegistry, r: StoredResource): AdminRe
 /** Checks that `role` may write `type`; throws `invalid_argument` saying where to write it instead. */
 export function assertWritable(role: "global" | "zone", type: ResourceType): void {
   if (role === "zone" && (type.direction === "global-to-zone" || type.kind === ZONE_KIND)) {
-    throw new KdsError("invalid_argument", `${type.kind} resources are managed on the global and synced to zones; apply them with --server pointing at the global`);
+    throw new KdsError(
+      "invalid_argument",
+      `${type.kind} resources are managed on the global and synced to zones; apply them with --server pointing at the global`,
+    );
   }
-  if (role === "global" && (type.direction === "zone-to-global" || type.direction === "zone-to-zones")) {
-    throw new KdsError("invalid_argument", `${type.kind} resources are created in zones and synced to the global; apply them with --server pointing at a zone`);
+  if (
+    role === "global" &&
+    (type.direction === "zone-to-global" || type.direction === "zone-to-zones")
+  ) {
+    throw new KdsError(
+      "invalid_argument",
+      `${type.kind} resources are created in zones and synced to the global; apply them with --server pointing at a zone`,
+    );
   }
 }
 
@@ -117,16 +161,27 @@ export function assertNotCopy(role: "global" | "zone", found: StoredResource | u
 }
 
 /** In a zone, refuses a batch that would overwrite a read-only copy of another zone's zone-to-zones resource (see {@link assertNotCopy}). */
-async function refuseCopies(backend: AdminBackend, inputs: readonly ResourceInput[], signal: AbortSignal): Promise<void> {
+async function refuseCopies(
+  backend: AdminBackend,
+  inputs: readonly ResourceInput[],
+  signal: AbortSignal,
+): Promise<void> {
   if (backend.role !== "zone") return;
   for (const input of inputs) {
     if (backend.types.get(input.kind).direction !== "zone-to-zones") continue;
-    assertNotCopy(backend.role, await backend.store.get(input.kind, input.mesh ?? "", input.name, { signal }));
+    assertNotCopy(
+      backend.role,
+      await backend.store.get(input.kind, input.mesh ?? "", input.name, { signal }),
+    );
   }
 }
 
 /** Parses an admin resource into a store input, validated against its type. */
-export function fromAdminResource(types: TypeRegistry, role: "global" | "zone", r: AdminResource): ResourceInput {
+export function fromAdminResource(
+  types: TypeRegistry,
+  role: "global" | "zone",
+  r: AdminResource,
+): ResourceInput {
   const type = adminType(types, r.type);
   assertWritable(role, type);
   const what = `${type.kind} "${resourceKey(r.mesh, r.name)}"`;
@@ -134,30 +189,58 @@ export function fromAdminResource(types: TypeRegistry, role: "global" | "zone", 
     try {
       assertZoneName(r.name);
     } catch (error) {
-      throw new KdsError("invalid_resource", `${what} could never connect: ${error instanceof Error ? error.message : String(error)} (a zone sends its name in client-id)`, { cause: error });
+      throw new KdsError(
+        "invalid_resource",
+        `${what} could never connect: ${error instanceof Error ? error.message : String(error)} (a zone sends its name in client-id)`,
+        { cause: error },
+      );
     }
   }
   // The one kds.io/ label users set: the zones a global resource goes to (a zone selector).
   const selector = r.labels[ZONES_LABEL];
-  const reserved = Object.keys(r.labels).filter((k) => k.startsWith("kds.io/") && !(k === ZONES_LABEL && role === "global" && type.direction === "global-to-zone"));
+  const reserved = Object.keys(r.labels).filter(
+    (k) =>
+      k.startsWith("kds.io/") &&
+      !(k === ZONES_LABEL && role === "global" && type.direction === "global-to-zone"),
+  );
   if (reserved.length > 0) {
-    const hint = selector === undefined ? "" : ` (${ZONES_LABEL} names the zones of a global-to-zone resource applied on the global)`;
-    throw new KdsError("invalid_resource", `${what}: labels under kds.io/ are set by kds-mux and cannot be applied (${reserved.join(", ")}); remove them${hint}`);
+    const hint =
+      selector === undefined
+        ? ""
+        : ` (${ZONES_LABEL} names the zones of a global-to-zone resource applied on the global)`;
+    throw new KdsError(
+      "invalid_resource",
+      `${what}: labels under kds.io/ are set by kds-mux and cannot be applied (${reserved.join(", ")}); remove them${hint}`,
+    );
   }
   if (selector !== undefined) {
     try {
       parseZoneSelector(selector, `${what}: label ${ZONES_LABEL}`);
     } catch (error) {
-      throw new KdsError("invalid_resource", error instanceof Error ? error.message : String(error), { cause: error });
+      throw new KdsError(
+        "invalid_resource",
+        error instanceof Error ? error.message : String(error),
+        { cause: error },
+      );
     }
   }
   let spec: Message;
   try {
     spec = fromJsonString(type.schema, r.specJson === "" ? "{}" : r.specJson);
   } catch (error) {
-    throw new KdsError("invalid_resource", `${what}: the spec is not a valid ${type.schema.typeName}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new KdsError(
+      "invalid_resource",
+      `${what}: the spec is not a valid ${type.schema.typeName}: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
   }
-  const input: ResourceInput = { kind: type.kind, mesh: r.mesh, name: r.name, labels: { ...r.labels }, spec };
+  const input: ResourceInput = {
+    kind: type.kind,
+    mesh: r.mesh,
+    name: r.name,
+    labels: { ...r.labels },
+    spec,
+  };
   validateInput(types, input);
   return input;
 }
@@ -169,7 +252,11 @@ export function fromAdminResource(types: TypeRegistry, role: "global" | "zone", 
  * conflict, an invalid resource), and, when the store failed, either all or
  * none were (the commit's outcome is unknown to this side), never a part.
  */
-export async function applyAll(store: ResourceStore, inputs: readonly ResourceInput[], signal: AbortSignal | undefined): Promise<{ revision: number; results: StoredResource[] }> {
+export async function applyAll(
+  store: ResourceStore,
+  inputs: readonly ResourceInput[],
+  signal: AbortSignal | undefined,
+): Promise<{ revision: number; results: StoredResource[] }> {
   try {
     const { revision, results } = await store.apply(
       inputs.map((input) => ({ op: "put", input })),
@@ -178,7 +265,11 @@ export async function applyAll(store: ResourceStore, inputs: readonly ResourceIn
     return { revision, results: results as StoredResource[] };
   } catch (error) {
     // A store that failed (store_unavailable) may have failed at the commit, whose outcome this side cannot know.
-    throw withOutcome(error, inputs.length, KdsError.is(error, "store_unavailable") ? "unknown" : "none");
+    throw withOutcome(
+      error,
+      inputs.length,
+      KdsError.is(error, "store_unavailable") ? "unknown" : "none",
+    );
   }
 }
 
@@ -219,7 +310,16 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
   return {
     listTypes: () =>
       guard(async () => ({
-        types: types.visible().map((t) => create(TypeInfoSchema, { kind: t.kind, typeUrl: t.typeUrl, direction: t.direction, scope: t.scope })),
+        types: types
+          .visible()
+          .map((t) =>
+            create(TypeInfoSchema, {
+              kind: t.kind,
+              typeUrl: t.typeUrl,
+              direction: t.direction,
+              scope: t.scope,
+            }),
+          ),
       })),
     apply: (request, context) =>
       guard(async () => {
@@ -238,7 +338,11 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
         const { results } = await applyAll(store, inputs, context.signal);
         const stored: AdminResource[] = [];
         for (const r of results) {
-          logWrite(backend, context, `applied ${r.kind} ${resourceKey(r.meta.mesh, r.meta.name)} (version ${r.meta.version})`);
+          logWrite(
+            backend,
+            context,
+            `applied ${r.kind} ${resourceKey(r.meta.mesh, r.meta.name)} (version ${r.meta.version})`,
+          );
           stored.push(toAdminResource(types, r));
         }
         return { resources: stored };
@@ -246,19 +350,33 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
     get: (request, context) =>
       guard(async () => {
         if (request.zone !== "") {
-          return zoneClient(backend, request.zone).get({ ...request, zone: "" }, { signal: context.signal, timeoutMs: ZONE_CALL_TIMEOUT_MS });
+          return zoneClient(backend, request.zone).get(
+            { ...request, zone: "" },
+            { signal: context.signal, timeoutMs: ZONE_CALL_TIMEOUT_MS },
+          );
         }
         const type = adminType(types, request.type);
         if (request.name !== "") {
-          const found = await store.get(type.kind, request.mesh, request.name, { signal: context.signal });
+          const found = await store.get(type.kind, request.mesh, request.name, {
+            signal: context.signal,
+          });
           if (found === undefined) {
             const where = request.mesh === "" ? "" : ` in mesh "${request.mesh}"`;
-            const hint = type.scope === "mesh" && request.mesh === "" ? `; ${type.kind} is mesh-scoped, pass --mesh` : "";
-            throw new KdsError("not_found", `${type.kind} "${request.name}"${where} not found${hint}`);
+            const hint =
+              type.scope === "mesh" && request.mesh === ""
+                ? `; ${type.kind} is mesh-scoped, pass --mesh`
+                : "";
+            throw new KdsError(
+              "not_found",
+              `${type.kind} "${request.name}"${where} not found${hint}`,
+            );
           }
           return { resources: [toAdminResource(types, found)] };
         }
-        const { resources } = await store.list(type.kind, { mesh: request.mesh === "" ? undefined : request.mesh, signal: context.signal });
+        const { resources } = await store.list(type.kind, {
+          mesh: request.mesh === "" ? undefined : request.mesh,
+          signal: context.signal,
+        });
         return { resources: resources.map((r) => toAdminResource(types, r)) };
       }),
     delete: (request, context) =>
@@ -266,56 +384,75 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
         const type = adminType(types, request.type);
         assertWritable(role, type);
         const key = resourceKey(request.mesh, request.name);
-        if (role === "zone" && type.direction === "zone-to-zones") assertNotCopy(role, await store.get(type.kind, request.mesh, request.name, { signal: context.signal }));
-        const deleted = await store.delete(type.kind, request.mesh, request.name, { signal: context.signal });
+        if (role === "zone" && type.direction === "zone-to-zones")
+          assertNotCopy(
+            role,
+            await store.get(type.kind, request.mesh, request.name, { signal: context.signal }),
+          );
+        const deleted = await store.delete(type.kind, request.mesh, request.name, {
+          signal: context.signal,
+        });
         if (!deleted) throw new KdsError("not_found", `${type.kind} "${key}" not found`);
         logWrite(backend, context, `deleted ${type.kind} ${key}`);
         return {};
       }),
     inspectZones: (request, context) =>
       guard(async () => {
-        if (request.zone !== "") return zoneClient(backend, request.zone).inspectZones({ zone: "" }, { signal: context.signal, timeoutMs: ZONE_CALL_TIMEOUT_MS });
+        if (request.zone !== "")
+          return zoneClient(backend, request.zone).inspectZones(
+            { zone: "" },
+            { signal: context.signal, timeoutMs: ZONE_CALL_TIMEOUT_MS },
+          );
         return {
-        zones: (await backend.zoneStatuses()).map((z) =>
-          create(ZoneInsightSchema, {
-            zone: z.zone,
-            online: z.online,
-            connectedAt: z.connectedAt === undefined ? undefined : timestampFromDate(z.connectedAt),
-            disconnectedAt: z.disconnectedAt === undefined ? undefined : timestampFromDate(z.disconnectedAt),
-            lastEndCode: z.lastEnd?.code ?? "",
-            lastEndMessage: z.lastEnd?.message ?? "",
-            lastErrorCode: z.lastError?.code ?? "",
-            lastErrorMessage: z.lastError?.message ?? "",
-            lastErrorAt: z.lastError === undefined ? undefined : timestampFromDate(z.lastError.at),
-            heartbeatRttMs: z.heartbeatRttMs ?? -1,
-            instance: z.instance ?? "",
-            softwareVersion: z.peer?.softwareVersion ?? "",
-            protocolVersion: z.peer?.protocolVersion ?? 0,
-            features: [...(z.peer?.features ?? [])],
-            types: z.types.map((t) => ({
-              kind: t.kind,
-              direction: t.direction,
-              sent: BigInt(t.sent),
-              acked: BigInt(t.acked),
-              nacked: BigInt(t.nacked),
-              lastAckedVersion: t.lastAckedVersion ?? "",
-              lastNackError: t.lastNackError ?? "",
-              stalled: t.stalled,
-              accepted: BigInt(t.accepted),
-              rejected: BigInt(t.rejected),
-              lastRejectError: t.lastRejectError ?? "",
-              oversized: [...t.oversized],
-              resourcesSent: BigInt(t.resourcesSent),
-              resourcesReceived: BigInt(t.resourcesReceived),
-              // As receiver, what this side left out; as sender, what the peer reports it rejects (current).
-              rejectedResources: [...t.rejectedResources, ...t.peerRejectedResources.map((r) => ({ key: r.key, reason: `rejected by the peer: ${r.reason}` }))],
-              storeLoaded: t.storeLoaded ?? false,
-              storeError: t.storeError ?? "",
-              side: sideOf(role, t.direction),
-              session: countersOf(t.session),
-            })),
-          }),
-        ),
+          zones: (await backend.zoneStatuses()).map((z) =>
+            create(ZoneInsightSchema, {
+              zone: z.zone,
+              online: z.online,
+              connectedAt:
+                z.connectedAt === undefined ? undefined : timestampFromDate(z.connectedAt),
+              disconnectedAt:
+                z.disconnectedAt === undefined ? undefined : timestampFromDate(z.disconnectedAt),
+              lastEndCode: z.lastEnd?.code ?? "",
+              lastEndMessage: z.lastEnd?.message ?? "",
+              lastErrorCode: z.lastError?.code ?? "",
+              lastErrorMessage: z.lastError?.message ?? "",
+              lastErrorAt:
+                z.lastError === undefined ? undefined : timestampFromDate(z.lastError.at),
+              heartbeatRttMs: z.heartbeatRttMs ?? -1,
+              instance: z.instance ?? "",
+              softwareVersion: z.peer?.softwareVersion ?? "",
+              protocolVersion: z.peer?.protocolVersion ?? 0,
+              features: [...(z.peer?.features ?? [])],
+              types: z.types.map((t) => ({
+                kind: t.kind,
+                direction: t.direction,
+                sent: BigInt(t.sent),
+                acked: BigInt(t.acked),
+                nacked: BigInt(t.nacked),
+                lastAckedVersion: t.lastAckedVersion ?? "",
+                lastNackError: t.lastNackError ?? "",
+                stalled: t.stalled,
+                accepted: BigInt(t.accepted),
+                rejected: BigInt(t.rejected),
+                lastRejectError: t.lastRejectError ?? "",
+                oversized: [...t.oversized],
+                resourcesSent: BigInt(t.resourcesSent),
+                resourcesReceived: BigInt(t.resourcesReceived),
+                // As receiver, what this side left out; as sender, what the peer reports it rejects (current).
+                rejectedResources: [
+                  ...t.rejectedResources,
+                  ...t.peerRejectedResources.map((r) => ({
+                    key: r.key,
+                    reason: `rejected by the peer: ${r.reason}`,
+                  })),
+                ],
+                storeLoaded: t.storeLoaded ?? false,
+                storeError: t.storeError ?? "",
+                side: sideOf(role, t.direction),
+                session: countersOf(t.session),
+              })),
+            }),
+          ),
         };
       }),
   };
@@ -325,4 +462,3 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
 export function registerAdmin(router: ConnectRouter, backend: AdminBackend): ConnectRouter {
   return router.service(AdminService, adminServiceImpl(backend));
 }
-

@@ -30,7 +30,8 @@ export interface TokenBackend {
 
 function validFor(seconds: bigint): number | undefined {
   if (seconds === 0n) return undefined;
-  if (seconds > 10n * 365n * 86_400n) throw new KdsError("invalid_argument", "a token can be valid for at most 10 years");
+  if (seconds > 10n * 365n * 86_400n)
+    throw new KdsError("invalid_argument", "a token can be valid for at most 10 years");
   return Number(seconds) * 1000;
 }
 
@@ -47,39 +48,108 @@ export function tokenServiceImpl(backend: TokenBackend): ServiceImpl<typeof Toke
   return {
     generateZoneToken: (request, context) =>
       guard(async () => {
-        if (backend.role !== "global") throw new KdsError("invalid_argument", "zone tokens are issued by the global; pass --server with the global's admin API address");
-        const issued = await tokens.issueZoneToken(request.zone, { validForMs: validFor(request.validForSeconds), signal: context.signal });
-        logWrite(backend, context, `issued zone token ${issued.tokenId} for zone "${request.zone}", valid until ${issued.expiresAt.toISOString()}`);
-        return { token: issued.token, tokenId: issued.tokenId, expiresAt: timestampFromDate(issued.expiresAt) };
+        if (backend.role !== "global")
+          throw new KdsError(
+            "invalid_argument",
+            "zone tokens are issued by the global; pass --server with the global's admin API address",
+          );
+        const issued = await tokens.issueZoneToken(request.zone, {
+          validForMs: validFor(request.validForSeconds),
+          signal: context.signal,
+        });
+        logWrite(
+          backend,
+          context,
+          `issued zone token ${issued.tokenId} for zone "${request.zone}", valid until ${issued.expiresAt.toISOString()}`,
+        );
+        return {
+          token: issued.token,
+          tokenId: issued.tokenId,
+          expiresAt: timestampFromDate(issued.expiresAt),
+        };
       }),
     generateAdminToken: (request, context) =>
       guard(async () => {
-        if (!(ADMIN_ROLES as readonly string[]).includes(request.role)) throw new KdsError("invalid_argument", `--role must be one of ${ADMIN_ROLES.join(", ")}, got "${request.role}"`);
-        const issued = await tokens.issueAdminToken(request.name, request.role as AdminRole, { validForMs: validFor(request.validForSeconds), signal: context.signal });
-        logWrite(backend, context, `issued ${request.role} admin token ${issued.tokenId} for "${request.name}", valid until ${issued.expiresAt.toISOString()}`);
-        return { token: issued.token, tokenId: issued.tokenId, expiresAt: timestampFromDate(issued.expiresAt) };
+        if (!(ADMIN_ROLES as readonly string[]).includes(request.role))
+          throw new KdsError(
+            "invalid_argument",
+            `--role must be one of ${ADMIN_ROLES.join(", ")}, got "${request.role}"`,
+          );
+        const issued = await tokens.issueAdminToken(request.name, request.role as AdminRole, {
+          validForMs: validFor(request.validForSeconds),
+          signal: context.signal,
+        });
+        logWrite(
+          backend,
+          context,
+          `issued ${request.role} admin token ${issued.tokenId} for "${request.name}", valid until ${issued.expiresAt.toISOString()}`,
+        );
+        return {
+          token: issued.token,
+          tokenId: issued.tokenId,
+          expiresAt: timestampFromDate(issued.expiresAt),
+        };
       }),
     revokeToken: (request, context) =>
       guard(async () => {
-        if ((request.tokenId === "") === (request.zone === "")) throw new KdsError("invalid_argument", "name exactly one of a token id and a zone to revoke");
+        if ((request.tokenId === "") === (request.zone === ""))
+          throw new KdsError(
+            "invalid_argument",
+            "name exactly one of a token id and a zone to revoke",
+          );
         const by = describePrincipal(context.values.get(adminPrincipalKey));
-        await tokens.revoke(request.tokenId !== "" ? { tokenId: request.tokenId } : { zone: request.zone }, by, context.signal);
-        logWrite(backend, context, request.tokenId !== "" ? `revoked token ${request.tokenId}` : `revoked every token of zone "${request.zone}" issued until now`);
+        await tokens.revoke(
+          request.tokenId !== "" ? { tokenId: request.tokenId } : { zone: request.zone },
+          by,
+          context.signal,
+        );
+        logWrite(
+          backend,
+          context,
+          request.tokenId !== ""
+            ? `revoked token ${request.tokenId}`
+            : `revoked every token of zone "${request.zone}" issued until now`,
+        );
         return {};
       }),
     revokeCertificate: (request, context) =>
       guard(async () => {
-        if (backend.role !== "global") throw new KdsError("invalid_argument", "client certificates admit zones on the global only; revoke a certificate on the global's admin API");
-        if ((request.serial === "") === (request.fingerprintSha256 === "")) throw new KdsError("invalid_argument", "name exactly one of a certificate's serial number and its SHA-256 fingerprint to revoke");
+        if (backend.role !== "global")
+          throw new KdsError(
+            "invalid_argument",
+            "client certificates admit zones on the global only; revoke a certificate on the global's admin API",
+          );
+        if ((request.serial === "") === (request.fingerprintSha256 === ""))
+          throw new KdsError(
+            "invalid_argument",
+            "name exactly one of a certificate's serial number and its SHA-256 fingerprint to revoke",
+          );
         const by = describePrincipal(context.values.get(adminPrincipalKey));
-        const revoked = await tokens.revokeCertificate(request.serial !== "" ? { serial: request.serial } : { fingerprint: request.fingerprintSha256 }, by, context.signal);
-        logWrite(backend, context, `revoked the client certificate with ${describeCertificateRevocation(revoked)}`);
+        const revoked = await tokens.revokeCertificate(
+          request.serial !== ""
+            ? { serial: request.serial }
+            : { fingerprint: request.fingerprintSha256 },
+          by,
+          context.signal,
+        );
+        logWrite(
+          backend,
+          context,
+          `revoked the client certificate with ${describeCertificateRevocation(revoked)}`,
+        );
         return { revoked: revoked.name };
       }),
     rotateSigningKey: (request, context) =>
       guard(async () => {
-        const rotated = await tokens.keys.rotate({ retirePrevious: request.retirePrevious, signal: context.signal });
-        logWrite(backend, context, `rotated the signing key to ${rotated.id}${rotated.retired.length > 0 ? `, retired ${rotated.retired.join(", ")}` : ""}`);
+        const rotated = await tokens.keys.rotate({
+          retirePrevious: request.retirePrevious,
+          signal: context.signal,
+        });
+        logWrite(
+          backend,
+          context,
+          `rotated the signing key to ${rotated.id}${rotated.retired.length > 0 ? `, retired ${rotated.retired.join(", ")}` : ""}`,
+        );
         return { keyId: rotated.id, retiredKeyIds: rotated.retired };
       }),
   };

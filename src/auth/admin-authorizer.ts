@@ -34,7 +34,10 @@ export interface AdminAuthorizer {
 }
 
 /** The caller of the current admin call, set by {@link adminInterceptor}. */
-export const adminPrincipalKey: ContextKey<AdminPrincipal | undefined> = /* @__PURE__ */ createContextKey<AdminPrincipal | undefined>(undefined, { description: "kds-mux admin principal" });
+export const adminPrincipalKey: ContextKey<AdminPrincipal | undefined> =
+  /* @__PURE__ */ createContextKey<AdminPrincipal | undefined>(undefined, {
+    description: "kds-mux admin principal",
+  });
 
 /** "who" in the log line of an admin write. */
 export function describePrincipal(principal: AdminPrincipal | undefined): string {
@@ -46,7 +49,12 @@ export function describePrincipal(principal: AdminPrincipal | undefined): string
 /** True for loopback addresses (127.0.0.0/8, ::1, localhost): where the listener trusts its clients. */
 export function isLoopback(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, "").toLowerCase();
-  return h === "localhost" || h === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || h === "::ffff:127.0.0.1";
+  return (
+    h === "localhost" ||
+    h === "::1" ||
+    /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) ||
+    h === "::ffff:127.0.0.1"
+  );
 }
 
 /** Options of {@link TokenAdminAuthorizer}. */
@@ -92,14 +100,20 @@ export class TokenAdminAuthorizer implements AdminAuthorizer {
  * "package.Service/Method") to callers without the admin role, and puts
  * the caller in the context ({@link adminPrincipalKey}).
  */
-export function adminInterceptor(authorizer: AdminAuthorizer, readMethods: ReadonlySet<string>): Interceptor {
+export function adminInterceptor(
+  authorizer: AdminAuthorizer,
+  readMethods: ReadonlySet<string>,
+): Interceptor {
   return (next) => async (request) => {
     let principal: AdminPrincipal;
     try {
       principal = await authorizer.authorize(request.header, request.signal);
       const method = `${request.service.typeName}/${request.method.name}`;
       if (principal.role !== "admin" && !readMethods.has(method)) {
-        throw new KdsError("permission_denied", `${describePrincipal(principal)} may only read; ${request.method.name} writes and needs an admin token with role "admin"`);
+        throw new KdsError(
+          "permission_denied",
+          `${describePrincipal(principal)} may only read; ${request.method.name} writes and needs an admin token with role "admin"`,
+        );
       }
     } catch (error) {
       throw toConnectError(error);

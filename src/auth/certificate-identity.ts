@@ -48,21 +48,39 @@ function ambiguous(zone: string, problem: string): KdsError {
  *   saying what is wrong with it and what to issue instead
  */
 export function certificateZone(certificate: PeerCertificate, zone: string): string {
-  const sans = [...(certificate.uris ?? []).map((value) => ({ kind: "URI" as const, value })), ...(certificate.dnsNames ?? []).map((value) => ({ kind: "DNS" as const, value }))];
+  const sans = [
+    ...(certificate.uris ?? []).map((value) => ({ kind: "URI" as const, value })),
+    ...(certificate.dnsNames ?? []).map((value) => ({ kind: "DNS" as const, value })),
+  ];
   if (sans.length > 0) {
     const named = sans.map((san) => ({ ...san, zone: sanZone(san.kind, san.value) }));
     const stray = named.filter((san) => san.zone === undefined);
     if (stray.length > 0) {
-      throw ambiguous(zone, `its SAN${stray.length > 1 ? "s" : ""} ${stray.map((san) => `${san.kind}:${san.value}`).join(", ")} name${stray.length > 1 ? "" : "s"} no zone`);
+      throw ambiguous(
+        zone,
+        `its SAN${stray.length > 1 ? "s" : ""} ${stray.map((san) => `${san.kind}:${san.value}`).join(", ")} name${stray.length > 1 ? "" : "s"} no zone`,
+      );
     }
     const zones = [...new Set(named.map((san) => san.zone as string))];
-    if (zones.length > 1) throw ambiguous(zone, `its SANs name ${zones.length} zones (${named.map((san) => `${san.kind}:${san.value}`).join(", ")})`);
+    if (zones.length > 1)
+      throw ambiguous(
+        zone,
+        `its SANs name ${zones.length} zones (${named.map((san) => `${san.kind}:${san.value}`).join(", ")})`,
+      );
     return zones[0] as string;
   }
   const cns = certificate.commonNames ?? [];
   if (cns.length === 0) throw ambiguous(zone, "it has no URI or DNS SAN and no subject CN");
-  if (cns.length > 1) throw ambiguous(zone, `its subject holds ${cns.length} common names (${cns.map((cn) => `CN=${cn}`).join(", ")}), and tools disagree on which one counts`);
+  if (cns.length > 1)
+    throw ambiguous(
+      zone,
+      `its subject holds ${cns.length} common names (${cns.map((cn) => `CN=${cn}`).join(", ")}), and tools disagree on which one counts`,
+    );
   const cn = cns[0] as string;
-  if (!ZONE_NAME_PATTERN.test(cn)) throw ambiguous(zone, `its only CN, "${cn}", is not a zone name (1 to 63 lower-case letters, digits and '-')`);
+  if (!ZONE_NAME_PATTERN.test(cn))
+    throw ambiguous(
+      zone,
+      `its only CN, "${cn}", is not a zone name (1 to 63 lower-case letters, digits and '-')`,
+    );
   return cn;
 }

@@ -11,7 +11,10 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { KdsError } from "../errors.ts";
-import { CertificateRevocationSpecSchema, type CertificateRevocationSpec } from "../gen/kds/v1/auth_pb.ts";
+import {
+  CertificateRevocationSpecSchema,
+  type CertificateRevocationSpec,
+} from "../gen/kds/v1/auth_pb.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { CERTIFICATE_REVOCATION_KIND } from "../sync/builtin-types.ts";
 
@@ -54,7 +57,10 @@ function hexOf(text: string): string {
 export function normalizeSerial(serial: string): string {
   const hex = hexOf(serial);
   if (!HEX.test(hex) || hex.length > 64) {
-    throw new KdsError("invalid_argument", `"${serial}" is not a certificate serial number: give it in hex, as "openssl x509 -noout -serial" prints it (colons and case do not matter)`);
+    throw new KdsError(
+      "invalid_argument",
+      `"${serial}" is not a certificate serial number: give it in hex, as "openssl x509 -noout -serial" prints it (colons and case do not matter)`,
+    );
   }
   return hex.replace(/^0+(?=.)/, "");
 }
@@ -80,8 +86,14 @@ export function normalizeFingerprint(fingerprint: string): string {
  * stack gave in a form that is not hex is left out (it can then match no
  * revocation by that value).
  */
-export function certificateKeys(certificate: { readonly serialNumber?: string; readonly fingerprint256?: string }): RevocableCertificate {
-  const lenient = (value: string | undefined, normalize: (v: string) => string): string | undefined => {
+export function certificateKeys(certificate: {
+  readonly serialNumber?: string;
+  readonly fingerprint256?: string;
+}): RevocableCertificate {
+  const lenient = (
+    value: string | undefined,
+    normalize: (v: string) => string,
+  ): string | undefined => {
     if (value === undefined) return undefined;
     try {
       return normalize(value);
@@ -90,7 +102,10 @@ export function certificateKeys(certificate: { readonly serialNumber?: string; r
       throw error;
     }
   };
-  return { serial: lenient(certificate.serialNumber, normalizeSerial), fingerprint: lenient(certificate.fingerprint256, normalizeFingerprint) };
+  return {
+    serial: lenient(certificate.serialNumber, normalizeSerial),
+    fingerprint: lenient(certificate.fingerprint256, normalizeFingerprint),
+  };
 }
 
 /** The store name of a revocation by an already normalized value: "serial.<hex>" or "sha256.<hex>". */
@@ -101,18 +116,28 @@ function revocationNameOf(by: CertificateRevocation["by"], value: string): strin
 /** Reads a stored certificate revocation's spec. */
 export function certificateRevocationOf(spec: CertificateRevocationSpec): CertificateRevocation {
   const revokedAt = spec.revokedAt === undefined ? new Date(0) : timestampDate(spec.revokedAt);
-  const [by, value] = spec.serial !== "" ? (["serial", spec.serial] as const) : (["sha256", spec.fingerprintSha256] as const);
+  const [by, value] =
+    spec.serial !== ""
+      ? (["serial", spec.serial] as const)
+      : (["sha256", spec.fingerprintSha256] as const);
   return { by, value, name: revocationNameOf(by, value), revokedAt, revokedBy: spec.revokedBy };
 }
 
 /** Whether `revocation` covers `certificate`. */
-export function revokesCertificate(revocation: CertificateRevocation, certificate: RevocableCertificate): boolean {
-  return (revocation.by === "serial" ? certificate.serial : certificate.fingerprint) === revocation.value;
+export function revokesCertificate(
+  revocation: CertificateRevocation,
+  certificate: RevocableCertificate,
+): boolean {
+  return (
+    (revocation.by === "serial" ? certificate.serial : certificate.fingerprint) === revocation.value
+  );
 }
 
 /** How a revocation names its certificate, for messages ("serial 3f", "SHA-256 fingerprint ab12…"). */
 export function describeCertificateRevocation(revocation: CertificateRevocation): string {
-  return revocation.by === "serial" ? `serial ${revocation.value}` : `SHA-256 fingerprint ${revocation.value}`;
+  return revocation.by === "serial"
+    ? `serial ${revocation.value}`
+    : `SHA-256 fingerprint ${revocation.value}`;
 }
 
 /** Certificate revocations over a store (contract v2). */
@@ -134,23 +159,43 @@ export class CertificateRevocations {
    *
    * @throws KdsError `invalid_argument` when the serial or fingerprint is not hex
    */
-  async revoke(target: CertificateTarget, revokedBy: string, signal?: AbortSignal): Promise<CertificateRevocation> {
-    const named = "serial" in target ? { serial: normalizeSerial(target.serial) } : { fingerprintSha256: normalizeFingerprint(target.fingerprint) };
-    const spec = create(CertificateRevocationSpecSchema, { ...named, revokedAt: timestampFromDate(this.#now()), revokedBy });
+  async revoke(
+    target: CertificateTarget,
+    revokedBy: string,
+    signal?: AbortSignal,
+  ): Promise<CertificateRevocation> {
+    const named =
+      "serial" in target
+        ? { serial: normalizeSerial(target.serial) }
+        : { fingerprintSha256: normalizeFingerprint(target.fingerprint) };
+    const spec = create(CertificateRevocationSpecSchema, {
+      ...named,
+      revokedAt: timestampFromDate(this.#now()),
+      revokedBy,
+    });
     const revocation = certificateRevocationOf(spec);
-    await this.#store.put({ kind: CERTIFICATE_REVOCATION_KIND, name: revocation.name, spec }, { signal });
+    await this.#store.put(
+      { kind: CERTIFICATE_REVOCATION_KIND, name: revocation.name, spec },
+      { signal },
+    );
     return revocation;
   }
 
   /** The revocation covering `certificate`, if any (reads the store: every instance sees every revocation). */
-  async find(certificate: RevocableCertificate, signal?: AbortSignal): Promise<CertificateRevocation | undefined> {
+  async find(
+    certificate: RevocableCertificate,
+    signal?: AbortSignal,
+  ): Promise<CertificateRevocation | undefined> {
     const names = [
-      ...(certificate.fingerprint === undefined ? [] : [revocationNameOf("sha256", certificate.fingerprint)]),
+      ...(certificate.fingerprint === undefined
+        ? []
+        : [revocationNameOf("sha256", certificate.fingerprint)]),
       ...(certificate.serial === undefined ? [] : [revocationNameOf("serial", certificate.serial)]),
     ];
     for (const name of names) {
       const found = await this.#store.get(CERTIFICATE_REVOCATION_KIND, "", name, { signal });
-      if (found !== undefined) return certificateRevocationOf(found.spec as CertificateRevocationSpec);
+      if (found !== undefined)
+        return certificateRevocationOf(found.spec as CertificateRevocationSpec);
     }
     return undefined;
   }

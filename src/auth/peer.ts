@@ -37,4 +37,7 @@ export interface PeerInfo {
 }
 
 /** The Connect context value carrying {@link PeerInfo}; a server adapter sets it. */
-export const peerInfoKey: ContextKey<PeerInfo> = /* @__PURE__ */ createContextKey<PeerInfo>({}, { description: "kds-mux peer info" });
+export const peerInfoKey: ContextKey<PeerInfo> = /* @__PURE__ */ createContextKey<PeerInfo>(
+  {},
+  { description: "kds-mux peer info" },
+);

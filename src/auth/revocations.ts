@@ -25,8 +25,19 @@ export interface RevocableToken {
 
 /** A revocation as read from the store. */
 export type Revocation =
-  | { readonly scope: "token"; readonly tokenId: string; readonly revokedAt: Date; readonly revokedBy: string }
-  | { readonly scope: "zone"; readonly zone: string; readonly issuedBefore: Date; readonly revokedAt: Date; readonly revokedBy: string };
+  | {
+      readonly scope: "token";
+      readonly tokenId: string;
+      readonly revokedAt: Date;
+      readonly revokedBy: string;
+    }
+  | {
+      readonly scope: "zone";
+      readonly zone: string;
+      readonly issuedBefore: Date;
+      readonly revokedAt: Date;
+      readonly revokedBy: string;
+    };
 
 /** The resource name of the zone-wide revocation of `zone`. */
 export function zoneRevocationName(zone: string): string {
@@ -36,8 +47,15 @@ export function zoneRevocationName(zone: string): string {
 /** Reads a stored revocation's spec. */
 export function revocationOf(spec: TokenRevocationSpec): Revocation {
   const revokedAt = spec.revokedAt === undefined ? new Date(0) : timestampDate(spec.revokedAt);
-  if (spec.tokenId !== "") return { scope: "token", tokenId: spec.tokenId, revokedAt, revokedBy: spec.revokedBy };
-  return { scope: "zone", zone: spec.zone, issuedBefore: spec.issuedBefore === undefined ? new Date(0) : timestampDate(spec.issuedBefore), revokedAt, revokedBy: spec.revokedBy };
+  if (spec.tokenId !== "")
+    return { scope: "token", tokenId: spec.tokenId, revokedAt, revokedBy: spec.revokedBy };
+  return {
+    scope: "zone",
+    zone: spec.zone,
+    issuedBefore: spec.issuedBefore === undefined ? new Date(0) : timestampDate(spec.issuedBefore),
+    revokedAt,
+    revokedBy: spec.revokedBy,
+  };
 }
 
 /**
@@ -47,7 +65,11 @@ export function revocationOf(spec: TokenRevocationSpec): Revocation {
  */
 export function revokes(revocation: Revocation, token: RevocableToken): boolean {
   if (revocation.scope === "token") return revocation.tokenId === token.tokenId;
-  return token.zone === revocation.zone && Math.floor(token.issuedAt.getTime() / 1000) <= Math.floor(revocation.issuedBefore.getTime() / 1000);
+  return (
+    token.zone === revocation.zone &&
+    Math.floor(token.issuedAt.getTime() / 1000) <=
+      Math.floor(revocation.issuedBefore.getTime() / 1000)
+  );
 }
 
 /** Revocations over a store (contract v2). */
@@ -66,7 +88,11 @@ export class Revocations {
 
   /** Revokes one token by its id. */
   async revokeToken(tokenId: string, revokedBy: string, signal?: AbortSignal): Promise<Revocation> {
-    const spec = create(TokenRevocationSpecSchema, { tokenId, revokedAt: timestampFromDate(this.#now()), revokedBy });
+    const spec = create(TokenRevocationSpecSchema, {
+      tokenId,
+      revokedAt: timestampFromDate(this.#now()),
+      revokedBy,
+    });
     await this.#store.put({ kind: TOKEN_REVOCATION_KIND, name: tokenId, spec }, { signal });
     return revocationOf(spec);
   }
@@ -74,8 +100,16 @@ export class Revocations {
   /** Revokes every token of `zone` issued until now. */
   async revokeZone(zone: string, revokedBy: string, signal?: AbortSignal): Promise<Revocation> {
     const now = timestampFromDate(this.#now());
-    const spec = create(TokenRevocationSpecSchema, { zone, issuedBefore: now, revokedAt: now, revokedBy });
-    await this.#store.put({ kind: TOKEN_REVOCATION_KIND, name: zoneRevocationName(zone), spec }, { signal });
+    const spec = create(TokenRevocationSpecSchema, {
+      zone,
+      issuedBefore: now,
+      revokedAt: now,
+      revokedBy,
+    });
+    await this.#store.put(
+      { kind: TOKEN_REVOCATION_KIND, name: zoneRevocationName(zone), spec },
+      { signal },
+    );
     return revocationOf(spec);
   }
 
@@ -84,7 +118,12 @@ export class Revocations {
     const byId = await this.#store.get(TOKEN_REVOCATION_KIND, "", token.tokenId, { signal });
     if (byId !== undefined) return revocationOf(byId.spec as TokenRevocationSpec);
     if (token.zone === undefined) return undefined;
-    const byZone = await this.#store.get(TOKEN_REVOCATION_KIND, "", zoneRevocationName(token.zone), { signal });
+    const byZone = await this.#store.get(
+      TOKEN_REVOCATION_KIND,
+      "",
+      zoneRevocationName(token.zone),
+      { signal },
+    );
     if (byZone === undefined) return undefined;
     const revocation = revocationOf(byZone.spec as TokenRevocationSpec);
     return revokes(revocation, token) ? revocation : undefined;

@@ -59,7 +59,10 @@ export class SigningKeys {
       const created = await this.#create(1, signal);
       if (created !== undefined) return this.#importSigner(created);
     }
-    throw new KdsError("conflict", "could not create or read the first signing key after 5 attempts; check the store and retry");
+    throw new KdsError(
+      "conflict",
+      "could not create or read the first signing key after 5 attempts; check the store and retry",
+    );
   }
 
   /** The public key with id `id`, or undefined when no such key is kept (retired, or never ours). */
@@ -81,26 +84,35 @@ export class SigningKeys {
   /** Every kept key's id and serial, newest first. */
   async list(signal?: AbortSignal): Promise<{ id: string; serial: number }[]> {
     const { resources } = await this.#store.list(SIGNING_KEY_KIND, { signal });
-    return resources.map((r) => ({ id: r.meta.name, serial: serialOf(r) })).sort((a, b) => b.serial - a.serial);
+    return resources
+      .map((r) => ({ id: r.meta.name, serial: serialOf(r) }))
+      .sort((a, b) => b.serial - a.serial);
   }
 
   /**
    * Adds a key newer than every kept one; it signs from now on. With
    * `retirePrevious`, deletes every older key (tokens they signed stop verifying).
    */
-  async rotate(options: { retirePrevious?: boolean; signal?: AbortSignal } = {}): Promise<{ id: string; retired: string[] }> {
+  async rotate(
+    options: { retirePrevious?: boolean; signal?: AbortSignal } = {},
+  ): Promise<{ id: string; retired: string[] }> {
     const { signal } = options;
     let created: StoredResource | undefined;
     for (let attempt = 0; attempt < 5 && created === undefined; attempt++) {
       const newest = await this.#newest(signal);
       created = await this.#create((newest === undefined ? 0 : serialOf(newest)) + 1, signal);
     }
-    if (created === undefined) throw new KdsError("conflict", "another instance kept rotating the signing key at the same time; retry");
+    if (created === undefined)
+      throw new KdsError(
+        "conflict",
+        "another instance kept rotating the signing key at the same time; retry",
+      );
     const retired: string[] = [];
     if (options.retirePrevious === true) {
       for (const key of await this.list(signal)) {
         if (key.serial >= serialOf(created)) continue;
-        if (await this.#store.delete(SIGNING_KEY_KIND, "", key.id, { signal })) retired.push(key.id);
+        if (await this.#store.delete(SIGNING_KEY_KIND, "", key.id, { signal }))
+          retired.push(key.id);
         this.#verifiers.delete(key.id);
       }
     }
@@ -110,13 +122,19 @@ export class SigningKeys {
   async #newest(signal: AbortSignal | undefined): Promise<StoredResource | undefined> {
     const { resources } = await this.#store.list(SIGNING_KEY_KIND, { signal });
     let newest: StoredResource | undefined;
-    for (const r of resources) if (newest === undefined || serialOf(r) > serialOf(newest)) newest = r;
+    for (const r of resources)
+      if (newest === undefined || serialOf(r) > serialOf(newest)) newest = r;
     return newest;
   }
 
   /** Creates key `serial`; undefined when another writer created that serial first. */
-  async #create(serial: number, signal: AbortSignal | undefined): Promise<StoredResource | undefined> {
-    const { privateKey, publicKey } = await generateKeyPair(SIGNING_ALGORITHM, { extractable: true });
+  async #create(
+    serial: number,
+    signal: AbortSignal | undefined,
+  ): Promise<StoredResource | undefined> {
+    const { privateKey, publicKey } = await generateKeyPair(SIGNING_ALGORITHM, {
+      extractable: true,
+    });
     const spec = create(SigningKeySpecSchema, {
       algorithm: SIGNING_ALGORITHM,
       privateKeyJwk: JSON.stringify(await exportJWK(privateKey)),
@@ -124,7 +142,10 @@ export class SigningKeys {
       serial: BigInt(serial),
     });
     try {
-      return await this.#store.put({ kind: SIGNING_KEY_KIND, name: keyName(serial), spec }, { expectedVersion: "", signal });
+      return await this.#store.put(
+        { kind: SIGNING_KEY_KIND, name: keyName(serial), spec },
+        { expectedVersion: "", signal },
+      );
     } catch (error) {
       if (KdsError.is(error, "conflict")) return undefined;
       throw error;
@@ -133,22 +154,37 @@ export class SigningKeys {
 
   #importSigner(stored: StoredResource): Promise<ActiveSigningKey> {
     const cached = this.#signer;
-    if (cached !== undefined && cached.id === stored.meta.name && cached.version === stored.meta.version) return cached.key;
+    if (
+      cached !== undefined &&
+      cached.id === stored.meta.name &&
+      cached.version === stored.meta.version
+    )
+      return cached.key;
     const id = stored.meta.name;
-    const key = importKey((stored.spec as SigningKeySpec).privateKeyJwk, id, "private").then((privateKey) => ({ id, serial: serialOf(stored), privateKey }));
+    const key = importKey((stored.spec as SigningKeySpec).privateKeyJwk, id, "private").then(
+      (privateKey) => ({ id, serial: serialOf(stored), privateKey }),
+    );
     this.#signer = { version: stored.meta.version, id, key };
     key.catch(() => (this.#signer = undefined)); // reported to the caller, not cached
     return key;
   }
 }
 
-async function importKey(json: string, id: string, which: "public" | "private"): Promise<CryptoKey> {
+async function importKey(
+  json: string,
+  id: string,
+  which: "public" | "private",
+): Promise<CryptoKey> {
   try {
     const jwk = JSON.parse(json) as JWK;
     const key = await importJWK(jwk, SIGNING_ALGORITHM);
     if (key instanceof Uint8Array) throw new Error("a symmetric key, not an EC key");
     return key;
   } catch (error) {
-    throw new KdsError("invalid_resource", `signing key "${id}" in the store holds no valid ${which} ${SIGNING_ALGORITHM} key; rotate the signing key (kds-mux rotate signing-key --retire-previous)`, { cause: error });
+    throw new KdsError(
+      "invalid_resource",
+      `signing key "${id}" in the store holds no valid ${which} ${SIGNING_ALGORITHM} key; rotate the signing key (kds-mux rotate signing-key --retire-previous)`,
+      { cause: error },
+    );
   }
 }

@@ -13,10 +13,20 @@ import { ZONE_NAME_PATTERN, assertZoneName } from "../names.ts";
 import type { ResourceStore, StoreChange } from "../store/contract.ts";
 import { followStore } from "../store/follow.ts";
 import { InMemoryStore } from "../store/memory.ts";
-import { CERTIFICATE_REVOCATION_KIND, SIGNING_KEY_KIND, TOKEN_REVOCATION_KIND, authTypes } from "../sync/builtin-types.ts";
+import {
+  CERTIFICATE_REVOCATION_KIND,
+  SIGNING_KEY_KIND,
+  TOKEN_REVOCATION_KIND,
+  authTypes,
+} from "../sync/builtin-types.ts";
 import { TypeRegistry } from "../sync/resource-types.ts";
 import type { CertificateRevocationSpec, TokenRevocationSpec } from "../gen/kds/v1/auth_pb.ts";
-import { CertificateRevocations, certificateRevocationOf, type CertificateRevocation, type CertificateTarget } from "./certificate-revocations.ts";
+import {
+  CertificateRevocations,
+  certificateRevocationOf,
+  type CertificateRevocation,
+  type CertificateTarget,
+} from "./certificate-revocations.ts";
 import { Revocations, revocationOf, type Revocation } from "./revocations.ts";
 import { SigningKeys } from "./signing-keys.ts";
 import {
@@ -84,7 +94,10 @@ export class TokenAuthority {
   }
 
   /** A token proving zone `zone`, valid for `validForMs` (default 30 days). */
-  async issueZoneToken(zone: string, options: { validForMs?: number; signal?: AbortSignal } = {}): Promise<IssuedToken> {
+  async issueZoneToken(
+    zone: string,
+    options: { validForMs?: number; signal?: AbortSignal } = {},
+  ): Promise<IssuedToken> {
     assertZoneName(zone);
     const key = await this.keys.active(options.signal);
     return signToken(key, {
@@ -98,18 +111,43 @@ export class TokenAuthority {
   }
 
   /** An admin token for `name` with `role`, valid for `validForMs` (default 30 days). */
-  async issueAdminToken(name: string, role: AdminRole, options: { validForMs?: number; signal?: AbortSignal } = {}): Promise<IssuedToken> {
-    if (!(ADMIN_ROLES as readonly string[]).includes(role)) throw new KdsError("invalid_argument", `role must be one of ${ADMIN_ROLES.join(", ")}, got "${role}"`);
-    if (!/^[\w.@+-]{1,128}$/.test(name)) throw new KdsError("invalid_argument", `admin token name "${name}" must be 1 to 128 letters, digits, '.', '@', '+', '-' or '_'`);
+  async issueAdminToken(
+    name: string,
+    role: AdminRole,
+    options: { validForMs?: number; signal?: AbortSignal } = {},
+  ): Promise<IssuedToken> {
+    if (!(ADMIN_ROLES as readonly string[]).includes(role))
+      throw new KdsError(
+        "invalid_argument",
+        `role must be one of ${ADMIN_ROLES.join(", ")}, got "${role}"`,
+      );
+    if (!/^[\w.@+-]{1,128}$/.test(name))
+      throw new KdsError(
+        "invalid_argument",
+        `admin token name "${name}" must be 1 to 128 letters, digits, '.', '@', '+', '-' or '_'`,
+      );
     const key = await this.keys.active(options.signal);
-    return signToken(key, { audience: ADMIN_TOKEN_AUDIENCE, subject: name, claims: { role }, issuer: this.#issuer, validForMs: options.validForMs ?? DEFAULT_TOKEN_VALIDITY_MS, now: this.#now() });
+    return signToken(key, {
+      audience: ADMIN_TOKEN_AUDIENCE,
+      subject: name,
+      claims: { role },
+      issuer: this.#issuer,
+      validForMs: options.validForMs ?? DEFAULT_TOKEN_VALIDITY_MS,
+      now: this.#now(),
+    });
   }
 
   /** Verifies a zone token; throws `unauthenticated` saying why it is not valid. */
   async verifyZoneToken(token: string, signal?: AbortSignal): Promise<ZoneTokenClaims> {
-    const { payload, keyId } = await verifyToken(token, ZONE_TOKEN_AUDIENCE, (id) => this.keys.verifier(id, signal), this.#now());
+    const { payload, keyId } = await verifyToken(
+      token,
+      ZONE_TOKEN_AUDIENCE,
+      (id) => this.keys.verifier(id, signal),
+      this.#now(),
+    );
     const zone = typeof payload.zone === "string" ? payload.zone : "";
-    if (!ZONE_NAME_PATTERN.test(zone) || payload.sub !== zone) throw new KdsError("unauthenticated", "the zone token names no valid zone");
+    if (!ZONE_NAME_PATTERN.test(zone) || payload.sub !== zone)
+      throw new KdsError("unauthenticated", "the zone token names no valid zone");
     const claims: ZoneTokenClaims = { ...commonClaims(payload, keyId), zone };
     await this.#assertNotRevoked("zone token", claims, signal);
     return claims;
@@ -117,22 +155,39 @@ export class TokenAuthority {
 
   /** Verifies an admin token; throws `unauthenticated` saying why it is not valid. */
   async verifyAdminToken(token: string, signal?: AbortSignal): Promise<AdminTokenClaims> {
-    const { payload, keyId } = await verifyToken(token, ADMIN_TOKEN_AUDIENCE, (id) => this.keys.verifier(id, signal), this.#now());
+    const { payload, keyId } = await verifyToken(
+      token,
+      ADMIN_TOKEN_AUDIENCE,
+      (id) => this.keys.verifier(id, signal),
+      this.#now(),
+    );
     const role = payload.role;
-    if (typeof role !== "string" || !(ADMIN_ROLES as readonly string[]).includes(role)) throw new KdsError("unauthenticated", "the admin token names no valid role");
-    const claims: AdminTokenClaims = { ...commonClaims(payload, keyId), name: String(payload.sub), role: role as AdminRole };
+    if (typeof role !== "string" || !(ADMIN_ROLES as readonly string[]).includes(role))
+      throw new KdsError("unauthenticated", "the admin token names no valid role");
+    const claims: AdminTokenClaims = {
+      ...commonClaims(payload, keyId),
+      name: String(payload.sub),
+      role: role as AdminRole,
+    };
     await this.#assertNotRevoked("admin token", claims, signal);
     return claims;
   }
 
   /** Revokes one token by id, or every token of a zone issued until now. */
-  async revoke(target: { tokenId: string } | { zone: string }, revokedBy: string, signal?: AbortSignal): Promise<Revocation> {
+  async revoke(
+    target: { tokenId: string } | { zone: string },
+    revokedBy: string,
+    signal?: AbortSignal,
+  ): Promise<Revocation> {
     if ("zone" in target) {
       assertZoneName(target.zone);
       return this.revocations.revokeZone(target.zone, revokedBy, signal);
     }
     if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(target.tokenId)) {
-      throw new KdsError("invalid_argument", `"${target.tokenId}" is not a token id (a UUID, the token's jti claim; kds-mux revoke zone-token --token-file FILE reads it from the token)`);
+      throw new KdsError(
+        "invalid_argument",
+        `"${target.tokenId}" is not a token id (a UUID, the token's jti claim; kds-mux revoke zone-token --token-file FILE reads it from the token)`,
+      );
     }
     return this.revocations.revokeToken(target.tokenId, revokedBy, signal);
   }
@@ -144,7 +199,11 @@ export class TokenAuthority {
    *
    * @throws KdsError `invalid_argument` when the serial or fingerprint is not hex
    */
-  revokeCertificate(target: CertificateTarget, revokedBy: string, signal?: AbortSignal): Promise<CertificateRevocation> {
+  revokeCertificate(
+    target: CertificateTarget,
+    revokedBy: string,
+    signal?: AbortSignal,
+  ): Promise<CertificateRevocation> {
     return this.certificates.revoke(target, revokedBy, signal);
   }
 
@@ -174,19 +233,38 @@ export class TokenAuthority {
     });
   }
 
-  async #assertNotRevoked(name: string, claims: { tokenId: string; zone?: string; issuedAt: Date }, signal: AbortSignal | undefined): Promise<void> {
+  async #assertNotRevoked(
+    name: string,
+    claims: { tokenId: string; zone?: string; issuedAt: Date },
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
     const revocation = await this.revocations.find(claims, signal);
     if (revocation === undefined) return;
-    const scope = revocation.scope === "token" ? `token ${claims.tokenId}` : `every token of zone "${revocation.zone}" issued until ${revocation.issuedBefore.toISOString()}`;
-    throw new KdsError("unauthenticated", `the ${name} was revoked (${scope}, at ${revocation.revokedAt.toISOString()}); create a new one`);
+    const scope =
+      revocation.scope === "token"
+        ? `token ${claims.tokenId}`
+        : `every token of zone "${revocation.zone}" issued until ${revocation.issuedBefore.toISOString()}`;
+    throw new KdsError(
+      "unauthenticated",
+      `the ${name} was revoked (${scope}, at ${revocation.revokedAt.toISOString()}); create a new one`,
+    );
   }
 }
 
 function authChange(change: StoreChange): AuthChange | undefined {
   if (change.op === "put") {
-    if (change.resource.kind === CERTIFICATE_REVOCATION_KIND) return { kind: "certificate-revoked", revocation: certificateRevocationOf(change.resource.spec as CertificateRevocationSpec) };
+    if (change.resource.kind === CERTIFICATE_REVOCATION_KIND)
+      return {
+        kind: "certificate-revoked",
+        revocation: certificateRevocationOf(change.resource.spec as CertificateRevocationSpec),
+      };
     if (change.resource.kind !== TOKEN_REVOCATION_KIND) return undefined;
-    return { kind: "revoked", revocation: revocationOf(change.resource.spec as TokenRevocationSpec) };
+    return {
+      kind: "revoked",
+      revocation: revocationOf(change.resource.spec as TokenRevocationSpec),
+    };
   }
-  return change.ref.kind === SIGNING_KEY_KIND ? { kind: "key-retired", keyId: change.ref.name } : undefined;
+  return change.ref.kind === SIGNING_KEY_KIND
+    ? { kind: "key-retired", keyId: change.ref.name }
+    : undefined;
 }

@@ -65,10 +65,20 @@ export interface IssuedToken {
 /** Signs a token for `audience` with `claims` and `sub`, valid for `validForMs` from `now`. */
 export async function signToken(
   key: ActiveSigningKey,
-  init: { audience: string; subject: string; claims: Record<string, string>; issuer: string; validForMs: number; now: Date },
+  init: {
+    audience: string;
+    subject: string;
+    claims: Record<string, string>;
+    issuer: string;
+    validForMs: number;
+    now: Date;
+  },
 ): Promise<IssuedToken> {
   if (!Number.isFinite(init.validForMs) || init.validForMs < 1000) {
-    throw new KdsError("invalid_argument", `a token must be valid for at least 1 s, got ${init.validForMs} ms`);
+    throw new KdsError(
+      "invalid_argument",
+      `a token must be valid for at least 1 s, got ${init.validForMs} ms`,
+    );
   }
   const tokenId = crypto.randomUUID();
   const issuedAt = Math.floor(init.now.getTime() / 1000);
@@ -106,28 +116,59 @@ export async function verifyToken(
   try {
     keyId = decodeProtectedHeader(token).kid;
   } catch {
-    throw new KdsError("unauthenticated", `the ${name} is not a JWT (a token is three base64url parts joined by '.'); check the token file`);
+    throw new KdsError(
+      "unauthenticated",
+      `the ${name} is not a JWT (a token is three base64url parts joined by '.'); check the token file`,
+    );
   }
-  if (keyId === undefined || keyId === "") throw new KdsError("unauthenticated", `the ${name} names no signing key (kid); it was not issued by kds-mux`);
+  if (keyId === undefined || keyId === "")
+    throw new KdsError(
+      "unauthenticated",
+      `the ${name} names no signing key (kid); it was not issued by kds-mux`,
+    );
   const key = await verifier(keyId);
   if (key === undefined) {
-    throw new KdsError("unauthenticated", `the ${name} was signed by key "${keyId}", which this control plane does not hold (the key was retired, or the token comes from another control plane); create a new token`);
+    throw new KdsError(
+      "unauthenticated",
+      `the ${name} was signed by key "${keyId}", which this control plane does not hold (the key was retired, or the token comes from another control plane); create a new token`,
+    );
   }
   try {
-    const { payload } = await jwtVerify(token, key, { algorithms: [SIGNING_ALGORITHM], audience, currentDate: now, requiredClaims: ["jti", "iat", "exp", "sub"] });
+    const { payload } = await jwtVerify(token, key, {
+      algorithms: [SIGNING_ALGORITHM],
+      audience,
+      currentDate: now,
+      requiredClaims: ["jti", "iat", "exp", "sub"],
+    });
     return { payload, keyId };
   } catch (error) {
     if (error instanceof errors.JWTExpired) {
-      const exp = typeof error.payload.exp === "number" ? ` at ${new Date(error.payload.exp * 1000).toISOString()}` : "";
-      throw new KdsError("unauthenticated", `the ${name} expired${exp}; create a new one`, { cause: error });
+      const exp =
+        typeof error.payload.exp === "number"
+          ? ` at ${new Date(error.payload.exp * 1000).toISOString()}`
+          : "";
+      throw new KdsError("unauthenticated", `the ${name} expired${exp}; create a new one`, {
+        cause: error,
+      });
     }
     if (error instanceof errors.JWSSignatureVerificationFailed) {
-      throw new KdsError("unauthenticated", `the ${name}'s signature does not verify: it was altered or forged`, { cause: error });
+      throw new KdsError(
+        "unauthenticated",
+        `the ${name}'s signature does not verify: it was altered or forged`,
+        { cause: error },
+      );
     }
     if (error instanceof errors.JWTClaimValidationFailed && error.claim === "aud") {
-      throw new KdsError("unauthenticated", `the token is not a ${name} (audience ${JSON.stringify(error.payload.aud)})`, { cause: error });
+      throw new KdsError(
+        "unauthenticated",
+        `the token is not a ${name} (audience ${JSON.stringify(error.payload.aud)})`,
+        { cause: error },
+      );
     }
-    if (error instanceof errors.JOSEError) throw new KdsError("unauthenticated", `the ${name} is not valid: ${error.message}`, { cause: error });
+    if (error instanceof errors.JOSEError)
+      throw new KdsError("unauthenticated", `the ${name} is not valid: ${error.message}`, {
+        cause: error,
+      });
     throw error;
   }
 }
@@ -147,6 +188,7 @@ export function bearerToken(headers: Headers): string | undefined {
   const value = headers.get("authorization");
   if (value === null) return undefined;
   const m = /^Bearer\s+(\S+)\s*$/i.exec(value);
-  if (m === null) throw new KdsError("unauthenticated", 'the authorization header must be "Bearer <token>"');
+  if (m === null)
+    throw new KdsError("unauthenticated", 'the authorization header must be "Bearer <token>"');
   return m[1];
 }

@@ -10,7 +10,11 @@
  */
 import { KdsError } from "../errors.ts";
 import { certificateZone } from "./certificate-identity.ts";
-import { certificateKeys, describeCertificateRevocation, revokesCertificate } from "./certificate-revocations.ts";
+import {
+  certificateKeys,
+  describeCertificateRevocation,
+  revokesCertificate,
+} from "./certificate-revocations.ts";
 import type { PeerInfo } from "./peer.ts";
 import { revokes } from "./revocations.ts";
 import type { AuthChange, TokenAuthority } from "./token-authority.ts";
@@ -68,7 +72,10 @@ export interface ZoneAuthenticator {
    * been revoked (from any instance sharing the store), with a matcher that
    * picks the live sessions to end and the reason to give them.
    */
-  follow?(signal: AbortSignal, onRevoked: (matches: RevokedMatcher, reason: string) => void): Promise<void>;
+  follow?(
+    signal: AbortSignal,
+    onRevoked: (matches: RevokedMatcher, reason: string) => void,
+  ): Promise<void>;
 }
 
 /** Options of {@link TokenZoneAuthenticator}. */
@@ -122,11 +129,17 @@ export class TokenZoneAuthenticator implements ZoneAuthenticator {
     const token = bearerToken(credentials.headers);
     if (certificate !== undefined && (certificate.authorized || token === undefined)) {
       if (!certificate.authorized) {
-        throw new KdsError("unauthenticated", `zone "${zone}"'s client certificate is not trusted (${certificate.authorizationError ?? "unknown reason"}); use a certificate signed by the CA the global trusts for zones, or a zone token`);
+        throw new KdsError(
+          "unauthenticated",
+          `zone "${zone}"'s client certificate is not trusted (${certificate.authorizationError ?? "unknown reason"}); use a certificate signed by the CA the global trusts for zones, or a zone token`,
+        );
       }
       const proven = certificateZone(certificate, zone);
       if (proven !== zone) {
-        throw new KdsError("permission_denied", `the client certificate proves zone "${proven}", but the stream names itself "${zone}" in client-id; a zone may only connect as itself`);
+        throw new KdsError(
+          "permission_denied",
+          `the client certificate proves zone "${proven}", but the stream names itself "${zone}" in client-id; a zone may only connect as itself`,
+        );
       }
       const keys = certificateKeys(certificate);
       const revocation = await this.#authority.certificates.find(keys, signal);
@@ -136,51 +149,106 @@ export class TokenZoneAuthenticator implements ZoneAuthenticator {
           `zone "${zone}"'s client certificate was revoked (${describeCertificateRevocation(revocation)}, at ${revocation.revokedAt.toISOString()}); issue the zone a new certificate, or have it dial with a zone token and no client certificate`,
         );
       }
-      return { zone, proof: "certificate", certificate: keys.fingerprint, certificateSerial: keys.serial };
+      return {
+        zone,
+        proof: "certificate",
+        certificate: keys.fingerprint,
+        certificateSerial: keys.serial,
+      };
     }
-    if (token === undefined) throw new KdsError("unauthenticated", missingTokenMessage(zone, this.#adminUrl(), this.#certificates));
+    if (token === undefined)
+      throw new KdsError(
+        "unauthenticated",
+        missingTokenMessage(zone, this.#adminUrl(), this.#certificates),
+      );
     const claims = await this.#authority.verifyZoneToken(token, signal);
     if (claims.zone !== zone) {
-      throw new KdsError("permission_denied", `the zone token proves zone "${claims.zone}", but the stream names itself "${zone}" in client-id; a zone may only connect as itself`);
+      throw new KdsError(
+        "permission_denied",
+        `the zone token proves zone "${claims.zone}", but the stream names itself "${zone}" in client-id; a zone may only connect as itself`,
+      );
     }
-    return { zone, proof: "token", tokenId: claims.tokenId, keyId: claims.keyId, issuedAt: claims.issuedAt, expiresAt: claims.expiresAt };
+    return {
+      zone,
+      proof: "token",
+      tokenId: claims.tokenId,
+      keyId: claims.keyId,
+      issuedAt: claims.issuedAt,
+      expiresAt: claims.expiresAt,
+    };
   }
 
   async revalidate(identity: ZoneIdentity, signal?: AbortSignal): Promise<void> {
     if (identity.proof === "certificate") {
-      const revocation = await this.#authority.certificates.find({ serial: identity.certificateSerial, fingerprint: identity.certificate }, signal);
-      if (revocation !== undefined) throw new KdsError("unauthenticated", `zone "${identity.zone}"'s client certificate was revoked (${describeCertificateRevocation(revocation)})`);
+      const revocation = await this.#authority.certificates.find(
+        { serial: identity.certificateSerial, fingerprint: identity.certificate },
+        signal,
+      );
+      if (revocation !== undefined)
+        throw new KdsError(
+          "unauthenticated",
+          `zone "${identity.zone}"'s client certificate was revoked (${describeCertificateRevocation(revocation)})`,
+        );
       return;
     }
-    if (identity.proof !== "token" || identity.tokenId === undefined || identity.issuedAt === undefined) return;
-    if (identity.keyId === undefined || (await this.#authority.keys.verifier(identity.keyId, signal)) === undefined) {
-      throw new KdsError("unauthenticated", `the key that signed zone "${identity.zone}"'s token was retired`);
+    if (
+      identity.proof !== "token" ||
+      identity.tokenId === undefined ||
+      identity.issuedAt === undefined
+    )
+      return;
+    if (
+      identity.keyId === undefined ||
+      (await this.#authority.keys.verifier(identity.keyId, signal)) === undefined
+    ) {
+      throw new KdsError(
+        "unauthenticated",
+        `the key that signed zone "${identity.zone}"'s token was retired`,
+      );
     }
-    const revocation = await this.#authority.revocations.find({ tokenId: identity.tokenId, zone: identity.zone, issuedAt: identity.issuedAt }, signal);
-    if (revocation !== undefined) throw new KdsError("unauthenticated", `zone "${identity.zone}"'s token was revoked`);
+    const revocation = await this.#authority.revocations.find(
+      { tokenId: identity.tokenId, zone: identity.zone, issuedAt: identity.issuedAt },
+      signal,
+    );
+    if (revocation !== undefined)
+      throw new KdsError("unauthenticated", `zone "${identity.zone}"'s token was revoked`);
   }
 
-  follow(signal: AbortSignal, onRevoked: (matches: RevokedMatcher, reason: string) => void): Promise<void> {
+  follow(
+    signal: AbortSignal,
+    onRevoked: (matches: RevokedMatcher, reason: string) => void,
+  ): Promise<void> {
     return this.#authority.follow(signal, (change: AuthChange) => {
       switch (change.kind) {
         case "revoked": {
           const r = change.revocation;
           onRevoked(
-            (id) => id.proof === "token" && id.tokenId !== undefined && id.issuedAt !== undefined && revokes(r, { tokenId: id.tokenId, zone: id.zone, issuedAt: id.issuedAt }),
-            r.scope === "token" ? `its zone token was revoked by ${r.revokedBy}` : `every token of the zone was revoked by ${r.revokedBy}`,
+            (id) =>
+              id.proof === "token" &&
+              id.tokenId !== undefined &&
+              id.issuedAt !== undefined &&
+              revokes(r, { tokenId: id.tokenId, zone: id.zone, issuedAt: id.issuedAt }),
+            r.scope === "token"
+              ? `its zone token was revoked by ${r.revokedBy}`
+              : `every token of the zone was revoked by ${r.revokedBy}`,
           );
           return;
         }
         case "certificate-revoked": {
           const r = change.revocation;
           onRevoked(
-            (id) => id.proof === "certificate" && revokesCertificate(r, { serial: id.certificateSerial, fingerprint: id.certificate }),
+            (id) =>
+              id.proof === "certificate" &&
+              revokesCertificate(r, { serial: id.certificateSerial, fingerprint: id.certificate }),
             `its client certificate was revoked (${describeCertificateRevocation(r)}) by ${r.revokedBy}`,
           );
           return;
         }
         case "key-retired":
-          onRevoked((id) => id.proof === "token" && id.keyId === change.keyId, `the key that signed its zone token (${change.keyId}) was retired`);
+          onRevoked(
+            (id) => id.proof === "token" && id.keyId === change.keyId,
+            `the key that signed its zone token (${change.keyId}) was retired`,
+          );
           return;
         case "resync":
           onRevoked(

@@ -34,10 +34,16 @@ export function adminTransport(server: AdminTarget | string): Transport {
   try {
     url = new URL(target.url);
   } catch {
-    throw new KdsError("invalid_argument", `--server "${target.url}" is not a URL; use for example http://127.0.0.1:5681`);
+    throw new KdsError(
+      "invalid_argument",
+      `--server "${target.url}" is not a URL; use for example http://127.0.0.1:5681`,
+    );
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw new KdsError("invalid_argument", `--server "${target.url}" must start with http:// or https://`);
+    throw new KdsError(
+      "invalid_argument",
+      `--server "${target.url}" must start with http:// or https://`,
+    );
   }
   const token = target.token?.trim();
   return createConnectTransport({
@@ -69,13 +75,25 @@ export function tokenClient(server: AdminTarget | string): Client<typeof TokenSe
 /** Turns an admin call failure into a KdsError whose message says what to do. */
 export function adminError(error: unknown, server: AdminTarget | string): KdsError {
   const url = targetOf(server).url;
-  if (error instanceof ConnectError && (error.code === Code.Unavailable || error.code === Code.Unknown || error.code === Code.Internal) && error.metadata.get("kds-error-code") === null) {
-    return new KdsError("transport", `cannot reach the admin API at ${url} (${error.rawMessage}); check that a kds-mux global or zone runs there and that --server is right (an https:// server needs --ca-cert unless a public CA signed it)`, {
-      cause: error,
-    });
+  if (
+    error instanceof ConnectError &&
+    (error.code === Code.Unavailable ||
+      error.code === Code.Unknown ||
+      error.code === Code.Internal) &&
+    error.metadata.get("kds-error-code") === null
+  ) {
+    return new KdsError(
+      "transport",
+      `cannot reach the admin API at ${url} (${error.rawMessage}); check that a kds-mux global or zone runs there and that --server is right (an https:// server needs --ca-cert unless a public CA signed it)`,
+      {
+        cause: error,
+      },
+    );
   }
   const kds = fromConnectError(error, url);
-  return kds.code === "transport" ? kds : new KdsError(kds.code, kds.message.replace(/^\[[a-z_]+\] /, ""), { cause: error });
+  return kds.code === "transport"
+    ? kds
+    : new KdsError(kds.code, kds.message.replace(/^\[[a-z_]+\] /, ""), { cause: error });
 }
 
 /** Runs an admin call, converting its failure. */

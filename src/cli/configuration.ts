@@ -79,7 +79,9 @@ export function redactUrls(text: string): string {
 }
 
 /** The value of `setting` as shown by --print-config: a secret flag's whole value is hidden, any URL's password too. */
-export function redactSetting(setting: Pick<EffectiveSetting, "key" | "value">): string | number | boolean | undefined {
+export function redactSetting(
+  setting: Pick<EffectiveSetting, "key" | "value">,
+): string | number | boolean | undefined {
   const { key, value } = setting;
   if (typeof value !== "string") return value;
   return isSecretKey(key) ? "<redacted>" : redactUrls(value);
@@ -88,11 +90,19 @@ export function redactSetting(setting: Pick<EffectiveSetting, "key" | "value">):
 const isSwitch = (option: Option): boolean => !option.required && !option.optional;
 
 /** What commander calls a value's source, in our words. */
-const SOURCES: Record<string, SettingSource> = { cli: "flag", env: "environment", config: "file", default: "default" };
+const SOURCES: Record<string, SettingSource> = {
+  cli: "flag",
+  env: "environment",
+  config: "file",
+  default: "default",
+};
 
 interface Resolution {
   /** Where each key's value came from, and its text. */
-  readonly values: Map<string, { source: SettingSource; raw: string | number | boolean; where: string }>;
+  readonly values: Map<
+    string,
+    { source: SettingSource; raw: string | number | boolean; where: string }
+  >;
 }
 
 const resolutions = new WeakMap<Command, Resolution>();
@@ -100,23 +110,41 @@ const resolutions = new WeakMap<Command, Resolution>();
 let lastResolution: { settings: Setting[]; resolution: Resolution } | undefined;
 
 /** Sets `raw` on `command` for `setting` through the option's own parser; `where` names its origin in errors. */
-function assign(command: Command, setting: Setting, raw: unknown, source: "config" | "env", where: string): void {
+function assign(
+  command: Command,
+  setting: Setting,
+  raw: unknown,
+  source: "config" | "env",
+  where: string,
+): void {
   const { option } = setting;
   const attribute = option.attributeName();
-  const form = isSwitch(option) ? "true or false" : `${/[<[][^>\]]+[>\]]/.exec(option.flags)?.[0] ?? "a value"}, as for ${setting.flag}`;
+  const form = isSwitch(option)
+    ? "true or false"
+    : `${/[<[][^>\]]+[>\]]/.exec(option.flags)?.[0] ?? "a value"}, as for ${setting.flag}`;
   const refuse = (why: string): never => {
     throw new KdsError("invalid_argument", `${where}: ${why} (expected ${form})`);
   };
   if (isSwitch(option)) {
     let on: boolean;
     if (typeof raw === "boolean") on = raw;
-    else if (source === "env" && typeof raw === "string" && /^(true|1|false|0)$/i.test(raw.trim())) on = /^(true|1)$/i.test(raw.trim());
+    else if (source === "env" && typeof raw === "string" && /^(true|1|false|0)$/i.test(raw.trim()))
+      on = /^(true|1)$/i.test(raw.trim());
     else return refuse(`${JSON.stringify(raw)} is not true or false`);
     // A negatable --no-x sets x itself; a plain switch is either on or unset.
     command.setOptionValueWithSource(attribute, option.negate ? on : on ? true : undefined, source);
     return;
   }
-  if (typeof raw !== "string" && typeof raw !== "number") return refuse(raw === null ? "it is empty" : Array.isArray(raw) ? "a list where one value belongs" : typeof raw === "object" ? "a mapping where one value belongs" : `${JSON.stringify(raw)} is not a value of this flag`);
+  if (typeof raw !== "string" && typeof raw !== "number")
+    return refuse(
+      raw === null
+        ? "it is empty"
+        : Array.isArray(raw)
+          ? "a list where one value belongs"
+          : typeof raw === "object"
+            ? "a mapping where one value belongs"
+            : `${JSON.stringify(raw)} is not a value of this flag`,
+    );
   const text = String(raw);
   let value: unknown = text;
   if (option.parseArg !== undefined) {
@@ -136,17 +164,28 @@ function readConfigFile(file: string): Record<string, unknown> {
   try {
     text = readFileSync(file, "utf8");
   } catch (error) {
-    throw new KdsError("invalid_argument", `--config ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`, { cause: error });
+    throw new KdsError(
+      "invalid_argument",
+      `--config ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+      { cause: error },
+    );
   }
   let parsed: unknown;
   try {
     parsed = parseYaml(text);
   } catch (error) {
-    throw new KdsError("invalid_argument", `--config ${file} is not valid YAML: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new KdsError(
+      "invalid_argument",
+      `--config ${file} is not valid YAML: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
   }
   if (parsed === null || parsed === undefined) return {};
   if (typeof parsed !== "object" || Array.isArray(parsed)) {
-    throw new KdsError("invalid_argument", `--config ${file} must be a YAML mapping of flag names to values (for example "idle-timeout: 60s"), not a ${Array.isArray(parsed) ? "list" : typeof parsed}`);
+    throw new KdsError(
+      "invalid_argument",
+      `--config ${file} must be a YAML mapping of flag names to values (for example "idle-timeout: 60s"), not a ${Array.isArray(parsed) ? "list" : typeof parsed}`,
+    );
   }
   return parsed as Record<string, unknown>;
 }
@@ -169,7 +208,11 @@ function configArgument(args: readonly string[]): string | undefined {
  * an unreadable file, naming the file (or variable), the key and the
  * expected form.
  */
-export function applyConfiguration(command: Command, args: readonly string[], env: Readonly<Record<string, string | undefined>>): void {
+export function applyConfiguration(
+  command: Command,
+  args: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+): void {
   const settings = settingsOf(command);
   const values: Resolution["values"] = new Map();
   const file = configArgument(args) ?? env[CONFIG_ENV];
@@ -179,7 +222,11 @@ export function applyConfiguration(command: Command, args: readonly string[], en
     for (const [key, raw] of Object.entries(entries)) {
       const setting = byKey.get(key);
       if (setting === undefined) {
-        const hint = byKey.has(key.replace(/^--/, "")) ? ` (write it without --: ${key.replace(/^--/, "")})` : byKey.has(kebab(key)) ? ` (write it as ${kebab(key)})` : "";
+        const hint = byKey.has(key.replace(/^--/, ""))
+          ? ` (write it without --: ${key.replace(/^--/, "")})`
+          : byKey.has(kebab(key))
+            ? ` (write it as ${kebab(key)})`
+            : "";
         throw new KdsError(
           "invalid_argument",
           `--config ${file}: unknown key "${key}"${hint}; kds-mux ${command.name()} takes the keys ${settings.map((s) => s.key).join(", ")}`,
@@ -187,19 +234,31 @@ export function applyConfiguration(command: Command, args: readonly string[], en
       }
       const where = `--config ${file}: key "${key}"`;
       assign(command, setting, raw, "config", where);
-      values.set(key, { source: "file", raw: typeof raw === "boolean" || typeof raw === "number" ? raw : String(raw), where: `key "${key}" of ${file}` });
+      values.set(key, {
+        source: "file",
+        raw: typeof raw === "boolean" || typeof raw === "number" ? raw : String(raw),
+        where: `key "${key}" of ${file}`,
+      });
     }
   }
   for (const setting of settings) {
     const raw = env[setting.env];
     if (raw === undefined) continue;
     assign(command, setting, raw, "env", `environment variable ${setting.env}`);
-    values.set(setting.key, { source: "environment", raw: isSwitch(setting.option) ? /^(true|1)$/i.test(raw.trim()) : raw, where: `environment variable ${setting.env}` });
+    values.set(setting.key, {
+      source: "environment",
+      raw: isSwitch(setting.option) ? /^(true|1)$/i.test(raw.trim()) : raw,
+      where: `environment variable ${setting.env}`,
+    });
   }
   // Flags parsed next replace these; remember their text for --print-config.
   for (const setting of settings) {
     command.on(`option:${setting.option.name()}`, (raw: unknown) => {
-      values.set(setting.key, { source: "flag", raw: isSwitch(setting.option) ? !setting.option.negate : String(raw), where: setting.flag });
+      values.set(setting.key, {
+        source: "flag",
+        raw: isSwitch(setting.option) ? !setting.option.negate : String(raw),
+        where: setting.flag,
+      });
     });
   }
   const resolution = { values };
@@ -207,7 +266,8 @@ export function applyConfiguration(command: Command, args: readonly string[], en
   lastResolution = { settings, resolution };
 }
 
-const kebab = (key: string): string => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`).replace(/_/g, "-");
+const kebab = (key: string): string =>
+  key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`).replace(/_/g, "-");
 
 /** The effective configuration of `command` once parsed: every setting, with its value's text and source. */
 export function effectiveConfiguration(command: Command): EffectiveSetting[] {
@@ -215,26 +275,41 @@ export function effectiveConfiguration(command: Command): EffectiveSetting[] {
   return settingsOf(command).map((setting) => {
     const known = resolution?.values.get(setting.key);
     const secret = isSecretKey(setting.key);
-    if (known !== undefined && SOURCES[command.getOptionValueSource(setting.option.attributeName()) ?? ""] === known.source) {
+    if (
+      known !== undefined &&
+      SOURCES[command.getOptionValueSource(setting.option.attributeName()) ?? ""] === known.source
+    ) {
       return { key: setting.key, env: setting.env, value: known.raw, source: known.source, secret };
     }
     const value: unknown = command.getOptionValue(setting.option.attributeName());
-    if (value === undefined) return { key: setting.key, env: setting.env, value: undefined, source: undefined, secret };
+    if (value === undefined)
+      return { key: setting.key, env: setting.env, value: undefined, source: undefined, secret };
     const shown = setting.option.defaultValueDescription ?? value;
-    return { key: setting.key, env: setting.env, value: typeof shown === "boolean" || typeof shown === "number" ? shown : String(shown as string), source: "default", secret };
+    return {
+      key: setting.key,
+      env: setting.env,
+      value:
+        typeof shown === "boolean" || typeof shown === "number" ? shown : String(shown as string),
+      source: "default",
+      secret,
+    };
   });
 }
 
 /** The effective configuration as YAML a `--config` file accepts, secrets redacted, each value's source in a comment; unset keys are commented out. */
 export function formatConfiguration(name: string, settings: readonly EffectiveSetting[]): string {
-  const lines = [`# kds-mux ${name}: the effective configuration (a flag beats ${ENV_PREFIX}* environment variables, which beat the file, which beats the default)`];
+  const lines = [
+    `# kds-mux ${name}: the effective configuration (a flag beats ${ENV_PREFIX}* environment variables, which beat the file, which beats the default)`,
+  ];
   for (const setting of settings) {
     const value = redactSetting(setting);
     if (value === undefined) {
       lines.push(`# ${setting.key}:  (not set; ${setting.env})`);
       continue;
     }
-    lines.push(`${stringifyYaml({ [setting.key]: value }).trimEnd()}  # ${setting.source ?? "default"}`);
+    lines.push(
+      `${stringifyYaml({ [setting.key]: value }).trimEnd()}  # ${setting.source ?? "default"}`,
+    );
   }
   return `${lines.join("\n")}\n`;
 }
@@ -248,7 +323,12 @@ function addConfigurationFlags(command: Command): void {
         `YAML file of flags: each key is a flag without -- (e.g. "idle-timeout: 60s"); every flag also reads ${ENV_PREFIX}<FLAG> (${ENV_PREFIX}IDLE_TIMEOUT); a flag beats the environment, which beats the file (also ${CONFIG_ENV})`,
       ),
     )
-    .addOption(new Option("--print-config", "print the effective configuration (secrets redacted) as a --config file and exit"));
+    .addOption(
+      new Option(
+        "--print-config",
+        "print the effective configuration (secrets redacted) as a --config file and exit",
+      ),
+    );
 }
 
 /**
@@ -257,7 +337,12 @@ function addConfigurationFlags(command: Command): void {
  * environment before their flags are parsed (every flag, including flags
  * added after this call). `print` writes --print-config's output.
  */
-export function configurable(root: Command, names: readonly string[], print: (text: string) => void, env: Readonly<Record<string, string | undefined>> = process.env): void {
+export function configurable(
+  root: Command,
+  names: readonly string[],
+  print: (text: string) => void,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): void {
   const commands = root.commands.filter((c) => names.includes(c.name()));
   for (const command of commands) {
     addConfigurationFlags(command);
@@ -288,7 +373,8 @@ export function explainSettings(message: string): string {
   for (const setting of lastResolution.settings) {
     const known = lastResolution.resolution.values.get(setting.key);
     if (known === undefined || known.source === "flag" || known.source === "default") continue;
-    if (new RegExp(`${setting.flag}(?![\\w-])`).test(message)) notes.push(`${setting.flag} was set by ${known.where}`);
+    if (new RegExp(`${setting.flag}(?![\\w-])`).test(message))
+      notes.push(`${setting.flag} was set by ${known.where}`);
   }
   return notes.length === 0 ? message : `${message} (${notes.join("; ")})`;
 }

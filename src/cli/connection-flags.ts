@@ -8,8 +8,16 @@
  * @module
  */
 import { InvalidArgumentError, Option } from "commander";
-import { DEFAULT_MAX_CONNECTIONS_PER_ADMIN_TOKEN, defaultConnectionCaps, openFilesSoftLimit, type ConnectionLimits } from "../adapters/node/connection-limits.ts";
-import { DEFAULT_MAX_HANDSHAKES, DEFAULT_MAX_HANDSHAKES_PER_ZONE } from "../global/global-server.ts";
+import {
+  DEFAULT_MAX_CONNECTIONS_PER_ADMIN_TOKEN,
+  defaultConnectionCaps,
+  openFilesSoftLimit,
+  type ConnectionLimits,
+} from "../adapters/node/connection-limits.ts";
+import {
+  DEFAULT_MAX_HANDSHAKES,
+  DEFAULT_MAX_HANDSHAKES_PER_ZONE,
+} from "../global/global-server.ts";
 import type { Logger } from "../log.ts";
 import type { Metrics } from "../observe/metrics.ts";
 import { parseDuration } from "./address.ts";
@@ -48,7 +56,10 @@ const MAX_MS = 2 ** 31 - 1;
 function count(flag: string): (text: string) => number {
   return (text) => {
     const n = Number(text);
-    if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(n) || n < 1 || n > MAX_MS) throw new InvalidArgumentError(`${flag} must be a whole number from 1 to ${MAX_MS}, got "${text}"`);
+    if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(n) || n < 1 || n > MAX_MS)
+      throw new InvalidArgumentError(
+        `${flag} must be a whole number from 1 to ${MAX_MS}, got "${text}"`,
+      );
     return n;
   };
 }
@@ -59,40 +70,54 @@ function duration(flag: string): (text: string) => number {
     try {
       ms = parseDuration(text);
     } catch {
-      throw new InvalidArgumentError(`${flag} "${text}" is not a duration; use for example 60s, 2m or 500ms`);
+      throw new InvalidArgumentError(
+        `${flag} "${text}" is not a duration; use for example 60s, 2m or 500ms`,
+      );
     }
-    if (ms < 1 || ms > MAX_MS) throw new InvalidArgumentError(`${flag} must be from 1ms to ${MAX_MS}ms (about 24 days), got "${text}"`);
+    if (ms < 1 || ms > MAX_MS)
+      throw new InvalidArgumentError(
+        `${flag} must be from 1ms to ${MAX_MS}ms (about 24 days), got "${text}"`,
+      );
     return ms;
   };
 }
 
 /** --max-connections (the global's zone listener). */
 export const maxConnectionsOption = (): Option =>
-  new Option("--max-connections <n>", "most connections open at once on --listen; more are closed as soon as accepted, open ones are kept (default: from the open-files limit, logged at start)").argParser(
-    count("--max-connections"),
-  );
+  new Option(
+    "--max-connections <n>",
+    "most connections open at once on --listen; more are closed as soon as accepted, open ones are kept (default: from the open-files limit, logged at start)",
+  ).argParser(count("--max-connections"));
 /** --admin-max-connections. */
 export const adminMaxConnectionsOption = (): Option =>
-  new Option("--admin-max-connections <n>", "most connections open at once on --admin-listen, a cap of its own so zones never crowd out the admin API (default: from the open-files limit, at most 128)").argParser(
-    count("--admin-max-connections"),
-  );
+  new Option(
+    "--admin-max-connections <n>",
+    "most connections open at once on --admin-listen, a cap of its own so zones never crowd out the admin API (default: from the open-files limit, at most 128)",
+  ).argParser(count("--admin-max-connections"));
 /** --idle-timeout. */
 export const idleTimeoutOption = (): Option =>
-  new Option("--idle-timeout <duration>", `close a connection with no open stream or request (HTTP/2, HTTP/1.1 keep-alive) after this long`).argParser(duration("--idle-timeout")).default(
-    parseDuration(DEFAULT_IDLE_TIMEOUT),
-    DEFAULT_IDLE_TIMEOUT,
-  );
+  new Option(
+    "--idle-timeout <duration>",
+    `close a connection with no open stream or request (HTTP/2, HTTP/1.1 keep-alive) after this long`,
+  )
+    .argParser(duration("--idle-timeout"))
+    .default(parseDuration(DEFAULT_IDLE_TIMEOUT), DEFAULT_IDLE_TIMEOUT);
 /** --hello-timeout (global). */
 export const helloTimeoutOption = (): Option =>
-  new Option("--hello-timeout <duration>", "end an admitted zone stream that sends no hello within this long (goaway PROTOCOL_ERROR, handshake_timeout)").argParser(duration("--hello-timeout")).default(
-    parseDuration(DEFAULT_HELLO_TIMEOUT),
-    DEFAULT_HELLO_TIMEOUT,
-  );
+  new Option(
+    "--hello-timeout <duration>",
+    "end an admitted zone stream that sends no hello within this long (goaway PROTOCOL_ERROR, handshake_timeout)",
+  )
+    .argParser(duration("--hello-timeout"))
+    .default(parseDuration(DEFAULT_HELLO_TIMEOUT), DEFAULT_HELLO_TIMEOUT);
 /** --max-handshakes (global). */
 export const maxHandshakesOption = (): Option =>
-  new Option("--max-handshakes <n>", "most zone streams in admission or waiting for their hello at once; more are refused with overloaded (resource_exhausted)").argParser(count("--max-handshakes")).default(
-    DEFAULT_MAX_HANDSHAKES,
-  );
+  new Option(
+    "--max-handshakes <n>",
+    "most zone streams in admission or waiting for their hello at once; more are refused with overloaded (resource_exhausted)",
+  )
+    .argParser(count("--max-handshakes"))
+    .default(DEFAULT_MAX_HANDSHAKES);
 
 /** --max-handshakes-per-zone (global). */
 export const maxHandshakesPerZoneOption = (): Option =>
@@ -132,7 +157,13 @@ export interface ResolvedConnectionLimits {
  * warns when explicit caps leave no headroom below the limit). `softLimit`:
  * the descriptor limit to assume instead of reading it (for tests).
  */
-export function resolveConnectionLimits(flags: ConnectionFlags, role: "global" | "zone", logger: Logger, metrics: Metrics, softLimit?: number): ResolvedConnectionLimits {
+export function resolveConnectionLimits(
+  flags: ConnectionFlags,
+  role: "global" | "zone",
+  logger: Logger,
+  metrics: Metrics,
+  softLimit?: number,
+): ResolvedConnectionLimits {
   const defaults = defaultConnectionCaps(softLimit ?? openFilesSoftLimit());
   const idleTimeoutMs = flags.idleTimeout ?? parseDuration(DEFAULT_IDLE_TIMEOUT);
   const authTimeoutMs = flags.authTimeout ?? parseDuration(DEFAULT_AUTH_TIMEOUT);
@@ -151,17 +182,33 @@ export function resolveConnectionLimits(flags: ConnectionFlags, role: "global" |
   };
   const zones: ConnectionLimits | undefined =
     role === "global"
-      ? { listener: "zones", maxConnections: flags.maxConnections ?? defaults.zones, idleTimeoutMs, authTimeoutMs, requestTimeoutMs, setting: "--max-connections", logger, metrics }
+      ? {
+          listener: "zones",
+          maxConnections: flags.maxConnections ?? defaults.zones,
+          idleTimeoutMs,
+          authTimeoutMs,
+          requestTimeoutMs,
+          setting: "--max-connections",
+          logger,
+          metrics,
+        }
       : undefined;
   const limit = `${defaults.softLimit}${defaults.measured ? "" : " (assumed: /proc/self/limits is not readable)"}`;
-  const caps = zones === undefined ? `admin listener at most ${admin.maxConnections}` : `zone listener at most ${zones.maxConnections}, admin listener at most ${admin.maxConnections}`;
+  const caps =
+    zones === undefined
+      ? `admin listener at most ${admin.maxConnections}`
+      : `zone listener at most ${zones.maxConnections}, admin listener at most ${admin.maxConnections}`;
   const hello =
     role === "global"
       ? `; a zone stream must say hello within ${flags.helloTimeout ?? parseDuration(DEFAULT_HELLO_TIMEOUT)} ms, at most ${flags.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES} waiting at once, ${flags.maxHandshakesPerZone ?? DEFAULT_MAX_HANDSHAKES_PER_ZONE} per zone`
       : "";
   logger.info(
     `connections: ${caps} (open-files soft limit ${limit}); idle connections close after ${idleTimeoutMs} ms, unauthenticated ones after ${authTimeoutMs} ms (the oldest first at the cap), request bodies within ${requestTimeoutMs} ms${hello}`,
-    { zoneMaxConnections: zones?.maxConnections, adminMaxConnections: admin.maxConnections, openFilesLimit: defaults.softLimit },
+    {
+      zoneMaxConnections: zones?.maxConnections,
+      adminMaxConnections: admin.maxConnections,
+      openFilesLimit: defaults.softLimit,
+    },
   );
   const total = admin.maxConnections + (zones?.maxConnections ?? 0);
   if (total >= defaults.softLimit) {

@@ -26,9 +26,14 @@ export function parseDrainTimeout(text: string): number {
   try {
     ms = parseDuration(text);
   } catch {
-    throw new InvalidArgumentError(`--drain-timeout "${text}" is not a duration; use for example 30s, 2m or 500ms (0 tells every zone at once)`);
+    throw new InvalidArgumentError(
+      `--drain-timeout "${text}" is not a duration; use for example 30s, 2m or 500ms (0 tells every zone at once)`,
+    );
   }
-  if (ms > 2 ** 31 - 1) throw new InvalidArgumentError(`--drain-timeout must be at most ${2 ** 31 - 1}ms (about 24 days), got "${text}"`);
+  if (ms > 2 ** 31 - 1)
+    throw new InvalidArgumentError(
+      `--drain-timeout must be at most ${2 ** 31 - 1}ms (about 24 days), got "${text}"`,
+    );
   return ms;
 }
 
@@ -47,13 +52,25 @@ export const drainTimeoutOption = (): Option =>
  * not yet asked are asked at once and it stops waiting (the caller closes
  * what is left).
  */
-export async function drainWithin(server: { drain(options: DrainOptions): Promise<number> }, timeoutMs: number, logger: Logger): Promise<void> {
+export async function drainWithin(
+  server: { drain(options: DrainOptions): Promise<number> },
+  timeoutMs: number,
+  logger: Logger,
+): Promise<void> {
   const deadline = AbortSignal.timeout(Math.max(1, timeoutMs));
   const started = performance.now();
   const asked = await server.drain({ spreadMs: timeoutMs * DRAIN_SPREAD_SHARE, signal: deadline });
   const tookMs = Math.round(performance.now() - started);
-  if (deadline.aborted) logger.warn(`drain: ${asked} zones asked to reconnect to another instance; the drain timeout (${timeoutMs} ms) passed before every session wound down, so the rest are closed at once`, { asked, tookMs });
-  else logger.info(`drain: ${asked} zones asked to reconnect to another instance in ${tookMs} ms`, { asked, tookMs });
+  if (deadline.aborted)
+    logger.warn(
+      `drain: ${asked} zones asked to reconnect to another instance; the drain timeout (${timeoutMs} ms) passed before every session wound down, so the rest are closed at once`,
+      { asked, tookMs },
+    );
+  else
+    logger.info(`drain: ${asked} zones asked to reconnect to another instance in ${tookMs} ms`, {
+      asked,
+      tookMs,
+    });
 }
 
 /**
@@ -61,21 +78,33 @@ export async function drainWithin(server: { drain(options: DrainOptions): Promis
  * loopback listener) starts the drain, as SIGTERM does, and gets 202. Other
  * methods get 405, other roles 403; undefined for other paths.
  */
-export function drainRoute(authorizer: AdminAuthorizer, startDrain: () => void): (request: Request) => Promise<Response | undefined> {
+export function drainRoute(
+  authorizer: AdminAuthorizer,
+  startDrain: () => void,
+): (request: Request) => Promise<Response | undefined> {
   return async (request) => {
     if (new URL(request.url).pathname !== "/drain") return undefined;
     const text = (status: number, body: string, extra: Record<string, string> = {}): Response =>
-      new Response(`${body}\n`, { status, headers: { "content-type": "text/plain; charset=utf-8", ...extra } });
-    if (request.method !== "POST") return text(405, "POST /drain starts the drain", { allow: "POST" });
+      new Response(`${body}\n`, {
+        status,
+        headers: { "content-type": "text/plain; charset=utf-8", ...extra },
+      });
+    if (request.method !== "POST")
+      return text(405, "POST /drain starts the drain", { allow: "POST" });
     let role: string;
     try {
       role = (await authorizer.authorize(request.headers, request.signal)).role;
     } catch (error) {
-      if (KdsError.is(error, "unauthenticated")) return text(401, error.message, { "www-authenticate": "Bearer" });
+      if (KdsError.is(error, "unauthenticated"))
+        return text(401, error.message, { "www-authenticate": "Bearer" });
       throw error;
     }
-    if (role !== "admin") return text(403, `draining needs an admin token with role "admin", not ${role}`);
+    if (role !== "admin")
+      return text(403, `draining needs an admin token with role "admin", not ${role}`);
     startDrain();
-    return text(202, "draining: /readyz answers 503 and the zones are asked to reconnect to another instance; the process exits once done");
+    return text(
+      202,
+      "draining: /readyz answers 503 and the zones are asked to reconnect to another instance; the process exits once done",
+    );
   };
 }

@@ -5,7 +5,12 @@
  */
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { stringify } from "yaml";
-import type { AdminResource, SyncCounters, TypeInfo, ZoneInsight } from "../gen/kds/admin/v1/admin_pb.ts";
+import type {
+  AdminResource,
+  SyncCounters,
+  TypeInfo,
+  ZoneInsight,
+} from "../gen/kds/admin/v1/admin_pb.ts";
 
 /** Output formats. */
 export type OutputFormat = "table" | "json" | "yaml";
@@ -29,7 +34,11 @@ function iso(t: Timestamp): string {
 /** Renders rows as an aligned text table. */
 export function table(headers: string[], rows: string[][]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("   ").trimEnd();
+  const line = (cells: string[]): string =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join("   ")
+      .trimEnd();
   return [line(headers), ...rows.map(line)].join("\n");
 }
 
@@ -46,7 +55,11 @@ export function age(t: Timestamp | undefined, now = Date.now()): string {
 /** Prints resources in `format`. */
 export function formatResources(resources: AdminResource[], format: OutputFormat): string {
   if (format === "json") return JSON.stringify(resources.map(resourceDocument), null, 2);
-  if (format === "yaml") return resources.map((r) => stringify(resourceDocument(r))).join("---\n").trimEnd();
+  if (format === "yaml")
+    return resources
+      .map((r) => stringify(resourceDocument(r)))
+      .join("---\n")
+      .trimEnd();
   if (resources.length === 0) return "No resources found.";
   const withMesh = resources.some((r) => r.mesh !== "");
   const headers = ["TYPE", ...(withMesh ? ["MESH"] : []), "NAME", "LABELS", "VERSION", "AGE"];
@@ -54,7 +67,9 @@ export function formatResources(resources: AdminResource[], format: OutputFormat
     r.type,
     ...(withMesh ? [r.mesh] : []),
     r.name,
-    Object.entries(r.labels).map(([k, v]) => `${k}=${v}`).join(",") || "-",
+    Object.entries(r.labels)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(",") || "-",
     r.version,
     age(r.creationTime),
   ]);
@@ -63,15 +78,27 @@ export function formatResources(resources: AdminResource[], format: OutputFormat
 
 /** Prints types in `format`. */
 export function formatTypes(types: TypeInfo[], format: OutputFormat): string {
-  const docs = types.map((t) => ({ kind: t.kind, typeUrl: t.typeUrl, direction: t.direction, scope: t.scope }));
+  const docs = types.map((t) => ({
+    kind: t.kind,
+    typeUrl: t.typeUrl,
+    direction: t.direction,
+    scope: t.scope,
+  }));
   if (format === "json") return JSON.stringify(docs, null, 2);
   if (format === "yaml") return stringify(docs).trimEnd();
-  return table(["KIND", "DIRECTION", "SCOPE", "TYPE URL"], docs.map((t) => [t.kind, t.direction, t.scope, t.typeUrl]));
+  return table(
+    ["KIND", "DIRECTION", "SCOPE", "TYPE URL"],
+    docs.map((t) => [t.kind, t.direction, t.scope, t.typeUrl]),
+  );
 }
 
 /** One type's response counters, in the words of `side`: sent, acked, nacked; or received (accepted plus rejected), accepted, rejected. */
-function countersText(side: string, c: Pick<SyncCounters, "sent" | "acked" | "nacked" | "accepted" | "rejected">): string {
-  if (side === "") return `${c.sent}/${c.acked}/${c.nacked} sent/acked/nacked, ${c.accepted}/${c.rejected} accepted/rejected`; // a server too old to say its side
+function countersText(
+  side: string,
+  c: Pick<SyncCounters, "sent" | "acked" | "nacked" | "accepted" | "rejected">,
+): string {
+  if (side === "")
+    return `${c.sent}/${c.acked}/${c.nacked} sent/acked/nacked, ${c.accepted}/${c.rejected} accepted/rejected`; // a server too old to say its side
   const sent = `sent ${c.sent}, acked ${c.acked}, nacked ${c.nacked}`;
   const received = `received ${c.accepted + c.rejected}, accepted ${c.accepted}, rejected ${c.rejected}`;
   return side === "sender" ? sent : side === "both" ? `${sent}; ${received}` : received;
@@ -100,7 +127,14 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
     connectedAt: z.connectedAt === undefined ? null : iso(z.connectedAt),
     disconnectedAt: z.disconnectedAt === undefined ? null : iso(z.disconnectedAt),
     lastEnd: z.lastEndCode === "" ? null : { code: z.lastEndCode, message: z.lastEndMessage },
-    lastError: z.lastErrorCode === "" ? null : { code: z.lastErrorCode, message: z.lastErrorMessage, at: z.lastErrorAt === undefined ? null : iso(z.lastErrorAt) },
+    lastError:
+      z.lastErrorCode === ""
+        ? null
+        : {
+            code: z.lastErrorCode,
+            message: z.lastErrorMessage,
+            at: z.lastErrorAt === undefined ? null : iso(z.lastErrorAt),
+          },
     heartbeatRttMs: z.heartbeatRttMs < 0 ? null : Math.round(z.heartbeatRttMs * 100) / 100,
     instance: z.instance || null,
     softwareVersion: z.softwareVersion || null,
@@ -144,8 +178,14 @@ function protocolText(z: ZoneInsight): string {
 function zoneNotes(zones: ZoneInsight[], now: number): string[] {
   const notes: string[] = [];
   for (const z of zones) {
-    if (z.lastErrorCode !== "") notes.push(`${z.zone}: last error (${z.lastErrorCode}, ${age(z.lastErrorAt, now)} ago): ${z.lastErrorMessage}`);
-    if (!z.online && z.lastEndCode !== "" && z.lastEndMessage !== z.lastErrorMessage) notes.push(`${z.zone}: last session ended (${z.lastEndCode}, ${age(z.disconnectedAt, now)} ago): ${z.lastEndMessage}`);
+    if (z.lastErrorCode !== "")
+      notes.push(
+        `${z.zone}: last error (${z.lastErrorCode}, ${age(z.lastErrorAt, now)} ago): ${z.lastErrorMessage}`,
+      );
+    if (!z.online && z.lastEndCode !== "" && z.lastEndMessage !== z.lastErrorMessage)
+      notes.push(
+        `${z.zone}: last session ended (${z.lastEndCode}, ${age(z.disconnectedAt, now)} ago): ${z.lastEndMessage}`,
+      );
   }
   return notes;
 }
@@ -166,11 +206,19 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
   const rows: string[][] = [];
   for (const z of zones) {
     const rtt = z.heartbeatRttMs < 0 ? "-" : `${z.heartbeatRttMs.toFixed(1)}ms`;
-    const since = z.online ? age(z.connectedAt, now) : z.disconnectedAt === undefined ? "never" : `${age(z.disconnectedAt, now)} ago`;
+    const since = z.online
+      ? age(z.connectedAt, now)
+      : z.disconnectedAt === undefined
+        ? "never"
+        : `${age(z.disconnectedAt, now)} ago`;
     for (const [i, t] of z.types.entries()) {
       const rejected = t.rejectedResources.at(-1);
       const lastError =
-        t.storeError || t.lastNackError || t.lastRejectError || (rejected === undefined ? "" : `left out ${rejected.key}: ${rejected.reason}`) || (t.stalled ? "stalled: waiting for ACK" : "");
+        t.storeError ||
+        t.lastNackError ||
+        t.lastRejectError ||
+        (rejected === undefined ? "" : `left out ${rejected.key}: ${rejected.reason}`) ||
+        (t.stalled ? "stalled: waiting for ACK" : "");
       rows.push([
         i === 0 ? z.zone : "",
         i === 0 ? (z.online ? "online" : "offline") : "",
@@ -180,17 +228,52 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
         i === 0 ? protocolText(z) : "",
         t.kind,
         t.direction,
-        countersText(t.side, t.session ?? { sent: 0n, acked: 0n, nacked: 0n, accepted: 0n, rejected: 0n }),
+        countersText(
+          t.side,
+          t.session ?? { sent: 0n, acked: 0n, nacked: 0n, accepted: 0n, rejected: 0n },
+        ),
         countersText(t.side, t),
         lastError === "" ? "-" : lastError,
       ]);
     }
-    if (z.types.length === 0) rows.push([z.zone, z.online ? "online" : "offline", since, rtt, z.softwareVersion || "-", protocolText(z), "-", "-", "-", "-", "-"]);
+    if (z.types.length === 0)
+      rows.push([
+        z.zone,
+        z.online ? "online" : "offline",
+        since,
+        rtt,
+        z.softwareVersion || "-",
+        protocolText(z),
+        "-",
+        "-",
+        "-",
+        "-",
+        "-",
+      ]);
   }
   const notes = zoneNotes(zones, now);
   const perInstance = instanceCounts(zones);
-  const printed = table(["ZONE", "STATUS", "SINCE", "RTT", "PEER VERSION", "PROTOCOL", "TYPE", "DIRECTION", "THIS SESSION", "ALL SESSIONS", "LAST ERROR"], rows);
-  return [printed, ...(perInstance === "" ? [] : [perInstance]), ...(notes.length === 0 ? [] : [notes.join("\n")])].join("\n\n");
+  const printed = table(
+    [
+      "ZONE",
+      "STATUS",
+      "SINCE",
+      "RTT",
+      "PEER VERSION",
+      "PROTOCOL",
+      "TYPE",
+      "DIRECTION",
+      "THIS SESSION",
+      "ALL SESSIONS",
+      "LAST ERROR",
+    ],
+    rows,
+  );
+  return [
+    printed,
+    ...(perInstance === "" ? [] : [perInstance]),
+    ...(notes.length === 0 ? [] : [notes.join("\n")]),
+  ].join("\n\n");
 }
 
 /**
@@ -199,7 +282,11 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
  */
 export function instanceCounts(zones: readonly ZoneInsight[]): string {
   const counts = new Map<string, number>();
-  for (const z of zones) if (z.online && z.instance !== "") counts.set(z.instance, (counts.get(z.instance) ?? 0) + 1);
+  for (const z of zones)
+    if (z.online && z.instance !== "") counts.set(z.instance, (counts.get(z.instance) ?? 0) + 1);
   if (counts.size === 0) return "";
-  return `Online zones per global instance: ${[...counts].sort(([a], [b]) => a.localeCompare(b)).map(([instance, n]) => `${instance} ${n}`).join(", ")}`;
+  return `Online zones per global instance: ${[...counts]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([instance, n]) => `${instance} ${n}`)
+    .join(", ")}`;
 }

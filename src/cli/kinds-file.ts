@@ -25,11 +25,25 @@ import { parseDocument } from "yaml";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { createTypeRegistry, ZONE_INSIGHT_KIND } from "../sync/builtin-types.ts";
-import { describeDeclaration, descriptorRegistry, messageIn, parseDescriptorSet, type KindDeclaration } from "../sync/descriptor-types.ts";
-import { KIND_PATTERN, RESOURCE_SCOPES, SYNC_DIRECTIONS, type ResourceTypeInit, type TypeRegistry } from "../sync/resource-types.ts";
+import {
+  describeDeclaration,
+  descriptorRegistry,
+  messageIn,
+  parseDescriptorSet,
+  type KindDeclaration,
+} from "../sync/descriptor-types.ts";
+import {
+  KIND_PATTERN,
+  RESOURCE_SCOPES,
+  SYNC_DIRECTIONS,
+  type ResourceTypeInit,
+  type TypeRegistry,
+} from "../sync/resource-types.ts";
 
 /** The kinds file of the example kinds (Mesh, TrafficPolicy, Dataplane, ZoneIngress): the CLI's default. */
-export const EXAMPLE_KINDS_FILE = fileURLToPath(new URL("../../examples/example-kinds/kinds.yaml", import.meta.url));
+export const EXAMPLE_KINDS_FILE = fileURLToPath(
+  new URL("../../examples/example-kinds/kinds.yaml", import.meta.url),
+);
 
 /** A kinds file, read and checked. */
 export interface KindsFile {
@@ -55,28 +69,43 @@ export function loadKindsFile(file: string): KindsFile {
   try {
     text = readFileSync(file, "utf8");
   } catch (error) {
-    return fail(`cannot read the kinds file (${(error as NodeJS.ErrnoException).code ?? String(error)})`, error);
+    return fail(
+      `cannot read the kinds file (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+      error,
+    );
   }
   const doc = parseDocument(text);
-  if (doc.errors.length > 0) fail(`invalid YAML: ${doc.errors[0]?.message.split("\n")[0] ?? "parse error"}`);
+  if (doc.errors.length > 0)
+    fail(`invalid YAML: ${doc.errors[0]?.message.split("\n")[0] ?? "parse error"}`);
   const value: unknown = doc.toJS();
   if (!isMapping(value)) return fail(`a kinds file is a mapping with "descriptorSet" and "kinds"`);
-  for (const key of Object.keys(value)) if (!topLevelKeys.includes(key)) fail(`unknown field "${key}" (a kinds file has ${topLevelKeys.join(", ")})`);
+  for (const key of Object.keys(value))
+    if (!topLevelKeys.includes(key))
+      fail(`unknown field "${key}" (a kinds file has ${topLevelKeys.join(", ")})`);
   if (typeof value.descriptorSet !== "string" || value.descriptorSet === "") {
-    fail(`"descriptorSet" must name the descriptor set of the kinds' messages (build it with \`buf build -o kinds.binpb\`)`);
+    fail(
+      `"descriptorSet" must name the descriptor set of the kinds' messages (build it with \`buf build -o kinds.binpb\`)`,
+    );
   }
-  if (!Array.isArray(value.kinds) || value.kinds.length === 0) fail(`"kinds" must list at least one kind`);
+  if (!Array.isArray(value.kinds) || value.kinds.length === 0)
+    fail(`"kinds" must list at least one kind`);
 
-  const declarations = (value.kinds as unknown[]).map((entry, i) => declaration(entry, `kinds[${i}]`, fail));
+  const declarations = (value.kinds as unknown[]).map((entry, i) =>
+    declaration(entry, `kinds[${i}]`, fail),
+  );
   const zones = (value.kinds as Record<string, unknown>[]).map((entry, i) => {
     const z = entry.zones;
-    if (z !== undefined && typeof z !== "string") fail(`kinds[${i}] (${declarations[i]?.kind}): "zones" must be a zone selector string, for example "region=eu"`);
+    if (z !== undefined && typeof z !== "string")
+      fail(
+        `kinds[${i}] (${declarations[i]?.kind}): "zones" must be a zone selector string, for example "region=eu"`,
+      );
     return z as string | undefined;
   });
   const seen = new Map<string, string>();
   declarations.forEach((d, i) => {
     const earlier = seen.get(d.kind.toLowerCase());
-    if (earlier !== undefined) fail(`kind "${d.kind}" is listed twice (${earlier} and kinds[${i}])`);
+    if (earlier !== undefined)
+      fail(`kind "${d.kind}" is listed twice (${earlier} and kinds[${i}])`);
     seen.set(d.kind.toLowerCase(), `kinds[${i}]`);
   });
 
@@ -94,14 +123,25 @@ export function loadKindsFile(file: string): KindsFile {
   try {
     registry = descriptorRegistry(parseDescriptorSet(bytes));
   } catch (error) {
-    return fail(`descriptor set ${String(value.descriptorSet)}: ${error instanceof Error ? error.message : String(error)}`, error);
+    return fail(
+      `descriptor set ${String(value.descriptorSet)}: ${error instanceof Error ? error.message : String(error)}`,
+      error,
+    );
   }
   const types = declarations.map((d, i) => {
     try {
-      const init: ResourceTypeInit = { kind: d.kind, schema: messageIn(registry, d.message, String(value.descriptorSet)), direction: d.direction, scope: d.scope };
+      const init: ResourceTypeInit = {
+        kind: d.kind,
+        schema: messageIn(registry, d.message, String(value.descriptorSet)),
+        direction: d.direction,
+        scope: d.scope,
+      };
       return zones[i] === undefined ? init : { ...init, zones: zones[i] };
     } catch (error) {
-      return fail(`kinds[${i}] (${d.kind}): ${error instanceof Error ? error.message : String(error)}`, error);
+      return fail(
+        `kinds[${i}] (${d.kind}): ${error instanceof Error ? error.message : String(error)}`,
+        error,
+      );
     }
   });
   try {
@@ -112,24 +152,51 @@ export function loadKindsFile(file: string): KindsFile {
   return { file, descriptorSet, types };
 }
 
-function declaration(entry: unknown, where: string, fail: (problem: string) => never): KindDeclaration {
-  if (!isMapping(entry)) return fail(`${where}: each kind is a mapping with ${kindKeys.join(", ")}`);
-  const label = typeof entry.kind === "string" && entry.kind !== "" ? `${where} (${entry.kind})` : where;
-  for (const key of Object.keys(entry)) if (!kindKeys.includes(key) && !optionalKindKeys.includes(key)) fail(`${label}: unknown field "${key}" (a kind has ${kindKeys.join(", ")}, and optionally ${optionalKindKeys.join(", ")})`);
+function declaration(
+  entry: unknown,
+  where: string,
+  fail: (problem: string) => never,
+): KindDeclaration {
+  if (!isMapping(entry))
+    return fail(`${where}: each kind is a mapping with ${kindKeys.join(", ")}`);
+  const label =
+    typeof entry.kind === "string" && entry.kind !== "" ? `${where} (${entry.kind})` : where;
+  for (const key of Object.keys(entry))
+    if (!kindKeys.includes(key) && !optionalKindKeys.includes(key))
+      fail(
+        `${label}: unknown field "${key}" (a kind has ${kindKeys.join(", ")}, and optionally ${optionalKindKeys.join(", ")})`,
+      );
   for (const key of kindKeys) {
-    if (typeof entry[key] !== "string" || entry[key] === "") fail(`${label}: "${key}" is required and must be a string`);
+    if (typeof entry[key] !== "string" || entry[key] === "")
+      fail(`${label}: "${key}" is required and must be a string`);
   }
   const { kind, message, direction, scope } = entry as Record<string, string>;
-  if (!KIND_PATTERN.test(kind as string)) fail(`${label}: kind "${kind}" must start with an upper-case letter and hold only letters and digits`);
-  if (builtinKinds().some((own) => own.toLowerCase() === (kind as string).toLowerCase())) fail(`${label}: kind "${kind}" is kds-mux's own; choose another name`);
-  if (!(SYNC_DIRECTIONS as readonly string[]).includes(direction as string)) fail(`${label}: direction "${direction}" must be one of ${SYNC_DIRECTIONS.join(", ")}`);
-  if (!(RESOURCE_SCOPES as readonly string[]).includes(scope as string)) fail(`${label}: scope "${scope}" must be one of ${RESOURCE_SCOPES.join(", ")}`);
-  return { kind: kind as string, message: message as string, direction: direction as KindDeclaration["direction"], scope: scope as KindDeclaration["scope"] };
+  if (!KIND_PATTERN.test(kind as string))
+    fail(
+      `${label}: kind "${kind}" must start with an upper-case letter and hold only letters and digits`,
+    );
+  if (builtinKinds().some((own) => own.toLowerCase() === (kind as string).toLowerCase()))
+    fail(`${label}: kind "${kind}" is kds-mux's own; choose another name`);
+  if (!(SYNC_DIRECTIONS as readonly string[]).includes(direction as string))
+    fail(`${label}: direction "${direction}" must be one of ${SYNC_DIRECTIONS.join(", ")}`);
+  if (!(RESOURCE_SCOPES as readonly string[]).includes(scope as string))
+    fail(`${label}: scope "${scope}" must be one of ${RESOURCE_SCOPES.join(", ")}`);
+  return {
+    kind: kind as string,
+    message: message as string,
+    direction: direction as KindDeclaration["direction"],
+    scope: scope as KindDeclaration["scope"],
+  };
 }
 
 /** The kinds kds-mux defines itself (Zone, ZoneInsight, the identity kinds): no kinds file may reuse their names. */
 function builtinKinds(): string[] {
-  return [...createTypeRegistry().list().map((t) => t.kind), ZONE_INSIGHT_KIND];
+  return [
+    ...createTypeRegistry()
+      .list()
+      .map((t) => t.kind),
+    ZONE_INSIGHT_KIND,
+  ];
 }
 
 function isMapping(value: unknown): value is Record<string, unknown> {
@@ -138,7 +205,12 @@ function isMapping(value: unknown): value is Record<string, unknown> {
 
 /** "Gateway (acme.v1.GatewaySpec, global-to-zone, cluster-scoped), ...": kinds as start-up lines show them. */
 export function describeKinds(types: readonly ResourceTypeInit[]): string {
-  return types.map((t) => `${t.kind} (${describeDeclaration({ kind: t.kind, message: t.schema.typeName, direction: t.direction, scope: t.scope ?? "mesh" })})`).join(", ");
+  return types
+    .map(
+      (t) =>
+        `${t.kind} (${describeDeclaration({ kind: t.kind, message: t.schema.typeName, direction: t.direction, scope: t.scope ?? "mesh" })})`,
+    )
+    .join(", ");
 }
 
 /**
@@ -148,7 +220,9 @@ export function describeKinds(types: readonly ResourceTypeInit[]): string {
 export function globalKinds(file: string | undefined, logger: Logger): TypeRegistry {
   const loaded = loadKindsFile(file ?? EXAMPLE_KINDS_FILE);
   if (file === undefined) {
-    logger.info(`no --kinds given: syncing the example kinds ${describeKinds(loaded.types)} from ${EXAMPLE_KINDS_FILE}; pass --kinds FILE to sync your own`);
+    logger.info(
+      `no --kinds given: syncing the example kinds ${describeKinds(loaded.types)} from ${EXAMPLE_KINDS_FILE}; pass --kinds FILE to sync your own`,
+    );
   } else {
     logger.info(`kinds from ${file}: ${describeKinds(loaded.types)}`);
   }
@@ -161,7 +235,9 @@ export function globalKinds(file: string | undefined, logger: Logger): TypeRegis
  */
 export function zoneKinds(file: string | undefined, zone: string, logger: Logger): TypeRegistry {
   if (file === undefined) {
-    logger.info(`no --kinds given: zone "${zone}" learns its kinds from the global when it connects`);
+    logger.info(
+      `no --kinds given: zone "${zone}" learns its kinds from the global when it connects`,
+    );
     return createTypeRegistry();
   }
   const loaded = loadKindsFile(file);

@@ -18,20 +18,26 @@ function fieldText(value: unknown): string {
 }
 
 /** A logger writing to `write` (stderr by default) in `format`, at `level` and above. */
-export function cliLogger(format: LogFormat, level: LogLevel = "info", write: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Logger {
-  const at = (l: Exclude<LogLevel, "silent">) => (message: string, fields: LogFields = {}): void => {
-    if (rank[l] < rank[level]) return;
-    if (format === "json") {
-      const plain: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(fields)) plain[k] = v instanceof Error ? v.message : v;
-      write(JSON.stringify({ time: new Date().toISOString(), level: l, msg: message, ...plain }));
-      return;
-    }
-    const time = new Date().toISOString().slice(11, 23);
-    const extra = Object.entries(fields)
-      .map(([k, v]) => `${k}=${fieldText(v)}`)
-      .join(" ");
-    write(`${time} ${l.toUpperCase().padEnd(5)} ${message}${extra === "" ? "" : `  ${extra}`}`);
-  };
+export function cliLogger(
+  format: LogFormat,
+  level: LogLevel = "info",
+  write: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
+): Logger {
+  const at =
+    (l: Exclude<LogLevel, "silent">) =>
+    (message: string, fields: LogFields = {}): void => {
+      if (rank[l] < rank[level]) return;
+      if (format === "json") {
+        const plain: Record<string, unknown> = {};
+        for (const [k, v] of Object.entries(fields)) plain[k] = v instanceof Error ? v.message : v;
+        write(JSON.stringify({ time: new Date().toISOString(), level: l, msg: message, ...plain }));
+        return;
+      }
+      const time = new Date().toISOString().slice(11, 23);
+      const extra = Object.entries(fields)
+        .map(([k, v]) => `${k}=${fieldText(v)}`)
+        .join(" ");
+      write(`${time} ${l.toUpperCase().padEnd(5)} ${message}${extra === "" ? "" : `  ${extra}`}`);
+    };
   return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
 }

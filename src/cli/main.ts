@@ -24,22 +24,66 @@ import { runDemo } from "./demo.ts";
 import { cliLogger, type LogFormat } from "./logger.ts";
 import type { OutputFormat } from "./format.ts";
 import type { AdminTarget } from "./admin-client.ts";
-import { apply, generateZone, get, inspectZone, inspectZones, outputFormats, remove, types } from "./resource-commands.ts";
+import {
+  apply,
+  generateZone,
+  get,
+  inspectZone,
+  inspectZones,
+  outputFormats,
+  remove,
+  types,
+} from "./resource-commands.ts";
 import { readPem } from "./secret-files.ts";
-import { runGlobal, runZone, zoneTransports, type GlobalCommandOptions, type ZoneCommandOptions } from "./serve-commands.ts";
+import {
+  runGlobal,
+  runZone,
+  zoneTransports,
+  type GlobalCommandOptions,
+  type ZoneCommandOptions,
+} from "./serve-commands.ts";
 import { stopSignal } from "./signals.ts";
 import { drainTimeoutOption } from "./drain.ts";
 import { rebalanceIntervalOption, rebalanceMovesOption } from "./rebalance-flags.ts";
 import { dataDirOption, storeOption } from "./store-option.ts";
-import { generateAdminToken, generateZoneToken, revokeCertificate, revokeToken, rotateSigningKey, tokenOutput } from "./token-commands.ts";
+import {
+  generateAdminToken,
+  generateZoneToken,
+  revokeCertificate,
+  revokeToken,
+  rotateSigningKey,
+  tokenOutput,
+} from "./token-commands.ts";
 
-const logFormatOption = (): Option => new Option("--log-format <format>", "log lines as readable text or JSON lines").choices(["text", "json"]).default("text");
-const logLevelOption = (): Option => new Option("--log-level <level>", "lowest level logged").choices(["debug", "info", "warn", "error"]).default("info");
-const outputOption = (): Option => new Option("-o, --output <format>", "output format").choices([...outputFormats]).default("table");
-const serverOption = (): Option => new Option("--server <url>", "admin API of a global or zone, e.g. http://127.0.0.1:5681").makeOptionMandatory();
-const tokenOption = (): Option => new Option("--token <token>", "admin token (needed when the admin API is not bound to loopback)").env("KDS_MUX_TOKEN");
-const caCertOption = (): Option => new Option("--ca-cert <file>", "PEM of the CA that signed the admin API's certificate (https)").env("KDS_MUX_CA_CERT");
-const validForOption = (): Option => new Option("--valid-for <duration>", "how long the token is valid, e.g. 720h, 30m").default("720h");
+const logFormatOption = (): Option =>
+  new Option("--log-format <format>", "log lines as readable text or JSON lines")
+    .choices(["text", "json"])
+    .default("text");
+const logLevelOption = (): Option =>
+  new Option("--log-level <level>", "lowest level logged")
+    .choices(["debug", "info", "warn", "error"])
+    .default("info");
+const outputOption = (): Option =>
+  new Option("-o, --output <format>", "output format").choices([...outputFormats]).default("table");
+const serverOption = (): Option =>
+  new Option(
+    "--server <url>",
+    "admin API of a global or zone, e.g. http://127.0.0.1:5681",
+  ).makeOptionMandatory();
+const tokenOption = (): Option =>
+  new Option(
+    "--token <token>",
+    "admin token (needed when the admin API is not bound to loopback)",
+  ).env("KDS_MUX_TOKEN");
+const caCertOption = (): Option =>
+  new Option(
+    "--ca-cert <file>",
+    "PEM of the CA that signed the admin API's certificate (https)",
+  ).env("KDS_MUX_CA_CERT");
+const validForOption = (): Option =>
+  new Option("--valid-for <duration>", "how long the token is valid, e.g. 720h, 30m").default(
+    "720h",
+  );
 
 /** Options every admin command takes. */
 interface AdminFlags {
@@ -54,18 +98,26 @@ function adminCommand(command: Command): Command {
 }
 
 function target(o: AdminFlags): AdminTarget {
-  return { url: o.server, token: o.token, caCert: o.caCert === undefined ? undefined : readPem(o.caCert, "--ca-cert") };
+  return {
+    url: o.server,
+    token: o.token,
+    caCert: o.caCert === undefined ? undefined : readPem(o.caCert, "--ca-cert"),
+  };
 }
 const out = (text: string): void => void process.stdout.write(`${text}\n`);
 /** Prints a token: no trailing newline unless stdout is a terminal (see {@link tokenOutput}). */
-const outToken = (token: string): void => void process.stdout.write(tokenOutput(token, process.stdout.isTTY === true));
+const outToken = (token: string): void =>
+  void process.stdout.write(tokenOutput(token, process.stdout.isTTY === true));
 
 function readInput(file: string): { name: string; text: string } {
   if (file === "-") return { name: "<stdin>", text: readFileSync(0, "utf8") };
   try {
     return { name: file, text: readFileSync(file, "utf8") };
   } catch (error) {
-    throw new KdsError("invalid_argument", `cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
+    throw new KdsError(
+      "invalid_argument",
+      `cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`,
+    );
   }
 }
 
@@ -73,25 +125,54 @@ function readInput(file: string): { name: string; text: string } {
 export function program(): Command {
   const cli = new Command()
     .name("kds-mux")
-    .description("Sync resources between a global control plane and zones over one zone-dialed stream.")
+    .description(
+      "Sync resources between a global control plane and zones over one zone-dialed stream.",
+    )
     .showHelpAfterError("(run with --help for usage)")
     .exitOverride();
 
-  type GlobalFlags = Omit<GlobalCommandOptions, "logger" | "signal"> & { logFormat: LogFormat; logLevel: LogLevel };
+  type GlobalFlags = Omit<GlobalCommandOptions, "logger" | "signal"> & {
+    logFormat: LogFormat;
+    logLevel: LogLevel;
+  };
   cli
     .command("global")
-    .description("run a global control plane: zones dial --listen (mux and half-duplex only), the admin API is on --admin-listen; state in --store, durable by default")
+    .description(
+      "run a global control plane: zones dial --listen (mux and half-duplex only), the admin API is on --admin-listen; state in --store, durable by default",
+    )
     .option("--listen <host:port>", "zone-facing address (mux and half-duplex)", "127.0.0.1:5685")
-    .option("--admin-listen <host:port>", "admin API address; not loopback means every admin call needs an admin token", "127.0.0.1:5681")
-    .option("--admin-token-file <file>", "with a non-loopback --admin-listen: write a first admin token (role admin) here")
+    .option(
+      "--admin-listen <host:port>",
+      "admin API address; not loopback means every admin call needs an admin token",
+      "127.0.0.1:5681",
+    )
+    .option(
+      "--admin-token-file <file>",
+      "with a non-loopback --admin-listen: write a first admin token (role admin) here",
+    )
     .option("--tls-cert <file>", "PEM certificate chain: serve TLS on both listeners")
     .option("--tls-key <file>", "PEM private key of --tls-cert")
-    .option("--client-ca <file>", "PEM CA: a zone may prove its name with a client certificate it signed instead of a token (named by its SANs spiffe://<trust-domain>/zone/<name> or <name>, else its one CN; see docs/protocol.md)")
-    .option("--insecure-no-zone-auth", "DEVELOPMENT ONLY: admit any client that names itself in client-id, without a token")
+    .option(
+      "--client-ca <file>",
+      "PEM CA: a zone may prove its name with a client certificate it signed instead of a token (named by its SANs spiffe://<trust-domain>/zone/<name> or <name>, else its one CN; see docs/protocol.md)",
+    )
+    .option(
+      "--insecure-no-zone-auth",
+      "DEVELOPMENT ONLY: admit any client that names itself in client-id, without a token",
+    )
     .option("--name <name>", "this global's name", "global")
-    .option("--kinds <file>", "kinds file: the kinds to sync and their descriptor set (default: the example kinds)")
-    .option("--max-session-buffer-bytes <size>", "most inbound bytes one zone's session buffers unread (half per lane; at least 8MiB); a zone sending past it is ended (default 16MiB)")
-    .option("--max-buffer-bytes <size>", "most inbound bytes all sessions buffer together; when full, the session holding the most is ended with RESOURCE_EXHAUSTED (default 256MiB)")
+    .option(
+      "--kinds <file>",
+      "kinds file: the kinds to sync and their descriptor set (default: the example kinds)",
+    )
+    .option(
+      "--max-session-buffer-bytes <size>",
+      "most inbound bytes one zone's session buffers unread (half per lane; at least 8MiB); a zone sending past it is ended (default 16MiB)",
+    )
+    .option(
+      "--max-buffer-bytes <size>",
+      "most inbound bytes all sessions buffer together; when full, the session holding the most is ended with RESOURCE_EXHAUSTED (default 256MiB)",
+    )
     .addOption(storeOption())
     .addOption(dataDirOption())
     .addOption(maxConnectionsOption())
@@ -117,23 +198,53 @@ export function program(): Command {
       }
     });
 
-  type ZoneFlags = Omit<ZoneCommandOptions, "logger" | "signal" | "adminListen"> & { adminListen?: string; listen?: string; logFormat: LogFormat; logLevel: LogLevel };
+  type ZoneFlags = Omit<ZoneCommandOptions, "logger" | "signal" | "adminListen"> & {
+    adminListen?: string;
+    listen?: string;
+    logFormat: LogFormat;
+    logLevel: LogLevel;
+  };
   cli
     .command("zone")
     .description("run a zone control plane that dials the global and serves its own admin API")
     .requiredOption("--name <name>", "the zone's name (registered on the global)")
-    .option("--kinds <file>", "kinds file, checked against the global's kinds (default: learn them from the global)")
+    .option(
+      "--kinds <file>",
+      "kinds file, checked against the global's kinds (default: learn them from the global)",
+    )
     .addOption(storeOption())
     .addOption(dataDirOption())
-    .requiredOption("--global <urls>", "the global's zone-facing address, e.g. https://global.example:5685; several instances comma-separated (the zone fails over between them)")
-    .addOption(new Option("--transport <kind>", "how to dial the global (HTTP/2; grpc is plain gRPC on node:http2, grpc-connect the same protocol through connect-node's client; half-duplex uses unary and server-streaming calls only)").choices([...zoneTransports]).default("grpc"))
-    .option("--token-file <file>", "the zone token (kds-mux generate zone-token), re-read before every dial")
+    .requiredOption(
+      "--global <urls>",
+      "the global's zone-facing address, e.g. https://global.example:5685; several instances comma-separated (the zone fails over between them)",
+    )
+    .addOption(
+      new Option(
+        "--transport <kind>",
+        "how to dial the global (HTTP/2; grpc is plain gRPC on node:http2, grpc-connect the same protocol through connect-node's client; half-duplex uses unary and server-streaming calls only)",
+      )
+        .choices([...zoneTransports])
+        .default("grpc"),
+    )
+    .option(
+      "--token-file <file>",
+      "the zone token (kds-mux generate zone-token), re-read before every dial",
+    )
     .option("--ca-cert <file>", "PEM CA that signed the global's certificate (https --global)")
-    .option("--client-cert <file>", "PEM client certificate for mutual TLS, instead of a token (naming the zone by its SANs spiffe://<trust-domain>/zone/<name> or <name>, else its one CN)")
+    .option(
+      "--client-cert <file>",
+      "PEM client certificate for mutual TLS, instead of a token (naming the zone by its SANs spiffe://<trust-domain>/zone/<name> or <name>, else its one CN)",
+    )
     .option("--client-key <file>", "PEM private key of --client-cert")
-    .option("--admin-listen <host:port>", "address of this zone's admin API (default 127.0.0.1:5682; a global's is 5681)")
+    .option(
+      "--admin-listen <host:port>",
+      "address of this zone's admin API (default 127.0.0.1:5682; a global's is 5681)",
+    )
     .addOption(new Option("--listen <host:port>", "old name of --admin-listen").hideHelp())
-    .option("--admin-token-file <file>", "with a non-loopback --admin-listen: write a first admin token (role admin) here")
+    .option(
+      "--admin-token-file <file>",
+      "with a non-loopback --admin-listen: write a first admin token (role admin) here",
+    )
     .option("--tls-cert <file>", "PEM certificate chain: serve the admin API over TLS")
     .option("--tls-key <file>", "PEM private key of --tls-cert")
     .addOption(adminMaxConnectionsOption())
@@ -146,7 +257,12 @@ export function program(): Command {
       const stop = stopSignal();
       try {
         const { logFormat, logLevel, listen, adminListen, ...flags } = o;
-        await runZone({ ...flags, adminListen: adminListen ?? listen ?? "127.0.0.1:5682", logger: cliLogger(logFormat, logLevel), signal: stop.signal });
+        await runZone({
+          ...flags,
+          adminListen: adminListen ?? listen ?? "127.0.0.1:5682",
+          logger: cliLogger(logFormat, logLevel),
+          signal: stop.signal,
+        });
       } finally {
         stop.dispose();
       }
@@ -157,12 +273,18 @@ export function program(): Command {
     .command("zone")
     .description("print the Zone resource that registers a zone on the global")
     .requiredOption("--name <name>", "the zone's name")
-    .addOption(new Option("-o, --output <format>", "output format").choices(["yaml", "json"]).default("yaml"))
+    .addOption(
+      new Option("-o, --output <format>", "output format")
+        .choices(["yaml", "json"])
+        .default("yaml"),
+    )
     .action((o: { name: string; output: "yaml" | "json" }) => out(generateZone(o.name, o.output)));
   adminCommand(
     generate
       .command("zone-token")
-      .description("print a token that proves a zone's name to the global (pass it to kds-mux zone --token-file)")
+      .description(
+        "print a token that proves a zone's name to the global (pass it to kds-mux zone --token-file)",
+      )
       .requiredOption("--zone <name>", "the zone's name")
       .addOption(validForOption()),
   ).action(async (o: AdminFlags & { zone: string; validFor: string }) => {
@@ -174,8 +296,15 @@ export function program(): Command {
     generate
       .command("admin-token")
       .description("print an admin token (pass it with --token or KDS_MUX_TOKEN)")
-      .requiredOption("--name <name>", "who holds it; every write made with it is logged with this name")
-      .addOption(new Option("--role <role>", "read-only: read everything; admin: also write").choices(["read-only", "admin"]).makeOptionMandatory())
+      .requiredOption(
+        "--name <name>",
+        "who holds it; every write made with it is logged with this name",
+      )
+      .addOption(
+        new Option("--role <role>", "read-only: read everything; admin: also write")
+          .choices(["read-only", "admin"])
+          .makeOptionMandatory(),
+      )
       .addOption(validForOption()),
   ).action(async (o: AdminFlags & { name: string; role: string; validFor: string }) => {
     const r = await generateAdminToken(target(o), o.name, o.role, parseDuration(o.validFor));
@@ -191,30 +320,52 @@ export function program(): Command {
       .option("--id <id>", "the token's id (printed when it was generated; its jti claim)")
       .option("--token-file <file>", "the token itself")
       .option("--zone <name>", "every token of this zone issued until now"),
-  ).action(async (o: AdminFlags & { id?: string; tokenFile?: string; zone?: string }) => out(await revokeToken(target(o), o)));
+  ).action(async (o: AdminFlags & { id?: string; tokenFile?: string; zone?: string }) =>
+    out(await revokeToken(target(o), o)),
+  );
   adminCommand(
     revoke
       .command("admin-token")
       .description("revoke an admin token")
       .option("--id <id>", "the token's id (printed when it was generated; its jti claim)")
       .option("--token-file <file>", "the token itself"),
-  ).action(async (o: AdminFlags & { id?: string; tokenFile?: string }) => out(await revokeToken(target(o), { id: o.id, tokenFile: o.tokenFile })));
+  ).action(async (o: AdminFlags & { id?: string; tokenFile?: string }) =>
+    out(await revokeToken(target(o), { id: o.id, tokenFile: o.tokenFile })),
+  );
   adminCommand(
     revoke
       .command("certificate")
-      .description("revoke a zone's client certificate (mutual TLS) on the global: its live sessions end with goaway ZONE_REVOKED and it is refused from then on")
-      .option("--serial <hex>", "its serial number, as openssl x509 -noout -serial prints it (unique per CA only: revokes that serial from every CA the global trusts)")
-      .option("--fingerprint <sha256>", "its SHA-256 fingerprint, as openssl x509 -noout -fingerprint -sha256 prints it")
-      .option("--cert-file <file>", "the certificate itself (PEM): revokes its SHA-256 fingerprint"),
-  ).action(async (o: AdminFlags & { serial?: string; fingerprint?: string; certFile?: string }) => out(await revokeCertificate(target(o), o)));
+      .description(
+        "revoke a zone's client certificate (mutual TLS) on the global: its live sessions end with goaway ZONE_REVOKED and it is refused from then on",
+      )
+      .option(
+        "--serial <hex>",
+        "its serial number, as openssl x509 -noout -serial prints it (unique per CA only: revokes that serial from every CA the global trusts)",
+      )
+      .option(
+        "--fingerprint <sha256>",
+        "its SHA-256 fingerprint, as openssl x509 -noout -fingerprint -sha256 prints it",
+      )
+      .option(
+        "--cert-file <file>",
+        "the certificate itself (PEM): revokes its SHA-256 fingerprint",
+      ),
+  ).action(async (o: AdminFlags & { serial?: string; fingerprint?: string; certFile?: string }) =>
+    out(await revokeCertificate(target(o), o)),
+  );
 
   const rotate = cli.command("rotate").description("rotate keys");
   adminCommand(
     rotate
       .command("signing-key")
       .description("create a new signing key that signs every token from now on")
-      .option("--retire-previous", "delete the older keys: tokens they signed stop working and sessions admitted with them end"),
-  ).action(async (o: AdminFlags & { retirePrevious?: boolean }) => out(await rotateSigningKey(target(o), o.retirePrevious === true)));
+      .option(
+        "--retire-previous",
+        "delete the older keys: tokens they signed stop working and sessions admitted with them end",
+      ),
+  ).action(async (o: AdminFlags & { retirePrevious?: boolean }) =>
+    out(await rotateSigningKey(target(o), o.retirePrevious === true)),
+  );
 
   cli
     .command("apply")
@@ -223,7 +374,9 @@ export function program(): Command {
     .addOption(serverOption())
     .addOption(tokenOption())
     .addOption(caCertOption())
-    .action(async (o: AdminFlags & { file: string[] }) => out(await apply(target(o), o.file.map(readInput))));
+    .action(async (o: AdminFlags & { file: string[] }) =>
+      out(await apply(target(o), o.file.map(readInput))),
+    );
 
   cli
     .command("get")
@@ -231,13 +384,20 @@ export function program(): Command {
     .argument("<type>", "resource type (kind), e.g. Mesh")
     .argument("[name]", "one resource")
     .option("--mesh <mesh>", "the mesh (mesh-scoped types)")
-    .option("--zone <zone>", "ask this zone, through the global at --server, what it holds itself (local kinds included)")
+    .option(
+      "--zone <zone>",
+      "ask this zone, through the global at --server, what it holds itself (local kinds included)",
+    )
     .addOption(outputOption())
     .addOption(serverOption())
     .addOption(tokenOption())
     .addOption(caCertOption())
-    .action(async (type: string, name: string | undefined, o: AdminFlags & { mesh?: string; zone?: string; output: OutputFormat }) =>
-      out(await get(target(o), type, name, o.mesh, o.output, o.zone)),
+    .action(
+      async (
+        type: string,
+        name: string | undefined,
+        o: AdminFlags & { mesh?: string; zone?: string; output: OutputFormat },
+      ) => out(await get(target(o), type, name, o.mesh, o.output, o.zone)),
     );
 
   cli
@@ -249,7 +409,9 @@ export function program(): Command {
     .addOption(serverOption())
     .addOption(tokenOption())
     .addOption(caCertOption())
-    .action(async (type: string, name: string, o: AdminFlags & { mesh?: string }) => out(await remove(target(o), type, name, o.mesh)));
+    .action(async (type: string, name: string, o: AdminFlags & { mesh?: string }) =>
+      out(await remove(target(o), type, name, o.mesh)),
+    );
 
   cli
     .command("types")
@@ -258,26 +420,36 @@ export function program(): Command {
     .addOption(serverOption())
     .addOption(tokenOption())
     .addOption(caCertOption())
-    .action(async (o: AdminFlags & { output: OutputFormat }) => out(await types(target(o), o.output)));
+    .action(async (o: AdminFlags & { output: OutputFormat }) =>
+      out(await types(target(o), o.output)),
+    );
 
   const inspect = cli.command("inspect").description("show sync status");
   inspect
     .command("zones")
-    .description("zone status: online, connect time, per-type sent/ACK/NACK, last error, heartbeat round trip")
+    .description(
+      "zone status: online, connect time, per-type sent/ACK/NACK, last error, heartbeat round trip",
+    )
     .addOption(outputOption())
     .addOption(serverOption())
     .addOption(tokenOption())
     .addOption(caCertOption())
-    .action(async (o: AdminFlags & { output: OutputFormat }) => out(await inspectZones(target(o), o.output)));
+    .action(async (o: AdminFlags & { output: OutputFormat }) =>
+      out(await inspectZones(target(o), o.output)),
+    );
   inspect
     .command("zone")
-    .description("a zone's own view of its sync status, answered by the zone through the global at --server")
+    .description(
+      "a zone's own view of its sync status, answered by the zone through the global at --server",
+    )
     .argument("<name>", "the zone")
     .addOption(outputOption())
     .addOption(serverOption())
     .addOption(tokenOption())
     .addOption(caCertOption())
-    .action(async (name: string, o: AdminFlags & { output: OutputFormat }) => out(await inspectZone(target(o), name, o.output)));
+    .action(async (name: string, o: AdminFlags & { output: OutputFormat }) =>
+      out(await inspectZone(target(o), name, o.output)),
+    );
 
   cli
     .command("demo")
@@ -315,7 +487,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       process.stderr.write(`error: ${explainSettings(error.message)}\n`);
       return error.code === "invalid_argument" ? 2 : 1;
     }
-    process.stderr.write(`error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.stderr.write(
+      `error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
     return 1;
   }
 }

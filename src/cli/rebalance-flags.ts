@@ -5,7 +5,11 @@
  * @module
  */
 import { InvalidArgumentError, Option } from "commander";
-import { DEFAULT_REBALANCE_INTERVAL_MS, DEFAULT_REBALANCE_MOVES, type RebalanceOptions } from "../global/rebalancer.ts";
+import {
+  DEFAULT_REBALANCE_INTERVAL_MS,
+  DEFAULT_REBALANCE_MOVES,
+  type RebalanceOptions,
+} from "../global/rebalancer.ts";
 import { parseDuration } from "./address.ts";
 
 /** The flags, as commander parsed them. */
@@ -27,9 +31,14 @@ export const rebalanceIntervalOption = (): Option =>
       try {
         ms = parseDuration(text);
       } catch {
-        throw new InvalidArgumentError(`--rebalance-interval "${text}" is not a duration; use for example 10s or 1m (0 turns rebalancing off)`);
+        throw new InvalidArgumentError(
+          `--rebalance-interval "${text}" is not a duration; use for example 10s or 1m (0 turns rebalancing off)`,
+        );
       }
-      if (ms > 2 ** 31 - 1) throw new InvalidArgumentError(`--rebalance-interval must be at most ${2 ** 31 - 1}ms, got "${text}"`);
+      if (ms > 2 ** 31 - 1)
+        throw new InvalidArgumentError(
+          `--rebalance-interval must be at most ${2 ** 31 - 1}ms, got "${text}"`,
+        );
       return ms;
     })
     .default(DEFAULT_REBALANCE_INTERVAL_MS, "10s");
@@ -39,7 +48,10 @@ export const rebalanceMovesOption = (): Option =>
   new Option("--rebalance-moves <n>", "most zones one instance asks to move per rebalancing round")
     .argParser((text: string) => {
       const n = Number(text);
-      if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`--rebalance-moves must be a whole number of at least 1, got "${text}"`);
+      if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(n) || n < 1)
+        throw new InvalidArgumentError(
+          `--rebalance-moves must be a whole number of at least 1, got "${text}"`,
+        );
       return n;
     })
     .default(DEFAULT_REBALANCE_MOVES);

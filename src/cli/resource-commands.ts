@@ -19,7 +19,10 @@ export const outputFormats = ["table", "json", "yaml"] as const;
 /** `generate zone --name NAME`: the Zone resource that registers the zone. */
 export function generateZone(name: string, format: "yaml" | "json"): string {
   if (!ZONE_NAME_PATTERN.test(name)) {
-    throw new KdsError("invalid_argument", `"${name}" is not a valid zone name: use 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit`);
+    throw new KdsError(
+      "invalid_argument",
+      `"${name}" is not a valid zone name: use 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit`,
+    );
   }
   const doc = { type: ZONE_KIND, name, spec: { enabled: true } };
   return format === "json" ? JSON.stringify(doc, null, 2) : stringify(doc).trimEnd();
@@ -31,39 +34,71 @@ export function generateZone(name: string, format: "yaml" | "json"): string {
  * says so; a call that failed says whether nothing or (when the server could
  * not tell, or the connection broke) all or nothing was applied.
  */
-export async function apply(server: AdminTarget | string, files: readonly { name: string; text: string }[]): Promise<string> {
+export async function apply(
+  server: AdminTarget | string,
+  files: readonly { name: string; text: string }[],
+): Promise<string> {
   const documents: ResourceDocument[] = files.flatMap((f) => parseResourceFile(f.text, f.name));
   const client = adminClient(server);
   try {
-    const response = await call(server, () => client.apply({ resources: documents.map((d) => d.resource) }));
-    const lines = response.resources.map((r) => `${r.type} ${resourceKey(r.mesh, r.name)} applied (version ${r.version})`);
-    if (lines.length > 1) lines.push(`all ${lines.length} resources applied together (an apply is all or nothing)`);
+    const response = await call(server, () =>
+      client.apply({ resources: documents.map((d) => d.resource) }),
+    );
+    const lines = response.resources.map(
+      (r) => `${r.type} ${resourceKey(r.mesh, r.name)} applied (version ${r.version})`,
+    );
+    if (lines.length > 1)
+      lines.push(`all ${lines.length} resources applied together (an apply is all or nothing)`);
     return lines.join("\n");
   } catch (error) {
     // This call is never cancelled here, so "aborted" too means the connection broke (an HTTP/2 stream reset when the server died).
-    if ((KdsError.is(error, "transport") || KdsError.is(error, "aborted")) && documents.length > 0) {
+    if (
+      (KdsError.is(error, "transport") || KdsError.is(error, "aborted")) &&
+      documents.length > 0
+    ) {
       // The call may have reached the server and committed before the connection broke.
       const what = documents.length === 1 ? "the resource" : `the ${documents.length} resources`;
-      throw new KdsError(error.code, `${error.message}; if the call reached the server, either all or none of ${what} were applied, never a part: run \`kds-mux get\` to see which`, { cause: error });
+      throw new KdsError(
+        error.code,
+        `${error.message}; if the call reached the server, either all or none of ${what} were applied, never a part: run \`kds-mux get\` to see which`,
+        { cause: error },
+      );
     }
     // Point at the document the server complained about.
     if (error instanceof KdsError) {
-      const culprit = documents.find((d) => error.message.includes(`"${resourceKey(d.resource.mesh, d.resource.name)}"`));
-      if (culprit !== undefined) throw new KdsError(error.code, `${culprit.where}: ${error.message}`, { cause: error });
+      const culprit = documents.find((d) =>
+        error.message.includes(`"${resourceKey(d.resource.mesh, d.resource.name)}"`),
+      );
+      if (culprit !== undefined)
+        throw new KdsError(error.code, `${culprit.where}: ${error.message}`, { cause: error });
     }
     throw error;
   }
 }
 
 /** `get TYPE [NAME] [--zone ZONE]`: with a zone, what that zone holds itself, answered by the zone through the global. */
-export async function get(server: AdminTarget | string, type: string, name: string | undefined, mesh: string | undefined, format: OutputFormat, zone?: string): Promise<string> {
+export async function get(
+  server: AdminTarget | string,
+  type: string,
+  name: string | undefined,
+  mesh: string | undefined,
+  format: OutputFormat,
+  zone?: string,
+): Promise<string> {
   const client = adminClient(server);
-  const response = await call(server, () => client.get({ type, name: name ?? "", mesh: mesh ?? "", zone: zone ?? "" }));
+  const response = await call(server, () =>
+    client.get({ type, name: name ?? "", mesh: mesh ?? "", zone: zone ?? "" }),
+  );
   return formatResources(response.resources, format);
 }
 
 /** `delete TYPE NAME`. */
-export async function remove(server: AdminTarget | string, type: string, name: string, mesh: string | undefined): Promise<string> {
+export async function remove(
+  server: AdminTarget | string,
+  type: string,
+  name: string,
+  mesh: string | undefined,
+): Promise<string> {
   const client = adminClient(server);
   await call(server, () => client.delete({ type, name, mesh: mesh ?? "" }));
   return `${type} ${resourceKey(mesh ?? "", name)} deleted`;
@@ -76,13 +111,20 @@ export async function types(server: AdminTarget | string, format: OutputFormat):
 }
 
 /** `inspect zone NAME`: the zone's own view of its sync status, answered by the zone through the global. */
-export async function inspectZone(server: AdminTarget | string, zone: string, format: OutputFormat): Promise<string> {
+export async function inspectZone(
+  server: AdminTarget | string,
+  zone: string,
+  format: OutputFormat,
+): Promise<string> {
   const client = adminClient(server);
   return formatZones((await call(server, () => client.inspectZones({ zone }))).zones, format);
 }
 
 /** `inspect zones`. */
-export async function inspectZones(server: AdminTarget | string, format: OutputFormat): Promise<string> {
+export async function inspectZones(
+  server: AdminTarget | string,
+  format: OutputFormat,
+): Promise<string> {
   const client = adminClient(server);
   return formatZones((await call(server, () => client.inspectZones({}))).zones, format);
 }

@@ -12,21 +12,33 @@ function read(file: string, flag: string): string {
   try {
     return readFileSync(file, "utf8");
   } catch (error) {
-    throw new KdsError("invalid_argument", `${flag} ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`, { cause: error });
+    throw new KdsError(
+      "invalid_argument",
+      `${flag} ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+      { cause: error },
+    );
   }
 }
 
 /** Reads a PEM file named by `flag`; fails clearly when it is missing or holds no PEM block. */
 export function readPem(file: string, flag: string): string {
   const text = read(file, flag);
-  if (!/-----BEGIN [A-Z0-9 ]+-----/.test(text)) throw new KdsError("invalid_argument", `${flag} ${file} holds no PEM block (-----BEGIN ...-----)`);
+  if (!/-----BEGIN [A-Z0-9 ]+-----/.test(text))
+    throw new KdsError(
+      "invalid_argument",
+      `${flag} ${file} holds no PEM block (-----BEGIN ...-----)`,
+    );
   return text;
 }
 
 /** Reads a token file (the token, surrounding whitespace ignored). */
 export function readTokenFile(file: string): string {
   const token = read(file, "--token-file").trim();
-  if (token === "") throw new KdsError("invalid_argument", `--token-file ${file} is empty; create a token with kds-mux generate zone-token`);
+  if (token === "")
+    throw new KdsError(
+      "invalid_argument",
+      `--token-file ${file} is empty; create a token with kds-mux generate zone-token`,
+    );
   return token;
 }
 
@@ -36,6 +48,10 @@ export function writeSecretFile(file: string, text: string): void {
     writeFileSync(file, text, { mode: 0o600 });
     chmodSync(file, 0o600); // the mode above applies only to a file that did not exist
   } catch (error) {
-    throw new KdsError("invalid_argument", `cannot write ${file} (${(error as NodeJS.ErrnoException).code ?? String(error)})`, { cause: error });
+    throw new KdsError(
+      "invalid_argument",
+      `cannot write ${file} (${(error as NodeJS.ErrnoException).code ?? String(error)})`,
+      { cause: error },
+    );
   }
 }

@@ -5,9 +5,18 @@
  *
  * @module
  */
-import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import {
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from "@connectrpc/connect-node";
 import type { Transport } from "@connectrpc/connect";
-import { adminListenerAuthorizer, adminListenerInterceptor, authorizedReads, registerAdminRoutes } from "../admin/admin-routes.ts";
+import {
+  adminListenerAuthorizer,
+  adminListenerInterceptor,
+  authorizedReads,
+  registerAdminRoutes,
+} from "../admin/admin-routes.ts";
 import type { AdminBackend } from "../admin/admin-service.ts";
 import { registerAdmin } from "../admin/admin-service.ts";
 import { serveGlobal, serveRoutes, type ServedGlobal } from "../adapters/node/serve-global.ts";
@@ -26,7 +35,10 @@ import type { ZoneStatus } from "../sync/status.ts";
 import { KdsError } from "../errors.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
-import { grpcMuxTransport, type GrpcMuxTransportOptions } from "../adapters/node/grpc-mux-client.ts";
+import {
+  grpcMuxTransport,
+  type GrpcMuxTransportOptions,
+} from "../adapters/node/grpc-mux-client.ts";
 import { connectMuxTransport } from "../transport/connect.ts";
 import { failoverMuxTransport } from "../transport/failover.ts";
 import { halfDuplexMuxTransport } from "../transport/half-duplex/client.ts";
@@ -41,7 +53,13 @@ import { globalKinds, zoneKinds } from "./kinds-file.ts";
 import { aborted } from "./signals.ts";
 import { drainRoute, drainWithin } from "./drain.ts";
 import { rebalanceOption, type RebalanceFlags } from "./rebalance-flags.ts";
-import { probeHandler, readinessOf, StoreHealth, PROBE_PATHS, type Readiness } from "../observe/probes.ts";
+import {
+  probeHandler,
+  readinessOf,
+  StoreHealth,
+  PROBE_PATHS,
+  type Readiness,
+} from "../observe/probes.ts";
 import { anySignal } from "../util/abort.ts";
 import { isSharedStore, openCliStore, type StoreChoice } from "./store-option.ts";
 import { readTokenFile, writeSecretFile } from "./secret-files.ts";
@@ -56,7 +74,11 @@ export interface TlsFlags {
 }
 
 /** Options of `kds-mux global`. */
-export interface GlobalCommandOptions extends TlsFlags, StoreChoice, ConnectionFlags, RebalanceFlags {
+export interface GlobalCommandOptions
+  extends TlsFlags,
+    StoreChoice,
+    ConnectionFlags,
+    RebalanceFlags {
   /** Zone-facing address (mux and half-duplex). */
   readonly listen: string;
   /** Admin API address. */
@@ -85,12 +107,29 @@ export interface GlobalCommandOptions extends TlsFlags, StoreChoice, ConnectionF
  * --client-ca), read now and reloaded when they change or on SIGHUP until
  * `signal` aborts; undefined without TLS.
  */
-function serverTls(flags: TlsFlags, clientCa: string | undefined, what: string, context: { logger: Logger; signal: AbortSignal }): ReloadingTls | undefined {
-  if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined)) throw new KdsError("invalid_argument", "--tls-cert and --tls-key go together: pass both, or neither");
-  if (clientCa !== undefined && flags.tlsCert === undefined) throw new KdsError("invalid_argument", "--client-ca needs TLS: pass --tls-cert and --tls-key too");
+function serverTls(
+  flags: TlsFlags,
+  clientCa: string | undefined,
+  what: string,
+  context: { logger: Logger; signal: AbortSignal },
+): ReloadingTls | undefined {
+  if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined))
+    throw new KdsError(
+      "invalid_argument",
+      "--tls-cert and --tls-key go together: pass both, or neither",
+    );
+  if (clientCa !== undefined && flags.tlsCert === undefined)
+    throw new KdsError(
+      "invalid_argument",
+      "--client-ca needs TLS: pass --tls-cert and --tls-key too",
+    );
   if (flags.tlsCert === undefined || flags.tlsKey === undefined) return undefined;
   return new ReloadingTls(
-    { cert: { file: flags.tlsCert, flag: "--tls-cert" }, key: { file: flags.tlsKey, flag: "--tls-key" }, ca: clientCa === undefined ? undefined : { file: clientCa, flag: "--client-ca" } },
+    {
+      cert: { file: flags.tlsCert, flag: "--tls-cert" },
+      key: { file: flags.tlsKey, flag: "--tls-key" },
+      ca: clientCa === undefined ? undefined : { file: clientCa, flag: "--client-ca" },
+    },
     { what, logger: context.logger, signal: context.signal },
   );
 }
@@ -98,8 +137,16 @@ function serverTls(flags: TlsFlags, clientCa: string | undefined, what: string, 
 /** Gives a TLS listener new material for its new connections (Node's setSecureContext); throws where the runtime lacks it. */
 function setSecureContext(served: ServedGlobal, material: TlsMaterial): void {
   const server = served.server as Partial<Pick<import("node:tls").Server, "setSecureContext">>;
-  if (typeof server.setSecureContext !== "function") throw new KdsError("transport", `the server on ${served.url} cannot change its TLS certificate while running on this runtime`);
-  server.setSecureContext({ cert: material.cert, key: material.key, ...(material.ca === undefined ? {} : { ca: material.ca }) });
+  if (typeof server.setSecureContext !== "function")
+    throw new KdsError(
+      "transport",
+      `the server on ${served.url} cannot change its TLS certificate while running on this runtime`,
+    );
+  server.setSecureContext({
+    cert: material.cert,
+    key: material.key,
+    ...(material.ca === undefined ? {} : { ca: material.ca }),
+  });
 }
 
 /** Refuses a non-loopback admin listener without a file for its first admin token (before anything starts). */
@@ -166,8 +213,13 @@ async function serveAdminApi(
   if (open && options.tokenFile !== undefined && backend.tokens !== undefined) {
     const issued = await backend.tokens.issueAdminToken("bootstrap", "admin");
     writeSecretFile(options.tokenFile, issued.token); // no whitespace: readers strip it, but the CLI writes none
-    options.logger.info(`the admin API listens on ${served.url}, not loopback: every call needs an admin token; a first one (role admin, id ${issued.tokenId}) is in ${options.tokenFile}`);
-    if (options.tls === undefined) options.logger.warn(`the admin API on ${served.url} has no TLS: admin tokens cross the network in clear text; pass --tls-cert and --tls-key`);
+    options.logger.info(
+      `the admin API listens on ${served.url}, not loopback: every call needs an admin token; a first one (role admin, id ${issued.tokenId}) is in ${options.tokenFile}`,
+    );
+    if (options.tls === undefined)
+      options.logger.warn(
+        `the admin API on ${served.url} has no TLS: admin tokens cross the network in clear text; pass --tls-cert and --tls-key`,
+      );
   }
   return served;
 }
@@ -188,9 +240,18 @@ function firstAnswer(handlers: readonly OptionalFetchHandler[]): OptionalFetchHa
  * and `--max-buffer-bytes`: each lane gets half the session's bytes, which must
  * hold the largest frame, and the budget must hold one session.
  */
-export function bufferLimits(flags: { maxSessionBufferBytes?: string; maxBufferBytes?: string }): { session: SessionOptions; budget: MemoryBudget } {
-  const perSession = flags.maxSessionBufferBytes === undefined ? undefined : parseByteSize(flags.maxSessionBufferBytes, "--max-session-buffer-bytes");
-  const total = flags.maxBufferBytes === undefined ? DEFAULT_MEMORY_BUDGET_BYTES : parseByteSize(flags.maxBufferBytes, "--max-buffer-bytes");
+export function bufferLimits(flags: { maxSessionBufferBytes?: string; maxBufferBytes?: string }): {
+  session: SessionOptions;
+  budget: MemoryBudget;
+} {
+  const perSession =
+    flags.maxSessionBufferBytes === undefined
+      ? undefined
+      : parseByteSize(flags.maxSessionBufferBytes, "--max-session-buffer-bytes");
+  const total =
+    flags.maxBufferBytes === undefined
+      ? DEFAULT_MEMORY_BUDGET_BYTES
+      : parseByteSize(flags.maxBufferBytes, "--max-buffer-bytes");
   const defaults = resolveSessionOptions();
   const lane = perSession === undefined ? undefined : Math.floor(perSession / 2);
   if (lane !== undefined && lane < defaults.maxMessageBytes) {
@@ -200,9 +261,13 @@ export function bufferLimits(flags: { maxSessionBufferBytes?: string; maxBufferB
     );
   }
   if (lane !== undefined && lane > MAX_WINDOW_BYTES) {
-    throw new KdsError("invalid_argument", `--max-session-buffer-bytes ${flags.maxSessionBufferBytes ?? ""} is too large: at most ${2 * MAX_WINDOW_BYTES} (2GiB)`);
+    throw new KdsError(
+      "invalid_argument",
+      `--max-session-buffer-bytes ${flags.maxSessionBufferBytes ?? ""} is too large: at most ${2 * MAX_WINDOW_BYTES} (2GiB)`,
+    );
   }
-  const session: SessionOptions = lane === undefined ? {} : { requestWindowBytes: lane, responseWindowBytes: lane };
+  const session: SessionOptions =
+    lane === undefined ? {} : { requestWindowBytes: lane, responseWindowBytes: lane };
   const resolved = resolveSessionOptions(session);
   const sessionBytes = resolved.requestWindowBytes + resolved.responseWindowBytes;
   if (total < sessionBytes) {
@@ -221,7 +286,10 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   // Watched and reloaded while running (tls-reload.ts): new connections get the new files, established ones continue.
   const reloading = serverTls(options, options.clientCa, "the global's listeners", options);
   if (reloading === undefined) ignoreHangup(options.logger, options.signal);
-  const tls = reloading === undefined ? undefined : { cert: reloading.current.cert as string, key: reloading.current.key as string };
+  const tls =
+    reloading === undefined
+      ? undefined
+      : { cert: reloading.current.cert as string, key: reloading.current.key as string };
   const clientCa = reloading?.current.ca;
   checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
   let adminUrl = "<global-admin-url>";
@@ -232,7 +300,12 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const stopping = anySignal([options.signal, drainAsked.signal]);
   let listening = false;
   let zoneUrl: string | undefined;
-  const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: running.signal });
+  const opened = await openCliStore(options, {
+    name: options.name,
+    types,
+    logger: options.logger,
+    signal: running.signal,
+  });
   try {
     options.logger.info(`global "${options.name}" keeps its state in ${opened.description}`);
     const observe = observation("global", options.name, () => global.zoneStatuses());
@@ -264,26 +337,43 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       limits: limits.admin,
       readiness: () => {
         const state = global.readiness();
-        return listening ? state : readinessOf(["starting: the zone listener is not open yet", ...state.reasons]);
+        return listening
+          ? state
+          : readinessOf(["starting: the zone listener is not open yet", ...state.reasons]);
       },
       drain: () => drainAsked.abort(new Error("POST /drain")),
     });
     adminUrl = admin.url;
-    const served = await serveGlobal(global.server, { host, port, tls: tls === undefined ? undefined : { ...tls, clientCa }, limits: limits.zones });
+    const served = await serveGlobal(global.server, {
+      host,
+      port,
+      tls: tls === undefined ? undefined : { ...tls, clientCa },
+      limits: limits.zones,
+    });
     listening = true;
     zoneUrl = served.url;
     reloading?.onReload((m) => {
       setSecureContext(served, { cert: m.cert, key: m.key, ca: m.ca });
       setSecureContext(admin, { cert: m.cert, key: m.key });
     });
-    const proof = options.insecureNoZoneAuth === true ? "NOTHING (insecure)" : clientCa !== undefined ? "client certificates or zone tokens" : "zone tokens";
+    const proof =
+      options.insecureNoZoneAuth === true
+        ? "NOTHING (insecure)"
+        : clientCa !== undefined
+          ? "client certificates or zone tokens"
+          : "zone tokens";
     options.logger.info(
       `global "${options.name}" listening on ${served.url} for zones (mux and half-duplex; zones prove themselves with ${proof}); admin API on ${admin.url} (status page at ${admin.url}/, metrics at ${admin.url}/metrics)`,
     );
-    if (tls === undefined && !isLoopback(host)) options.logger.warn(`zones dial ${served.url} without TLS: their tokens cross the network in clear text; pass --tls-cert and --tls-key`);
+    if (tls === undefined && !isLoopback(host))
+      options.logger.warn(
+        `zones dial ${served.url} without TLS: their tokens cross the network in clear text; pass --tls-cert and --tls-key`,
+      );
     await aborted(stopping);
     const drainMs = options.drainTimeout ?? 30_000;
-    options.logger.info(`draining (${stopping.reason instanceof Error ? stopping.reason.message : "stop"}): /readyz answers 503, no zone is admitted, and the zones are asked to reconnect to another instance over ${drainMs} ms; a second SIGTERM exits at once`);
+    options.logger.info(
+      `draining (${stopping.reason instanceof Error ? stopping.reason.message : "stop"}): /readyz answers 503, no zone is admitted, and the zones are asked to reconnect to another instance over ${drainMs} ms; a second SIGTERM exits at once`,
+    );
     await drainWithin(global, drainMs, options.logger);
     options.logger.info("shutting down: telling every zone left (goaway) and closing connections");
     await Promise.all([served.close(), admin.close()]);
@@ -299,8 +389,14 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
  * metrics at /metrics and the live status page at / (with /status/events).
  * The listener serves HTTP/1.1 beside h2c so browsers and Prometheus reach it.
  */
-function observation(role: "global" | "zone", name: string, zones: () => Promise<readonly ZoneStatus[]>): { metrics: Metrics; handler: OptionalFetchHandler } {
-  const prometheus = new PrometheusMetrics({ labels: role === "zone" ? { role, zone: name } : { role } });
+function observation(
+  role: "global" | "zone",
+  name: string,
+  zones: () => Promise<readonly ZoneStatus[]>,
+): { metrics: Metrics; handler: OptionalFetchHandler } {
+  const prometheus = new PrometheusMetrics({
+    labels: role === "zone" ? { role, zone: name } : { role },
+  });
   const status = new StatusFeed({ role, name, zones, zone: role === "zone" ? name : undefined });
   return {
     metrics: fanOutMetrics(prometheus, status.metrics),
@@ -309,10 +405,22 @@ function observation(role: "global" | "zone", name: string, zones: () => Promise
 }
 
 /** The transports `kds-mux zone --transport` offers. */
-export const zoneTransports = ["grpc", "grpc-connect", "grpc-web", "connect", "half-duplex"] as const;
+export const zoneTransports = [
+  "grpc",
+  "grpc-connect",
+  "grpc-web",
+  "connect",
+  "half-duplex",
+] as const;
 
 /** Options of `kds-mux zone`. */
-export interface ZoneCommandOptions extends TlsFlags, StoreChoice, Pick<ConnectionFlags, "adminMaxConnections" | "idleTimeout" | "authTimeout" | "requestTimeout"> {
+export interface ZoneCommandOptions
+  extends TlsFlags,
+    StoreChoice,
+    Pick<
+      ConnectionFlags,
+      "adminMaxConnections" | "idleTimeout" | "authTimeout" | "requestTimeout"
+    > {
   readonly name: string;
   readonly global: string;
   readonly transport: string;
@@ -359,7 +467,11 @@ function reloadingClientTls(tls: ClientTls, signal: AbortSignal): GrpcMuxTranspo
  * global can stream what the mux allows while the zone is busy applying
  * (see http2-windows.ts).
  */
-function connectTransport(kind: string, baseUrl: string, nodeOptions: ClientTls | undefined): Transport {
+function connectTransport(
+  kind: string,
+  baseUrl: string,
+  nodeOptions: ClientTls | undefined,
+): Transport {
   const sessionManager = windowedSessionManager(baseUrl, nodeOptions);
   switch (kind) {
     case "grpc-connect":
@@ -369,34 +481,66 @@ function connectTransport(kind: string, baseUrl: string, nodeOptions: ClientTls 
     case "connect":
       return createConnectTransport({ baseUrl, httpVersion: "2", sessionManager });
     default:
-      throw new KdsError("invalid_argument", `--transport must be one of ${zoneTransports.join(", ")}, got "${kind}"`);
+      throw new KdsError(
+        "invalid_argument",
+        `--transport must be one of ${zoneTransports.join(", ")}, got "${kind}"`,
+      );
   }
 }
 
 /** Runs a zone control plane until `signal` aborts. */
 export async function runZone(options: ZoneCommandOptions): Promise<void> {
   // Several global instances: "--global URL1,URL2" fails over between them.
-  const urls = options.global.split(",").map((u) => u.trim()).filter((u) => u !== "");
+  const urls = options.global
+    .split(",")
+    .map((u) => u.trim())
+    .filter((u) => u !== "");
   const parsed = urls.map((url) => {
     try {
       return new URL(url);
     } catch {
-      throw new KdsError("invalid_argument", `--global "${url}" is not a URL; use for example https://global.example:5685 (or several, comma-separated)`);
+      throw new KdsError(
+        "invalid_argument",
+        `--global "${url}" is not a URL; use for example https://global.example:5685 (or several, comma-separated)`,
+      );
     }
   });
-  if (urls.length === 0) throw new KdsError("invalid_argument", "--global needs at least one URL, for example https://global.example:5685");
-  if ((options.clientCert === undefined) !== (options.clientKey === undefined)) throw new KdsError("invalid_argument", "--client-cert and --client-key go together: pass both, or neither");
+  if (urls.length === 0)
+    throw new KdsError(
+      "invalid_argument",
+      "--global needs at least one URL, for example https://global.example:5685",
+    );
+  if ((options.clientCert === undefined) !== (options.clientKey === undefined))
+    throw new KdsError(
+      "invalid_argument",
+      "--client-cert and --client-key go together: pass both, or neither",
+    );
   const tlsFlags = options.caCert !== undefined || options.clientCert !== undefined;
-  if (tlsFlags && parsed.some((u) => u.protocol !== "https:")) throw new KdsError("invalid_argument", `--ca-cert and --client-cert need an https:// --global, got ${options.global}`);
+  if (tlsFlags && parsed.some((u) => u.protocol !== "https:"))
+    throw new KdsError(
+      "invalid_argument",
+      `--ca-cert and --client-cert need an https:// --global, got ${options.global}`,
+    );
   // Watched and reloaded while running (tls-reload.ts); the grpc transport reads them at each new connection.
   const reloading = tlsFlags
     ? new ReloadingTls(
         {
-          ca: options.caCert === undefined ? undefined : { file: options.caCert, flag: "--ca-cert" },
-          cert: options.clientCert === undefined ? undefined : { file: options.clientCert, flag: "--client-cert" },
-          key: options.clientKey === undefined ? undefined : { file: options.clientKey, flag: "--client-key" },
+          ca:
+            options.caCert === undefined ? undefined : { file: options.caCert, flag: "--ca-cert" },
+          cert:
+            options.clientCert === undefined
+              ? undefined
+              : { file: options.clientCert, flag: "--client-cert" },
+          key:
+            options.clientKey === undefined
+              ? undefined
+              : { file: options.clientKey, flag: "--client-key" },
         },
-        { what: `zone "${options.name}"'s connection to the global`, logger: options.logger, signal: options.signal },
+        {
+          what: `zone "${options.name}"'s connection to the global`,
+          logger: options.logger,
+          signal: options.signal,
+        },
       )
     : undefined;
   const clientTls: ClientTls = {
@@ -415,16 +559,39 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
   const dial = (url: string): MuxTransport =>
     options.transport === "half-duplex"
       ? // Unary and server-streaming calls only: for proxies that break bidi streams.
-        halfDuplexMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: windowedSessionManager(url, nodeOptions) }), { target: url })
+        halfDuplexMuxTransport(
+          createConnectTransport({
+            baseUrl: url,
+            httpVersion: "2",
+            sessionManager: windowedSessionManager(url, nodeOptions),
+          }),
+          { target: url },
+        )
       : options.transport === "grpc"
         ? // Plain gRPC on node:http2, without connect-node's client pipeline (grpc-connect is connect-node's); its HTTP/2 windows are the mux's byte window too.
-          grpcMuxTransport(url, nodeOptions === undefined ? { signal: options.signal } : reloadingClientTls(nodeOptions, options.signal))
-        : connectMuxTransport(connectTransport(options.transport, url, nodeOptions), { name: options.transport, target: url });
-  const transport = urls.length === 1 ? dial(urls[0] as string) : failoverMuxTransport(urls.map(dial), { targets: urls });
+          grpcMuxTransport(
+            url,
+            nodeOptions === undefined
+              ? { signal: options.signal }
+              : reloadingClientTls(nodeOptions, options.signal),
+          )
+        : connectMuxTransport(connectTransport(options.transport, url, nodeOptions), {
+            name: options.transport,
+            target: url,
+          });
+  const transport =
+    urls.length === 1
+      ? dial(urls[0] as string)
+      : failoverMuxTransport(urls.map(dial), { targets: urls });
   const tokenFile = options.tokenFile;
   checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
   const types = zoneKinds(options.kinds, options.name, options.logger);
-  const opened = await openCliStore(options, { name: options.name, types, logger: options.logger, signal: options.signal });
+  const opened = await openCliStore(options, {
+    name: options.name,
+    types,
+    logger: options.logger,
+    signal: options.signal,
+  });
   try {
     options.logger.info(`zone "${options.name}" keeps its state in ${opened.description}`);
     const observe = observation("zone", options.name, () => Promise.resolve([zone.status()]));
@@ -440,26 +607,50 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       reverseCalls: (router) => registerAdmin(router, zone.admin()),
     });
     if (tokenFile === undefined && clientTls.cert === undefined) {
-      options.logger.warn(`zone "${options.name}" presents no credential (no --token-file, no --client-cert): only a global started with --insecure-no-zone-auth admits it`);
+      options.logger.warn(
+        `zone "${options.name}" presents no credential (no --token-file, no --client-cert): only a global started with --insecure-no-zone-auth admits it`,
+      );
     }
     // The zone signs its own admin tokens, with a key kept in its own store.
-    const backend = { ...zone.admin(), tokens: new TokenAuthority({ store: zone.store, issuer: options.name, logger: options.logger }) };
+    const backend = {
+      ...zone.admin(),
+      tokens: new TokenAuthority({
+        store: zone.store,
+        issuer: options.name,
+        logger: options.logger,
+      }),
+    };
     const limits = resolveConnectionLimits(options, "zone", options.logger, observe.metrics);
-    const storeHealth = new StoreHealth(zone.store, (error) => options.logger.warn("readiness: the store did not answer a check; /readyz answers 503 until it does", { error }));
+    const storeHealth = new StoreHealth(zone.store, (error) =>
+      options.logger.warn(
+        "readiness: the store did not answer a check; /readyz answers 503 until it does",
+        { error },
+      ),
+    );
     storeHealth.start(options.signal);
     const adminTls = serverTls(options, undefined, `zone "${options.name}"'s admin API`, options);
-    if (adminTls === undefined && reloading === undefined) ignoreHangup(options.logger, options.signal);
+    if (adminTls === undefined && reloading === undefined)
+      ignoreHangup(options.logger, options.signal);
     const served = await serveAdminApi(backend, options.adminListen, {
-      tls: adminTls === undefined ? undefined : { cert: adminTls.current.cert as string, key: adminTls.current.key as string },
+      tls:
+        adminTls === undefined
+          ? undefined
+          : { cert: adminTls.current.cert as string, key: adminTls.current.key as string },
       tokenFile: options.adminTokenFile,
       flag: "--admin-listen",
       logger: options.logger,
       observe: observe.handler,
       limits: limits.admin,
-      readiness: () => readinessOf([options.signal.aborted ? "stopping: the zone shuts down" : undefined, storeHealth.reason()]),
+      readiness: () =>
+        readinessOf([
+          options.signal.aborted ? "stopping: the zone shuts down" : undefined,
+          storeHealth.reason(),
+        ]),
     });
     adminTls?.onReload((m) => setSecureContext(served, m));
-    options.logger.info(`zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`);
+    options.logger.info(
+      `zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`,
+    );
     await zone.run(options.signal);
     options.logger.info("shutting down");
     await served.close();

@@ -20,7 +20,10 @@ export function stopSignal(durationMs?: number): { signal: AbortSignal; dispose(
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
-  const timer = durationMs !== undefined && durationMs > 0 ? setTimeout(() => controller.abort(new Error("duration elapsed")), durationMs) : undefined;
+  const timer =
+    durationMs !== undefined && durationMs > 0
+      ? setTimeout(() => controller.abort(new Error("duration elapsed")), durationMs)
+      : undefined;
   return {
     signal: controller.signal,
     dispose: () => {

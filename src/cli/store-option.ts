@@ -17,10 +17,14 @@ import type { TypeRegistry } from "../sync/resource-types.ts";
 
 /** `--store`: embedded (default), memory, or a PostgreSQL URL. */
 export const storeOption = (): Option =>
-  new Option("--store <store>", "where state lives: embedded (a PostgreSQL in --data-dir, the default), memory (lost at exit), or a postgres://user:pass@host:port/db URL");
+  new Option(
+    "--store <store>",
+    "where state lives: embedded (a PostgreSQL in --data-dir, the default), memory (lost at exit), or a postgres://user:pass@host:port/db URL",
+  );
 
 /** `--data-dir`: the embedded store's directory. */
-export const dataDirOption = (): Option => new Option("--data-dir <dir>", "the embedded store's directory (default ./kds-data/<name>)");
+export const dataDirOption = (): Option =>
+  new Option("--data-dir <dir>", "the embedded store's directory (default ./kds-data/<name>)");
 
 /** What the two options said. */
 export interface StoreChoice {
@@ -56,26 +60,46 @@ const NAME_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
  * with a clear `invalid_argument` or `store_unavailable` (an unwritable data
  * dir, a data dir in use, a database that does not answer, a newer schema).
  */
-export async function openCliStore(choice: StoreChoice, context: { name: string; types: TypeRegistry; logger: Logger; signal: AbortSignal }): Promise<CliStore> {
+export async function openCliStore(
+  choice: StoreChoice,
+  context: { name: string; types: TypeRegistry; logger: Logger; signal: AbortSignal },
+): Promise<CliStore> {
   const kind = choice.store ?? "embedded";
   const { types, logger, signal } = context;
   if (kind !== "embedded" && choice.dataDir !== undefined) {
-    throw new KdsError("invalid_argument", `--data-dir is for the embedded store; drop it, or drop --store ${kind.startsWith("postgres") ? "<url>" : kind}`);
+    throw new KdsError(
+      "invalid_argument",
+      `--data-dir is for the embedded store; drop it, or drop --store ${kind.startsWith("postgres") ? "<url>" : kind}`,
+    );
   }
   if (kind === "memory") {
-    return { store: new InMemoryStore(types), description: "memory (state is lost when the process ends)", close: async () => undefined };
+    return {
+      store: new InMemoryStore(types),
+      description: "memory (state is lost when the process ends)",
+      close: async () => undefined,
+    };
   }
   // The database client and the launcher load only when used: every other command starts faster.
   const { PostgresStore } = await import("../store/postgres.ts");
   if (/^postgres(ql)?:\/\//.test(kind)) {
     const store = await PostgresStore.open(types, { url: kind, logger, signal });
-    return { store, description: `PostgreSQL at ${describeTarget(kind)}`, close: () => store.close() };
+    return {
+      store,
+      description: `PostgreSQL at ${describeTarget(kind)}`,
+      close: () => store.close(),
+    };
   }
   if (kind !== "embedded") {
-    throw new KdsError("invalid_argument", `--store must be embedded, memory or a postgres:// URL, got "${kind.startsWith("postgres") ? describeTarget(kind) : kind}"`);
+    throw new KdsError(
+      "invalid_argument",
+      `--store must be embedded, memory or a postgres:// URL, got "${kind.startsWith("postgres") ? describeTarget(kind) : kind}"`,
+    );
   }
   if (choice.dataDir === undefined && !NAME_SEGMENT.test(context.name)) {
-    throw new KdsError("invalid_argument", `--name "${context.name}" cannot name a data directory; give --data-dir`);
+    throw new KdsError(
+      "invalid_argument",
+      `--name "${context.name}" cannot name a data directory; give --data-dir`,
+    );
   }
   const dataDir = choice.dataDir ?? `./kds-data/${context.name}`;
   const { startEmbeddedPostgres } = await import("../adapters/node/embedded-postgres.ts");

@@ -53,19 +53,32 @@ function fileNames(files: Readonly<Record<string, WatchedFile | undefined>>): st
 
 /** Reads and checks a set; throws (KdsError or the TLS library's error) when it is not usable. */
 function load(files: Readonly<Record<keyof TlsMaterial, WatchedFile | undefined>>): TlsMaterial {
-  const read = (f: WatchedFile | undefined): string | undefined => (f === undefined ? undefined : readPem(f.file, f.flag));
-  const material: TlsMaterial = { cert: read(files.cert), key: read(files.key), ca: read(files.ca) };
+  const read = (f: WatchedFile | undefined): string | undefined =>
+    f === undefined ? undefined : readPem(f.file, f.flag);
+  const material: TlsMaterial = {
+    cert: read(files.cert),
+    key: read(files.key),
+    ca: read(files.ca),
+  };
   try {
     // Node's and Bun's TLS library check every block and that the key matches the certificate; Deno's
     // createSecureContext checks neither (2.9), so the certificate is parsed and the key compared here too.
     createSecureContext({ cert: material.cert, key: material.key, ca: material.ca });
     if (material.cert !== undefined) {
       const cert = new X509Certificate(material.cert);
-      if (material.key !== undefined && !spki(createPublicKey(material.key)).equals(spki(cert.publicKey))) throw new Error("key values mismatch: the key is not the certificate's");
+      if (
+        material.key !== undefined &&
+        !spki(createPublicKey(material.key)).equals(spki(cert.publicKey))
+      )
+        throw new Error("key values mismatch: the key is not the certificate's");
     }
     if (material.ca !== undefined) new X509Certificate(material.ca);
   } catch (error) {
-    throw new KdsError("invalid_argument", `${fileNames(files)}: not usable TLS material (${error instanceof Error ? error.message : String(error)}); each file must hold PEM and the key must match the certificate`, { cause: error });
+    throw new KdsError(
+      "invalid_argument",
+      `${fileNames(files)}: not usable TLS material (${error instanceof Error ? error.message : String(error)}); each file must hold PEM and the key must match the certificate`,
+      { cause: error },
+    );
   }
   return material;
 }
@@ -84,19 +97,26 @@ export class ReloadingTls {
   #timer: ReturnType<typeof setTimeout> | undefined;
 
   /** `what` names the files' use in log lines, e.g. "the global's listeners". */
-  constructor(files: { cert?: WatchedFile; key?: WatchedFile; ca?: WatchedFile }, options: { what: string; logger: Logger; signal: AbortSignal }) {
+  constructor(
+    files: { cert?: WatchedFile; key?: WatchedFile; ca?: WatchedFile },
+    options: { what: string; logger: Logger; signal: AbortSignal },
+  ) {
     this.#files = { cert: files.cert, key: files.key, ca: files.ca };
     this.#logger = options.logger;
     this.#what = options.what;
     this.#current = load(this.#files);
-    const watched = [files.cert, files.key, files.ca].filter((f): f is WatchedFile => f !== undefined);
+    const watched = [files.cert, files.key, files.ca].filter(
+      (f): f is WatchedFile => f !== undefined,
+    );
     const onChange = (now: Stats, before: Stats): void => {
-      if (now.mtimeMs === before.mtimeMs && now.ino === before.ino && now.size === before.size) return;
+      if (now.mtimeMs === before.mtimeMs && now.ino === before.ino && now.size === before.size)
+        return;
       clearTimeout(this.#timer);
       this.#timer = setTimeout(() => this.reload("a file changed"), TLS_SETTLE_MS);
     };
     const onHangup = (): void => void this.reload("SIGHUP");
-    for (const f of watched) watchFile(f.file, { interval: TLS_POLL_INTERVAL_MS, persistent: false }, onChange);
+    for (const f of watched)
+      watchFile(f.file, { interval: TLS_POLL_INTERVAL_MS, persistent: false }, onChange);
     process.on("SIGHUP", onHangup);
     const stop = (): void => {
       clearTimeout(this.#timer);
@@ -124,26 +144,38 @@ export class ReloadingTls {
     try {
       next = load(this.#files);
     } catch (error) {
-      const kept = this.#current.cert === undefined ? "the previous files" : `the previous certificate (${describeCertificate(this.#current.cert)})`;
+      const kept =
+        this.#current.cert === undefined
+          ? "the previous files"
+          : `the previous certificate (${describeCertificate(this.#current.cert)})`;
       this.#logger.error(
         `TLS reload of ${this.#what} refused (${reason}): ${error instanceof Error ? error.message : String(error)}; still using ${kept}. Fix ${names} (each PEM, the key matching the certificate) and the files are read again on their next change or on SIGHUP`,
       );
       return false;
     }
-    if (next.cert === this.#current.cert && next.key === this.#current.key && next.ca === this.#current.ca) {
-      if (reason === "SIGHUP") this.#logger.info(`TLS reload of ${this.#what} (SIGHUP): ${names} unchanged`);
+    if (
+      next.cert === this.#current.cert &&
+      next.key === this.#current.key &&
+      next.ca === this.#current.ca
+    ) {
+      if (reason === "SIGHUP")
+        this.#logger.info(`TLS reload of ${this.#what} (SIGHUP): ${names} unchanged`);
       return false;
     }
     try {
       for (const listener of this.#listeners) listener(next);
     } catch (error) {
       // A runtime whose servers cannot swap their TLS context (see docs/configuration.md) keeps the old one.
-      this.#logger.error(`TLS reload of ${this.#what} (${reason}) could not be applied: ${error instanceof Error ? error.message : String(error)}; restart to use ${names}`);
+      this.#logger.error(
+        `TLS reload of ${this.#what} (${reason}) could not be applied: ${error instanceof Error ? error.message : String(error)}; restart to use ${names}`,
+      );
       return false;
     }
     this.#current = next;
     const cert = next.cert === undefined ? "" : `: certificate ${describeCertificate(next.cert)}`;
-    this.#logger.info(`TLS reloaded for ${this.#what} (${reason}) from ${names}${cert}; new connections use it, established ones continue`);
+    this.#logger.info(
+      `TLS reloaded for ${this.#what} (${reason}) from ${names}${cert}; new connections use it, established ones continue`,
+    );
     return true;
   }
 }
@@ -154,7 +186,10 @@ export class ReloadingTls {
  * default), since operators send it to ask for a reload.
  */
 export function ignoreHangup(logger: Logger, signal: AbortSignal): void {
-  const onHangup = (): void => logger.info("SIGHUP: no TLS files to reload (the configuration file and flags are read at start only)");
+  const onHangup = (): void =>
+    logger.info(
+      "SIGHUP: no TLS files to reload (the configuration file and flags are read at start only)",
+    );
   process.on("SIGHUP", onHangup);
   signal.addEventListener("abort", () => process.off("SIGHUP", onHangup), { once: true });
 }

@@ -13,7 +13,17 @@ import { catalogOf } from "../sync/kind-catalog.ts";
 import { TYPE_URL_PREFIX } from "../sync/resource-types.ts";
 import type { Lane } from "../mux/frames.ts";
 import { ANSWER_MS, Conversation, laneOf } from "./conversation.ts";
-import { CATALOG_TYPE, UNKNOWN_TYPE, catalogRequest, deltaRequest, hello, paddedRequest, paddedResponse, ping, sotwRequest } from "./frames.ts";
+import {
+  CATALOG_TYPE,
+  UNKNOWN_TYPE,
+  catalogRequest,
+  deltaRequest,
+  hello,
+  paddedRequest,
+  paddedResponse,
+  ping,
+  sotwRequest,
+} from "./frames.ts";
 import { checkHello, describeEnd, expectProtocolError, type Expectation } from "./expectations.ts";
 import type { DialLink } from "./link.ts";
 import { Report, type CheckResult } from "./report.ts";
@@ -74,7 +84,11 @@ class GlobalRun {
         if (this.#o.signal.aborted) throw error;
         if (KdsError.is(error, "transport")) throw error; // the global is unreachable: no check can run, say so once
         // Reported, not lost: a step that cannot go on (the global cut the connection, say) fails its rule with the reason.
-        this.report.add(rule, "fail", `the ${name} check could not run: ${error instanceof Error ? error.message : String(error)}`);
+        this.report.add(
+          rule,
+          "fail",
+          `the ${name} check could not run: ${error instanceof Error ? error.message : String(error)}`,
+        );
       }
     }
   }
@@ -87,24 +101,39 @@ class GlobalRun {
   }
 
   async #open(zone: string | undefined = this.#o.zone, withToken = true): Promise<Conversation> {
-    return new Conversation(await this.#o.dial(this.#headers(zone, withToken), this.#o.signal), this.#o.signal);
+    return new Conversation(
+      await this.#o.dial(this.#headers(zone, withToken), this.#o.signal),
+      this.#o.signal,
+    );
   }
 
   /** Opens a session and exchanges hellos; undefined (and `rule` failed) when the global sent no hello. */
-  async #session(rule: RuleName, init: Parameters<typeof hello>[1] = {}): Promise<Conversation | undefined> {
+  async #session(
+    rule: RuleName,
+    init: Parameters<typeof hello>[1] = {},
+  ): Promise<Conversation | undefined> {
     const c = await this.#open();
     c.write(hello(this.#o.zone, init));
     await c.waitFor((f) => f.value.case === "hello", ANSWER_MS);
     if (c.peerHello === undefined) {
       const end = await c.end(ANSWER_MS);
-      this.report.add(rule, "fail", `the global sent no hello within ${ANSWER_MS} ms${end === undefined ? "" : `; the call ended: ${describeEnd(end)}`}`);
+      this.report.add(
+        rule,
+        "fail",
+        `the global sent no hello within ${ANSWER_MS} ms${end === undefined ? "" : `; the call ended: ${describeEnd(end)}`}`,
+      );
       c.link.cancel();
       return undefined;
     }
     return c;
   }
 
-  async #refusal(rule: RuleName, headers: Record<string, string>, status: number, code: string): Promise<{ admitted: boolean }> {
+  async #refusal(
+    rule: RuleName,
+    headers: Record<string, string>,
+    status: number,
+    code: string,
+  ): Promise<{ admitted: boolean }> {
     const c = new Conversation(await this.#o.dial(headers, this.#o.signal), this.#o.signal);
     c.write(hello(headers["client-id"] ?? "none"));
     const first = await c.waitFor((f) => f.value.case === "hello", ANSWER_MS);
@@ -114,27 +143,71 @@ class GlobalRun {
     }
     const end = await c.end(ANSWER_MS);
     c.link.cancel();
-    this.report.expect(rule, end?.grpcStatus === status && end.kdsErrorCode === code, end === undefined ? "the call did not end" : describeEnd(end));
+    this.report.expect(
+      rule,
+      end?.grpcStatus === status && end.kdsErrorCode === code,
+      end === undefined ? "the call did not end" : describeEnd(end),
+    );
     return { admitted: false };
   }
 
   async admission(): Promise<void> {
     const auth = this.#headers(undefined, true);
     await this.#refusal("admission.missing-client-id", auth, 3, "missing_client_id");
-    await this.#refusal("admission.invalid-client-id", { ...auth, "client-id": "Not_A_Zone" }, 3, "invalid_argument");
-    const tokenless = await this.#refusal("admission.unauthenticated", this.#headers(this.#o.zone, false), 16, "unauthenticated");
-    if (tokenless.admitted) this.report.add("admission.unauthenticated", "skip", "the global admitted the zone without a token (it runs without zone authentication)");
+    await this.#refusal(
+      "admission.invalid-client-id",
+      { ...auth, "client-id": "Not_A_Zone" },
+      3,
+      "invalid_argument",
+    );
+    const tokenless = await this.#refusal(
+      "admission.unauthenticated",
+      this.#headers(this.#o.zone, false),
+      16,
+      "unauthenticated",
+    );
+    if (tokenless.admitted)
+      this.report.add(
+        "admission.unauthenticated",
+        "skip",
+        "the global admitted the zone without a token (it runs without zone authentication)",
+      );
     const other = `${this.#o.zone.slice(0, 40)}-conformance-x`;
     if (this.#o.token !== undefined && !tokenless.admitted) {
-      await this.#refusal("admission.permission-denied", this.#headers(other, true), 7, "permission_denied");
+      await this.#refusal(
+        "admission.permission-denied",
+        this.#headers(other, true),
+        7,
+        "permission_denied",
+      );
     } else {
-      this.report.add("admission.permission-denied", "skip", this.#o.token === undefined ? "no zone token given" : "the global does not authenticate zones");
+      this.report.add(
+        "admission.permission-denied",
+        "skip",
+        this.#o.token === undefined
+          ? "no zone token given"
+          : "the global does not authenticate zones",
+      );
     }
     if (tokenless.admitted) {
-      const r = await this.#refusal("admission.not-registered", this.#headers(other, false), 9, "zone_not_registered");
-      if (r.admitted) this.report.add("admission.not-registered", "fail", `the global admitted the unregistered zone "${other}"`);
+      const r = await this.#refusal(
+        "admission.not-registered",
+        this.#headers(other, false),
+        9,
+        "zone_not_registered",
+      );
+      if (r.admitted)
+        this.report.add(
+          "admission.not-registered",
+          "fail",
+          `the global admitted the unregistered zone "${other}"`,
+        );
     } else {
-      this.report.add("admission.not-registered", "skip", "the global authenticates zones, and the kit has no token of an unregistered zone");
+      this.report.add(
+        "admission.not-registered",
+        "skip",
+        "the global authenticates zones, and the kit has no token of an unregistered zone",
+      );
     }
   }
 
@@ -152,7 +225,14 @@ class GlobalRun {
     this.report.expect(
       "hello.no-data-before-peer-hello",
       early.length === 0,
-      early.length === 0 ? `only control frames (${c.received.slice(0, beforeOurs).map((f) => f.value.case).join(", ") || "none"}) before the kit's hello` : `sent ${early.map((f) => f.value.case).join(", ")} before the kit's hello`,
+      early.length === 0
+        ? `only control frames (${
+            c.received
+              .slice(0, beforeOurs)
+              .map((f) => f.value.case)
+              .join(", ") || "none"
+          }) before the kit's hello`
+        : `sent ${early.map((f) => f.value.case).join(", ")} before the kit's hello`,
     );
     await this.#ping(c);
     const catalog = await this.#catalog(c, "");
@@ -168,33 +248,66 @@ class GlobalRun {
     });
     // A fresh subscription to the catalog: the whole set again, under a new nonce.
     c.write(catalogRequest(this.#o.zone));
-    const again = await c.waitFor((f) => f.value.case === "response" && f.value.value.typeUrl === CATALOG_TYPE, ANSWER_MS);
+    const again = await c.waitFor(
+      (f) => f.value.case === "response" && f.value.value.typeUrl === CATALOG_TYPE,
+      ANSWER_MS,
+    );
     if (again?.value.case === "response") {
       nonces.get(CATALOG_TYPE)?.push(again.value.value.nonce);
       c.write(catalogRequest(this.#o.zone, again.value.value.nonce, again.value.value.versionInfo));
     }
-    const reused = [...nonces].flatMap(([t, list]) => (new Set(list).size === list.length ? [] : [`${t}: ${list.join(", ")}`]));
+    const reused = [...nonces].flatMap(([t, list]) =>
+      new Set(list).size === list.length ? [] : [`${t}: ${list.join(", ")}`],
+    );
     const total = [...nonces.values()].reduce((n, l) => n + l.length, 0);
     if (total < 2) this.report.add("nonce.unique", "skip", "fewer than two responses arrived");
-    else this.report.expect("nonce.unique", reused.length === 0, reused.length === 0 ? `${total} responses, all nonces distinct` : `reused nonces: ${reused.join("; ")}`);
+    else
+      this.report.expect(
+        "nonce.unique",
+        reused.length === 0,
+        reused.length === 0
+          ? `${total} responses, all nonces distinct`
+          : `reused nonces: ${reused.join("; ")}`,
+      );
     await this.#returnsCredit(c);
     c.shutdown("conformance kit: done");
     const over = await c.end(ANSWER_MS);
-    this.report.expect("goaway.graceful", over?.grpcStatus === 0 && over.kdsErrorCode === undefined, over === undefined ? `the call did not end within ${ANSWER_MS} ms of the kit's goaway` : describeEnd(over));
+    this.report.expect(
+      "goaway.graceful",
+      over?.grpcStatus === 0 && over.kdsErrorCode === undefined,
+      over === undefined
+        ? `the call did not end within ${ANSWER_MS} ms of the kit's goaway`
+        : describeEnd(over),
+    );
   }
 
   async #ping(c: Conversation): Promise<void> {
     const id = BigInt(Math.floor(Math.random() * 2 ** 48));
     const start = Date.now();
     c.write(ping(id));
-    const pong = await c.waitFor((f) => f.value.case === "pong" && f.value.value.id === id, ANSWER_MS);
-    this.report.expect("ping.pong", pong !== undefined, pong !== undefined ? `pong ${id} after ${Date.now() - start} ms` : `no pong with id ${id} within ${ANSWER_MS} ms`);
+    const pong = await c.waitFor(
+      (f) => f.value.case === "pong" && f.value.value.id === id,
+      ANSWER_MS,
+    );
+    this.report.expect(
+      "ping.pong",
+      pong !== undefined,
+      pong !== undefined
+        ? `pong ${id} after ${Date.now() - start} ms`
+        : `no pong with id ${id} within ${ANSWER_MS} ms`,
+    );
   }
 
   /** Requests the catalog; checks and returns the response, or undefined (failed) when none came. */
-  async #catalog(c: Conversation, nonce: string): Promise<{ nonce: string; version: string; globalToZone: string[] } | undefined> {
+  async #catalog(
+    c: Conversation,
+    nonce: string,
+  ): Promise<{ nonce: string; version: string; globalToZone: string[] } | undefined> {
     c.write(catalogRequest(this.#o.zone, nonce));
-    const frame = await c.waitFor((f) => f.value.case === "response" && f.value.value.typeUrl === CATALOG_TYPE, ANSWER_MS);
+    const frame = await c.waitFor(
+      (f) => f.value.case === "response" && f.value.value.typeUrl === CATALOG_TYPE,
+      ANSWER_MS,
+    );
     if (frame?.value.case !== "response") {
       this.report.add("catalog.response", "fail", `no catalog response within ${ANSWER_MS} ms`);
       return undefined;
@@ -211,12 +324,22 @@ class GlobalRun {
     }
     if (r.nonce === "") problem ||= "the response has no nonce";
     if (r.versionInfo === "") problem ||= "the response has no version_info";
-    this.report.expect("catalog.response", problem === "", problem || `version ${r.versionInfo}, nonce ${r.nonce}, ${globalToZone.length} global-to-zone kinds`);
+    this.report.expect(
+      "catalog.response",
+      problem === "",
+      problem ||
+        `version ${r.versionInfo}, nonce ${r.nonce}, ${globalToZone.length} global-to-zone kinds`,
+    );
     return { nonce: r.nonce, version: r.versionInfo, globalToZone };
   }
 
   /** Reads delta responses until `quietMs` pass without one, ACKing each; records nonces and resources. */
-  async #collect(c: Conversation, quietMs: number, nonces: Map<string, string[]>, onResource: (typeUrl: string, name: string, version: string) => void): Promise<void> {
+  async #collect(
+    c: Conversation,
+    quietMs: number,
+    nonces: Map<string, string[]>,
+    onResource: (typeUrl: string, name: string, version: string) => void,
+  ): Promise<void> {
     const deadline = Date.now() + 15_000;
     while (Date.now() < deadline) {
       const frame = await c.waitFor((f) => f.value.case === "deltaResponse", quietMs);
@@ -242,14 +365,20 @@ class GlobalRun {
     this.report.expect(
       "flow.returns-credit",
       got !== undefined,
-      got !== undefined ? `after ${n} requests (the whole window), window updates returned ${c.granted.requests.frames - c.sent.requests.frames} frames` : `no window update within ${ANSWER_MS} ms after the kit used all ${n} frames of request credit`,
+      got !== undefined
+        ? `after ${n} requests (the whole window), window updates returned ${c.granted.requests.frames - c.sent.requests.frames} frames`
+        : `no window update within ${ANSWER_MS} ms after the kit used all ${n} frames of request credit`,
     );
   }
 
   async resume(): Promise<void> {
     const held = [...this.#held].filter(([, m]) => m.size > 0);
     if (held.length === 0) {
-      this.report.add("resume.initial-versions", "skip", "the global sent this zone no global-to-zone resources; apply one (kds-mux apply) to run this check");
+      this.report.add(
+        "resume.initial-versions",
+        "skip",
+        "the global sent this zone no global-to-zone resources; apply one (kds-mux apply) to run this check",
+      );
       return;
     }
     const c = await this.#session("resume.initial-versions");
@@ -257,13 +386,26 @@ class GlobalRun {
     const catalog = await this.#catalog(c, "");
     if (catalog === undefined) return void c.link.cancel();
     c.write(catalogRequest(this.#o.zone, catalog.nonce, catalog.version));
-    for (const [typeUrl, m] of held) c.write(deltaRequest({ typeUrl, resourceNamesSubscribe: ["*"], initialResourceVersions: Object.fromEntries(m) }));
+    for (const [typeUrl, m] of held)
+      c.write(
+        deltaRequest({
+          typeUrl,
+          resourceNamesSubscribe: ["*"],
+          initialResourceVersions: Object.fromEntries(m),
+        }),
+      );
     const resent: string[] = [];
     await this.#collect(c, 1_500, new Map(), (typeUrl, name, version) => {
       if (this.#held.get(typeUrl)?.get(name) === version) resent.push(`${name}@${version}`);
     });
     const count = held.reduce((n, [, m]) => n + m.size, 0);
-    this.report.expect("resume.initial-versions", resent.length === 0, resent.length === 0 ? `${count} resources held at their versions: none resent` : `resent unchanged: ${resent.slice(0, 5).join(", ")}${resent.length > 5 ? ", ..." : ""}`);
+    this.report.expect(
+      "resume.initial-versions",
+      resent.length === 0,
+      resent.length === 0
+        ? `${count} resources held at their versions: none resent`
+        : `resent unchanged: ${resent.slice(0, 5).join(", ")}${resent.length > 5 ? ", ..." : ""}`,
+    );
     c.shutdown("conformance kit: done");
     await c.end(ANSWER_MS);
   }
@@ -290,9 +432,16 @@ class GlobalRun {
       const catalog = await this.#catalog(c, "");
       if (catalog === undefined) return void c.link.cancel();
       c.write(catalogRequest(this.#o.zone, catalog.nonce, catalog.version));
-      const sub = await c.waitFor((f) => f.value.case === "deltaRequest" && f.value.value.responseNonce === "", ANSWER_MS);
+      const sub = await c.waitFor(
+        (f) => f.value.case === "deltaRequest" && f.value.value.responseNonce === "",
+        ANSWER_MS,
+      );
       if (sub?.value.case !== "deltaRequest") {
-        this.report.add(rule, "skip", `the global subscribed to no zone-to-global kind within ${ANSWER_MS} ms of the catalog ACK; give it one to run this check`);
+        this.report.add(
+          rule,
+          "skip",
+          `the global subscribed to no zone-to-global kind within ${ANSWER_MS} ms of the catalog ACK; give it one to run this check`,
+        );
         return void c.link.cancel();
       }
       const typeUrl = sub.value.value.typeUrl;
@@ -302,18 +451,32 @@ class GlobalRun {
       let frames: Message[];
       if (unit === "frame") {
         if (credit.frames * 300 >= credit.bytes) {
-          this.report.add(rule, "skip", `the global's byte credit (${credit.bytes}) does not hold ${credit.frames} frames of 300 bytes`);
+          this.report.add(
+            rule,
+            "skip",
+            `the global's byte credit (${credit.bytes}) does not hold ${credit.frames} frames of 300 bytes`,
+          );
           return void c.link.cancel();
         }
-        frames = Array.from({ length: Math.max(1, credit.frames + 1) }, (_, i) => paddedResponse(typeUrl, 300, `f${attempt}-${i}`));
+        frames = Array.from({ length: Math.max(1, credit.frames + 1) }, (_, i) =>
+          paddedResponse(typeUrl, 300, `f${attempt}-${i}`),
+        );
       } else {
         if (credit.bytes < 1024) {
-          this.report.add(rule, "skip", `the global granted ${credit.bytes} bytes of response credit (see hello.byte-windows)`);
+          this.report.add(
+            rule,
+            "skip",
+            `the global granted ${credit.bytes} bytes of response credit (see hello.byte-windows)`,
+          );
           return void c.link.cancel();
         }
         const count = Math.ceil((credit.bytes + 1) / max);
         if (count > credit.frames || max < 300) {
-          this.report.add(rule, "skip", `${credit.bytes + 1} bytes take ${count} frames of at most ${max}; the global's frame credit is ${credit.frames}`);
+          this.report.add(
+            rule,
+            "skip",
+            `${credit.bytes + 1} bytes take ${count} frames of at most ${max}; the global's frame credit is ${credit.frames}`,
+          );
           return void c.link.cancel();
         }
         const sizes = Array.from({ length: count }, () => Math.floor((credit.bytes + 1) / count));
@@ -326,17 +489,37 @@ class GlobalRun {
       const end = goaway !== undefined ? await c.end(ANSWER_MS) : undefined;
       const excess = unit === "frame" ? -c.credit(lane).frames : -c.credit(lane).bytes;
       c.link.cancel();
-      const what = unit === "frame" ? `${credit.frames + 1} responses against ${credit.frames} frames of credit` : `${credit.bytes + 1} bytes of responses against ${credit.bytes} bytes of credit`;
+      const what =
+        unit === "frame"
+          ? `${credit.frames + 1} responses against ${credit.frames} frames of credit`
+          : `${credit.bytes + 1} bytes of responses against ${credit.bytes} bytes of credit`;
       if (goaway !== undefined) {
-        const ok = goaway.reason === "PROTOCOL_ERROR" && /window/i.test(goaway.message) && end?.grpcStatus === 3 && end.kdsErrorCode === "protocol_error";
-        this.report.expect(rule, ok, `${what}: goaway ${goaway.reason} "${goaway.message}"; ${end === undefined ? "the call did not end" : describeEnd(end)}`);
+        const ok =
+          goaway.reason === "PROTOCOL_ERROR" &&
+          /window/i.test(goaway.message) &&
+          end?.grpcStatus === 3 &&
+          end.kdsErrorCode === "protocol_error";
+        this.report.expect(
+          rule,
+          ok,
+          `${what}: goaway ${goaway.reason} "${goaway.message}"; ${end === undefined ? "the call did not end" : describeEnd(end)}`,
+        );
         return;
       }
       if (excess > 0) {
-        this.report.add(rule, "fail", `${what}: the global neither ended the session nor granted the ${excess} ${unit === "frame" ? "frames" : "bytes"} (no goaway within ${2 * ANSWER_MS} ms)`);
+        this.report.add(
+          rule,
+          "fail",
+          `${what}: the global neither ended the session nor granted the ${excess} ${unit === "frame" ? "frames" : "bytes"} (no goaway within ${2 * ANSWER_MS} ms)`,
+        );
         return;
       }
-      if (attempt === 2) this.report.add(rule, "skip", `${what}: the global returned credit before the overrun arrived, twice; the kit could not send past its credit`);
+      if (attempt === 2)
+        this.report.add(
+          rule,
+          "skip",
+          `${what}: the global returned credit before the overrun arrived, twice; the kit could not send past its credit`,
+        );
     }
   }
 
@@ -344,7 +527,11 @@ class GlobalRun {
     const c = await this.#session("unknown-type");
     if (c === undefined) return;
     c.write(deltaRequest({ typeUrl: UNKNOWN_TYPE, resourceNamesSubscribe: ["*"] }));
-    await expectProtocolError(this.report, "unknown-type", c, { grpcStatus: 3, kdsErrorCode: "unknown_type", what: `a delta request for ${UNKNOWN_TYPE}` });
+    await expectProtocolError(this.report, "unknown-type", c, {
+      grpcStatus: 3,
+      kdsErrorCode: "unknown_type",
+      what: `a delta request for ${UNKNOWN_TYPE}`,
+    });
   }
 
   async oversized(): Promise<void> {
@@ -353,37 +540,72 @@ class GlobalRun {
     const max = c.peerHello?.maxMessageBytes ?? 0;
     if (max + 1 > c.credit("requests").bytes) {
       c.link.cancel();
-      this.report.add("size.max-message-bytes", "skip", `the global's max_message_bytes (${max}) is not below its byte window`);
+      this.report.add(
+        "size.max-message-bytes",
+        "skip",
+        `the global's max_message_bytes (${max}) is not below its byte window`,
+      );
       return;
     }
     c.write(paddedRequest(max + 1, "big"));
-    await expectProtocolError(this.report, "size.max-message-bytes", c, { grpcStatus: 3, kdsErrorCode: "protocol_error", what: `a frame of ${max + 1} bytes (max_message_bytes ${max})` });
+    await expectProtocolError(this.report, "size.max-message-bytes", c, {
+      grpcStatus: 3,
+      kdsErrorCode: "protocol_error",
+      what: `a frame of ${max + 1} bytes (max_message_bytes ${max})`,
+    });
   }
 
   async elements(): Promise<void> {
     const c = await this.#session("size.elements");
     if (c === undefined) return;
-    const frame = sotwRequest({ typeUrl: CATALOG_TYPE, responseNonce: "stale-elements", resourceNames: Array.from({ length: MAX_ELEMENTS + 1 }, () => "") });
+    const frame = sotwRequest({
+      typeUrl: CATALOG_TYPE,
+      responseNonce: "stale-elements",
+      resourceNames: Array.from({ length: MAX_ELEMENTS + 1 }, () => ""),
+    });
     c.write(frame);
-    await expectProtocolError(this.report, "size.elements", c, { grpcStatus: 3, kdsErrorCode: "protocol_error", what: `a request of ${MAX_ELEMENTS + 1} empty resource names` });
+    await expectProtocolError(this.report, "size.elements", c, {
+      grpcStatus: 3,
+      kdsErrorCode: "protocol_error",
+      what: `a request of ${MAX_ELEMENTS + 1} empty resource names`,
+    });
   }
 
   async badHellos(): Promise<void> {
     const cases: [RuleName, Message[], Expectation["extra"]?][] = [
-      ["refuse.version", [hello(this.#o.zone, { protocolVersion: 1 })], (g) => (/\b1\b/.test(g) && /\b2\b/.test(g) ? undefined : "the goaway does not name both versions (1 and 2)")],
-      ["refuse.byte-windows", [hello(this.#o.zone, { requestWindowBytes: 0, responseWindowBytes: 0 })]],
+      [
+        "refuse.version",
+        [hello(this.#o.zone, { protocolVersion: 1 })],
+        (g) =>
+          /\b1\b/.test(g) && /\b2\b/.test(g)
+            ? undefined
+            : "the goaway does not name both versions (1 and 2)",
+      ],
+      [
+        "refuse.byte-windows",
+        [hello(this.#o.zone, { requestWindowBytes: 0, responseWindowBytes: 0 })],
+      ],
       ["refuse.peer-id", [hello(`${this.#o.zone.slice(0, 40)}-not-me`)]],
       ["refuse.first-frame", [catalogRequest(this.#o.zone), hello(this.#o.zone)]],
     ];
     for (const [rule, frames, extra] of cases) {
       const c = await this.#open();
       c.write(...frames);
-      await expectProtocolError(this.report, rule, c, { grpcStatus: 3, kdsErrorCode: "protocol_error", what: `${frames.map((f) => f.value.case).join(" then ")}`, extra });
+      await expectProtocolError(this.report, rule, c, {
+        grpcStatus: 3,
+        kdsErrorCode: "protocol_error",
+        what: `${frames.map((f) => f.value.case).join(" then ")}`,
+        extra,
+      });
     }
     const c = await this.#session("refuse.second-hello");
     if (c === undefined) return;
     c.write(hello(this.#o.zone));
-    await expectProtocolError(this.report, "refuse.second-hello", c, { grpcStatus: 3, kdsErrorCode: "protocol_error", what: "a second hello" });
+    await expectProtocolError(this.report, "refuse.second-hello", c, {
+      grpcStatus: 3,
+      kdsErrorCode: "protocol_error",
+      what: "a second hello",
+    });
   }
 
   async catalogNack(): Promise<void> {
@@ -392,14 +614,21 @@ class GlobalRun {
     const catalog = await this.#catalog(c, "");
     if (catalog === undefined) return void c.link.cancel();
     const reason = "conformance kit: this zone's kinds disagree on purpose";
-    c.write(sotwRequest({ typeUrl: CATALOG_TYPE, responseNonce: catalog.nonce, errorDetail: { code: 3, message: reason } }));
+    c.write(
+      sotwRequest({
+        typeUrl: CATALOG_TYPE,
+        responseNonce: catalog.nonce,
+        errorDetail: { code: 3, message: reason },
+      }),
+    );
     const goaway = await c.awaitGoaway(ANSWER_MS + 5_000);
     c.link.cancel();
     this.report.expect(
       "nack.catalog-ends-session",
       goaway !== undefined && goaway.message.includes(reason),
-      goaway === undefined ? `no goaway within ${ANSWER_MS + 5_000} ms of the NACK` : `goaway ${goaway.reason} "${goaway.message}"`,
+      goaway === undefined
+        ? `no goaway within ${ANSWER_MS + 5_000} ms of the NACK`
+        : `goaway ${goaway.reason} "${goaway.message}"`,
     );
   }
 }
-

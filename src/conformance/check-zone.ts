@@ -11,14 +11,27 @@
 import { create } from "@bufbuild/protobuf";
 import { AnySchema } from "@bufbuild/protobuf/wkt";
 import { GoAwayReason, MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
-import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema, type DiscoveryRequest } from "../gen/kds/v1/discovery_pb.ts";
+import {
+  DeltaDiscoveryResponseSchema,
+  DiscoveryResponseSchema,
+  type DiscoveryRequest,
+} from "../gen/kds/v1/discovery_pb.ts";
 import { KindCatalogSchema, KindDirection, type KindCatalog } from "../gen/kds/v1/kinds_pb.ts";
 import { catalogResource } from "../sync/kind-catalog.ts";
 import { TYPE_URL_PREFIX } from "../sync/resource-types.ts";
 import type { Lane } from "../mux/frames.ts";
 import { ANSWER_MS, Conversation, encodedLength, laneOf } from "./conversation.ts";
 import { checkHello, expectProtocolError } from "./expectations.ts";
-import { CATALOG_TYPE, UNKNOWN_TYPE, deltaRequest, goaway, hello, ping, pong, windowUpdate } from "./frames.ts";
+import {
+  CATALOG_TYPE,
+  UNKNOWN_TYPE,
+  deltaRequest,
+  goaway,
+  hello,
+  ping,
+  pong,
+  windowUpdate,
+} from "./frames.ts";
 import type { AcceptLink } from "./link.ts";
 import { Report, type CheckResult } from "./report.ts";
 import type { RuleName } from "./rules.ts";
@@ -66,7 +79,9 @@ class ZoneRun {
     this.#o = options;
     const catalog = options.catalog ?? create(KindCatalogSchema);
     this.#catalog = catalogResource(catalog);
-    this.#zoneToGlobal = catalog.kinds.filter((k) => k.direction === KindDirection.ZONE_TO_GLOBAL).map((k) => TYPE_URL_PREFIX + k.message);
+    this.#zoneToGlobal = catalog.kinds
+      .filter((k) => k.direction === KindDirection.ZONE_TO_GLOBAL)
+      .map((k) => TYPE_URL_PREFIX + k.message);
   }
 
   async all(): Promise<void> {
@@ -84,10 +99,15 @@ class ZoneRun {
       } catch (error) {
         if (this.#o.signal.aborted) throw error;
         // Reported, not lost: a session that cannot go on fails its rule with the reason.
-        this.report.add(rule, "fail", `the ${name} check could not run: ${error instanceof Error ? error.message : String(error)}`);
+        this.report.add(
+          rule,
+          "fail",
+          `the ${name} check could not run: ${error instanceof Error ? error.message : String(error)}`,
+        );
       }
     }
-    if (this.#dataSeen.requests + this.#dataSeen.responses === 0) this.report.add("flow.within-window", "skip", "the zone sent no data frames");
+    if (this.#dataSeen.requests + this.#dataSeen.responses === 0)
+      this.report.add("flow.within-window", "skip", "the zone sent no data frames");
     else {
       this.report.expect(
         "flow.within-window",
@@ -103,11 +123,17 @@ class ZoneRun {
   async #accept(rule: RuleName): Promise<Conversation | undefined> {
     const wait = this.#o.dialWaitMs ?? 60_000;
     try {
-      const link = await this.#o.accept(AbortSignal.any([this.#o.signal, AbortSignal.timeout(wait)]));
+      const link = await this.#o.accept(
+        AbortSignal.any([this.#o.signal, AbortSignal.timeout(wait)]),
+      );
       return new Conversation(link, this.#o.signal);
     } catch (error) {
       if (this.#o.signal.aborted) throw error;
-      this.report.add(rule, "fail", `the zone did not dial the kit within ${wait} ms; point its --global at the kit's address, or raise the wait`);
+      this.report.add(
+        rule,
+        "fail",
+        `the zone did not dial the kit within ${wait} ms; point its --global at the kit's address, or raise the wait`,
+      );
       return undefined;
     }
   }
@@ -125,8 +151,14 @@ class ZoneRun {
       requests: { frames: KIT_WINDOW, bytes: KIT_WINDOW_BYTES },
       responses: { frames: KIT_WINDOW, bytes: KIT_WINDOW_BYTES },
     };
-    const received: Record<Lane, { frames: number; bytes: number }> = { requests: { frames: 0, bytes: 0 }, responses: { frames: 0, bytes: 0 } };
-    const pending: Record<Lane, { frames: number; bytes: number }> = { requests: { frames: 0, bytes: 0 }, responses: { frames: 0, bytes: 0 } };
+    const received: Record<Lane, { frames: number; bytes: number }> = {
+      requests: { frames: 0, bytes: 0 },
+      responses: { frames: 0, bytes: 0 },
+    };
+    const pending: Record<Lane, { frames: number; bytes: number }> = {
+      requests: { frames: 0, bytes: 0 },
+      responses: { frames: 0, bytes: 0 },
+    };
     let timer: ReturnType<typeof setTimeout> | undefined;
     const flush = (): void => {
       timer = undefined;
@@ -148,8 +180,14 @@ class ZoneRun {
       const bytes = encodedLength(frame);
       received[lane].frames++;
       received[lane].bytes += bytes;
-      if (received[lane].frames > granted[lane].frames) this.#overruns.push(`${lane} frame ${received[lane].frames} arrived with ${granted[lane].frames} frames granted`);
-      else if (received[lane].bytes > granted[lane].bytes) this.#overruns.push(`a ${lane} frame of ${bytes} bytes brought ${received[lane].bytes} bytes against ${granted[lane].bytes} granted`);
+      if (received[lane].frames > granted[lane].frames)
+        this.#overruns.push(
+          `${lane} frame ${received[lane].frames} arrived with ${granted[lane].frames} frames granted`,
+        );
+      else if (received[lane].bytes > granted[lane].bytes)
+        this.#overruns.push(
+          `a ${lane} frame of ${bytes} bytes brought ${received[lane].bytes} bytes against ${granted[lane].bytes} granted`,
+        );
       pending[lane].frames++;
       pending[lane].bytes += bytes;
       timer ??= setTimeout(flush, GRANT_DELAY_MS);
@@ -163,14 +201,20 @@ class ZoneRun {
     if (c.peerHello === undefined) await c.waitFor((f) => f.value.case === "hello", ANSWER_MS);
     if (full) {
       const clientId = c.link.headers.get("client-id");
-      this.report.expect("headers.client-id", clientId !== undefined && ZONE_NAME.test(clientId), clientId === undefined ? "no client-id header" : `client-id "${clientId}"`);
+      this.report.expect(
+        "headers.client-id",
+        clientId !== undefined && ZONE_NAME.test(clientId),
+        clientId === undefined ? "no client-id header" : `client-id "${clientId}"`,
+      );
       checkHello(this.report, c, { role: "zone", expectedPeerId: clientId ?? "", end: undefined });
       const early = c.received.slice(0, before).filter((f) => laneOf(f) !== undefined);
       if (c.peerHello !== undefined) {
         this.report.expect(
           "hello.no-data-before-peer-hello",
           early.length === 0,
-          early.length === 0 ? "nothing but control frames during the 500 ms before the kit's hello" : `sent ${early.map((f) => f.value.case).join(", ")} before the kit's hello`,
+          early.length === 0
+            ? "nothing but control frames during the 500 ms before the kit's hello"
+            : `sent ${early.map((f) => f.value.case).join(", ")} before the kit's hello`,
         );
       }
     }
@@ -178,25 +222,71 @@ class ZoneRun {
       c.link.close({ grpcStatus: 3, kdsErrorCode: "protocol_error", message: "no hello" });
       return false;
     }
-    c.write(hello("conformance-kit", { requestWindow: KIT_WINDOW, responseWindow: KIT_WINDOW, requestWindowBytes: KIT_WINDOW_BYTES, responseWindowBytes: KIT_WINDOW_BYTES }));
+    c.write(
+      hello("conformance-kit", {
+        requestWindow: KIT_WINDOW,
+        responseWindow: KIT_WINDOW,
+        requestWindowBytes: KIT_WINDOW_BYTES,
+        responseWindowBytes: KIT_WINDOW_BYTES,
+      }),
+    );
     c.sentHello = true;
     return true;
   }
 
   /** Waits for the zone's catalog request and answers it with `resources`; returns the request, or undefined. */
-  async #serveCatalog(c: Conversation, nonce: string, resources = [this.#catalog.any], version = this.#catalog.version): Promise<DiscoveryRequest | undefined> {
-    const request = await c.waitFor((f) => f.value.case === "request" && f.value.value.typeUrl === CATALOG_TYPE && f.value.value.responseNonce === "", ANSWER_MS);
+  async #serveCatalog(
+    c: Conversation,
+    nonce: string,
+    resources = [this.#catalog.any],
+    version = this.#catalog.version,
+  ): Promise<DiscoveryRequest | undefined> {
+    const request = await c.waitFor(
+      (f) =>
+        f.value.case === "request" &&
+        f.value.value.typeUrl === CATALOG_TYPE &&
+        f.value.value.responseNonce === "",
+      ANSWER_MS,
+    );
     if (request?.value.case !== "request") return undefined;
-    c.write(create(MessageSchema, { value: { case: "response", value: create(DiscoveryResponseSchema, { typeUrl: CATALOG_TYPE, versionInfo: version, nonce, resources }) } }));
+    c.write(
+      create(MessageSchema, {
+        value: {
+          case: "response",
+          value: create(DiscoveryResponseSchema, {
+            typeUrl: CATALOG_TYPE,
+            versionInfo: version,
+            nonce,
+            resources,
+          }),
+        },
+      }),
+    );
     return request.value.value;
   }
 
   /** The zone's answer (ACK or NACK) to the response of `typeUrl` with `nonce`, within `ms`. */
-  async #answerTo(c: Conversation, typeUrl: string, nonce: string, ms: number): Promise<Message | undefined> {
-    return c.waitFor((f) => (f.value.case === "request" || f.value.case === "deltaRequest") && f.value.value.typeUrl === typeUrl && f.value.value.responseNonce === nonce, ms);
+  async #answerTo(
+    c: Conversation,
+    typeUrl: string,
+    nonce: string,
+    ms: number,
+  ): Promise<Message | undefined> {
+    return c.waitFor(
+      (f) =>
+        (f.value.case === "request" || f.value.case === "deltaRequest") &&
+        f.value.value.typeUrl === typeUrl &&
+        f.value.value.responseNonce === nonce,
+      ms,
+    );
   }
 
-  #end(c: Conversation, reason: GoAwayReason, message: string, status: { grpcStatus: number; kdsErrorCode?: string }): void {
+  #end(
+    c: Conversation,
+    reason: GoAwayReason,
+    message: string,
+    status: { grpcStatus: number; kdsErrorCode?: string },
+  ): void {
     c.write(goaway(reason, message));
     c.link.close({ ...status, message });
   }
@@ -209,8 +299,17 @@ class ZoneRun {
     const id = BigInt(Math.floor(Math.random() * 2 ** 48));
     const start = Date.now();
     c.write(ping(id));
-    const got = await c.waitFor((f) => f.value.case === "pong" && f.value.value.id === id, ANSWER_MS);
-    this.report.expect("ping.pong", got !== undefined, got !== undefined ? `pong ${id} after ${Date.now() - start} ms` : `no pong with id ${id} within ${ANSWER_MS} ms`);
+    const got = await c.waitFor(
+      (f) => f.value.case === "pong" && f.value.value.id === id,
+      ANSWER_MS,
+    );
+    this.report.expect(
+      "ping.pong",
+      got !== undefined,
+      got !== undefined
+        ? `pong ${id} after ${Date.now() - start} ms`
+        : `no pong with id ${id} within ${ANSWER_MS} ms`,
+    );
 
     const asked = await this.#serveCatalog(c, "catalog-1");
     if (asked === undefined) {
@@ -218,13 +317,29 @@ class ZoneRun {
     } else {
       const answer = await this.#answerTo(c, CATALOG_TYPE, "catalog-1", ANSWER_MS);
       const a = answer?.value.case === "request" ? answer.value.value : undefined;
-      if (a === undefined) this.report.add("ack.echo", "fail", `no ACK or NACK of the catalog (nonce catalog-1) within ${ANSWER_MS} ms`);
-      else if (a.errorDetail !== undefined) this.report.add("ack.echo", "fail", `the zone NACKed the kit's catalog: ${a.errorDetail.message} (give the kit the zone's kinds with --kinds)`);
-      else this.report.expect("ack.echo", a.versionInfo === this.#catalog.version, `ACK of nonce catalog-1 with version_info "${a.versionInfo}" (sent "${this.#catalog.version}")`);
+      if (a === undefined)
+        this.report.add(
+          "ack.echo",
+          "fail",
+          `no ACK or NACK of the catalog (nonce catalog-1) within ${ANSWER_MS} ms`,
+        );
+      else if (a.errorDetail !== undefined)
+        this.report.add(
+          "ack.echo",
+          "fail",
+          `the zone NACKed the kit's catalog: ${a.errorDetail.message} (give the kit the zone's kinds with --kinds)`,
+        );
+      else
+        this.report.expect(
+          "ack.echo",
+          a.versionInfo === this.#catalog.version,
+          `ACK of nonce catalog-1 with version_info "${a.versionInfo}" (sent "${this.#catalog.version}")`,
+        );
     }
     // The zone's resources: subscribe to each zone-to-global kind, ACK every response, keep the nonces.
     const nonces: string[] = [];
-    for (const typeUrl of this.#zoneToGlobal) c.write(deltaRequest({ typeUrl, resourceNamesSubscribe: ["*"] }));
+    for (const typeUrl of this.#zoneToGlobal)
+      c.write(deltaRequest({ typeUrl, resourceNamesSubscribe: ["*"] }));
     const deadline = Date.now() + 15_000;
     while (this.#zoneToGlobal.length > 0 && Date.now() < deadline) {
       const frame = await c.waitFor((f) => f.value.case === "deltaResponse", 1_500);
@@ -238,11 +353,25 @@ class ZoneRun {
       }
       c.write(deltaRequest({ typeUrl: r.typeUrl, responseNonce: r.nonce }));
     }
-    if (nonces.length < 2) this.report.add("nonce.unique", "skip", this.#zoneToGlobal.length === 0 ? "no zone-to-global kinds (give the kit the kinds with --kinds)" : `the zone sent ${nonces.length} responses`);
-    else this.report.expect("nonce.unique", new Set(nonces).size === nonces.length, `${nonces.length} responses, nonces ${[...new Set(nonces)].length === nonces.length ? "all distinct" : `reused: ${nonces.join(", ")}`}`);
+    if (nonces.length < 2)
+      this.report.add(
+        "nonce.unique",
+        "skip",
+        this.#zoneToGlobal.length === 0
+          ? "no zone-to-global kinds (give the kit the kinds with --kinds)"
+          : `the zone sent ${nonces.length} responses`,
+      );
+    else
+      this.report.expect(
+        "nonce.unique",
+        new Set(nonces).size === nonces.length,
+        `${nonces.length} responses, nonces ${[...new Set(nonces)].length === nonces.length ? "all distinct" : `reused: ${nonces.join(", ")}`}`,
+      );
 
     c.write(deltaRequest({ typeUrl: UNKNOWN_TYPE, resourceNamesSubscribe: ["*"] }));
-    await expectProtocolError(this.report, "unknown-type", c, { what: `a delta request for ${UNKNOWN_TYPE}` });
+    await expectProtocolError(this.report, "unknown-type", c, {
+      what: `a delta request for ${UNKNOWN_TYPE}`,
+    });
     this.#end(c, GoAwayReason.SHUTDOWN, "conformance kit: main session done", { grpcStatus: 0 });
     return true;
   }
@@ -252,10 +381,17 @@ class ZoneRun {
     if (c === undefined) return false;
     this.#watch(c);
     if (!(await this.#handshake(c, false))) return true;
-    const broken = create(AnySchema, { typeUrl: CATALOG_TYPE, value: new Uint8Array([0xff, 0xff, 0xff]) });
+    const broken = create(AnySchema, {
+      typeUrl: CATALOG_TYPE,
+      value: new Uint8Array([0xff, 0xff, 0xff]),
+    });
     const asked = await this.#serveCatalog(c, "catalog-broken", [broken], "broken-1");
     if (asked === undefined) {
-      this.report.add("nack.error-detail", "skip", `the zone requested no catalog within ${ANSWER_MS} ms`);
+      this.report.add(
+        "nack.error-detail",
+        "skip",
+        `the zone requested no catalog within ${ANSWER_MS} ms`,
+      );
     } else {
       const answer = await this.#answerTo(c, CATALOG_TYPE, "catalog-broken", ANSWER_MS);
       const a = answer?.value.case === "request" ? answer.value.value : undefined;
@@ -263,17 +399,30 @@ class ZoneRun {
       this.report.expect(
         "nack.error-detail",
         d !== undefined && d.code === 3 && d.message !== "",
-        a === undefined ? `no answer to a catalog that does not decode within ${ANSWER_MS} ms` : d === undefined ? "the zone ACKed a catalog that does not decode" : `NACK: code ${d.code}, "${d.message}"`,
+        a === undefined
+          ? `no answer to a catalog that does not decode within ${ANSWER_MS} ms`
+          : d === undefined
+            ? "the zone ACKed a catalog that does not decode"
+            : `NACK: code ${d.code}, "${d.message}"`,
       );
     }
-    this.#end(c, GoAwayReason.PROTOCOL_ERROR, "conformance kit: the catalog was broken on purpose", { grpcStatus: 3, kdsErrorCode: "protocol_error" });
+    this.#end(
+      c,
+      GoAwayReason.PROTOCOL_ERROR,
+      "conformance kit: the catalog was broken on purpose",
+      { grpcStatus: 3, kdsErrorCode: "protocol_error" },
+    );
     return true;
   }
 
   async resume(): Promise<boolean> {
     const held = [...this.#held].filter(([, m]) => m.size > 0);
     if (held.length === 0) {
-      this.report.add("resume.initial-versions", "skip", "the zone sent no resources (give the kit its kinds with --kinds, and the zone resources of a zone-to-global kind)");
+      this.report.add(
+        "resume.initial-versions",
+        "skip",
+        "the zone sent no resources (give the kit its kinds with --kinds, and the zone resources of a zone-to-global kind)",
+      );
       return true;
     }
     const c = await this.#accept("resume.initial-versions");
@@ -282,19 +431,34 @@ class ZoneRun {
     if (!(await this.#handshake(c, false))) return true;
     const asked = await this.#serveCatalog(c, "catalog-2");
     if (asked !== undefined) await this.#answerTo(c, CATALOG_TYPE, "catalog-2", ANSWER_MS);
-    for (const [typeUrl, m] of held) c.write(deltaRequest({ typeUrl, resourceNamesSubscribe: ["*"], initialResourceVersions: Object.fromEntries(m) }));
+    for (const [typeUrl, m] of held)
+      c.write(
+        deltaRequest({
+          typeUrl,
+          resourceNamesSubscribe: ["*"],
+          initialResourceVersions: Object.fromEntries(m),
+        }),
+      );
     const resent: string[] = [];
     const deadline = Date.now() + 15_000;
     while (Date.now() < deadline) {
       const frame = await c.waitFor((f) => f.value.case === "deltaResponse", 1_500);
       if (frame?.value.case !== "deltaResponse") break;
       const r = frame.value.value;
-      for (const res of r.resources) if (this.#held.get(r.typeUrl)?.get(res.name) === res.version) resent.push(`${res.name}@${res.version}`);
+      for (const res of r.resources)
+        if (this.#held.get(r.typeUrl)?.get(res.name) === res.version)
+          resent.push(`${res.name}@${res.version}`);
       c.write(deltaRequest({ typeUrl: r.typeUrl, responseNonce: r.nonce }));
       if (resent.length > 100) break;
     }
     const count = held.reduce((n, [, m]) => n + m.size, 0);
-    this.report.expect("resume.initial-versions", resent.length === 0, resent.length === 0 ? `${count} resources held at their versions: none resent` : `resent unchanged: ${resent.slice(0, 5).join(", ")}`);
+    this.report.expect(
+      "resume.initial-versions",
+      resent.length === 0,
+      resent.length === 0
+        ? `${count} resources held at their versions: none resent`
+        : `resent unchanged: ${resent.slice(0, 5).join(", ")}`,
+    );
     this.#end(c, GoAwayReason.SHUTDOWN, "conformance kit: resume checked", { grpcStatus: 0 });
     return true;
   }
@@ -329,25 +493,56 @@ class ZoneRun {
     }
     const count = h.responseWindow + 1;
     const catalog = create(MessageSchema, {
-      value: { case: "response", value: create(DiscoveryResponseSchema, { typeUrl: CATALOG_TYPE, versionInfo: this.#catalog.version, nonce: "catalog-o", resources: [this.#catalog.any] }) },
+      value: {
+        case: "response",
+        value: create(DiscoveryResponseSchema, {
+          typeUrl: CATALOG_TYPE,
+          versionInfo: this.#catalog.version,
+          nonce: "catalog-o",
+          resources: [this.#catalog.any],
+        }),
+      },
     });
     const frames = Array.from({ length: count - 1 }, (_, i) =>
-      create(MessageSchema, { value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: UNKNOWN_TYPE, nonce: `overrun-${i}` }) } }),
+      create(MessageSchema, {
+        value: {
+          case: "deltaResponse",
+          value: create(DeltaDiscoveryResponseSchema, {
+            typeUrl: UNKNOWN_TYPE,
+            nonce: `overrun-${i}`,
+          }),
+        },
+      }),
     );
     c.write(hello("conformance-kit", { requestWindow: 1 }), catalog, ...frames);
     c.sentHello = true;
     const g = await c.awaitGoaway(ANSWER_MS);
-    const returned = c.received.filter((f) => f.value.case === "windowUpdate").reduce((n, f) => n + (f.value.case === "windowUpdate" ? f.value.value.responses : 0), 0);
+    const returned = c.received
+      .filter((f) => f.value.case === "windowUpdate")
+      .reduce((n, f) => n + (f.value.case === "windowUpdate" ? f.value.value.responses : 0), 0);
     const what = `${count} responses against a response window of ${h.responseWindow}`;
-    c.link.close({ grpcStatus: 3, kdsErrorCode: "protocol_error", message: "conformance kit: overrun checked" });
-    if (g !== undefined && g.reason === "PROTOCOL_ERROR" && /window/i.test(g.message)) this.report.add("overrun.frame", "pass", `${what}: goaway PROTOCOL_ERROR "${g.message}"`);
-    else if (g === undefined && returned > 0) this.report.add("overrun.frame", "skip", `${what}: the zone returned ${returned} frames of credit before the last one arrived`);
+    c.link.close({
+      grpcStatus: 3,
+      kdsErrorCode: "protocol_error",
+      message: "conformance kit: overrun checked",
+    });
+    if (g !== undefined && g.reason === "PROTOCOL_ERROR" && /window/i.test(g.message))
+      this.report.add("overrun.frame", "pass", `${what}: goaway PROTOCOL_ERROR "${g.message}"`);
+    else if (g === undefined && returned > 0)
+      this.report.add(
+        "overrun.frame",
+        "skip",
+        `${what}: the zone returned ${returned} frames of credit before the last one arrived`,
+      );
     else if (g === undefined && !last && !c.peerEnded) return "retry";
     else {
       const seen = c.received.map((f) => f.value.case).join(", ");
-      this.report.add("overrun.frame", "fail", `${what}: ${g === undefined ? `no goaway within ${ANSWER_MS} ms (the zone sent: ${seen})` : `goaway ${g.reason} "${g.message}" (expected PROTOCOL_ERROR naming the window)`}`);
+      this.report.add(
+        "overrun.frame",
+        "fail",
+        `${what}: ${g === undefined ? `no goaway within ${ANSWER_MS} ms (the zone sent: ${seen})` : `goaway ${g.reason} "${g.message}" (expected PROTOCOL_ERROR naming the window)`}`,
+      );
     }
     return true;
   }
 }
-

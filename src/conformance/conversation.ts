@@ -44,9 +44,15 @@ export class Conversation {
   /** The peer's hello, once it arrived. */
   peerHello: Hello | undefined;
   /** What the peer granted the kit per lane (its hello plus every window update read). */
-  readonly granted: Record<Lane, Credit> = { requests: { frames: 0, bytes: 0 }, responses: { frames: 0, bytes: 0 } };
+  readonly granted: Record<Lane, Credit> = {
+    requests: { frames: 0, bytes: 0 },
+    responses: { frames: 0, bytes: 0 },
+  };
   /** What the kit sent per lane. */
-  readonly sent: Record<Lane, Credit> = { requests: { frames: 0, bytes: 0 }, responses: { frames: 0, bytes: 0 } };
+  readonly sent: Record<Lane, Credit> = {
+    requests: { frames: 0, bytes: 0 },
+    responses: { frames: 0, bytes: 0 },
+  };
   /** True once the peer's direction ended. */
   peerEnded = false;
   /** Frames a wait has taken. */
@@ -74,7 +80,10 @@ export class Conversation {
 
   /** What the kit may still send on `lane` by the grants it has read. */
   credit(lane: Lane): Credit {
-    return { frames: this.granted[lane].frames - this.sent[lane].frames, bytes: this.granted[lane].bytes - this.sent[lane].bytes };
+    return {
+      frames: this.granted[lane].frames - this.sent[lane].frames,
+      bytes: this.granted[lane].bytes - this.sent[lane].bytes,
+    };
   }
 
   /** The next frame within `ms`; undefined when none came in time or the peer's direction ended. */
@@ -146,7 +155,11 @@ export class Conversation {
   /** The goaway the peer sent, if any. */
   goaway(): { reason: string; message: string } | undefined {
     for (const f of this.received) {
-      if (f.value.case === "goaway") return { reason: GoAwayReason[f.value.value.reason] ?? String(f.value.value.reason), message: f.value.value.message };
+      if (f.value.case === "goaway")
+        return {
+          reason: GoAwayReason[f.value.value.reason] ?? String(f.value.value.reason),
+          message: f.value.value.message,
+        };
     }
     return undefined;
   }
@@ -171,7 +184,10 @@ export class Conversation {
       if (left <= 0) break;
       if (this.peerEnded) {
         let timer: ReturnType<typeof setTimeout> | undefined;
-        await Promise.race([this.link.ended, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
+        await Promise.race([
+          this.link.ended,
+          new Promise<void>((resolve) => (timer = setTimeout(resolve, left))),
+        ]);
         clearTimeout(timer);
         break;
       }
@@ -183,7 +199,11 @@ export class Conversation {
 
   /** Sends goaway SHUTDOWN and ends the kit's direction. */
   shutdown(message: string): void {
-    this.write(create(MessageSchema, { value: { case: "goaway", value: { reason: GoAwayReason.SHUTDOWN, message } } }));
+    this.write(
+      create(MessageSchema, {
+        value: { case: "goaway", value: { reason: GoAwayReason.SHUTDOWN, message } },
+      }),
+    );
     this.link.close();
   }
 }

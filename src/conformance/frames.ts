@@ -5,8 +5,19 @@
  * @module
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { GoAwayReason, HelloSchema, MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
-import { DeltaDiscoveryRequestSchema, DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, type DeltaDiscoveryRequest, type DiscoveryRequest } from "../gen/kds/v1/discovery_pb.ts";
+import {
+  GoAwayReason,
+  HelloSchema,
+  MessageSchema,
+  type Message,
+} from "../gen/kds/mux/v1/mux_pb.ts";
+import {
+  DeltaDiscoveryRequestSchema,
+  DeltaDiscoveryResponseSchema,
+  DiscoveryRequestSchema,
+  type DeltaDiscoveryRequest,
+  type DiscoveryRequest,
+} from "../gen/kds/v1/discovery_pb.ts";
 import { KdsError } from "../errors.ts";
 import { KIND_CATALOG_TYPE_URL } from "../sync/kind-catalog.ts";
 import { encodedLength } from "./conversation.ts";
@@ -48,8 +59,15 @@ export function pong(id: bigint): Message {
 }
 
 /** A window update granting `requests`/`responses` frames and bytes. */
-export function windowUpdate(requests: number, responses: number, requestBytes: number, responseBytes: number): Message {
-  return create(MessageSchema, { value: { case: "windowUpdate", value: { requests, responses, requestBytes, responseBytes } } });
+export function windowUpdate(
+  requests: number,
+  responses: number,
+  requestBytes: number,
+  responseBytes: number,
+): Message {
+  return create(MessageSchema, {
+    value: { case: "windowUpdate", value: { requests, responses, requestBytes, responseBytes } },
+  });
 }
 
 /** A goaway. */
@@ -59,17 +77,26 @@ export function goaway(reason: GoAwayReason, message: string): Message {
 
 /** A SotW request frame. */
 export function sotwRequest(init: MessageInitShape<typeof DiscoveryRequestSchema>): Message {
-  return create(MessageSchema, { value: { case: "request", value: create(DiscoveryRequestSchema, init) } });
+  return create(MessageSchema, {
+    value: { case: "request", value: create(DiscoveryRequestSchema, init) },
+  });
 }
 
 /** A delta request frame. */
 export function deltaRequest(init: MessageInitShape<typeof DeltaDiscoveryRequestSchema>): Message {
-  return create(MessageSchema, { value: { case: "deltaRequest", value: create(DeltaDiscoveryRequestSchema, init) } });
+  return create(MessageSchema, {
+    value: { case: "deltaRequest", value: create(DeltaDiscoveryRequestSchema, init) },
+  });
 }
 
 /** The SotW request for the catalog a zone sends first. */
 export function catalogRequest(zone: string, nonce = "", version = ""): Message {
-  return sotwRequest({ typeUrl: CATALOG_TYPE, responseNonce: nonce, versionInfo: version, node: { id: zone, cluster: "zone", userAgentName: "kds-mux-conformance" } });
+  return sotwRequest({
+    typeUrl: CATALOG_TYPE,
+    responseNonce: nonce,
+    versionInfo: version,
+    node: { id: zone, cluster: "zone", userAgentName: "kds-mux-conformance" },
+  });
 }
 
 /**
@@ -80,14 +107,21 @@ export function catalogRequest(zone: string, nonce = "", version = ""): Message 
  */
 export function paddedRequest(bytes: number, tag: string): Message {
   const base = (pad: number): Message =>
-    sotwRequest({ typeUrl: CATALOG_TYPE, responseNonce: `stale-${tag}`, node: { id: "conformance", userAgentName: "p".repeat(pad) } });
+    sotwRequest({
+      typeUrl: CATALOG_TYPE,
+      responseNonce: `stale-${tag}`,
+      node: { id: "conformance", userAgentName: "p".repeat(pad) },
+    });
   const empty = encodedLength(base(0));
   // Each step of the varint length prefixes adds a byte or two: search the few candidates around the estimate.
   for (let pad = Math.max(0, bytes - empty - 12); pad <= bytes - empty; pad++) {
     const frame = base(pad);
     if (encodedLength(frame) === bytes) return frame;
   }
-  throw new KdsError("invalid_argument", `no padded request of exactly ${bytes} bytes: ask for at least ${empty} bytes`);
+  throw new KdsError(
+    "invalid_argument",
+    `no padded request of exactly ${bytes} bytes: ask for at least ${empty} bytes`,
+  );
 }
 
 /**
@@ -98,17 +132,30 @@ export function paddedRequest(bytes: number, tag: string): Message {
 export function paddedResponse(typeUrl: string, bytes: number, tag: string): Message {
   const base = (pad: number): Message =>
     create(MessageSchema, {
-      value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl, nonce: `conformance-${tag}`, systemVersionInfo: "p".repeat(pad), removedResources: [`conformance-absent-${tag}`] }) },
+      value: {
+        case: "deltaResponse",
+        value: create(DeltaDiscoveryResponseSchema, {
+          typeUrl,
+          nonce: `conformance-${tag}`,
+          systemVersionInfo: "p".repeat(pad),
+          removedResources: [`conformance-absent-${tag}`],
+        }),
+      },
     });
   const empty = encodedLength(base(0));
   for (let pad = Math.max(0, bytes - empty - 12); pad <= bytes - empty; pad++) {
     const frame = base(pad);
     if (encodedLength(frame) === bytes) return frame;
   }
-  throw new KdsError("invalid_argument", `no padded response of exactly ${bytes} bytes: ask for at least ${empty} bytes`);
+  throw new KdsError(
+    "invalid_argument",
+    `no padded response of exactly ${bytes} bytes: ask for at least ${empty} bytes`,
+  );
 }
 
 /** The request inside a request frame, SotW or delta. */
 export function requestOf(frame: Message): DiscoveryRequest | DeltaDiscoveryRequest | undefined {
-  return frame.value.case === "request" || frame.value.case === "deltaRequest" ? frame.value.value : undefined;
+  return frame.value.case === "request" || frame.value.case === "deltaRequest"
+    ? frame.value.value
+    : undefined;
 }

@@ -35,7 +35,10 @@ export interface MuxLink {
 }
 
 /** Opens a mux call to a global (global mode). `headers` are the request headers to send (client-id, authorization). */
-export type DialLink = (headers: Readonly<Record<string, string>>, signal: AbortSignal) => Promise<MuxLink>;
+export type DialLink = (
+  headers: Readonly<Record<string, string>>,
+  signal: AbortSignal,
+) => Promise<MuxLink>;
 
 /** Waits for the zone under test to open its next mux call to the kit (zone mode). */
 export type AcceptLink = (signal: AbortSignal) => Promise<MuxLink>;

@@ -53,10 +53,18 @@ export class Report {
 
 /** The results as a plain-text table: rule, section, result, detail. */
 export function formatTable(results: readonly CheckResult[]): string {
-  const rows = results.map((r) => [r.rule, `#${r.section}`, r.outcome.toUpperCase(), r.detail.replace(/\s+/g, " ")]);
+  const rows = results.map((r) => [
+    r.rule,
+    `#${r.section}`,
+    r.outcome.toUpperCase(),
+    r.detail.replace(/\s+/g, " "),
+  ]);
   const header = ["RULE", "SECTION (docs/protocol.md)", "RESULT", "DETAIL"];
-  const widths = [0, 1, 2].map((i) => Math.max(header[i]!.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cells: string[]): string => cells.map((c, i) => (i < 3 ? c.padEnd(widths[i]!) : c)).join("  ");
+  const widths = [0, 1, 2].map((i) =>
+    Math.max(header[i]!.length, ...rows.map((row) => row[i]!.length)),
+  );
+  const line = (cells: string[]): string =>
+    cells.map((c, i) => (i < 3 ? c.padEnd(widths[i]!) : c)).join("  ");
   const failed = results.filter((r) => r.outcome === "fail").length;
   const skipped = results.filter((r) => r.outcome === "skip").length;
   const summary = `${results.length - failed - skipped} passed, ${failed} failed, ${skipped} skipped`;

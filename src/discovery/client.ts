@@ -20,7 +20,14 @@ import {
 } from "../gen/kds/v1/discovery_pb.ts";
 import type { ClientStreamView } from "../mux/views.ts";
 import { RejectedSet } from "./resource-errors.ts";
-import { assertMaxResponseResources, defaultDiscoveryOptions, type ClientObserver, type ReceivedResource, type ResourceSink, type SinkResult } from "./types.ts";
+import {
+  assertMaxResponseResources,
+  defaultDiscoveryOptions,
+  type ClientObserver,
+  type ReceivedResource,
+  type ResourceSink,
+  type SinkResult,
+} from "./types.ts";
 
 /** google.rpc.Code INVALID_ARGUMENT, the code of a NACK's error_detail. */
 const INVALID_ARGUMENT = 3;
@@ -83,7 +90,12 @@ export class DiscoveryClient {
         } else {
           const known = await sink.versions(typeUrl, signal);
           await view.send(
-            create(DeltaDiscoveryRequestSchema, { typeUrl, node, resourceNamesSubscribe: ["*"], initialResourceVersions: Object.fromEntries(known) }),
+            create(DeltaDiscoveryRequestSchema, {
+              typeUrl,
+              node,
+              resourceNamesSubscribe: ["*"],
+              initialResourceVersions: Object.fromEntries(known),
+            }),
             signal,
           );
         }
@@ -94,28 +106,46 @@ export class DiscoveryClient {
         else await this.#onDelta(response, signal);
       }
     } catch (error) {
-      if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted) return;
+      if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted)
+        return;
       throw error;
     }
   }
 
   async #onSotw(response: DiscoveryResponse, signal: AbortSignal): Promise<void> {
     const { typeUrl, nonce, versionInfo } = response;
-    const error = await this.#apply(typeUrl, signal, () => {
-      if (this.#mode !== "sotw") {
-        throw new KdsError(
-          "invalid_argument",
-          `a state-of-the-world response for ${typeUrl}, but this client subscribed to it in delta form; nothing was applied. ` +
-            `Answer a delta subscription (DeltaDiscoveryRequest) with DeltaDiscoveryResponse`,
-        );
-      }
-      this.#checkEntries(response.resources.length, "state-of-the-world", "resources");
-      return this.#init.sink.replace(typeUrl, response.resources, signal);
-    }, () => ({ replaced: true, received: [], removed: [] }));
+    const error = await this.#apply(
+      typeUrl,
+      signal,
+      () => {
+        if (this.#mode !== "sotw") {
+          throw new KdsError(
+            "invalid_argument",
+            `a state-of-the-world response for ${typeUrl}, but this client subscribed to it in delta form; nothing was applied. ` +
+              `Answer a delta subscription (DeltaDiscoveryRequest) with DeltaDiscoveryResponse`,
+          );
+        }
+        this.#checkEntries(response.resources.length, "state-of-the-world", "resources");
+        return this.#init.sink.replace(typeUrl, response.resources, signal);
+      },
+      () => ({ replaced: true, received: [], removed: [] }),
+    );
     if (error === undefined) {
       this.#accepted.set(typeUrl, versionInfo);
-      await this.#init.view.send(create(DiscoveryRequestSchema, { typeUrl, versionInfo, responseNonce: nonce, errorDetail: this.#rejectedSet.detail(typeUrl) }), signal);
-      this.#init.observer?.accepted?.(typeUrl, { version: versionInfo, resources: response.resources.length, removed: 0 });
+      await this.#init.view.send(
+        create(DiscoveryRequestSchema, {
+          typeUrl,
+          versionInfo,
+          responseNonce: nonce,
+          errorDetail: this.#rejectedSet.detail(typeUrl),
+        }),
+        signal,
+      );
+      this.#init.observer?.accepted?.(typeUrl, {
+        version: versionInfo,
+        resources: response.resources.length,
+        removed: 0,
+      });
       return;
     }
     await this.#init.view.send(
@@ -133,22 +163,60 @@ export class DiscoveryClient {
 
   async #onDelta(response: DeltaDiscoveryResponse, signal: AbortSignal): Promise<void> {
     const { typeUrl, nonce, systemVersionInfo } = response;
-    const error = await this.#apply(typeUrl, signal, () => {
-      const { resources, removedResources } = response;
-      this.#checkEntries(resources.length + removedResources.length, "delta", `resources and removals (${resources.length} + ${removedResources.length})`);
-      const received = resources.map((r) => ({ key: r.name, version: r.version, any: r.resource }));
-      const missing = received.find((r) => r.any === undefined);
-      if (missing !== undefined) throw new KdsError("invalid_resource", `resource "${missing.key}" carries no payload`);
-      return this.#init.sink.apply(typeUrl, received as ReceivedResource[], response.removedResources, signal);
-    }, () => ({ replaced: false, received: response.resources.map((r) => r.name), removed: response.removedResources }));
+    const error = await this.#apply(
+      typeUrl,
+      signal,
+      () => {
+        const { resources, removedResources } = response;
+        this.#checkEntries(
+          resources.length + removedResources.length,
+          "delta",
+          `resources and removals (${resources.length} + ${removedResources.length})`,
+        );
+        const received = resources.map((r) => ({
+          key: r.name,
+          version: r.version,
+          any: r.resource,
+        }));
+        const missing = received.find((r) => r.any === undefined);
+        if (missing !== undefined)
+          throw new KdsError("invalid_resource", `resource "${missing.key}" carries no payload`);
+        return this.#init.sink.apply(
+          typeUrl,
+          received as ReceivedResource[],
+          response.removedResources,
+          signal,
+        );
+      },
+      () => ({
+        replaced: false,
+        received: response.resources.map((r) => r.name),
+        removed: response.removedResources,
+      }),
+    );
     if (error === undefined) {
       this.#accepted.set(typeUrl, systemVersionInfo);
-      await this.#init.view.send(create(DeltaDiscoveryRequestSchema, { typeUrl, responseNonce: nonce, errorDetail: this.#rejectedSet.detail(typeUrl) }), signal);
-      this.#init.observer?.accepted?.(typeUrl, { version: systemVersionInfo, resources: response.resources.length, removed: response.removedResources.length });
+      await this.#init.view.send(
+        create(DeltaDiscoveryRequestSchema, {
+          typeUrl,
+          responseNonce: nonce,
+          errorDetail: this.#rejectedSet.detail(typeUrl),
+        }),
+        signal,
+      );
+      this.#init.observer?.accepted?.(typeUrl, {
+        version: systemVersionInfo,
+        resources: response.resources.length,
+        removed: response.removedResources.length,
+      });
       return;
     }
     await this.#init.view.send(
-      create(DeltaDiscoveryRequestSchema, { typeUrl, responseNonce: nonce, errorDetail: { code: INVALID_ARGUMENT, message: error } }),
+      create(DeltaDiscoveryRequestSchema, {
+        typeUrl,
+        responseNonce: nonce,
+        errorDetail: { code: INVALID_ARGUMENT, message: error },
+      }),
       signal,
     );
     this.#init.observer?.rejected?.(typeUrl, systemVersionInfo, error);
@@ -173,7 +241,12 @@ export class DiscoveryClient {
    * those of `keys` it took leave it; read only then, so nothing of a
    * response is looked at before `apply` checked it).
    */
-  async #apply(typeUrl: string, signal: AbortSignal, apply: () => Promise<SinkResult>, keys: () => { replaced: boolean; received: readonly string[]; removed: readonly string[] }): Promise<string | undefined> {
+  async #apply(
+    typeUrl: string,
+    signal: AbortSignal,
+    apply: () => Promise<SinkResult>,
+    keys: () => { replaced: boolean; received: readonly string[]; removed: readonly string[] },
+  ): Promise<string | undefined> {
     if (!this.#subscribed.has(typeUrl)) return `this client did not subscribe to ${typeUrl}`;
     try {
       const { rejected } = await apply();
@@ -181,7 +254,8 @@ export class DiscoveryClient {
       for (const r of rejected) this.#init.observer?.resourceRejected?.(typeUrl, r.key, r.reason);
       return undefined;
     } catch (error) {
-      if (signal.aborted || KdsError.is(error, "aborted") || KdsError.is(error, "session_closed")) throw error;
+      if (signal.aborted || KdsError.is(error, "aborted") || KdsError.is(error, "session_closed"))
+        throw error;
       return error instanceof Error ? error.message : String(error);
     }
   }

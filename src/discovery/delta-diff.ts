@@ -46,7 +46,10 @@ export interface DeltaPart {
 }
 
 /** The empty work of a new type: the first diff is full. */
-export function newDeltaDiffState(): Omit<DeltaDiffState, "known" | "names" | "oversized" | "assumed"> {
+export function newDeltaDiffState(): Omit<
+  DeltaDiffState,
+  "known" | "names" | "oversized" | "assumed"
+> {
   return { full: true, changed: new Set(), sweep: [], sweepAt: 0, taken: new Set() };
 }
 
@@ -115,11 +118,19 @@ export function nextPart(
         }
         return "skip";
       }
-      if ((bytes > 0 && bytes + cost > size.target) || upserts.length + removed.length >= maxEntries) return "full";
+      if (
+        (bytes > 0 && bytes + cost > size.target) ||
+        upserts.length + removed.length >= maxEntries
+      )
+        return "full";
       upserts.push(r);
     } else if (r === undefined && holds(key) !== undefined) {
       cost = key.length * 3 + ENTRY_OVERHEAD;
-      if ((bytes > 0 && bytes + cost > size.target) || upserts.length + removed.length >= maxEntries) return "full";
+      if (
+        (bytes > 0 && bytes + cost > size.target) ||
+        upserts.length + removed.length >= maxEntries
+      )
+        return "full";
       removed.push(key);
     } else return "skip";
     bytes += cost;
@@ -134,8 +145,10 @@ export function nextPart(
       state.sweep.push(key);
     };
     for (const r of resources) visit(r.key, r);
-    for (const key of state.known.keys()) if (resources.get(key) === undefined) visit(key, undefined);
-    for (const key of state.assumed.keys()) if (resources.get(key) === undefined && !state.known.has(key)) visit(key, undefined);
+    for (const key of state.known.keys())
+      if (resources.get(key) === undefined) visit(key, undefined);
+    for (const key of state.assumed.keys())
+      if (resources.get(key) === undefined && !state.known.has(key)) visit(key, undefined);
   } else {
     let more = false;
     const sweep = state.sweep;
@@ -155,5 +168,10 @@ export function nextPart(
       }
     }
   }
-  return { upserts, removed, bytes, more: state.sweepAt < state.sweep.length || state.taken.size > 0 };
+  return {
+    upserts,
+    removed,
+    bytes,
+    more: state.sweepAt < state.sweep.length || state.taken.size > 0,
+  };
 }

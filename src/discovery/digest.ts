@@ -48,7 +48,9 @@ export class SetDigest {
 }
 
 /** The digest of a whole set at once. */
-export function digestOf(entries: Iterable<{ readonly key: string; readonly version: string }>): string {
+export function digestOf(
+  entries: Iterable<{ readonly key: string; readonly version: string }>,
+): string {
   const d = new SetDigest();
   for (const e of entries) d.add(e.key, e.version);
   return d.toString();

@@ -40,16 +40,33 @@ export async function fetchOnce<T>(init: FetchOnceInit<T>): Promise<T> {
   await view.send(create(DiscoveryRequestSchema, { typeUrl, node: init.node }), signal);
   const response = await view.recv(signal);
   if (response.$typeName !== "kds.v1.DiscoveryResponse" || response.typeUrl !== typeUrl) {
-    throw new KdsError("protocol_error", `expected a state-of-the-world response of ${typeUrl}, got a ${response.$typeName} of ${response.typeUrl}`);
+    throw new KdsError(
+      "protocol_error",
+      `expected a state-of-the-world response of ${typeUrl}, got a ${response.$typeName} of ${response.typeUrl}`,
+    );
   }
   let accepted: T;
   try {
     accepted = init.accept(response.resources);
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    await view.send(create(DiscoveryRequestSchema, { typeUrl, responseNonce: response.nonce, errorDetail: { code: INVALID_ARGUMENT, message } }), signal);
+    await view.send(
+      create(DiscoveryRequestSchema, {
+        typeUrl,
+        responseNonce: response.nonce,
+        errorDetail: { code: INVALID_ARGUMENT, message },
+      }),
+      signal,
+    );
     throw error;
   }
-  await view.send(create(DiscoveryRequestSchema, { typeUrl, versionInfo: response.versionInfo, responseNonce: response.nonce }), signal);
+  await view.send(
+    create(DiscoveryRequestSchema, {
+      typeUrl,
+      versionInfo: response.versionInfo,
+      responseNonce: response.nonce,
+    }),
+    signal,
+  );
   return accepted;
 }

@@ -26,7 +26,15 @@ export class RejectedSet {
    * state-of-the-world set) starts over; otherwise `received` and `removed`
    * keys leave the set unless `rejected` names them again.
    */
-  applied(typeUrl: string, outcome: { replaced: boolean; received: readonly string[]; removed: readonly string[]; rejected: readonly RejectedResource[] }): void {
+  applied(
+    typeUrl: string,
+    outcome: {
+      replaced: boolean;
+      received: readonly string[];
+      removed: readonly string[];
+      rejected: readonly RejectedResource[];
+    },
+  ): void {
     let set = this.#byType.get(typeUrl);
     if (set === undefined || outcome.replaced) {
       set = new Map();
@@ -41,9 +49,15 @@ export class RejectedSet {
   detail(typeUrl: string): MessageInitShape<typeof StatusSchema> | undefined {
     const set = this.#byType.get(typeUrl);
     if (set === undefined || set.size === 0) return undefined;
-    const errors = [...set].slice(0, MAX_RESOURCE_ERRORS).map(([name, reason]) => ({ name, reason }));
+    const errors = [...set]
+      .slice(0, MAX_RESOURCE_ERRORS)
+      .map(([name, reason]) => ({ name, reason }));
     const details = create(ResourceErrorsSchema, { errors, omitted: set.size - errors.length });
-    return { code: 0, message: `${set.size} resources of the response were rejected (kds.v1.ResourceErrors in details)`, details: [anyPack(ResourceErrorsSchema, details)] };
+    return {
+      code: 0,
+      message: `${set.size} resources of the response were rejected (kds.v1.ResourceErrors in details)`,
+      details: [anyPack(ResourceErrorsSchema, details)],
+    };
   }
 }
 
@@ -52,10 +66,21 @@ export class RejectedSet {
  * resources and how many more were left unnamed. An error_detail without a
  * kds.v1.ResourceErrors reads as none.
  */
-export function resourceErrorsOf(detail: { readonly details: readonly { readonly typeUrl: string; readonly value: Uint8Array }[] } | undefined): { errors: RejectedResource[]; omitted: number } {
+export function resourceErrorsOf(
+  detail:
+    | { readonly details: readonly { readonly typeUrl: string; readonly value: Uint8Array }[] }
+    | undefined,
+): { errors: RejectedResource[]; omitted: number } {
   for (const any of detail?.details ?? []) {
-    const unpacked = anyUnpack({ $typeName: "google.protobuf.Any", typeUrl: any.typeUrl, value: any.value }, ResourceErrorsSchema);
-    if (unpacked !== undefined) return { errors: unpacked.errors.map((e) => ({ key: e.name, reason: e.reason })), omitted: unpacked.omitted };
+    const unpacked = anyUnpack(
+      { $typeName: "google.protobuf.Any", typeUrl: any.typeUrl, value: any.value },
+      ResourceErrorsSchema,
+    );
+    if (unpacked !== undefined)
+      return {
+        errors: unpacked.errors.map((e) => ({ key: e.name, reason: e.reason })),
+        omitted: unpacked.omitted,
+      };
   }
   return { errors: [], omitted: 0 };
 }

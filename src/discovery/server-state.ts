@@ -60,14 +60,20 @@ export function nextPhase(phase: TypePhase, event: TypeEvent): TypePhase {
   switch (event.type) {
     case "sent":
       if (!canSend(phase, event.maxInFlight)) return phase;
-      return { kind: "inflight", sent: phase.kind === "inflight" ? [...phase.sent, event.response] : [event.response] };
+      return {
+        kind: "inflight",
+        sent: phase.kind === "inflight" ? [...phase.sent, event.response] : [event.response],
+      };
     case "ack": {
-      if (phase.kind !== "inflight" || !phase.sent.some((r) => r.nonce === event.nonce)) return phase;
+      if (phase.kind !== "inflight" || !phase.sent.some((r) => r.nonce === event.nonce))
+        return phase;
       const rest = phase.sent.filter((r) => r.nonce !== event.nonce);
       return rest.length === 0 ? { kind: "idle" } : { kind: "inflight", sent: rest };
     }
     case "nack":
-      return phase.kind === "inflight" && phase.sent.some((r) => r.nonce === event.nonce) ? { kind: "backoff", until: event.until } : phase;
+      return phase.kind === "inflight" && phase.sent.some((r) => r.nonce === event.nonce)
+        ? { kind: "backoff", until: event.until }
+        : phase;
     case "expired":
       return phase.kind === "backoff" && event.now >= phase.until ? { kind: "idle" } : phase;
     case "timeout":

@@ -28,10 +28,23 @@ import type { Status } from "../gen/kds/v1/discovery_pb.ts";
 import type { MuxRequest, MuxResponse } from "../mux/frames.ts";
 import { utf8Length } from "../mux/frame-size.ts";
 import type { ServerStreamView } from "../mux/views.ts";
-import { ENTRY_OVERHEAD, giveBack, newDeltaDiffState, nextPart, takeWork, type DeltaDiffState } from "./delta-diff.ts";
+import {
+  ENTRY_OVERHEAD,
+  giveBack,
+  newDeltaDiffState,
+  nextPart,
+  takeWork,
+  type DeltaDiffState,
+} from "./delta-diff.ts";
 import { resourceErrorsOf } from "./resource-errors.ts";
 import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
-import { assertMaxResponseResources, defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource } from "./types.ts";
+import {
+  assertMaxResponseResources,
+  defaultDiscoveryOptions,
+  type DiscoveryOptions,
+  type ServerObserver,
+  type SnapshotSource,
+} from "./types.ts";
 import { backoffCeiling } from "../util/backoff.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 import { Waker } from "../util/wake.ts";
@@ -53,7 +66,9 @@ function stringFieldBytes(text: string): number {
  * small messages, the kind catalog itself, and nothing synced past it).
  */
 function envelopeBytes(typeUrl: string, version: string): number {
-  return stringFieldBytes(typeUrl) + stringFieldBytes(version) + stringFieldBytes("0".repeat(16)) + 64;
+  return (
+    stringFieldBytes(typeUrl) + stringFieldBytes(version) + stringFieldBytes("0".repeat(16)) + 64
+  );
 }
 
 /**
@@ -134,7 +149,9 @@ export class DiscoveryServer {
     this.#options = { ...defaultDiscoveryOptions, ...init.options };
     assertMaxResponseResources(this.#options.maxResponseResources);
     this.#observer = init.observer ?? {};
-    this.#clock = init.clock ?? (init.now === undefined ? systemClock : { now: init.now, setTimer: systemClock.setTimer });
+    this.#clock =
+      init.clock ??
+      (init.now === undefined ? systemClock : { now: init.now, setTimer: systemClock.setTimer });
     this.#served = new Set(init.source.typeUrls);
   }
 
@@ -171,7 +188,8 @@ export class DiscoveryServer {
         this.#throwIfFailed();
       }
     } catch (error) {
-      if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted) return;
+      if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted)
+        return;
       throw error;
     } finally {
       // Also when the session ends: a pending timer would hold this server and its session until the deadline.
@@ -245,7 +263,8 @@ export class DiscoveryServer {
 
   #state(typeUrl: string, mode: "sotw" | "delta"): { state: TypeState; created: boolean } {
     const existing = this.#types.get(typeUrl);
-    if (existing !== undefined && existing.mode === mode) return { state: existing, created: false };
+    if (existing !== undefined && existing.mode === mode)
+      return { state: existing, created: false };
     const state: TypeState = {
       typeUrl,
       mode,
@@ -278,7 +297,8 @@ export class DiscoveryServer {
   #onDelta(request: DeltaDiscoveryRequest): void {
     const { state, created } = this.#state(request.typeUrl, "delta");
     if (created) {
-      for (const [key, version] of Object.entries(request.initialResourceVersions)) state.known.set(key, version);
+      for (const [key, version] of Object.entries(request.initialResourceVersions))
+        state.known.set(key, version);
     }
     // Subscription changes apply whatever the nonce.
     const subscribe = request.resourceNamesSubscribe;
@@ -294,7 +314,8 @@ export class DiscoveryServer {
       state.dirty = true;
       state.full = true;
     }
-    if (!created && request.responseNonce !== "") this.#answer(state, request.responseNonce, request.errorDetail);
+    if (!created && request.responseNonce !== "")
+      this.#answer(state, request.responseNonce, request.errorDetail);
   }
 
   /**
@@ -304,7 +325,8 @@ export class DiscoveryServer {
    */
   #answer(state: TypeState, nonce: string, detail: Status | undefined): void {
     const phase = state.phase;
-    const answered = phase.kind === "inflight" ? phase.sent.find((r) => r.nonce === nonce) : undefined;
+    const answered =
+      phase.kind === "inflight" ? phase.sent.find((r) => r.nonce === nonce) : undefined;
     if (answered === undefined) return; // stale
     const error = detail === undefined || detail.code === 0 ? undefined : detail.message;
     if (error === undefined) {
@@ -316,8 +338,10 @@ export class DiscoveryServer {
         if (phase.kind === "inflight" && answered === phase.sent[0]) {
           // In order (as a client answers): drop what the overlay says only because of this response.
           // An entry a later response set differs, or says the same as `known` now does.
-          for (const { key, version } of answered.delta.upserts) if (state.assumed.get(key) === version) state.assumed.delete(key);
-          for (const key of answered.delta.removed) if (state.assumed.get(key) === null) state.assumed.delete(key);
+          for (const { key, version } of answered.delta.upserts)
+            if (state.assumed.get(key) === version) state.assumed.delete(key);
+          for (const key of answered.delta.removed)
+            if (state.assumed.get(key) === null) state.assumed.delete(key);
         } else state.assumed = assumedAfter(state.phase);
       }
       this.#observer.acked?.(state.typeUrl, answered.version, nonce);
@@ -326,7 +350,11 @@ export class DiscoveryServer {
       return;
     }
     const o = this.#options;
-    const backoff = backoffCeiling(state.nacks, { baseMs: o.nackBackoffMs, capMs: o.nackBackoffCapMs, resetAfterMs: 0 });
+    const backoff = backoffCeiling(state.nacks, {
+      baseMs: o.nackBackoffMs,
+      capMs: o.nackBackoffCapMs,
+      resetAfterMs: 0,
+    });
     state.nacks++;
     state.phase = nextPhase(phase, { type: "nack", nonce, until: this.#now() + backoff });
     this.#startOver(state);
@@ -351,7 +379,8 @@ export class DiscoveryServer {
   async #pump(signal: AbortSignal): Promise<void> {
     for (const state of this.#types.values()) {
       const now = this.#now();
-      if (state.phase.kind === "backoff") state.phase = nextPhase(state.phase, { type: "expired", now });
+      if (state.phase.kind === "backoff")
+        state.phase = nextPhase(state.phase, { type: "expired", now });
       const oldest = state.phase.kind === "inflight" ? state.phase.sent[0] : undefined;
       if (oldest !== undefined && now - oldest.sentAt > this.#options.ackTimeoutMs) {
         this.#observer.stalled?.(state.typeUrl, oldest.nonce, now - oldest.sentAt);
@@ -376,7 +405,8 @@ export class DiscoveryServer {
     for (const state of this.#types.values()) {
       if (state.phase.kind === "backoff") deadline = Math.min(deadline, state.phase.until);
       const oldest = state.phase.kind === "inflight" ? state.phase.sent[0] : undefined;
-      if (oldest !== undefined) deadline = Math.min(deadline, oldest.sentAt + this.#options.ackTimeoutMs + 1);
+      if (oldest !== undefined)
+        deadline = Math.min(deadline, oldest.sentAt + this.#options.ackTimeoutMs + 1);
     }
     return deadline;
   }
@@ -401,10 +431,28 @@ export class DiscoveryServer {
     }
     const nonce = String(++this.#nonce);
     const resources = Array.from(snapshot.resources, (r) => r.any);
-    state.phase = nextPhase(state.phase, { type: "sent", response: { nonce, version: snapshot.version, sentAt: this.#now(), delta: undefined }, maxInFlight: 1 });
+    state.phase = nextPhase(state.phase, {
+      type: "sent",
+      response: { nonce, version: snapshot.version, sentAt: this.#now(), delta: undefined },
+      maxInFlight: 1,
+    });
     state.lastSentVersion = snapshot.version;
-    this.#send(create(DiscoveryResponseSchema, { versionInfo: snapshot.version, resources, typeUrl: state.typeUrl, nonce }), signal, () =>
-      this.#observer.sent?.(state.typeUrl, { version: snapshot.version, nonce, resources: resources.length, removed: 0, bytes }),
+    this.#send(
+      create(DiscoveryResponseSchema, {
+        versionInfo: snapshot.version,
+        resources,
+        typeUrl: state.typeUrl,
+        nonce,
+      }),
+      signal,
+      () =>
+        this.#observer.sent?.(state.typeUrl, {
+          version: snapshot.version,
+          nonce,
+          resources: resources.length,
+          removed: 0,
+          bytes,
+        }),
     );
   }
 
@@ -450,15 +498,25 @@ export class DiscoveryServer {
     const limit = this.#options.maxMessageBytes - envelope;
     // A response closes at the target size; one resource larger than that still goes, alone, up to the limit.
     const wanted = this.#options.deltaResponseBytes;
-    const target = Number.isFinite(wanted) ? Math.min(limit, Math.max(1, wanted - envelope)) : limit;
-    const { upserts, removed, bytes, more } = nextPart(state, snapshot.resources, full, { limit, target, entries: this.#options.maxResponseResources }, (key, size) =>
-      this.#observer.oversized?.(state.typeUrl, key, size, limit),
+    const target = Number.isFinite(wanted)
+      ? Math.min(limit, Math.max(1, wanted - envelope))
+      : limit;
+    const { upserts, removed, bytes, more } = nextPart(
+      state,
+      snapshot.resources,
+      full,
+      { limit, target, entries: this.#options.maxResponseResources },
+      (key, size) => this.#observer.oversized?.(state.typeUrl, key, size, limit),
     );
     if (more) state.dirty = true;
     if (upserts.length === 0 && removed.length === 0) return;
     const nonce = String(++this.#nonce);
     const delta: DeltaPending = { upserts, removed };
-    state.phase = nextPhase(state.phase, { type: "sent", response: { nonce, version: snapshot.version, sentAt: this.#now(), delta }, maxInFlight: this.#options.maxDeltaInFlight });
+    state.phase = nextPhase(state.phase, {
+      type: "sent",
+      response: { nonce, version: snapshot.version, sentAt: this.#now(), delta },
+      maxInFlight: this.#options.maxDeltaInFlight,
+    });
     for (const r of upserts) state.assumed.set(r.key, r.version);
     for (const key of removed) state.assumed.set(key, null);
     const response = create(DeltaDiscoveryResponseSchema, {
@@ -472,7 +530,14 @@ export class DiscoveryServer {
       if (this.#observer.sent === undefined) return;
       const keys = upserts.map((r) => r.key);
       for (const key of removed) keys.push(key);
-      this.#observer.sent(state.typeUrl, { version: snapshot.version, nonce, resources: upserts.length, removed: removed.length, bytes, keys });
+      this.#observer.sent(state.typeUrl, {
+        version: snapshot.version,
+        nonce,
+        resources: upserts.length,
+        removed: removed.length,
+        bytes,
+        keys,
+      });
     });
   }
 }

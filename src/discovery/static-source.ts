@@ -27,7 +27,8 @@ export function mergeSources(sources: readonly SnapshotSource[]): SnapshotSource
   const byUrl = new Map<string, SnapshotSource>();
   for (const source of sources) {
     for (const typeUrl of source.typeUrls) {
-      if (byUrl.has(typeUrl)) throw new KdsError("invalid_argument", `two snapshot sources serve ${typeUrl}`);
+      if (byUrl.has(typeUrl))
+        throw new KdsError("invalid_argument", `two snapshot sources serve ${typeUrl}`);
       byUrl.set(typeUrl, source);
     }
   }
@@ -35,7 +36,8 @@ export function mergeSources(sources: readonly SnapshotSource[]): SnapshotSource
     typeUrls: [...byUrl.keys()],
     snapshot: (typeUrl, signal) => {
       const source = byUrl.get(typeUrl);
-      if (source === undefined) return Promise.reject(new KdsError("unknown_type", `no source serves ${typeUrl}`));
+      if (source === undefined)
+        return Promise.reject(new KdsError("unknown_type", `no source serves ${typeUrl}`));
       return source.snapshot(typeUrl, signal);
     },
     onChange: (listener, signal) => {

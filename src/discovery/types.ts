@@ -99,7 +99,12 @@ export interface ResourceSink {
   /** SotW: the set of `typeUrl` becomes exactly `resources`. */
   replace(typeUrl: string, resources: readonly Any[], signal: AbortSignal): Promise<SinkResult>;
   /** Delta: add or update `resources`, remove `removed` keys. */
-  apply(typeUrl: string, resources: readonly ReceivedResource[], removed: readonly string[], signal: AbortSignal): Promise<SinkResult>;
+  apply(
+    typeUrl: string,
+    resources: readonly ReceivedResource[],
+    removed: readonly string[],
+    signal: AbortSignal,
+  ): Promise<SinkResult>;
 }
 
 /** Server-side events, for status and metrics. */
@@ -109,7 +114,17 @@ export interface ServerObserver {
    * removed); it is undefined for a state-of-the-world response, which
    * carries the whole set.
    */
-  sent?(typeUrl: string, info: { version: string; nonce: string; resources: number; removed: number; bytes: number; keys?: readonly string[] }): void;
+  sent?(
+    typeUrl: string,
+    info: {
+      version: string;
+      nonce: string;
+      resources: number;
+      removed: number;
+      bytes: number;
+      keys?: readonly string[];
+    },
+  ): void;
   /** The client accepted the response sent with `nonce`. */
   acked?(typeUrl: string, version: string, nonce: string): void;
   /** The client rejected the response sent with `nonce`. */
@@ -196,6 +211,9 @@ export const defaultDiscoveryOptions: Required<DiscoveryOptions> = Object.freeze
 /** Throws `invalid_argument` unless `value` is a usable {@link DiscoveryOptions.maxResponseResources}. */
 export function assertMaxResponseResources(value: number): void {
   if (!Number.isInteger(value) || value < 1) {
-    throw new KdsError("invalid_argument", `maxResponseResources must be a positive integer (entries per response: resources plus removals in delta, resources in SotW), got ${value}`);
+    throw new KdsError(
+      "invalid_argument",
+      `maxResponseResources must be a positive integer (entries per response: resources plus removals in delta, resources in SotW), got ${value}`,
+    );
   }
 }

@@ -11,7 +11,11 @@ import { KdsError } from "../errors.ts";
 import { MultiplexService, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { toConnectError } from "../transport/connect-errors.ts";
 import type { GlobalServer } from "./global-server.ts";
-import { HalfDuplexHub, registerHalfDuplex, type HalfDuplexHubOptions } from "../transport/half-duplex/server.ts";
+import {
+  HalfDuplexHub,
+  registerHalfDuplex,
+  type HalfDuplexHubOptions,
+} from "../transport/half-duplex/server.ts";
 
 /**
  * The `MultiplexService` implementation backed by `global`. A session the
@@ -24,7 +28,12 @@ export function multiplexServiceImpl(global: GlobalServer): ServiceImpl<typeof M
   return {
     async *streamMessage(requests, context) {
       try {
-        const outbound = await global.accept(context.requestHeader, decodedFrames(requests), context.signal, context.values.get(peerInfoKey));
+        const outbound = await global.accept(
+          context.requestHeader,
+          decodedFrames(requests),
+          context.signal,
+          context.values.get(peerInfoKey),
+        );
         yield* outbound;
       } catch (error) {
         throw toConnectError(error);
@@ -39,12 +48,18 @@ export function multiplexServiceImpl(global: GlobalServer): ServiceImpl<typeof M
  * message over the read limit, a broken envelope). Every other failure (a
  * cancelled or lost stream) passes unchanged.
  */
-async function* decodedFrames(requests: AsyncIterable<Message>): AsyncGenerator<Message, void, undefined> {
+async function* decodedFrames(
+  requests: AsyncIterable<Message>,
+): AsyncGenerator<Message, void, undefined> {
   try {
     yield* requests;
   } catch (error) {
     if (error instanceof ConnectError && isDecodeFailure(error)) {
-      throw new KdsError("protocol_error", `the zone sent a frame the global cannot read (${error.rawMessage}); it must be one kds.mux.v1.Message in the call's codec`, { cause: error });
+      throw new KdsError(
+        "protocol_error",
+        `the zone sent a frame the global cannot read (${error.rawMessage}); it must be one kds.mux.v1.Message in the call's codec`,
+        { cause: error },
+      );
     }
     throw error;
   }
@@ -56,7 +71,9 @@ function isDecodeFailure(error: ConnectError): boolean {
     case Code.ResourceExhausted: // larger than the read limit
       return true;
     case Code.Internal: // connect's binary codec reports "parse binary: ...", its envelope reader a compressed flag without an encoding
-      return error.rawMessage.startsWith("parse ") || error.rawMessage.includes("compressed envelope");
+      return (
+        error.rawMessage.startsWith("parse ") || error.rawMessage.includes("compressed envelope")
+      );
     default:
       return false;
   }
@@ -70,10 +87,19 @@ function isDecodeFailure(error: ConnectError): boolean {
  * registered with the global's {@link GlobalServer.jsonRegistry}, so the
  * Connect protocol's JSON codec can write and read the `Any`s in frames.
  */
-export function registerGlobal(router: ConnectRouter, global: GlobalServer, options: { halfDuplex?: HalfDuplexHubOptions | HalfDuplexHub | false } = {}): ConnectRouter {
+export function registerGlobal(
+  router: ConnectRouter,
+  global: GlobalServer,
+  options: { halfDuplex?: HalfDuplexHubOptions | HalfDuplexHub | false } = {},
+): ConnectRouter {
   const jsonOptions = { registry: global.jsonRegistry };
   router.service(MultiplexService, multiplexServiceImpl(global), { jsonOptions });
   const halfDuplex = options.halfDuplex;
-  if (halfDuplex !== false) registerHalfDuplex(router, halfDuplex instanceof HalfDuplexHub ? halfDuplex : new HalfDuplexHub(global, halfDuplex), { jsonOptions });
+  if (halfDuplex !== false)
+    registerHalfDuplex(
+      router,
+      halfDuplex instanceof HalfDuplexHub ? halfDuplex : new HalfDuplexHub(global, halfDuplex),
+      { jsonOptions },
+    );
   return router;
 }

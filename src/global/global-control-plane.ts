@@ -24,7 +24,15 @@ import type { Session } from "../mux/views.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { GLOBAL_INSTANCE_KIND, ZONE_INSIGHT_KIND, ZONE_KIND, authTypes, createTypeRegistry, globalInstanceType, zoneInsightType } from "../sync/builtin-types.ts";
+import {
+  GLOBAL_INSTANCE_KIND,
+  ZONE_INSIGHT_KIND,
+  ZONE_KIND,
+  authTypes,
+  createTypeRegistry,
+  globalInstanceType,
+  zoneInsightType,
+} from "../sync/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
 import type { StoredResource, TypeRegistry } from "../sync/resource-types.ts";
 import type { ZoneStatus } from "../sync/status.ts";
@@ -135,7 +143,8 @@ export class GlobalControlPlane {
     this.types = options.types ?? createTypeRegistry();
     this.types.get(ZONE_KIND);
     if (this.types.find(ZONE_INSIGHT_KIND) === undefined) this.types.register(zoneInsightType);
-    if (this.types.find(GLOBAL_INSTANCE_KIND) === undefined) this.types.register(globalInstanceType);
+    if (this.types.find(GLOBAL_INSTANCE_KIND) === undefined)
+      this.types.register(globalInstanceType);
     for (const t of authTypes) if (this.types.find(t.kind) === undefined) this.types.register(t);
     const store = options.store ?? new InMemoryStore(this.types);
     this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
@@ -165,7 +174,10 @@ export class GlobalControlPlane {
       registry: new StoreZoneRegistry(this.store),
       authenticator:
         options.authenticator ??
-        new TokenZoneAuthenticator(this.tokens, { adminUrl: typeof adminUrl === "string" ? () => adminUrl : adminUrl, certificates: options.clientCertificates }),
+        new TokenZoneAuthenticator(this.tokens, {
+          adminUrl: typeof adminUrl === "string" ? () => adminUrl : adminUrl,
+          certificates: options.clientCertificates,
+        }),
       id,
       adminUrl: options.adminUrl,
       session: options.session,
@@ -178,19 +190,34 @@ export class GlobalControlPlane {
       onSession: (session) => {
         // Sync first: a user callback that throws must not stop it.
         const zone = session.peerId;
-        void this.sync.attach(session, { zone, mapping: zoneMapping(zone), filter: filter === undefined ? undefined : (r) => filter(zone, r) });
+        void this.sync.attach(session, {
+          zone,
+          mapping: zoneMapping(zone),
+          filter: filter === undefined ? undefined : (r) => filter(zone, r),
+        });
         this.ownership.claim(session).catch((error: unknown) => {
-          logger.warn(`recording that this instance holds zone "${zone}" failed; the next renewal retries`, { zone, error });
+          logger.warn(
+            `recording that this instance holds zone "${zone}" failed; the next renewal retries`,
+            { zone, error },
+          );
         });
         try {
           options.onSession?.(session);
         } catch (error) {
-          logger.error(`the onSession callback failed for zone "${zone}"; sync goes on`, { zone, error });
+          logger.error(`the onSession callback failed for zone "${zone}"; sync goes on`, {
+            zone,
+            error,
+          });
         }
       },
       onSessionEnded: options.onSessionEnded,
     });
-    this.#storeHealth = new StoreHealth(this.store, (error) => logger.warn("readiness: the store did not answer a check; /readyz answers 503 until it does", { error }));
+    this.#storeHealth = new StoreHealth(this.store, (error) =>
+      logger.warn(
+        "readiness: the store did not answer a check; /readyz answers 503 until it does",
+        { error },
+      ),
+    );
     this.#rebalancer =
       options.rebalance === false
         ? undefined
@@ -210,7 +237,10 @@ export class GlobalControlPlane {
       logger,
       retry: options.storeRetry,
       revoke: async (zone, reason) => {
-        await this.server.revoke(zone, `zone "${zone}" was ${reason} on global "${this.server.id}"`);
+        await this.server.revoke(
+          zone,
+          `zone "${zone}" was ${reason} on global "${this.server.id}"`,
+        );
       },
       settled: (zone) => this.sync.settled(zone),
       zones: this.sync.zones,
@@ -226,7 +256,9 @@ export class GlobalControlPlane {
     this.#lifecycle.start(signal);
     this.ownership.start(signal);
     void this.#rebalancer?.run(signal);
-    this.server.followRevocations(signal).catch((error: unknown) => this.#logger.error("following revocations stopped", { error }));
+    this.server
+      .followRevocations(signal)
+      .catch((error: unknown) => this.#logger.error("following revocations stopped", { error }));
   }
 
   /**
@@ -242,16 +274,28 @@ export class GlobalControlPlane {
     const unloaded = kinds.filter((k) => !k.loaded).length;
     return readinessOf([
       this.#started ? undefined : "starting: the control plane has not started",
-      this.#started && unloaded > 0 ? `starting: ${unloaded} of ${kinds.length} kinds not loaded from the store yet` : undefined,
-      this.server.draining ? "draining: this instance hands its zones to other instances and admits none" : undefined,
+      this.#started && unloaded > 0
+        ? `starting: ${unloaded} of ${kinds.length} kinds not loaded from the store yet`
+        : undefined,
+      this.server.draining
+        ? "draining: this instance hands its zones to other instances and admits none"
+        : undefined,
       this.#started ? this.#storeHealth.reason() : undefined,
     ]);
   }
 
   /** Registers (or re-enables) zone `name`: writes its Zone resource, with `labels` (which zone selectors match). */
-  registerZone(name: string, options: { enabled?: boolean; labels?: Record<string, string> } = {}): Promise<StoredResource> {
+  registerZone(
+    name: string,
+    options: { enabled?: boolean; labels?: Record<string, string> } = {},
+  ): Promise<StoredResource> {
     assertZoneName(name);
-    return this.store.put({ kind: ZONE_KIND, name, labels: options.labels, spec: create(ZoneSpecSchema, { enabled: options.enabled ?? true }) });
+    return this.store.put({
+      kind: ZONE_KIND,
+      name,
+      labels: options.labels,
+      spec: create(ZoneSpecSchema, { enabled: options.enabled ?? true }),
+    });
   }
 
   /** Status of one registered zone (undefined when not registered). */
@@ -270,7 +314,8 @@ export class GlobalControlPlane {
     return resources.map((z) => {
       const name = z.meta.name;
       const local = this.sync.status(name);
-      if (this.server.session(name) !== undefined) return { ...local, instance: this.ownership.instance };
+      if (this.server.session(name) !== undefined)
+        return { ...local, instance: this.ownership.instance };
       const lease = leases.get(name);
       if (lease === undefined) return local;
       const i = lease.insight;
@@ -279,10 +324,19 @@ export class GlobalControlPlane {
         instance: lease.instance,
         online: lease.online,
         connectedAt: i.connectedAt === undefined ? local.connectedAt : timestampDate(i.connectedAt),
-        disconnectedAt: i.disconnectedAt === undefined ? local.disconnectedAt : timestampDate(i.disconnectedAt),
-        lastEnd: i.lastEndCode === "" ? local.lastEnd : { code: i.lastEndCode, message: i.lastEndMessage },
+        disconnectedAt:
+          i.disconnectedAt === undefined ? local.disconnectedAt : timestampDate(i.disconnectedAt),
+        lastEnd:
+          i.lastEndCode === "" ? local.lastEnd : { code: i.lastEndCode, message: i.lastEndMessage },
         heartbeatRttMs: i.heartbeatRttMs === 0 ? local.heartbeatRttMs : i.heartbeatRttMs,
-        peer: i.protocolVersion === 0 ? local.peer : { softwareVersion: i.softwareVersion, protocolVersion: i.protocolVersion, features: [...i.features] },
+        peer:
+          i.protocolVersion === 0
+            ? local.peer
+            : {
+                softwareVersion: i.softwareVersion,
+                protocolVersion: i.protocolVersion,
+                features: [...i.features],
+              },
       };
     });
   }
@@ -306,9 +360,14 @@ export class GlobalControlPlane {
    */
   async drain(options: DrainOptions): Promise<number> {
     const drained = this.server.drain(options);
-    await this.#rebalancer?.round(options.signal ?? new AbortController().signal).catch((error: unknown) => {
-      this.#logger.warn("telling the other instances that this one drains failed; they notice when it stops announcing itself", { error });
-    });
+    await this.#rebalancer
+      ?.round(options.signal ?? new AbortController().signal)
+      .catch((error: unknown) => {
+        this.#logger.warn(
+          "telling the other instances that this one drains failed; they notice when it stops announcing itself",
+          { error },
+        );
+      });
     return drained;
   }
 

@@ -8,7 +8,11 @@
  */
 import type { Registry } from "@bufbuild/protobuf";
 import type { PeerInfo } from "../auth/peer.ts";
-import type { RevokedMatcher, ZoneAuthenticator, ZoneIdentity } from "../auth/zone-authenticator.ts";
+import type {
+  RevokedMatcher,
+  ZoneAuthenticator,
+  ZoneIdentity,
+} from "../auth/zone-authenticator.ts";
 import { KdsError } from "../errors.ts";
 import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { consoleLogger, type Logger } from "../log.ts";
@@ -163,11 +167,19 @@ export class GlobalServer implements MuxAcceptor {
     this.#budget = options.memoryBudget ?? new MemoryBudget();
     this.#maxHandshakes = options.maxHandshakes ?? DEFAULT_MAX_HANDSHAKES;
     if (!Number.isInteger(this.#maxHandshakes) || this.#maxHandshakes < 1) {
-      throw new KdsError("invalid_argument", `maxHandshakes must be a positive integer, got ${String(options.maxHandshakes)}`);
+      throw new KdsError(
+        "invalid_argument",
+        `maxHandshakes must be a positive integer, got ${String(options.maxHandshakes)}`,
+      );
     }
-    this.#maxHandshakesPerZone = options.maxHandshakesPerZone ?? Math.min(DEFAULT_MAX_HANDSHAKES_PER_ZONE, this.#maxHandshakes);
+    this.#maxHandshakesPerZone =
+      options.maxHandshakesPerZone ??
+      Math.min(DEFAULT_MAX_HANDSHAKES_PER_ZONE, this.#maxHandshakes);
     if (!Number.isInteger(this.#maxHandshakesPerZone) || this.#maxHandshakesPerZone < 1) {
-      throw new KdsError("invalid_argument", `maxHandshakesPerZone must be a positive integer, got ${String(options.maxHandshakesPerZone)}`);
+      throw new KdsError(
+        "invalid_argument",
+        `maxHandshakesPerZone must be a positive integer, got ${String(options.maxHandshakesPerZone)}`,
+      );
     }
     this.#overloadLog = new BurstLog((count, windowMs) =>
       this.#logger.warn(
@@ -243,12 +255,21 @@ export class GlobalServer implements MuxAcceptor {
    * service's). Throws `missing_client_id`, `invalid_argument`,
    * `unauthenticated` or `permission_denied`.
    */
-  async authenticate(headers: Headers, signal: AbortSignal, peer?: PeerInfo): Promise<ZoneIdentity> {
+  async authenticate(
+    headers: Headers,
+    signal: AbortSignal,
+    peer?: PeerInfo,
+  ): Promise<ZoneIdentity> {
     const zone = zoneName(headers);
     return this.#options.authenticator.authenticate({ zone, headers, peer }, signal);
   }
 
-  async accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal, peer?: PeerInfo): Promise<AsyncIterable<Message>> {
+  async accept(
+    headers: Headers,
+    inbound: AsyncIterable<Message>,
+    signal: AbortSignal,
+    peer?: PeerInfo,
+  ): Promise<AsyncIterable<Message>> {
     let slot: (() => void) | undefined;
     try {
       const identity = await this.#authenticate(headers, signal, peer);
@@ -266,9 +287,17 @@ export class GlobalServer implements MuxAcceptor {
   }
 
   /** Checks `client-id` and proves it (see {@link authenticate}); a refusal is logged. */
-  async #authenticate(headers: Headers, signal: AbortSignal, peer: PeerInfo | undefined): Promise<ZoneIdentity> {
+  async #authenticate(
+    headers: Headers,
+    signal: AbortSignal,
+    peer: PeerInfo | undefined,
+  ): Promise<ZoneIdentity> {
     const zone = zoneName(headers);
-    if (this.#closing) throw new KdsError("session_closed", `global "${this.id}" is shutting down; the zone retries with backoff`);
+    if (this.#closing)
+      throw new KdsError(
+        "session_closed",
+        `global "${this.id}" is shutting down; the zone retries with backoff`,
+      );
     // Prove the name before looking anything up for it: an unproven caller learns nothing about the zone.
     try {
       return await this.#options.authenticator.authenticate({ zone, headers, peer }, signal);
@@ -312,22 +341,41 @@ export class GlobalServer implements MuxAcceptor {
     };
   }
 
-  async #admit(identity: ZoneIdentity, inbound: AsyncIterable<Message>, signal: AbortSignal): Promise<{ outbound: AsyncIterable<Message>; session: MuxSession }> {
+  async #admit(
+    identity: ZoneIdentity,
+    inbound: AsyncIterable<Message>,
+    signal: AbortSignal,
+  ): Promise<{ outbound: AsyncIterable<Message>; session: MuxSession }> {
     const zone = identity.zone;
     const record = await this.#options.registry.get(zone, signal);
     if (record === undefined) {
       this.#logger.warn(`refused zone "${zone}": not registered`, { zone });
-      throw new KdsError("zone_not_registered", notRegisteredMessage(zone, this.id, this.#adminUrl()));
+      throw new KdsError(
+        "zone_not_registered",
+        notRegisteredMessage(zone, this.id, this.#adminUrl()),
+      );
     }
     if (!record.enabled) {
       this.#logger.warn(`refused zone "${zone}": disabled`, { zone });
       throw new KdsError("zone_disabled", disabledMessage(zone, this.id, this.#adminUrl()));
     }
 
-    const session = new MuxSession({ role: "global", localId: this.id, peerId: zone, options: this.#options.session, metrics: this.#metrics, budget: this.#budget });
+    const session = new MuxSession({
+      role: "global",
+      localId: this.id,
+      peerId: zone,
+      options: this.#options.session,
+      metrics: this.#metrics,
+      budget: this.#budget,
+    });
     this.#live.set(session, identity);
     callEndpoint(session); // the global serves no calls: a zone's calls are refused
-    const onTransportGone = (): void => session.fail("transport", `zone "${zone}" cancelled the stream or the connection was lost`, signal.reason);
+    const onTransportGone = (): void =>
+      session.fail(
+        "transport",
+        `zone "${zone}" cancelled the stream or the connection was lost`,
+        signal.reason,
+      );
     if (signal.aborted) onTransportGone();
     else signal.addEventListener("abort", onTransportGone, { once: true, signal: session.signal });
     session.attach(inbound);
@@ -382,12 +430,22 @@ export class GlobalServer implements MuxAcceptor {
       try {
         match = await matches(identity);
       } catch (error) {
-        this.#logger.error(`could not check whether zone "${identity.zone}"'s credentials were revoked; its session stays up`, { zone: identity.zone, error });
+        this.#logger.error(
+          `could not check whether zone "${identity.zone}"'s credentials were revoked; its session stays up`,
+          { zone: identity.zone, error },
+        );
         continue;
       }
       if (!match || session.end !== undefined) continue;
-      this.#logger.warn(`ending zone "${identity.zone}"'s session: ${reason}`, { zone: identity.zone });
-      ended.push(session.close({ code: "zone_revoked", message: `zone "${identity.zone}" was revoked on global "${this.id}": ${reason}` }));
+      this.#logger.warn(`ending zone "${identity.zone}"'s session: ${reason}`, {
+        zone: identity.zone,
+      });
+      ended.push(
+        session.close({
+          code: "zone_revoked",
+          message: `zone "${identity.zone}" was revoked on global "${this.id}": ${reason}`,
+        }),
+      );
     }
     await Promise.all(ended);
     return ended.length;
@@ -399,7 +457,9 @@ export class GlobalServer implements MuxAcceptor {
    */
   async followRevocations(signal: AbortSignal): Promise<void> {
     await this.#options.authenticator.follow?.(signal, (matches, reason) => {
-      this.endSessions(matches, reason).catch((error: unknown) => this.#logger.error("ending revoked sessions failed", { error }));
+      this.endSessions(matches, reason).catch((error: unknown) =>
+        this.#logger.error("ending revoked sessions failed", { error }),
+      );
     });
   }
 
@@ -428,11 +488,21 @@ export class GlobalServer implements MuxAcceptor {
     const message = this.#drainMessage();
     const closing: Promise<unknown>[] = [];
     const ask = (session: MuxSession): void => {
-      if (session.end === undefined) closing.push(session.close({ code: "reconnect", message, signal }));
+      if (session.end === undefined)
+        closing.push(session.close({ code: "reconnect", message, signal }));
     };
     const sessions = [...this.#current.values()];
-    const gapMs = sessions.length === 0 ? 0 : Math.min(options.maxGapMs ?? DEFAULT_DRAIN_MAX_GAP_MS, Math.max(0, options.spreadMs) / sessions.length);
-    this.#logger.info(`draining: asking ${sessions.length} zones to reconnect to another instance, one every ${Math.round(gapMs)} ms`, { zones: sessions.length });
+    const gapMs =
+      sessions.length === 0
+        ? 0
+        : Math.min(
+            options.maxGapMs ?? DEFAULT_DRAIN_MAX_GAP_MS,
+            Math.max(0, options.spreadMs) / sessions.length,
+          );
+    this.#logger.info(
+      `draining: asking ${sessions.length} zones to reconnect to another instance, one every ${Math.round(gapMs)} ms`,
+      { zones: sessions.length },
+    );
     const start = performance.now();
     for (const [i, session] of sessions.entries()) {
       const waitMs = start + i * gapMs - performance.now();
@@ -458,7 +528,13 @@ export class GlobalServer implements MuxAcceptor {
   async close(signal?: AbortSignal): Promise<void> {
     this.#closing = true;
     await Promise.all(
-      [...this.#live.keys()].map((s) => s.close({ code: "shutdown", message: `global "${this.id}" is shutting down; the zone reconnects with backoff`, signal })),
+      [...this.#live.keys()].map((s) =>
+        s.close({
+          code: "shutdown",
+          message: `global "${this.id}" is shutting down; the zone reconnects with backoff`,
+          signal,
+        }),
+      ),
     );
   }
 
@@ -478,18 +554,30 @@ export class GlobalServer implements MuxAcceptor {
       } catch (error) {
         if (KdsError.is(error, "unauthenticated")) {
           ready = false;
-          this.#logger.warn(`zone "${zone}"'s credentials were revoked during admission: ${error.message}`, { zone });
-          await session.close({ code: "zone_revoked", message: `zone "${zone}" was revoked on global "${this.id}": ${error.message}` });
+          this.#logger.warn(
+            `zone "${zone}"'s credentials were revoked during admission: ${error.message}`,
+            { zone },
+          );
+          await session.close({
+            code: "zone_revoked",
+            message: `zone "${zone}" was revoked on global "${this.id}": ${error.message}`,
+          });
         } else {
           // Admission just verified the credential; a store that cannot answer now does not revoke it.
-          this.#logger.warn(`could not re-check zone "${zone}"'s credentials after admission; the session stays up`, { zone, error });
+          this.#logger.warn(
+            `could not re-check zone "${zone}"'s credentials after admission; the session stays up`,
+            { zone, error },
+          );
         }
       }
     }
     if (ready && this.#draining) {
       // Dialed while this instance drains: sent on at once, like the zones it held, rather than refused.
       ready = false;
-      this.#logger.info(`zone "${zone}" dialed while this instance drains; asked to reconnect to another instance`, { zone });
+      this.#logger.info(
+        `zone "${zone}" dialed while this instance drains; asked to reconnect to another instance`,
+        { zone },
+      );
       await session.close({ code: "reconnect", message: this.#drainMessage() });
     }
     if (ready) {
@@ -497,10 +585,16 @@ export class GlobalServer implements MuxAcceptor {
       this.#current.set(zone, session);
       if (previous !== undefined) {
         this.#logger.info(`zone "${zone}" reconnected; replacing its older session`, { zone });
-        void previous.close({ code: "replaced", message: `a newer session of zone "${zone}" replaced this one on global "${this.id}"` });
+        void previous.close({
+          code: "replaced",
+          message: `a newer session of zone "${zone}" replaced this one on global "${this.id}"`,
+        });
       }
       const proof = this.#live.get(session);
-      this.#logger.info(`zone "${zone}" connected (${proof?.proof === "token" ? `zone token ${proof.tokenId ?? ""}` : proof?.proof === "certificate" ? `client certificate sha256:${proof.certificate ?? "?"} serial:${proof.certificateSerial ?? "?"}` : "NOT authenticated"}; ${session.peer === undefined ? "" : describeAgreement(session.peer)})`, { zone });
+      this.#logger.info(
+        `zone "${zone}" connected (${proof?.proof === "token" ? `zone token ${proof.tokenId ?? ""}` : proof?.proof === "certificate" ? `client certificate sha256:${proof.certificate ?? "?"} serial:${proof.certificateSerial ?? "?"}` : "NOT authenticated"}; ${session.peer === undefined ? "" : describeAgreement(session.peer)})`,
+        { zone },
+      );
       try {
         await this.#options.onSession?.(session);
       } catch (error) {
@@ -513,8 +607,14 @@ export class GlobalServer implements MuxAcceptor {
     if (!ready && end.code === "handshake_timeout") this.#helloTimeoutLog.note();
     else {
       // A peer that broke the protocol or the memory budget is worth an operator's attention.
-      const log = end.code === "protocol_error" || end.code === "resource_exhausted" ? this.#logger.warn : this.#logger.info;
-      log.call(this.#logger, `zone "${zone}" session ended (${end.code}): ${end.message}`, { zone, code: end.code });
+      const log =
+        end.code === "protocol_error" || end.code === "resource_exhausted"
+          ? this.#logger.warn
+          : this.#logger.info;
+      log.call(this.#logger, `zone "${zone}" session ended (${end.code}): ${end.message}`, {
+        zone,
+        code: end.code,
+      });
     }
     if (ready) this.#options.onSessionEnded?.(session, end);
     await session.released;
@@ -528,13 +628,23 @@ export class GlobalServer implements MuxAcceptor {
  * revocation (see {@link sessionEndError}), so the stream ends with a
  * matching non-OK status rather than OK.
  */
-async function* endsWithStatus(frames: AsyncIterable<Message>, session: MuxSession): AsyncGenerator<Message, void, undefined> {
+async function* endsWithStatus(
+  frames: AsyncIterable<Message>,
+  session: MuxSession,
+): AsyncGenerator<Message, void, undefined> {
   yield* frames;
   const error = session.end === undefined ? undefined : sessionEndError(session.end);
   if (error !== undefined) throw error;
 }
 
-const failureCodes = new Set(["protocol_error", "resource_exhausted", "heartbeat_timeout", "send_timeout", "handshake_timeout", "zone_revoked"] as const);
+const failureCodes = new Set([
+  "protocol_error",
+  "resource_exhausted",
+  "heartbeat_timeout",
+  "send_timeout",
+  "handshake_timeout",
+  "zone_revoked",
+] as const);
 
 /**
  * The error a stream ends with after the goaway of a session that ended with
@@ -550,8 +660,13 @@ export function sessionEndError(end: SessionEnd): KdsError | undefined {
   if (end.initiator !== "local") return undefined;
   const code = end.code;
   if (!(failureCodes as ReadonlySet<string>).has(code)) return undefined;
-  const precise = code === "protocol_error" && KdsError.is(end.cause, "unknown_type") ? "unknown_type" : (code as KdsError["code"]);
-  return new KdsError(precise, `the global ended the session (${code}): ${end.message}`, { cause: end });
+  const precise =
+    code === "protocol_error" && KdsError.is(end.cause, "unknown_type")
+      ? "unknown_type"
+      : (code as KdsError["code"]);
+  return new KdsError(precise, `the global ended the session (${code}): ${end.message}`, {
+    cause: end,
+  });
 }
 
 /** The zone a request names in `client-id`, checked to be a valid zone name. */
@@ -559,7 +674,10 @@ function zoneName(headers: Headers): string {
   const zone = headers.get(CLIENT_ID_HEADER)?.trim() ?? "";
   if (zone === "") throw new KdsError("missing_client_id", missingClientIdMessage());
   if (!ZONE_NAME_PATTERN.test(zone)) {
-    throw new KdsError("invalid_argument", `the client-id header "${zone}" is not a valid zone name (1 to 63 lower-case letters, digits and '-')`);
+    throw new KdsError(
+      "invalid_argument",
+      `the client-id header "${zone}" is not a valid zone name (1 to 63 lower-case letters, digits and '-')`,
+    );
   }
   return zone;
 }

@@ -74,8 +74,16 @@ export class Rebalancer {
     this.#intervalMs = options.intervalMs ?? DEFAULT_REBALANCE_INTERVAL_MS;
     this.#maxMoves = options.maxMovesPerRound ?? DEFAULT_REBALANCE_MOVES;
     this.#now = options.now ?? Date.now;
-    if (!Number.isFinite(this.#intervalMs) || this.#intervalMs <= 0) throw new KdsError("invalid_argument", `rebalance intervalMs must be a positive number of milliseconds, got ${String(options.intervalMs)}`);
-    if (!Number.isInteger(this.#maxMoves) || this.#maxMoves < 1) throw new KdsError("invalid_argument", `rebalance maxMovesPerRound must be a positive integer, got ${String(options.maxMovesPerRound)}`);
+    if (!Number.isFinite(this.#intervalMs) || this.#intervalMs <= 0)
+      throw new KdsError(
+        "invalid_argument",
+        `rebalance intervalMs must be a positive number of milliseconds, got ${String(options.intervalMs)}`,
+      );
+    if (!Number.isInteger(this.#maxMoves) || this.#maxMoves < 1)
+      throw new KdsError(
+        "invalid_argument",
+        `rebalance maxMovesPerRound must be a positive integer, got ${String(options.maxMovesPerRound)}`,
+      );
   }
 
   /** Runs a round every interval until `signal` aborts; a round that fails is logged and the next one tries again. */
@@ -85,7 +93,9 @@ export class Rebalancer {
         await this.round(signal);
       } catch (error) {
         if (signal.aborted) return;
-        this.#options.logger.warn("rebalancing: a round failed; the next one tries again", { error });
+        this.#options.logger.warn("rebalancing: a round failed; the next one tries again", {
+          error,
+        });
       }
       try {
         await sleep(this.#intervalMs, signal);
@@ -102,7 +112,11 @@ export class Rebalancer {
   async round(signal: AbortSignal): Promise<number> {
     const { store, instance, logger } = this.#options;
     const draining = this.#options.draining();
-    const spec = create(GlobalInstanceSpecSchema, { renewedAt: timestampFromDate(new Date(this.#now())), draining, zoneUrl: this.#options.zoneUrl() ?? "" });
+    const spec = create(GlobalInstanceSpecSchema, {
+      renewedAt: timestampFromDate(new Date(this.#now())),
+      draining,
+      zoneUrl: this.#options.zoneUrl() ?? "",
+    });
     await store.put({ kind: GLOBAL_INSTANCE_KIND, name: instance, spec }, { signal });
     if (draining) return 0;
     const peers = new Map<string, Peer>();
@@ -125,7 +139,9 @@ export class Rebalancer {
     const share = Math.ceil(all.reduce((n, p) => n + p.zones, 0) / all.length);
     const excess = self.zones - share;
     if (excess <= 0) return 0;
-    const target = all.filter((p) => p !== self && p.zoneUrl !== "").sort((a, b) => a.zones - b.zones)[0];
+    const target = all
+      .filter((p) => p !== self && p.zoneUrl !== "")
+      .sort((a, b) => a.zones - b.zones)[0];
     if (target === undefined || target.zones >= share) return 0;
     // Several instances over their share shed toward the same one: each sends its part of the room, so together they do not overshoot.
     const over = all.filter((p) => p.zones > share).length;
@@ -133,13 +149,17 @@ export class Rebalancer {
     const message = `global instance "${instance}" holds ${self.zones} zones, more than its share of ${share} among ${all.length} instances; reconnect now to ${target.zoneUrl} (the state resumes by versions)`;
     // The newest sessions move first: the zones that connected last have the least history here.
     const chosen = [...held].reverse().slice(0, moves);
-    for (const session of chosen) void session.close({ code: "reconnect", message, reconnectTo: target.zoneUrl });
-    logger.info(`rebalancing: holding ${self.zones} zones (share ${share} among ${all.length} instances); asked ${chosen.length} to move to "${target.instance}" (${target.zones} zones)`, {
-      held: self.zones,
-      share,
-      moved: chosen.length,
-      target: target.instance,
-    });
+    for (const session of chosen)
+      void session.close({ code: "reconnect", message, reconnectTo: target.zoneUrl });
+    logger.info(
+      `rebalancing: holding ${self.zones} zones (share ${share} among ${all.length} instances); asked ${chosen.length} to move to "${target.instance}" (${target.zones} zones)`,
+      {
+        held: self.zones,
+        share,
+        moved: chosen.length,
+        target: target.instance,
+      },
+    );
     return chosen.length;
   }
 }

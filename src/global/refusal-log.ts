@@ -84,18 +84,28 @@ export class RefusalLog {
         sample: undefined,
         named: new Set(),
         namedSince: this.#clock.now(),
-        log: new BurstLog((count, windowMs) => {
-          if (count === 1 && windowMs === 0) {
-            this.#logger.warn(`${created.current.text} (more refusals for this reason are logged at most every 10 s, with their count)`, { zone: created.current.zone, code });
-            return;
-          }
-          const sample = created.sample ?? created.current;
-          this.#logger.warn(`refused ${count} more zone streams in the last ${Math.round(windowMs / 1000)} s for the same reason; the latest: ${sample.text}`, {
-            zone: sample.zone,
-            code,
-            refused: count,
-          });
-        }, INTERVAL_MS, this.#clock),
+        log: new BurstLog(
+          (count, windowMs) => {
+            if (count === 1 && windowMs === 0) {
+              this.#logger.warn(
+                `${created.current.text} (more refusals for this reason are logged at most every 10 s, with their count)`,
+                { zone: created.current.zone, code },
+              );
+              return;
+            }
+            const sample = created.sample ?? created.current;
+            this.#logger.warn(
+              `refused ${count} more zone streams in the last ${Math.round(windowMs / 1000)} s for the same reason; the latest: ${sample.text}`,
+              {
+                zone: sample.zone,
+                code,
+                refused: count,
+              },
+            );
+          },
+          INTERVAL_MS,
+          this.#clock,
+        ),
       };
       entry = created;
       this.#reasons.set(key, entry);

@@ -14,7 +14,12 @@ import type { Logger } from "../log.ts";
 import type { ResourceStore, WriteOp } from "../store/contract.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
 import type { KnownZones, ZoneFacts } from "../sync/cross-zone.ts";
-import { LABELS, type ResourceType, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
+import {
+  LABELS,
+  type ResourceType,
+  type StoredResource,
+  type TypeRegistry,
+} from "../sync/resource-types.ts";
 import { followStore } from "../store/follow.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 
@@ -90,7 +95,10 @@ export class ZoneLifecycle {
   async #sweep(registered: ReadonlySet<string>, signal: AbortSignal): Promise<void> {
     const orphans = new Set<string>();
     for (const type of this.#zoneKinds()) {
-      const { resources } = await this.#options.store.list(type.kind, { labels: { [LABELS.origin]: "zone" }, signal });
+      const { resources } = await this.#options.store.list(type.kind, {
+        labels: { [LABELS.origin]: "zone" },
+        signal,
+      });
       for (const r of resources) {
         const zone = r.meta.labels[LABELS.zone];
         if (zone !== undefined && !registered.has(zone)) orphans.add(zone);
@@ -98,7 +106,10 @@ export class ZoneLifecycle {
     }
     for (const zone of orphans) {
       const removed = await this.#removeResourcesOf(zone, signal);
-      this.#options.logger.info(`zone "${zone}" no longer exists; its ${removed} resources were removed`, { zone });
+      this.#options.logger.info(
+        `zone "${zone}" no longer exists; its ${removed} resources were removed`,
+        { zone },
+      );
     }
   }
 
@@ -111,9 +122,17 @@ export class ZoneLifecycle {
   async #removeResourcesOf(zone: string, signal: AbortSignal): Promise<number> {
     let removed = 0;
     for (const type of this.#zoneKinds()) {
-      const { resources } = await this.#options.store.list(type.kind, { labels: { [LABELS.zone]: zone }, signal });
+      const { resources } = await this.#options.store.list(type.kind, {
+        labels: { [LABELS.zone]: zone },
+        signal,
+      });
       if (resources.length === 0) continue;
-      const ops: WriteOp[] = resources.map((r) => ({ op: "delete", kind: type.kind, mesh: r.meta.mesh, name: r.meta.name }));
+      const ops: WriteOp[] = resources.map((r) => ({
+        op: "delete",
+        kind: type.kind,
+        mesh: r.meta.mesh,
+        name: r.meta.name,
+      }));
       await this.#options.store.apply(ops, { signal });
       removed += resources.length;
     }

@@ -105,7 +105,12 @@ export class ZoneOwnership {
       retry: this.#options.retry,
       begin: () => store.revision({ signal }),
       onChange: (change) => {
-        if (change.op === "put") this.#claimed(change.resource.meta.name, change.resource.spec as ZoneInsightSpec, change.resource.meta.version);
+        if (change.op === "put")
+          this.#claimed(
+            change.resource.meta.name,
+            change.resource.spec as ZoneInsightSpec,
+            change.resource.meta.version,
+          );
       },
     });
     const timer = setInterval(() => void this.#renewAll(signal), this.#renewMs);
@@ -115,12 +120,19 @@ export class ZoneOwnership {
   /** Claims zone `zone` for `session` (the newest session wins); renews it until the session ends. */
   async claim(session: Session, signal?: AbortSignal): Promise<void> {
     const zone = session.peerId;
-    const held: Held = { session, id: crypto.randomUUID(), connectedAt: new Date(this.#now()), version: undefined, other: undefined };
+    const held: Held = {
+      session,
+      id: crypto.randomUUID(),
+      connectedAt: new Date(this.#now()),
+      version: undefined,
+      other: undefined,
+    };
     this.#held.set(zone, held);
     void session.closed.then((end) => this.#release(zone, held, end));
     await this.#write(zone, held, undefined, signal);
     const other = held.other;
-    if (other !== undefined && held.version !== undefined && other.revision > Number(held.version)) this.#lost(zone, held, other.instance);
+    if (other !== undefined && held.version !== undefined && other.revision > Number(held.version))
+      this.#lost(zone, held, other.instance);
   }
 
   /** Every zone's lease as the store has it (from any instance), by zone name. */
@@ -129,8 +141,13 @@ export class ZoneOwnership {
     const out = new Map<string, ZoneLease>();
     for (const r of resources) {
       const insight = r.spec as ZoneInsightSpec;
-      const renewed = insight.renewedAt === undefined ? 0 : timestampDate(insight.renewedAt).getTime();
-      out.set(r.meta.name, { instance: insight.instance, online: insight.online && this.#now() - renewed < 3 * this.#renewMs, insight });
+      const renewed =
+        insight.renewedAt === undefined ? 0 : timestampDate(insight.renewedAt).getTime();
+      out.set(r.meta.name, {
+        instance: insight.instance,
+        online: insight.online && this.#now() - renewed < 3 * this.#renewMs,
+        insight,
+      });
     }
     return out;
   }
@@ -147,7 +164,8 @@ export class ZoneOwnership {
     const revision = Number(version);
     // A write for a session that started before ours (another instance's renewal that was under way when that session ended) must not
     // end ours: a zone holds one session at a time, and ours is the newer one. Take that write's version, so our next renewal replaces it.
-    const theirs = insight.connectedAt === undefined ? undefined : timestampDate(insight.connectedAt).getTime();
+    const theirs =
+      insight.connectedAt === undefined ? undefined : timestampDate(insight.connectedAt).getTime();
     if (theirs !== undefined && theirs < held.connectedAt.getTime()) {
       if (held.version !== undefined && revision > Number(held.version)) held.version = version;
       return;
@@ -164,8 +182,14 @@ export class ZoneOwnership {
   #lost(zone: string, held: Held, instance: string): void {
     if (this.#held.get(zone) !== held) return;
     this.#held.delete(zone);
-    this.#options.logger.info(`zone "${zone}" connected to instance "${instance}"; closing its older session here`, { zone });
-    void held.session.close({ code: "replaced", message: `a newer session of zone "${zone}" on global instance "${instance}" replaced this one` });
+    this.#options.logger.info(
+      `zone "${zone}" connected to instance "${instance}"; closing its older session here`,
+      { zone },
+    );
+    void held.session.close({
+      code: "replaced",
+      message: `a newer session of zone "${zone}" on global instance "${instance}" replaced this one`,
+    });
   }
 
   async #renewAll(signal: AbortSignal): Promise<void> {
@@ -200,21 +224,33 @@ export class ZoneOwnership {
    * (logged once for the `left` leases not renewed; the next renewal retries)
    * or the signal aborted: the renewal stops there.
    */
-  async #renew(due: readonly [string, Held][], left: number, signal: AbortSignal): Promise<boolean> {
+  async #renew(
+    due: readonly [string, Held][],
+    left: number,
+    signal: AbortSignal,
+  ): Promise<boolean> {
     try {
       const { results } = await this.#options.store.apply(
-        due.map(([zone, held]) => ({ op: "put" as const, input: { kind: ZONE_INSIGHT_KIND, name: zone, spec: this.#insight(held) }, expectedVersion: held.version })),
+        due.map(([zone, held]) => ({
+          op: "put" as const,
+          input: { kind: ZONE_INSIGHT_KIND, name: zone, spec: this.#insight(held) },
+          expectedVersion: held.version,
+        })),
         { signal },
       );
       due.forEach(([zone, held], i) => {
         const stored = results[i];
-        if (this.#held.get(zone) === held && typeof stored === "object") held.version = stored.meta.version;
+        if (this.#held.get(zone) === held && typeof stored === "object")
+          held.version = stored.meta.version;
       });
       return true;
     } catch (error) {
       if (signal.aborted) return false;
       if (!KdsError.is(error, "conflict")) {
-        this.#options.logger.warn(`renewing ${left} zone leases failed; retrying at the next renewal`, { error });
+        this.#options.logger.warn(
+          `renewing ${left} zone leases failed; retrying at the next renewal`,
+          { error },
+        );
         return false;
       }
     }
@@ -226,10 +262,16 @@ export class ZoneOwnership {
         if (KdsError.is(error, "conflict")) {
           // Another instance took the zone over; its change event closes our session too.
           this.#held.delete(zone);
-          void held.session.close({ code: "replaced", message: `zone "${zone}" is now held by another global instance` });
+          void held.session.close({
+            code: "replaced",
+            message: `zone "${zone}" is now held by another global instance`,
+          });
           continue;
         }
-        this.#options.logger.warn(`renewing the lease of zone "${zone}" failed; retrying at the next renewal`, { zone, error });
+        this.#options.logger.warn(
+          `renewing the lease of zone "${zone}" failed; retrying at the next renewal`,
+          { zone, error },
+        );
       }
     }
     return true;
@@ -253,15 +295,29 @@ export class ZoneOwnership {
     });
     try {
       // Only if nobody took the lease since: a newer holder's record must stand.
-      await this.#options.store.put({ kind: ZONE_INSIGHT_KIND, name: zone, spec: insight }, { expectedVersion: held.version });
+      await this.#options.store.put(
+        { kind: ZONE_INSIGHT_KIND, name: zone, spec: insight },
+        { expectedVersion: held.version },
+      );
     } catch (error) {
       if (KdsError.is(error, "conflict")) return;
-      this.#options.logger.warn(`recording that zone "${zone}" went offline failed`, { zone, error });
+      this.#options.logger.warn(`recording that zone "${zone}" went offline failed`, {
+        zone,
+        error,
+      });
     }
   }
 
-  async #write(zone: string, held: Held, expectedVersion: string | undefined, signal?: AbortSignal): Promise<void> {
-    const stored = await this.#options.store.put({ kind: ZONE_INSIGHT_KIND, name: zone, spec: this.#insight(held) }, { expectedVersion, signal });
+  async #write(
+    zone: string,
+    held: Held,
+    expectedVersion: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const stored = await this.#options.store.put(
+      { kind: ZONE_INSIGHT_KIND, name: zone, spec: this.#insight(held) },
+      { expectedVersion, signal },
+    );
     if (this.#held.get(zone) === held) held.version = stored.meta.version;
   }
 
@@ -280,7 +336,15 @@ export class ZoneOwnership {
 }
 
 /** What the session's hellos agreed on, as the lease records it (so every instance shows it). */
-function agreed(session: Session): { softwareVersion: string; protocolVersion: number; features: string[] } {
+function agreed(session: Session): {
+  softwareVersion: string;
+  protocolVersion: number;
+  features: string[];
+} {
   const peer = session.peer;
-  return { softwareVersion: peer?.softwareVersion ?? "", protocolVersion: peer?.protocolVersion ?? 0, features: [...(peer?.features ?? [])] };
+  return {
+    softwareVersion: peer?.softwareVersion ?? "",
+    protocolVersion: peer?.protocolVersion ?? 0,
+    features: [...(peer?.features ?? [])],
+  };
 }

@@ -50,14 +50,22 @@ export class MemoryBudget {
   /** @param limitBytes - the ceiling, an integer of at least 1 KiB; default {@link DEFAULT_MEMORY_BUDGET_BYTES} */
   constructor(limitBytes: number = DEFAULT_MEMORY_BUDGET_BYTES) {
     if (!Number.isSafeInteger(limitBytes) || limitBytes < 1024) {
-      throw new KdsError("invalid_argument", `a memory budget must be an integer of at least 1024 bytes, got ${String(limitBytes)}`);
+      throw new KdsError(
+        "invalid_argument",
+        `a memory budget must be an integer of at least 1024 bytes, got ${String(limitBytes)}`,
+      );
     }
     this.limitBytes = limitBytes;
   }
 
   /** Current figures. */
   stats(): MemoryBudgetStats {
-    return { limitBytes: this.limitBytes, usedBytes: this.#used, peakBytes: this.#peak, evictions: this.#evictions };
+    return {
+      limitBytes: this.limitBytes,
+      usedBytes: this.#used,
+      peakBytes: this.#peak,
+      evictions: this.#evictions,
+    };
   }
 
   /** Bytes `holder` holds now. */
@@ -86,7 +94,9 @@ export class MemoryBudget {
       if (largest === undefined || largestBytes <= own) {
         return `${this.#describe()} it cannot take ${bytes} more for "${holder.name}", whose unread frames would then be the most of any session; ${REMEDY}`;
       }
-      largest.evict(`${this.#describe()} "${largest.name}" had left the most unread (${largestBytes} bytes), so its session was ended; ${REMEDY}`);
+      largest.evict(
+        `${this.#describe()} "${largest.name}" had left the most unread (${largestBytes} bytes), so its session was ended; ${REMEDY}`,
+      );
       // A holder that did not release is forgotten all the same, so this loop ends.
       this.releaseAll(largest);
     }

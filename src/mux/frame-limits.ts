@@ -37,7 +37,8 @@ export const UNKNOWN_HEAP = 48 + BYTES_HEAP;
 /** What one decoded message of type `desc` holds before its elements: its object, and an empty array or map for each repeated field. */
 export function objectHeap(desc: DescMessage): number {
   let containers = 0;
-  for (const field of desc.fields) if (field.fieldKind === "list" || field.fieldKind === "map") containers++;
+  for (const field of desc.fields)
+    if (field.fieldKind === "list" || field.fieldKind === "map") containers++;
   return OBJECT_HEAP + SLOT_HEAP * (desc.fields.length + 1) + CONTAINER_HEAP * containers;
 }
 

@@ -68,7 +68,9 @@ export function scanFrame(bytes: Uint8Array): FrameWeight | string {
   const scan = new Scan(bytes);
   const root = planOf(MessageSchema);
   scan.heap += root.heap;
-  return scan.message(root, 0, bytes.length, 0) ? { wireBytes: bytes.length, heapBytes: scan.heap, elements: scan.elements } : scan.why;
+  return scan.message(root, 0, bytes.length, 0)
+    ? { wireBytes: bytes.length, heapBytes: scan.heap, elements: scan.elements }
+    : scan.why;
 }
 
 class Scan {
@@ -104,7 +106,8 @@ class Scan {
       if (field !== undefined) {
         const known = this.#known(field, wireType, end, depth);
         if (known === "unreadable") return false;
-        if (known === "mismatch") return this.#fail(`field ${no} arrives with wire type ${wireType}, not its own`);
+        if (known === "mismatch")
+          return this.#fail(`field ${no} arrives with wire type ${wireType}, not its own`);
       } else {
         if (!this.#skip(wireType, no, end, depth)) return false;
         this.elements++;
@@ -115,18 +118,27 @@ class Scan {
   }
 
   /** Scans one value of `field`: "mismatch" (nothing read) when its wire type is not the field's. */
-  #known(field: FieldPlan, wireType: number, end: number, depth: number): "ok" | "mismatch" | "unreadable" {
+  #known(
+    field: FieldPlan,
+    wireType: number,
+    end: number,
+    depth: number,
+  ): "ok" | "mismatch" | "unreadable" {
     if (field.kind === "scalar") {
       if (field.repeated && wireType === 2) {
         const range = this.#delimited(end);
         if (range === undefined) return "unreadable";
-        const n = field.fixedBytes > 0 ? Math.floor((range.end - range.start) / field.fixedBytes) : this.#countVarints(range.start, range.end);
+        const n =
+          field.fixedBytes > 0
+            ? Math.floor((range.end - range.start) / field.fixedBytes)
+            : this.#countVarints(range.start, range.end);
         this.elements += n;
         this.heap += SLOT_HEAP * n;
         this.pos = range.end;
         return "ok";
       }
-      if (wireType !== (field.fixedBytes === 8 ? 1 : field.fixedBytes === 4 ? 5 : 0)) return "mismatch";
+      if (wireType !== (field.fixedBytes === 8 ? 1 : field.fixedBytes === 4 ? 5 : 0))
+        return "mismatch";
       if (!this.#skip(wireType, 0, end, depth)) return "unreadable";
       if (field.repeated) {
         this.elements++;
@@ -161,7 +173,12 @@ class Scan {
   }
 
   /** A map entry: key 1 (a string or a number), value 2. */
-  #mapEntry(value: Extract<FieldPlan, { kind: "map" }>["value"], start: number, end: number, depth: number): boolean {
+  #mapEntry(
+    value: Extract<FieldPlan, { kind: "map" }>["value"],
+    start: number,
+    end: number,
+    depth: number,
+  ): boolean {
     this.pos = start;
     while (this.pos < end) {
       const tag = this.#varint(end);
@@ -266,11 +283,16 @@ function fieldPlan(field: DescField): FieldPlan {
     case "message":
       return { kind: "message", repeated: false, child: childPlan(field.message) };
     case "list":
-      if (field.listKind === "message") return { kind: "message", repeated: true, child: childPlan(field.message) };
+      if (field.listKind === "message")
+        return { kind: "message", repeated: true, child: childPlan(field.message) };
       return valuePlan(field.listKind === "enum" ? ScalarType.INT32 : field.scalar, true);
     case "map": {
       const value =
-        field.mapKind === "message" ? childPlan(field.message) : field.mapKind === "enum" ? "scalar" : scalarKind(field.scalar);
+        field.mapKind === "message"
+          ? childPlan(field.message)
+          : field.mapKind === "enum"
+            ? "scalar"
+            : scalarKind(field.scalar);
       return { kind: "map", value };
     }
     default:
@@ -286,7 +308,9 @@ function childPlan(desc: DescMessage): () => MessagePlan {
 
 function valuePlan(type: ScalarType, repeated: boolean): FieldPlan {
   const kind = scalarKind(type);
-  return kind === "scalar" ? { kind, repeated, fixedBytes: fixedBytesOf(type) } : { kind, repeated };
+  return kind === "scalar"
+    ? { kind, repeated, fixedBytes: fixedBytesOf(type) }
+    : { kind, repeated };
 }
 
 function scalarKind(type: ScalarType): "string" | "bytes" | "scalar" {

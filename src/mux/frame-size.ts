@@ -22,11 +22,24 @@
  *
  * @module
  */
-import { fromJson, toBinary, type DescField, type DescMessage, type JsonObject } from "@bufbuild/protobuf";
+import {
+  fromJson,
+  toBinary,
+  type DescField,
+  type DescMessage,
+  type JsonObject,
+} from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
 import { MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
-import { BYTES_HEAP, SLOT_HEAP, UNKNOWN_HEAP, objectHeap, stringHeap, type FrameWeight } from "./frame-limits.ts";
+import {
+  BYTES_HEAP,
+  SLOT_HEAP,
+  UNKNOWN_HEAP,
+  objectHeap,
+  stringHeap,
+  type FrameWeight,
+} from "./frame-limits.ts";
 
 /** Running totals a sizer adds to while it walks a message. */
 interface Tally {
@@ -55,7 +68,10 @@ export function weighFrame(frame: Message): FrameWeight {
  * docs/protocol.md, "Flow control"). A frame inside a batch counts alone.
  */
 export function creditSize(frame: Message): number {
-  return sizerOf(MessageSchema)(frame as unknown as Record<string, unknown>, { heapBytes: 0, elements: 0 });
+  return sizerOf(MessageSchema)(frame as unknown as Record<string, unknown>, {
+    heapBytes: 0,
+    elements: 0,
+  });
 }
 
 function sizerOf(desc: DescMessage): Sizer {
@@ -67,7 +83,9 @@ function sizerOf(desc: DescMessage): Sizer {
     tally.heapBytes += heap;
     let bytes = 0;
     for (let i = 0; i < fields.length; i++) bytes += (fields[i] as Sizer)(message, tally);
-    const unknown = message.$unknown as { no: number; wireType: number; data: Uint8Array }[] | undefined;
+    const unknown = message.$unknown as
+      | { no: number; wireType: number; data: Uint8Array }[]
+      | undefined;
     if (unknown !== undefined) {
       for (const field of unknown) {
         bytes += varintSize(((field.no << 3) | field.wireType) >>> 0) + field.data.byteLength;
@@ -97,7 +115,7 @@ function fieldSizer(field: DescField): Sizer {
       const type = field.fieldKind === "enum" ? ScalarType.INT32 : field.scalar;
       const tag = tagSize(field.number, wireTypeOf(type));
       const value = scalarSizer(type);
-      const zero = field.fieldKind === "enum" ? field.enum.values[0]?.number ?? 0 : undefined;
+      const zero = field.fieldKind === "enum" ? (field.enum.values[0]?.number ?? 0) : undefined;
       const present = presence(field, type, zero);
       const counts = type === ScalarType.STRING || type === ScalarType.BYTES ? 1 : 0;
       return (message, tally) => {
@@ -201,8 +219,13 @@ function read(message: Record<string, unknown>, field: DescField, name: string):
 }
 
 /** Whether a singular scalar is written, as protobuf's presence rules say. */
-function presence(field: DescField, type: ScalarType, enumZero: number | undefined): (v: unknown) => boolean {
-  if (field.oneof !== undefined || field.presence !== IMPLICIT_PRESENCE) return (v) => v !== undefined;
+function presence(
+  field: DescField,
+  type: ScalarType,
+  enumZero: number | undefined,
+): (v: unknown) => boolean {
+  if (field.oneof !== undefined || field.presence !== IMPLICIT_PRESENCE)
+    return (v) => v !== undefined;
   if (enumZero !== undefined) return (v) => v !== enumZero;
   switch (type) {
     case ScalarType.BOOL:
@@ -221,8 +244,13 @@ function presence(field: DescField, type: ScalarType, enumZero: number | undefin
 }
 
 /** The sizer of a message-typed field's value; google.protobuf.Struct fields hold a JSON object locally. */
-function childSizer(field: DescField & { message: DescMessage }): (v: unknown, tally: Tally) => number {
-  if (field.message.typeName === "google.protobuf.Struct" && field.parent.typeName !== "google.protobuf.Value") {
+function childSizer(
+  field: DescField & { message: DescMessage },
+): (v: unknown, tally: Tally) => number {
+  if (
+    field.message.typeName === "google.protobuf.Struct" &&
+    field.parent.typeName !== "google.protobuf.Value"
+  ) {
     // Free-form metadata: rare and small; measured by encoding it.
     return (v, tally) => {
       const bytes = toBinary(StructSchema, fromJson(StructSchema, v as JsonObject)).byteLength;
@@ -341,7 +369,12 @@ export function utf8Length(text: string): number {
     if (c < 0x80) continue;
     if (c < 0x800) {
       bytes += 1;
-    } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+    } else if (
+      c >= 0xd800 &&
+      c <= 0xdbff &&
+      i + 1 < text.length &&
+      (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00
+    ) {
       bytes += 2; // a surrogate pair: 2 units, 4 bytes
       i++;
     } else {

@@ -6,12 +6,7 @@
  * @module
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import {
-  GoAwayReason,
-  MessageSchema,
-  type Call,
-  type Message,
-} from "../gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, MessageSchema, type Call, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import type {
   DeltaDiscoveryRequest,
   DeltaDiscoveryResponse,
@@ -73,9 +68,13 @@ export const goAwayReasons = {
  */
 export function resourcesIn(frame: Message, except?: string): number {
   const v = frame.value;
-  if (v.case === "deltaResponse") return v.value.typeUrl === except ? 0 : v.value.resources.length + v.value.removedResources.length;
+  if (v.case === "deltaResponse")
+    return v.value.typeUrl === except
+      ? 0
+      : v.value.resources.length + v.value.removedResources.length;
   if (v.case === "response") return v.value.typeUrl === except ? 0 : v.value.resources.length;
-  if (v.case === "batch") return v.value.frames.reduce((sum, inner) => sum + resourcesIn(inner, except), 0);
+  if (v.case === "batch")
+    return v.value.frames.reduce((sum, inner) => sum + resourcesIn(inner, except), 0);
   return 0;
 }
 
@@ -100,4 +99,3 @@ export function callLane(call: Call): Lane {
   const kind = call.kind.case;
   return kind === "open" || kind === "cancel" || kind === "credit" ? "requests" : "responses";
 }
-

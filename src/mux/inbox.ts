@@ -113,7 +113,14 @@ export class Inbox<T> {
    * @param memory - where buffered bytes are reserved (the process's budget); none by default
    * @param largestFrameBytes - the largest frame the peer may send (this side's `maxMessageBytes`): with less byte credit left, an emptied buffer grants at once; at most, and by default, `windowBytes`
    */
-  constructor(lane: Lane, window: number, windowBytes: number, grant: GrantCredit, memory?: InboxMemory, largestFrameBytes: number = windowBytes) {
+  constructor(
+    lane: Lane,
+    window: number,
+    windowBytes: number,
+    grant: GrantCredit,
+    memory?: InboxMemory,
+    largestFrameBytes: number = windowBytes,
+  ) {
     this.#lane = lane;
     this.#window = window;
     this.#windowBytes = windowBytes;
@@ -205,10 +212,14 @@ export class Inbox<T> {
       return Promise.resolve(item);
     }
     if (this.#closedWith !== undefined) return Promise.reject(this.#closedWith);
-    if (signal?.aborted) return Promise.reject(abortError(signal, `recv on the ${this.#lane} lane`));
+    if (signal?.aborted)
+      return Promise.reject(abortError(signal, `recv on the ${this.#lane} lane`));
     if (this.#waiter !== undefined) {
       return Promise.reject(
-        new KdsError("busy", `a recv is already pending on the ${this.#lane} lane; a view has one reader, so await the previous recv first`),
+        new KdsError(
+          "busy",
+          `a recv is already pending on the ${this.#lane} lane; a view has one reader, so await the previous recv first`,
+        ),
       );
     }
     return new Promise<T>((resolve, reject) => {
@@ -255,7 +266,11 @@ export class Inbox<T> {
    * credit stays pending, whatever the peer's next frame.
    */
   grantPending(): void {
-    if (this.#closedWith !== undefined || (this.#pendingGrant === 0 && this.#pendingGrantBytes === 0)) return;
+    if (
+      this.#closedWith !== undefined ||
+      (this.#pendingGrant === 0 && this.#pendingGrantBytes === 0)
+    )
+      return;
     const frames = this.#pendingGrant;
     const granted = this.#pendingGrantBytes;
     this.#pendingGrant = 0;
@@ -299,7 +314,11 @@ export class Inbox<T> {
     if (this.#closedWith !== undefined) return;
     this.#pendingGrant++;
     this.#pendingGrantBytes += bytes;
-    if (this.#pendingGrant >= this.#grantThreshold || this.#pendingGrantBytes >= this.#grantThresholdBytes || (this.#ring.size === 0 && this.#peerMayBeBlocked())) {
+    if (
+      this.#pendingGrant >= this.#grantThreshold ||
+      this.#pendingGrantBytes >= this.#grantThresholdBytes ||
+      (this.#ring.size === 0 && this.#peerMayBeBlocked())
+    ) {
       this.grantPending();
     }
   }

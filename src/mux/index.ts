@@ -8,9 +8,19 @@
  * @module
  */
 export type { MuxRequest, MuxResponse, Lane } from "./frames.ts";
-export { DEFAULT_MEMORY_BUDGET_BYTES, MemoryBudget, type BudgetHolder, type MemoryBudgetStats } from "./budget.ts";
+export {
+  DEFAULT_MEMORY_BUDGET_BYTES,
+  MemoryBudget,
+  type BudgetHolder,
+  type MemoryBudgetStats,
+} from "./budget.ts";
 export { creditSize } from "./frame-size.ts";
-export { defaultSessionOptions, resolveSessionOptions, type SessionOptions, type ResolvedSessionOptions } from "./options.ts";
+export {
+  defaultSessionOptions,
+  resolveSessionOptions,
+  type SessionOptions,
+  type ResolvedSessionOptions,
+} from "./options.ts";
 export { MuxSession, type SessionInit } from "./session.ts";
 export {
   FEATURES,
@@ -25,5 +35,12 @@ export {
   type VersionRange,
 } from "./negotiation.ts";
 export type { SessionEnd, SessionEndCode, PeerSettings, SessionState } from "./state.ts";
-export type { CallPort, ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
+export type {
+  CallPort,
+  ClientStreamView,
+  CloseOptions,
+  ServerStreamView,
+  Session,
+  SessionStats,
+} from "./views.ts";
 export * from "./schema.ts";

@@ -87,7 +87,9 @@ export interface Agreement {
  * sends exactly a version 2 hello. The booleans go always, for version 2
  * peers.
  */
-export function helloFields(offer: HelloOffer): Omit<HelloNegotiationFields, "features"> & { features: string[] } {
+export function helloFields(
+  offer: HelloOffer,
+): Omit<HelloNegotiationFields, "features"> & { features: string[] } {
   const v3 = offer.versions.max >= 3;
   return {
     protocolVersion: offer.versions.min,
@@ -100,8 +102,13 @@ export function helloFields(offer: HelloOffer): Omit<HelloNegotiationFields, "fe
 }
 
 /** The peer's range as its hello states it (a hello without `max_protocol_version` speaks only `protocol_version`). */
-export function peerRange(hello: Pick<HelloNegotiationFields, "protocolVersion" | "maxProtocolVersion">): VersionRange {
-  return { min: hello.protocolVersion, max: hello.maxProtocolVersion === 0 ? hello.protocolVersion : hello.maxProtocolVersion };
+export function peerRange(
+  hello: Pick<HelloNegotiationFields, "protocolVersion" | "maxProtocolVersion">,
+): VersionRange {
+  return {
+    min: hello.protocolVersion,
+    max: hello.maxProtocolVersion === 0 ? hello.protocolVersion : hello.maxProtocolVersion,
+  };
 }
 
 /** "2" or "2 to 3". */
@@ -126,24 +133,47 @@ export function negotiate(
 ): { readonly agreement: Agreement } | { readonly refusal: string } {
   const peer = peerRange(hello);
   if (hello.maxProtocolVersion !== 0 && hello.maxProtocolVersion < hello.protocolVersion) {
-    return { refusal: `the peer's hello says max_protocol_version ${hello.maxProtocolVersion}, below its protocol_version ${hello.protocolVersion} (the lowest version it speaks)` };
+    return {
+      refusal: `the peer's hello says max_protocol_version ${hello.maxProtocolVersion}, below its protocol_version ${hello.protocolVersion} (the lowest version it speaks)`,
+    };
   }
   if (hello.softwareVersion.length > MAX_SOFTWARE_VERSION) {
-    return { refusal: `the peer's software_version is ${hello.softwareVersion.length} characters long; at most ${MAX_SOFTWARE_VERSION} are allowed` };
+    return {
+      refusal: `the peer's software_version is ${hello.softwareVersion.length} characters long; at most ${MAX_SOFTWARE_VERSION} are allowed`,
+    };
   }
-  if (hello.features.length > MAX_FEATURES || hello.features.some((f) => f.length > MAX_FEATURE_NAME)) {
-    return { refusal: `the peer's hello lists ${hello.features.length} features; at most ${MAX_FEATURES} names of at most ${MAX_FEATURE_NAME} characters are allowed` };
+  if (
+    hello.features.length > MAX_FEATURES ||
+    hello.features.some((f) => f.length > MAX_FEATURE_NAME)
+  ) {
+    return {
+      refusal: `the peer's hello lists ${hello.features.length} features; at most ${MAX_FEATURES} names of at most ${MAX_FEATURE_NAME} characters are allowed`,
+    };
   }
   const version = Math.min(local.versions.max, peer.max);
-  if (version < Math.max(local.versions.min, peer.min)) return { refusal: rangeRefusal(local, roles, peer, hello.softwareVersion) };
+  if (version < Math.max(local.versions.min, peer.min))
+    return { refusal: rangeRefusal(local, roles, peer, hello.softwareVersion) };
   // Version 2 names its two features in booleans; version 3 lists them.
-  const announced: readonly string[] = version >= 3 ? hello.features : FEATURES.filter((f) => hello[f]);
+  const announced: readonly string[] =
+    version >= 3 ? hello.features : FEATURES.filter((f) => hello[f]);
   const features = FEATURES.filter((f) => local.features.includes(f) && announced.includes(f));
-  return { agreement: { protocolVersion: version, features, peerVersions: peer, peerSoftwareVersion: hello.softwareVersion } };
+  return {
+    agreement: {
+      protocolVersion: version,
+      features,
+      peerVersions: peer,
+      peerSoftwareVersion: hello.softwareVersion,
+    },
+  };
 }
 
 /** The refusal of a peer whose range shares no version with this side's: both ranges, and which side to upgrade. */
-function rangeRefusal(local: HelloOffer, roles: { readonly local: "zone" | "global"; readonly peer: string }, peer: VersionRange, peerSoftware: string): string {
+function rangeRefusal(
+  local: HelloOffer,
+  roles: { readonly local: "zone" | "global"; readonly peer: string },
+  peer: VersionRange,
+  peerSoftware: string,
+): string {
   const peerSays = peerSoftware === "" ? "" : ` (${peerSoftware})`;
   const both =
     `the ${roles.local} speaks mux protocol versions ${describeRange(local.versions)} (${local.softwareVersion}), ` +
@@ -159,7 +189,11 @@ function rangeRefusal(local: HelloOffer, roles: { readonly local: "zone" | "glob
  * What a session agreed on, for log lines: "protocol 3 (batching, calls),
  * kds-mux/0.1.0", or "protocol 2 (calls), software version not given".
  */
-export function describeAgreement(peer: { readonly protocolVersion: number; readonly features: readonly string[]; readonly softwareVersion: string }): string {
+export function describeAgreement(peer: {
+  readonly protocolVersion: number;
+  readonly features: readonly string[];
+  readonly softwareVersion: string;
+}): string {
   const features = peer.features.length === 0 ? "no features" : peer.features.join(", ");
   return `protocol ${peer.protocolVersion} (${features}), ${peer.softwareVersion === "" ? "software version not given" : peer.softwareVersion}`;
 }

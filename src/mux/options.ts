@@ -4,7 +4,15 @@
  * @module
  */
 import { KdsError } from "../errors.ts";
-import { FEATURES, MAX_SOFTWARE_VERSION, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, SOFTWARE_VERSION, type Feature, type VersionRange } from "./negotiation.ts";
+import {
+  FEATURES,
+  MAX_SOFTWARE_VERSION,
+  MIN_PROTOCOL_VERSION,
+  PROTOCOL_VERSION,
+  SOFTWARE_VERSION,
+  type Feature,
+  type VersionRange,
+} from "./negotiation.ts";
 
 /** Tunables of a mux session. Every field has a documented default. */
 export interface SessionOptions {
@@ -72,7 +80,10 @@ export interface SessionOptions {
 }
 
 /** The options that are numbers, each with a range. */
-type NumericOption = Exclude<keyof SessionOptions, "protocolVersions" | "features" | "softwareVersion">;
+type NumericOption = Exclude<
+  keyof SessionOptions,
+  "protocolVersions" | "features" | "softwareVersion"
+>;
 
 /** {@link SessionOptions} with every default filled in. */
 export type ResolvedSessionOptions = Required<SessionOptions>;
@@ -121,13 +132,21 @@ export function resolveSessionOptions(options: SessionOptions = {}): ResolvedSes
   const resolved = { ...defaultSessionOptions, ...given };
   // A larger largest frame raises the default byte windows with it, so one such frame always fits.
   if (Number.isInteger(resolved.maxMessageBytes)) {
-    if (given.requestWindowBytes === undefined) resolved.requestWindowBytes = Math.max(resolved.requestWindowBytes, resolved.maxMessageBytes);
-    if (given.responseWindowBytes === undefined) resolved.responseWindowBytes = Math.max(resolved.responseWindowBytes, resolved.maxMessageBytes);
+    if (given.requestWindowBytes === undefined)
+      resolved.requestWindowBytes = Math.max(resolved.requestWindowBytes, resolved.maxMessageBytes);
+    if (given.responseWindowBytes === undefined)
+      resolved.responseWindowBytes = Math.max(
+        resolved.responseWindowBytes,
+        resolved.maxMessageBytes,
+      );
   }
   for (const [key, [min, max]] of Object.entries(limits) as [NumericOption, [number, number]][]) {
     const value = resolved[key];
     if (!Number.isInteger(value) || value < min || value > max) {
-      throw new KdsError("invalid_argument", `session option ${key} must be an integer from ${min} to ${max}, got ${String(value)}`);
+      throw new KdsError(
+        "invalid_argument",
+        `session option ${key} must be an integer from ${min} to ${max}, got ${String(value)}`,
+      );
     }
   }
   if (resolved.heartbeatTimeoutMs <= resolved.heartbeatIntervalMs) {
@@ -151,20 +170,35 @@ export function resolveSessionOptions(options: SessionOptions = {}): ResolvedSes
 /** Checks the options that go into the hello's negotiation fields. */
 function checkNegotiation(resolved: ResolvedSessionOptions): void {
   const { min, max } = resolved.protocolVersions;
-  if (!Number.isInteger(min) || !Number.isInteger(max) || min < MIN_PROTOCOL_VERSION || max > PROTOCOL_VERSION || min > max) {
+  if (
+    !Number.isInteger(min) ||
+    !Number.isInteger(max) ||
+    min < MIN_PROTOCOL_VERSION ||
+    max > PROTOCOL_VERSION ||
+    min > max
+  ) {
     throw new KdsError(
       "invalid_argument",
       `session option protocolVersions must be a range within ${MIN_PROTOCOL_VERSION} to ${PROTOCOL_VERSION} (the versions this release speaks) with min <= max, got ${String(min)} to ${String(max)}`,
     );
   }
   const unknown = resolved.features.filter((f) => !(FEATURES as readonly string[]).includes(f));
-  if (unknown.length > 0) throw new KdsError("invalid_argument", `session option features may hold only ${FEATURES.join(", ")}; unknown: ${unknown.join(", ")}`);
+  if (unknown.length > 0)
+    throw new KdsError(
+      "invalid_argument",
+      `session option features may hold only ${FEATURES.join(", ")}; unknown: ${unknown.join(", ")}`,
+    );
   const software = resolved.softwareVersion;
   if (typeof software !== "string" || software === "" || software.length > MAX_SOFTWARE_VERSION) {
-    throw new KdsError("invalid_argument", `session option softwareVersion must be 1 to ${MAX_SOFTWARE_VERSION} characters, got ${JSON.stringify(software)}`);
+    throw new KdsError(
+      "invalid_argument",
+      `session option softwareVersion must be 1 to ${MAX_SOFTWARE_VERSION} characters, got ${JSON.stringify(software)}`,
+    );
   }
 }
 
 function stripUndefined(options: SessionOptions): SessionOptions {
-  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as SessionOptions;
+  return Object.fromEntries(
+    Object.entries(options).filter(([, v]) => v !== undefined),
+  ) as SessionOptions;
 }

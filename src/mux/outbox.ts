@@ -62,7 +62,10 @@ export class Outbox {
   /** Byte window left per lane, after what was accepted (unbounded for a peer that grants no bytes). */
   readonly #creditBytes: Record<Lane, number> = { requests: 0, responses: 0 };
   /** The peer's whole byte window per lane: a frame larger than it can never be sent. */
-  readonly #windowBytes: Record<Lane, number> = { requests: Number.POSITIVE_INFINITY, responses: Number.POSITIVE_INFINITY };
+  readonly #windowBytes: Record<Lane, number> = {
+    requests: Number.POSITIVE_INFINITY,
+    responses: Number.POSITIVE_INFINITY,
+  };
   /** How many frames at the head of each lane's queue are accepted (their send resolved). */
   readonly #accepted: Record<Lane, number> = { requests: 0, responses: 0 };
   #hello: Message | undefined;
@@ -79,7 +82,10 @@ export class Outbox {
   #batching = false;
   readonly #maxQueued: number;
   /** Since when each lane has had sends waiting for credit, or undefined. */
-  readonly #waitingForCredit: Record<Lane, number | undefined> = { requests: undefined, responses: undefined };
+  readonly #waitingForCredit: Record<Lane, number | undefined> = {
+    requests: undefined,
+    responses: undefined,
+  };
   readonly #onCreditWait: (lane: Lane, ms: number) => void;
   readonly #onSent: (lane: Lane | "control", bytes: number) => void;
   /** What left so far. */
@@ -102,7 +108,10 @@ export class Outbox {
     this.#now = now;
     this.#onCreditWait = onCreditWait;
     this.#onSent = onSent;
-    this.#lanes = { requests: new Ring(maxQueuedSends + maxWindow), responses: new Ring(maxQueuedSends + maxWindow) };
+    this.#lanes = {
+      requests: new Ring(maxQueuedSends + maxWindow),
+      responses: new Ring(maxQueuedSends + maxWindow),
+    };
     this.#maxQueued = maxQueuedSends;
   }
 
@@ -116,7 +125,12 @@ export class Outbox {
    * Applies the peer's settings: initial windows (frames, and bytes where the
    * peer grants bytes), largest frame, batch support.
    */
-  openLanes(window: Record<Lane, number>, windowBytes: Record<Lane, number>, peerMaxBytes: number, batching = false): void {
+  openLanes(
+    window: Record<Lane, number>,
+    windowBytes: Record<Lane, number>,
+    peerMaxBytes: number,
+    batching = false,
+  ): void {
     this.#peerMaxBytes = peerMaxBytes;
     this.#batching = batching;
     for (const lane of ["requests", "responses"] as const) {
@@ -129,16 +143,27 @@ export class Outbox {
   }
 
   /** Adds window the peer granted, in frames and bytes. Returns an error when it overflows. */
-  addCredit(requests: number, responses: number, requestBytes = 0, responseBytes = 0): KdsError | undefined {
+  addCredit(
+    requests: number,
+    responses: number,
+    requestBytes = 0,
+    responseBytes = 0,
+  ): KdsError | undefined {
     this.#credit.requests += requests;
     this.#credit.responses += responses;
     this.#creditBytes.requests += requestBytes;
     this.#creditBytes.responses += responseBytes;
     if (this.#credit.requests > 2 ** 31 || this.#credit.responses > 2 ** 31) {
-      return new KdsError("protocol_error", "peer granted more than 2^31 frames of window; a conforming peer grants only what its views consumed");
+      return new KdsError(
+        "protocol_error",
+        "peer granted more than 2^31 frames of window; a conforming peer grants only what its views consumed",
+      );
     }
     if (this.#creditBytes.requests > 2 ** 40 || this.#creditBytes.responses > 2 ** 40) {
-      return new KdsError("protocol_error", "peer granted more than 2^40 bytes of window; a conforming peer grants only what its views consumed");
+      return new KdsError(
+        "protocol_error",
+        "peer granted more than 2^40 bytes of window; a conforming peer grants only what its views consumed",
+      );
     }
     this.#acceptWaiting();
     this.#signal();
@@ -175,7 +200,9 @@ export class Outbox {
    */
   send(lane: Lane, frame: Message, signal?: AbortSignal): Promise<void> {
     if (this.#ended || this.#goaway !== undefined) {
-      return Promise.reject(new KdsError("session_closed", "the session has ended; wait for the next session to send"));
+      return Promise.reject(
+        new KdsError("session_closed", "the session has ended; wait for the next session to send"),
+      );
     }
     if (signal?.aborted) return Promise.reject(abortError(signal, "send"));
     const bytes = creditSize(frame);
@@ -187,15 +214,27 @@ export class Outbox {
         ),
       );
     }
-    if (bytes > this.#windowBytes[lane]) return Promise.reject(this.#tooLargeForWindow(lane, bytes));
+    if (bytes > this.#windowBytes[lane])
+      return Promise.reject(this.#tooLargeForWindow(lane, bytes));
     const queue = this.#lanes[lane];
     if (queue.size - this.#accepted[lane] >= this.#maxQueued) {
       return Promise.reject(
-        new KdsError("send_queue_full", `${this.#maxQueued} sends already wait on the ${lane} lane; await each send before the next, or raise maxQueuedSends`),
+        new KdsError(
+          "send_queue_full",
+          `${this.#maxQueued} sends already wait on the ${lane} lane; await each send before the next, or raise maxQueuedSends`,
+        ),
       );
     }
     return new Promise<void>((resolve, reject) => {
-      const pending: PendingSend = { frame, bytes, enqueuedAt: this.#now(), resolve, reject, signal, onAbort: undefined };
+      const pending: PendingSend = {
+        frame,
+        bytes,
+        enqueuedAt: this.#now(),
+        resolve,
+        reject,
+        signal,
+        onAbort: undefined,
+      };
       queue.push(pending);
       if (this.#fits(lane, pending) && this.#accepted[lane] === queue.size - 1) {
         this.#accept(lane, pending);
@@ -225,7 +264,8 @@ export class Outbox {
       this.#accepted[lane] = 0;
       this.#lanes[lane].drain().forEach((pending, i) => {
         if (i < accepted) return;
-        if (pending.onAbort !== undefined) pending.signal?.removeEventListener("abort", pending.onAbort);
+        if (pending.onAbort !== undefined)
+          pending.signal?.removeEventListener("abort", pending.onAbort);
         pending.reject(error);
       });
       this.#creditWaitEnded(lane);
@@ -247,7 +287,8 @@ export class Outbox {
     let oldest = this.#controlPendingSince;
     for (const lane of ["requests", "responses"] as const) {
       const head = this.#lanes[lane].peek();
-      if (head !== undefined && (oldest === undefined || head.enqueuedAt < oldest)) oldest = head.enqueuedAt;
+      if (head !== undefined && (oldest === undefined || head.enqueuedAt < oldest))
+        oldest = head.enqueuedAt;
     }
     return oldest;
   }
@@ -266,7 +307,12 @@ export class Outbox {
       }
     } finally {
       // The transport stopped pulling (end, error or cancel): nothing more leaves.
-      this.finish(new KdsError("session_closed", "the transport stopped taking frames; the session has ended"));
+      this.finish(
+        new KdsError(
+          "session_closed",
+          "the transport stopped taking frames; the session has ended",
+        ),
+      );
       this.#ended = true;
     }
   }
@@ -279,7 +325,8 @@ export class Outbox {
         const pending = queue.at(this.#accepted[lane]) as PendingSend;
         const tooLarge = pending.bytes > this.#windowBytes[lane];
         if (!tooLarge && !this.#fits(lane, pending)) break;
-        if (pending.onAbort !== undefined) pending.signal?.removeEventListener("abort", pending.onAbort);
+        if (pending.onAbort !== undefined)
+          pending.signal?.removeEventListener("abort", pending.onAbort);
         if (tooLarge) {
           queue.remove((p) => p === pending);
           pending.reject(this.#tooLargeForWindow(lane, pending.bytes));
@@ -338,7 +385,12 @@ export class Outbox {
       const { requests: requestBytes, responses: responseBytes } = this.#grantBytes;
       this.#grant = { requests: 0, responses: 0 };
       this.#grantBytes = { requests: 0, responses: 0 };
-      return this.#tookControl(controlFrame({ case: "windowUpdate", value: { requests, responses, requestBytes, responseBytes } }));
+      return this.#tookControl(
+        controlFrame({
+          case: "windowUpdate",
+          value: { requests, responses, requestBytes, responseBytes },
+        }),
+      );
     }
     if (this.#pingId !== undefined) {
       const id = this.#pingId;
@@ -352,21 +404,25 @@ export class Outbox {
     let bytes = first.bytes;
     for (;;) {
       const next = this.#peekData();
-      if (next === undefined || frames.length >= MAX_BATCH_FRAMES || bytes + next.bytes + 6 > limit) break;
+      if (next === undefined || frames.length >= MAX_BATCH_FRAMES || bytes + next.bytes + 6 > limit)
+        break;
       this.#takeData();
       frames.push(next.frame);
       bytes += next.bytes + 6;
     }
     if (frames.length === 1) return first.frame;
     this.counters.batches++;
-    return create(MessageSchema, { value: { case: "batch", value: create(BatchSchema, { frames }) } });
+    return create(MessageSchema, {
+      value: { case: "batch", value: create(BatchSchema, { frames }) },
+    });
   }
 
   /** The accepted frame that would leave next (lanes take turns). */
   #peekData(): PendingSend | undefined {
     const first = this.#nextLane;
     const second: Lane = first === "requests" ? "responses" : "requests";
-    for (const lane of [first, second]) if (this.#accepted[lane] > 0) return this.#lanes[lane].peek();
+    for (const lane of [first, second])
+      if (this.#accepted[lane] > 0) return this.#lanes[lane].peek();
     return undefined;
   }
 
@@ -388,7 +444,13 @@ export class Outbox {
   #tookControl(frame: Message): Message {
     this.counters.control++;
     this.#onSent("control", creditSize(frame));
-    if (this.#hello === undefined && this.#pongId === undefined && this.#pingId === undefined && this.#grant.requests === 0 && this.#grant.responses === 0) {
+    if (
+      this.#hello === undefined &&
+      this.#pongId === undefined &&
+      this.#pingId === undefined &&
+      this.#grant.requests === 0 &&
+      this.#grant.responses === 0
+    ) {
       this.#controlPendingSince = undefined;
     }
     return frame;

@@ -13,7 +13,13 @@
  */
 import { KdsError, abortError } from "../errors.ts";
 import { create } from "@bufbuild/protobuf";
-import { CallSchema, GoAwayReason, MessageSchema, type Call, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import {
+  CallSchema,
+  GoAwayReason,
+  MessageSchema,
+  type Call,
+  type Message,
+} from "../gen/kds/mux/v1/mux_pb.ts";
 import { raceAbort } from "../util/abort.ts";
 import { deferred } from "../util/deferred.ts";
 import { noopMetrics, type Metrics } from "../observe/metrics.ts";
@@ -32,11 +38,36 @@ import {
 } from "./frames.ts";
 import type { BudgetHolder, MemoryBudget } from "./budget.ts";
 import { Inbox, type InboxMemory } from "./inbox.ts";
-import { MAX_WINDOW, MAX_WINDOW_BYTES, resolveSessionOptions, type ResolvedSessionOptions, type SessionOptions } from "./options.ts";
-import { helloFields, negotiate, type HelloNegotiationFields, type HelloOffer } from "./negotiation.ts";
+import {
+  MAX_WINDOW,
+  MAX_WINDOW_BYTES,
+  resolveSessionOptions,
+  type ResolvedSessionOptions,
+  type SessionOptions,
+} from "./options.ts";
+import {
+  helloFields,
+  negotiate,
+  type HelloNegotiationFields,
+  type HelloOffer,
+} from "./negotiation.ts";
 import { Outbox } from "./outbox.ts";
-import { gracefulCodes, transition, type PeerSettings, type SessionEnd, type SessionEndCode, type SessionState } from "./state.ts";
-import type { CallPort, ClientStreamView, CloseOptions, ServerStreamView, Session, SessionStats } from "./views.ts";
+import {
+  gracefulCodes,
+  transition,
+  type PeerSettings,
+  type SessionEnd,
+  type SessionEndCode,
+  type SessionState,
+} from "./state.ts";
+import type {
+  CallPort,
+  ClientStreamView,
+  CloseOptions,
+  ServerStreamView,
+  Session,
+  SessionStats,
+} from "./views.ts";
 
 export { MIN_PROTOCOL_VERSION, PROTOCOL_VERSION } from "./negotiation.ts";
 
@@ -134,12 +165,27 @@ export class MuxSession implements Session {
       (lane, ms) => metrics.creditWait(lane, ms),
       (lane, bytes) => metrics.frames("sent", lane, 1, bytes),
     );
-    const grant = (lane: Lane, frames: number, bytes: number): void => this.#outbox.grant(lane, frames, bytes);
+    const grant = (lane: Lane, frames: number, bytes: number): void =>
+      this.#outbox.grant(lane, frames, bytes);
     const memory = init.budget === undefined ? undefined : this.#budgetMemory(init.budget);
     // The largest frame this side reads bounds what a peer's frame takes of the window (see Inbox).
     const o = this.#options;
-    this.#serverInbox = new Inbox<MuxRequest>("requests", o.requestWindow, o.requestWindowBytes, grant, memory, o.maxMessageBytes);
-    this.#clientInbox = new Inbox<MuxResponse>("responses", o.responseWindow, o.responseWindowBytes, grant, memory, o.maxMessageBytes);
+    this.#serverInbox = new Inbox<MuxRequest>(
+      "requests",
+      o.requestWindow,
+      o.requestWindowBytes,
+      grant,
+      memory,
+      o.maxMessageBytes,
+    );
+    this.#clientInbox = new Inbox<MuxResponse>(
+      "responses",
+      o.responseWindow,
+      o.responseWindowBytes,
+      grant,
+      memory,
+      o.maxMessageBytes,
+    );
     this.server = {
       recv: (signal) => this.#serverInbox.recv(signal),
       send: (response, signal) => this.#outbox.send("responses", responseFrame(response), signal),
@@ -166,14 +212,30 @@ export class MuxSession implements Session {
       }),
     );
 
-    const tickMs = Math.max(5, Math.floor(Math.min(o.heartbeatIntervalMs, o.heartbeatTimeoutMs / 4, o.sendTimeoutMs / 4, o.handshakeTimeoutMs / 4)));
+    const tickMs = Math.max(
+      5,
+      Math.floor(
+        Math.min(
+          o.heartbeatIntervalMs,
+          o.heartbeatTimeoutMs / 4,
+          o.sendTimeoutMs / 4,
+          o.handshakeTimeoutMs / 4,
+        ),
+      ),
+    );
     this.#timer = setInterval(() => this.#tick(), tickMs);
 
     if (init.signal !== undefined) {
       const owner = init.signal;
       const onAbort = (): void =>
         this.#finish(
-          { code: "aborted", message: `${this.role} closed the session through its AbortSignal`, initiator: "local", graceful: true, cause: owner.reason },
+          {
+            code: "aborted",
+            message: `${this.role} closed the session through its AbortSignal`,
+            initiator: "local",
+            graceful: true,
+            cause: owner.reason,
+          },
           GoAwayReason.SHUTDOWN,
         );
       if (owner.aborted) onAbort();
@@ -184,9 +246,15 @@ export class MuxSession implements Session {
   /** The reverse-call frames of this session (see {@link CallPort}). */
   readonly calls: CallPort = {
     peerAcceptsCalls: () => this.peer?.calls === true,
-    send: (call, signal) => this.#outbox.send(callLane(call), create(MessageSchema, { value: { case: "call", value: call } }), signal),
+    send: (call, signal) =>
+      this.#outbox.send(
+        callLane(call),
+        create(MessageSchema, { value: { case: "call", value: call } }),
+        signal,
+      ),
     listen: (listener) => {
-      if (this.#callListener !== undefined) throw new KdsError("busy", "a session has one call listener; it is already set");
+      if (this.#callListener !== undefined)
+        throw new KdsError("busy", "a session has one call listener; it is already set");
       this.#callListener = listener;
     },
   };
@@ -203,7 +271,9 @@ export class MuxSession implements Session {
 
   /** The end reason, once ended. */
   get end(): SessionEnd | undefined {
-    return this.#state.kind === "ending" || this.#state.kind === "closed" ? this.#state.end : undefined;
+    return this.#state.kind === "ending" || this.#state.kind === "closed"
+      ? this.#state.end
+      : undefined;
   }
 
   /** How many batch frames this side sent. */
@@ -228,7 +298,11 @@ export class MuxSession implements Session {
 
   /** The frames this side writes. The transport pulls them; it may be taken once. */
   get outbound(): AsyncIterable<Message> {
-    if (this.#outboundUsed) throw new KdsError("invalid_argument", "the outbound frames of a session can be taken only once (one writer per stream)");
+    if (this.#outboundUsed)
+      throw new KdsError(
+        "invalid_argument",
+        "the outbound frames of a session can be taken only once (one writer per stream)",
+      );
     this.#outboundUsed = true;
     const frames = this.#outbox.frames();
     const finished = (): void => this.#outboundFinished();
@@ -252,7 +326,10 @@ export class MuxSession implements Session {
       sent: { requests, responses, control },
       received: { ...this.#received },
       buffered: { requests: this.#serverInbox.buffered, responses: this.#clientInbox.buffered },
-      bufferedBytes: { requests: this.#serverInbox.bufferedBytes, responses: this.#clientInbox.bufferedBytes },
+      bufferedBytes: {
+        requests: this.#serverInbox.bufferedBytes,
+        responses: this.#clientInbox.bufferedBytes,
+      },
       heartbeatRttMs: this.#rttMs,
     };
   }
@@ -260,11 +337,21 @@ export class MuxSession implements Session {
   async close(options: CloseOptions = {}): Promise<SessionEnd> {
     const code = options.code ?? "shutdown";
     this.#finish(
-      { code, message: options.message ?? `${this.role} ${this.localId} closed the session`, initiator: "local", graceful: gracefulCodes.has(code), cause: options.cause },
+      {
+        code,
+        message: options.message ?? `${this.role} ${this.localId} closed the session`,
+        initiator: "local",
+        graceful: gracefulCodes.has(code),
+        cause: options.cause,
+      },
       goAwayReasons[code],
       options.reconnectTo,
     );
-    await raceAbort(this.#released.promise, options.signal, "waiting for the session to release its transport").catch(() => undefined);
+    await raceAbort(
+      this.#released.promise,
+      options.signal,
+      "waiting for the session to release its transport",
+    ).catch(() => undefined);
     return this.#closed.promise;
   }
 
@@ -283,7 +370,10 @@ export class MuxSession implements Session {
     let failRead: ((reason: unknown) => void) | undefined;
     const onReleased = (): void => failRead?.(abortError(released, "reading the mux stream"));
     released.addEventListener("abort", onReleased, { once: true });
-    const read = (resolve: (r: IteratorResult<Message>) => void, reject: (reason: unknown) => void): void => {
+    const read = (
+      resolve: (r: IteratorResult<Message>) => void,
+      reject: (reason: unknown) => void,
+    ): void => {
       failRead = reject;
       iterator.next().then(resolve, reject);
     };
@@ -315,7 +405,13 @@ export class MuxSession implements Session {
         this.#protocolError(error.message, error);
       } else if (this.end === undefined) {
         this.#finish(
-          { code: "transport", message: `the mux stream failed: ${describe(error)}`, initiator: "peer", graceful: false, cause: error },
+          {
+            code: "transport",
+            message: `the mux stream failed: ${describe(error)}`,
+            initiator: "peer",
+            graceful: false,
+            cause: error,
+          },
           undefined,
         );
       }
@@ -350,12 +446,22 @@ export class MuxSession implements Session {
       this.#protocolError(`the first frame must be a hello, got ${frameKind(frame)}`);
       return;
     }
-    if (value.case !== "request" && value.case !== "deltaRequest" && value.case !== "response" && value.case !== "deltaResponse" && value.case !== "call") {
+    if (
+      value.case !== "request" &&
+      value.case !== "deltaRequest" &&
+      value.case !== "response" &&
+      value.case !== "deltaResponse" &&
+      value.case !== "call"
+    ) {
       // Control frames and a batch's own fields are weighed too (a batch's frames each on their own below): a frame of too many
       // elements ends the session whatever its kind, also where the transport decoded it before anything could weigh its bytes.
-      const container = value.case === "batch" && frame.$unknown === undefined && value.value.$unknown === undefined;
+      const container =
+        value.case === "batch" &&
+        frame.$unknown === undefined &&
+        value.value.$unknown === undefined;
       const weight = container ? undefined : weighFrame(frame);
-      if (weight !== undefined && value.case !== "batch") this.#metrics.frames("received", "control", 1, weight.wireBytes);
+      if (weight !== undefined && value.case !== "batch")
+        this.#metrics.frames("received", "control", 1, weight.wireBytes);
       const refused = weight === undefined ? undefined : frameRefusal(weight);
       if (refused !== undefined) {
         this.#protocolError(`the peer sent a ${frameKind(frame)} frame: ${refused}`);
@@ -367,14 +473,16 @@ export class MuxSession implements Session {
       case "deltaRequest": {
         this.#received.requests++;
         const weight = this.#weigh(frame, "requests");
-        if (!ended && weight !== undefined) this.#deliverOrFail(this.#serverInbox.deliver(value.value, weight.bytes, weight.memory));
+        if (!ended && weight !== undefined)
+          this.#deliverOrFail(this.#serverInbox.deliver(value.value, weight.bytes, weight.memory));
         return;
       }
       case "response":
       case "deltaResponse": {
         this.#received.responses++;
         const weight = this.#weigh(frame, "responses");
-        if (!ended && weight !== undefined) this.#deliverOrFail(this.#clientInbox.deliver(value.value, weight.bytes, weight.memory));
+        if (!ended && weight !== undefined)
+          this.#deliverOrFail(this.#clientInbox.deliver(value.value, weight.bytes, weight.memory));
         return;
       }
       case "hello":
@@ -396,7 +504,14 @@ export class MuxSession implements Session {
       }
       case "windowUpdate":
         this.#received.control++;
-        this.#deliverOrFail(this.#outbox.addCredit(value.value.requests, value.value.responses, value.value.requestBytes, value.value.responseBytes));
+        this.#deliverOrFail(
+          this.#outbox.addCredit(
+            value.value.requests,
+            value.value.responses,
+            value.value.requestBytes,
+            value.value.responseBytes,
+          ),
+        );
         return;
       case "goaway": {
         this.#received.control++;
@@ -405,7 +520,10 @@ export class MuxSession implements Session {
         this.#finish(
           {
             code,
-            message: value.value.message === "" ? `the peer ended the session (${code})` : value.value.message,
+            message:
+              value.value.message === ""
+                ? `the peer ended the session (${code})`
+                : value.value.message,
             initiator: "peer",
             graceful: gracefulCodes.has(code),
           },
@@ -417,18 +535,29 @@ export class MuxSession implements Session {
         const lane = callLane(value.value);
         this.#received[lane]++;
         const weight = this.#weigh(frame, lane);
-        if (!ended && weight !== undefined) this.#deliverOrFail(this.#onCall(value.value, lane, weight.bytes));
+        if (!ended && weight !== undefined)
+          this.#deliverOrFail(this.#onCall(value.value, lane, weight.bytes));
         return;
       }
       case "batch":
         if (!this.#options.features.includes("batching")) {
-          this.#protocolError("the peer sent a batch, but this side's hello did not offer the batching feature");
+          this.#protocolError(
+            "the peer sent a batch, but this side's hello did not offer the batching feature",
+          );
           return;
         }
         for (const inner of value.value.frames) {
           const kind = inner.value.case;
-          if (kind !== "request" && kind !== "deltaRequest" && kind !== "response" && kind !== "deltaResponse" && kind !== "call") {
-            this.#protocolError(`a batch may hold only requests, responses and calls, got ${frameKind(inner)}`);
+          if (
+            kind !== "request" &&
+            kind !== "deltaRequest" &&
+            kind !== "response" &&
+            kind !== "deltaResponse" &&
+            kind !== "call"
+          ) {
+            this.#protocolError(
+              `a batch may hold only requests, responses and calls, got ${frameKind(inner)}`,
+            );
             return;
           }
           this.#dispatch(inner);
@@ -436,7 +565,9 @@ export class MuxSession implements Session {
         }
         return;
       case undefined:
-        this.#protocolError("the peer sent a frame of a kind this version does not know; check that both sides run compatible kds-mux versions");
+        this.#protocolError(
+          "the peer sent a frame of a kind this version does not know; check that both sides run compatible kds-mux versions",
+        );
         return;
     }
   }
@@ -444,7 +575,11 @@ export class MuxSession implements Session {
   /** What this side offers in its hello. */
   #offer(): HelloOffer {
     const o = this.#options;
-    return { versions: o.protocolVersions, features: o.features, softwareVersion: o.softwareVersion };
+    return {
+      versions: o.protocolVersions,
+      features: o.features,
+      softwareVersion: o.softwareVersion,
+    };
   }
 
   #onHello(
@@ -463,14 +598,25 @@ export class MuxSession implements Session {
     }
     const peerRole = this.role === "zone" ? "global" : "zone";
     const peerName = this.#expectedPeerId ?? hello.peerId;
-    const negotiated = negotiate(this.#offer(), hello, { local: this.role, peer: peerName === "" ? peerRole : `${peerRole} "${peerName}"` });
+    const negotiated = negotiate(this.#offer(), hello, {
+      local: this.role,
+      peer: peerName === "" ? peerRole : `${peerRole} "${peerName}"`,
+    });
     if ("refusal" in negotiated) {
       this.#protocolError(negotiated.refusal);
       return;
     }
     const { agreement } = negotiated;
-    if (hello.requestWindow < 1 || hello.responseWindow < 1 || hello.requestWindow > MAX_WINDOW || hello.responseWindow > MAX_WINDOW || hello.maxMessageBytes < 1024) {
-      this.#protocolError(`the peer's hello grants no usable window (requests ${hello.requestWindow}, responses ${hello.responseWindow}, max message ${hello.maxMessageBytes} bytes)`);
+    if (
+      hello.requestWindow < 1 ||
+      hello.responseWindow < 1 ||
+      hello.requestWindow > MAX_WINDOW ||
+      hello.responseWindow > MAX_WINDOW ||
+      hello.maxMessageBytes < 1024
+    ) {
+      this.#protocolError(
+        `the peer's hello grants no usable window (requests ${hello.requestWindow}, responses ${hello.responseWindow}, max message ${hello.maxMessageBytes} bytes)`,
+      );
       return;
     }
     const badBytes = (bytes: number): boolean => bytes < 1024 || bytes > MAX_WINDOW_BYTES;
@@ -482,7 +628,9 @@ export class MuxSession implements Session {
       return;
     }
     if (this.#expectedPeerId !== undefined && hello.peerId !== this.#expectedPeerId) {
-      this.#protocolError(`the peer named itself "${hello.peerId}" in its hello but was admitted as "${this.#expectedPeerId}"`);
+      this.#protocolError(
+        `the peer named itself "${hello.peerId}" in its hello but was admitted as "${this.#expectedPeerId}"`,
+      );
       return;
     }
     const peer: PeerSettings = {
@@ -523,7 +671,16 @@ export class MuxSession implements Session {
     if (this.#callListener !== undefined) return this.#callListener(call);
     if (call.kind.case === "open") {
       // Nothing here serves calls: refuse, so the caller is not left waiting.
-      const end = create(CallSchema, { id: call.id, kind: { case: "end", value: { error: `${this.role} "${this.localId}" serves no calls over the mux`, code: "unimplemented" } } });
+      const end = create(CallSchema, {
+        id: call.id,
+        kind: {
+          case: "end",
+          value: {
+            error: `${this.role} "${this.localId}" serves no calls over the mux`,
+            code: "unimplemented",
+          },
+        },
+      });
       this.calls.send(end).catch(() => undefined); // fails only once the session has ended, when the caller fails anyway
     }
     return undefined;
@@ -536,7 +693,10 @@ export class MuxSession implements Session {
   }
 
   #resourceExhausted(message: string, cause?: unknown): void {
-    this.#finish({ code: "resource_exhausted", message, initiator: "local", graceful: false, cause }, GoAwayReason.RESOURCE_EXHAUSTED);
+    this.#finish(
+      { code: "resource_exhausted", message, initiator: "local", graceful: false, cause },
+      GoAwayReason.RESOURCE_EXHAUSTED,
+    );
   }
 
   /** This session as a holder of the process's memory budget: when it holds the most of an exhausted budget, it ends. */
@@ -548,11 +708,17 @@ export class MuxSession implements Session {
       },
       evict: (message) => this.#resourceExhausted(message),
     };
-    return { reserve: (bytes) => budget.reserve(holder, bytes), release: (bytes) => budget.release(holder, bytes) };
+    return {
+      reserve: (bytes) => budget.reserve(holder, bytes),
+      release: (bytes) => budget.release(holder, bytes),
+    };
   }
 
   #protocolError(message: string, cause?: unknown): void {
-    this.#finish({ code: "protocol_error", message, initiator: "local", graceful: false, cause }, GoAwayReason.PROTOCOL_ERROR);
+    this.#finish(
+      { code: "protocol_error", message, initiator: "local", graceful: false, cause },
+      GoAwayReason.PROTOCOL_ERROR,
+    );
   }
 
   #tick(): void {
@@ -561,7 +727,12 @@ export class MuxSession implements Session {
     const o = this.#options;
     if (this.#state.kind === "handshaking" && now - this.#lastHeard > o.handshakeTimeoutMs) {
       this.#finish(
-        { code: "handshake_timeout", message: `the peer sent no hello within ${o.handshakeTimeoutMs} ms; check that it runs kds-mux and is reachable`, initiator: "local", graceful: false },
+        {
+          code: "handshake_timeout",
+          message: `the peer sent no hello within ${o.handshakeTimeoutMs} ms; check that it runs kds-mux and is reachable`,
+          initiator: "local",
+          graceful: false,
+        },
         GoAwayReason.PROTOCOL_ERROR,
       );
       return;
@@ -591,7 +762,8 @@ export class MuxSession implements Session {
       );
       return;
     }
-    if (this.#state.kind === "open" && now - this.#lastPingAt >= o.heartbeatIntervalMs) this.#ping(now);
+    if (this.#state.kind === "open" && now - this.#lastPingAt >= o.heartbeatIntervalMs)
+      this.#ping(now);
     // Credit the inboxes kept back (see Inbox): a peer never waits longer than one tick for it.
     this.#serverInbox.grantPending();
     this.#clientInbox.grantPending();
@@ -610,15 +782,25 @@ export class MuxSession implements Session {
     const before = this.#state;
     this.#state = transition(before, { type: "end", end });
     if (this.#state === before) return;
-    if (before.kind === "open") this.#metrics.sessionClosed(before.peer.peerId, end.code, peerVersion(before.peer));
-    const error = new KdsError("session_closed", `the session has ended (${end.code}): ${end.message}`, { cause: end });
+    if (before.kind === "open")
+      this.#metrics.sessionClosed(before.peer.peerId, end.code, peerVersion(before.peer));
+    const error = new KdsError(
+      "session_closed",
+      `the session has ended (${end.code}): ${end.message}`,
+      { cause: end },
+    );
     // A failed session drops what it buffered at once (frees its memory budget); a deliberate end hands it out first.
     this.#serverInbox.close(error, end.graceful);
     this.#clientInbox.close(error, end.graceful);
     this.#ready.reject(error);
     // Answer nothing to a peer that already ended its side; tell any other peer why.
     const sendGoAway = goaway !== undefined && !this.#peerEndedStream && end.initiator === "local";
-    this.#outbox.finish(error, sendGoAway ? { case: "goaway", value: { reason: goaway, message: end.message, reconnectTo } } : undefined);
+    this.#outbox.finish(
+      error,
+      sendGoAway
+        ? { case: "goaway", value: { reason: goaway, message: end.message, reconnectTo } }
+        : undefined,
+    );
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#graceTimer = setTimeout(() => this.#release(), this.#options.closeGraceMs);
@@ -653,8 +835,16 @@ export class MuxSession implements Session {
 }
 
 /** What metrics record of a peer: the session's protocol version and features, and the peer's software version. */
-function peerVersion(peer: PeerSettings): { protocolVersion: number; softwareVersion: string; features: readonly string[] } {
-  return { protocolVersion: peer.protocolVersion, softwareVersion: peer.softwareVersion, features: peer.features };
+function peerVersion(peer: PeerSettings): {
+  protocolVersion: number;
+  softwareVersion: string;
+  features: readonly string[];
+} {
+  return {
+    protocolVersion: peer.protocolVersion,
+    softwareVersion: peer.softwareVersion,
+    features: peer.features,
+  };
 }
 
 function describe(error: unknown): string {

@@ -91,7 +91,12 @@ export type SessionEvent =
   | { readonly type: "released" };
 
 /** Codes that mean a deliberate close rather than a failure. */
-export const gracefulCodes: ReadonlySet<SessionEndCode> = new Set(["shutdown", "replaced", "zone_revoked", "reconnect"]);
+export const gracefulCodes: ReadonlySet<SessionEndCode> = new Set([
+  "shutdown",
+  "replaced",
+  "zone_revoked",
+  "reconnect",
+]);
 
 /**
  * The one transition function. Events that make no sense in a state leave it

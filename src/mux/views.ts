@@ -63,9 +63,17 @@ export interface CallPort {
 /** Live figures of a session. */
 export interface SessionStats {
   /** Frames handed to the transport. */
-  readonly sent: { readonly requests: number; readonly responses: number; readonly control: number };
+  readonly sent: {
+    readonly requests: number;
+    readonly responses: number;
+    readonly control: number;
+  };
   /** Frames read from the transport. */
-  readonly received: { readonly requests: number; readonly responses: number; readonly control: number };
+  readonly received: {
+    readonly requests: number;
+    readonly responses: number;
+    readonly control: number;
+  };
   /** Frames waiting in each view's receive buffer. */
   readonly buffered: { readonly requests: number; readonly responses: number };
   /** Bytes (by credit size) waiting in each view's receive buffer. */

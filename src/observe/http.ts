@@ -44,24 +44,55 @@ const encoder = new TextEncoder();
  * resolves with undefined for any other, so it can sit in front of another
  * handler.
  */
-export function observeHandler(options: ObserveOptions): (request: Request) => Promise<Response | undefined> {
+export function observeHandler(
+  options: ObserveOptions,
+): (request: Request) => Promise<Response | undefined> {
   return async (request) => {
     const path = new URL(request.url).pathname;
     const { metrics, status, page } = options;
-    const owned = (metrics !== undefined && path === "/metrics") || (status !== undefined && (path === "/status.json" || path === "/status/events" || (page !== undefined && path === "/")));
+    const owned =
+      (metrics !== undefined && path === "/metrics") ||
+      (status !== undefined &&
+        (path === "/status.json" ||
+          path === "/status/events" ||
+          (page !== undefined && path === "/")));
     if (!owned) return undefined;
-    if (request.method !== "GET" && request.method !== "HEAD") return new Response("only GET and HEAD are served here\n", { status: 405, headers: { allow: "GET, HEAD" } });
+    if (request.method !== "GET" && request.method !== "HEAD")
+      return new Response("only GET and HEAD are served here\n", {
+        status: 405,
+        headers: { allow: "GET, HEAD" },
+      });
     const head = request.method === "HEAD";
     if (path === "/metrics" && metrics !== undefined) {
       const body = await metrics.text();
-      return new Response(head ? null : body, { headers: { "content-type": metrics.contentType, "cache-control": "no-store" } });
+      return new Response(head ? null : body, {
+        headers: { "content-type": metrics.contentType, "cache-control": "no-store" },
+      });
     }
     if (status === undefined) return undefined;
-    if (path === "/" && page !== undefined) return new Response(head ? null : page, { headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" } });
-    if (path === "/status.json") return Response.json(await status.snapshot(), { headers: { "cache-control": "no-store" } });
-    return new Response(head ? null : eventStream(status, request.signal, options.refreshMs ?? 2_000, options.minIntervalMs ?? 200), {
-      headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-store", "x-accel-buffering": "no" },
-    });
+    if (path === "/" && page !== undefined)
+      return new Response(head ? null : page, {
+        headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" },
+      });
+    if (path === "/status.json")
+      return Response.json(await status.snapshot(), { headers: { "cache-control": "no-store" } });
+    return new Response(
+      head
+        ? null
+        : eventStream(
+            status,
+            request.signal,
+            options.refreshMs ?? 2_000,
+            options.minIntervalMs ?? 200,
+          ),
+      {
+        headers: {
+          "content-type": "text/event-stream; charset=utf-8",
+          "cache-control": "no-store",
+          "x-accel-buffering": "no",
+        },
+      },
+    );
   };
 }
 
@@ -70,7 +101,12 @@ export function observeHandler(options: ObserveOptions): (request: Request) => P
  * snapshot is taken only when the client has read the previous one, so a
  * slow client holds at most one event, never a queue.
  */
-function eventStream(feed: StatusFeed, requestSignal: AbortSignal, refreshMs: number, minIntervalMs: number): ReadableStream<Uint8Array> {
+function eventStream(
+  feed: StatusFeed,
+  requestSignal: AbortSignal,
+  refreshMs: number,
+  minIntervalMs: number,
+): ReadableStream<Uint8Array> {
   const stop = new AbortController();
   const onAbort = (): void => stop.abort();
   requestSignal.addEventListener("abort", onAbort, { once: true });

@@ -124,10 +124,12 @@ export function fanOutMetrics(...sinks: Metrics[]): Metrics {
   if (sinks.length === 1) return sinks[0] as Metrics;
   return {
     sessionOpened: (peer, version) => sinks.forEach((s) => s.sessionOpened(peer, version)),
-    sessionClosed: (peer, code, version) => sinks.forEach((s) => s.sessionClosed(peer, code, version)),
+    sessionClosed: (peer, code, version) =>
+      sinks.forEach((s) => s.sessionClosed(peer, code, version)),
     admission: (result) => sinks.forEach((s) => s.admission(result)),
     connection: (listener, event) => sinks.forEach((s) => s.connection(listener, event)),
-    frames: (direction, lane, frames, bytes) => sinks.forEach((s) => s.frames(direction, lane, frames, bytes)),
+    frames: (direction, lane, frames, bytes) =>
+      sinks.forEach((s) => s.frames(direction, lane, frames, bytes)),
     creditWait: (lane, ms) => sinks.forEach((s) => s.creditWait(lane, ms)),
     discovery: (event, peer, kind) => sinks.forEach((s) => s.discovery(event, peer, kind)),
     syncLag: (peer, kind, ms) => sinks.forEach((s) => s.syncLag(peer, kind, ms)),

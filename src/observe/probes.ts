@@ -49,18 +49,23 @@ export class StoreHealth {
     const check = (): void => {
       if (this.#pendingSince !== undefined || signal.aborted) return;
       this.#pendingSince = performance.now();
-      this.#store.revision({ signal: AbortSignal.any([signal, AbortSignal.timeout(STORE_PROBE_TIMEOUT_MS)]) }).then(
-        () => {
-          this.#ok = true;
-        },
-        (error: unknown) => {
-          this.#ok = false;
-          if (!signal.aborted) this.#onError(error);
-        },
-      ).finally(() => {
-        this.#pendingSince = undefined;
-        this.#checked = true;
-      });
+      this.#store
+        .revision({
+          signal: AbortSignal.any([signal, AbortSignal.timeout(STORE_PROBE_TIMEOUT_MS)]),
+        })
+        .then(
+          () => {
+            this.#ok = true;
+          },
+          (error: unknown) => {
+            this.#ok = false;
+            if (!signal.aborted) this.#onError(error);
+          },
+        )
+        .finally(() => {
+          this.#pendingSince = undefined;
+          this.#checked = true;
+        });
     };
     check();
     const timer = setInterval(check, STORE_PROBE_INTERVAL_MS);
@@ -69,8 +74,13 @@ export class StoreHealth {
 
   /** Undefined when the last check succeeded and none has been waiting too long; else why not. */
   reason(): string | undefined {
-    if (!this.#checked && this.#pendingSince === undefined) return "starting: the store was not checked yet";
-    if (this.#pendingSince !== undefined && performance.now() - this.#pendingSince > STORE_PROBE_TIMEOUT_MS) return `store unreachable: it did not answer within ${STORE_PROBE_TIMEOUT_MS} ms`;
+    if (!this.#checked && this.#pendingSince === undefined)
+      return "starting: the store was not checked yet";
+    if (
+      this.#pendingSince !== undefined &&
+      performance.now() - this.#pendingSince > STORE_PROBE_TIMEOUT_MS
+    )
+      return `store unreachable: it did not answer within ${STORE_PROBE_TIMEOUT_MS} ms`;
     if (!this.#checked) return "starting: the store was not checked yet";
     return this.#ok ? undefined : "store unreachable: its last check failed";
   }
@@ -88,10 +98,13 @@ export function readinessOf(reasons: readonly (string | undefined)[]): Readiness
  * answer from state at hand, see {@link StoreHealth}); undefined for any
  * other request (so a fallback chain goes on).
  */
-export function probeHandler(readiness: () => Readiness): (request: Request) => Promise<Response | undefined> {
+export function probeHandler(
+  readiness: () => Readiness,
+): (request: Request) => Promise<Response | undefined> {
   return async (request) => {
     const path = new URL(request.url).pathname;
-    if (!PROBE_PATHS.has(path) || (request.method !== "GET" && request.method !== "HEAD")) return undefined;
+    if (!PROBE_PATHS.has(path) || (request.method !== "GET" && request.method !== "HEAD"))
+      return undefined;
     const headers = { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" };
     if (path === "/livez") return new Response("ok\n", { status: 200, headers });
     const state = readiness();

@@ -13,7 +13,15 @@
  * @module
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { AdmissionResult, ConnectionEvent, DiscoveryEvent, ListenerName, MetricLane, Metrics, PeerVersion } from "./metrics.ts";
+import type {
+  AdmissionResult,
+  ConnectionEvent,
+  DiscoveryEvent,
+  ListenerName,
+  MetricLane,
+  Metrics,
+  PeerVersion,
+} from "./metrics.ts";
 
 /** The names of every series {@link PrometheusMetrics} exposes (for docs and tests). */
 export const METRIC_NAMES = Object.freeze([
@@ -41,9 +49,13 @@ export const METRIC_NAMES = Object.freeze([
 ] as const);
 
 /** Buckets of the sync lag histogram, in seconds (1 ms to 1 min). */
-const LAG_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const LAG_BUCKETS = [
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+];
 /** Buckets of the store latency histogram, in seconds (50 µs to 5 s). */
-const STORE_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5];
+const STORE_BUCKETS = [
+  0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5,
+];
 
 /**
  * A peer's software version as a label value: the peer chooses it, so only a
@@ -85,17 +97,41 @@ export class PrometheusMetrics implements Metrics {
   constructor(options: { labels?: Record<string, string> } = {}) {
     if (options.labels !== undefined) this.registry.setDefaultLabels(options.labels);
     const registers = [this.registry];
-    this.#sessionsOpen = new Gauge({ name: "kds_sessions_open", help: "Mux sessions whose handshake finished and that have not ended.", registers });
-    this.#sessionsClosed = new Counter({ name: "kds_sessions_closed_total", help: "Mux sessions that ended after their handshake, by end code.", labelNames: ["code"], registers });
+    this.#sessionsOpen = new Gauge({
+      name: "kds_sessions_open",
+      help: "Mux sessions whose handshake finished and that have not ended.",
+      registers,
+    });
+    this.#sessionsClosed = new Counter({
+      name: "kds_sessions_closed_total",
+      help: "Mux sessions that ended after their handshake, by end code.",
+      labelNames: ["code"],
+      registers,
+    });
     this.#byVersion = new Gauge({
       name: "kds_sessions_open_by_version",
-      help: "Open mux sessions by the protocol version they run and the peer's software version (\"unknown\" from a version 2 peer, \"other\" when it is not a plain version string).",
+      help: 'Open mux sessions by the protocol version they run and the peer\'s software version ("unknown" from a version 2 peer, "other" when it is not a plain version string).',
       labelNames: ["protocol_version", "software_version"],
       registers,
     });
-    this.#byFeature = new Gauge({ name: "kds_sessions_open_by_feature", help: "Open mux sessions by feature they use (batching, calls).", labelNames: ["feature"], registers });
-    this.#admissions = new Counter({ name: "kds_admissions_total", help: "Zone streams the global admitted or refused, by result.", labelNames: ["result"], registers });
-    this.#connectionsOpen = new Gauge({ name: "kds_connections_open", help: "Open connections per listener (zones: the one zones dial; admin: the admin API's).", labelNames: ["listener"], registers });
+    this.#byFeature = new Gauge({
+      name: "kds_sessions_open_by_feature",
+      help: "Open mux sessions by feature they use (batching, calls).",
+      labelNames: ["feature"],
+      registers,
+    });
+    this.#admissions = new Counter({
+      name: "kds_admissions_total",
+      help: "Zone streams the global admitted or refused, by result.",
+      labelNames: ["result"],
+      registers,
+    });
+    this.#connectionsOpen = new Gauge({
+      name: "kds_connections_open",
+      help: "Open connections per listener (zones: the one zones dial; admin: the admin API's).",
+      labelNames: ["listener"],
+      registers,
+    });
     this.#connectionsRefused = new Counter({
       name: "kds_connections_refused_total",
       help: "Connections closed at once because the listener already held its maximum (--max-connections, --admin-max-connections).",
@@ -144,9 +180,24 @@ export class PrometheusMetrics implements Metrics {
       labelNames: ["lane"],
       registers,
     });
-    this.#responsesSent = new Counter({ name: "kds_discovery_responses_sent_total", help: "Discovery responses this side sent, by kind.", labelNames: ["kind"], registers });
-    this.#acks = new Counter({ name: "kds_discovery_acks_total", help: "ACKs the peer sent for this side's responses, by kind.", labelNames: ["kind"], registers });
-    this.#nacks = new Counter({ name: "kds_discovery_nacks_total", help: "NACKs the peer sent for this side's responses, by kind.", labelNames: ["kind"], registers });
+    this.#responsesSent = new Counter({
+      name: "kds_discovery_responses_sent_total",
+      help: "Discovery responses this side sent, by kind.",
+      labelNames: ["kind"],
+      registers,
+    });
+    this.#acks = new Counter({
+      name: "kds_discovery_acks_total",
+      help: "ACKs the peer sent for this side's responses, by kind.",
+      labelNames: ["kind"],
+      registers,
+    });
+    this.#nacks = new Counter({
+      name: "kds_discovery_nacks_total",
+      help: "NACKs the peer sent for this side's responses, by kind.",
+      labelNames: ["kind"],
+      registers,
+    });
     this.#partialAcks = new Counter({
       name: "kds_discovery_partial_acks_total",
       help: "ACKs in which the peer reported resources of this side's it rejects (per-resource errors; inspect zones names them), by kind.",
@@ -198,7 +249,13 @@ export class PrometheusMetrics implements Metrics {
 
   /** Moves the per-version and per-feature gauges of open sessions by `by`. */
   #countVersion(version: PeerVersion, by: number): void {
-    this.#byVersion.inc({ protocol_version: String(version.protocolVersion), software_version: softwareLabel(version.softwareVersion) }, by);
+    this.#byVersion.inc(
+      {
+        protocol_version: String(version.protocolVersion),
+        software_version: softwareLabel(version.softwareVersion),
+      },
+      by,
+    );
     for (const feature of version.features) this.#byFeature.inc({ feature }, by);
   }
 

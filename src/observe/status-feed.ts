@@ -45,13 +45,18 @@ export interface TypeSyncStatusJson extends TypeSyncStatus {
 }
 
 /** A zone's status as JSON (dates as ms since the epoch). */
-export interface ZoneStatusJson extends Omit<ZoneStatus, "connectedAt" | "disconnectedAt" | "lastError" | "types"> {
+export interface ZoneStatusJson
+  extends Omit<ZoneStatus, "connectedAt" | "disconnectedAt" | "lastError" | "types"> {
   /** When the current or last session started. */
   readonly connectedAt: number | null;
   /** When the last session ended. */
   readonly disconnectedAt: number | null;
   /** The last failure a side named, kept when later sessions end cleanly (see {@link ZoneStatus.lastError}); `at` in ms since the epoch. */
-  readonly lastError: { readonly code: string; readonly message: string; readonly at: number } | null;
+  readonly lastError: {
+    readonly code: string;
+    readonly message: string;
+    readonly at: number;
+  } | null;
   /** Per type. */
   readonly types: readonly TypeSyncStatusJson[];
 }
@@ -110,7 +115,12 @@ export class StatusFeed {
       },
       sessionClosed: (peer, code) => {
         const i = this.#sessions.findIndex((s) => s.peer === peer && s.endedAt === undefined);
-        if (i >= 0) this.#sessions[i] = { ...(this.#sessions[i] as SessionEntry), endedAt: this.#now(), endCode: code };
+        if (i >= 0)
+          this.#sessions[i] = {
+            ...(this.#sessions[i] as SessionEntry),
+            endedAt: this.#now(),
+            endCode: code,
+          };
         this.#changed();
       },
       discovery: () => this.#changed(),
@@ -150,7 +160,8 @@ export class StatusFeed {
       ...z,
       connectedAt: z.connectedAt?.getTime() ?? null,
       disconnectedAt: z.disconnectedAt?.getTime() ?? null,
-      lastError: z.lastError === undefined ? null : { ...z.lastError, at: z.lastError.at.getTime() },
+      lastError:
+        z.lastError === undefined ? null : { ...z.lastError, at: z.lastError.at.getTime() },
       types: z.types.map((t) => ({ ...t, side: sideOf(this.#options.role, t.direction) })),
     };
   }
@@ -160,13 +171,16 @@ export class StatusFeed {
     let points = this.#lag.get(zone);
     if (points === undefined) {
       points = [];
-      if (this.#lag.size >= MAX_LAG_ZONES) this.#lag.delete(this.#lag.keys().next().value as string);
+      if (this.#lag.size >= MAX_LAG_ZONES)
+        this.#lag.delete(this.#lag.keys().next().value as string);
     } else this.#lag.delete(zone); // re-inserted below: the map stays ordered by last update
     this.#lag.set(zone, points);
     const last = points.at(-1);
-    if (last !== undefined && last.t === second) points[points.length - 1] = { t: second, ms: Math.max(last.ms, ms) };
+    if (last !== undefined && last.t === second)
+      points[points.length - 1] = { t: second, ms: Math.max(last.ms, ms) };
     else points.push({ t: second, ms });
-    while (points.length > 0 && (points[0] as LagPoint).t <= second - LAG_SECONDS * 1000) points.shift();
+    while (points.length > 0 && (points[0] as LagPoint).t <= second - LAG_SECONDS * 1000)
+      points.shift();
     this.#changed();
   }
 

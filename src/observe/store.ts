@@ -13,7 +13,11 @@ import type { Metrics } from "./metrics.ts";
  * and outcome as `storeOperation(methodName, ms, ok)`. Calls run on `store`
  * itself (private fields keep working); results and errors are unchanged.
  */
-export function instrumentStore<T extends object>(store: T, metrics: Metrics, now: () => number = () => performance.now()): T {
+export function instrumentStore<T extends object>(
+  store: T,
+  metrics: Metrics,
+  now: () => number = () => performance.now(),
+): T {
   const wrapped = new Map<PropertyKey, unknown>();
   return new Proxy(store, {
     get(target, property) {

@@ -39,7 +39,12 @@ interface TypeClocks {
  * Observers for one stream with `peer`, reporting to `metrics`. `kindOf`
  * names a type URL's kind (the label metrics use).
  */
-export function streamObservers(metrics: Metrics, peer: string, kindOf: (typeUrl: string) => string, now: () => number = () => performance.now()): StreamObservers {
+export function streamObservers(
+  metrics: Metrics,
+  peer: string,
+  kindOf: (typeUrl: string) => string,
+  now: () => number = () => performance.now(),
+): StreamObservers {
   const types = new Map<string, TypeClocks>();
   const clocks = (typeUrl: string): TypeClocks => {
     let c = types.get(typeUrl);
@@ -54,7 +59,8 @@ export function streamObservers(metrics: Metrics, peer: string, kindOf: (typeUrl
     if (earlier !== undefined && earlier <= since) return;
     c.pending.delete(key);
     c.pending.set(key, since);
-    if (c.pending.size > MAX_TRACKED_KEYS) c.pending.delete(c.pending.keys().next().value as string);
+    if (c.pending.size > MAX_TRACKED_KEYS)
+      c.pending.delete(c.pending.keys().next().value as string);
   };
   const putBack = (typeUrl: string, nonce: string): void => {
     const c = clocks(typeUrl);
@@ -117,11 +123,16 @@ export function streamObservers(metrics: Metrics, peer: string, kindOf: (typeUrl
 export function combineServerObservers(...observers: ServerObserver[]): ServerObserver {
   return {
     sent: (typeUrl, info) => observers.forEach((o) => o.sent?.(typeUrl, info)),
-    acked: (typeUrl, version, nonce) => observers.forEach((o) => o.acked?.(typeUrl, version, nonce)),
-    nacked: (typeUrl, version, error, nonce) => observers.forEach((o) => o.nacked?.(typeUrl, version, error, nonce)),
-    stalled: (typeUrl, nonce, waitedMs) => observers.forEach((o) => o.stalled?.(typeUrl, nonce, waitedMs)),
-    oversized: (typeUrl, key, bytes, limit) => observers.forEach((o) => o.oversized?.(typeUrl, key, bytes, limit)),
-    resourceErrors: (typeUrl, errors, omitted) => observers.forEach((o) => o.resourceErrors?.(typeUrl, errors, omitted)),
+    acked: (typeUrl, version, nonce) =>
+      observers.forEach((o) => o.acked?.(typeUrl, version, nonce)),
+    nacked: (typeUrl, version, error, nonce) =>
+      observers.forEach((o) => o.nacked?.(typeUrl, version, error, nonce)),
+    stalled: (typeUrl, nonce, waitedMs) =>
+      observers.forEach((o) => o.stalled?.(typeUrl, nonce, waitedMs)),
+    oversized: (typeUrl, key, bytes, limit) =>
+      observers.forEach((o) => o.oversized?.(typeUrl, key, bytes, limit)),
+    resourceErrors: (typeUrl, errors, omitted) =>
+      observers.forEach((o) => o.resourceErrors?.(typeUrl, errors, omitted)),
     unknownType: (typeUrl) => observers.forEach((o) => o.unknownType?.(typeUrl)),
   };
 }
@@ -130,7 +141,9 @@ export function combineServerObservers(...observers: ServerObserver[]): ServerOb
 export function combineClientObservers(...observers: ClientObserver[]): ClientObserver {
   return {
     accepted: (typeUrl, info) => observers.forEach((o) => o.accepted?.(typeUrl, info)),
-    rejected: (typeUrl, version, error) => observers.forEach((o) => o.rejected?.(typeUrl, version, error)),
-    resourceRejected: (typeUrl, key, reason) => observers.forEach((o) => o.resourceRejected?.(typeUrl, key, reason)),
+    rejected: (typeUrl, version, error) =>
+      observers.forEach((o) => o.rejected?.(typeUrl, version, error)),
+    resourceRejected: (typeUrl, key, reason) =>
+      observers.forEach((o) => o.resourceRejected?.(typeUrl, key, reason)),
   };
 }

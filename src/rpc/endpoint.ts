@@ -25,7 +25,13 @@
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { createUniversalHandlerClient, type UniversalClientFn, type UniversalClientRequest, type UniversalClientResponse, type UniversalHandler } from "@connectrpc/connect/protocol";
+import {
+  createUniversalHandlerClient,
+  type UniversalClientFn,
+  type UniversalClientRequest,
+  type UniversalClientResponse,
+  type UniversalHandler,
+} from "@connectrpc/connect/protocol";
 import { KdsError } from "../errors.ts";
 import { CallSchema, type Call, type CallEnd, type CallHead } from "../gen/kds/mux/v1/mux_pb.ts";
 import type { Session } from "../mux/views.ts";
@@ -73,12 +79,20 @@ const endpoints = new WeakMap<Session, CallEndpoint>();
  * (for example `createConnectRouter(...).handlers`) once, before the peer
  * can call, to serve them; without them every call is refused.
  */
-export function callEndpoint(session: Session, handlers?: readonly UniversalHandler[], options?: CallEndpointOptions): CallEndpoint {
+export function callEndpoint(
+  session: Session,
+  handlers?: readonly UniversalHandler[],
+  options?: CallEndpointOptions,
+): CallEndpoint {
   let endpoint = endpoints.get(session);
   if (endpoint === undefined) {
     endpoint = new CallEndpoint(session, handlers, options);
     endpoints.set(session, endpoint);
-  } else if (handlers !== undefined) throw new KdsError("busy", "this session already has a call endpoint; give it its handlers when it is first created");
+  } else if (handlers !== undefined)
+    throw new KdsError(
+      "busy",
+      "this session already has a call endpoint; give it its handlers when it is first created",
+    );
   return endpoint;
 }
 
@@ -97,7 +111,11 @@ export class CallEndpoint {
   #nextId = 1n;
 
   /** Use {@link callEndpoint}. */
-  constructor(session: Session, handlers: readonly UniversalHandler[] | undefined, options: CallEndpointOptions = {}) {
+  constructor(
+    session: Session,
+    handlers: readonly UniversalHandler[] | undefined,
+    options: CallEndpointOptions = {},
+  ) {
     this.#session = session;
     this.#window = options.window ?? 8;
     this.#maxCalls = options.maxCalls ?? 16;
@@ -118,11 +136,23 @@ export class CallEndpoint {
     const session = this.#session;
     if (session.end !== undefined) throw sessionGone(session);
     if (!session.calls.peerAcceptsCalls()) {
-      throw new ConnectError(`${session.role === "global" ? `zone "${session.peerId}"` : "the global"} runs a kds-mux version without reverse calls; upgrade it`, Code.Unimplemented);
+      throw new ConnectError(
+        `${session.role === "global" ? `zone "${session.peerId}"` : "the global"} runs a kds-mux version without reverse calls; upgrade it`,
+        Code.Unimplemented,
+      );
     }
     const body = await collect(request.body, this.#maxRequestBytes);
     const id = this.#nextId++;
-    const call: OutgoingCall = { head: deferred<CallHead>(), chunks: [], trailer: new Headers(), allowed: this.#window, read: 0, end: undefined, failure: undefined, wake: new Waker() };
+    const call: OutgoingCall = {
+      head: deferred<CallHead>(),
+      chunks: [],
+      trailer: new Headers(),
+      allowed: this.#window,
+      read: 0,
+      end: undefined,
+      failure: undefined,
+      wake: new Waker(),
+    };
     call.head.promise.catch(() => undefined);
     this.#outgoing.set(id, call);
     const signal = request.signal;
@@ -138,12 +168,33 @@ export class CallEndpoint {
     };
     try {
       if (signal?.aborted) throw abortReason(signal);
-      await session.calls.send(create(CallSchema, { id, kind: { case: "open", value: { path: new URL(request.url).pathname, headers: toRecord(request.header), body, window: this.#window } } }), signal);
+      await session.calls.send(
+        create(CallSchema, {
+          id,
+          kind: {
+            case: "open",
+            value: {
+              path: new URL(request.url).pathname,
+              headers: toRecord(request.header),
+              body,
+              window: this.#window,
+            },
+          },
+        }),
+        signal,
+      );
       const head = await call.head.promise;
-      return { status: head.status, header: new Headers(head.headers), trailer: call.trailer, body: this.#body(id, call, finished) };
+      return {
+        status: head.status,
+        header: new Headers(head.headers),
+        trailer: call.trailer,
+        body: this.#body(id, call, finished),
+      };
     } catch (error) {
       finished();
-      throw error instanceof KdsError && KdsError.is(error, "session_closed") ? sessionGone(session) : error;
+      throw error instanceof KdsError && KdsError.is(error, "session_closed")
+        ? sessionGone(session)
+        : error;
     }
   }
 
@@ -208,7 +259,13 @@ export class CallEndpoint {
     const kind = call.kind;
     switch (kind.case) {
       case "open":
-        return this.#open(call.id, kind.value.path, kind.value.headers, kind.value.body, kind.value.window);
+        return this.#open(
+          call.id,
+          kind.value.path,
+          kind.value.headers,
+          kind.value.body,
+          kind.value.window,
+        );
       case "credit": {
         const incoming = this.#incoming.get(call.id);
         if (incoming !== undefined) {
@@ -218,7 +275,9 @@ export class CallEndpoint {
         return undefined;
       }
       case "cancel":
-        this.#incoming.get(call.id)?.abort.abort(new ConnectError("the caller cancelled the call", Code.Canceled));
+        this.#incoming
+          .get(call.id)
+          ?.abort.abort(new ConnectError("the caller cancelled the call", Code.Canceled));
         return undefined;
       case "head": {
         this.#outgoing.get(call.id)?.head.resolve(kind.value);
@@ -228,7 +287,10 @@ export class CallEndpoint {
         const outgoing = this.#outgoing.get(call.id);
         if (outgoing === undefined) return undefined; // cancelled: frames already on their way
         if (outgoing.allowed <= 0) {
-          return new KdsError("protocol_error", `the peer sent more of call ${call.id} than the ${this.#window} frames of window it was granted`);
+          return new KdsError(
+            "protocol_error",
+            `the peer sent more of call ${call.id} than the ${this.#window} frames of window it was granted`,
+          );
         }
         outgoing.allowed--;
         outgoing.chunks.push(kind.value);
@@ -240,22 +302,37 @@ export class CallEndpoint {
         if (outgoing === undefined) return undefined;
         const end = kind.value;
         for (const [name, value] of Object.entries(end.trailers)) outgoing.trailer.set(name, value);
-        if (end.error !== "") this.#fail(call.id, outgoing, new ConnectError(end.error, codeOf(end.code)));
+        if (end.error !== "")
+          this.#fail(call.id, outgoing, new ConnectError(end.error, codeOf(end.code)));
         else {
           outgoing.end = end;
-          outgoing.head.reject(new ConnectError("the callee ended the call without a response head", Code.Internal));
+          outgoing.head.reject(
+            new ConnectError("the callee ended the call without a response head", Code.Internal),
+          );
           outgoing.wake.wake();
         }
         return undefined;
       }
       case undefined:
-        return new KdsError("protocol_error", "the peer sent a call frame of a kind this version does not know; run compatible kds-mux versions");
+        return new KdsError(
+          "protocol_error",
+          "the peer sent a call frame of a kind this version does not know; run compatible kds-mux versions",
+        );
     }
   }
 
-  #open(id: bigint, path: string, headers: Record<string, string>, body: Uint8Array, window: number): KdsError | undefined {
+  #open(
+    id: bigint,
+    path: string,
+    headers: Record<string, string>,
+    body: Uint8Array,
+    window: number,
+  ): KdsError | undefined {
     if (this.#refusing >= this.#maxCalls * 4) {
-      return new KdsError("protocol_error", `the peer opened calls faster than ${this.#maxCalls * 4} refusals could be sent; a caller waits for each call's end`);
+      return new KdsError(
+        "protocol_error",
+        `the peer opened calls faster than ${this.#maxCalls * 4} refusals could be sent; a caller waits for each call's end`,
+      );
     }
     const refuse = (error: string, code: string): undefined => {
       this.#refusing++;
@@ -269,44 +346,95 @@ export class CallEndpoint {
       return refuse(`call ${id} is already open`, "invalid_argument");
     }
     if (this.#serve === undefined) {
-      const who = this.#session.role === "global" ? `global "${this.#session.localId}"` : `zone "${this.#session.localId}"`;
-      return refuse(`${who} serves no calls over the mux: reverse calls go from the global to a zone, and a zone reaches only its own services`, "permission_denied");
+      const who =
+        this.#session.role === "global"
+          ? `global "${this.#session.localId}"`
+          : `zone "${this.#session.localId}"`;
+      return refuse(
+        `${who} serves no calls over the mux: reverse calls go from the global to a zone, and a zone reaches only its own services`,
+        "permission_denied",
+      );
     }
     const handler = this.#handlers.get(path);
     if (handler === undefined) {
-      return refuse(`${this.#session.role} "${this.#session.localId}" serves no ${path} over reverse calls (a zone run by \`kds-mux zone\` serves its admin API; a library zone serves what its reverseCalls option registers)`, "unimplemented");
+      return refuse(
+        `${this.#session.role} "${this.#session.localId}" serves no ${path} over reverse calls (a zone run by \`kds-mux zone\` serves its admin API; a library zone serves what its reverseCalls option registers)`,
+        "unimplemented",
+      );
     }
     if (handler.method.methodKind !== "unary" && handler.method.methodKind !== "server_streaming") {
-      return refuse(`${path} is a ${handler.method.methodKind.replace("_", "-")} method; reverse calls carry unary and server-streaming calls only`, "unimplemented");
+      return refuse(
+        `${path} is a ${handler.method.methodKind.replace("_", "-")} method; reverse calls carry unary and server-streaming calls only`,
+        "unimplemented",
+      );
     }
     if (this.#incoming.size >= this.#maxCalls) {
-      return refuse(`${this.#maxCalls} calls already run on this session; retry when one has ended`, "resource_exhausted");
+      return refuse(
+        `${this.#maxCalls} calls already run on this session; retry when one has ended`,
+        "resource_exhausted",
+      );
     }
     const abort = new AbortController();
     const incoming: IncomingCall = { abort, credit: window, wake: new Waker() };
     this.#incoming.set(id, incoming);
-    void this.#serveCall(id, incoming, this.#serve, path, headers, body).finally(() => this.#incoming.delete(id));
+    void this.#serveCall(id, incoming, this.#serve, path, headers, body).finally(() =>
+      this.#incoming.delete(id),
+    );
     return undefined;
   }
 
-  async #serveCall(id: bigint, incoming: IncomingCall, serve: UniversalClientFn, path: string, headers: Record<string, string>, body: Uint8Array): Promise<void> {
+  async #serveCall(
+    id: bigint,
+    incoming: IncomingCall,
+    serve: UniversalClientFn,
+    path: string,
+    headers: Record<string, string>,
+    body: Uint8Array,
+  ): Promise<void> {
     const signal = incoming.abort.signal;
     const header = new Headers(headers);
     header.set(CALLER_HEADER, this.#session.peerId);
     try {
-      const response = await serve({ url: `http://kds-mux.invalid${path}`, method: "POST", header, body: once(body), signal });
-      await this.#session.calls.send(create(CallSchema, { id, kind: { case: "head", value: { status: response.status, headers: toRecord(response.header) } } }), signal);
+      const response = await serve({
+        url: `http://kds-mux.invalid${path}`,
+        method: "POST",
+        header,
+        body: once(body),
+        signal,
+      });
+      await this.#session.calls.send(
+        create(CallSchema, {
+          id,
+          kind: {
+            case: "head",
+            value: { status: response.status, headers: toRecord(response.header) },
+          },
+        }),
+        signal,
+      );
       for await (const chunk of response.body) {
         while (incoming.credit <= 0 && !signal.aborted) await incoming.wake.wait(signal); // a cancel frees a wait for credit
         if (signal.aborted) return;
         incoming.credit--;
-        await this.#session.calls.send(create(CallSchema, { id, kind: { case: "data", value: chunk } }), signal);
+        await this.#session.calls.send(
+          create(CallSchema, { id, kind: { case: "data", value: chunk } }),
+          signal,
+        );
       }
-      await this.#session.calls.send(create(CallSchema, { id, kind: { case: "end", value: { trailers: toRecord(response.trailer) } } }), signal);
+      await this.#session.calls.send(
+        create(CallSchema, {
+          id,
+          kind: { case: "end", value: { trailers: toRecord(response.trailer) } },
+        }),
+        signal,
+      );
     } catch (error) {
       if (signal.aborted || this.#session.end !== undefined) return; // cancelled or the session ended: the caller stopped waiting
       const e = ConnectError.from(error);
-      this.#send({ id, kind: { case: "end", value: { error: e.rawMessage, code: codeName(e.code) } } });
+      this.#send({
+        id,
+        kind: { case: "end", value: { error: e.rawMessage, code: codeName(e.code) } },
+      });
     }
   }
 
@@ -331,17 +459,25 @@ export class CallEndpoint {
 
 function sessionGone(session: Session): ConnectError {
   const peer = session.role === "global" ? `zone "${session.peerId}"` : "the global";
-  return new ConnectError(`the session with ${peer} ended (${session.end?.code ?? "closed"}) before the call finished; retry once it is connected again`, Code.Unavailable);
+  return new ConnectError(
+    `the session with ${peer} ended (${session.end?.code ?? "closed"}) before the call finished; retry once it is connected again`,
+    Code.Unavailable,
+  );
 }
 
 function abortReason(signal: AbortSignal | undefined): Error {
   const reason: unknown = signal?.reason;
-  return reason instanceof Error ? reason : new ConnectError("the call was cancelled", Code.Canceled);
+  return reason instanceof Error
+    ? reason
+    : new ConnectError("the call was cancelled", Code.Canceled);
 }
 
 /** The snake_case name of a Connect code ("permission_denied"). */
 function codeName(code: Code): string {
-  return (Code[code] ?? "Unknown").replace(/[A-Z]/g, (c, i: number) => `${i === 0 ? "" : "_"}${c.toLowerCase()}`);
+  return (Code[code] ?? "Unknown").replace(
+    /[A-Z]/g,
+    (c, i: number) => `${i === 0 ? "" : "_"}${c.toLowerCase()}`,
+  );
 }
 
 /** Connect code from its snake_case name ("permission_denied"); unknown names are `unknown`. */
@@ -357,13 +493,20 @@ function toRecord(headers: Headers): Record<string, string> {
   return out;
 }
 
-async function collect(body: AsyncIterable<Uint8Array> | undefined, max: number): Promise<Uint8Array> {
+async function collect(
+  body: AsyncIterable<Uint8Array> | undefined,
+  max: number,
+): Promise<Uint8Array> {
   if (body === undefined) return new Uint8Array(0);
   const parts: Uint8Array[] = [];
   let size = 0;
   for await (const part of body) {
     size += part.byteLength;
-    if (size > max) throw new ConnectError(`a reverse call's request is larger than ${max} bytes`, Code.ResourceExhausted);
+    if (size > max)
+      throw new ConnectError(
+        `a reverse call's request is larger than ${max} bytes`,
+        Code.ResourceExhausted,
+      );
     parts.push(part);
   }
   const out = new Uint8Array(size);

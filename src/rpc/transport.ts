@@ -22,7 +22,10 @@ export interface ReverseCallTransportOptions {
  * `callEndpoint(session).httpClient`, or one that finds the session at each
  * call (`GlobalServer.zoneTransport`).
  */
-export function reverseCallTransport(httpClient: UniversalClientFn, options: ReverseCallTransportOptions = {}): Transport {
+export function reverseCallTransport(
+  httpClient: UniversalClientFn,
+  options: ReverseCallTransportOptions = {},
+): Transport {
   const maxBytes = options.maxMessageBytes ?? 4 * 1024 * 1024;
   return createTransport({
     httpClient,

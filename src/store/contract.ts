@@ -88,7 +88,13 @@ export type WriteOp =
        */
       readonly specBytes?: Uint8Array;
     }
-  | { readonly op: "delete"; readonly kind: string; readonly mesh: string; readonly name: string; readonly expectedVersion?: string };
+  | {
+      readonly op: "delete";
+      readonly kind: string;
+      readonly mesh: string;
+      readonly name: string;
+      readonly expectedVersion?: string;
+    };
 
 /** What {@link ResourceStore.apply} did, op by op. */
 export interface ApplyResult {
@@ -132,7 +138,12 @@ export interface WatchOptions {
 /** Where resources live. */
 export interface ResourceStore {
   /** One resource, or undefined. */
-  get(kind: string, mesh: string, name: string, options?: { signal?: AbortSignal }): Promise<StoredResource | undefined>;
+  get(
+    kind: string,
+    mesh: string,
+    name: string,
+    options?: { signal?: AbortSignal },
+  ): Promise<StoredResource | undefined>;
   /**
    * Several resources of one kind at once: per ref, in order, the resource
    * or undefined. One read for the lot (a store may split a very long list
@@ -142,7 +153,11 @@ export interface ResourceStore {
    * callers that write on the strength of what they read pass the versions
    * read as `expectedVersion`.
    */
-  getMany(kind: string, refs: readonly ResourceName[], options?: { signal?: AbortSignal }): Promise<Array<StoredResource | undefined>>;
+  getMany(
+    kind: string,
+    refs: readonly ResourceName[],
+    options?: { signal?: AbortSignal },
+  ): Promise<Array<StoredResource | undefined>>;
   /** A consistent snapshot of the resources of `kind` matching the options, with its revision. */
   list(kind: string, options?: ListOptions): Promise<ListResult>;
   /** Creates or replaces a resource; the store assigns the version and times. */

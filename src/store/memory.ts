@@ -9,9 +9,25 @@
  */
 import { toBinary } from "@bufbuild/protobuf";
 import { KdsError, abortError } from "../errors.ts";
-import { resourceKey, type ResourceMeta, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
+import {
+  resourceKey,
+  type ResourceMeta,
+  type StoredResource,
+  type TypeRegistry,
+} from "../sync/resource-types.ts";
 import { Waker } from "../util/wake.ts";
-import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceName, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "./contract.ts";
+import type {
+  ApplyResult,
+  ListOptions,
+  ListResult,
+  ResourceInput,
+  ResourceName,
+  ResourceStore,
+  StoreChange,
+  WatchOptions,
+  WriteOp,
+  WriteOptions,
+} from "./contract.ts";
 import { keptLabels, keptSpec } from "./kept.ts";
 import { byMeshThenName, matchesLabels, validateInput, versionConflict } from "./validate.ts";
 
@@ -39,7 +55,11 @@ const CHANGE_OVERHEAD_BYTES = 1024;
  * bytes per character of its names and labels.
  */
 function changeBytes(change: StoreChange, specBytes: number): number {
-  if (change.op === "delete") return CHANGE_OVERHEAD_BYTES / 2 + 2 * (change.ref.kind.length + change.ref.mesh.length + change.ref.name.length);
+  if (change.op === "delete")
+    return (
+      CHANGE_OVERHEAD_BYTES / 2 +
+      2 * (change.ref.kind.length + change.ref.mesh.length + change.ref.name.length)
+    );
   const meta = change.resource.meta;
   let chars = meta.name.length + meta.mesh.length + meta.version.length;
   for (const [k, v] of Object.entries(meta.labels)) chars += k.length + v.length;
@@ -69,20 +89,35 @@ export class InMemoryStore implements ResourceStore {
     this.#types = types;
     this.#historyLimit = options.historyLimit ?? 100_000;
     if (!Number.isInteger(this.#historyLimit) || this.#historyLimit < 1) {
-      throw new KdsError("invalid_argument", `historyLimit must be a positive integer, got ${this.#historyLimit}`);
+      throw new KdsError(
+        "invalid_argument",
+        `historyLimit must be a positive integer, got ${this.#historyLimit}`,
+      );
     }
     this.#historyBytes = options.historyBytes ?? 64 * 1024 * 1024;
     if (!Number.isInteger(this.#historyBytes) || this.#historyBytes < 1) {
-      throw new KdsError("invalid_argument", `historyBytes must be a positive integer, got ${this.#historyBytes}`);
+      throw new KdsError(
+        "invalid_argument",
+        `historyBytes must be a positive integer, got ${this.#historyBytes}`,
+      );
     }
   }
 
-  get(kind: string, mesh: string, name: string, options?: { signal?: AbortSignal }): Promise<StoredResource | undefined> {
+  get(
+    kind: string,
+    mesh: string,
+    name: string,
+    options?: { signal?: AbortSignal },
+  ): Promise<StoredResource | undefined> {
     if (options?.signal?.aborted) return Promise.reject(abortError(options.signal, "get"));
     return Promise.resolve(this.#bucket(kind)?.get(resourceKey(mesh, name)));
   }
 
-  getMany(kind: string, refs: readonly ResourceName[], options?: { signal?: AbortSignal }): Promise<Array<StoredResource | undefined>> {
+  getMany(
+    kind: string,
+    refs: readonly ResourceName[],
+    options?: { signal?: AbortSignal },
+  ): Promise<Array<StoredResource | undefined>> {
     if (options?.signal?.aborted) return Promise.reject(abortError(options.signal, "getMany"));
     const bucket = this.#bucket(kind);
     return Promise.resolve(refs.map((r) => bucket?.get(resourceKey(r.mesh, r.name))));
@@ -101,12 +136,23 @@ export class InMemoryStore implements ResourceStore {
   }
 
   async put(input: ResourceInput, options: WriteOptions = {}): Promise<StoredResource> {
-    const { results } = await this.apply([{ op: "put", input, expectedVersion: options.expectedVersion }], options);
+    const { results } = await this.apply(
+      [{ op: "put", input, expectedVersion: options.expectedVersion }],
+      options,
+    );
     return results[0] as StoredResource;
   }
 
-  async delete(kind: string, mesh: string, name: string, options: WriteOptions = {}): Promise<boolean> {
-    const { results } = await this.apply([{ op: "delete", kind, mesh, name, expectedVersion: options.expectedVersion }], options);
+  async delete(
+    kind: string,
+    mesh: string,
+    name: string,
+    options: WriteOptions = {},
+  ): Promise<boolean> {
+    const { results } = await this.apply(
+      [{ op: "delete", kind, mesh, name, expectedVersion: options.expectedVersion }],
+      options,
+    );
     return results[0] as boolean;
   }
 
@@ -115,8 +161,17 @@ export class InMemoryStore implements ResourceStore {
     // Each op writes straight into its kind's map and keeps the value it replaced in `undo`; when an op fails, the
     // batch's writes are put back, newest first. Nothing runs in between (apply does not yield), so no reader sees
     // a part of a batch.
-    const undo: Array<{ bucket: Map<string, StoredResource>; key: string; replaced: StoredResource | undefined }> = [];
-    const write = (kind: string, key: string, replaced: StoredResource | undefined, resource: StoredResource | undefined): void => {
+    const undo: Array<{
+      bucket: Map<string, StoredResource>;
+      key: string;
+      replaced: StoredResource | undefined;
+    }> = [];
+    const write = (
+      kind: string,
+      key: string,
+      replaced: StoredResource | undefined,
+      resource: StoredResource | undefined,
+    ): void => {
       let bucket = this.#byKind.get(kind);
       if (bucket === undefined) {
         bucket = new Map();
@@ -139,7 +194,12 @@ export class InMemoryStore implements ResourceStore {
           const mesh = op.input.mesh ?? "";
           const key = resourceKey(mesh, op.input.name);
           const existing = this.#byKind.get(type.kind)?.get(key);
-          const conflict = versionConflict(type.kind, key, existing?.meta.version ?? "", op.expectedVersion);
+          const conflict = versionConflict(
+            type.kind,
+            key,
+            existing?.meta.version ?? "",
+            op.expectedVersion,
+          );
           if (conflict !== undefined) throw conflict;
           const meta: ResourceMeta = Object.freeze({
             name: op.input.name,
@@ -149,25 +209,40 @@ export class InMemoryStore implements ResourceStore {
             creationTime: existing?.meta.creationTime ?? now,
             modificationTime: now,
           });
-          const resource: StoredResource = Object.freeze({ kind: type.kind, meta, spec: keptSpec(type.schema, op) });
+          const resource: StoredResource = Object.freeze({
+            kind: type.kind,
+            meta,
+            spec: keptSpec(type.schema, op),
+          });
           write(type.kind, key, existing, resource);
           const change: StoreChange = { op: "put", revision, resource };
           changes.push(change);
           // Bytes the caller already has (WriteOp.specBytes) spare encoding the spec only to size it.
-          sizes.push(changeBytes(change, (op.specBytes ?? toBinary(type.schema, resource.spec)).byteLength));
+          sizes.push(
+            changeBytes(change, (op.specBytes ?? toBinary(type.schema, resource.spec)).byteLength),
+          );
           results.push(resource);
         } else {
           const type = this.#types.get(op.kind);
           const key = resourceKey(op.mesh, op.name);
           const existing = this.#byKind.get(type.kind)?.get(key);
-          const conflict = versionConflict(type.kind, key, existing?.meta.version ?? "", op.expectedVersion);
+          const conflict = versionConflict(
+            type.kind,
+            key,
+            existing?.meta.version ?? "",
+            op.expectedVersion,
+          );
           if (conflict !== undefined) throw conflict;
           if (existing === undefined) {
             results.push(false);
             continue;
           }
           write(type.kind, key, existing, undefined);
-          const change: StoreChange = { op: "delete", revision: ++revision, ref: { kind: type.kind, mesh: op.mesh, name: op.name } };
+          const change: StoreChange = {
+            op: "delete",
+            revision: ++revision,
+            ref: { kind: type.kind, mesh: op.mesh, name: op.name },
+          };
           changes.push(change);
           sizes.push(changeBytes(change, 0));
           results.push(true);
@@ -196,7 +271,10 @@ export class InMemoryStore implements ResourceStore {
 
   async *#follow(fromRevision: number, options: WatchOptions): AsyncGenerator<StoreChange> {
     const { signal } = options;
-    const kinds = options.kinds === undefined ? undefined : new Set(options.kinds.map((k) => this.#types.find(k)?.kind ?? k));
+    const kinds =
+      options.kinds === undefined
+        ? undefined
+        : new Set(options.kinds.map((k) => this.#types.find(k)?.kind ?? k));
     const waker = new Waker();
     const onAbort = (): void => waker.wake();
     this.#watchers.add(waker);
@@ -204,16 +282,26 @@ export class InMemoryStore implements ResourceStore {
     try {
       let cursor = fromRevision;
       if (cursor > this.#revision) {
-        throw new KdsError("store_compacted", `the store is at revision ${this.#revision}, behind the revision ${cursor} asked for (it was reset); list again`);
+        throw new KdsError(
+          "store_compacted",
+          `the store is at revision ${this.#revision}, behind the revision ${cursor} asked for (it was reset); list again`,
+        );
       }
       while (!signal.aborted) {
         while (cursor < this.#revision && !signal.aborted) {
           if (cursor + 1 < this.#logBase) {
-            throw new KdsError("store_compacted", `changes after revision ${cursor} are no longer kept (the oldest kept is ${this.#logBase}); list again`);
+            throw new KdsError(
+              "store_compacted",
+              `changes after revision ${cursor} are no longer kept (the oldest kept is ${this.#logBase}); list again`,
+            );
           }
           const change = this.#log[cursor + 1 - this.#logBase] as StoreChange;
           cursor = change.revision;
-          if (kinds === undefined || kinds.has(change.op === "put" ? change.resource.kind : change.ref.kind)) yield change;
+          if (
+            kinds === undefined ||
+            kinds.has(change.op === "put" ? change.resource.kind : change.ref.kind)
+          )
+            yield change;
         }
         if (!signal.aborted) await waker.wait();
       }
@@ -237,11 +325,15 @@ export class InMemoryStore implements ResourceStore {
     }
     this.#revision = (changes[changes.length - 1] as StoreChange).revision;
     // Drop the oldest in chunks (down to both bounds once either is 25% over), so trimming stays amortised O(1) per change.
-    if (this.#log.length > this.#historyLimit * 1.25 || this.#logBytes > this.#historyBytes * 1.25) {
+    if (
+      this.#log.length > this.#historyLimit * 1.25 ||
+      this.#logBytes > this.#historyBytes * 1.25
+    ) {
       let drop = Math.max(0, this.#log.length - this.#historyLimit);
       let bytes = this.#logBytes;
       for (let i = 0; i < drop; i++) bytes -= this.#logSizes[i] as number;
-      while (bytes > this.#historyBytes && drop < this.#log.length - 1) bytes -= this.#logSizes[drop++] as number;
+      while (bytes > this.#historyBytes && drop < this.#log.length - 1)
+        bytes -= this.#logSizes[drop++] as number;
       this.#log = this.#log.slice(drop);
       this.#logSizes = this.#logSizes.slice(drop);
       this.#logBytes = bytes;

@@ -29,11 +29,31 @@ import { resourceKey, type StoredResource, type TypeRegistry } from "../sync/res
 import { sleep } from "../util/abort.ts";
 import { backoffDelay, resolveBackoff } from "../util/backoff.ts";
 import { Waker, timer } from "../util/wake.ts";
-import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceName, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "./contract.ts";
+import type {
+  ApplyResult,
+  ListOptions,
+  ListResult,
+  ResourceInput,
+  ResourceName,
+  ResourceStore,
+  StoreChange,
+  WatchOptions,
+  WriteOp,
+  WriteOptions,
+} from "./contract.ts";
 import { describeTarget, isConnectionError, storeError } from "./postgres/errors.ts";
 import { guarded, type Runner } from "./postgres/guard.ts";
 import { migrate, quoteIdent, type MigrationReport } from "./postgres/migrations.ts";
-import { CHANGE_COLUMNS, RESOURCE_COLUMNS, decodeChange, decodeResource, encodeSpec, toHex, type ChangeRow, type ResourceRow } from "./postgres/rows.ts";
+import {
+  CHANGE_COLUMNS,
+  RESOURCE_COLUMNS,
+  decodeChange,
+  decodeResource,
+  encodeSpec,
+  toHex,
+  type ChangeRow,
+  type ResourceRow,
+} from "./postgres/rows.ts";
 import { transaction } from "./postgres/transaction.ts";
 import { keptLabels, keptSpec } from "./kept.ts";
 import { validateInput, versionConflict } from "./validate.ts";
@@ -102,10 +122,17 @@ export class PostgresStore implements ResourceStore {
     const schema = options.schema ?? "public";
     quoteIdent(schema); // validates
     const historyLimit = options.historyLimit ?? 100_000;
-    if (!Number.isInteger(historyLimit) || historyLimit < 1) throw new KdsError("invalid_argument", `historyLimit must be a positive integer, got ${historyLimit}`);
+    if (!Number.isInteger(historyLimit) || historyLimit < 1)
+      throw new KdsError(
+        "invalid_argument",
+        `historyLimit must be a positive integer, got ${historyLimit}`,
+      );
     const target = describeTarget(options.url);
     if (!/^postgres(ql)?:\/\//.test(options.url)) {
-      throw new KdsError("invalid_argument", `a PostgreSQL store URL starts with postgres:// or postgresql://, got ${target}`);
+      throw new KdsError(
+        "invalid_argument",
+        `a PostgreSQL store URL starts with postgres:// or postgresql://, got ${target}`,
+      );
     }
     const common = {
       connect_timeout: Math.max(1, Math.ceil((options.connectTimeoutMs ?? 5_000) / 1000)),
@@ -117,7 +144,9 @@ export class PostgresStore implements ResourceStore {
       for (const w of store.#watchers) w.wake();
     };
     // `onnotify` is a postgres.js option its typings omit: it sees every notification of the connection.
-    const listenOptions: postgres.Options<Record<string, never>> & { onnotify: (channel: string, payload: string) => void } = {
+    const listenOptions: postgres.Options<Record<string, never>> & {
+      onnotify: (channel: string, payload: string) => void;
+    } = {
       ...common,
       max: 1,
       idle_timeout: 0,
@@ -141,7 +170,13 @@ export class PostgresStore implements ResourceStore {
       if (options.signal?.aborted) throw abortError(options.signal, "opening the PostgreSQL store");
       throw storeError(error, target, "opening the PostgreSQL store");
     }
-    const store: PostgresStore = new PostgresStore(types, sql, listenSql, { ...options, schema, historyLimit, target, migration });
+    const store: PostgresStore = new PostgresStore(types, sql, listenSql, {
+      ...options,
+      schema,
+      historyLimit,
+      target,
+      migration,
+    });
     return store;
   }
 
@@ -149,7 +184,12 @@ export class PostgresStore implements ResourceStore {
     types: TypeRegistry,
     sql: Sql,
     listenSql: Sql,
-    options: PostgresStoreOptions & { schema: string; historyLimit: number; target: string; migration: MigrationReport },
+    options: PostgresStoreOptions & {
+      schema: string;
+      historyLimit: number;
+      target: string;
+      migration: MigrationReport;
+    },
   ) {
     this.#types = types;
     this.#sql = sql;
@@ -170,23 +210,40 @@ export class PostgresStore implements ResourceStore {
     return this.#schema;
   }
 
-  async get(kind: string, mesh: string, name: string, options: { signal?: AbortSignal } = {}): Promise<StoredResource | undefined> {
+  async get(
+    kind: string,
+    mesh: string,
+    name: string,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<StoredResource | undefined> {
     const k = this.#kindName(kind);
     const rows = await this.#call("get", options.signal, (run) =>
-      run(this.#sql<ResourceRow[]>`SELECT ${this.#sql.unsafe(RESOURCE_COLUMNS)} FROM kds_resources WHERE kind = ${k} AND mesh = ${mesh} AND name = ${name}`),
+      run(
+        this.#sql<
+          ResourceRow[]
+        >`SELECT ${this.#sql.unsafe(RESOURCE_COLUMNS)} FROM kds_resources WHERE kind = ${k} AND mesh = ${mesh} AND name = ${name}`,
+      ),
     );
     const row = rows[0];
     return row === undefined ? undefined : decodeResource(this.#types, row);
   }
 
   /** One statement per {@link GET_MANY_CHUNK} names (a join against the names passed as arrays), all in one snapshot. */
-  async getMany(kind: string, refs: readonly ResourceName[], options: { signal?: AbortSignal } = {}): Promise<Array<StoredResource | undefined>> {
+  async getMany(
+    kind: string,
+    refs: readonly ResourceName[],
+    options: { signal?: AbortSignal } = {},
+  ): Promise<Array<StoredResource | undefined>> {
     const k = this.#kindName(kind);
     if (refs.length === 0) {
       if (options.signal?.aborted) throw abortError(options.signal, "getMany");
       return [];
     }
-    const read = (q: Sql | TransactionSql, run: Runner, part: readonly ResourceName[]): Promise<ResourceRow[]> =>
+    const read = (
+      q: Sql | TransactionSql,
+      run: Runner,
+      part: readonly ResourceName[],
+    ): Promise<ResourceRow[]> =>
       run(q<ResourceRow[]>`
         SELECT ${q.unsafe(RESOURCE_COLUMNS)} FROM kds_resources
         WHERE kind = ${k} AND (mesh, name) IN (SELECT * FROM unnest(${part.map((r) => r.mesh)}::text[], ${part.map((r) => r.name)}::text[]))`);
@@ -195,7 +252,8 @@ export class PostgresStore implements ResourceStore {
         ? read(this.#sql, run, refs)
         : transaction(this.#sql, "isolation level repeatable read read only", async (tx) => {
             const all: ResourceRow[] = [];
-            for (const part of chunks(refs, GET_MANY_CHUNK)) for (const row of await read(tx, run, part)) all.push(row);
+            for (const part of chunks(refs, GET_MANY_CHUNK))
+              for (const row of await read(tx, run, part)) all.push(row);
             return all;
           }),
     );
@@ -222,36 +280,59 @@ export class PostgresStore implements ResourceStore {
     return this.#call("list", options.signal, (run) =>
       transaction(this.#sql, "isolation level repeatable read read only", async (tx) => {
         // One snapshot: the revision and the rows agree.
-        const [state] = await run(tx<Array<{ revision: string }>>`SELECT revision::text AS revision FROM kds_state`);
+        const [state] = await run(
+          tx<Array<{ revision: string }>>`SELECT revision::text AS revision FROM kds_state`,
+        );
         const rows = await run(tx<ResourceRow[]>`
           SELECT ${tx.unsafe(RESOURCE_COLUMNS)} FROM kds_resources
           WHERE kind = ${k}
             ${options.mesh !== undefined ? tx`AND mesh = ${options.mesh}` : tx``}
             ${options.labels !== undefined ? tx`AND labels @> ${tx.json({ ...options.labels })}` : tx``}
           ORDER BY mesh, name`);
-        return { revision: Number(state?.revision ?? 0), resources: rows.map((r) => decodeResource(this.#types, r)) };
+        return {
+          revision: Number(state?.revision ?? 0),
+          resources: rows.map((r) => decodeResource(this.#types, r)),
+        };
       }),
     );
   }
 
   async put(input: ResourceInput, options: WriteOptions = {}): Promise<StoredResource> {
-    const { results } = await this.apply([{ op: "put", input, expectedVersion: options.expectedVersion }], options);
+    const { results } = await this.apply(
+      [{ op: "put", input, expectedVersion: options.expectedVersion }],
+      options,
+    );
     return results[0] as StoredResource;
   }
 
-  async delete(kind: string, mesh: string, name: string, options: WriteOptions = {}): Promise<boolean> {
-    const { results } = await this.apply([{ op: "delete", kind, mesh, name, expectedVersion: options.expectedVersion }], options);
+  async delete(
+    kind: string,
+    mesh: string,
+    name: string,
+    options: WriteOptions = {},
+  ): Promise<boolean> {
+    const { results } = await this.apply(
+      [{ op: "delete", kind, mesh, name, expectedVersion: options.expectedVersion }],
+      options,
+    );
     return results[0] as boolean;
   }
 
-  async apply(ops: readonly WriteOp[], options: { signal?: AbortSignal } = {}): Promise<ApplyResult> {
+  async apply(
+    ops: readonly WriteOp[],
+    options: { signal?: AbortSignal } = {},
+  ): Promise<ApplyResult> {
     const signal = options.signal;
     if (signal?.aborted) throw abortError(signal, "apply");
     // Refuse bad input before touching the database.
     const refs = ops.map((op) => {
       if (op.op === "put") {
         validateInput(this.#types, op.input);
-        return { kind: this.#types.get(op.input.kind).kind, mesh: op.input.mesh ?? "", name: op.input.name };
+        return {
+          kind: this.#types.get(op.input.kind).kind,
+          mesh: op.input.mesh ?? "",
+          name: op.input.name,
+        };
       }
       return { kind: this.#types.get(op.kind).kind, mesh: op.mesh, name: op.name };
     });
@@ -259,8 +340,19 @@ export class PostgresStore implements ResourceStore {
       transaction(this.#sql, "", async (tx) => {
         const [state] = await run(tx<Array<{ revision: string; compacted: string }>>`
           SELECT revision::text AS revision, compacted_through::text AS compacted FROM kds_state WHERE id FOR UPDATE`);
-        if (state === undefined) throw new KdsError("store_unavailable", `the store's state row is missing in ${this.#target} (schema "${this.#schema}"); the schema was damaged by hand`);
-        const written = await this.#stageAndWrite(tx, run, ops, refs, Number(state.revision), Number(state.compacted));
+        if (state === undefined)
+          throw new KdsError(
+            "store_unavailable",
+            `the store's state row is missing in ${this.#target} (schema "${this.#schema}"); the schema was damaged by hand`,
+          );
+        const written = await this.#stageAndWrite(
+          tx,
+          run,
+          ops,
+          refs,
+          Number(state.revision),
+          Number(state.compacted),
+        );
         // Last chance to cancel: past this point the transaction commits.
         if (signal?.aborted) throw abortError(signal, "apply");
         return written;
@@ -271,7 +363,9 @@ export class PostgresStore implements ResourceStore {
   }
 
   async revision(options: { signal?: AbortSignal } = {}): Promise<number> {
-    const [row] = await this.#call("revision", options.signal, (run) => run(this.#sql<Array<{ revision: string }>>`SELECT revision::text AS revision FROM kds_state`));
+    const [row] = await this.#call("revision", options.signal, (run) =>
+      run(this.#sql<Array<{ revision: string }>>`SELECT revision::text AS revision FROM kds_state`),
+    );
     return Number(row?.revision ?? 0);
   }
 
@@ -282,7 +376,9 @@ export class PostgresStore implements ResourceStore {
   /** Ends every watch (with `store_unavailable`) and closes the connections; later calls fail. */
   async close(): Promise<void> {
     if (this.#closed.signal.aborted) return;
-    this.#closed.abort(new KdsError("store_unavailable", `the PostgreSQL store (${this.#target}) was closed`));
+    this.#closed.abort(
+      new KdsError("store_unavailable", `the PostgreSQL store (${this.#target}) was closed`),
+    );
     for (const w of this.#watchers) w.wake();
     await Promise.all([this.#sql.end({ timeout: 5 }), this.#listenSql.end({ timeout: 5 })]);
   }
@@ -296,16 +392,23 @@ export class PostgresStore implements ResourceStore {
     startRevision: number,
     compactedThrough: number,
   ): Promise<ApplyResult & { changed: boolean }> {
-    const id = (r: { kind: string; mesh: string; name: string }): string => `${r.kind}\u0000${r.mesh}\u0000${r.name}`;
+    const id = (r: { kind: string; mesh: string; name: string }): string =>
+      `${r.kind}\u0000${r.mesh}\u0000${r.name}`;
     // What the batch sees: the stored version and creation time of each touched key, updated as ops stage.
     const current = new Map<string, { version: string; created: Date } | undefined>();
     if (refs.length > 0) {
-      const existing = await run(tx<Array<{ kind: string; mesh: string; name: string; version: string; created_at: Date }>>`
+      const existing = await run(tx<
+        Array<{ kind: string; mesh: string; name: string; version: string; created_at: Date }>
+      >`
         SELECT kind, mesh, name, version::text AS version, created_at FROM kds_resources
         WHERE (kind, mesh, name) IN (SELECT * FROM unnest(${refs.map((r) => r.kind)}::text[], ${refs.map((r) => r.mesh)}::text[], ${refs.map((r) => r.name)}::text[]))`);
-      for (const row of existing) current.set(id(row), { version: row.version, created: row.created_at });
+      for (const row of existing)
+        current.set(id(row), { version: row.version, created: row.created_at });
     }
-    const final = new Map<string, StoredResource | { deleted: { kind: string; mesh: string; name: string } }>();
+    const final = new Map<
+      string,
+      StoredResource | { deleted: { kind: string; mesh: string; name: string } }
+    >();
     const changes: StoreChange[] = [];
     const results: Array<StoredResource | boolean> = [];
     // The bytes of specs the caller passed (WriteOp.specBytes): written as they came, not encoded again.
@@ -316,7 +419,12 @@ export class PostgresStore implements ResourceStore {
       const ref = refs[i] as { kind: string; mesh: string; name: string };
       const key = id(ref);
       const before = current.get(key);
-      const conflict = versionConflict(ref.kind, resourceKey(ref.mesh, ref.name), before?.version ?? "", op.expectedVersion);
+      const conflict = versionConflict(
+        ref.kind,
+        resourceKey(ref.mesh, ref.name),
+        before?.version ?? "",
+        op.expectedVersion,
+      );
       if (conflict !== undefined) throw conflict;
       if (op.op === "put") {
         revision += 1;
@@ -357,7 +465,12 @@ export class PostgresStore implements ResourceStore {
     }
     // Encode once; the same bytes go to the resource row and the change row.
     const specHex = new Map<StoredResource, string>();
-    for (const c of changes) if (c.op === "put") specHex.set(c.resource, toHex(passedBytes.get(c.resource) ?? encodeSpec(this.#types, c.resource)));
+    for (const c of changes)
+      if (c.op === "put")
+        specHex.set(
+          c.resource,
+          toHex(passedBytes.get(c.resource) ?? encodeSpec(this.#types, c.resource)),
+        );
     for (const chunk of chunks(puts, 5_000)) {
       await run(tx`
         INSERT INTO kds_resources (kind, mesh, name, labels, spec, version, created_at, modified_at)
@@ -375,7 +488,9 @@ export class PostgresStore implements ResourceStore {
         DELETE FROM kds_resources WHERE (kind, mesh, name) IN (
           SELECT * FROM unnest(${chunk.map((r) => r.kind)}::text[], ${chunk.map((r) => r.mesh)}::text[], ${chunk.map((r) => r.name)}::text[]))`);
     }
-    const putChanges = changes.filter((c): c is Extract<StoreChange, { op: "put" }> => c.op === "put");
+    const putChanges = changes.filter(
+      (c): c is Extract<StoreChange, { op: "put" }> => c.op === "put",
+    );
     for (const chunk of chunks(putChanges, 5_000)) {
       await run(tx`
         INSERT INTO kds_changes (revision, op, kind, mesh, name, labels, spec, created_at, modified_at)
@@ -387,7 +502,9 @@ export class PostgresStore implements ResourceStore {
           ${chunk.map((c) => c.resource.meta.modificationTime.toISOString())}::timestamptz[]
         ) AS t(r, k, m, n, l, s, c, u)`);
     }
-    const deleteChanges = changes.filter((c): c is Extract<StoreChange, { op: "delete" }> => c.op === "delete");
+    const deleteChanges = changes.filter(
+      (c): c is Extract<StoreChange, { op: "delete" }> => c.op === "delete",
+    );
     for (const chunk of chunks(deleteChanges, 5_000)) {
       await run(tx`
         INSERT INTO kds_changes (revision, op, kind, mesh, name)
@@ -398,11 +515,16 @@ export class PostgresStore implements ResourceStore {
     }
     // Compact in chunks of a quarter of the history, so the cost per write stays constant.
     let compacted = compactedThrough;
-    if (revision - compactedThrough > this.#historyLimit + Math.max(1, Math.floor(this.#historyLimit / 4))) {
+    if (
+      revision - compactedThrough >
+      this.#historyLimit + Math.max(1, Math.floor(this.#historyLimit / 4))
+    ) {
       compacted = revision - this.#historyLimit;
       await run(tx`DELETE FROM kds_changes WHERE revision <= ${String(compacted)}::int8`);
     }
-    await run(tx`UPDATE kds_state SET revision = ${String(revision)}::int8, compacted_through = ${String(compacted)}::int8 WHERE id`);
+    await run(
+      tx`UPDATE kds_state SET revision = ${String(revision)}::int8, compacted_through = ${String(compacted)}::int8 WHERE id`,
+    );
     // Delivered to every listener when (and only if) the transaction commits.
     await run(tx`SELECT pg_notify(${this.#channel}, ${String(revision)})`);
     return { revision, results, changed: true };
@@ -410,7 +532,9 @@ export class PostgresStore implements ResourceStore {
 
   async *#follow(fromRevision: number, options: WatchOptions): AsyncGenerator<StoreChange> {
     const { signal } = options;
-    const kinds = (options.kinds ?? this.#types.list().map((t) => t.kind)).map((k) => this.#types.find(k)?.kind ?? k);
+    const kinds = (options.kinds ?? this.#types.list().map((t) => t.kind)).map(
+      (k) => this.#types.find(k)?.kind ?? k,
+    );
     const waker = new Waker();
     const onAbort = (): void => waker.wake();
     this.#watchers.add(waker);
@@ -431,7 +555,8 @@ export class PostgresStore implements ResourceStore {
         } catch (error) {
           if (signal.aborted) return;
           if (this.#closed.signal.aborted) throw this.#closed.signal.reason;
-          if (!isConnectionError(error)) throw storeError(error, this.#target, `watching changes after revision ${cursor}`);
+          if (!isConnectionError(error))
+            throw storeError(error, this.#target, `watching changes after revision ${cursor}`);
           const now = Date.now();
           outageSince ??= now;
           if (now - outageSince >= this.#watchOutageMs) {
@@ -443,13 +568,16 @@ export class PostgresStore implements ResourceStore {
           }
           attempt += 1;
           const delay = backoffDelay(attempt - 1, WATCH_RETRY);
-          this.#logger.warn("PostgreSQL store: watch lost its connection; reconnecting and catching up", {
-            target: this.#target,
-            revision: cursor,
-            attempt,
-            retryInMs: Math.round(delay),
-            error: error instanceof Error ? error.message : String(error),
-          });
+          this.#logger.warn(
+            "PostgreSQL store: watch lost its connection; reconnecting and catching up",
+            {
+              target: this.#target,
+              revision: cursor,
+              attempt,
+              retryInMs: Math.round(delay),
+              error: error instanceof Error ? error.message : String(error),
+            },
+          );
           try {
             await sleep(delay, signal);
           } catch {
@@ -459,10 +587,16 @@ export class PostgresStore implements ResourceStore {
           continue;
         }
         if (cursor > page.head) {
-          throw new KdsError("store_compacted", `the store is at revision ${page.head}, behind the revision ${cursor} asked for (it was reset); list again`);
+          throw new KdsError(
+            "store_compacted",
+            `the store is at revision ${page.head}, behind the revision ${cursor} asked for (it was reset); list again`,
+          );
         }
         if (cursor < page.compacted) {
-          throw new KdsError("store_compacted", `changes after revision ${cursor} are no longer kept (the oldest kept is ${page.compacted + 1}); list again`);
+          throw new KdsError(
+            "store_compacted",
+            `changes after revision ${cursor} are no longer kept (the oldest kept is ${page.compacted + 1}); list again`,
+          );
         }
         for (const change of page.changes) {
           if (signal.aborted) return;
@@ -487,9 +621,15 @@ export class PostgresStore implements ResourceStore {
   }
 
   /** Changes after `cursor` of `kinds` (up to a page), with the head revision and compaction point of the same snapshot. */
-  async #page(cursor: number, kinds: readonly string[], signal: AbortSignal): Promise<{ head: number; compacted: number; changes: StoreChange[] }> {
+  async #page(
+    cursor: number,
+    kinds: readonly string[],
+    signal: AbortSignal,
+  ): Promise<{ head: number; compacted: number; changes: StoreChange[] }> {
     const rows = await guarded(signal, "watch", (run) =>
-      run(this.#sql<Array<{ head: string; compacted: string } & { [K in keyof ChangeRow]: ChangeRow[K] | null }>>`
+      run(this.#sql<
+        Array<{ head: string; compacted: string } & { [K in keyof ChangeRow]: ChangeRow[K] | null }>
+      >`
         SELECT s.revision::text AS head, s.compacted_through::text AS compacted, c.*
         FROM kds_state s LEFT JOIN LATERAL (
           SELECT ${this.#sql.unsafe(CHANGE_COLUMNS)} FROM kds_changes
@@ -499,16 +639,22 @@ export class PostgresStore implements ResourceStore {
         ORDER BY c.revision::int8`),
     );
     const first = rows[0];
-    if (first === undefined) throw new KdsError("store_unavailable", `the store's state row is missing in ${this.#target} (schema "${this.#schema}")`);
+    if (first === undefined)
+      throw new KdsError(
+        "store_unavailable",
+        `the store's state row is missing in ${this.#target} (schema "${this.#schema}")`,
+      );
     const changes: StoreChange[] = [];
-    for (const row of rows) if (row.revision !== null) changes.push(decodeChange(this.#types, row as ChangeRow));
+    for (const row of rows)
+      if (row.revision !== null) changes.push(decodeChange(this.#types, row as ChangeRow));
     return { head: Number(first.head), compacted: Number(first.compacted), changes };
   }
 
   /** Makes sure the LISTEN connection is up (again); wakes every watcher to catch up when it had to listen anew. */
   #listen(): Promise<void> {
     if (this.#listening === undefined) {
-      const listening = this.#listenSql`LISTEN ${this.#listenSql.unsafe(`"${this.#channel}"`)}`.then(() => {
+      const listening = this
+        .#listenSql`LISTEN ${this.#listenSql.unsafe(`"${this.#channel}"`)}`.then(() => {
         for (const w of this.#watchers) w.wake();
       });
       this.#listening = listening;
@@ -521,7 +667,11 @@ export class PostgresStore implements ResourceStore {
   }
 
   /** Runs one store call: cancellable through `signal`, failures turned into KdsErrors. */
-  async #call<T>(what: string, signal: AbortSignal | undefined, body: (run: Runner) => Promise<T>): Promise<T> {
+  async #call<T>(
+    what: string,
+    signal: AbortSignal | undefined,
+    body: (run: Runner) => Promise<T>,
+  ): Promise<T> {
     if (this.#closed.signal.aborted) throw this.#closed.signal.reason;
     try {
       return await guarded(signal, what, body);

@@ -14,16 +14,25 @@ export function validateInput(types: TypeRegistry, input: ResourceInput): void {
   const mesh = input.mesh ?? "";
   const what = `${type.kind} "${resourceKey(mesh, input.name)}"`;
   if (!RESOURCE_NAME_PATTERN.test(input.name)) {
-    throw new KdsError("invalid_resource", `${what}: a name is 1 to 253 letters, digits, '.', '-' or '_', starting with a letter or digit`);
+    throw new KdsError(
+      "invalid_resource",
+      `${what}: a name is 1 to 253 letters, digits, '.', '-' or '_', starting with a letter or digit`,
+    );
   }
   if (type.scope === "mesh" && !RESOURCE_NAME_PATTERN.test(mesh)) {
     throw new KdsError("invalid_resource", `${what}: ${type.kind} is mesh-scoped; give it a mesh`);
   }
   if (type.scope === "cluster" && mesh !== "") {
-    throw new KdsError("invalid_resource", `${what}: ${type.kind} is cluster-scoped and belongs to no mesh; drop the mesh`);
+    throw new KdsError(
+      "invalid_resource",
+      `${what}: ${type.kind} is cluster-scoped and belongs to no mesh; drop the mesh`,
+    );
   }
   if (input.spec.$typeName !== type.schema.typeName) {
-    throw new KdsError("invalid_resource", `${what}: the spec is a ${input.spec.$typeName}, but ${type.kind} takes a ${type.schema.typeName}`);
+    throw new KdsError(
+      "invalid_resource",
+      `${what}: the spec is a ${input.spec.$typeName}, but ${type.kind} takes a ${type.schema.typeName}`,
+    );
   }
 }
 
@@ -31,7 +40,12 @@ export function validateInput(types: TypeRegistry, input: ResourceInput): void {
  * The `conflict` error of a write that expected `expected` but found
  * `actual` ("" when absent), or undefined when they match or nothing was expected.
  */
-export function versionConflict(kind: string, key: string, actual: string, expected: string | undefined): KdsError | undefined {
+export function versionConflict(
+  kind: string,
+  key: string,
+  actual: string,
+  expected: string | undefined,
+): KdsError | undefined {
   if (expected === undefined || actual === expected) return undefined;
   const what = `${kind} "${key}"`;
   return new KdsError(
@@ -45,14 +59,20 @@ export function versionConflict(kind: string, key: string, actual: string, expec
 }
 
 /** Whether `labels` carries every label of `selector` with the same value. */
-export function matchesLabels(labels: Readonly<Record<string, string>>, selector: Readonly<Record<string, string>> | undefined): boolean {
+export function matchesLabels(
+  labels: Readonly<Record<string, string>>,
+  selector: Readonly<Record<string, string>> | undefined,
+): boolean {
   if (selector === undefined) return true;
   for (const [k, v] of Object.entries(selector)) if (labels[k] !== v) return false;
   return true;
 }
 
 /** Orders resources by mesh, then name (the order of every `list`). */
-export function byMeshThenName(a: { meta: { mesh: string; name: string } }, b: { meta: { mesh: string; name: string } }): number {
+export function byMeshThenName(
+  a: { meta: { mesh: string; name: string } },
+  b: { meta: { mesh: string; name: string } },
+): number {
   if (a.meta.mesh !== b.meta.mesh) return a.meta.mesh < b.meta.mesh ? -1 : 1;
   return a.meta.name < b.meta.name ? -1 : a.meta.name > b.meta.name ? 1 : 0;
 }

@@ -18,7 +18,10 @@ export function zoneServes(resource: StoredResource): boolean {
  * The zone-to-zones resources the global sends `zone`: those of other zones
  * (by their `kds.io/zone` label), none of a zone `withheld` says is disabled.
  */
-export function crossZoneFilter(zone: string, withheld: (origin: string) => boolean): (resource: StoredResource) => boolean {
+export function crossZoneFilter(
+  zone: string,
+  withheld: (origin: string) => boolean,
+): (resource: StoredResource) => boolean {
   return (resource) => {
     const origin = resource.meta.labels[LABELS.zone];
     return origin !== undefined && origin !== zone && !withheld(origin);

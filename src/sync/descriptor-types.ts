@@ -10,7 +10,12 @@ import { create, fromBinary, type DescFile, type DescMessage } from "@bufbuild/p
 import { createFileRegistry, type FileRegistry } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema, type FileDescriptorProto } from "@bufbuild/protobuf/wkt";
 import { KdsError } from "../errors.ts";
-import type { ResourceScope, ResourceType, ResourceTypeInit, SyncDirection } from "./resource-types.ts";
+import type {
+  ResourceScope,
+  ResourceType,
+  ResourceTypeInit,
+  SyncDirection,
+} from "./resource-types.ts";
 
 /** A kind declared by the name of its message: what a kinds file lists and a kind catalog carries. */
 export interface KindDeclaration {
@@ -26,7 +31,12 @@ export interface KindDeclaration {
 
 /** The declaration of a registered type. */
 export function declarationOf(type: ResourceType): KindDeclaration {
-  return { kind: type.kind, message: type.schema.typeName, direction: type.direction, scope: type.scope };
+  return {
+    kind: type.kind,
+    message: type.schema.typeName,
+    direction: type.direction,
+    scope: type.scope,
+  };
 }
 
 /** "acme.v1.GatewaySpec, global-to-zone, cluster-scoped": a kind's definition as error messages show it. */
@@ -56,11 +66,19 @@ export function parseDescriptorSet(bytes: Uint8Array): FileDescriptorProto[] {
   try {
     files = fromBinary(FileDescriptorSetSchema, bytes).file;
   } catch (error) {
-    throw new KdsError("invalid_argument", `not a FileDescriptorSet (${error instanceof Error ? error.message : String(error)}); build one with \`buf build -o kinds.binpb\``, {
-      cause: error,
-    });
+    throw new KdsError(
+      "invalid_argument",
+      `not a FileDescriptorSet (${error instanceof Error ? error.message : String(error)}); build one with \`buf build -o kinds.binpb\``,
+      {
+        cause: error,
+      },
+    );
   }
-  if (files.length === 0) throw new KdsError("invalid_argument", "the descriptor set holds no .proto file; build one with `buf build -o kinds.binpb`");
+  if (files.length === 0)
+    throw new KdsError(
+      "invalid_argument",
+      "the descriptor set holds no .proto file; build one with `buf build -o kinds.binpb`",
+    );
   return files;
 }
 
@@ -69,19 +87,36 @@ export function parseDescriptorSet(bytes: Uint8Array): FileDescriptorProto[] {
  * messages it does define (outside google.protobuf) when it is not there.
  * `where` names the registry in that message.
  */
-export function messageIn(registry: FileRegistry, name: string, where = "the descriptors"): DescMessage {
+export function messageIn(
+  registry: FileRegistry,
+  name: string,
+  where = "the descriptors",
+): DescMessage {
   const found = registry.getMessage(name);
   if (found !== undefined) return found;
   const known: string[] = [];
-  for (const t of registry) if (t.kind === "message" && !t.typeName.startsWith("google.protobuf.")) known.push(t.typeName);
+  for (const t of registry)
+    if (t.kind === "message" && !t.typeName.startsWith("google.protobuf.")) known.push(t.typeName);
   known.sort();
-  const shown = known.length > 12 ? [...known.slice(0, 12), `... (${known.length - 12} more)`] : known;
-  throw new KdsError("invalid_argument", `message ${name} is not in ${where}, which defines ${shown.length === 0 ? "no message" : shown.join(", ")}`);
+  const shown =
+    known.length > 12 ? [...known.slice(0, 12), `... (${known.length - 12} more)`] : known;
+  throw new KdsError(
+    "invalid_argument",
+    `message ${name} is not in ${where}, which defines ${shown.length === 0 ? "no message" : shown.join(", ")}`,
+  );
 }
 
 /** Resource types for `declarations`, their messages looked up in `registry`. */
-export function typesFromDescriptors(registry: FileRegistry, declarations: readonly KindDeclaration[]): ResourceTypeInit[] {
-  return declarations.map((d) => ({ kind: d.kind, schema: messageIn(registry, d.message), direction: d.direction, scope: d.scope }));
+export function typesFromDescriptors(
+  registry: FileRegistry,
+  declarations: readonly KindDeclaration[],
+): ResourceTypeInit[] {
+  return declarations.map((d) => ({
+    kind: d.kind,
+    schema: messageIn(registry, d.message),
+    direction: d.direction,
+    scope: d.scope,
+  }));
 }
 
 /**

@@ -13,11 +13,20 @@
 import { DiscoveryClient } from "../discovery/client.ts";
 import { DiscoveryServer } from "../discovery/server.ts";
 import { mergeSources } from "../discovery/static-source.ts";
-import { defaultDiscoveryOptions, type DiscoveryOptions, type ServerObserver, type SnapshotSource } from "../discovery/types.ts";
+import {
+  defaultDiscoveryOptions,
+  type DiscoveryOptions,
+  type ServerObserver,
+  type SnapshotSource,
+} from "../discovery/types.ts";
 import type { Logger } from "../log.ts";
 import type { Session } from "../mux/views.ts";
 import { noopMetrics, type Metrics } from "../observe/metrics.ts";
-import { combineClientObservers, combineServerObservers, streamObservers } from "../observe/sync-observers.ts";
+import {
+  combineClientObservers,
+  combineServerObservers,
+  streamObservers,
+} from "../observe/sync-observers.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { CatalogGate } from "./catalog-gate.ts";
@@ -25,7 +34,12 @@ import { KindAgreement } from "./kind-agreement.ts";
 import { catalogSource, endSessionOnRefusal, learnKinds } from "./kinds-exchange.ts";
 import { crossZoneFilter, KnownZones, zoneServes } from "./cross-zone.ts";
 import { SelectorMemo, ZONES_LABEL, selectedFor } from "./zone-selector.ts";
-import { sentBy, type ResourceType, type StoredResource, type TypeRegistry } from "./resource-types.ts";
+import {
+  sentBy,
+  type ResourceType,
+  type StoredResource,
+  type TypeRegistry,
+} from "./resource-types.ts";
 import { SnapshotCache, type ServedKindState } from "./snapshot-cache.ts";
 import { ZoneStatusRecord, type ZoneStatus } from "./status.ts";
 import { StoreSink, type SinkMapping } from "./store-sink.ts";
@@ -111,8 +125,12 @@ export class SyncEngine {
     });
     this.#serve(options.types.sentBy(options.role));
     this.#catalog = options.role === "global" ? catalogSource(options.types) : undefined;
-    const refused = (error: { code: string; message: string }): void => this.#record(options.name).failed("kinds_refused", error.message);
-    this.#agreement = options.role === "zone" ? new KindAgreement(options.types, `zone "${options.name}"`, refused) : undefined;
+    const refused = (error: { code: string; message: string }): void =>
+      this.#record(options.name).failed("kinds_refused", error.message);
+    this.#agreement =
+      options.role === "zone"
+        ? new KindAgreement(options.types, `zone "${options.name}"`, refused)
+        : undefined;
   }
 
   /** Loads and follows the served kinds until `signal` aborts. */
@@ -132,8 +150,16 @@ export class SyncEngine {
       const some = types.filter((t) => (t.direction === "zone-to-zones") === crossZone);
       if (some.length === 0) continue;
       const serves = crossZone && this.#options.role === "zone" ? zoneServes : undefined;
-      const selective = this.#options.role === "global" ? (r: StoredResource): boolean => r.meta.labels[ZONES_LABEL] !== undefined : undefined;
-      const cache = new SnapshotCache(this.#options.store, some, { logger: this.#options.logger, retry: this.#options.storeRetry, serves, selective });
+      const selective =
+        this.#options.role === "global"
+          ? (r: StoredResource): boolean => r.meta.labels[ZONES_LABEL] !== undefined
+          : undefined;
+      const cache = new SnapshotCache(this.#options.store, some, {
+        logger: this.#options.logger,
+        retry: this.#options.storeRetry,
+        serves,
+        selective,
+      });
       this.#caches.push({ cache, crossZone });
       if (this.#started !== undefined) cache.start(this.#started);
     }
@@ -145,21 +171,41 @@ export class SyncEngine {
    * the zones is served only once they are known, and the filter costs a
    * pass only for kinds that need it (see `SnapshotCache.source`).
    */
-  #source(c: { readonly cache: SnapshotCache; readonly crossZone: boolean }, peer: SyncPeer): SnapshotSource {
+  #source(
+    c: { readonly cache: SnapshotCache; readonly crossZone: boolean },
+    peer: SyncPeer,
+  ): SnapshotSource {
     if (this.#options.role !== "global") return c.cache.source(peer.filter);
     const zone = peer.zone;
-    const cross = c.crossZone ? crossZoneFilter(zone, (origin) => this.zones.withheld(origin)) : undefined;
+    const cross = c.crossZone
+      ? crossZoneFilter(zone, (origin) => this.zones.withheld(origin))
+      : undefined;
     const user = peer.filter;
     const types = this.#options.types;
     const filter = (r: StoredResource): boolean =>
-      (cross === undefined || cross(r)) && selectedFor(zone, this.zones.labels(zone), types.find(r.kind)?.zones, r.meta.labels, this.#selectors) && (user === undefined || user(r));
-    const needsZones = (type: ResourceType, selective: boolean): boolean => c.crossZone || type.zones !== undefined || selective;
-    const inner = c.cache.source(filter, (type, selective) => user !== undefined || needsZones(type, selective));
+      (cross === undefined || cross(r)) &&
+      selectedFor(
+        zone,
+        this.zones.labels(zone),
+        types.find(r.kind)?.zones,
+        r.meta.labels,
+        this.#selectors,
+      ) &&
+      (user === undefined || user(r));
+    const needsZones = (type: ResourceType, selective: boolean): boolean =>
+      c.crossZone || type.zones !== undefined || selective;
+    const inner = c.cache.source(
+      filter,
+      (type, selective) => user !== undefined || needsZones(type, selective),
+    );
     return {
       ...inner,
       snapshot: (typeUrl, signal) => {
         const type = types.byTypeUrl(typeUrl);
-        const waits = !this.zones.known && type !== undefined && needsZones(type, c.cache.holdsSelective(typeUrl));
+        const waits =
+          !this.zones.known &&
+          type !== undefined &&
+          needsZones(type, c.cache.holdsSelective(typeUrl));
         return waits ? Promise.resolve(undefined) : inner.snapshot(typeUrl, signal);
       },
     };
@@ -172,7 +218,9 @@ export class SyncEngine {
    */
   async attach(session: Session, peer: SyncPeer): Promise<void> {
     const previous = this.#attached.get(peer.zone) ?? Promise.resolve();
-    const running = previous.then(() => (session.end === undefined ? this.#run(session, peer) : undefined));
+    const running = previous.then(() =>
+      session.end === undefined ? this.#run(session, peer) : undefined,
+    );
     this.#attached.set(peer.zone, running);
     try {
       await running;
@@ -200,11 +248,22 @@ export class SyncEngine {
     const { logger } = this.#options;
     const record = this.#record(peer.zone);
     record.connected(() => session.stats().heartbeatRttMs, session.peer);
-    const where = this.#options.role === "global" ? `with zone "${peer.zone}"` : `in zone "${peer.zone}" with the global`;
+    const where =
+      this.#options.role === "global"
+        ? `with zone "${peer.zone}"`
+        : `in zone "${peer.zone}" with the global`;
     const work = this.#sync(session, peer, record).catch(async (error: unknown) => {
-      logger.error(`sync ${where} failed; closing the session so the zone reconnects`, { zone: peer.zone, error });
-      record.failed("sync_failed", `sync ${where} failed: ${error instanceof Error ? error.message : String(error)}`);
-      await session.close({ message: `sync failed ${where}: ${error instanceof Error ? error.message : String(error)}` });
+      logger.error(`sync ${where} failed; closing the session so the zone reconnects`, {
+        zone: peer.zone,
+        error,
+      });
+      record.failed(
+        "sync_failed",
+        `sync ${where} failed: ${error instanceof Error ? error.message : String(error)}`,
+      );
+      await session.close({
+        message: `sync failed ${where}: ${error instanceof Error ? error.message : String(error)}`,
+      });
     });
     const end = await session.closed;
     record.disconnected(end);
@@ -217,23 +276,44 @@ export class SyncEngine {
     if (this.#agreement !== undefined) {
       const learned = await learnKinds(session, this.#agreement, { zone: peer.zone, node, logger });
       if (learned === undefined) return; // the session ended
-      if (learned.length > 0) this.#serve(learned.filter((t) => sentBy(this.#options.role, t.direction)));
+      if (learned.length > 0)
+        this.#serve(learned.filter((t) => sentBy(this.#options.role, t.direction)));
       for (const type of learned) record.add(type);
     }
     const own = discovery?.maxMessageBytes ?? defaultDiscoveryOptions.maxMessageBytes;
     const peerMax = session.peer?.maxMessageBytes;
     // Responses must fit what the peer accepts, not only what this side would send.
-    const maxMessageBytes = peerMax === undefined ? own : Math.min(own, peerMax - MUX_FRAME_OVERHEAD);
-    const observed = streamObservers(this.#options.metrics ?? noopMetrics, this.#options.role === "global" ? peer.zone : session.peerId, (url) => types.byTypeUrl(url)?.kind ?? url);
+    const maxMessageBytes =
+      peerMax === undefined ? own : Math.min(own, peerMax - MUX_FRAME_OVERHEAD);
+    const observed = streamObservers(
+      this.#options.metrics ?? noopMetrics,
+      this.#options.role === "global" ? peer.zone : session.peerId,
+      (url) => types.byTypeUrl(url)?.kind ?? url,
+    );
     // The global requests the zone's kinds only once the zone has settled the catalog.
     const gate = this.#catalog === undefined ? undefined : new CatalogGate();
-    const source = observed.source(mergeSources([...this.#caches.map((c) => this.#source(c, peer)), ...(this.#catalog === undefined ? [] : [this.#catalog])]));
-    const serverObserver = combineServerObservers(record.serverObserver(), observed.server, this.#logResourceErrors(peer.zone, (url) => types.byTypeUrl(url)?.kind ?? url));
+    const source = observed.source(
+      mergeSources([
+        ...this.#caches.map((c) => this.#source(c, peer)),
+        ...(this.#catalog === undefined ? [] : [this.#catalog]),
+      ]),
+    );
+    const serverObserver = combineServerObservers(
+      record.serverObserver(),
+      observed.server,
+      this.#logResourceErrors(peer.zone, (url) => types.byTypeUrl(url)?.kind ?? url),
+    );
     const server = new DiscoveryServer({
       view: gate?.watch(session.server) ?? session.server,
       source,
       options: { ...discovery, maxMessageBytes },
-      observer: endSessionOnRefusal(gate?.observe(serverObserver) ?? serverObserver, session, peer.zone, logger, source.typeUrls),
+      observer: endSessionOnRefusal(
+        gate?.observe(serverObserver) ?? serverObserver,
+        session,
+        peer.zone,
+        logger,
+        source.typeUrls,
+      ),
     });
     const observer = combineClientObservers(record.clientObserver(), observed.client);
     const client = new DiscoveryClient({
@@ -242,7 +322,11 @@ export class SyncEngine {
       mode: mode ?? "delta",
       sink: new StoreSink(store, types, peer.mapping, {
         retry: this.#options.storeRetry,
-        onRetry: (error, delay) => logger.warn(`reading what this side holds failed; retrying in ${delay} ms before subscribing`, { zone: peer.zone, error }),
+        onRetry: (error, delay) =>
+          logger.warn(
+            `reading what this side holds failed; retrying in ${delay} ms before subscribing`,
+            { zone: peer.zone, error },
+          ),
       }),
       node,
       maxResponseResources: discovery?.maxResponseResources,
@@ -250,12 +334,16 @@ export class SyncEngine {
         ...observer,
         resourceRejected: (typeUrl, key, reason) => {
           observer.resourceRejected?.(typeUrl, key, reason);
-          logger.warn(`a resource from ${this.#options.role === "global" ? `zone "${peer.zone}"` : "the global"} was left out: ${key}: ${reason}`, { zone: peer.zone, typeUrl, key });
+          logger.warn(
+            `a resource from ${this.#options.role === "global" ? `zone "${peer.zone}"` : "the global"} was left out: ${key}: ${reason}`,
+            { zone: peer.zone, typeUrl, key },
+          );
         },
       },
     });
     const subscribe = async (): Promise<void> => {
-      if (gate === undefined || (await gate.settled(session.signal))) await client.run(session.signal);
+      if (gate === undefined || (await gate.settled(session.signal)))
+        await client.run(session.signal);
     };
     await Promise.all([server.run(session.signal), subscribe()]);
   }
@@ -272,10 +360,21 @@ export class SyncEngine {
         const now = new Map(errors.map((e) => [e.key, e.reason]));
         const kind = kindOf(typeUrl);
         for (const [key, reason] of now) {
-          if (before.get(key) !== reason) logger.warn(`${peer} rejected ${kind} "${key}" and applied the rest: ${reason}`, { zone, typeUrl, key });
+          if (before.get(key) !== reason)
+            logger.warn(`${peer} rejected ${kind} "${key}" and applied the rest: ${reason}`, {
+              zone,
+              typeUrl,
+              key,
+            });
         }
-        for (const key of before.keys()) if (!now.has(key)) logger.info(`${peer} no longer rejects ${kind} "${key}"`, { zone, typeUrl, key });
-        if (omitted > 0 && omittedBefore.get(typeUrl) !== omitted) logger.warn(`${peer} rejects ${omitted} more ${kind} resources than it named`, { zone, typeUrl });
+        for (const key of before.keys())
+          if (!now.has(key))
+            logger.info(`${peer} no longer rejects ${kind} "${key}"`, { zone, typeUrl, key });
+        if (omitted > 0 && omittedBefore.get(typeUrl) !== omitted)
+          logger.warn(`${peer} rejects ${omitted} more ${kind} resources than it named`, {
+            zone,
+            typeUrl,
+          });
         omittedBefore.set(typeUrl, omitted);
         reported.set(typeUrl, now);
       },

@@ -6,7 +6,14 @@
  *
  * @module
  */
-import { createRegistry, type DescEnum, type DescExtension, type DescMessage, type DescService, type Registry } from "@bufbuild/protobuf";
+import {
+  createRegistry,
+  type DescEnum,
+  type DescExtension,
+  type DescMessage,
+  type DescService,
+  type Registry,
+} from "@bufbuild/protobuf";
 import { file_kds_mux_v1_half_duplex } from "../gen/kds/mux/v1/half_duplex_pb.ts";
 import { file_kds_mux_v1_mux } from "../gen/kds/mux/v1/mux_pb.ts";
 import { file_kds_v1_discovery } from "../gen/kds/v1/discovery_pb.ts";
@@ -17,7 +24,13 @@ import type { TypeRegistry } from "./resource-types.ts";
 type Desc = DescMessage | DescEnum | DescExtension | DescService;
 
 /** The frames, the discovery messages, `kds.v1.KdsResource` and `kds.v1.KindCatalog` (with everything they import). */
-const fixed: Registry = createRegistry(file_kds_mux_v1_mux, file_kds_mux_v1_half_duplex, file_kds_v1_discovery, file_kds_v1_resource, file_kds_v1_kinds);
+const fixed: Registry = createRegistry(
+  file_kds_mux_v1_mux,
+  file_kds_mux_v1_half_duplex,
+  file_kds_v1_discovery,
+  file_kds_v1_resource,
+  file_kds_v1_kinds,
+);
 
 /**
  * A registry for the JSON codec of the mux (`jsonOptions.registry` of a
@@ -33,10 +46,15 @@ export function muxJsonRegistry(types?: TypeRegistry): Registry {
   let cached: { count: number; registry: Registry } | undefined;
   const kindsFiles = (): Registry => {
     const list = types?.list() ?? [];
-    if (cached?.count !== list.length) cached = { count: list.length, registry: createRegistry(...new Set(list.map((t) => t.schema.file))) };
+    if (cached?.count !== list.length)
+      cached = {
+        count: list.length,
+        registry: createRegistry(...new Set(list.map((t) => t.schema.file))),
+      };
     return cached.registry;
   };
-  const find = <T extends Desc>(lookup: (r: Registry) => T | undefined): T | undefined => lookup(fixed) ?? (types === undefined ? undefined : lookup(kindsFiles()));
+  const find = <T extends Desc>(lookup: (r: Registry) => T | undefined): T | undefined =>
+    lookup(fixed) ?? (types === undefined ? undefined : lookup(kindsFiles()));
   return {
     kind: "registry",
     get: (typeName) => find((r) => r.get(typeName)),

@@ -9,7 +9,13 @@
  */
 import { KdsError } from "../errors.ts";
 import type { KindCatalog } from "../gen/kds/v1/kinds_pb.ts";
-import { declarationOf, describeDeclaration, descriptorRegistry, messageIn, type KindDeclaration } from "./descriptor-types.ts";
+import {
+  declarationOf,
+  describeDeclaration,
+  descriptorRegistry,
+  messageIn,
+  type KindDeclaration,
+} from "./descriptor-types.ts";
 import { declarationsOf } from "./kind-catalog.ts";
 import { TYPE_URL_PREFIX, TypeRegistry, type ResourceType } from "./resource-types.ts";
 
@@ -64,7 +70,12 @@ export class KindAgreement {
       const local = this.#types.find(d.kind);
       if (local !== undefined) {
         const mine = declarationOf(local);
-        if (mine.kind !== d.kind || mine.message !== d.message || mine.direction !== d.direction || mine.scope !== d.scope) {
+        if (
+          mine.kind !== d.kind ||
+          mine.message !== d.message ||
+          mine.direction !== d.direction ||
+          mine.scope !== d.scope
+        ) {
           problems.push(
             `kind "${d.kind}": ${peer} defines ${describeDeclaration(d)}; ${this.#origin(local)} ${mine.kind === d.kind ? "" : `kind "${mine.kind}" as `}${describeDeclaration(mine)}${this.#restartHint(local)}`,
           );
@@ -73,7 +84,9 @@ export class KindAgreement {
       }
       const sameMessage = this.#types.byTypeUrl(TYPE_URL_PREFIX + d.message);
       if (sameMessage !== undefined) {
-        problems.push(`kind "${d.kind}": ${peer} defines ${describeDeclaration(d)}; ${this.#origin(sameMessage)} that message as kind "${sameMessage.kind}" (${describeDeclaration(declarationOf(sameMessage))})${this.#restartHint(sameMessage)}`);
+        problems.push(
+          `kind "${d.kind}": ${peer} defines ${describeDeclaration(d)}; ${this.#origin(sameMessage)} that message as kind "${sameMessage.kind}" (${describeDeclaration(declarationOf(sameMessage))})${this.#restartHint(sameMessage)}`,
+        );
         continue;
       }
       missing.push(d);
@@ -97,11 +110,20 @@ export class KindAgreement {
     let learned: ResourceType[];
     try {
       const registry = descriptorRegistry(catalog.files);
-      const inits = missing.map((d) => ({ kind: d.kind, schema: messageIn(registry, d.message), direction: d.direction, scope: d.scope }));
+      const inits = missing.map((d) => ({
+        kind: d.kind,
+        schema: messageIn(registry, d.message),
+        direction: d.direction,
+        scope: d.scope,
+      }));
       new TypeRegistry(inits); // validates them all before any is registered here
       learned = inits.map((init) => this.#types.register(init));
     } catch (error) {
-      throw new KdsError("invalid_resource", `the kinds sent by ${peer} cannot be used: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      throw new KdsError(
+        "invalid_resource",
+        `the kinds sent by ${peer} cannot be used: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      );
     }
     for (const t of learned) this.#learned.add(t.kind);
     return learned;
@@ -112,6 +134,8 @@ export class KindAgreement {
   }
 
   #restartHint(type: ResourceType): string {
-    return this.#learned.has(type.kind) ? ` (restart ${this.#self} to learn the new definition)` : "";
+    return this.#learned.has(type.kind)
+      ? ` (restart ${this.#self} to learn the new definition)`
+      : "";
   }
 }

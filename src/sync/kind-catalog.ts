@@ -10,10 +10,20 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { AnySchema, type Any } from "@bufbuild/protobuf/wkt";
 import { KdsError } from "../errors.ts";
 import { ResourceSchema } from "../gen/kds/v1/discovery_pb.ts";
-import { KindCatalogSchema, KindDirection, KindScope, type KindCatalog } from "../gen/kds/v1/kinds_pb.ts";
+import {
+  KindCatalogSchema,
+  KindDirection,
+  KindScope,
+  type KindCatalog,
+} from "../gen/kds/v1/kinds_pb.ts";
 import type { WireResource } from "../discovery/types.ts";
 import { filesDefining, type KindDeclaration } from "./descriptor-types.ts";
-import { TYPE_URL_PREFIX, type ResourceScope, type ResourceType, type SyncDirection } from "./resource-types.ts";
+import {
+  TYPE_URL_PREFIX,
+  type ResourceScope,
+  type ResourceType,
+  type SyncDirection,
+} from "./resource-types.ts";
 
 /** Discovery type URL under which a global serves its catalog. */
 export const KIND_CATALOG_TYPE_URL = TYPE_URL_PREFIX + KindCatalogSchema.typeName;
@@ -28,13 +38,21 @@ const directions: Record<SyncDirection, KindDirection> = {
   local: KindDirection.LOCAL,
 };
 
-const scopes: Record<ResourceScope, KindScope> = { cluster: KindScope.CLUSTER, mesh: KindScope.MESH };
+const scopes: Record<ResourceScope, KindScope> = {
+  cluster: KindScope.CLUSTER,
+  mesh: KindScope.MESH,
+};
 
 /** The catalog of the kinds among `types` that flow (local kinds stay out). */
 export function kindCatalog(types: Iterable<ResourceType>): KindCatalog {
   const flowing = [...types].filter((t) => t.direction !== "local");
   return create(KindCatalogSchema, {
-    kinds: flowing.map((t) => ({ kind: t.kind, message: t.schema.typeName, direction: directions[t.direction], scope: scopes[t.scope] })),
+    kinds: flowing.map((t) => ({
+      kind: t.kind,
+      message: t.schema.typeName,
+      direction: directions[t.direction],
+      scope: scopes[t.scope],
+    })),
     files: filesDefining(flowing.map((t) => t.schema)),
   });
 }
@@ -46,29 +64,57 @@ export function catalogResource(catalog: KindCatalog): WireResource {
   const any = create(AnySchema, { typeUrl: KIND_CATALOG_TYPE_URL, value });
   const resource = create(ResourceSchema, { name: KIND_CATALOG_KEY, version, resource: any });
   const anyBytes = toBinary(AnySchema, any).byteLength;
-  return { key: KIND_CATALOG_KEY, version, any, resource, anyBytes, resourceBytes: toBinary(ResourceSchema, resource).byteLength };
+  return {
+    key: KIND_CATALOG_KEY,
+    version,
+    any,
+    resource,
+    anyBytes,
+    resourceBytes: toBinary(ResourceSchema, resource).byteLength,
+  };
 }
 
 /** The catalog in a received response; throws `invalid_resource` when the response is not exactly one catalog. */
 export function catalogOf(resources: readonly Any[]): KindCatalog {
-  if (resources.length !== 1) throw new KdsError("invalid_resource", `expected one kind catalog, got ${resources.length} resources`);
+  if (resources.length !== 1)
+    throw new KdsError(
+      "invalid_resource",
+      `expected one kind catalog, got ${resources.length} resources`,
+    );
   const any = resources[0] as Any;
-  if (any.typeUrl !== KIND_CATALOG_TYPE_URL) throw new KdsError("invalid_resource", `expected a ${KIND_CATALOG_TYPE_URL}, got ${any.typeUrl || "an empty type URL"}`);
+  if (any.typeUrl !== KIND_CATALOG_TYPE_URL)
+    throw new KdsError(
+      "invalid_resource",
+      `expected a ${KIND_CATALOG_TYPE_URL}, got ${any.typeUrl || "an empty type URL"}`,
+    );
   try {
     return fromBinary(KindCatalogSchema, any.value);
   } catch (error) {
-    throw new KdsError("invalid_resource", `malformed kind catalog (${error instanceof Error ? error.message : String(error)})`, { cause: error });
+    throw new KdsError(
+      "invalid_resource",
+      `malformed kind catalog (${error instanceof Error ? error.message : String(error)})`,
+      { cause: error },
+    );
   }
 }
 
 /** The declarations a catalog carries; throws `invalid_resource` on an unset direction or scope. */
 export function declarationsOf(catalog: KindCatalog): KindDeclaration[] {
-  const direction = Object.fromEntries(Object.entries(directions).map(([k, v]) => [v, k])) as Record<number, SyncDirection>;
-  const scope = Object.fromEntries(Object.entries(scopes).map(([k, v]) => [v, k])) as Record<number, ResourceScope>;
+  const direction = Object.fromEntries(
+    Object.entries(directions).map(([k, v]) => [v, k]),
+  ) as Record<number, SyncDirection>;
+  const scope = Object.fromEntries(Object.entries(scopes).map(([k, v]) => [v, k])) as Record<
+    number,
+    ResourceScope
+  >;
   return catalog.kinds.map((k) => {
     const d = direction[k.direction];
     const s = scope[k.scope];
-    if (d === undefined || s === undefined) throw new KdsError("invalid_resource", `kind "${k.kind}" in the catalog has no valid direction or scope`);
+    if (d === undefined || s === undefined)
+      throw new KdsError(
+        "invalid_resource",
+        `kind "${k.kind}" in the catalog has no valid direction or scope`,
+      );
     return { kind: k.kind, message: k.message, direction: d, scope: s };
   });
 }

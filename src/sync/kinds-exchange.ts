@@ -42,13 +42,22 @@ export function catalogSource(types: TypeRegistry): SnapshotSource {
  *   and a peer running kds-mux learns the kinds before it requests any, so
  *   only a broken or foreign peer gets here.
  */
-export function endSessionOnRefusal(observer: ServerObserver, session: Session, zone: string, logger: Logger, served: readonly string[] = []): ServerObserver {
+export function endSessionOnRefusal(
+  observer: ServerObserver,
+  session: Session,
+  zone: string,
+  logger: Logger,
+  served: readonly string[] = [],
+): ServerObserver {
   return {
     ...observer,
     nacked: (typeUrl, version, error, nonce) => {
       observer.nacked?.(typeUrl, version, error, nonce);
       if (typeUrl !== KIND_CATALOG_TYPE_URL) return;
-      logger.error(`zone "${zone}" refused the kinds of this global; ending its session: ${error}`, { zone });
+      logger.error(
+        `zone "${zone}" refused the kinds of this global; ending its session: ${error}`,
+        { zone },
+      );
       void session.close({ message: error });
     },
     unknownType: (typeUrl) => {
@@ -76,7 +85,11 @@ export function endSessionOnRefusal(observer: ServerObserver, session: Session, 
 export async function learnKinds(
   session: Session,
   agreement: KindAgreement,
-  init: { zone: string; node: { id: string; cluster: string; userAgentName: string }; logger: Logger },
+  init: {
+    zone: string;
+    node: { id: string; cluster: string; userAgentName: string };
+    logger: Logger;
+  },
 ): Promise<ResourceType[] | undefined> {
   const peer = `global "${session.peerId}"`;
   const deadline = new AbortController();
@@ -93,9 +106,14 @@ export async function learnKinds(
   } catch (error) {
     if (session.signal.aborted || KdsError.is(error, "session_closed")) return undefined;
     if (deadline.signal.aborted) {
-      throw new KdsError("protocol_error", `${peer} did not send its kinds within ${KINDS_TIMEOUT_MS / 1000} s; is it an older kds-mux? Run the same version on both sides`, { cause: error });
+      throw new KdsError(
+        "protocol_error",
+        `${peer} did not send its kinds within ${KINDS_TIMEOUT_MS / 1000} s; is it an older kds-mux? Run the same version on both sides`,
+        { cause: error },
+      );
     }
-    if (!KdsError.is(error, "kinds_mismatch") && !KdsError.is(error, "invalid_resource")) throw error;
+    if (!KdsError.is(error, "kinds_mismatch") && !KdsError.is(error, "invalid_resource"))
+      throw error;
     init.logger.error(error.message, { zone: init.zone });
     await sleep(REFUSAL_GRACE_MS, session.signal).catch(() => undefined); // ends early when the session does
     if (session.end !== undefined) return undefined;
@@ -104,8 +122,13 @@ export async function learnKinds(
     clearTimeout(timer);
   }
   if (learned.length > 0) {
-    const list = learned.map((t) => `${t.kind} (${describeDeclaration(declarationOf(t))})`).join(", ");
-    init.logger.info(`zone "${init.zone}" learned ${learned.length === 1 ? "a kind" : `${learned.length} kinds`} from ${peer}: ${list}`, { zone: init.zone });
+    const list = learned
+      .map((t) => `${t.kind} (${describeDeclaration(declarationOf(t))})`)
+      .join(", ");
+    init.logger.info(
+      `zone "${init.zone}" learned ${learned.length === 1 ? "a kind" : `${learned.length} kinds`} from ${peer}: ${list}`,
+      { zone: init.zone },
+    );
   }
   return learned;
 }

@@ -9,7 +9,12 @@ import { KdsError } from "../errors.ts";
 import { parseZoneSelector, type ZoneSelector } from "./zone-selector.ts";
 
 /** Every sync direction, as kinds files and the CLI spell them. */
-export const SYNC_DIRECTIONS = ["global-to-zone", "zone-to-global", "zone-to-zones", "local"] as const;
+export const SYNC_DIRECTIONS = [
+  "global-to-zone",
+  "zone-to-global",
+  "zone-to-zones",
+  "local",
+] as const;
 
 /**
  * Which way a kind flows: created on the global and synced to zones
@@ -84,24 +89,54 @@ export class TypeRegistry {
   /** Registers a type; throws `invalid_argument` on a bad or duplicate kind, direction or scope. */
   register(init: ResourceTypeInit): ResourceType {
     if (!KIND_PATTERN.test(init.kind)) {
-      throw new KdsError("invalid_argument", `resource kind "${init.kind}" must start with an upper-case letter and hold only letters and digits`);
+      throw new KdsError(
+        "invalid_argument",
+        `resource kind "${init.kind}" must start with an upper-case letter and hold only letters and digits`,
+      );
     }
     if (!(SYNC_DIRECTIONS as readonly string[]).includes(init.direction)) {
-      throw new KdsError("invalid_argument", `resource kind "${init.kind}": direction "${String(init.direction)}" must be one of ${SYNC_DIRECTIONS.join(", ")}`);
+      throw new KdsError(
+        "invalid_argument",
+        `resource kind "${init.kind}": direction "${String(init.direction)}" must be one of ${SYNC_DIRECTIONS.join(", ")}`,
+      );
     }
     if (init.scope !== undefined && !(RESOURCE_SCOPES as readonly string[]).includes(init.scope)) {
-      throw new KdsError("invalid_argument", `resource kind "${init.kind}": scope "${String(init.scope)}" must be one of ${RESOURCE_SCOPES.join(", ")}`);
+      throw new KdsError(
+        "invalid_argument",
+        `resource kind "${init.kind}": scope "${String(init.scope)}" must be one of ${RESOURCE_SCOPES.join(", ")}`,
+      );
     }
     const typeUrl = TYPE_URL_PREFIX + init.schema.typeName;
-    if (this.#byKind.has(init.kind)) throw new KdsError("invalid_argument", `resource kind "${init.kind}" is registered twice`);
-    if (this.#byUrl.has(typeUrl)) throw new KdsError("invalid_argument", `message ${init.schema.typeName} is already the spec of kind "${this.#byUrl.get(typeUrl)?.kind}"`);
-    if (init.internal === true && init.direction !== "local") throw new KdsError("invalid_argument", `resource kind "${init.kind}" is internal and must be local (never synced)`);
+    if (this.#byKind.has(init.kind))
+      throw new KdsError("invalid_argument", `resource kind "${init.kind}" is registered twice`);
+    if (this.#byUrl.has(typeUrl))
+      throw new KdsError(
+        "invalid_argument",
+        `message ${init.schema.typeName} is already the spec of kind "${this.#byUrl.get(typeUrl)?.kind}"`,
+      );
+    if (init.internal === true && init.direction !== "local")
+      throw new KdsError(
+        "invalid_argument",
+        `resource kind "${init.kind}" is internal and must be local (never synced)`,
+      );
     let zones: ZoneSelector | undefined;
     if (init.zones !== undefined) {
-      if (init.direction !== "global-to-zone" && init.direction !== "zone-to-zones") throw new KdsError("invalid_argument", `resource kind "${init.kind}" is ${init.direction}: only global-to-zone and zone-to-zones kinds can name the zones they go to`);
+      if (init.direction !== "global-to-zone" && init.direction !== "zone-to-zones")
+        throw new KdsError(
+          "invalid_argument",
+          `resource kind "${init.kind}" is ${init.direction}: only global-to-zone and zone-to-zones kinds can name the zones they go to`,
+        );
       zones = parseZoneSelector(init.zones, `the zones of kind "${init.kind}"`);
     }
-    const type: ResourceType = Object.freeze({ kind: init.kind, schema: init.schema, typeUrl, direction: init.direction, scope: init.scope ?? "mesh", internal: init.internal ?? false, zones });
+    const type: ResourceType = Object.freeze({
+      kind: init.kind,
+      schema: init.schema,
+      typeUrl,
+      direction: init.direction,
+      scope: init.scope ?? "mesh",
+      internal: init.internal ?? false,
+      zones,
+    });
     this.#byKind.set(type.kind, type);
     this.#byUrl.set(typeUrl, type);
     return type;
@@ -120,7 +155,12 @@ export class TypeRegistry {
   get(kind: string): ResourceType {
     const t = this.find(kind);
     if (t === undefined) {
-      throw new KdsError("unknown_type", `unknown resource type "${kind}"; known types: ${this.visible().map((p) => p.kind).join(", ")}`);
+      throw new KdsError(
+        "unknown_type",
+        `unknown resource type "${kind}"; known types: ${this.visible()
+          .map((p) => p.kind)
+          .join(", ")}`,
+      );
     }
     return t;
   }
@@ -163,7 +203,10 @@ export class TypeRegistry {
  * kinds (only those it made itself).
  */
 export function sentBy(role: "global" | "zone", direction: SyncDirection): boolean {
-  return direction === "zone-to-zones" || direction === (role === "global" ? "global-to-zone" : "zone-to-global");
+  return (
+    direction === "zone-to-zones" ||
+    direction === (role === "global" ? "global-to-zone" : "zone-to-global")
+  );
 }
 
 /** Whether a side of `role` receives kinds of `direction` from its peer (the mirror of {@link sentBy}). */
@@ -230,5 +273,7 @@ export function resourceKey(mesh: string, name: string): string {
 /** Splits a discovery key back into mesh and name. */
 export function parseResourceKey(key: string): { mesh: string; name: string } {
   const slash = key.indexOf("/");
-  return slash < 0 ? { mesh: "", name: key } : { mesh: key.slice(0, slash), name: key.slice(slash + 1) };
+  return slash < 0
+    ? { mesh: "", name: key }
+    : { mesh: key.slice(0, slash), name: key.slice(slash + 1) };
 }

@@ -94,7 +94,14 @@ export class SnapshotCache {
     this.#serves = options.serves;
     this.#selective = options.selective ?? (() => false);
     for (const type of types) {
-      const cache: KindCache = { type, loadedAt: undefined, ready: false, entries: new Map(), digest: new SetDigest(), selective: 0 };
+      const cache: KindCache = {
+        type,
+        loadedAt: undefined,
+        ready: false,
+        entries: new Map(),
+        digest: new SetDigest(),
+        selective: 0,
+      };
       this.#kinds.set(type.kind, cache);
       this.#byUrl.set(type.typeUrl, cache);
     }
@@ -136,12 +143,17 @@ export class SnapshotCache {
    * says so, told whether the kind holds selective resources now; otherwise
    * the stream sees all of it.
    */
-  source(filter?: (resource: StoredResource) => boolean, needed?: (type: ResourceType, selective: boolean) => boolean): SnapshotSource {
+  source(
+    filter?: (resource: StoredResource) => boolean,
+    needed?: (type: ResourceType, selective: boolean) => boolean,
+  ): SnapshotSource {
     return {
       typeUrls: this.typeUrls,
       snapshot: (typeUrl, signal) => {
         const cache = this.#byUrl.get(typeUrl);
-        const applies = filter !== undefined && (needed === undefined || cache === undefined || needed(cache.type, cache.selective > 0));
+        const applies =
+          filter !== undefined &&
+          (needed === undefined || cache === undefined || needed(cache.type, cache.selective > 0));
         return Promise.resolve(this.#snapshot(typeUrl, applies ? filter : undefined, signal));
       },
       onChange: (listener, signal) => {
@@ -190,7 +202,8 @@ export class SnapshotCache {
   async #load(cache: KindCache, signal: AbortSignal): Promise<void> {
     const { revision, resources } = await this.#store.list(cache.type.kind, { signal });
     const present = new Set<string>();
-    for (const resource of resources) if (this.#serves?.(resource) !== false) present.add(this.#set(cache, resource));
+    for (const resource of resources)
+      if (this.#serves?.(resource) !== false) present.add(this.#set(cache, resource));
     for (const [key, gone] of cache.entries) {
       if (present.has(key)) continue;
       this.#drop(cache, key, gone);
@@ -203,11 +216,16 @@ export class SnapshotCache {
   #apply(change: StoreChange): void {
     const kind = change.op === "put" ? change.resource.kind : change.ref.kind;
     const cache = this.#kinds.get(kind);
-    if (cache === undefined || cache.loadedAt === undefined || change.revision <= cache.loadedAt) return;
+    if (cache === undefined || cache.loadedAt === undefined || change.revision <= cache.loadedAt)
+      return;
     let key: string;
-    if (change.op === "put" && this.#serves?.(change.resource) !== false) key = this.#set(cache, change.resource);
+    if (change.op === "put" && this.#serves?.(change.resource) !== false)
+      key = this.#set(cache, change.resource);
     else {
-      key = change.op === "put" ? resourceKey(change.resource.meta.mesh, change.resource.meta.name) : resourceKey(change.ref.mesh, change.ref.name);
+      key =
+        change.op === "put"
+          ? resourceKey(change.resource.meta.mesh, change.resource.meta.name)
+          : resourceKey(change.ref.mesh, change.ref.name);
       const gone = cache.entries.get(key);
       if (gone === undefined) return;
       this.#drop(cache, key, gone);
@@ -215,7 +233,11 @@ export class SnapshotCache {
     for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
   }
 
-  #snapshot(typeUrl: string, filter: ((r: StoredResource) => boolean) | undefined, signal: AbortSignal): Snapshot | undefined {
+  #snapshot(
+    typeUrl: string,
+    filter: ((r: StoredResource) => boolean) | undefined,
+    signal: AbortSignal,
+  ): Snapshot | undefined {
     if (signal.aborted) throw abortError(signal, "snapshot");
     const cache = this.#byUrl.get(typeUrl);
     if (cache === undefined || !cache.ready) return undefined;
@@ -223,7 +245,10 @@ export class SnapshotCache {
     if (filter === undefined) {
       return {
         version: cache.digest.toString(),
-        resources: { get: (key) => entries.get(key)?.wire, [Symbol.iterator]: () => wires(entries.values(), undefined) },
+        resources: {
+          get: (key) => entries.get(key)?.wire,
+          [Symbol.iterator]: () => wires(entries.values(), undefined),
+        },
       };
     }
     const resources: ResourceSet = {
@@ -265,6 +290,9 @@ export class SnapshotCache {
   }
 }
 
-function* wires(entries: Iterable<Entry>, filter: ((r: StoredResource) => boolean) | undefined): Generator<WireResource> {
+function* wires(
+  entries: Iterable<Entry>,
+  filter: ((r: StoredResource) => boolean) | undefined,
+): Generator<WireResource> {
   for (const entry of entries) if (filter === undefined || filter(entry.resource)) yield entry.wire;
 }

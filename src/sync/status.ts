@@ -99,7 +99,10 @@ export interface TypeSyncStatus extends SyncCounters {
  * accepted plus rejected, accepted and rejected), or "both" for a
  * zone-to-zones kind (each side sends its part and receives the others').
  */
-export function sideOf(role: "global" | "zone", direction: TypeSyncStatus["direction"]): "sender" | "receiver" | "both" {
+export function sideOf(
+  role: "global" | "zone",
+  direction: TypeSyncStatus["direction"],
+): "sender" | "receiver" | "both" {
   if (direction === "zone-to-zones") return "both";
   return (direction === "global-to-zone") === (role === "global") ? "sender" : "receiver";
 }
@@ -146,7 +149,15 @@ type MutableType = { -readonly [K in keyof Omit<TypeSyncStatus, "session">]: Typ
   peerRejectedResources: Array<{ key: string; reason: string }>;
 };
 
-const zeroCounters = (): MutableCounters => ({ sent: 0, resourcesSent: 0, acked: 0, nacked: 0, accepted: 0, resourcesReceived: 0, rejected: 0 });
+const zeroCounters = (): MutableCounters => ({
+  sent: 0,
+  resourcesSent: 0,
+  acked: 0,
+  nacked: 0,
+  accepted: 0,
+  resourcesReceived: 0,
+  rejected: 0,
+});
 
 /** Adds `by` to `counter` in the totals and in the session's counters of `t`. */
 function count(t: MutableType, counter: keyof SyncCounters, by = 1): void {
@@ -173,7 +184,11 @@ export class ZoneStatusRecord {
    * @param types - the kinds that flow, with their direction
    * @param served - reads the store state of the kinds this side sends
    */
-  constructor(zone: string, types: readonly ResourceType[], served: () => readonly ServedKindState[] = () => []) {
+  constructor(
+    zone: string,
+    types: readonly ResourceType[],
+    served: () => readonly ServedKindState[] = () => [],
+  ) {
     this.zone = zone;
     this.#served = served;
     for (const t of types) this.add(t);
@@ -208,7 +223,12 @@ export class ZoneStatusRecord {
    */
   connected(rtt: () => number | undefined, peer?: PeerVersion): void {
     this.#online = true;
-    if (peer !== undefined) this.#peer = { softwareVersion: peer.softwareVersion, protocolVersion: peer.protocolVersion, features: [...peer.features] };
+    if (peer !== undefined)
+      this.#peer = {
+        softwareVersion: peer.softwareVersion,
+        protocolVersion: peer.protocolVersion,
+        features: [...peer.features],
+      };
     this.#connectedAt = new Date();
     this.#rtt = rtt;
     for (const t of this.#types.values()) t.session = zeroCounters();
@@ -288,7 +308,10 @@ export class ZoneStatusRecord {
         }),
       resourceRejected: (typeUrl, key, reason) =>
         void this.#with(typeUrl, (t) => {
-          t.rejectedResources = [...t.rejectedResources.filter((r) => r.key !== key), { key, reason }].slice(-MAX_REJECTIONS);
+          t.rejectedResources = [
+            ...t.rejectedResources.filter((r) => r.key !== key),
+            { key, reason },
+          ].slice(-MAX_REJECTIONS);
         }),
     };
   }
@@ -303,7 +326,9 @@ export class ZoneStatusRecord {
       lastEnd: this.#lastEnd,
       lastError: this.#lastError,
       heartbeatRttMs: this.#rtt?.() ?? this.#lastRtt,
-      ...(this.#peer === undefined ? {} : { peer: { ...this.#peer, features: [...this.#peer.features] } }),
+      ...(this.#peer === undefined
+        ? {}
+        : { peer: { ...this.#peer, features: [...this.#peer.features] } }),
       types: [...this.#types.values()].map((t) => {
         const served = this.#served().find((k) => k.kind === t.kind);
         return {

@@ -15,10 +15,22 @@
  */
 import type { Any } from "@bufbuild/protobuf/wkt";
 import { KdsError } from "../errors.ts";
-import type { ReceivedResource, RejectedResource, ResourceSink, SinkResult } from "../discovery/types.ts";
+import type {
+  ReceivedResource,
+  RejectedResource,
+  ResourceSink,
+  SinkResult,
+} from "../discovery/types.ts";
 import type { ResourceInput, ResourceStore, WriteOp } from "../store/contract.ts";
 import { matchesLabels, validateInput } from "../store/validate.ts";
-import { LABELS, parseResourceKey, resourceKey, type ResourceType, type StoredResource, type TypeRegistry } from "./resource-types.ts";
+import {
+  LABELS,
+  parseResourceKey,
+  resourceKey,
+  type ResourceType,
+  type StoredResource,
+  type TypeRegistry,
+} from "./resource-types.ts";
 import { resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
 import { retrying } from "../util/retry.ts";
 import { fromWire, type DecodedResource } from "./wire.ts";
@@ -50,7 +62,11 @@ export function mirrorMapping(): SinkMapping {
     scope: { [LABELS.origin]: "global" },
     localName: (name) => name,
     labels: (r, user) => {
-      const labels: Record<string, string> = { ...user, [LABELS.origin]: "global", [LABELS.originVersion]: r.version };
+      const labels: Record<string, string> = {
+        ...user,
+        [LABELS.origin]: "global",
+        [LABELS.originVersion]: r.version,
+      };
       const zone = r.labels[LABELS.zone];
       const display = r.labels[LABELS.displayName];
       if (zone !== undefined) labels[LABELS.zone] = zone;
@@ -72,8 +88,15 @@ export function zoneMapping(zone: string): SinkMapping {
   return {
     scope: { [LABELS.origin]: "zone", [LABELS.zone]: zone },
     localName: (name) => `${zone}.${name}`,
-    labels: (r, user) => ({ ...user, [LABELS.origin]: "zone", [LABELS.zone]: zone, [LABELS.displayName]: r.name, [LABELS.originVersion]: r.version }),
-    keyOf: (local) => resourceKey(local.meta.mesh, local.meta.labels[LABELS.displayName] ?? local.meta.name),
+    labels: (r, user) => ({
+      ...user,
+      [LABELS.origin]: "zone",
+      [LABELS.zone]: zone,
+      [LABELS.displayName]: r.name,
+      [LABELS.originVersion]: r.version,
+    }),
+    keyOf: (local) =>
+      resourceKey(local.meta.mesh, local.meta.labels[LABELS.displayName] ?? local.meta.name),
   };
 }
 
@@ -99,7 +122,12 @@ export class StoreSink implements ResourceSink {
    * @param mapping - names and labels of local copies
    * @param options - retries of the resume read
    */
-  constructor(store: ResourceStore, types: TypeRegistry, mapping: SinkMapping, options: StoreSinkOptions = {}) {
+  constructor(
+    store: ResourceStore,
+    types: TypeRegistry,
+    mapping: SinkMapping,
+    options: StoreSinkOptions = {},
+  ) {
     this.#store = store;
     this.#types = types;
     this.#mapping = mapping;
@@ -111,7 +139,12 @@ export class StoreSink implements ResourceSink {
   async versions(typeUrl: string, signal: AbortSignal): Promise<Map<string, string>> {
     const type = this.#type(typeUrl);
     const out = new Map<string, string>();
-    const { resources } = await retrying(signal, this.#retry, () => this.#store.list(type.kind, { labels: this.#mapping.scope, signal }), this.#onRetry);
+    const { resources } = await retrying(
+      signal,
+      this.#retry,
+      () => this.#store.list(type.kind, { labels: this.#mapping.scope, signal }),
+      this.#onRetry,
+    );
     for (const local of resources) {
       const version = local.meta.labels[LABELS.originVersion];
       if (version !== undefined) out.set(this.#mapping.keyOf(local), version);
@@ -119,47 +152,106 @@ export class StoreSink implements ResourceSink {
     return out;
   }
 
-  async replace(typeUrl: string, resources: readonly Any[], signal: AbortSignal): Promise<SinkResult> {
+  async replace(
+    typeUrl: string,
+    resources: readonly Any[],
+    signal: AbortSignal,
+  ): Promise<SinkResult> {
     const type = this.#type(typeUrl);
     const desired = new Map<string, DecodedResource>();
     for (const any of resources) {
       const decoded = fromWire(type, any);
-      if (desired.has(decoded.key)) throw new KdsError("invalid_resource", `${type.kind} "${decoded.key}" appears twice in one response`);
+      if (desired.has(decoded.key))
+        throw new KdsError(
+          "invalid_resource",
+          `${type.kind} "${decoded.key}" appears twice in one response`,
+        );
       desired.set(decoded.key, decoded);
     }
     const existing = new Map<string, StoredResource>();
-    const { resources: held } = await this.#store.list(type.kind, { labels: this.#mapping.scope, signal });
+    const { resources: held } = await this.#store.list(type.kind, {
+      labels: this.#mapping.scope,
+      signal,
+    });
     for (const local of held) existing.set(this.#mapping.keyOf(local), local);
     const ops: WriteOp[] = [];
     const rejected: RejectedResource[] = [];
-    const puts: { key: string; input: ResourceInput; expectedVersion: string; specBytes: Uint8Array | undefined }[] = [];
+    const puts: {
+      key: string;
+      input: ResourceInput;
+      expectedVersion: string;
+      specBytes: Uint8Array | undefined;
+    }[] = [];
     for (const [key, decoded] of desired) {
       const local = existing.get(key);
       if (local?.meta.labels[LABELS.originVersion] === decoded.version) continue;
       const input = this.#input(type, decoded, rejected);
-      if (input !== undefined) puts.push({ key, input, expectedVersion: local?.meta.version ?? "", specBytes: decoded.specBytes });
+      if (input !== undefined)
+        puts.push({
+          key,
+          input,
+          expectedVersion: local?.meta.version ?? "",
+          specBytes: decoded.specBytes,
+        });
     }
-    for (const p of await this.#notForeign(type, puts.filter((p) => p.expectedVersion === ""), rejected, signal)) ops.push({ op: "put", input: p.input, expectedVersion: "", handOver: true, specBytes: p.specBytes });
-    for (const p of puts) if (p.expectedVersion !== "") ops.push({ op: "put", input: p.input, expectedVersion: p.expectedVersion, handOver: true, specBytes: p.specBytes });
+    for (const p of await this.#notForeign(
+      type,
+      puts.filter((p) => p.expectedVersion === ""),
+      rejected,
+      signal,
+    ))
+      ops.push({
+        op: "put",
+        input: p.input,
+        expectedVersion: "",
+        handOver: true,
+        specBytes: p.specBytes,
+      });
+    for (const p of puts)
+      if (p.expectedVersion !== "")
+        ops.push({
+          op: "put",
+          input: p.input,
+          expectedVersion: p.expectedVersion,
+          handOver: true,
+          specBytes: p.specBytes,
+        });
     for (const [key, local] of existing) {
-      if (!desired.has(key)) ops.push({ op: "delete", kind: type.kind, mesh: local.meta.mesh, name: local.meta.name, expectedVersion: local.meta.version });
+      if (!desired.has(key))
+        ops.push({
+          op: "delete",
+          kind: type.kind,
+          mesh: local.meta.mesh,
+          name: local.meta.name,
+          expectedVersion: local.meta.version,
+        });
     }
     if (ops.length > 0) await this.#store.apply(ops, { signal });
     return { rejected };
   }
 
-  async apply(typeUrl: string, resources: readonly ReceivedResource[], removed: readonly string[], signal: AbortSignal): Promise<SinkResult> {
+  async apply(
+    typeUrl: string,
+    resources: readonly ReceivedResource[],
+    removed: readonly string[],
+    signal: AbortSignal,
+  ): Promise<SinkResult> {
     const type = this.#type(typeUrl);
     const ops: WriteOp[] = [];
     const rejected: RejectedResource[] = [];
     const puts: { key: string; input: ResourceInput; specBytes: Uint8Array | undefined }[] = [];
     for (const r of resources) {
       const decoded = fromWire(type, r.any, r.key);
-      if (decoded.version !== r.version) throw new KdsError("invalid_resource", `${type.kind} "${r.key}": version ${r.version} in the response but ${decoded.version} in the resource`);
+      if (decoded.version !== r.version)
+        throw new KdsError(
+          "invalid_resource",
+          `${type.kind} "${r.key}": version ${r.version} in the response but ${decoded.version} in the resource`,
+        );
       const input = this.#input(type, decoded, rejected);
       if (input !== undefined) puts.push({ key: r.key, input, specBytes: decoded.specBytes });
     }
-    for (const p of await this.#notForeign(type, puts, rejected, signal)) ops.push({ op: "put", input: p.input, handOver: true, specBytes: p.specBytes });
+    for (const p of await this.#notForeign(type, puts, rejected, signal))
+      ops.push({ op: "put", input: p.input, handOver: true, specBytes: p.specBytes });
     // The local copies of every removed key, read in one go (not one read per name); a key named twice is read and deleted once.
     const gone = [...new Set(removed)].map((key) => {
       const { mesh, name } = parseResourceKey(key);
@@ -170,7 +262,13 @@ export class StoreSink implements ResourceSink {
       const local = locals[i];
       // Only ever delete this sink's own copies, and only the version just read.
       if (local !== undefined && matchesLabels(local.meta.labels, this.#mapping.scope)) {
-        ops.push({ op: "delete", kind: type.kind, mesh, name, expectedVersion: local.meta.version });
+        ops.push({
+          op: "delete",
+          kind: type.kind,
+          mesh,
+          name,
+          expectedVersion: local.meta.version,
+        });
       }
     });
     if (ops.length > 0) await this.#store.apply(ops, { signal });
@@ -184,25 +282,45 @@ export class StoreSink implements ResourceSink {
    * kinds cannot collide (each side writes only its own kinds) and pass
    * unread.
    */
-  async #notForeign<P extends { key: string; input: ResourceInput }>(type: ResourceType, puts: P[], rejected: RejectedResource[], signal: AbortSignal): Promise<P[]> {
+  async #notForeign<P extends { key: string; input: ResourceInput }>(
+    type: ResourceType,
+    puts: P[],
+    rejected: RejectedResource[],
+    signal: AbortSignal,
+  ): Promise<P[]> {
     if (type.direction !== "zone-to-zones" || puts.length === 0) return puts;
-    const locals = await this.#store.getMany(type.kind, puts.map((p) => ({ mesh: p.input.mesh ?? "", name: p.input.name })), { signal });
+    const locals = await this.#store.getMany(
+      type.kind,
+      puts.map((p) => ({ mesh: p.input.mesh ?? "", name: p.input.name })),
+      { signal },
+    );
     return puts.filter((p, i) => {
       const local = locals[i];
       if (local === undefined || matchesLabels(local.meta.labels, this.#mapping.scope)) return true;
-      rejected.push({ key: p.key, reason: `a ${type.kind} named "${p.input.name}" was made on this side; it is kept, and this copy is left out (rename one of them)` });
+      rejected.push({
+        key: p.key,
+        reason: `a ${type.kind} named "${p.input.name}" was made on this side; it is kept, and this copy is left out (rename one of them)`,
+      });
       return false;
     });
   }
 
   #type(typeUrl: string): ResourceType {
     const type = this.#types.byTypeUrl(typeUrl);
-    if (type === undefined) throw new KdsError("unknown_type", `no resource type is registered for ${typeUrl}; register it on both sides`);
+    if (type === undefined)
+      throw new KdsError(
+        "unknown_type",
+        `no resource type is registered for ${typeUrl}; register it on both sides`,
+      );
     return type;
   }
 
   /** The local copy to write, or undefined (and a rejection) when this store cannot hold it. */
-  #input(type: ResourceType, decoded: DecodedResource, rejected: RejectedResource[]): ResourceInput | undefined {
+  #input(
+    type: ResourceType,
+    decoded: DecodedResource,
+    rejected: RejectedResource[],
+  ): ResourceInput | undefined {
     const user: Record<string, string> = {};
     for (const [k, v] of Object.entries(decoded.labels)) if (!k.startsWith("kds.io/")) user[k] = v;
     const input: ResourceInput = {
@@ -217,7 +335,10 @@ export class StoreSink implements ResourceSink {
       return input;
     } catch (error) {
       if (!KdsError.is(error, "invalid_resource")) throw error;
-      rejected.push({ key: decoded.key, reason: `cannot be stored on this side: ${error.message}` });
+      rejected.push({
+        key: decoded.key,
+        reason: `cannot be stored on this side: ${error.message}`,
+      });
       return undefined;
     }
   }

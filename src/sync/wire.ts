@@ -12,7 +12,13 @@ import { KdsError } from "../errors.ts";
 import type { Resource } from "../gen/kds/v1/discovery_pb.ts";
 import { KdsResourceSchema } from "../gen/kds/v1/resource_pb.ts";
 import type { WireResource } from "../discovery/types.ts";
-import { RESOURCE_NAME_PATTERN, TYPE_URL_PREFIX, resourceKey, type ResourceType, type StoredResource } from "./resource-types.ts";
+import {
+  RESOURCE_NAME_PATTERN,
+  TYPE_URL_PREFIX,
+  resourceKey,
+  type ResourceType,
+  type StoredResource,
+} from "./resource-types.ts";
 
 /** Type URL of the envelope every synced resource travels in. */
 export const KDS_RESOURCE_TYPE_URL = TYPE_URL_PREFIX + KdsResourceSchema.typeName;
@@ -23,27 +29,50 @@ export const KDS_RESOURCE_TYPE_URL = TYPE_URL_PREFIX + KdsResourceSchema.typeNam
  * of every sync: a reflective encode costs several times more); the result
  * decodes as a kds.v1.KdsResource.
  */
-export function toWire(type: ResourceType, resource: StoredResource, labels: Readonly<Record<string, string>> = resource.meta.labels): WireResource {
+export function toWire(
+  type: ResourceType,
+  resource: StoredResource,
+  labels: Readonly<Record<string, string>> = resource.meta.labels,
+): WireResource {
   const meta = resource.meta;
   const w = envelopeWriter;
   w.tag(1, WireType.LengthDelimited).fork();
   if (meta.name !== "") w.tag(1, WireType.LengthDelimited).string(meta.name);
   if (meta.mesh !== "") w.tag(2, WireType.LengthDelimited).string(meta.mesh);
   for (const [k, v] of Object.entries(labels)) {
-    w.tag(3, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).string(k).tag(2, WireType.LengthDelimited).string(v).join();
+    w.tag(3, WireType.LengthDelimited)
+      .fork()
+      .tag(1, WireType.LengthDelimited)
+      .string(k)
+      .tag(2, WireType.LengthDelimited)
+      .string(v)
+      .join();
   }
   if (meta.version !== "") w.tag(4, WireType.LengthDelimited).string(meta.version);
   writeTimestamp(w, 5, meta.creationTime);
   writeTimestamp(w, 6, meta.modificationTime);
   w.join();
-  w.tag(2, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).string(type.typeUrl).tag(2, WireType.LengthDelimited).bytes(toBinary(type.schema, resource.spec)).join();
+  w.tag(2, WireType.LengthDelimited)
+    .fork()
+    .tag(1, WireType.LengthDelimited)
+    .string(type.typeUrl)
+    .tag(2, WireType.LengthDelimited)
+    .bytes(toBinary(type.schema, resource.spec))
+    .join();
   const value = w.finish();
   // Plain message objects, as create() would make them (proto3, no defaults to fill): create() walks the schema every time.
   const any: Any = { $typeName: "google.protobuf.Any", typeUrl: KDS_RESOURCE_TYPE_URL, value };
   const key = resourceKey(meta.mesh, meta.name);
-  const wrapped: Resource = { $typeName: "kds.v1.Resource", name: key, version: meta.version, resource: any, aliases: [] };
+  const wrapped: Resource = {
+    $typeName: "kds.v1.Resource",
+    name: key,
+    version: meta.version,
+    resource: any,
+    aliases: [],
+  };
   const anyBytes = fieldBytes(utf8Length(KDS_RESOURCE_TYPE_URL)) + fieldBytes(value.byteLength);
-  const resourceBytes = fieldBytes(utf8Length(meta.version)) + fieldBytes(anyBytes) + fieldBytes(utf8Length(key));
+  const resourceBytes =
+    fieldBytes(utf8Length(meta.version)) + fieldBytes(anyBytes) + fieldBytes(utf8Length(key));
   return { key, version: meta.version, any, resource: wrapped, anyBytes, resourceBytes };
 }
 
@@ -121,23 +150,45 @@ export interface DecodedResource {
 export function fromWire(type: ResourceType, any: Any, expectedKey?: string): DecodedResource {
   const where = expectedKey === undefined ? type.kind : `${type.kind} "${expectedKey}"`;
   if (any.typeUrl !== KDS_RESOURCE_TYPE_URL) {
-    throw new KdsError("invalid_resource", `${where}: expected a ${KDS_RESOURCE_TYPE_URL}, got ${any.typeUrl || "an empty type URL"}`);
+    throw new KdsError(
+      "invalid_resource",
+      `${where}: expected a ${KDS_RESOURCE_TYPE_URL}, got ${any.typeUrl || "an empty type URL"}`,
+    );
   }
   let envelope: Envelope;
   try {
     envelope = readEnvelope(any.value);
   } catch (error) {
-    throw new KdsError("invalid_resource", `${where}: malformed resource envelope (${String(error)})`, { cause: error });
+    throw new KdsError(
+      "invalid_resource",
+      `${where}: malformed resource envelope (${String(error)})`,
+      { cause: error },
+    );
   }
   const meta = envelope.meta;
-  if (meta === undefined || envelope.specTypeUrl === undefined) throw new KdsError("invalid_resource", `${where}: the envelope lacks meta or spec`);
+  if (meta === undefined || envelope.specTypeUrl === undefined)
+    throw new KdsError("invalid_resource", `${where}: the envelope lacks meta or spec`);
   const key = resourceKey(meta.mesh, meta.name);
   const label = `${type.kind} "${key}"`;
-  if (!RESOURCE_NAME_PATTERN.test(meta.name)) throw new KdsError("invalid_resource", `${label}: invalid name`);
-  if (type.scope === "mesh" && !RESOURCE_NAME_PATTERN.test(meta.mesh)) throw new KdsError("invalid_resource", `${label}: ${type.kind} is mesh-scoped but has no valid mesh`);
-  if (type.scope === "cluster" && meta.mesh !== "") throw new KdsError("invalid_resource", `${label}: ${type.kind} is cluster-scoped but names a mesh`);
-  if (expectedKey !== undefined && key !== expectedKey) throw new KdsError("invalid_resource", `${label}: sent under the name "${expectedKey}"`);
-  if (envelope.specTypeUrl !== type.typeUrl) throw new KdsError("invalid_resource", `${label}: the spec is a ${envelope.specTypeUrl}, expected ${type.typeUrl}`);
+  if (!RESOURCE_NAME_PATTERN.test(meta.name))
+    throw new KdsError("invalid_resource", `${label}: invalid name`);
+  if (type.scope === "mesh" && !RESOURCE_NAME_PATTERN.test(meta.mesh))
+    throw new KdsError(
+      "invalid_resource",
+      `${label}: ${type.kind} is mesh-scoped but has no valid mesh`,
+    );
+  if (type.scope === "cluster" && meta.mesh !== "")
+    throw new KdsError(
+      "invalid_resource",
+      `${label}: ${type.kind} is cluster-scoped but names a mesh`,
+    );
+  if (expectedKey !== undefined && key !== expectedKey)
+    throw new KdsError("invalid_resource", `${label}: sent under the name "${expectedKey}"`);
+  if (envelope.specTypeUrl !== type.typeUrl)
+    throw new KdsError(
+      "invalid_resource",
+      `${label}: the spec is a ${envelope.specTypeUrl}, expected ${type.typeUrl}`,
+    );
   // A copy of just the spec's bytes: the decoded spec keeps views into what it was decoded from (its bytes and
   // unknown fields), and the received bytes belong to a whole response, which a stored spec must not pin.
   const specBytes = envelope.specValue.slice();
@@ -145,7 +196,9 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
   try {
     decoded = fromBinary(type.schema, specBytes);
   } catch (error) {
-    throw new KdsError("invalid_resource", `${label}: malformed spec (${String(error)})`, { cause: error });
+    throw new KdsError("invalid_resource", `${label}: malformed spec (${String(error)})`, {
+      cause: error,
+    });
   }
   return {
     key,
@@ -153,8 +206,12 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
     mesh: meta.mesh,
     labels: meta.labels,
     version: meta.version,
-    creationTime: meta.creationTime === undefined ? undefined : new Date(timestampMs(meta.creationTime)),
-    modificationTime: meta.modificationTime === undefined ? undefined : new Date(timestampMs(meta.modificationTime)),
+    creationTime:
+      meta.creationTime === undefined ? undefined : new Date(timestampMs(meta.creationTime)),
+    modificationTime:
+      meta.modificationTime === undefined
+        ? undefined
+        : new Date(timestampMs(meta.modificationTime)),
     spec: decoded,
     specBytes,
   };
@@ -198,7 +255,14 @@ function readEnvelope(bytes: Uint8Array): Envelope {
   while (reader.pos < reader.len) {
     const [field, wireType] = reader.tag();
     if (field === 1 && wireType === WireType.LengthDelimited) {
-      envelope.meta ??= { name: "", mesh: "", labels: {}, version: "", creationTime: undefined, modificationTime: undefined };
+      envelope.meta ??= {
+        name: "",
+        mesh: "",
+        labels: {},
+        version: "",
+        creationTime: undefined,
+        modificationTime: undefined,
+      };
       readMeta(reader, nestedEnd(reader), envelope.meta);
     } else if (field === 2 && wireType === WireType.LengthDelimited) {
       envelope.specTypeUrl ??= "";
@@ -234,8 +298,14 @@ function readMeta(reader: BinaryReader, end: number, meta: Meta): void {
     else if (field === 2) meta.mesh = reader.string(true);
     else if (field === 3) readLabel(reader, nestedEnd(reader), meta.labels);
     else if (field === 4) meta.version = reader.string(true);
-    else if (field === 5) readTimestamp(reader, nestedEnd(reader), (meta.creationTime ??= { seconds: 0, nanos: 0 }));
-    else if (field === 6) readTimestamp(reader, nestedEnd(reader), (meta.modificationTime ??= { seconds: 0, nanos: 0 }));
+    else if (field === 5)
+      readTimestamp(reader, nestedEnd(reader), (meta.creationTime ??= { seconds: 0, nanos: 0 }));
+    else if (field === 6)
+      readTimestamp(
+        reader,
+        nestedEnd(reader),
+        (meta.modificationTime ??= { seconds: 0, nanos: 0 }),
+      );
     else reader.skip(wireType, field);
   }
   ended(reader, end);
@@ -252,7 +322,13 @@ function readLabel(reader: BinaryReader, end: number, labels: Record<string, str
   }
   ended(reader, end);
   // A plain record, as the reflective decoder gives; "__proto__" stays an ordinary key.
-  if (key === "__proto__") Object.defineProperty(labels, key, { value, enumerable: true, writable: true, configurable: true });
+  if (key === "__proto__")
+    Object.defineProperty(labels, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   else labels[key] = value;
 }
 
@@ -269,8 +345,10 @@ function readTimestamp(reader: BinaryReader, end: number, timestamp: Timestamp):
 function readAny(reader: BinaryReader, end: number, envelope: Envelope): void {
   while (reader.pos < end) {
     const [field, wireType] = reader.tag();
-    if (field === 1 && wireType === WireType.LengthDelimited) envelope.specTypeUrl = reader.string(true);
-    else if (field === 2 && wireType === WireType.LengthDelimited) envelope.specValue = reader.bytes();
+    if (field === 1 && wireType === WireType.LengthDelimited)
+      envelope.specTypeUrl = reader.string(true);
+    else if (field === 2 && wireType === WireType.LengthDelimited)
+      envelope.specValue = reader.bytes();
     else reader.skip(wireType, field);
   }
   ended(reader, end);

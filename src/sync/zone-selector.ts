@@ -63,7 +63,8 @@ export function parseZoneSelector(text: string, what = "zone selector"): ZoneSel
       const [, key = "", op = "in", list = ""] = set;
       if (!KEY.test(key)) fail(p, `has an invalid key "${key}"`);
       const values = list.split(",").map((v) => v.trim());
-      for (const v of values) if (v === "" || !VALUE.test(v)) fail(p, `has an invalid value "${v}"`);
+      for (const v of values)
+        if (v === "" || !VALUE.test(v)) fail(p, `has an invalid value "${v}"`);
       requirements.push({ op: op as "in" | "notin", key, values });
       continue;
     }
@@ -107,7 +108,11 @@ function splitTop(text: string, fail: (part: string, why: string) => never): str
 }
 
 /** Whether a zone named `zone` with `labels` is selected by `selector` (its name is the label `kds.io/zone`). */
-export function selectsZone(selector: ZoneSelector, zone: string, labels: Readonly<Record<string, string>>): boolean {
+export function selectsZone(
+  selector: ZoneSelector,
+  zone: string,
+  labels: Readonly<Record<string, string>>,
+): boolean {
   const value = (key: string): string | undefined => (key === ZONE_NAME_LABEL ? zone : labels[key]);
   for (const r of selector.requirements) {
     const v = value(r.key);

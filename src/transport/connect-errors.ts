@@ -43,7 +43,13 @@ const kdsCodes: ReadonlySet<string> = new Set<string>(KDS_ERROR_CODES);
 export function toConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return error;
   if (error instanceof KdsError) {
-    return new ConnectError(error.message, connectCodes[error.code] ?? Code.Internal, { [KDS_ERROR_CODE_HEADER]: error.code }, undefined, error);
+    return new ConnectError(
+      error.message,
+      connectCodes[error.code] ?? Code.Internal,
+      { [KDS_ERROR_CODE_HEADER]: error.code },
+      undefined,
+      error,
+    );
   }
   return ConnectError.from(error, Code.Internal);
 }
@@ -53,8 +59,12 @@ export function fromConnectError(error: unknown, target: string): KdsError {
   if (error instanceof KdsError) return error;
   const connectError = ConnectError.from(error);
   const code = connectError.metadata.get(KDS_ERROR_CODE_HEADER);
-  if (code !== null && kdsCodes.has(code)) return new KdsError(code as KdsErrorCode, connectError.rawMessage, { cause: connectError });
-  if (connectError.code === Code.Canceled) return new KdsError("aborted", `the stream to ${target} was cancelled`, { cause: connectError });
+  if (code !== null && kdsCodes.has(code))
+    return new KdsError(code as KdsErrorCode, connectError.rawMessage, { cause: connectError });
+  if (connectError.code === Code.Canceled)
+    return new KdsError("aborted", `the stream to ${target} was cancelled`, {
+      cause: connectError,
+    });
   return new KdsError(
     "transport",
     `the stream to ${target} failed: ${connectError.message}; check that the global is running and reachable at that address, with a matching protocol (gRPC, gRPC-web or Connect over HTTP/2)`,

@@ -28,13 +28,23 @@ export interface ConnectMuxTransportOptions {
  * A {@link MuxTransport} over a Connect `Transport`. Do not give the
  * transport a `defaultTimeoutMs`: the mux stream is meant to live for days.
  */
-export function connectMuxTransport(transport: Transport, options: ConnectMuxTransportOptions = {}): MuxTransport {
+export function connectMuxTransport(
+  transport: Transport,
+  options: ConnectMuxTransportOptions = {},
+): MuxTransport {
   const target = options.target ?? "the global";
   return {
     name: options.name ?? "connect",
     async open({ headers, outbound, signal }: MuxDialRequest): Promise<AsyncIterable<Message>> {
       try {
-        const response = await transport.stream(MultiplexService.method.streamMessage, signal, undefined, headers, outbound, undefined);
+        const response = await transport.stream(
+          MultiplexService.method.streamMessage,
+          signal,
+          undefined,
+          headers,
+          outbound,
+          undefined,
+        );
         return mapErrors(response.message, target);
       } catch (error) {
         throw fromConnectError(error, target);
@@ -43,7 +53,10 @@ export function connectMuxTransport(transport: Transport, options: ConnectMuxTra
   };
 }
 
-async function* mapErrors(messages: AsyncIterable<Message>, target: string): AsyncGenerator<Message, void, undefined> {
+async function* mapErrors(
+  messages: AsyncIterable<Message>,
+  target: string,
+): AsyncGenerator<Message, void, undefined> {
   try {
     yield* messages;
   } catch (error) {

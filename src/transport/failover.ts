@@ -11,7 +11,12 @@ import { GoAwayReason, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import type { MuxDialRequest, MuxTransport } from "./transport.ts";
 
 /** Errors that mean "no instance will take the zone" (they share one store), not "this instance is unreachable". */
-const REFUSALS: ReadonlySet<string> = new Set(["zone_not_registered", "zone_disabled", "missing_client_id", "invalid_argument"]);
+const REFUSALS: ReadonlySet<string> = new Set([
+  "zone_not_registered",
+  "zone_disabled",
+  "missing_client_id",
+  "invalid_argument",
+]);
 
 /** Options of {@link failoverMuxTransport}. */
 export interface FailoverOptions {
@@ -41,10 +46,18 @@ function normalUrl(url: string): string {
  * (unregistered or disabled zone) does not move on: every instance shares
  * the same registry.
  */
-export function failoverMuxTransport(transports: readonly MuxTransport[], options: FailoverOptions = {}): MuxTransport {
-  if (transports.length === 0) throw new KdsError("invalid_argument", "failoverMuxTransport needs at least one transport");
+export function failoverMuxTransport(
+  transports: readonly MuxTransport[],
+  options: FailoverOptions = {},
+): MuxTransport {
+  if (transports.length === 0)
+    throw new KdsError("invalid_argument", "failoverMuxTransport needs at least one transport");
   const targets = options.targets?.map(normalUrl);
-  if (targets !== undefined && targets.length !== transports.length) throw new KdsError("invalid_argument", "failoverMuxTransport: targets must name one URL per transport");
+  if (targets !== undefined && targets.length !== transports.length)
+    throw new KdsError(
+      "invalid_argument",
+      "failoverMuxTransport: targets must name one URL per transport",
+    );
   let current = 0;
   const moveOn = (index: number): void => {
     if (current === index) current = (index + 1) % transports.length;
@@ -71,9 +84,15 @@ export function failoverMuxTransport(transports: readonly MuxTransport[], option
           for await (const frame of inbound) {
             answered = true;
             // Asked to reconnect: this instance drains or sheds zones, so the next dial goes to the next one.
-            if (frame.value.case === "goaway" && frame.value.value.reason === GoAwayReason.RECONNECT) {
+            if (
+              frame.value.case === "goaway" &&
+              frame.value.value.reason === GoAwayReason.RECONNECT
+            ) {
               // The global named the instance to dial (one with room): go there when it is one of ours.
-              const hinted = frame.value.value.reconnectTo === "" ? -1 : (targets?.indexOf(normalUrl(frame.value.value.reconnectTo)) ?? -1);
+              const hinted =
+                frame.value.value.reconnectTo === ""
+                  ? -1
+                  : (targets?.indexOf(normalUrl(frame.value.value.reconnectTo)) ?? -1);
               if (hinted >= 0 && current === index) current = hinted;
               else moveOn(index);
             }

@@ -11,6 +11,7 @@ import type { MuxAcceptor, MuxTransport } from "./transport.ts";
 export function memoryMuxTransport(acceptor: MuxAcceptor): MuxTransport {
   return {
     name: "memory",
-    open: ({ headers, outbound, signal }) => acceptor.accept(new Headers(headers), outbound, signal),
+    open: ({ headers, outbound, signal }) =>
+      acceptor.accept(new Headers(headers), outbound, signal),
   };
 }

@@ -46,5 +46,10 @@ export interface MuxAcceptor {
    * end as a `KdsError` (see `sessionEndError`), which a Connect handler
    * turns into the stream's status.
    */
-  accept(headers: Headers, inbound: AsyncIterable<Message>, signal: AbortSignal, peer?: PeerInfo): Promise<AsyncIterable<Message>>;
+  accept(
+    headers: Headers,
+    inbound: AsyncIterable<Message>,
+    signal: AbortSignal,
+    peer?: PeerInfo,
+  ): Promise<AsyncIterable<Message>>;
 }

@@ -32,7 +32,11 @@ export function sleep(ms: number, signal?: AbortSignal, clock: Clock = systemClo
  * Races `promise` against `signal`: rejects with the abort error when the
  * signal aborts first. The listener is removed either way.
  */
-export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined, what: string): Promise<T> {
+export function raceAbort<T>(
+  promise: Promise<T>,
+  signal: AbortSignal | undefined,
+  what: string,
+): Promise<T> {
   if (signal === undefined) return promise;
   if (signal.aborted) return Promise.reject(abortError(signal, what));
   return new Promise<T>((resolve, reject) => {
@@ -61,7 +65,10 @@ export function anySignal(signals: readonly AbortSignal[]): AbortSignal {
       controller.abort(s.reason);
       break;
     }
-    s.addEventListener("abort", () => controller.abort(s.reason), { once: true, signal: controller.signal });
+    s.addEventListener("abort", () => controller.abort(s.reason), {
+      once: true,
+      signal: controller.signal,
+    });
   }
   return controller.signal;
 }

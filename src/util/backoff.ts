@@ -20,7 +20,11 @@ export interface BackoffOptions {
 export type ResolvedBackoff = Required<BackoffOptions>;
 
 /** The defaults of {@link BackoffOptions}. */
-export const defaultBackoff: ResolvedBackoff = Object.freeze({ baseMs: 1_000, capMs: 60_000, resetAfterMs: 60_000 });
+export const defaultBackoff: ResolvedBackoff = Object.freeze({
+  baseMs: 1_000,
+  capMs: 60_000,
+  resetAfterMs: 60_000,
+});
 
 /** Fills in defaults and checks ranges. */
 export function resolveBackoff(options: BackoffOptions = {}): ResolvedBackoff {
@@ -30,9 +34,17 @@ export function resolveBackoff(options: BackoffOptions = {}): ResolvedBackoff {
     resetAfterMs: options.resetAfterMs ?? defaultBackoff.resetAfterMs,
   };
   for (const [k, v] of Object.entries(r)) {
-    if (!Number.isFinite(v) || v < 0) throw new KdsError("invalid_argument", `backoff option ${k} must be a non-negative number of milliseconds, got ${v}`);
+    if (!Number.isFinite(v) || v < 0)
+      throw new KdsError(
+        "invalid_argument",
+        `backoff option ${k} must be a non-negative number of milliseconds, got ${v}`,
+      );
   }
-  if (r.capMs < r.baseMs) throw new KdsError("invalid_argument", `backoff capMs (${r.capMs}) must not be smaller than baseMs (${r.baseMs})`);
+  if (r.capMs < r.baseMs)
+    throw new KdsError(
+      "invalid_argument",
+      `backoff capMs (${r.capMs}) must not be smaller than baseMs (${r.baseMs})`,
+    );
   return r;
 }
 
@@ -42,6 +54,10 @@ export function backoffCeiling(attempt: number, backoff: ResolvedBackoff): numbe
 }
 
 /** Full jitter: a uniformly random delay from 0 to the attempt's ceiling. */
-export function backoffDelay(attempt: number, backoff: ResolvedBackoff, random: () => number = Math.random): number {
+export function backoffDelay(
+  attempt: number,
+  backoff: ResolvedBackoff,
+  random: () => number = Math.random,
+): number {
   return Math.floor(random() * backoffCeiling(attempt, backoff));
 }

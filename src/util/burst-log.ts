@@ -45,7 +45,8 @@ export class BurstLog {
       // Quiet for a whole interval (or never loud): a new burst starts, reported at once.
       const missed = this.#pending;
       this.#pending = 0;
-      if (missed > 0 && this.#windowStart !== undefined) this.#report(missed, now - this.#windowStart);
+      if (missed > 0 && this.#windowStart !== undefined)
+        this.#report(missed, now - this.#windowStart);
       this.#windowStart = now;
       this.#report(1, 0);
       return;

@@ -16,7 +16,8 @@ export class Ring<T> {
 
   /** @param capacity - the most items the queue ever holds (at least 1) */
   constructor(capacity: number) {
-    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`ring capacity must be a positive integer, got ${capacity}`);
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new RangeError(`ring capacity must be a positive integer, got ${capacity}`);
     this.capacity = capacity;
     this.#items = new Array<T | undefined>(Math.min(capacity, 16));
   }
@@ -42,7 +43,9 @@ export class Ring<T> {
 
   /** The item at position `index` from the oldest (0), or undefined. */
   at(index: number): T | undefined {
-    return index < 0 || index >= this.#size ? undefined : this.#items[(this.#head + index) % this.#items.length];
+    return index < 0 || index >= this.#size
+      ? undefined
+      : this.#items[(this.#head + index) % this.#items.length];
   }
 
   /** Removes and returns the oldest item. */
@@ -60,7 +63,8 @@ export class Ring<T> {
     const n = this.#items.length;
     for (let i = 0; i < this.#size; i++) {
       if (!match(this.#items[(this.#head + i) % n] as T)) continue;
-      for (let j = i; j < this.#size - 1; j++) this.#items[(this.#head + j) % n] = this.#items[(this.#head + j + 1) % n];
+      for (let j = i; j < this.#size - 1; j++)
+        this.#items[(this.#head + j) % n] = this.#items[(this.#head + j + 1) % n];
       this.#items[(this.#head + this.#size - 1) % n] = undefined;
       this.#size--;
       return true;
@@ -77,7 +81,8 @@ export class Ring<T> {
 
   #grow(): void {
     const next = new Array<T | undefined>(Math.min(this.capacity, this.#items.length * 2));
-    for (let i = 0; i < this.#size; i++) next[i] = this.#items[(this.#head + i) % this.#items.length];
+    for (let i = 0; i < this.#size; i++)
+      next[i] = this.#items[(this.#head + i) % this.#items.length];
     this.#items = next;
     this.#head = 0;
   }

@@ -88,8 +88,12 @@ export class Pulse {
 }
 
 /** Resolves after `ms` of `clock` (or never for Infinity); the returned cancel clears the timer. */
-export function timer(ms: number, clock: Clock = systemClock): { promise: Promise<void>; cancel(): void } {
-  if (!Number.isFinite(ms)) return { promise: new Promise<void>(() => undefined), cancel: () => undefined };
+export function timer(
+  ms: number,
+  clock: Clock = systemClock,
+): { promise: Promise<void>; cancel(): void } {
+  if (!Number.isFinite(ms))
+    return { promise: new Promise<void>(() => undefined), cancel: () => undefined };
   let cancel: () => void = () => undefined;
   const promise = new Promise<void>((resolve) => {
     cancel = clock.setTimer(resolve, ms);

@@ -8,5 +8,12 @@
  * @module
  */
 export { ZoneClient, type RetryInfo, type ZoneClientOptions } from "./zone-client.ts";
-export { backoffCeiling, backoffDelay, defaultBackoff, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
+export {
+  backoffCeiling,
+  backoffDelay,
+  defaultBackoff,
+  resolveBackoff,
+  type BackoffOptions,
+  type ResolvedBackoff,
+} from "../util/backoff.ts";
 export { ZoneControlPlane, type ZoneControlPlaneOptions } from "./zone-control-plane.ts";

@@ -19,7 +19,13 @@ import type { Metrics } from "../observe/metrics.ts";
 import { createConnectRouter, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { callEndpoint, type CallEndpointOptions } from "../rpc/endpoint.ts";
-import { backoffCeiling, backoffDelay, resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
+import {
+  backoffCeiling,
+  backoffDelay,
+  resolveBackoff,
+  type BackoffOptions,
+  type ResolvedBackoff,
+} from "../util/backoff.ts";
 
 /** The default of {@link ZoneClientOptions.reconnectJitterMs}. */
 export const DEFAULT_RECONNECT_JITTER_MS = 1_000;
@@ -102,7 +108,11 @@ export class ZoneClient {
     this.#options = options;
     this.#backoff = resolveBackoff(options.backoff);
     const jitter = options.reconnectJitterMs ?? DEFAULT_RECONNECT_JITTER_MS;
-    if (!Number.isFinite(jitter) || jitter < 0) throw new KdsError("invalid_argument", `reconnectJitterMs must be a non-negative number of milliseconds, got ${String(options.reconnectJitterMs)}`);
+    if (!Number.isFinite(jitter) || jitter < 0)
+      throw new KdsError(
+        "invalid_argument",
+        `reconnectJitterMs must be a non-negative number of milliseconds, got ${String(options.reconnectJitterMs)}`,
+      );
     this.#reconnectJitterMs = jitter;
     this.#logger = options.logger ?? consoleLogger();
   }
@@ -132,7 +142,13 @@ export class ZoneClient {
    * closes the session with a goaway.
    */
   async dial(signal?: AbortSignal): Promise<Session> {
-    const session = new MuxSession({ role: "zone", localId: this.name, options: this.#options.session, signal, metrics: this.#options.metrics });
+    const session = new MuxSession({
+      role: "zone",
+      localId: this.name,
+      options: this.#options.session,
+      signal,
+      metrics: this.#options.metrics,
+    });
     callEndpoint(session, this.#reverseCallHandlers(), this.#options.reverseCallOptions);
     // `signal` cuts the transport only while dialing (a dial that hangs ends at once); once the session is ready, aborting it closes the
     // session with a goaway that must reach the global (so it records a clean stop, not a lost connection), and the session lets the
@@ -141,10 +157,16 @@ export class ZoneClient {
     const stopDialing = (): void => dialing.abort(signal?.reason);
     if (signal?.aborted === true) stopDialing();
     else signal?.addEventListener("abort", stopDialing, { once: true });
-    const transportSignal = signal === undefined ? session.transportSignal : anySignal([session.transportSignal, dialing.signal]);
+    const transportSignal =
+      signal === undefined
+        ? session.transportSignal
+        : anySignal([session.transportSignal, dialing.signal]);
     try {
       const headers = new Headers({ [CLIENT_ID_HEADER]: this.name });
-      const token = typeof this.#options.token === "function" ? await this.#options.token() : this.#options.token;
+      const token =
+        typeof this.#options.token === "function"
+          ? await this.#options.token()
+          : this.#options.token;
       if (token !== undefined) headers.set("authorization", `Bearer ${token.trim()}`);
       const inbound = await this.#options.transport.open({
         headers,
@@ -153,7 +175,12 @@ export class ZoneClient {
       });
       session.attach(inbound);
     } catch (error) {
-      const kdsError = error instanceof KdsError ? error : new KdsError("transport", `dialing the global failed: ${String(error)}`, { cause: error });
+      const kdsError =
+        error instanceof KdsError
+          ? error
+          : new KdsError("transport", `dialing the global failed: ${String(error)}`, {
+              cause: error,
+            });
       session.fail("transport", kdsError.message, kdsError);
       throw kdsError;
     }
@@ -185,12 +212,16 @@ export class ZoneClient {
       try {
         const session = await this.dial(signal);
         const startedAt = performance.now();
-        this.#logger.info(`zone "${this.name}" connected to global "${session.peerId}" over ${this.#options.transport.name}${session.peer === undefined ? "" : `; ${describeAgreement(session.peer)}`}`);
+        this.#logger.info(
+          `zone "${this.name}" connected to global "${session.peerId}" over ${this.#options.transport.name}${session.peer === undefined ? "" : `; ${describeAgreement(session.peer)}`}`,
+        );
         void this.#handOver(session);
         const end = await session.closed;
         upMs = performance.now() - startedAt;
         asked = end.code === "reconnect" && end.initiator === "peer";
-        error = new KdsError("session_closed", `the session ended (${end.code}): ${end.message}`, { cause: end });
+        error = new KdsError("session_closed", `the session ended (${end.code}): ${end.message}`, {
+          cause: end,
+        });
         await (session as MuxSession).released;
       } catch (e) {
         error = e instanceof KdsError ? e : new KdsError("transport", String(e), { cause: e });
@@ -199,15 +230,28 @@ export class ZoneClient {
       if (upMs >= this.#backoff.resetAfterMs || asked) attempt = 0;
       // Asked to reconnect: the global spreads these requests itself, a small jitter is enough, and the backoff starts afresh.
       const ceilingMs = asked ? this.#reconnectJitterMs : backoffCeiling(attempt, this.#backoff);
-      const delayMs = asked ? Math.floor(random() * ceilingMs) : backoffDelay(attempt, this.#backoff, random);
-      const info: RetryInfo = { attempt, delayMs, ceilingMs, nextAttemptAt: new Date(Date.now() + delayMs), error, asked };
+      const delayMs = asked
+        ? Math.floor(random() * ceilingMs)
+        : backoffDelay(attempt, this.#backoff, random);
+      const info: RetryInfo = {
+        attempt,
+        delayMs,
+        ceilingMs,
+        nextAttemptAt: new Date(Date.now() + delayMs),
+        error,
+        asked,
+      };
       if (!asked) attempt++;
       const log = asked ? this.#logger.info : this.#logger.warn;
-      log.call(this.#logger, `${error.message}\nzone "${this.name}" ${asked ? "reconnects as asked" : "retries"} in ${delayMs} ms (at ${info.nextAttemptAt.toISOString()}, attempt ${info.attempt + 1})`, {
-        zone: this.name,
-        code: error.code,
-        delayMs,
-      });
+      log.call(
+        this.#logger,
+        `${error.message}\nzone "${this.name}" ${asked ? "reconnects as asked" : "retries"} in ${delayMs} ms (at ${info.nextAttemptAt.toISOString()}, attempt ${info.attempt + 1})`,
+        {
+          zone: this.name,
+          code: error.code,
+          delayMs,
+        },
+      );
       this.#options.onRetry?.(info);
       try {
         await sleep(delayMs, signal);

@@ -124,7 +124,9 @@ export class ZoneControlPlane {
         try {
           options.onSession?.(session);
         } catch (error) {
-          logger.error(`the onSession callback failed in zone "${options.name}"; sync goes on`, { error });
+          logger.error(`the onSession callback failed in zone "${options.name}"; sync goes on`, {
+            error,
+          });
         }
       },
     });
@@ -142,7 +144,13 @@ export class ZoneControlPlane {
    * leaves the JWT library out of its bundle).
    */
   admin(): AdminBackend {
-    return { role: "zone", types: this.types, store: this.store, logger: this.#logger, zoneStatuses: () => Promise.resolve([this.status()]) };
+    return {
+      role: "zone",
+      types: this.types,
+      store: this.store,
+      logger: this.#logger,
+      zoneStatuses: () => Promise.resolve([this.status()]),
+    };
   }
 
   /** Syncs with the global, reconnecting after every end, until `signal` aborts. */

@@ -35,8 +35,17 @@ const accept = (guard: ConnectionGuard): FakeSocket => {
 
 describe("ConnectionGuard", () => {
   let events: ConnectionEvent[];
-  const guardOf = (maxConnections: number, extra: { maxConnectionsPerIdentity?: number } = {}): ConnectionGuard =>
-    new ConnectionGuard({ listener: "zones", maxConnections, authTimeoutMs: 1_000, metrics: { connection: (_l, e) => events.push(e) }, ...extra });
+  const guardOf = (
+    maxConnections: number,
+    extra: { maxConnectionsPerIdentity?: number } = {},
+  ): ConnectionGuard =>
+    new ConnectionGuard({
+      listener: "zones",
+      maxConnections,
+      authTimeoutMs: 1_000,
+      metrics: { connection: (_l, e) => events.push(e) },
+      ...extra,
+    });
 
   beforeEach(() => {
     events = [];
@@ -52,10 +61,17 @@ describe("ConnectionGuard", () => {
     guard.connection(zone).authenticated("zone-1");
     const checking = accept(guard);
     let finish: () => void = () => undefined;
-    const check = guard.connection(checking).authenticating(new Promise<void>((resolve) => (finish = resolve)));
+    const check = guard
+      .connection(checking)
+      .authenticating(new Promise<void>((resolve) => (finish = resolve)));
     const idle = accept(guard);
     const newcomer = accept(guard);
-    expect([zone.destroyed, checking.destroyed, idle.destroyed, newcomer.destroyed]).toEqual([false, false, true, false]);
+    expect([zone.destroyed, checking.destroyed, idle.destroyed, newcomer.destroyed]).toEqual([
+      false,
+      false,
+      true,
+      false,
+    ]);
     expect(events.filter((e) => e === "evicted")).toHaveLength(1);
     // Once the newcomer authenticates and the check ends without success, the next one evicts the checked connection.
     guard.connection(newcomer).authenticated("zone-2");
@@ -77,7 +93,9 @@ describe("ConnectionGuard", () => {
     const proven = accept(guard);
     const slow = accept(guard);
     let fail: (e: Error) => void = () => undefined;
-    const check = guard.connection(slow).authenticating(new Promise<void>((_resolve, reject) => (fail = reject)));
+    const check = guard
+      .connection(slow)
+      .authenticating(new Promise<void>((_resolve, reject) => (fail = reject)));
     check.catch(() => undefined); // its failure is asserted below
     guard.connection(proven).authenticated("zone-1");
     await vi.advanceTimersByTimeAsync(1_100);
@@ -95,14 +113,29 @@ describe("ConnectionGuard", () => {
     for (const s of [a, b, c]) guard.connection(s).authenticated("zone-1");
     guard.connection(other).authenticated("zone-2");
     guard.connection(accept(guard)).authenticated(undefined); // trusted without an identity: no share
-    expect([a.destroyed, b.destroyed, c.destroyed, other.destroyed]).toEqual([true, false, false, false]);
+    expect([a.destroyed, b.destroyed, c.destroyed, other.destroyed]).toEqual([
+      true,
+      false,
+      false,
+      false,
+    ]);
     expect(events.filter((e) => e === "evicted")).toHaveLength(1);
   });
   it("on the CLI's admin listener, one admin token holding every slot with authenticated streams cannot lock out another token", () => {
     // The admin listener's limits as the CLI resolves them, with the 128 slots.
-    const { admin } = resolveConnectionLimits({ adminMaxConnections: 128 }, "global", silentLogger, noopMetrics, 4_096);
+    const { admin } = resolveConnectionLimits(
+      { adminMaxConnections: 128 },
+      "global",
+      silentLogger,
+      noopMetrics,
+      4_096,
+    );
     expect(admin.maxConnectionsPerIdentity).toBe(16);
-    const guard = new ConnectionGuard({ ...admin, authTimeoutMs: 1_000, metrics: { connection: (_l, e) => events.push(e) } });
+    const guard = new ConnectionGuard({
+      ...admin,
+      authTimeoutMs: 1_000,
+      metrics: { connection: (_l, e) => events.push(e) },
+    });
     // A read-only token (say Prometheus's) opens 128 connections, each holding a status event stream.
     const held = Array.from({ length: 128 }, () => {
       const socket = accept(guard);

@@ -2,7 +2,11 @@
 // descriptor limit, and the default caps derived from it. The real listeners are tested
 // with real processes in test/hostile/connections.test.ts.
 import { describe, expect, it } from "vitest";
-import { checkConnectionLimits, defaultConnectionCaps, openFilesSoftLimit } from "../../src/adapters/node/connection-limits.ts";
+import {
+  checkConnectionLimits,
+  defaultConnectionCaps,
+  openFilesSoftLimit,
+} from "../../src/adapters/node/connection-limits.ts";
 import { KdsError } from "../../src/errors.ts";
 import { BurstLog } from "../../src/util/burst-log.ts";
 import { ManualClock } from "../support/manual-clock.ts";
@@ -57,18 +61,29 @@ describe("connection limits", () => {
       const caps = defaultConnectionCaps(soft);
       expect(caps.zones).toBeGreaterThanOrEqual(1);
       expect(caps.admin).toBeGreaterThanOrEqual(1);
-      if (soft >= 256) expect(caps.zones + caps.admin).toBeLessThanOrEqual(soft - Math.max(64, soft / 8));
+      if (soft >= 256)
+        expect(caps.zones + caps.admin).toBeLessThanOrEqual(soft - Math.max(64, soft / 8));
       expect(caps.zones).toBeLessThanOrEqual(10_000);
       expect(caps.admin).toBeLessThanOrEqual(128);
     }
-    expect(defaultConnectionCaps(1024)).toEqual({ zones: 784, admin: 112, softLimit: 1024, measured: true });
+    expect(defaultConnectionCaps(1024)).toEqual({
+      zones: 784,
+      admin: 112,
+      softLimit: 1024,
+      measured: true,
+    });
     expect(defaultConnectionCaps(undefined)).toMatchObject({ softLimit: 1024, measured: false });
   });
 
   it("refuses limits that are not positive integers, naming the field", () => {
     const bad = (patch: object): unknown => {
       try {
-        checkConnectionLimits({ listener: "zones", maxConnections: 10, idleTimeoutMs: 1_000, ...patch });
+        checkConnectionLimits({
+          listener: "zones",
+          maxConnections: 10,
+          idleTimeoutMs: 1_000,
+          ...patch,
+        });
       } catch (error) {
         return error;
       }

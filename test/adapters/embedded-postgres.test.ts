@@ -24,7 +24,9 @@ async function tempDir(): Promise<string> {
 
 /** Starts the child holder on `dir`; resolves with its first line ("ready <port>" or "error ..."). */
 function holder(dir: string): { child: ChildProcess; line: Promise<string> } {
-  const child = spawn(process.execPath, ["--import", "tsx", childScript, dir], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", childScript, dir], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   children.push(child);
   let out = "";
   const line = new Promise<string>((resolve, reject) => {
@@ -33,7 +35,9 @@ function holder(dir: string): { child: ChildProcess; line: Promise<string> } {
       const nl = out.indexOf("\n");
       if (nl >= 0) resolve(out.slice(0, nl));
     });
-    child.once("exit", (code) => reject(new Error(`holder exited (${code}) before a line: ${out}`)));
+    child.once("exit", (code) =>
+      reject(new Error(`holder exited (${code}) before a line: ${out}`)),
+    );
   });
   return { child, line };
 }
@@ -80,7 +84,9 @@ describe("embedded PostgreSQL", () => {
         (e: unknown) => e,
       );
       expect(KdsError.is(error, "invalid_argument")).toBe(true);
-      expect((error as Error).message).toMatch(/cannot be written .*choose a --data-dir this user can write/);
+      expect((error as Error).message).toMatch(
+        /cannot be written .*choose a --data-dir this user can write/,
+      );
     }
   });
 
@@ -94,10 +100,14 @@ describe("embedded PostgreSQL", () => {
       (e: unknown) => e,
     );
     expect(KdsError.is(error, "invalid_argument")).toBe(true);
-    expect((error as Error).message).toMatch(new RegExp(`in use by process ${first.child.pid}: stop that process first`));
+    expect((error as Error).message).toMatch(
+      new RegExp(`in use by process ${first.child.pid}: stop that process first`),
+    );
     // The first server still answers.
     const password = (await readFile(join(dir, "password"), "utf8")).trim();
-    const store = await storeOn(`postgres://kds:${password}@127.0.0.1:${line.split(" ")[1]}/postgres`);
+    const store = await storeOn(
+      `postgres://kds:${password}@127.0.0.1:${line.split(" ")[1]}/postgres`,
+    );
     expect(await store.revision()).toBe(0);
     await store.close();
     first.child.kill("SIGTERM");
@@ -109,18 +119,27 @@ describe("embedded PostgreSQL", () => {
     const first = holder(dir);
     const line = await first.line;
     const password = (await readFile(join(dir, "password"), "utf8")).trim();
-    const store = await storeOn(`postgres://kds:${password}@127.0.0.1:${line.split(" ")[1]}/postgres`);
+    const store = await storeOn(
+      `postgres://kds:${password}@127.0.0.1:${line.split(" ")[1]}/postgres`,
+    );
     await store.apply([
       { op: "put", input: mesh("a") },
       { op: "put", input: mesh("b") },
     ]);
     await store.close();
-    const orphan = Number.parseInt((await readFile(join(dir, "pg", "postmaster.pid"), "utf8")).split("\n")[0] ?? "", 10);
+    const orphan = Number.parseInt(
+      (await readFile(join(dir, "pg", "postmaster.pid"), "utf8")).split("\n")[0] ?? "",
+      10,
+    );
     first.child.kill("SIGKILL");
     await new Promise((r) => first.child.once("exit", r));
     // The server outlived its parent.
     expect(() => process.kill(orphan, 0)).not.toThrow();
-    const again = await startEmbeddedPostgres({ dataDir: dir, createSystemUser: true, logger: silentLogger });
+    const again = await startEmbeddedPostgres({
+      dataDir: dir,
+      createSystemUser: true,
+      logger: silentLogger,
+    });
     try {
       const reopened = await storeOn(again.url);
       expect((await reopened.list("Mesh")).resources.map((r) => r.meta.name)).toEqual(["a", "b"]);

@@ -23,7 +23,9 @@ import { dataplane, mesh } from "../sync/helpers.ts";
 
 /** Outbound frames that never end until `signal` aborts. */
 async function* silent(signal: AbortSignal): AsyncGenerator<Message, void, undefined> {
-  await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+  await new Promise<void>((resolve) =>
+    signal.addEventListener("abort", () => resolve(), { once: true }),
+  );
 }
 
 /** The KdsError code `promise` rejects with (or "resolved"). */
@@ -37,16 +39,23 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
 }
 
 /** The KdsError code a stream opened on `transport` ends with, whether open() or the first read rejects ("resolved" when it ends cleanly). */
-async function streamCode(transport: MuxTransport, headers: Headers, signal: AbortSignal): Promise<string> {
+async function streamCode(
+  transport: MuxTransport,
+  headers: Headers,
+  signal: AbortSignal,
+): Promise<string> {
   return codeOf(
     (async () => {
-      for await (const _ of await transport.open({ headers, outbound: silent(signal), signal })) void _;
+      for await (const _ of await transport.open({ headers, outbound: silent(signal), signal }))
+        void _;
     })(),
   );
 }
 
 /** A bare HTTP/2 server whose mux stream `answer` handles, for protocol cases serveGlobal never produces. */
-async function fakeGlobal(answer: (stream: http2.ServerHttp2Stream, session: http2.ServerHttp2Session) => void): Promise<{ url: string; close: () => Promise<void>; streams: () => number }> {
+async function fakeGlobal(
+  answer: (stream: http2.ServerHttp2Stream, session: http2.ServerHttp2Session) => void,
+): Promise<{ url: string; close: () => Promise<void>; streams: () => number }> {
   const server = http2.createServer();
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on("session", (session) => {
@@ -80,32 +89,58 @@ describe("grpcMuxTransport", () => {
     for (const [i, served] of [both.direct, both.viaConnect].entries()) {
       const stop = new AbortController();
       const transport = grpcMuxTransport(served.url, { signal: stop.signal });
-      const zone = new ZoneControlPlane({ name: "zone-1", transport, types, logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
+      const zone = new ZoneControlPlane({
+        name: "zone-1",
+        transport,
+        types,
+        logger: silentLogger,
+        backoff: { baseMs: 5, capMs: 20 },
+      });
       const running = zone.run(stop.signal); // resolves once stopped; a rejection fails the test
       try {
         await both.global.store.put(mesh(`m${i}`));
-        await eventually(async () => (await zone.store.get("Mesh", "", `m${i}`)) !== undefined, `mesh m${i} reaches the zone`);
+        await eventually(
+          async () => (await zone.store.get("Mesh", "", `m${i}`)) !== undefined,
+          `mesh m${i} reaches the zone`,
+        );
         await zone.store.put(dataplane("default", `web${i}`));
-        await eventually(async () => (await both.global.store.get("Dataplane", "default", `zone-1.web${i}`)) !== undefined, `dataplane web${i} reaches the global`);
+        await eventually(
+          async () =>
+            (await both.global.store.get("Dataplane", "default", `zone-1.web${i}`)) !== undefined,
+          `dataplane web${i} reaches the global`,
+        );
       } finally {
         stop.abort();
         await running;
       }
-      await eventually(() => both.global.server.session("zone-1") === undefined, "the zone's session ends");
+      await eventually(
+        () => both.global.server.session("zone-1") === undefined,
+        "the zone's session ends",
+      );
     }
   });
 
   it("is refused with the same KdsError code as connect-node's gRPC client", async () => {
     for (const served of [both.direct, both.viaConnect]) {
-      const transports: MuxTransport[] = [connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), grpcMuxTransport(served.url)];
+      const transports: MuxTransport[] = [
+        connectMuxTransport(createGrpcTransport({ baseUrl: served.url })),
+        grpcMuxTransport(served.url),
+      ];
       const codes = [];
       for (const transport of transports) {
-        codes.push(await codeOf(new ZoneClient({ name: "zone-2", transport, logger: silentLogger }).dial()));
+        codes.push(
+          await codeOf(new ZoneClient({ name: "zone-2", transport, logger: silentLogger }).dial()),
+        );
         const stop = new AbortController();
         codes.push(await streamCode(transport, new Headers(), stop.signal));
         stop.abort();
       }
-      expect(codes).toEqual(["zone_not_registered", "missing_client_id", "zone_not_registered", "missing_client_id"]);
+      expect(codes).toEqual([
+        "zone_not_registered",
+        "missing_client_id",
+        "zone_not_registered",
+        "missing_client_id",
+      ]);
       for (const t of transports) if ("close" in t) (t as { close(): void }).close();
     }
   });
@@ -118,7 +153,11 @@ describe("grpcMuxTransport", () => {
     });
     const transport = grpcMuxTransport(fake.url);
     const stop = new AbortController();
-    const messages = await transport.open({ headers: new Headers(), outbound: silent(stop.signal), signal: stop.signal });
+    const messages = await transport.open({
+      headers: new Headers(),
+      outbound: silent(stop.signal),
+      signal: stop.signal,
+    });
     const reading = codeOf(
       (async () => {
         for await (const _ of messages) void _;
@@ -149,7 +188,11 @@ describe("grpcMuxTransport", () => {
       });
       const stop = new AbortController();
       const transport = grpcMuxTransport(fake.url, { maxMessageBytes: 1024 });
-      const messages = await transport.open({ headers: new Headers(), outbound: silent(stop.signal), signal: stop.signal });
+      const messages = await transport.open({
+        headers: new Headers(),
+        outbound: silent(stop.signal),
+        signal: stop.signal,
+      });
       const error = await (async () => {
         for await (const _ of messages) void _;
       })().catch((e: unknown) => e);
@@ -163,7 +206,16 @@ describe("grpcMuxTransport", () => {
 
   it("reads a trailers-only error, a non-200 status and a non-gRPC content type as connect-node does", async () => {
     const cases: Array<[http2.OutgoingHttpHeaders, string]> = [
-      [{ ":status": 200, "content-type": "application/grpc", "grpc-status": "9", "grpc-message": "disabled", "kds-error-code": "zone_disabled" }, "zone_disabled"],
+      [
+        {
+          ":status": 200,
+          "content-type": "application/grpc",
+          "grpc-status": "9",
+          "grpc-message": "disabled",
+          "kds-error-code": "zone_disabled",
+        },
+        "zone_disabled",
+      ],
       [{ ":status": 503, "content-type": "text/plain" }, "transport"],
       [{ ":status": 200, "content-type": "text/html" }, "transport"],
     ];
@@ -201,7 +253,11 @@ describe("grpcMuxTransport", () => {
     const transport = grpcMuxTransport(fake.url);
     const read = async (): Promise<{ got: number; end: string }> => {
       let got = 0;
-      const messages = await transport.open({ headers: new Headers(), outbound: silent(stop.signal), signal: stop.signal });
+      const messages = await transport.open({
+        headers: new Headers(),
+        outbound: silent(stop.signal),
+        signal: stop.signal,
+      });
       const end = await codeOf(
         (async () => {
           for await (const m of messages) {
@@ -213,7 +269,11 @@ describe("grpcMuxTransport", () => {
       return { got, end };
     };
     expect(await read()).toEqual({ got: 1, end: "transport" });
-    const again = await transport.open({ headers: new Headers(), outbound: silent(stop.signal), signal: stop.signal });
+    const again = await transport.open({
+      headers: new Headers(),
+      outbound: silent(stop.signal),
+      signal: stop.signal,
+    });
     const it = again[Symbol.asyncIterator]();
     const next = await it.next();
     expect(next.done === false && next.value.value.case).toBe("pong");
@@ -233,7 +293,11 @@ describe("grpcMuxTransport", () => {
     });
     const stop = new AbortController();
     const transport = grpcMuxTransport(fake.url);
-    const messages = await transport.open({ headers: new Headers(), outbound: silent(stop.signal), signal: stop.signal });
+    const messages = await transport.open({
+      headers: new Headers(),
+      outbound: silent(stop.signal),
+      signal: stop.signal,
+    });
     await eventually(() => serverClosed, "the global's side is gone");
     await new Promise((resolve) => setTimeout(resolve, 50)); // lets the client see the loss first (the code is the same either way)
     expect(

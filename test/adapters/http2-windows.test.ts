@@ -4,7 +4,10 @@
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { DEFAULT_HTTP2_WINDOW_BYTES, windowedSessionManager } from "../../src/adapters/node/http2-windows.ts";
+import {
+  DEFAULT_HTTP2_WINDOW_BYTES,
+  windowedSessionManager,
+} from "../../src/adapters/node/http2-windows.ts";
 
 let server: http2.Http2Server | undefined;
 
@@ -24,7 +27,12 @@ async function windowReporter(): Promise<string> {
     stream.on("end", () => {
       const session = stream.session;
       stream.respond({ ":status": 200 });
-      stream.end(JSON.stringify({ stream: session?.remoteSettings.initialWindowSize, connection: session?.state.remoteWindowSize }));
+      stream.end(
+        JSON.stringify({
+          stream: session?.remoteSettings.initialWindowSize,
+          connection: session?.state.remoteWindowSize,
+        }),
+      );
     });
   });
   const s = server;
@@ -36,7 +44,9 @@ async function windowReporter(): Promise<string> {
 const sessions = new Set<http2.ClientHttp2Session>();
 
 /** Posts a body and returns the answer; the body follows the request, so the connection's WINDOW_UPDATE reaches the server first. */
-async function ask(manager: ReturnType<typeof windowedSessionManager>): Promise<{ stream: number; connection: number }> {
+async function ask(
+  manager: ReturnType<typeof windowedSessionManager>,
+): Promise<{ stream: number; connection: number }> {
   const stream = await manager.request("POST", "/", {}, {});
   sessions.add(stream.session as http2.ClientHttp2Session);
   stream.end("x");
@@ -50,7 +60,10 @@ describe("windowedSessionManager", () => {
   it("announces its window for each stream and for the connection", async () => {
     const url = await windowReporter();
     const manager = windowedSessionManager(url);
-    expect(await ask(manager)).toEqual({ stream: DEFAULT_HTTP2_WINDOW_BYTES, connection: DEFAULT_HTTP2_WINDOW_BYTES });
+    expect(await ask(manager)).toEqual({
+      stream: DEFAULT_HTTP2_WINDOW_BYTES,
+      connection: DEFAULT_HTTP2_WINDOW_BYTES,
+    });
     // A second stream on the same connection has the same windows (less the few bytes of the first answer, not yet returned).
     const second = await ask(manager);
     expect(second.stream).toBe(DEFAULT_HTTP2_WINDOW_BYTES);
@@ -60,7 +73,11 @@ describe("windowedSessionManager", () => {
 
   it("takes another size and keeps the caller's other settings", async () => {
     const url = await windowReporter();
-    const manager = windowedSessionManager(url, { settings: { maxConcurrentStreams: 7 } }, 1024 * 1024);
+    const manager = windowedSessionManager(
+      url,
+      { settings: { maxConcurrentStreams: 7 } },
+      1024 * 1024,
+    );
     expect(await ask(manager)).toEqual({ stream: 1024 * 1024, connection: 1024 * 1024 });
     expect([...sessions][0]?.localSettings.maxConcurrentStreams).toBe(7);
   });

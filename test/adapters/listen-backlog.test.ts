@@ -26,8 +26,12 @@ describe("serveRoutes listen backlog", () => {
 
   it("asks for the backlog it is given, on every kind of listener", async () => {
     expect(await backlogs(() => serveRoutes(() => undefined, { backlog: 64 }))).toEqual([64]);
-    expect(await backlogs(() => serveRoutes(() => undefined, { backlog: 64, httpVersion: "both" }))).toEqual([64]);
-    expect(await backlogs(() => serveRoutes(() => undefined, { backlog: 64, httpVersion: "1.1" }))).toEqual([64]);
+    expect(
+      await backlogs(() => serveRoutes(() => undefined, { backlog: 64, httpVersion: "both" })),
+    ).toEqual([64]);
+    expect(
+      await backlogs(() => serveRoutes(() => undefined, { backlog: 64, httpVersion: "1.1" })),
+    ).toEqual([64]);
   });
 
   it("refuses a backlog that is not a positive integer", async () => {
@@ -36,5 +40,4 @@ describe("serveRoutes listen backlog", () => {
       expect(KdsError.is(error) && error.code === "invalid_argument").toBe(true);
     }
   });
-
 });

@@ -21,11 +21,22 @@ import { globalServedBothWays } from "../support/served-both-ways.ts";
 const PATH = "/kds.mux.v1.MultiplexService/StreamMessage";
 
 /** The response headers and trailers of a mux stream that sends nothing, as zone `zone`. */
-function bareCall(url: string, zone: string, extra: http2.OutgoingHttpHeaders = {}): Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders }> {
+function bareCall(
+  url: string,
+  zone: string,
+  extra: http2.OutgoingHttpHeaders = {},
+): Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
     const client = http2.connect(url);
     client.on("error", reject);
-    const stream = client.request({ ":method": "POST", ":path": PATH, "content-type": "application/grpc", te: "trailers", "client-id": zone, ...extra });
+    const stream = client.request({
+      ":method": "POST",
+      ":path": PATH,
+      "content-type": "application/grpc",
+      te: "trailers",
+      "client-id": zone,
+      ...extra,
+    });
     let headers: http2.IncomingHttpHeaders = {};
     let trailers: http2.IncomingHttpHeaders = {};
     stream.on("response", (h) => (headers = h));
@@ -41,7 +52,10 @@ function bareCall(url: string, zone: string, extra: http2.OutgoingHttpHeaders = 
 }
 
 /** The grpc-status and kds-error-code of a response (in its trailers, or its headers when trailers-only). */
-const status = (r: { headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders }) => ({
+const status = (r: {
+  headers: http2.IncomingHttpHeaders;
+  trailers: http2.IncomingHttpHeaders;
+}) => ({
   grpcStatus: r.trailers["grpc-status"] ?? r.headers["grpc-status"],
   code: r.trailers["kds-error-code"] ?? r.headers["kds-error-code"],
 });
@@ -53,23 +67,67 @@ describe("serveGlobal's direct mux stream", () => {
 
   it("connects a zone and refuses an unregistered one with the same code either way", async () => {
     for (const served of [both.direct, both.viaConnect]) {
-      const transport = connectMuxTransport(createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }));
-      const session = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
+      const transport = connectMuxTransport(
+        createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }),
+      );
+      const session = await new ZoneClient({
+        name: "zone-1",
+        transport,
+        logger: silentLogger,
+      }).dial();
       expect(session.peerId).toBe("global");
       await session.close({ message: "test over" });
-      const refused = await new ZoneClient({ name: "zone-2", transport, logger: silentLogger }).dial().catch((e: unknown) => e);
+      const refused = await new ZoneClient({ name: "zone-2", transport, logger: silentLogger })
+        .dial()
+        .catch((e: unknown) => e);
       expect(KdsError.is(refused) && refused.code).toBe("zone_not_registered");
     }
   });
 
   it("serves a zone that compresses what it sends (through connect-node, each frame weighed decompressed first), and refuses a compressed frame of too many elements", async () => {
-    const transport = connectMuxTransport(createGrpcTransport({ baseUrl: both.direct.url, sendCompression: compressionGzip, compressMinBytes: 0 }));
-    const session = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
+    const transport = connectMuxTransport(
+      createGrpcTransport({
+        baseUrl: both.direct.url,
+        sendCompression: compressionGzip,
+        compressMinBytes: 0,
+      }),
+    );
+    const session = await new ZoneClient({
+      name: "zone-1",
+      transport,
+      logger: silentLogger,
+    }).dial();
     expect(session.peerId).toBe("global");
     await session.close({ message: "test over" });
     // A gzip frame of 600,000 empty strings: 6 KB compressed, 1.2 MB and over 2^19 elements decompressed.
-    const hello = toBinary(MessageSchema, create(MessageSchema, { value: { case: "hello", value: { protocolVersion: PROTOCOL_VERSION, peerId: "zone-1", requestWindow: 64, responseWindow: 64, requestWindowBytes: 1 << 23, responseWindowBytes: 1 << 23, maxMessageBytes: 1 << 22, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000 } } }));
-    const dense = toBinary(MessageSchema, create(MessageSchema, { value: { case: "deltaResponse", value: { typeUrl: "t", removedResources: Array.from({ length: 600_000 }, () => "") } } }));
+    const hello = toBinary(
+      MessageSchema,
+      create(MessageSchema, {
+        value: {
+          case: "hello",
+          value: {
+            protocolVersion: PROTOCOL_VERSION,
+            peerId: "zone-1",
+            requestWindow: 64,
+            responseWindow: 64,
+            requestWindowBytes: 1 << 23,
+            responseWindowBytes: 1 << 23,
+            maxMessageBytes: 1 << 22,
+            heartbeatIntervalMs: 15_000,
+            heartbeatTimeoutMs: 60_000,
+          },
+        },
+      }),
+    );
+    const dense = toBinary(
+      MessageSchema,
+      create(MessageSchema, {
+        value: {
+          case: "deltaResponse",
+          value: { typeUrl: "t", removedResources: Array.from({ length: 600_000 }, () => "") },
+        },
+      }),
+    );
     const envelope = (flags: number, body: Uint8Array): Uint8Array => {
       const out = new Uint8Array(5 + body.length);
       out[0] = flags;
@@ -77,10 +135,20 @@ describe("serveGlobal's direct mux stream", () => {
       out.set(body, 5);
       return out;
     };
-    const ended = await new Promise<{ headers: http2.IncomingHttpHeaders; trailers: http2.IncomingHttpHeaders }>((resolve, reject) => {
+    const ended = await new Promise<{
+      headers: http2.IncomingHttpHeaders;
+      trailers: http2.IncomingHttpHeaders;
+    }>((resolve, reject) => {
       const client = http2.connect(both.direct.url);
       client.on("error", reject);
-      const stream = client.request({ ":method": "POST", ":path": PATH, "content-type": "application/grpc", te: "trailers", "client-id": "zone-1", "grpc-encoding": "gzip" });
+      const stream = client.request({
+        ":method": "POST",
+        ":path": PATH,
+        "content-type": "application/grpc",
+        te: "trailers",
+        "client-id": "zone-1",
+        "grpc-encoding": "gzip",
+      });
       let headers: http2.IncomingHttpHeaders = {};
       let trailers: http2.IncomingHttpHeaders = {};
       stream.on("response", (h) => (headers = h));
@@ -96,12 +164,18 @@ describe("serveGlobal's direct mux stream", () => {
       stream.write(envelope(1, gzipSync(dense)));
     });
     expect(status(ended)).toEqual({ grpcStatus: "3", code: "protocol_error" });
-    expect(decodeURIComponent(String(ended.trailers["grpc-message"] ?? ended.headers["grpc-message"]))).toMatch(/over the 524288 a frame may hold/);
+    expect(
+      decodeURIComponent(String(ended.trailers["grpc-message"] ?? ended.headers["grpc-message"])),
+    ).toMatch(/over the 524288 a frame may hold/);
   });
 
   it("serves a zone that accepts compressed responses (connect-node's default), uncompressed", async () => {
     const transport = connectMuxTransport(createGrpcTransport({ baseUrl: both.direct.url }));
-    const session = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
+    const session = await new ZoneClient({
+      name: "zone-1",
+      transport,
+      logger: silentLogger,
+    }).dial();
     expect(session.peerId).toBe("global");
     await session.close({ message: "test over" });
   });
@@ -117,13 +191,29 @@ describe("serveGlobal's direct mux stream", () => {
     const hello = create(MessageSchema, {
       value: {
         case: "hello",
-        value: { protocolVersion: 2, peerId: "zone-1", requestWindow: 64, responseWindow: 64, requestWindowBytes: 1 << 23, responseWindowBytes: 1 << 23, maxMessageBytes: 1 << 22, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000 },
+        value: {
+          protocolVersion: 2,
+          peerId: "zone-1",
+          requestWindow: 64,
+          responseWindow: 64,
+          requestWindowBytes: 1 << 23,
+          responseWindowBytes: 1 << 23,
+          maxMessageBytes: 1 << 22,
+          heartbeatIntervalMs: 15_000,
+          heartbeatTimeoutMs: 60_000,
+        },
       },
     });
     const ping = create(MessageSchema, { value: { case: "ping", value: { id: 42n } } });
     const client = http2.connect(both.direct.url);
     try {
-      const stream = client.request({ ":method": "POST", ":path": PATH, "content-type": "application/grpc", te: "trailers", "client-id": "zone-1" });
+      const stream = client.request({
+        ":method": "POST",
+        ":path": PATH,
+        "content-type": "application/grpc",
+        te: "trailers",
+        "client-id": "zone-1",
+      });
       const pong = new Promise<bigint>((resolve, reject) => {
         let got = Buffer.alloc(0);
         stream.on("data", (chunk: Buffer) => {
@@ -135,7 +225,9 @@ describe("serveGlobal's direct mux stream", () => {
           }
         });
         stream.on("error", reject);
-        stream.on("close", () => reject(new Error("the stream closed before the global answered the ping")));
+        stream.on("close", () =>
+          reject(new Error("the stream closed before the global answered the ping")),
+        );
       });
       // One write per byte, each after a turn of the timers, so node:http2 sends each in its own DATA frame instead of coalescing them.
       for (const byte of [...framed(hello), ...framed(ping)]) {
@@ -160,7 +252,10 @@ describe("serveGlobal's direct mux stream", () => {
   });
 
   it("takes only binary gRPC with uncompressed frames and without a deadline", () => {
-    const request = (headers: Record<string, string>, over: Partial<{ httpVersionMajor: number; method: string; url: string }> = {}) => ({
+    const request = (
+      headers: Record<string, string>,
+      over: Partial<{ httpVersionMajor: number; method: string; url: string }> = {},
+    ) => ({
       httpVersionMajor: 2,
       method: "POST",
       url: PATH,
@@ -168,27 +263,48 @@ describe("serveGlobal's direct mux stream", () => {
       ...over,
     });
     expect(isPlainGrpcMuxStream(request({}))).toBe(true);
-    expect(isPlainGrpcMuxStream(request({ "content-type": "application/grpc+proto", "grpc-accept-encoding": "identity" }))).toBe(true);
+    expect(
+      isPlainGrpcMuxStream(
+        request({ "content-type": "application/grpc+proto", "grpc-accept-encoding": "identity" }),
+      ),
+    ).toBe(true);
     // A zone that can read compressed responses is answered uncompressed (identity is always readable).
     expect(isPlainGrpcMuxStream(request({ "grpc-accept-encoding": "gzip, br" }))).toBe(true);
     expect(isPlainGrpcMuxStream(request({ "grpc-encoding": "gzip" }))).toBe(false);
     expect(isPlainGrpcMuxStream(request({ "grpc-timeout": "10S" }))).toBe(false);
     expect(isPlainGrpcMuxStream(request({ "content-type": "application/grpc+json" }))).toBe(false);
-    expect(isPlainGrpcMuxStream(request({ "content-type": "application/connect+proto" }))).toBe(false);
-    expect(isPlainGrpcMuxStream(request({ "content-type": "application/grpc-web+proto" }))).toBe(false);
+    expect(isPlainGrpcMuxStream(request({ "content-type": "application/connect+proto" }))).toBe(
+      false,
+    );
+    expect(isPlainGrpcMuxStream(request({ "content-type": "application/grpc-web+proto" }))).toBe(
+      false,
+    );
     expect(isPlainGrpcMuxStream(request({}, { httpVersionMajor: 1 }))).toBe(false);
-    expect(isPlainGrpcMuxStream(request({}, { url: "/kds.mux.v1.HalfDuplexService/Open" }))).toBe(false);
+    expect(isPlainGrpcMuxStream(request({}, { url: "/kds.mux.v1.HalfDuplexService/Open" }))).toBe(
+      false,
+    );
   });
 
   it("leaves every call to connect-node when there are interceptors", async () => {
     const seen: string[] = [];
-    const global = new GlobalControlPlane({ authenticator: insecureZoneAuthenticator(), logger: silentLogger });
+    const global = new GlobalControlPlane({
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+    });
     global.start(abort.signal);
     await global.registerZone("zone-1");
-    const served = await serveGlobal(global.server, { interceptors: [(next) => (request) => (seen.push(request.url), next(request))] });
+    const served = await serveGlobal(global.server, {
+      interceptors: [(next) => (request) => (seen.push(request.url), next(request))],
+    });
     try {
-      const transport = connectMuxTransport(createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }));
-      const session = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
+      const transport = connectMuxTransport(
+        createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }),
+      );
+      const session = await new ZoneClient({
+        name: "zone-1",
+        transport,
+        logger: silentLogger,
+      }).dial();
       await session.close({ message: "test over" });
       expect(seen.some((url) => url.endsWith(PATH))).toBe(true);
     } finally {

@@ -14,11 +14,18 @@ import { fromConnectError } from "../../src/transport/connect-errors.ts";
 import { postgresServerVariant, types, type StoreSpace } from "../store/fixtures.ts";
 
 const meshes = (prefix: string, count = 50) =>
-  Array.from({ length: count }, (_, i) => ({ type: "Mesh", name: `${prefix}-${i}`, specJson: `{"description":"${i}"}` }));
+  Array.from({ length: count }, (_, i) => ({
+    type: "Mesh",
+    name: `${prefix}-${i}`,
+    specJson: `{"description":"${i}"}`,
+  }));
 
 function admin(store: ResourceStore): Client<typeof AdminService> {
   const backend: AdminBackend = { role: "global", types, store, zoneStatuses: async () => [] };
-  return createClient(AdminService, createRouterTransport((router) => registerAdmin(router, backend)));
+  return createClient(
+    AdminService,
+    createRouterTransport((router) => registerAdmin(router, backend)),
+  );
 }
 
 /** The KdsError an admin call failed with. */
@@ -38,7 +45,9 @@ describe("admin Apply", () => {
     expect(response.resources).toHaveLength(50);
     expect(store.calls.get("apply")).toBe(1);
     expect(store.calls.get("put")).toBeUndefined();
-    expect(response.resources.map((r) => Number(r.version))).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    expect(response.resources.map((r) => Number(r.version))).toEqual(
+      Array.from({ length: 50 }, (_, i) => i + 1),
+    );
   });
 
   it("writes nothing when one resource is invalid, and says none was applied", async () => {
@@ -47,7 +56,9 @@ describe("admin Apply", () => {
     resources[25] = { type: "Mesh", name: "bad name!", specJson: "{}" };
     const error = await failure(admin(store).apply({ resources }));
     expect(error.code).toBe("invalid_resource");
-    expect(error.message).toMatch(/none of the 50 resources was applied \(an apply is all or nothing\)/);
+    expect(error.message).toMatch(
+      /none of the 50 resources was applied \(an apply is all or nothing\)/,
+    );
     expect((await store.list("Mesh")).resources).toEqual([]);
   });
 
@@ -55,7 +66,9 @@ describe("admin Apply", () => {
     const store = new FaultyStore(new InMemoryStore(types)).failNext("apply");
     const error = await failure(admin(store).apply({ resources: meshes("fault") }));
     expect(error.code).toBe("store_unavailable");
-    expect(error.message).toMatch(/injected apply failure \(Mesh\); either all or none of the 50 resources were applied, never a part .* run `kds-mux get` to see which/);
+    expect(error.message).toMatch(
+      /injected apply failure \(Mesh\); either all or none of the 50 resources were applied, never a part .* run `kds-mux get` to see which/,
+    );
     expect((await store.inner.list("Mesh")).resources).toEqual([]);
   });
 
@@ -83,8 +96,12 @@ describe("admin Apply", () => {
         const client = admin(space.store);
         const error = await failure(client.apply({ resources: meshes("pg") }));
         expect(error.code).toBe("store_unavailable");
-        expect(error.message).toMatch(/injected fault at pg-25.*either all or none of the 50 resources were applied, never a part/);
-        const [counted] = await sql.unsafe(`SELECT count(*)::int AS n FROM "${schema}".kds_resources WHERE kind = 'Mesh'`);
+        expect(error.message).toMatch(
+          /injected fault at pg-25.*either all or none of the 50 resources were applied, never a part/,
+        );
+        const [counted] = await sql.unsafe(
+          `SELECT count(*)::int AS n FROM "${schema}".kds_resources WHERE kind = 'Mesh'`,
+        );
         expect(counted?.n).toBe(0);
         expect(await space.store.revision()).toBe(0);
         await sql.unsafe(`DROP TRIGGER kds_admin_fault ON "${schema}".kds_changes`);

@@ -22,19 +22,35 @@ describe("global instances sharing a store", () => {
     try {
       await a.registerZone("zone-a");
       const first = await b.tokens.issueZoneToken("zone-a");
-      const dial = (token: string) => new ZoneClient({ name: "zone-a", token, transport: memoryMuxTransport(a.server), logger: silentLogger }).dial();
+      const dial = (token: string) =>
+        new ZoneClient({
+          name: "zone-a",
+          token,
+          transport: memoryMuxTransport(a.server),
+          logger: silentLogger,
+        }).dial();
       const session = await dial(first.token);
       await eventually(() => a.server.session("zone-a") !== undefined, "admitted on a");
-      expect(a.server.identity(a.server.session("zone-a") as never)).toMatchObject({ proof: "token", tokenId: first.tokenId });
+      expect(a.server.identity(a.server.session("zone-a") as never)).toMatchObject({
+        proof: "token",
+        tokenId: first.tokenId,
+      });
 
       await b.tokens.revoke({ tokenId: first.tokenId }, "test");
-      expect(await session.closed).toMatchObject({ code: "zone_revoked", initiator: "peer", message: expect.stringContaining("its zone token was revoked") });
+      expect(await session.closed).toMatchObject({
+        code: "zone_revoked",
+        initiator: "peer",
+        message: expect.stringContaining("its zone token was revoked"),
+      });
       await expect(dial(first.token)).rejects.toMatchObject({ code: "unauthenticated" });
 
       // Retiring the signing key ends sessions admitted with tokens it signed.
       const second = await dial((await b.tokens.issueZoneToken("zone-a")).token);
       await b.tokens.keys.rotate({ retirePrevious: true });
-      expect(await second.closed).toMatchObject({ code: "zone_revoked", message: expect.stringContaining("was retired") });
+      expect(await second.closed).toMatchObject({
+        code: "zone_revoked",
+        message: expect.stringContaining("was retired"),
+      });
       const third = await dial((await a.tokens.issueZoneToken("zone-a")).token); // signed with the new key
       expect(third.end).toBeUndefined();
       await third.close();

@@ -5,7 +5,10 @@ import { describe, expect, it } from "vitest";
 import { TokenAdminAuthorizer, isLoopback } from "../../src/auth/admin-authorizer.ts";
 import type { AuthChange } from "../../src/auth/token-authority.ts";
 import { TokenAuthority } from "../../src/auth/token-authority.ts";
-import { TokenZoneAuthenticator, insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
+import {
+  TokenZoneAuthenticator,
+  insecureZoneAuthenticator,
+} from "../../src/auth/zone-authenticator.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { eventually } from "../contract/harness.ts";
@@ -22,23 +25,49 @@ describe("TokenAuthority", () => {
     const c = clock();
     const tokens = new TokenAuthority({ issuer: "global", now: c.now });
     const issued = await tokens.issueZoneToken("zone-a", { validForMs: 60_000 });
-    expect(decodeProtectedHeader(issued.token)).toMatchObject({ alg: "ES256", kid: "signing-key-1", typ: "JWT" });
+    expect(decodeProtectedHeader(issued.token)).toMatchObject({
+      alg: "ES256",
+      kid: "signing-key-1",
+      typ: "JWT",
+    });
     const claims = await tokens.verifyZoneToken(issued.token);
-    expect(claims).toMatchObject({ zone: "zone-a", tokenId: issued.tokenId, keyId: "signing-key-1", expiresAt: issued.expiresAt });
+    expect(claims).toMatchObject({
+      zone: "zone-a",
+      tokenId: issued.tokenId,
+      keyId: "signing-key-1",
+      expiresAt: issued.expiresAt,
+    });
     c.advance(60_000);
-    await expect(tokens.verifyZoneToken(issued.token)).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining("expired at 2030-01-01T00:01:00.000Z") });
+    await expect(tokens.verifyZoneToken(issued.token)).rejects.toMatchObject({
+      code: "unauthenticated",
+      message: expect.stringContaining("expired at 2030-01-01T00:01:00.000Z"),
+    });
   });
 
   it("keeps zone and admin tokens apart", async () => {
     const tokens = new TokenAuthority({ issuer: "global" });
     const zone = await tokens.issueZoneToken("zone-a");
     const admin = await tokens.issueAdminToken("alice", "read-only");
-    await expect(tokens.verifyAdminToken(zone.token)).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining("not a admin token") });
-    await expect(tokens.verifyZoneToken(admin.token)).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining("not a zone token") });
-    expect(await tokens.verifyAdminToken(admin.token)).toMatchObject({ name: "alice", role: "read-only" });
+    await expect(tokens.verifyAdminToken(zone.token)).rejects.toMatchObject({
+      code: "unauthenticated",
+      message: expect.stringContaining("not a admin token"),
+    });
+    await expect(tokens.verifyZoneToken(admin.token)).rejects.toMatchObject({
+      code: "unauthenticated",
+      message: expect.stringContaining("not a zone token"),
+    });
+    expect(await tokens.verifyAdminToken(admin.token)).toMatchObject({
+      name: "alice",
+      role: "read-only",
+    });
     await tokens.revoke({ tokenId: admin.tokenId }, "test");
-    await expect(tokens.verifyAdminToken(admin.token)).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining("admin token was revoked") });
-    await expect(tokens.issueAdminToken("bob", "root" as never)).rejects.toMatchObject({ code: "invalid_argument" });
+    await expect(tokens.verifyAdminToken(admin.token)).rejects.toMatchObject({
+      code: "unauthenticated",
+      message: expect.stringContaining("admin token was revoked"),
+    });
+    await expect(tokens.issueAdminToken("bob", "root" as never)).rejects.toMatchObject({
+      code: "invalid_argument",
+    });
   });
 
   it("creates one first key even when two instances start at once, and both verify each other's tokens", async () => {
@@ -59,8 +88,16 @@ describe("TokenAuthority", () => {
     const fresh = (await tokens.issueZoneToken("zone-a")).token;
     expect(decodeProtectedHeader(fresh).kid).toBe("signing-key-2");
     await tokens.verifyZoneToken(old);
-    expect(await tokens.keys.rotate({ retirePrevious: true })).toEqual({ id: "signing-key-3", retired: ["signing-key-2", "signing-key-1"] });
-    await expect(tokens.verifyZoneToken(old)).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining('signed by key "signing-key-1", which this control plane does not hold') });
+    expect(await tokens.keys.rotate({ retirePrevious: true })).toEqual({
+      id: "signing-key-3",
+      retired: ["signing-key-2", "signing-key-1"],
+    });
+    await expect(tokens.verifyZoneToken(old)).rejects.toMatchObject({
+      code: "unauthenticated",
+      message: expect.stringContaining(
+        'signed by key "signing-key-1", which this control plane does not hold',
+      ),
+    });
     await expect(tokens.verifyZoneToken(fresh)).rejects.toMatchObject({ code: "unauthenticated" });
     await tokens.verifyZoneToken((await tokens.issueZoneToken("zone-a")).token);
   });
@@ -77,20 +114,37 @@ describe("TokenAuthority", () => {
       const one = await a.issueZoneToken("zone-a");
       const other = await a.issueZoneToken("zone-a");
       await b.revoke({ tokenId: one.tokenId }, "test");
-      await expect(a.verifyZoneToken(one.token)).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining("was revoked") });
+      await expect(a.verifyZoneToken(one.token)).rejects.toMatchObject({
+        code: "unauthenticated",
+        message: expect.stringContaining("was revoked"),
+      });
       await a.verifyZoneToken(other.token);
       await eventually(() => seen.length === 1, "instance a hears of the revocation");
-      expect(seen[0]).toMatchObject({ kind: "revoked", revocation: { scope: "token", tokenId: one.tokenId } });
+      expect(seen[0]).toMatchObject({
+        kind: "revoked",
+        revocation: { scope: "token", tokenId: one.tokenId },
+      });
 
       await b.revoke({ zone: "zone-a" }, "test");
-      await expect(a.verifyZoneToken(other.token)).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining('every token of zone "zone-a"') });
+      await expect(a.verifyZoneToken(other.token)).rejects.toMatchObject({
+        code: "unauthenticated",
+        message: expect.stringContaining('every token of zone "zone-a"'),
+      });
       c.advance(1_000);
       await a.verifyZoneToken((await a.issueZoneToken("zone-a")).token); // issued after the revocation
       await a.verifyZoneToken((await a.issueZoneToken("zone-b")).token); // another zone
       await b.keys.rotate({ retirePrevious: true });
-      await eventually(() => seen.some((s) => s.kind === "key-retired"), "instance a hears of the retired key");
-      expect(seen.find((s) => s.kind === "key-retired")).toEqual({ kind: "key-retired", keyId: "signing-key-1" });
-      await expect(a.revoke({ tokenId: "not-a-uuid" }, "test")).rejects.toMatchObject({ code: "invalid_argument" });
+      await eventually(
+        () => seen.some((s) => s.kind === "key-retired"),
+        "instance a hears of the retired key",
+      );
+      expect(seen.find((s) => s.kind === "key-retired")).toEqual({
+        kind: "key-retired",
+        keyId: "signing-key-1",
+      });
+      await expect(a.revoke({ tokenId: "not-a-uuid" }, "test")).rejects.toMatchObject({
+        code: "invalid_argument",
+      });
     } finally {
       stop.abort();
       await following;
@@ -103,17 +157,41 @@ describe("TokenZoneAuthenticator", () => {
     const tokens = new TokenAuthority({ issuer: "global" });
     const auth = new TokenZoneAuthenticator(tokens, { adminUrl: () => "https://global:5681" });
     const token = (await tokens.issueZoneToken("zone-a")).token;
-    expect(await auth.authenticate({ zone: "zone-a", headers: bearer(token) })).toMatchObject({ zone: "zone-a", proof: "token", keyId: "signing-key-1" });
-    await expect(auth.authenticate({ zone: "zone-b", headers: bearer(token) })).rejects.toMatchObject({ code: "permission_denied" });
-    await expect(auth.authenticate({ zone: "zone-a", headers: new Headers() })).rejects.toMatchObject({
-      code: "unauthenticated",
-      message: expect.stringContaining("kds-mux generate zone-token --zone zone-a --server https://global:5681 > zone-a.token"),
+    expect(await auth.authenticate({ zone: "zone-a", headers: bearer(token) })).toMatchObject({
+      zone: "zone-a",
+      proof: "token",
+      keyId: "signing-key-1",
     });
-    await expect(auth.authenticate({ zone: "zone-a", headers: new Headers({ authorization: "Basic abc" }) })).rejects.toMatchObject({ code: "unauthenticated" });
+    await expect(
+      auth.authenticate({ zone: "zone-b", headers: bearer(token) }),
+    ).rejects.toMatchObject({ code: "permission_denied" });
+    await expect(
+      auth.authenticate({ zone: "zone-a", headers: new Headers() }),
+    ).rejects.toMatchObject({
+      code: "unauthenticated",
+      message: expect.stringContaining(
+        "kds-mux generate zone-token --zone zone-a --server https://global:5681 > zone-a.token",
+      ),
+    });
+    await expect(
+      auth.authenticate({ zone: "zone-a", headers: new Headers({ authorization: "Basic abc" }) }),
+    ).rejects.toMatchObject({ code: "unauthenticated" });
     // A certificate is ignored unless certificates are enabled.
-    await expect(auth.authenticate({ zone: "zone-a", headers: new Headers(), peer: { certificate: { authorized: true, commonNames: ["zone-a"] } } })).rejects.toMatchObject({ code: "unauthenticated" });
+    await expect(
+      auth.authenticate({
+        zone: "zone-a",
+        headers: new Headers(),
+        peer: { certificate: { authorized: true, commonNames: ["zone-a"] } },
+      }),
+    ).rejects.toMatchObject({ code: "unauthenticated" });
     const mtls = new TokenZoneAuthenticator(tokens, { certificates: true });
-    expect(await mtls.authenticate({ zone: "zone-a", headers: new Headers(), peer: { certificate: { authorized: true, commonNames: ["zone-a"] } } })).toMatchObject({ proof: "certificate" });
+    expect(
+      await mtls.authenticate({
+        zone: "zone-a",
+        headers: new Headers(),
+        peer: { certificate: { authorized: true, commonNames: ["zone-a"] } },
+      }),
+    ).toMatchObject({ proof: "certificate" });
   });
 
   it("is distinguishable from the insecure mode", () => {
@@ -128,16 +206,30 @@ describe("TokenAdminAuthorizer", () => {
     const local = new TokenAdminAuthorizer(tokens, { trustLocal: true });
     const open = new TokenAdminAuthorizer(tokens, { trustLocal: false, listen: "0.0.0.0" });
     expect(await local.authorize(new Headers())).toMatchObject({ role: "admin", via: "loopback" });
-    await expect(open.authorize(new Headers())).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining("needs an admin token") });
+    await expect(open.authorize(new Headers())).rejects.toMatchObject({
+      code: "unauthenticated",
+      message: expect.stringContaining("needs an admin token"),
+    });
     const reader = await tokens.issueAdminToken("auditor", "read-only");
-    expect(await open.authorize(bearer(reader.token))).toMatchObject({ name: "auditor", role: "read-only", via: "token", tokenId: reader.tokenId });
+    expect(await open.authorize(bearer(reader.token))).toMatchObject({
+      name: "auditor",
+      role: "read-only",
+      via: "token",
+      tokenId: reader.tokenId,
+    });
     // A bad token is refused even where tokens are optional.
-    await expect(local.authorize(bearer("nonsense"))).rejects.toMatchObject({ code: "unauthenticated" });
-    await expect(open.authorize(bearer((await tokens.issueZoneToken("zone-a")).token))).rejects.toMatchObject({ code: "unauthenticated" });
+    await expect(local.authorize(bearer("nonsense"))).rejects.toMatchObject({
+      code: "unauthenticated",
+    });
+    await expect(
+      open.authorize(bearer((await tokens.issueZoneToken("zone-a")).token)),
+    ).rejects.toMatchObject({ code: "unauthenticated" });
   });
 
   it("knows loopback addresses", () => {
-    for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"]) expect(isLoopback(host), host).toBe(true);
-    for (const host of ["0.0.0.0", "::", "10.0.0.1", "192.168.1.1", "example.com"]) expect(isLoopback(host), host).toBe(false);
+    for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"])
+      expect(isLoopback(host), host).toBe(true);
+    for (const host of ["0.0.0.0", "::", "10.0.0.1", "192.168.1.1", "example.com"])
+      expect(isLoopback(host), host).toBe(false);
   });
 });

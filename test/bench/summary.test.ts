@@ -8,7 +8,8 @@ import { SKIPPED, SUMMARY_KEYS, setAt, summaryProblems, valueAt } from "../../be
 /** A summary with a sane value under every key. */
 function complete(): Record<string, unknown> {
   const summary: Record<string, unknown> = {};
-  for (const { key, rule } of SUMMARY_KEYS) setAt(summary, key, rule === "text" ? "x" : rule === "boolean" ? false : 2);
+  for (const { key, rule } of SUMMARY_KEYS)
+    setAt(summary, key, rule === "text" ? "x" : rule === "boolean" ? false : 2);
   return summary;
 }
 
@@ -16,7 +17,8 @@ describe("bench summary", () => {
   it("accepts a summary with every key, and the PostgreSQL server's figures skipped", () => {
     expect(summaryProblems(complete())).toEqual([]);
     const skipped = complete();
-    for (const { key, rule } of SUMMARY_KEYS) if (rule === "positiveOrSkipped") setAt(skipped, key, SKIPPED);
+    for (const { key, rule } of SUMMARY_KEYS)
+      if (rule === "positiveOrSkipped") setAt(skipped, key, SKIPPED);
     expect(summaryProblems(skipped)).toEqual([]);
   });
 

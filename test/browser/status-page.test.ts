@@ -30,14 +30,36 @@ describe("status page", () => {
   let global: GlobalControlPlane;
   let served: ServedGlobal;
   const stop = new AbortController();
-  const zones = new Map<string, { stop: AbortController; running: Promise<void>; plane: ZoneControlPlane }>();
+  const zones = new Map<
+    string,
+    { stop: AbortController; running: Promise<void>; plane: ZoneControlPlane }
+  >();
 
   beforeAll(async () => {
     const prometheus = new PrometheusMetrics();
-    const status: StatusFeed = new StatusFeed({ role: "global", name: "global", zones: () => global.zoneStatuses() });
-    global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger, metrics: fanOutMetrics(prometheus, status.metrics) });
+    const status: StatusFeed = new StatusFeed({
+      role: "global",
+      name: "global",
+      zones: () => global.zoneStatuses(),
+    });
+    global = new GlobalControlPlane({
+      types: createTypeRegistry(exampleTypes),
+      logger: silentLogger,
+      metrics: fanOutMetrics(prometheus, status.metrics),
+    });
     global.start(stop.signal);
-    served = await serveGlobal(global.server, { httpVersion: "both", fallback: fetchFallback(observeHandler({ metrics: prometheus, status, page: STATUS_PAGE_HTML, refreshMs: 500, minIntervalMs: 100 })) });
+    served = await serveGlobal(global.server, {
+      httpVersion: "both",
+      fallback: fetchFallback(
+        observeHandler({
+          metrics: prometheus,
+          status,
+          page: STATUS_PAGE_HTML,
+          refreshMs: 500,
+          minIntervalMs: 100,
+        }),
+      ),
+    });
     await global.registerZone("zone-east");
     await global.registerZone("zone-west");
     browser = await launchChromium();
@@ -52,7 +74,13 @@ describe("status page", () => {
   });
 
   function startZone(name: string): ZoneControlPlane {
-    const plane = new ZoneControlPlane({ name, token: async () => (await global.tokens.issueZoneToken(name)).token, transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), types: createTypeRegistry(exampleTypes), logger: silentLogger });
+    const plane = new ZoneControlPlane({
+      name,
+      token: async () => (await global.tokens.issueZoneToken(name)).token,
+      transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })),
+      types: createTypeRegistry(exampleTypes),
+      logger: silentLogger,
+    });
     const zoneStop = new AbortController();
     zones.set(name, { stop: zoneStop, running: plane.run(zoneStop.signal), plane });
     return plane;
@@ -64,19 +92,31 @@ describe("status page", () => {
     page.on("pageerror", (e) => errors.push(e.message));
     await page.goto(`${served.url}/`);
     await page.waitForSelector('#live[data-live="true"]', { timeout: 20_000 });
-    await page.waitForSelector('#zones tr[data-zone="zone-east"][data-online="false"]', { timeout: 20_000 });
-    expect(await page.textContent('#zones tr[data-zone="zone-east"] .since')).toBe("never connected");
+    await page.waitForSelector('#zones tr[data-zone="zone-east"][data-online="false"]', {
+      timeout: 20_000,
+    });
+    expect(await page.textContent('#zones tr[data-zone="zone-east"] .since')).toBe(
+      "never connected",
+    );
     const loads = await page.evaluate(() => performance.getEntriesByType("navigation").length);
 
     // A zone connects.
     const east = startZone("zone-east");
-    await page.waitForSelector('#zones tr[data-zone="zone-east"][data-online="true"]', { timeout: 20_000 });
+    await page.waitForSelector('#zones tr[data-zone="zone-east"][data-online="true"]', {
+      timeout: 20_000,
+    });
     expect(await page.textContent('#zones tr[data-zone="zone-east"] .badge')).toBe("online");
     // What its session agreed on: the zone's software version, protocol version 3 and both features.
-    expect(await page.textContent('#zones tr[data-zone="zone-east"] .version')).toMatch(/^kds-mux\/\S+ · protocol 3 · batching, calls$/);
-    await page.waitForSelector('#sessions tr[data-peer="zone-east"][data-open="true"]', { timeout: 20_000 });
+    expect(await page.textContent('#zones tr[data-zone="zone-east"] .version')).toMatch(
+      /^kds-mux\/\S+ · protocol 3 · batching, calls$/,
+    );
+    await page.waitForSelector('#sessions tr[data-peer="zone-east"][data-open="true"]', {
+      timeout: 20_000,
+    });
     startZone("zone-west");
-    await page.waitForSelector('#zones tr[data-zone="zone-west"][data-online="true"]', { timeout: 20_000 });
+    await page.waitForSelector('#zones tr[data-zone="zone-west"][data-online="true"]', {
+      timeout: 20_000,
+    });
 
     // A resource changes on the global, and one in a zone: both sync, and the lag chart draws a line per zone.
     for (let i = 0; i < 3; i++) {
@@ -84,41 +124,85 @@ describe("status page", () => {
       await new Promise((r) => setTimeout(r, 1100)); // points are per second: three seconds, three points
     }
     await east.store.put(dataplane("default", "web-1"));
-    await page.waitForFunction(() => document.querySelector('#types tr[data-zone="zone-east"][data-kind="Mesh"] .total')?.textContent?.startsWith("sent 0,") === false, undefined, { timeout: 20_000 });
+    await page.waitForFunction(
+      () =>
+        document
+          .querySelector('#types tr[data-zone="zone-east"][data-kind="Mesh"] .total')
+          ?.textContent?.startsWith("sent 0,") === false,
+      undefined,
+      { timeout: 20_000 },
+    );
     await page.waitForSelector('#lag polyline[data-zone="zone-east"]', { timeout: 20_000 });
     await page.waitForSelector('#lag polyline[data-zone="zone-west"]', { timeout: 20_000 });
-    await page.waitForFunction(() => Number(document.querySelector('#lag polyline[data-zone="zone-east"]')?.getAttribute("data-points") ?? 0) >= 2, undefined, { timeout: 20_000 });
+    await page.waitForFunction(
+      () =>
+        Number(
+          document
+            .querySelector('#lag polyline[data-zone="zone-east"]')
+            ?.getAttribute("data-points") ?? 0,
+        ) >= 2,
+      undefined,
+      { timeout: 20_000 },
+    );
     // The global sends Mesh: its counters say sent, acked, nacked, for this session and for all of them.
-    expect(await page.getAttribute('#types tr[data-zone="zone-east"][data-kind="Mesh"]', "data-side")).toBe("sender");
+    expect(
+      await page.getAttribute('#types tr[data-zone="zone-east"][data-kind="Mesh"]', "data-side"),
+    ).toBe("sender");
     for (const column of ["session", "total"]) {
-      const meshRow = await page.textContent(`#types tr[data-zone="zone-east"][data-kind="Mesh"] .${column}`);
+      const meshRow = await page.textContent(
+        `#types tr[data-zone="zone-east"][data-kind="Mesh"] .${column}`,
+      );
       const [, sent, acked] = (meshRow ?? "").match(/^sent (\d+), acked (\d+), nacked 0$/) ?? [];
       expect(Number(sent)).toBeGreaterThanOrEqual(1);
       expect(Number(acked)).toBeGreaterThanOrEqual(1);
     }
     // It receives Dataplane: received, accepted, rejected.
-    expect(await page.getAttribute('#types tr[data-zone="zone-east"][data-kind="Dataplane"]', "data-side")).toBe("receiver");
-    await page.waitForFunction(() => /^received [1-9]\d*, accepted [1-9]\d*, rejected 0$/.test(document.querySelector('#types tr[data-zone="zone-east"][data-kind="Dataplane"] .total')?.textContent ?? ""), undefined, { timeout: 20_000 });
+    expect(
+      await page.getAttribute(
+        '#types tr[data-zone="zone-east"][data-kind="Dataplane"]',
+        "data-side",
+      ),
+    ).toBe("receiver");
+    await page.waitForFunction(
+      () =>
+        /^received [1-9]\d*, accepted [1-9]\d*, rejected 0$/.test(
+          document.querySelector('#types tr[data-zone="zone-east"][data-kind="Dataplane"] .total')
+            ?.textContent ?? "",
+        ),
+      undefined,
+      { timeout: 20_000 },
+    );
 
     // The zone goes offline.
     const west = zones.get("zone-west");
     west?.stop.abort();
     await west?.running;
-    await page.waitForSelector('#zones tr[data-zone="zone-west"][data-online="false"]', { timeout: 20_000 });
+    await page.waitForSelector('#zones tr[data-zone="zone-west"][data-online="false"]', {
+      timeout: 20_000,
+    });
     expect(await page.textContent('#zones tr[data-zone="zone-west"] .badge')).toBe("offline");
-    expect(await page.textContent('#zones tr[data-zone="zone-west"] .since')).toMatch(/^offline since /);
-    await page.waitForSelector('#sessions tr[data-peer="zone-west"][data-open="false"]', { timeout: 20_000 });
+    expect(await page.textContent('#zones tr[data-zone="zone-west"] .since')).toMatch(
+      /^offline since /,
+    );
+    await page.waitForSelector('#sessions tr[data-peer="zone-west"][data-open="false"]', {
+      timeout: 20_000,
+    });
     expect(await page.textContent('#zones tr[data-zone="zone-east"] .badge')).toBe("online");
 
     // All of it arrived through the event stream: the page never reloaded.
-    expect(await page.evaluate(() => performance.getEntriesByType("navigation").length)).toBe(loads);
+    expect(await page.evaluate(() => performance.getEntriesByType("navigation").length)).toBe(
+      loads,
+    );
     expect(Number(await page.getAttribute("body", "data-version"))).toBeGreaterThan(3);
     expect(errors).toEqual([]);
 
     const shot = join(mkdtempSync(join(tmpdir(), "kds-mux-status-page-")), "status-page.png");
     await page.screenshot({ path: shot, fullPage: true });
     if (process.env.KDS_UPDATE_SCREENSHOT === "1") {
-      await page.screenshot({ path: fileURLToPath(new URL("../../docs/status-page.png", import.meta.url)), fullPage: true });
+      await page.screenshot({
+        path: fileURLToPath(new URL("../../docs/status-page.png", import.meta.url)),
+        fullPage: true,
+      });
     }
     console.log(`status page screenshot: ${shot}`);
     await page.close();

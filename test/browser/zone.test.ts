@@ -43,7 +43,11 @@ describe("browser zone", () => {
     await page.waitForSelector("li:text('Mesh added-later')", { timeout: 20_000 });
 
     await page.click("#add-dataplane");
-    await eventually(async () => (await global.store.get("Dataplane", "default", "browser-1.dp-1")) !== undefined, "the browser's dataplane on the global", 20_000);
+    await eventually(
+      async () => (await global.store.get("Dataplane", "default", "browser-1.dp-1")) !== undefined,
+      "the browser's dataplane on the global",
+      20_000,
+    );
     expect((await global.zoneStatus("browser-1"))?.online).toBe(true);
     expect(errors).toEqual([]);
     await page.close();

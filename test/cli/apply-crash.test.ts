@@ -21,7 +21,11 @@ afterAll(async () => {
 
 /** A YAML stream of `RESOURCES` Meshes named `<prefix>-<n>`. */
 function batch(prefix: string): { name: string; text: string }[] {
-  const docs = Array.from({ length: RESOURCES }, (_, i) => `type: Mesh\nname: ${prefix}-${i}\nspec:\n  description: resource ${i} of ${prefix}\n`);
+  const docs = Array.from(
+    { length: RESOURCES },
+    (_, i) =>
+      `type: Mesh\nname: ${prefix}-${i}\nspec:\n  description: resource ${i} of ${prefix}\n`,
+  );
   return [{ name: `${prefix}.yaml`, text: docs.join("---\n") }];
 }
 
@@ -43,13 +47,25 @@ async function writing(sql: postgres.Sql, timeoutMs: number): Promise<boolean> {
 }
 
 async function startGlobal(url: string): Promise<{ global: KdsProcess; admin: string }> {
-  const global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", url]);
-  const admin = (await global.waitFor(/admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000))[1] as string;
+  const global = new KdsProcess([
+    "global",
+    "--listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+    "--store",
+    url,
+  ]);
+  const admin = (
+    await global.waitFor(/admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000)
+  )[1] as string;
   return { global, admin };
 }
 
 describe("kds-mux global SIGKILLed during a 50-resource apply", () => {
-  it("leaves 0 or 50 of the call's resources every time, never a part", { timeout: 600_000 }, async () => {
+  it("leaves 0 or 50 of the call's resources every time, never a part", {
+    timeout: 600_000,
+  }, async () => {
     const db = await freshDatabase();
     databases.push(db);
     const sql = postgres(db.url, { max: 1, onnotice: () => undefined });
@@ -63,7 +79,9 @@ describe("kds-mux global SIGKILLed during a 50-resource apply", () => {
         const { global, admin } = await startGlobal(db.url);
         try {
           const started = performance.now();
-          expect(await apply(admin, batch(prefix))).toMatch(/all 50 resources applied together \(an apply is all or nothing\)/);
+          expect(await apply(admin, batch(prefix))).toMatch(
+            /all 50 resources applied together \(an apply is all or nothing\)/,
+          );
           spreadMs = Math.round((performance.now() - started) * 1.5);
         } finally {
           await global.stop();
@@ -89,7 +107,8 @@ describe("kds-mux global SIGKILLed during a 50-resource apply", () => {
         global.child.kill("SIGKILL");
         await global.exited;
         const outcome = await call;
-        const [row] = await sql`SELECT count(*)::int AS n FROM kds_resources WHERE kind = 'Mesh' AND name LIKE ${`${prefix}-%`}`;
+        const [row] =
+          await sql`SELECT count(*)::int AS n FROM kds_resources WHERE kind = 'Mesh' AND name LIKE ${`${prefix}-%`}`;
         const n = (row as { n: number }).n;
         counts.push(`${when}: ${n} (${outcome.ok ? "call succeeded" : "call failed"})`);
         expect([0, RESOURCES], `a kill ${when} left ${n} of ${RESOURCES}`).toContain(n);
@@ -97,10 +116,14 @@ describe("kds-mux global SIGKILLed during a 50-resource apply", () => {
         else {
           // The caller is told the batch is all or none, and how to find out which.
           expect(outcome.error).toBeInstanceOf(KdsError);
-          expect((outcome.error as KdsError).message).toMatch(/either all or none of the 50 resources were applied, never a part: run `kds-mux get` to see which/);
+          expect((outcome.error as KdsError).message).toMatch(
+            /either all or none of the 50 resources were applied, never a part: run `kds-mux get` to see which/,
+          );
         }
       }
-      console.log(`50-resource apply, PostgreSQL global SIGKILLed ${KILLS} times; resources of the call left: ${counts.join("; ")}`);
+      console.log(
+        `50-resource apply, PostgreSQL global SIGKILLed ${KILLS} times; resources of the call left: ${counts.join("; ")}`,
+      );
     } finally {
       await sql.end({ timeout: 5 });
     }

@@ -23,18 +23,48 @@ afterAll(async () => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-const GLOBAL_READY = /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/;
+const GLOBAL_READY =
+  /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/;
 const ZONE_ADMIN = /admin API listening on (http:\/\/127\.0\.0\.1:\d+)/;
 
-async function startGlobal(storeUrl: string): Promise<{ process: KdsProcess; mux: string; admin: string }> {
-  const p = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", storeUrl, "--insecure-no-zone-auth", "--name", "global", "--log-level", "info"]);
+async function startGlobal(
+  storeUrl: string,
+): Promise<{ process: KdsProcess; mux: string; admin: string }> {
+  const p = new KdsProcess([
+    "global",
+    "--listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+    "--store",
+    storeUrl,
+    "--insecure-no-zone-auth",
+    "--name",
+    "global",
+    "--log-level",
+    "info",
+  ]);
   processes.push(p);
   const m = await p.waitFor(GLOBAL_READY, 90_000);
   return { process: p, mux: m[1] as string, admin: m[2] as string };
 }
 
-async function startZone(globals: string, store: string[]): Promise<{ process: KdsProcess; admin: string }> {
-  const p = new KdsProcess(["zone", "--name", "zone-1", "--global", globals, "--admin-listen", "127.0.0.1:0", ...store, "--log-level", "info"]);
+async function startZone(
+  globals: string,
+  store: string[],
+): Promise<{ process: KdsProcess; admin: string }> {
+  const p = new KdsProcess([
+    "zone",
+    "--name",
+    "zone-1",
+    "--global",
+    globals,
+    "--admin-listen",
+    "127.0.0.1:0",
+    ...store,
+    "--log-level",
+    "info",
+  ]);
   processes.push(p);
   const admin = (await p.waitFor(ZONE_ADMIN, 90_000))[1] as string;
   return { process: p, admin };
@@ -58,7 +88,10 @@ function admin(url: string): ReturnType<typeof adminClient> {
 /** Names of the resources of `kind` on an admin API (the global's copies of a zone's resources lose their "zone-1." prefix), or undefined while it does not answer. */
 async function names(url: string, kind: string): Promise<Set<string> | undefined> {
   try {
-    const r = await admin(url).get({ type: kind, mesh: kind === "Dataplane" ? "default" : "" }, { timeoutMs: 10_000 });
+    const r = await admin(url).get(
+      { type: kind, mesh: kind === "Dataplane" ? "default" : "" },
+      { timeoutMs: 10_000 },
+    );
     return new Set(r.resources.map((x) => x.name.replace(/^zone-1\./, "")));
   } catch {
     return undefined; // the process is down or restarting: the caller samples again
@@ -102,7 +135,10 @@ class Churn {
         this.acked.delete(victim);
         this.deleted.add(victim); // from now on nobody may expect it
         try {
-          await client.delete({ type: this.kind, name: victim, mesh: this.kind === "Dataplane" ? "default" : "" }, { timeoutMs: 10_000 });
+          await client.delete(
+            { type: this.kind, name: victim, mesh: this.kind === "Dataplane" ? "default" : "" },
+            { timeoutMs: 10_000 },
+          );
         } catch {
           this.unknown.add(victim); // deleted or not: the end state is checked from both sides' agreement
         }
@@ -112,7 +148,12 @@ class Churn {
       const resource =
         this.kind === "Mesh"
           ? { type: "Mesh", name, specJson: `{"description":"churn ${i}"}` }
-          : { type: "Dataplane", mesh: "default", name, specJson: `{"address":"10.0.${Math.floor(i / 250)}.${i % 250}"}` };
+          : {
+              type: "Dataplane",
+              mesh: "default",
+              name,
+              specJson: `{"address":"10.0.${Math.floor(i / 250)}.${i % 250}"}`,
+            };
       try {
         await client.apply({ resources: [resource] }, { timeoutMs: 10_000 });
         this.acked.add(name);
@@ -168,7 +209,8 @@ class Watcher {
 async function converged(churn: Churn, origin: string, mirror: string): Promise<Set<string>> {
   const both = await until(
     async () => [await names(origin, churn.kind), await names(mirror, churn.kind)] as const,
-    ([a, b]) => a !== undefined && b !== undefined && a.size === b.size && [...a].every((x) => b.has(x)),
+    ([a, b]) =>
+      a !== undefined && b !== undefined && a.size === b.size && [...a].every((x) => b.has(x)),
     `${churn.kind} to agree on both sides`,
     120_000,
   );
@@ -183,7 +225,12 @@ async function converged(churn: Churn, origin: string, mirror: string): Promise<
 /** Waits until every churn had at least 8 more puts acknowledged. */
 async function progress(what: string, ...churns: Churn[]): Promise<void> {
   const start = churns.map((c) => c.puts);
-  await until(async () => churns.map((c, i) => c.puts - (start[i] as number)), (grown) => grown.every((n) => n >= 8), what, 120_000);
+  await until(
+    async () => churns.map((c, i) => c.puts - (start[i] as number)),
+    (grown) => grown.every((n) => n >= 8),
+    what,
+    120_000,
+  );
 }
 
 /** Runs `work`; when it fails, the error carries the last lines of each process's output. */
@@ -204,7 +251,9 @@ describe("continuous churn through process and database faults", { timeout: 600_
     databases.push(db);
     const a = await startGlobal(db.url);
     const b = await startGlobal(db.url);
-    await admin(a.admin).apply({ resources: [{ type: "Zone", name: "zone-1", specJson: '{"enabled":true}' }] });
+    await admin(a.admin).apply({
+      resources: [{ type: "Zone", name: "zone-1", specJson: '{"enabled":true}' }],
+    });
     const dataDir = mkdtempSync(join(tmpdir(), "kds-churn-zone-"));
     dirs.push(dataDir);
     let zone = await startZone(`${a.mux},${b.mux}`, ["--data-dir", dataDir]);
@@ -221,7 +270,12 @@ describe("continuous churn through process and database faults", { timeout: 600_
     a.process.child.kill("SIGKILL");
     await a.process.exited;
     globalAdmin = b.admin;
-    await until(async () => zone.process.output.match(/connected to global "global"/g)?.length ?? 0, (n) => n >= 2, "the zone reconnected to b", 120_000);
+    await until(
+      async () => zone.process.output.match(/connected to global "global"/g)?.length ?? 0,
+      (n) => n >= 2,
+      "the zone reconnected to b",
+      120_000,
+    );
     await progress("churn goes on after the failover", meshes, dataplanes);
 
     // Now kill the zone mid-churn and restart it on its embedded store.
@@ -234,7 +288,14 @@ describe("continuous churn through process and database faults", { timeout: 600_
 
     await meshes.stop();
     await dataplanes.stop();
-    const [meshSet, dpSet] = await explained([b.process, zone.process], async () => [await converged(meshes, b.admin, zone.admin), await converged(dataplanes, zone.admin, b.admin)] as const);
+    const [meshSet, dpSet] = await explained(
+      [b.process, zone.process],
+      async () =>
+        [
+          await converged(meshes, b.admin, zone.admin),
+          await converged(dataplanes, zone.admin, b.admin),
+        ] as const,
+    );
     await onZone.stop();
     await onGlobal.stop();
     console.log(
@@ -244,7 +305,9 @@ describe("continuous churn through process and database faults", { timeout: 600_
     expect(onZone.samples).toBeGreaterThan(5);
     expect(onGlobal.samples).toBeGreaterThan(5);
     expect(onZone.vanished, "Meshes that vanished from the zone without a delete").toEqual([]);
-    expect(onGlobal.vanished, "Dataplanes that vanished from the global without a delete").toEqual([]);
+    expect(onGlobal.vanished, "Dataplanes that vanished from the global without a delete").toEqual(
+      [],
+    );
     expect(b.process.child.exitCode).toBeNull();
   });
 
@@ -252,7 +315,9 @@ describe("continuous churn through process and database faults", { timeout: 600_
     const db = await freshDatabase();
     databases.push(db);
     const g = await startGlobal(db.url);
-    await admin(g.admin).apply({ resources: [{ type: "Zone", name: "zone-1", specJson: '{"enabled":true}' }] });
+    await admin(g.admin).apply({
+      resources: [{ type: "Zone", name: "zone-1", specJson: '{"enabled":true}' }],
+    });
     const zone = await startZone(g.mux, ["--store", "memory"]);
     await zone.process.waitFor(/connected to global "global"/, 90_000);
 
@@ -263,22 +328,29 @@ describe("continuous churn through process and database faults", { timeout: 600_
     const sql = postgres(db.url, { max: 1, onnotice: () => undefined, connect_timeout: 10 });
     let cut = 0;
     await explained([g.process, zone.process], async () => {
-     try {
-      for (let round = 0; round < 3; round++) {
-        await progress(`churn under way (round ${round + 1})`, meshes, dataplanes);
-        const killed = await sql<{ pid: number }[]>`
+      try {
+        for (let round = 0; round < 3; round++) {
+          await progress(`churn under way (round ${round + 1})`, meshes, dataplanes);
+          const killed = await sql<{ pid: number }[]>`
           SELECT pg_terminate_backend(pid) AS pid FROM pg_stat_activity
           WHERE datname = ${db.name} AND pid <> pg_backend_pid()`;
-        cut += killed.length;
+          cut += killed.length;
+        }
+        await progress("churn goes on after the last cut", meshes, dataplanes);
+      } finally {
+        await sql.end({ timeout: 5 });
       }
-      await progress("churn goes on after the last cut", meshes, dataplanes);
-     } finally {
-      await sql.end({ timeout: 5 });
-     }
     });
     await meshes.stop();
     await dataplanes.stop();
-    const [meshSet, dpSet] = await explained([g.process, zone.process], async () => [await converged(meshes, g.admin, zone.admin), await converged(dataplanes, zone.admin, g.admin)] as const);
+    const [meshSet, dpSet] = await explained(
+      [g.process, zone.process],
+      async () =>
+        [
+          await converged(meshes, g.admin, zone.admin),
+          await converged(dataplanes, zone.admin, g.admin),
+        ] as const,
+    );
     await onZone.stop();
     await onGlobal.stop();
     console.log(

@@ -26,8 +26,25 @@ const zones = (): ZoneInsight[] => [
     protocolVersion: 2,
     features: ["calls"],
     types: [
-      { kind: "Mesh", direction: "global-to-zone", side: "sender", sent: 7n, acked: 6n, nacked: 1n, lastNackError: "bad mesh", session: { sent: 2n, acked: 2n } },
-      { kind: "Dataplane", direction: "zone-to-global", side: "receiver", accepted: 5n, rejected: 1n, resourcesReceived: 9n, session: { accepted: 1n, resourcesReceived: 3n } },
+      {
+        kind: "Mesh",
+        direction: "global-to-zone",
+        side: "sender",
+        sent: 7n,
+        acked: 6n,
+        nacked: 1n,
+        lastNackError: "bad mesh",
+        session: { sent: 2n, acked: 2n },
+      },
+      {
+        kind: "Dataplane",
+        direction: "zone-to-global",
+        side: "receiver",
+        accepted: 5n,
+        rejected: 1n,
+        resourcesReceived: 9n,
+        session: { accepted: 1n, resourcesReceived: 3n },
+      },
     ],
   }),
 ];
@@ -35,9 +52,15 @@ const zones = (): ZoneInsight[] => [
 describe("formatZones", () => {
   it("shows sender and receiver counters under their own words, this session beside all sessions, and the last error apart from the last end", () => {
     const lines = formatZones(zones(), "table", now).split("\n");
-    expect(lines[0]).toMatch(/^ZONE +STATUS +SINCE +RTT +PEER VERSION +PROTOCOL +TYPE +DIRECTION +THIS SESSION +ALL SESSIONS +LAST ERROR$/);
-    expect(lines[1]).toMatch(/^zone-2 +offline +60s ago +- +kds-mux\/0\.0\.9 +2 \(calls\) +Mesh +global-to-zone +sent 2, acked 2, nacked 0 +sent 7, acked 6, nacked 1 +bad mesh$/);
-    expect(lines[2]).toMatch(/^ +Dataplane +zone-to-global +received 1, accepted 1, rejected 0 +received 6, accepted 5, rejected 1 +-$/);
+    expect(lines[0]).toMatch(
+      /^ZONE +STATUS +SINCE +RTT +PEER VERSION +PROTOCOL +TYPE +DIRECTION +THIS SESSION +ALL SESSIONS +LAST ERROR$/,
+    );
+    expect(lines[1]).toMatch(
+      /^zone-2 +offline +60s ago +- +kds-mux\/0\.0\.9 +2 \(calls\) +Mesh +global-to-zone +sent 2, acked 2, nacked 0 +sent 7, acked 6, nacked 1 +bad mesh$/,
+    );
+    expect(lines[2]).toMatch(
+      /^ +Dataplane +zone-to-global +received 1, accepted 1, rejected 0 +received 6, accepted 5, rejected 1 +-$/,
+    );
     expect(lines.slice(3)).toEqual([
       "",
       'zone-2: last error (kinds_refused, 2m ago): zone "zone-2" refuses the kinds of global "global": kind "Gateway" differs',
@@ -47,9 +70,19 @@ describe("formatZones", () => {
 
   it("shows '-' for the version and protocol of a zone that never connected, and the version fields in the JSON document", () => {
     const never = create(ZoneInsightSchema, { zone: "zone-9", heartbeatRttMs: -1 });
-    expect(formatZones([never], "table", now).split("\n")[1]).toMatch(/^zone-9 +offline +never +- +- +- +- +- +- +- +-$/);
-    expect(zoneDocument(never)).toMatchObject({ softwareVersion: null, protocolVersion: null, features: [] });
-    expect(zoneDocument(zones()[0] as ZoneInsight)).toMatchObject({ softwareVersion: "kds-mux/0.0.9", protocolVersion: 2, features: ["calls"] });
+    expect(formatZones([never], "table", now).split("\n")[1]).toMatch(
+      /^zone-9 +offline +never +- +- +- +- +- +- +- +-$/,
+    );
+    expect(zoneDocument(never)).toMatchObject({
+      softwareVersion: null,
+      protocolVersion: null,
+      features: [],
+    });
+    expect(zoneDocument(zones()[0] as ZoneInsight)).toMatchObject({
+      softwareVersion: "kds-mux/0.0.9",
+      protocolVersion: 2,
+      features: ["calls"],
+    });
   });
 
   it("prints no notes for a zone with no error that is online", () => {
@@ -62,9 +95,20 @@ describe("formatZones", () => {
   });
 
   it("puts side, received, the session's counters and the last error in the JSON document", () => {
-    const doc = zoneDocument(zones()[0] as ZoneInsight) as { lastError: unknown; lastEnd: unknown; types: Record<string, unknown>[] };
-    expect(doc.lastError).toEqual({ code: "kinds_refused", message: 'zone "zone-2" refuses the kinds of global "global": kind "Gateway" differs', at: "2030-01-01T00:07:55.000Z" });
-    expect(doc.lastEnd).toEqual({ code: "transport", message: "the peer cancelled the stream or the connection was lost" });
+    const doc = zoneDocument(zones()[0] as ZoneInsight) as {
+      lastError: unknown;
+      lastEnd: unknown;
+      types: Record<string, unknown>[];
+    };
+    expect(doc.lastError).toEqual({
+      code: "kinds_refused",
+      message: 'zone "zone-2" refuses the kinds of global "global": kind "Gateway" differs',
+      at: "2030-01-01T00:07:55.000Z",
+    });
+    expect(doc.lastEnd).toEqual({
+      code: "transport",
+      message: "the peer cancelled the stream or the connection was lost",
+    });
     expect(doc.types[1]).toMatchObject({
       kind: "Dataplane",
       side: "receiver",
@@ -73,14 +117,35 @@ describe("formatZones", () => {
       rejected: 1,
       session: { received: 1, accepted: 1, rejected: 0, resourcesReceived: 3, sent: 0 },
     });
-    expect(doc.types[0]).toMatchObject({ side: "sender", sent: 7, session: { sent: 2, acked: 2, nacked: 0 } });
+    expect(doc.types[0]).toMatchObject({
+      side: "sender",
+      sent: 7,
+      session: { sent: 2, acked: 2, nacked: 0 },
+    });
   });
 });
 
 describe("inspect zones: zones per global instance", () => {
   it("counts the online zones each instance holds, under the table; none when no zone names an instance", () => {
-    const zone = (name: string, instance: string, online = true): ZoneInsight => create(ZoneInsightSchema, { zone: name, online, instance, heartbeatRttMs: -1, connectedAt: ago(5) });
-    const text = formatZones([zone("a", "global-2"), zone("b", "global-1"), zone("c", "global-2"), zone("d", "global-1", false), zone("e", "global-3")], "table", now);
+    const zone = (name: string, instance: string, online = true): ZoneInsight =>
+      create(ZoneInsightSchema, {
+        zone: name,
+        online,
+        instance,
+        heartbeatRttMs: -1,
+        connectedAt: ago(5),
+      });
+    const text = formatZones(
+      [
+        zone("a", "global-2"),
+        zone("b", "global-1"),
+        zone("c", "global-2"),
+        zone("d", "global-1", false),
+        zone("e", "global-3"),
+      ],
+      "table",
+      now,
+    );
     expect(text).toContain("Online zones per global instance: global-1 1, global-2 2, global-3 1");
     expect(formatZones([zone("a", "")], "table", now)).not.toContain("per global instance");
   });

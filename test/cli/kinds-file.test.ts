@@ -15,12 +15,16 @@ const file = (name: string, text: string): string => {
   writeFileSync(path, text);
   return path;
 };
-const gateway = "  - kind: Gateway\n    message: acme.v1.GatewaySpec\n    direction: global-to-zone\n    scope: cluster\n";
+const gateway =
+  "  - kind: Gateway\n    message: acme.v1.GatewaySpec\n    direction: global-to-zone\n    scope: cluster\n";
 
 beforeAll(() => {
   cpSync(join(root, "examples/own-kinds/buf.yaml"), join(dir, "buf.yaml"));
   cpSync(join(root, "examples/own-kinds/proto"), join(dir, "proto"), { recursive: true });
-  execFileSync(join(root, "node_modules/.bin/buf"), ["build", "-o", "kinds.binpb"], { cwd: dir, stdio: "pipe" });
+  execFileSync(join(root, "node_modules/.bin/buf"), ["build", "-o", "kinds.binpb"], {
+    cwd: dir,
+    stdio: "pipe",
+  });
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -36,7 +40,11 @@ function problem(path: string): string {
 
 describe("kinds files", () => {
   it("loads the example kinds the CLI uses by default", () => {
-    expect(loadKindsFile(EXAMPLE_KINDS_FILE).types.map((t) => `${t.kind} ${t.schema.typeName} ${t.direction} ${t.scope}`)).toEqual([
+    expect(
+      loadKindsFile(EXAMPLE_KINDS_FILE).types.map(
+        (t) => `${t.kind} ${t.schema.typeName} ${t.direction} ${t.scope}`,
+      ),
+    ).toEqual([
       "Mesh kds.example.v1.MeshSpec global-to-zone cluster",
       "TrafficPolicy kds.example.v1.TrafficPolicySpec global-to-zone mesh",
       "Dataplane kds.example.v1.DataplaneSpec zone-to-global mesh",
@@ -45,27 +53,77 @@ describe("kinds files", () => {
   });
 
   it("takes a kind's zone selector (zones)", () => {
-    const path = file("zones.yaml", `descriptorSet: kinds.binpb\nkinds:\n${gateway}    zones: region=eu\n`);
+    const path = file(
+      "zones.yaml",
+      `descriptorSet: kinds.binpb\nkinds:\n${gateway}    zones: region=eu\n`,
+    );
     expect(loadKindsFile(path).types.map((t) => t.zones)).toEqual(["region=eu"]);
   });
 
   it("takes JSON as well as YAML", () => {
-    const path = file("kinds.json", JSON.stringify({ descriptorSet: "kinds.binpb", kinds: [{ kind: "Workload", message: "acme.v1.WorkloadSpec", direction: "zone-to-global", scope: "mesh" }] }));
-    expect(loadKindsFile(path).types.map((t) => t.schema.typeName)).toEqual(["acme.v1.WorkloadSpec"]);
+    const path = file(
+      "kinds.json",
+      JSON.stringify({
+        descriptorSet: "kinds.binpb",
+        kinds: [
+          {
+            kind: "Workload",
+            message: "acme.v1.WorkloadSpec",
+            direction: "zone-to-global",
+            scope: "mesh",
+          },
+        ],
+      }),
+    );
+    expect(loadKindsFile(path).types.map((t) => t.schema.typeName)).toEqual([
+      "acme.v1.WorkloadSpec",
+    ]);
   });
 
   it.each([
     ["invalid YAML", "descriptorSet: [oops\n", "invalid YAML"],
-    ["an unknown top-level field", `descriptorSet: kinds.binpb\nkind: Gateway\nkinds:\n${gateway}`, 'unknown field "kind" (a kinds file has descriptorSet, kinds)'],
-    ["an unknown field in a kind", `descriptorSet: kinds.binpb\nkinds:\n${gateway}    namespace: x\n`, 'kinds[0] (Gateway): unknown field "namespace" (a kind has kind, message, direction, scope, and optionally zones)'],
-    ["an invalid zone selector", `descriptorSet: kinds.binpb\nkinds:\n${gateway}    zones: "region in (eu"\n`, 'the zones of kind "Gateway" "region in (eu": leaves a parenthesis open'],
-    ["a zone selector on a zone-to-global kind", "descriptorSet: kinds.binpb\nkinds:\n  - kind: Workload\n    message: acme.v1.WorkloadSpec\n    direction: zone-to-global\n    scope: mesh\n    zones: region=eu\n", "only global-to-zone and zone-to-zones kinds can name the zones"],
+    [
+      "an unknown top-level field",
+      `descriptorSet: kinds.binpb\nkind: Gateway\nkinds:\n${gateway}`,
+      'unknown field "kind" (a kinds file has descriptorSet, kinds)',
+    ],
+    [
+      "an unknown field in a kind",
+      `descriptorSet: kinds.binpb\nkinds:\n${gateway}    namespace: x\n`,
+      'kinds[0] (Gateway): unknown field "namespace" (a kind has kind, message, direction, scope, and optionally zones)',
+    ],
+    [
+      "an invalid zone selector",
+      `descriptorSet: kinds.binpb\nkinds:\n${gateway}    zones: "region in (eu"\n`,
+      'the zones of kind "Gateway" "region in (eu": leaves a parenthesis open',
+    ],
+    [
+      "a zone selector on a zone-to-global kind",
+      "descriptorSet: kinds.binpb\nkinds:\n  - kind: Workload\n    message: acme.v1.WorkloadSpec\n    direction: zone-to-global\n    scope: mesh\n    zones: region=eu\n",
+      "only global-to-zone and zone-to-zones kinds can name the zones",
+    ],
     ["no kinds", "descriptorSet: kinds.binpb\nkinds: []\n", '"kinds" must list at least one kind'],
     ["no descriptor set", `kinds:\n${gateway}`, '"descriptorSet" must name the descriptor set'],
-    ["a missing field", "descriptorSet: kinds.binpb\nkinds:\n  - kind: Gateway\n    message: acme.v1.GatewaySpec\n    direction: local\n", 'kinds[0] (Gateway): "scope" is required'],
-    ["the reserved kind Zone", "descriptorSet: kinds.binpb\nkinds:\n  - kind: Zone\n    message: acme.v1.GatewaySpec\n    direction: local\n    scope: cluster\n", 'kinds[0] (Zone): kind "Zone" is kds-mux\'s own'],
-    ["a bad kind name", "descriptorSet: kinds.binpb\nkinds:\n  - kind: gateway\n    message: acme.v1.GatewaySpec\n    direction: local\n    scope: cluster\n", 'kind "gateway" must start with an upper-case letter'],
-    ["kinds differing only in case", `descriptorSet: kinds.binpb\nkinds:\n${gateway}${gateway.replace("Gateway\n", "GATEWAY\n").replace("GatewaySpec", "WorkloadSpec")}`, 'kind "GATEWAY" is listed twice (kinds[0] and kinds[1])'],
+    [
+      "a missing field",
+      "descriptorSet: kinds.binpb\nkinds:\n  - kind: Gateway\n    message: acme.v1.GatewaySpec\n    direction: local\n",
+      'kinds[0] (Gateway): "scope" is required',
+    ],
+    [
+      "the reserved kind Zone",
+      "descriptorSet: kinds.binpb\nkinds:\n  - kind: Zone\n    message: acme.v1.GatewaySpec\n    direction: local\n    scope: cluster\n",
+      'kinds[0] (Zone): kind "Zone" is kds-mux\'s own',
+    ],
+    [
+      "a bad kind name",
+      "descriptorSet: kinds.binpb\nkinds:\n  - kind: gateway\n    message: acme.v1.GatewaySpec\n    direction: local\n    scope: cluster\n",
+      'kind "gateway" must start with an upper-case letter',
+    ],
+    [
+      "kinds differing only in case",
+      `descriptorSet: kinds.binpb\nkinds:\n${gateway}${gateway.replace("Gateway\n", "GATEWAY\n").replace("GatewaySpec", "WorkloadSpec")}`,
+      'kind "GATEWAY" is listed twice (kinds[0] and kinds[1])',
+    ],
   ])("refuses %s, naming the file", (_what, text, expected) => {
     const path = file("bad.yaml", text);
     const message = problem(path);

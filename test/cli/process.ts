@@ -15,7 +15,17 @@ export class KdsProcess {
     this.child =
       options.openFiles === undefined
         ? spawn(process.execPath, [bin, ...args], { stdio: ["ignore", "pipe", "pipe"] })
-        : spawn("sh", ["-c", `ulimit -n ${options.openFiles} && exec "$0" "$@"`, process.execPath, bin, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+        : spawn(
+            "sh",
+            [
+              "-c",
+              `ulimit -n ${options.openFiles} && exec "$0" "$@"`,
+              process.execPath,
+              bin,
+              ...args,
+            ],
+            { stdio: ["ignore", "pipe", "pipe"] },
+          );
     this.child.stdout?.on("data", (d: Buffer) => (this.output += d.toString()));
     this.child.stderr?.on("data", (d: Buffer) => (this.output += d.toString()));
     this.exited = new Promise((resolve) => this.child.once("exit", (code) => resolve(code)));
@@ -27,8 +37,12 @@ export class KdsProcess {
     for (;;) {
       const m = this.output.match(pattern);
       if (m !== null) return m;
-      if (this.child.exitCode !== null) throw new Error(`process exited (${this.child.exitCode}) before printing ${pattern}:\n${this.output}`);
-      if (Date.now() > deadline) throw new Error(`no ${pattern} within ${timeoutMs} ms; output so far:\n${this.output}`);
+      if (this.child.exitCode !== null)
+        throw new Error(
+          `process exited (${this.child.exitCode}) before printing ${pattern}:\n${this.output}`,
+        );
+      if (Date.now() > deadline)
+        throw new Error(`no ${pattern} within ${timeoutMs} ms; output so far:\n${this.output}`);
       await new Promise((r) => setTimeout(r, 25));
     }
   }
@@ -41,9 +55,16 @@ export class KdsProcess {
 }
 
 /** Runs kds-mux to completion; `input` goes to stdin, `env` adds environment variables. */
-export function run(args: string[], input?: string, env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function run(
+  args: string[],
+  input?: string,
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], { stdio: ["pipe", "pipe", "pipe"], env: { ...process.env, ...env } });
+    const child = spawn(process.execPath, [bin, ...args], {
+      stdio: ["pipe", "pipe", "pipe"],
+      env: { ...process.env, ...env },
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
@@ -54,12 +75,20 @@ export function run(args: string[], input?: string, env: Record<string, string> 
 }
 
 /** Calls `work` until `ok` accepts its value (every 200 ms); fails with the last value after `timeoutMs`. */
-export async function until<T>(work: () => Promise<T>, ok: (value: T) => boolean, what: string, timeoutMs = 30_000): Promise<T> {
+export async function until<T>(
+  work: () => Promise<T>,
+  ok: (value: T) => boolean,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await work();
     if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value, (_key, v: unknown) => (v instanceof Set ? [...(v as Set<unknown>)] : v))}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out waiting for ${what}; last: ${JSON.stringify(value, (_key, v: unknown) => (v instanceof Set ? [...(v as Set<unknown>)] : v))}`,
+      );
     await new Promise((r) => setTimeout(r, 200));
   }
 }

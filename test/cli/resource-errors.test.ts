@@ -18,42 +18,117 @@ interface TypeDoc {
 
 describe("per-resource errors", { timeout: 300_000 }, () => {
   it("store the good resources, name the bad one to the sender, and clear once it is fixed", async () => {
-    const global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--insecure-no-zone-auth"]);
+    const global = new KdsProcess([
+      "global",
+      "--listen",
+      "127.0.0.1:0",
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      "memory",
+      "--insecure-no-zone-auth",
+    ]);
     processes.push(global);
-    const m = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000);
+    const m = await global.waitFor(
+      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
+      90_000,
+    );
     const [muxUrl, adminUrl] = [m[1] as string, m[2] as string];
-    expect((await run(["apply", "-f", "-", "--server", adminUrl], "type: Zone\nname: zone-1\nspec:\n  enabled: true\n")).code).toBe(0);
-    const zone = new KdsProcess(["zone", "--name", "zone-1", "--global", muxUrl, "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
+    expect(
+      (
+        await run(
+          ["apply", "-f", "-", "--server", adminUrl],
+          "type: Zone\nname: zone-1\nspec:\n  enabled: true\n",
+        )
+      ).code,
+    ).toBe(0);
+    const zone = new KdsProcess([
+      "zone",
+      "--name",
+      "zone-1",
+      "--global",
+      muxUrl,
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      "memory",
+    ]);
     processes.push(zone);
-    const zoneAdmin = (await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/, 90_000))[1] as string;
+    const zoneAdmin = (
+      await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/, 90_000)
+    )[1] as string;
 
     const long = `dp-${"x".repeat(247)}`; // 250 characters: fine in the zone, 257 as zone-1.<name> on the global
-    const docs = Array.from({ length: 99 }, (_, i) => `type: Dataplane\nmesh: default\nname: dp-${i}\nspec:\n  address: 10.0.${Math.floor(i / 250)}.${i % 250}\n`);
-    docs.splice(42, 0, `type: Dataplane\nmesh: default\nname: ${long}\nspec:\n  address: 10.9.9.9\n`);
+    const docs = Array.from(
+      { length: 99 },
+      (_, i) =>
+        `type: Dataplane\nmesh: default\nname: dp-${i}\nspec:\n  address: 10.0.${Math.floor(i / 250)}.${i % 250}\n`,
+    );
+    docs.splice(
+      42,
+      0,
+      `type: Dataplane\nmesh: default\nname: ${long}\nspec:\n  address: 10.9.9.9\n`,
+    );
     const applied = await run(["apply", "-f", "-", "--server", zoneAdmin], docs.join("---\n"));
     expect(applied.code, applied.stderr).toBe(0);
 
     const count = async (): Promise<number | undefined> => {
-      const r = await run(["get", "Dataplane", "--mesh", "default", "--server", adminUrl, "-o", "json"]);
+      const r = await run([
+        "get",
+        "Dataplane",
+        "--mesh",
+        "default",
+        "--server",
+        adminUrl,
+        "-o",
+        "json",
+      ]);
       return r.code === 0 ? (JSON.parse(r.stdout) as unknown[]).length : undefined;
     };
     await until(count, (n) => n === 99, "99 Dataplanes on the global", 60_000);
     const dataplaneOnZone = async (): Promise<TypeDoc | undefined> => {
       const r = await run(["inspect", "zones", "--server", zoneAdmin, "-o", "json"]);
       if (r.code !== 0) return undefined;
-      return (JSON.parse(r.stdout) as { types: TypeDoc[] }[])[0]?.types.find((t) => t.kind === "Dataplane");
+      return (JSON.parse(r.stdout) as { types: TypeDoc[] }[])[0]?.types.find(
+        (t) => t.kind === "Dataplane",
+      );
     };
     // The sender (the zone) names the rejected one and why.
-    const rejected = await until(dataplaneOnZone, (t) => (t?.rejectedResources.length ?? 0) > 0, "the zone to see the rejected Dataplane", 60_000);
-    expect(rejected?.rejectedResources).toEqual([{ key: `default/${long}`, reason: expect.stringMatching(/^rejected by the peer: cannot be stored on this side: .*253/) as unknown as string }]);
-    await zone.waitFor(new RegExp(`the global rejected Dataplane "default/${long}" and applied the rest`), 30_000);
+    const rejected = await until(
+      dataplaneOnZone,
+      (t) => (t?.rejectedResources.length ?? 0) > 0,
+      "the zone to see the rejected Dataplane",
+      60_000,
+    );
+    expect(rejected?.rejectedResources).toEqual([
+      {
+        key: `default/${long}`,
+        reason: expect.stringMatching(
+          /^rejected by the peer: cannot be stored on this side: .*253/,
+        ) as unknown as string,
+      },
+    ]);
+    await zone.waitFor(
+      new RegExp(`the global rejected Dataplane "default/${long}" and applied the rest`),
+      30_000,
+    );
     const table = await run(["inspect", "zones", "--server", zoneAdmin]);
     expect(table.stdout).toContain(`left out default/${long}: rejected by the peer`);
     expect(await count()).toBe(99);
 
     // Fixing it (here: deleting it in the zone) clears the error on the sender.
-    expect((await run(["delete", "Dataplane", long, "--mesh", "default", "--server", zoneAdmin])).code).toBe(0);
-    await until(dataplaneOnZone, (t) => t !== undefined && t.rejectedResources.length === 0, "the error to clear", 60_000);
-    await zone.waitFor(new RegExp(`the global no longer rejects Dataplane "default/${long}"`), 30_000);
+    expect(
+      (await run(["delete", "Dataplane", long, "--mesh", "default", "--server", zoneAdmin])).code,
+    ).toBe(0);
+    await until(
+      dataplaneOnZone,
+      (t) => t !== undefined && t.rejectedResources.length === 0,
+      "the error to clear",
+      60_000,
+    );
+    await zone.waitFor(
+      new RegExp(`the global no longer rejects Dataplane "default/${long}"`),
+      30_000,
+    );
   });
 });

@@ -14,7 +14,11 @@ import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { exampleTypes, type DataplaneSpec, type MeshSpec } from "../../examples/example-kinds/index.ts";
+import {
+  exampleTypes,
+  type DataplaneSpec,
+  type MeshSpec,
+} from "../../examples/example-kinds/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
@@ -47,9 +51,27 @@ interface Instance {
 }
 
 async function startGlobal(storeUrl: string, listen = "127.0.0.1:0"): Promise<Instance> {
-  const p = new KdsProcess(["global", "--listen", listen, "--admin-listen", "127.0.0.1:0", "--store", storeUrl, "--insecure-no-zone-auth", "--drain-timeout", DRAIN, "--rebalance-interval", REBALANCE, "--log-level", "info"]);
+  const p = new KdsProcess([
+    "global",
+    "--listen",
+    listen,
+    "--admin-listen",
+    "127.0.0.1:0",
+    "--store",
+    storeUrl,
+    "--insecure-no-zone-auth",
+    "--drain-timeout",
+    DRAIN,
+    "--rebalance-interval",
+    REBALANCE,
+    "--log-level",
+    "info",
+  ]);
   processes.push(p);
-  const m = await p.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000);
+  const m = await p.waitFor(
+    /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
+    90_000,
+  );
   return { process: p, mux: m[1] as string, admin: m[2] as string };
 }
 
@@ -62,19 +84,55 @@ async function readyz(admin: string): Promise<{ status: number; body: string }> 
   }
 }
 
-describe("a rolling restart of global instances with drain", { timeout: FULL ? 900_000 : 300_000 }, () => {
+describe("a rolling restart of global instances with drain", {
+  timeout: FULL ? 900_000 : 300_000,
+}, () => {
   it(`${INSTANCES} instances, ${ZONES} zones, churn: nothing lost, no failure or refusal, at most one reconnect per drained instance, /readyz 503 while draining`, async () => {
     db = await freshDatabase();
     const instances: Instance[] = [];
     for (let i = 0; i < INSTANCES; i++) instances.push(await startGlobal(db.url));
-    for (const g of instances) await until(() => readyz(g.admin), (r) => r.status === 200, `${g.admin} ready`, 60_000);
-    const zoneDocs = Array.from({ length: ZONES }, (_, i) => `type: Zone\nname: zone-${i}\nspec:\n  enabled: true\n`);
-    const meshDocs = Array.from({ length: MESHES }, (_, i) => `type: Mesh\nname: m-${i}\nspec:\n  description: v0\n`);
-    expect((await run(["apply", "-f", "-", "--server", (instances[0] as Instance).admin], [...zoneDocs, ...meshDocs].join("---\n"))).code).toBe(0);
+    for (const g of instances)
+      await until(
+        () => readyz(g.admin),
+        (r) => r.status === 200,
+        `${g.admin} ready`,
+        60_000,
+      );
+    const zoneDocs = Array.from(
+      { length: ZONES },
+      (_, i) => `type: Zone\nname: zone-${i}\nspec:\n  enabled: true\n`,
+    );
+    const meshDocs = Array.from(
+      { length: MESHES },
+      (_, i) => `type: Mesh\nname: m-${i}\nspec:\n  description: v0\n`,
+    );
+    expect(
+      (
+        await run(
+          ["apply", "-f", "-", "--server", (instances[0] as Instance).admin],
+          [...zoneDocs, ...meshDocs].join("---\n"),
+        )
+      ).code,
+    ).toBe(0);
 
     // The zones, in one child process.
-    const config: FleetConfig = { urls: instances.map((g) => g.mux), zones: ZONES, meshes: MESHES, dataplanes: DATAPLANES, churnMs: FULL ? 50 : 200 };
-    const fleet = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("../support/zone-fleet.ts", import.meta.url)), JSON.stringify(config)], { stdio: ["pipe", "pipe", "inherit"] });
+    const config: FleetConfig = {
+      urls: instances.map((g) => g.mux),
+      zones: ZONES,
+      meshes: MESHES,
+      dataplanes: DATAPLANES,
+      churnMs: FULL ? 50 : 200,
+    };
+    const fleet = spawn(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        fileURLToPath(new URL("../support/zone-fleet.ts", import.meta.url)),
+        JSON.stringify(config),
+      ],
+      { stdio: ["pipe", "pipe", "inherit"] },
+    );
     fleetEnd = () => fleet.stdin.end();
     const lines = createInterface({ input: fleet.stdout })[Symbol.asyncIterator]();
     const next = async (key: string): Promise<Record<string, unknown>> => {
@@ -90,7 +148,9 @@ describe("a rolling restart of global instances with drain", { timeout: FULL ? 9
     // What failed while the fleet first connected is not part of the roll: set it apart (it is logged below).
     fleet.stdin.write("mark\n");
     await next("marked");
-    console.log(`rolling restart: ${ZONES} zones synced in ${Math.round(performance.now() - syncStarted)} ms`);
+    console.log(
+      `rolling restart: ${ZONES} zones synced in ${Math.round(performance.now() - syncStarted)} ms`,
+    );
 
     // Churn on the global side too: a Mesh description changes every few hundred ms through whichever instance is up.
     let meshVersion = 0;
@@ -99,7 +159,10 @@ describe("a rolling restart of global instances with drain", { timeout: FULL ? 9
       while (churning) {
         meshVersion++;
         const target = instances[meshVersion % INSTANCES] as Instance;
-        const r = await run(["apply", "-f", "-", "--server", target.admin], `type: Mesh\nname: m-${meshVersion % MESHES}\nspec:\n  description: v${meshVersion}\n`);
+        const r = await run(
+          ["apply", "-f", "-", "--server", target.admin],
+          `type: Mesh\nname: m-${meshVersion % MESHES}\nspec:\n  description: v${meshVersion}\n`,
+        );
         if (r.code !== 0) meshVersion--; // that instance is draining or restarting: the change was not made, try the next
         await new Promise((resolve) => setTimeout(resolve, 300));
       }
@@ -132,9 +195,16 @@ describe("a rolling restart of global instances with drain", { timeout: FULL ? 9
       expect(old.process.output).toMatch(/drain: \d+ zones asked to reconnect/);
       const asked = Number(/drain: (\d+) zones asked to reconnect/.exec(old.process.output)?.[1]);
       const fresh = await startGlobal(db.url, new URL(old.mux).host);
-      await until(() => readyz(fresh.admin), (r) => r.status === 200, `restarted instance ${i} ready`, 60_000);
+      await until(
+        () => readyz(fresh.admin),
+        (r) => r.status === 200,
+        `restarted instance ${i} ready`,
+        60_000,
+      );
       instances[i] = fresh;
-      figures.push(`instance ${i}: drained ${asked} zones in ${drainedMs} ms (readyz ${seen.filter((s) => s === 503).length}x 503), back and ready after ${Math.round(performance.now() - started)} ms`);
+      figures.push(
+        `instance ${i}: drained ${asked} zones in ${drainedMs} ms (readyz ${seen.filter((s) => s === 503).length}x 503), back and ready after ${Math.round(performance.now() - started)} ms`,
+      );
     }
     churning = false;
     await globalChurn;
@@ -142,12 +212,25 @@ describe("a rolling restart of global instances with drain", { timeout: FULL ? 9
     await next("churnStopped");
 
     // Converged: every zone holds the store's Meshes, and the store holds every zone's Dataplanes, as they are.
-    const store = await PostgresStore.open(createTypeRegistry(exampleTypes), { url: db.url, logger: silentLogger });
+    const store = await PostgresStore.open(createTypeRegistry(exampleTypes), {
+      url: db.url,
+      logger: silentLogger,
+    });
     try {
       const storeMeshes = async (): Promise<Record<string, string>> =>
-        Object.fromEntries((await store.list("Mesh")).resources.map((r) => [r.meta.name, (r.spec as MeshSpec).description]));
+        Object.fromEntries(
+          (await store.list("Mesh")).resources.map((r) => [
+            r.meta.name,
+            (r.spec as MeshSpec).description,
+          ]),
+        );
       const storeDataplanes = async (): Promise<Record<string, string>> =>
-        Object.fromEntries((await store.list("Dataplane")).resources.map((r) => [r.meta.name, (r.spec as DataplaneSpec).address]));
+        Object.fromEntries(
+          (await store.list("Dataplane")).resources.map((r) => [
+            r.meta.name,
+            (r.spec as DataplaneSpec).address,
+          ]),
+        );
       let report: Record<string, FleetZone> = {};
       await until(
         async () => {
@@ -155,8 +238,18 @@ describe("a rolling restart of global instances with drain", { timeout: FULL ? 9
           report = (await next("report")).report as Record<string, FleetZone>;
           const meshes = await storeMeshes();
           const dataplanes = await storeDataplanes();
-          const zoneDataplanes = Object.fromEntries(Object.entries(report).flatMap(([zone, z]) => Object.entries(z.dataplanes).map(([n, a]) => [`${zone}.${n}`, a])));
-          return { meshesEqual: Object.values(report).every((z) => JSON.stringify(z.meshes) === JSON.stringify(meshes)), dataplanesEqual: JSON.stringify(sorted(zoneDataplanes)) === JSON.stringify(sorted(dataplanes)) };
+          const zoneDataplanes = Object.fromEntries(
+            Object.entries(report).flatMap(([zone, z]) =>
+              Object.entries(z.dataplanes).map(([n, a]) => [`${zone}.${n}`, a]),
+            ),
+          );
+          return {
+            meshesEqual: Object.values(report).every(
+              (z) => JSON.stringify(z.meshes) === JSON.stringify(meshes),
+            ),
+            dataplanesEqual:
+              JSON.stringify(sorted(zoneDataplanes)) === JSON.stringify(sorted(dataplanes)),
+          };
         },
         (v) => v.meshesEqual && v.dataplanesEqual,
         "zones and store agree",
@@ -167,7 +260,10 @@ describe("a rolling restart of global instances with drain", { timeout: FULL ? 9
       expect(Object.keys(await storeDataplanes())).toHaveLength(ZONES * DATAPLANES);
       const failures = zones.flatMap(([zone, z]) => z.failures.map((f) => `${zone}: ${f}`));
       const initial = zones.flatMap(([zone, z]) => z.initialFailures.map((f) => `${zone}: ${f}`));
-      if (initial.length > 0) console.log(`rolling restart: ${initial.length} dials failed while the fleet first connected (not part of the roll), e.g. ${initial[0]}`);
+      if (initial.length > 0)
+        console.log(
+          `rolling restart: ${initial.length} dials failed while the fleet first connected (not part of the roll), e.g. ${initial[0]}`,
+        );
       const asked = zones.reduce((n, [, z]) => n + z.asked, 0);
       const maxAsked = Math.max(...zones.map(([, z]) => z.drainAsked));
       const rebalanced = zones.reduce((n, [, z]) => n + z.asked - z.drainAsked, 0);
@@ -178,8 +274,15 @@ describe("a rolling restart of global instances with drain", { timeout: FULL ? 9
       if (failures.length > 0) {
         // What the instances said about those zones, to tell why.
         const named = new Set(failures.map((f) => f.split(":")[0] as string));
-        const said = processes.flatMap((p, i) => p.output.split("\n").filter((l) => [...named].some((z) => l.includes(`"${z}"`))).map((l) => `process ${i}: ${l}`));
-        console.log(`what the instances logged about ${[...named].join(", ")}:\n${said.join("\n")}`);
+        const said = processes.flatMap((p, i) =>
+          p.output
+            .split("\n")
+            .filter((l) => [...named].some((z) => l.includes(`"${z}"`)))
+            .map((l) => `process ${i}: ${l}`),
+        );
+        console.log(
+          `what the instances logged about ${[...named].join(", ")}:\n${said.join("\n")}`,
+        );
       }
       expect(failures).toEqual([]);
       expect(maxAsked).toBeLessThanOrEqual(INSTANCES);
@@ -188,13 +291,28 @@ describe("a rolling restart of global instances with drain", { timeout: FULL ? 9
       const share = Math.ceil(ZONES / INSTANCES);
       const held = await until(
         async () => {
-          const r = await run(["inspect", "zones", "--server", (instances[0] as Instance).admin, "-o", "json"]);
-          const list = r.code === 0 ? (JSON.parse(r.stdout) as { online: boolean; instance: string | null }[]) : [];
+          const r = await run([
+            "inspect",
+            "zones",
+            "--server",
+            (instances[0] as Instance).admin,
+            "-o",
+            "json",
+          ]);
+          const list =
+            r.code === 0
+              ? (JSON.parse(r.stdout) as { online: boolean; instance: string | null }[])
+              : [];
           const byInstance = new Map<string, number>();
-          for (const z of list) if (z.online && z.instance !== null) byInstance.set(z.instance, (byInstance.get(z.instance) ?? 0) + 1);
+          for (const z of list)
+            if (z.online && z.instance !== null)
+              byInstance.set(z.instance, (byInstance.get(z.instance) ?? 0) + 1);
           return [...byInstance.values()];
         },
-        (counts) => counts.length === INSTANCES && counts.every((n) => n <= share) && counts.reduce((a, b) => a + b, 0) === ZONES,
+        (counts) =>
+          counts.length === INSTANCES &&
+          counts.every((n) => n <= share) &&
+          counts.reduce((a, b) => a + b, 0) === ZONES,
         `each instance holds at most ${share} zones`,
         60_000,
       );

@@ -18,17 +18,35 @@ const meshYaml = "type: Mesh\nname: kept\nspec:\n  description: survives restart
 
 /** Starts a global with `args`, applies a Mesh through its admin API, stops it; starts it again and reads the Mesh back. */
 async function restartKeeps(args: string[]): Promise<string> {
-  const first = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", ...args]);
+  const first = new KdsProcess([
+    "global",
+    "--listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+    ...args,
+  ]);
   try {
-    const url = (await first.waitFor(/admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000))[1] as string;
+    const url = (
+      await first.waitFor(/admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000)
+    )[1] as string;
     const applied = await run(["apply", "-f", "-", "--server", url], meshYaml);
     expect(applied.stderr).toBe("");
   } finally {
     expect(await first.stop()).toBe(0);
   }
-  const second = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", ...args]);
+  const second = new KdsProcess([
+    "global",
+    "--listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+    ...args,
+  ]);
   try {
-    const url = (await second.waitFor(/admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000))[1] as string;
+    const url = (
+      await second.waitFor(/admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000)
+    )[1] as string;
     const got = await run(["get", "Mesh", "kept", "--server", url, "-o", "json"]);
     expect(got.code).toBe(0);
     return got.stdout;
@@ -43,7 +61,9 @@ describe("kds-mux global --store", () => {
     dirs.push(dir);
     await chmod(dir, 0o755); // as root, the server's own user must pass through (mkdtemp makes it 0700)
     const out = await restartKeeps(["--data-dir", join(dir, "global")]);
-    expect(JSON.parse(out)).toMatchObject([{ type: "Mesh", name: "kept", spec: { description: "survives restarts" } }]);
+    expect(JSON.parse(out)).toMatchObject([
+      { type: "Mesh", name: "kept", spec: { description: "survives restarts" } },
+    ]);
   }, 240_000);
 
   it("keeps its state across a restart on a PostgreSQL server", async () => {
@@ -58,14 +78,38 @@ describe("kds-mux global --store", () => {
     dirs.push(dir);
     const file = join(dir, "file");
     await writeFile(file, "");
-    const unwritable = await run(["global", "--listen", "127.0.0.1:0", "--data-dir", join(file, "data")]);
+    const unwritable = await run([
+      "global",
+      "--listen",
+      "127.0.0.1:0",
+      "--data-dir",
+      join(file, "data"),
+    ]);
     expect(unwritable.code).toBe(2);
-    expect(unwritable.stderr).toMatch(/data directory .* cannot be written .*choose a --data-dir this user can write/);
-    const unreachable = await run(["global", "--listen", "127.0.0.1:0", "--store", "postgres://kds:secret@127.0.0.1:1/kds"]);
+    expect(unwritable.stderr).toMatch(
+      /data directory .* cannot be written .*choose a --data-dir this user can write/,
+    );
+    const unreachable = await run([
+      "global",
+      "--listen",
+      "127.0.0.1:0",
+      "--store",
+      "postgres://kds:secret@127.0.0.1:1/kds",
+    ]);
     expect(unreachable.code).toBe(1);
-    expect(unreachable.stderr).toMatch(/cannot reach PostgreSQL at 127\.0\.0\.1:1\/kds .*check that the server runs/);
+    expect(unreachable.stderr).toMatch(
+      /cannot reach PostgreSQL at 127\.0\.0\.1:1\/kds .*check that the server runs/,
+    );
     expect(unreachable.stderr).not.toMatch(/secret/);
-    const bad = await run(["zone", "--name", "z", "--global", "http://127.0.0.1:1", "--store", "sqlite:x.db"]);
+    const bad = await run([
+      "zone",
+      "--name",
+      "z",
+      "--global",
+      "http://127.0.0.1:1",
+      "--store",
+      "sqlite:x.db",
+    ]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--store must be embedded, memory or a postgres:\/\/ URL/);
     const mixed = await run(["global", "--store", "memory", "--data-dir", dir]);

@@ -17,7 +17,12 @@ describe("token files", () => {
   });
 
   it("reads a token file whatever whitespace surrounds the token", () => {
-    for (const [name, text] of [["lf", `${token}\n`], ["crlf", `${token}\r\n`], ["spaces", `  \t${token} \n\n`], ["bare", token]] as const) {
+    for (const [name, text] of [
+      ["lf", `${token}\n`],
+      ["crlf", `${token}\r\n`],
+      ["spaces", `  \t${token} \n\n`],
+      ["bare", token],
+    ] as const) {
       const file = join(dir, `${name}.token`);
       writeFileSync(file, text);
       expect(readTokenFile(file), name).toBe(token);
@@ -28,6 +33,8 @@ describe("token files", () => {
   it("refuses a file of whitespace only, saying how to create a token", () => {
     const file = join(dir, "blank.token");
     writeFileSync(file, " \n\t\n");
-    expect(() => readTokenFile(file)).toThrow(/--token-file .*blank\.token is empty; create a token with kds-mux generate zone-token/);
+    expect(() => readTokenFile(file)).toThrow(
+      /--token-file .*blank\.token is empty; create a token with kds-mux generate zone-token/,
+    );
   });
 });

@@ -30,13 +30,29 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
   const stops: Array<() => Promise<void>> = [];
 
   beforeAll(async () => {
-    global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
-    const listening = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/);
+    global = new KdsProcess([
+      "global",
+      "--listen",
+      "127.0.0.1:0",
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      "memory",
+    ]);
+    const listening = await global.waitFor(
+      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
+    );
     muxUrl = listening[1] as string;
     admin = { url: listening[2] as string };
     const zones = ["old-zone", "new-zone", "newer-zone", "future-zone"];
-    await adminClient(admin).apply({ resources: zones.map((name) => ({ type: "Zone", name, specJson: '{"enabled":true}' })) });
-    for (const zone of zones) tokens.set(zone, (await tokenClient(admin).generateZoneToken({ zone, validForSeconds: 3600n })).token);
+    await adminClient(admin).apply({
+      resources: zones.map((name) => ({ type: "Zone", name, specJson: '{"enabled":true}' })),
+    });
+    for (const zone of zones)
+      tokens.set(
+        zone,
+        (await tokenClient(admin).generateZoneToken({ zone, validForSeconds: 3600n })).token,
+      );
   }, 180_000);
 
   afterAll(async () => {
@@ -64,23 +80,59 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
   }
 
   it("a zone speaking only version 2, without batching, syncs both ways with calls only; inspect zones says so", async () => {
-    const zone = startZone("old-zone", { protocolVersions: { min: 2, max: 2 }, features: ["calls"] });
-    await adminClient(admin).apply({ resources: [{ type: "Mesh", name: "skew", specJson: '{"mtls":true}' }] });
-    await until(() => zone.store.list("Mesh"), (r) => r.resources.some((m) => m.meta.name === "skew"), "the Mesh on the version 2 zone", 60_000);
-    await zone.store.put({ kind: "Dataplane", name: "dp-1", mesh: "skew", spec: create(DataplaneSpecSchema, { address: "10.0.0.1", service: "web", port: 8080 }) });
-    await until(() => adminClient(admin).get({ type: "Dataplane" }), (r) => r.resources.some((d) => d.name === "old-zone.dp-1"), "the version 2 zone's Dataplane on the global", 60_000);
+    const zone = startZone("old-zone", {
+      protocolVersions: { min: 2, max: 2 },
+      features: ["calls"],
+    });
+    await adminClient(admin).apply({
+      resources: [{ type: "Mesh", name: "skew", specJson: '{"mtls":true}' }],
+    });
+    await until(
+      () => zone.store.list("Mesh"),
+      (r) => r.resources.some((m) => m.meta.name === "skew"),
+      "the Mesh on the version 2 zone",
+      60_000,
+    );
+    await zone.store.put({
+      kind: "Dataplane",
+      name: "dp-1",
+      mesh: "skew",
+      spec: create(DataplaneSpecSchema, { address: "10.0.0.1", service: "web", port: 8080 }),
+    });
+    await until(
+      () => adminClient(admin).get({ type: "Dataplane" }),
+      (r) => r.resources.some((d) => d.name === "old-zone.dp-1"),
+      "the version 2 zone's Dataplane on the global",
+      60_000,
+    );
 
     // The global's log says what the session agreed on.
-    await global.waitFor(/zone "old-zone" connected \(zone token [^;]*; protocol 2 \(calls\), software version not given\)/, 30_000);
+    await global.waitFor(
+      /zone "old-zone" connected \(zone token [^;]*; protocol 2 \(calls\), software version not given\)/,
+      30_000,
+    );
     // The zone's own view: version 2 with calls; it still reads the global's software version.
-    expect(zone.status().peer).toEqual({ protocolVersion: 2, features: ["calls"], softwareVersion: SOFTWARE_VERSION });
+    expect(zone.status().peer).toEqual({
+      protocolVersion: 2,
+      features: ["calls"],
+      softwareVersion: SOFTWARE_VERSION,
+    });
     // The global sent it no batch: this zone refuses one (it did not offer batching), which would have ended the session.
     expect(zone.status().lastError).toBeUndefined();
     // The global's view, through its admin API: the zone did not say its version (a version 2 hello does not).
-    const insight = (await adminClient(admin).inspectZones({})).zones.find((z) => z.zone === "old-zone");
-    expect(insight).toMatchObject({ online: true, protocolVersion: 2, features: ["calls"], softwareVersion: "" });
+    const insight = (await adminClient(admin).inspectZones({})).zones.find(
+      (z) => z.zone === "old-zone",
+    );
+    expect(insight).toMatchObject({
+      online: true,
+      protocolVersion: 2,
+      features: ["calls"],
+      softwareVersion: "",
+    });
     // Reverse calls (the calls feature) reach the zone: this library zone registers no admin service, and says so in its answer.
-    await expect(adminClient(admin).inspectZones({ zone: "old-zone" })).rejects.toThrow(/zone "old-zone" serves no \/kds\.admin\.v1\.AdminService\/InspectZones over reverse calls/);
+    await expect(adminClient(admin).inspectZones({ zone: "old-zone" })).rejects.toThrow(
+      /zone "old-zone" serves no \/kds\.admin\.v1\.AdminService\/InspectZones over reverse calls/,
+    );
   });
 
   it("a current zone runs version 3 with every feature, and inspect zones prints both zones' versions", async () => {
@@ -91,20 +143,47 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
       "new-zone online",
       60_000,
     );
-    expect(insights.zones.find((z) => z.zone === "new-zone")).toMatchObject({ protocolVersion: 3, features: ["batching", "calls"], softwareVersion: SOFTWARE_VERSION });
+    expect(insights.zones.find((z) => z.zone === "new-zone")).toMatchObject({
+      protocolVersion: 3,
+      features: ["batching", "calls"],
+      softwareVersion: SOFTWARE_VERSION,
+    });
     const json = await run(["inspect", "zones", "-o", "json", "--server", admin.url]);
     expect(json.code, json.stderr).toBe(0);
-    const docs = JSON.parse(json.stdout) as Array<{ zone: string; softwareVersion: string | null; protocolVersion: number | null; features: string[] }>;
-    expect(docs.find((d) => d.zone === "new-zone")).toMatchObject({ softwareVersion: SOFTWARE_VERSION, protocolVersion: 3, features: ["batching", "calls"] });
-    expect(docs.find((d) => d.zone === "old-zone")).toMatchObject({ softwareVersion: null, protocolVersion: 2, features: ["calls"] });
+    const docs = JSON.parse(json.stdout) as Array<{
+      zone: string;
+      softwareVersion: string | null;
+      protocolVersion: number | null;
+      features: string[];
+    }>;
+    expect(docs.find((d) => d.zone === "new-zone")).toMatchObject({
+      softwareVersion: SOFTWARE_VERSION,
+      protocolVersion: 3,
+      features: ["batching", "calls"],
+    });
+    expect(docs.find((d) => d.zone === "old-zone")).toMatchObject({
+      softwareVersion: null,
+      protocolVersion: 2,
+      features: ["calls"],
+    });
     const table = await run(["inspect", "zones", "--server", admin.url]);
     expect(table.stdout).toMatch(/^ZONE +STATUS +SINCE +RTT +PEER VERSION +PROTOCOL +TYPE/m);
-    expect(table.stdout).toMatch(new RegExp(`^new-zone +online +\\S+ +\\S+ +${SOFTWARE_VERSION.replace(/[./]/g, "\\$&")} +3 \\(batching, calls\\) `, "m"));
+    expect(table.stdout).toMatch(
+      new RegExp(
+        `^new-zone +online +\\S+ +\\S+ +${SOFTWARE_VERSION.replace(/[./]/g, "\\$&")} +3 \\(batching, calls\\) `,
+        "m",
+      ),
+    );
     expect(table.stdout).toMatch(/^old-zone +online +\S+ +\S+ +- +2 \(calls\) /m);
   });
 
   /** Opens zone `zone`'s stream by hand and writes a hello announcing `versions` and `features`, as kds-mux 9.0.0; the stream stays open until `signal` aborts. */
-  async function rawZone(zone: string, versions: { min: number; max: number }, features: string[], signal: AbortSignal): Promise<AsyncIterable<Message>> {
+  async function rawZone(
+    zone: string,
+    versions: { min: number; max: number },
+    features: string[],
+    signal: AbortSignal,
+  ): Promise<AsyncIterable<Message>> {
     const hello: MessageInitShape<typeof MessageSchema> = {
       value: {
         case: "hello",
@@ -126,8 +205,13 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
         },
       },
     };
-    const headers = new Headers({ "client-id": zone, authorization: `Bearer ${tokens.get(zone) ?? ""}` });
-    const transport = connectMuxTransport(createGrpcTransport({ baseUrl: muxUrl }), { target: muxUrl });
+    const headers = new Headers({
+      "client-id": zone,
+      authorization: `Bearer ${tokens.get(zone) ?? ""}`,
+    });
+    const transport = connectMuxTransport(createGrpcTransport({ baseUrl: muxUrl }), {
+      target: muxUrl,
+    });
     return transport.open({
       headers,
       signal,
@@ -142,15 +226,29 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
   it("a newer zone (versions 3 to 4, an unknown feature) runs version 3 with the features both know", async () => {
     const done = new AbortController();
     const signal = AbortSignal.any([done.signal, AbortSignal.timeout(60_000)]);
-    const inbound = await rawZone("newer-zone", { min: 3, max: 4 }, ["batching", "calls", "zstd"], signal);
+    const inbound = await rawZone(
+      "newer-zone",
+      { min: 3, max: 4 },
+      ["batching", "calls", "zstd"],
+      signal,
+    );
     const reading = (async () => {
       for await (const _frame of inbound) {
         // the global's hello and pings; the zone does nothing with them here
       }
     })().catch(() => undefined); // the stream ends with the abort below; what it ended with is not checked here
     try {
-      const insights = await until(() => adminClient(admin).inspectZones({}), (r) => r.zones.find((z) => z.zone === "newer-zone")?.online === true, "newer-zone online", 60_000);
-      expect(insights.zones.find((z) => z.zone === "newer-zone")).toMatchObject({ protocolVersion: 3, features: ["batching", "calls"], softwareVersion: "kds-mux/9.0.0" });
+      const insights = await until(
+        () => adminClient(admin).inspectZones({}),
+        (r) => r.zones.find((z) => z.zone === "newer-zone")?.online === true,
+        "newer-zone online",
+        60_000,
+      );
+      expect(insights.zones.find((z) => z.zone === "newer-zone")).toMatchObject({
+        protocolVersion: 3,
+        features: ["batching", "calls"],
+        softwareVersion: "kds-mux/9.0.0",
+      });
     } finally {
       done.abort();
       await reading;
@@ -158,7 +256,12 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
   });
 
   it("a zone announcing versions 4 to 5 is refused: goaway PROTOCOL_ERROR naming both ranges and the global to upgrade", async () => {
-    const inbound = await rawZone("future-zone", { min: 4, max: 5 }, ["batching", "calls"], AbortSignal.timeout(60_000));
+    const inbound = await rawZone(
+      "future-zone",
+      { min: 4, max: 5 },
+      ["batching", "calls"],
+      AbortSignal.timeout(60_000),
+    );
     const frames: Message[] = [];
     let ended: unknown;
     try {
@@ -167,12 +270,18 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
       ended = error;
     }
     const globalHello = frames.find((f) => f.value.case === "hello")?.value.value;
-    expect(globalHello).toMatchObject({ protocolVersion: 2, maxProtocolVersion: 3, softwareVersion: SOFTWARE_VERSION });
+    expect(globalHello).toMatchObject({
+      protocolVersion: 2,
+      maxProtocolVersion: 3,
+      softwareVersion: SOFTWARE_VERSION,
+    });
     const last = frames.at(-1)?.value;
     expect(last?.case).toBe("goaway");
     const goaway = last?.case === "goaway" ? last.value : undefined;
     expect(goaway?.reason).toBe(GoAwayReason.PROTOCOL_ERROR);
-    expect(goaway?.message).toMatch(/the global speaks mux protocol versions 2 to 3 \(kds-mux\/[^)]+\), the zone "future-zone" \(kds-mux\/9\.0\.0\) speaks 4 to 5: no version in common; upgrade the global/);
+    expect(goaway?.message).toMatch(
+      /the global speaks mux protocol versions 2 to 3 \(kds-mux\/[^)]+\), the zone "future-zone" \(kds-mux\/9\.0\.0\) speaks 4 to 5: no version in common; upgrade the global/,
+    );
     // The stream's status carries the same message, with kds-error-code protocol_error.
     expect(ended).toBeInstanceOf(KdsError);
     expect((ended as KdsError).message).toContain("speaks 4 to 5");

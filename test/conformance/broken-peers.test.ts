@@ -4,13 +4,27 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { conformanceDialer, listenForZone } from "../../src/adapters/node/conformance-link.ts";
-import { checkGlobal, checkZone, type CheckResult, type RuleName } from "../../src/conformance/index.ts";
+import {
+  checkGlobal,
+  checkZone,
+  type CheckResult,
+  type RuleName,
+} from "../../src/conformance/index.ts";
 import { KindCatalogSchema, KindDirection } from "../../src/gen/kds/v1/kinds_pb.ts";
 import { scriptedGlobal, type GlobalFaults } from "./scripted-global.ts";
 import { scriptedZone, type ZoneFaults } from "./scripted-zone.ts";
 
 /** The catalog the kit serves the scripted zone: one zone-to-global kind, so it has resources to send. */
-const CATALOG = create(KindCatalogSchema, { kinds: [{ kind: "Probe", message: "kds.conformance.v1.ProbeSpec", direction: KindDirection.ZONE_TO_GLOBAL, scope: 2 }] });
+const CATALOG = create(KindCatalogSchema, {
+  kinds: [
+    {
+      kind: "Probe",
+      message: "kds.conformance.v1.ProbeSpec",
+      direction: KindDirection.ZONE_TO_GLOBAL,
+      scope: 2,
+    },
+  ],
+});
 
 /** A zone run takes about 5 s (10 s for the overrun the kit retries); one still going after this is stuck in a wait with no deadline. */
 const ZONE_RUN_MS = 120_000;
@@ -28,7 +42,13 @@ async function againstZone(faults: ZoneFaults): Promise<CheckResult[]> {
     const listener = await listenForZone("127.0.0.1", 0, stop.signal);
     const zone = scriptedZone(listener.url, "broken-zone", faults, stop.signal);
     try {
-      return await checkZone({ accept: listener.accept, catalog: CATALOG, dialWaitMs: 15_000, signal: stop.signal, progress: (line) => (step = line) });
+      return await checkZone({
+        accept: listener.accept,
+        catalog: CATALOG,
+        dialWaitMs: 15_000,
+        signal: stop.signal,
+        progress: (line) => (step = line),
+      });
     } finally {
       step = "teardown: closing the listener";
       stop.abort();
@@ -40,7 +60,11 @@ async function againstZone(faults: ZoneFaults): Promise<CheckResult[]> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const stuck = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      reject(new Error(`zone run ${JSON.stringify(faults)} still going after ${ZONE_RUN_MS} ms, at: ${step}`));
+      reject(
+        new Error(
+          `zone run ${JSON.stringify(faults)} still going after ${ZONE_RUN_MS} ms, at: ${step}`,
+        ),
+      );
       stop.abort();
     }, ZONE_RUN_MS);
   });
@@ -55,7 +79,11 @@ async function againstGlobal(faults: GlobalFaults): Promise<CheckResult[]> {
   const stop = new AbortController();
   const listener = await scriptedGlobal("zone-1", faults, stop.signal);
   try {
-    return await checkGlobal({ dial: conformanceDialer({ url: listener.url }), zone: "zone-1", signal: stop.signal });
+    return await checkGlobal({
+      dial: conformanceDialer({ url: listener.url }),
+      zone: "zone-1",
+      signal: stop.signal,
+    });
   } finally {
     stop.abort();
     await listener.close();
@@ -68,9 +96,14 @@ function outcome(results: CheckResult[], rule: RuleName): string {
 }
 
 /** Runs `work` over `items`, `width` at a time (the machine has two cores). */
-async function inBatches<T, R>(items: readonly T[], width: number, work: (item: T) => Promise<R>): Promise<R[]> {
+async function inBatches<T, R>(
+  items: readonly T[],
+  width: number,
+  work: (item: T) => Promise<R>,
+): Promise<R[]> {
   const out: R[] = [];
-  for (let i = 0; i < items.length; i += width) out.push(...(await Promise.all(items.slice(i, i + width).map(work))));
+  for (let i = 0; i < items.length; i += width)
+    out.push(...(await Promise.all(items.slice(i, i + width).map(work))));
   return out;
 }
 
@@ -106,17 +139,38 @@ describe("conformance kit, zone mode, against zones built here", { timeout: 180_
     // The runs are independent (a listener and a zone each) and mostly wait, so they all go at once: about 15 s, the longest run (the overrun the kit retries).
     const [baseline, ...runs] = await Promise.all([
       againstZone({}),
-      ...zoneFaults.map(async ([fault, rule]) => ({ fault, rule, results: await againstZone({ [fault]: true }) })),
+      ...zoneFaults.map(async ([fault, rule]) => ({
+        fault,
+        rule,
+        results: await againstZone({ [fault]: true }),
+      })),
     ]);
     const failed = baseline.filter((r) => r.outcome === "fail");
     expect(failed, JSON.stringify(failed, null, 2)).toEqual([]);
-    for (const rule of ["ping.pong", "flow.within-window", "nack.error-detail", "unknown-type", "nonce.unique", "resume.initial-versions", "overrun.frame", "ack.echo", "hello.byte-windows"] as const) {
+    for (const rule of [
+      "ping.pong",
+      "flow.within-window",
+      "nack.error-detail",
+      "unknown-type",
+      "nonce.unique",
+      "resume.initial-versions",
+      "overrun.frame",
+      "ack.echo",
+      "hello.byte-windows",
+    ] as const) {
       expect(outcome(baseline, rule)).toMatch(/^pass/);
     }
     for (const { fault, rule, results } of runs) {
       expect(outcome(results, rule), `fault ${fault}`).toMatch(/^fail/);
     }
-    console.log(runs.map(({ fault, rule, results }) => `  zone fault ${fault}: ${rule} ${outcome(results, rule).slice(0, 160)}`).join("\n"));
+    console.log(
+      runs
+        .map(
+          ({ fault, rule, results }) =>
+            `  zone fault ${fault}: ${rule} ${outcome(results, rule).slice(0, 160)}`,
+        )
+        .join("\n"),
+    );
   });
 });
 
@@ -125,13 +179,37 @@ describe("conformance kit, global mode, against globals built here", { timeout: 
     const baseline = await againstGlobal({});
     const failed = baseline.filter((r) => r.outcome === "fail");
     expect(failed, JSON.stringify(failed, null, 2)).toEqual([]);
-    for (const rule of ["ping.pong", "flow.returns-credit", "overrun.frame", "overrun.byte", "nonce.unique", "refuse.version", "goaway.protocol-error-status", "unknown-type", "size.elements"] as const) {
+    for (const rule of [
+      "ping.pong",
+      "flow.returns-credit",
+      "overrun.frame",
+      "overrun.byte",
+      "nonce.unique",
+      "refuse.version",
+      "goaway.protocol-error-status",
+      "unknown-type",
+      "size.elements",
+    ] as const) {
       expect(outcome(baseline, rule)).toMatch(/^pass/);
     }
-    const runs = await inBatches(globalFaults, 2, async ([fault, rules]) => ({ fault, rules, results: await againstGlobal({ [fault]: true }) }));
+    const runs = await inBatches(globalFaults, 2, async ([fault, rules]) => ({
+      fault,
+      rules,
+      results: await againstGlobal({ [fault]: true }),
+    }));
     for (const { fault, rules, results } of runs) {
       for (const rule of rules) expect(outcome(results, rule), `fault ${fault}`).toMatch(/^fail/);
     }
-    console.log(runs.map(({ fault, rules, results }) => rules.map((rule) => `  global fault ${fault}: ${rule} ${outcome(results, rule).slice(0, 160)}`).join("\n")).join("\n"));
+    console.log(
+      runs
+        .map(({ fault, rules, results }) =>
+          rules
+            .map(
+              (rule) => `  global fault ${fault}: ${rule} ${outcome(results, rule).slice(0, 160)}`,
+            )
+            .join("\n"),
+        )
+        .join("\n"),
+    );
   });
 });

@@ -28,7 +28,12 @@ export interface ZoneFaults {
 }
 
 /** Runs the zone until `signal` aborts: dial, one session, dial again. */
-export async function scriptedZone(url: string, name: string, faults: ZoneFaults, signal: AbortSignal): Promise<void> {
+export async function scriptedZone(
+  url: string,
+  name: string,
+  faults: ZoneFaults,
+  signal: AbortSignal,
+): Promise<void> {
   const dial = conformanceDialer({ url });
   for (let i = 0; i < 50 && !signal.aborted; i++) {
     try {
@@ -53,10 +58,26 @@ async function session(c: Conversation, name: string, f: ZoneFaults): Promise<vo
   );
   if ((await c.waitFor((m) => m.value.case === "hello", 10_000)) === undefined) return;
   if (!f.dataBeforeHello) c.write(catalogRequest(name));
-  if (f.ignoreWindows) c.write(...Array.from({ length: 12 }, (_, i) => sotwRequest({ typeUrl: "type.googleapis.com/kds.v1.KindCatalog", responseNonce: `stale-${i}` })));
+  if (f.ignoreWindows)
+    c.write(
+      ...Array.from({ length: 12 }, (_, i) =>
+        sotwRequest({
+          typeUrl: "type.googleapis.com/kds.v1.KindCatalog",
+          responseNonce: `stale-${i}`,
+        }),
+      ),
+    );
   if (f.v1Credit) {
     // 3 frames of 8,000 empty names: about 16 KB each on the wire, but 8 bytes each as version 1 counted them.
-    c.write(...Array.from({ length: 3 }, (_, i) => sotwRequest({ typeUrl: "type.googleapis.com/kds.v1.KindCatalog", responseNonce: `stale-${i}`, resourceNames: Array.from({ length: 8000 }, () => "") })));
+    c.write(
+      ...Array.from({ length: 3 }, (_, i) =>
+        sotwRequest({
+          typeUrl: "type.googleapis.com/kds.v1.KindCatalog",
+          responseNonce: `stale-${i}`,
+          resourceNames: Array.from({ length: 8000 }, () => ""),
+        }),
+      ),
+    );
   }
   let responses = 0;
   const ownWindow = 64;
@@ -69,7 +90,12 @@ async function session(c: Conversation, name: string, f: ZoneFaults): Promise<vo
     if (v.case === "response" || v.case === "deltaResponse") {
       responses++;
       if (responses > ownWindow && !f.acceptOverrun) {
-        c.write(goaway(GoAwayReason.PROTOCOL_ERROR, `the peer overran the responses window: frame ${responses} with ${ownWindow} granted`));
+        c.write(
+          goaway(
+            GoAwayReason.PROTOCOL_ERROR,
+            `the peer overran the responses window: frame ${responses} with ${ownWindow} granted`,
+          ),
+        );
         c.link.close();
         return;
       }
@@ -83,16 +109,33 @@ async function session(c: Conversation, name: string, f: ZoneFaults): Promise<vo
         problem = (error as Error).message;
       }
       if (problem === undefined || f.nackWithoutDetail) {
-        c.write(sotwRequest({ typeUrl: r.typeUrl, responseNonce: r.nonce, versionInfo: f.ackWrongVersion ? "other" : r.versionInfo }));
+        c.write(
+          sotwRequest({
+            typeUrl: r.typeUrl,
+            responseNonce: r.nonce,
+            versionInfo: f.ackWrongVersion ? "other" : r.versionInfo,
+          }),
+        );
       } else {
-        c.write(sotwRequest({ typeUrl: r.typeUrl, responseNonce: r.nonce, errorDetail: { code: 3, message: problem } }));
+        c.write(
+          sotwRequest({
+            typeUrl: r.typeUrl,
+            responseNonce: r.nonce,
+            errorDetail: { code: 3, message: problem },
+          }),
+        );
       }
     }
     if (v.case === "deltaRequest") {
       const r = v.value;
       if (r.typeUrl.includes("NoSuchKind")) {
         if (f.ignoreUnknownType) continue;
-        c.write(goaway(GoAwayReason.PROTOCOL_ERROR, `the global requested ${r.typeUrl}, which this zone does not serve`));
+        c.write(
+          goaway(
+            GoAwayReason.PROTOCOL_ERROR,
+            `the global requested ${r.typeUrl}, which this zone does not serve`,
+          ),
+        );
         c.link.close();
         return;
       }
@@ -101,10 +144,24 @@ async function session(c: Conversation, name: string, f: ZoneFaults): Promise<vo
       const held = r.initialResourceVersions;
       for (const [n, res] of ["a", "b"].entries()) {
         if (held[`default/${res}`] === "1" && !f.resendOnResume) continue;
-        const resource = { name: `default/${res}`, version: "1", resource: create(AnySchema, { typeUrl: "type.googleapis.com/kds.v1.KdsResource" }) };
-        c.write(create(MessageSchema, { value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: r.typeUrl, nonce: f.reuseNonce ? "z1" : `z${n + 1}`, resources: [resource] }) } }));
+        const resource = {
+          name: `default/${res}`,
+          version: "1",
+          resource: create(AnySchema, { typeUrl: "type.googleapis.com/kds.v1.KdsResource" }),
+        };
+        c.write(
+          create(MessageSchema, {
+            value: {
+              case: "deltaResponse",
+              value: create(DeltaDiscoveryResponseSchema, {
+                typeUrl: r.typeUrl,
+                nonce: f.reuseNonce ? "z1" : `z${n + 1}`,
+                resources: [resource],
+              }),
+            },
+          }),
+        );
       }
     }
   }
 }
-

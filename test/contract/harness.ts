@@ -2,13 +2,22 @@
 // reachable over each transport, message builders, a raw peer, and asserts.
 import { create } from "@bufbuild/protobuf";
 import { createRouterTransport } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import {
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from "@connectrpc/connect-node";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
 import { registerGlobal } from "../../src/global/connect-service.ts";
 import { GlobalServer, type GlobalServerOptions } from "../../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import { HelloSchema, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
-import { DiscoveryRequestSchema, DiscoveryResponseSchema, type DiscoveryRequest, type DiscoveryResponse } from "../../src/gen/kds/v1/discovery_pb.ts";
+import {
+  DiscoveryRequestSchema,
+  DiscoveryResponseSchema,
+  type DiscoveryRequest,
+  type DiscoveryResponse,
+} from "../../src/gen/kds/v1/discovery_pb.ts";
 import { silentLogger } from "../../src/log.ts";
 import { MuxSession, PROTOCOL_VERSION } from "../../src/mux/session.ts";
 import type { SessionOptions } from "../../src/mux/options.ts";
@@ -40,7 +49,14 @@ export function withZoneTokens(inner: MuxTransport, tokens: TokenAuthority): Mux
 }
 
 /** Every way the tests reach a global. */
-export const transportKinds = ["memory", "router", "grpc", "grpc-web", "connect", "half-duplex"] as const;
+export const transportKinds = [
+  "memory",
+  "router",
+  "grpc",
+  "grpc-web",
+  "connect",
+  "half-duplex",
+] as const;
 export type TransportKind = (typeof transportKinds)[number];
 
 export class AssertionFailed extends Error {}
@@ -50,7 +66,8 @@ export function check(condition: unknown, message: string): asserts condition {
 }
 
 export function equal<T>(actual: T, expected: T, what: string): void {
-  if (actual !== expected) throw new AssertionFailed(`${what}: expected ${String(expected)}, got ${String(actual)}`);
+  if (actual !== expected)
+    throw new AssertionFailed(`${what}: expected ${String(expected)}, got ${String(actual)}`);
 }
 
 export async function rejects(promise: Promise<unknown>, what: string): Promise<unknown> {
@@ -63,10 +80,15 @@ export async function rejects(promise: Promise<unknown>, what: string): Promise<
 }
 
 /** Waits until `condition` holds, polling; fails after `timeoutMs`. */
-export async function eventually(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+export async function eventually(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
-    if (Date.now() > deadline) throw new AssertionFailed(`timed out after ${timeoutMs} ms waiting for: ${what}`);
+    if (Date.now() > deadline)
+      throw new AssertionFailed(`timed out after ${timeoutMs} ms waiting for: ${what}`);
     await new Promise((r) => setTimeout(r, 5));
   }
 }
@@ -79,7 +101,8 @@ export function settle(ms = 20): Promise<void> {
 /** Random (incompressible) bytes. */
 export function randomBytes(n: number): Uint8Array {
   const out = new Uint8Array(n);
-  for (let i = 0; i < n; i += 65_536) crypto.getRandomValues(out.subarray(i, Math.min(n, i + 65_536)));
+  for (let i = 0; i < n; i += 65_536)
+    crypto.getRandomValues(out.subarray(i, Math.min(n, i + 65_536)));
   return out;
 }
 
@@ -91,7 +114,10 @@ export function response(typeUrl: string, nonce = "", payloadBytes = 0): Discove
   return create(DiscoveryResponseSchema, {
     typeUrl,
     nonce,
-    resources: payloadBytes > 0 ? [{ typeUrl: "type.googleapis.com/kds.test.Blob", value: randomBytes(payloadBytes) }] : [],
+    resources:
+      payloadBytes > 0
+        ? [{ typeUrl: "type.googleapis.com/kds.test.Blob", value: randomBytes(payloadBytes) }]
+        : [],
   });
 }
 
@@ -109,41 +135,97 @@ export interface TestGlobal {
 
 export async function startGlobal(
   kind: TransportKind,
-  options: Partial<GlobalServerOptions> & { zones?: string[]; port?: number; tokens?: TokenAuthority } = {},
+  options: Partial<GlobalServerOptions> & {
+    zones?: string[];
+    port?: number;
+    tokens?: TokenAuthority;
+  } = {},
 ): Promise<TestGlobal> {
   const registry = new InMemoryZoneRegistry(options.zones ?? ["zone-1", "zone-2"]);
   // A global restarted with `tokens` of an earlier one shares its signing key, as instances sharing a store do.
   const tokens = options.tokens ?? new TokenAuthority({ issuer: "global" });
-  const global = new GlobalServer({ registry, logger: silentLogger, authenticator: new TokenZoneAuthenticator(tokens), ...options });
+  const global = new GlobalServer({
+    registry,
+    logger: silentLogger,
+    authenticator: new TokenZoneAuthenticator(tokens),
+    ...options,
+  });
   if (kind === "memory") {
-    return { global, registry, tokens, kind, url: undefined, transport: () => withZoneTokens(memoryMuxTransport(global), tokens), close: () => global.close() };
+    return {
+      global,
+      registry,
+      tokens,
+      kind,
+      url: undefined,
+      transport: () => withZoneTokens(memoryMuxTransport(global), tokens),
+      close: () => global.close(),
+    };
   }
   if (kind === "router") {
     const router = createRouterTransport((r) => registerGlobal(r, global));
-    return { global, registry, tokens, kind, url: undefined, transport: () => withZoneTokens(connectMuxTransport(router, { name: "router" }), tokens), close: () => global.close() };
+    return {
+      global,
+      registry,
+      tokens,
+      kind,
+      url: undefined,
+      transport: () => withZoneTokens(connectMuxTransport(router, { name: "router" }), tokens),
+      close: () => global.close(),
+    };
   }
   // The half-duplex transport runs on fetch (connect-web) over plain HTTP/1.1, as a browser would.
-  const served = await serveGlobal(global, { port: options.port ?? 0, httpVersion: kind === "half-duplex" ? "1.1" : "2" });
+  const served = await serveGlobal(global, {
+    port: options.port ?? 0,
+    httpVersion: kind === "half-duplex" ? "1.1" : "2",
+  });
   const baseUrl = served.url;
   const make = (): MuxTransport => {
     switch (kind) {
       case "grpc":
-        return connectMuxTransport(createGrpcTransport({ baseUrl }), { name: kind, target: baseUrl });
+        return connectMuxTransport(createGrpcTransport({ baseUrl }), {
+          name: kind,
+          target: baseUrl,
+        });
       case "grpc-web":
-        return connectMuxTransport(createGrpcWebTransport({ baseUrl, httpVersion: "2" }), { name: kind, target: baseUrl });
+        return connectMuxTransport(createGrpcWebTransport({ baseUrl, httpVersion: "2" }), {
+          name: kind,
+          target: baseUrl,
+        });
       case "connect":
-        return connectMuxTransport(createConnectTransport({ baseUrl, httpVersion: "2" }), { name: kind, target: baseUrl });
+        return connectMuxTransport(createConnectTransport({ baseUrl, httpVersion: "2" }), {
+          name: kind,
+          target: baseUrl,
+        });
       case "half-duplex":
-        return halfDuplexMuxTransport(createWebConnectTransport({ baseUrl, useBinaryFormat: true }), { target: baseUrl });
+        return halfDuplexMuxTransport(
+          createWebConnectTransport({ baseUrl, useBinaryFormat: true }),
+          { target: baseUrl },
+        );
     }
   };
-  return { global, registry, tokens, kind, url: baseUrl, transport: () => withZoneTokens(make(), tokens), close: () => served.close() };
+  return {
+    global,
+    registry,
+    tokens,
+    kind,
+    url: baseUrl,
+    transport: () => withZoneTokens(make(), tokens),
+    close: () => served.close(),
+  };
 }
 
 /** Two sessions wired to each other in memory, without a global (for session-level tests). */
-export function sessionPair(zoneOptions: SessionOptions = {}, globalOptions: SessionOptions = {}): { zone: MuxSession; global: MuxSession } {
+export function sessionPair(
+  zoneOptions: SessionOptions = {},
+  globalOptions: SessionOptions = {},
+): { zone: MuxSession; global: MuxSession } {
   const zone = new MuxSession({ role: "zone", localId: "zone-1", options: zoneOptions });
-  const global = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: globalOptions });
+  const global = new MuxSession({
+    role: "global",
+    localId: "global",
+    peerId: "zone-1",
+    options: globalOptions,
+  });
   zone.attach(global.outbound);
   global.attach(zone.outbound);
   return { zone, global };
@@ -212,7 +294,10 @@ export class RawPeer {
   }
 
   /** Reads until a frame of `kind` arrives (or the stream ends). */
-  async readUntil(kind: NonNullable<Message["value"]["case"]>, limit = 1000): Promise<Message | undefined> {
+  async readUntil(
+    kind: NonNullable<Message["value"]["case"]>,
+    limit = 1000,
+  ): Promise<Message | undefined> {
     for (let i = 0; i < limit; i++) {
       const frame = await this.read();
       if (frame === undefined || frame.value.case === kind) return frame;

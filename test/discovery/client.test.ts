@@ -4,7 +4,12 @@ import { create } from "@bufbuild/protobuf";
 import { AnySchema } from "@bufbuild/protobuf/wkt";
 import { describe, expect, it } from "vitest";
 import { DiscoveryClient } from "../../src/discovery/client.ts";
-import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema, type DeltaDiscoveryRequest, type DiscoveryRequest } from "../../src/gen/kds/v1/discovery_pb.ts";
+import {
+  DeltaDiscoveryResponseSchema,
+  DiscoveryResponseSchema,
+  type DeltaDiscoveryRequest,
+  type DiscoveryRequest,
+} from "../../src/gen/kds/v1/discovery_pb.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import type { ResourceStore } from "../../src/store/contract.ts";
@@ -23,7 +28,10 @@ async function meshWire(name: string, description: string) {
   return toWire(meshType, await source.put(mesh(name, description)));
 }
 
-function start(mode: "sotw" | "delta", options: { maxResponseResources?: number; store?: ResourceStore } = {}) {
+function start(
+  mode: "sotw" | "delta",
+  options: { maxResponseResources?: number; store?: ResourceStore } = {},
+) {
   const { zone, global } = sessionPair();
   const store = options.store ?? new InMemoryStore(types);
   const rejected: string[] = [];
@@ -36,7 +44,17 @@ function start(mode: "sotw" | "delta", options: { maxResponseResources?: number;
     maxResponseResources: options.maxResponseResources,
   });
   const running = client.run(zone.signal);
-  return { zone, global, store, rejected, running, close: async () => { await zone.close(); await running; } };
+  return {
+    zone,
+    global,
+    store,
+    rejected,
+    running,
+    close: async () => {
+      await zone.close();
+      await running;
+    },
+  };
 }
 
 describe("discovery client", () => {
@@ -44,9 +62,20 @@ describe("discovery client", () => {
     const c = start("sotw");
     try {
       const subscribe = (await c.global.server.recv()) as DiscoveryRequest;
-      expect(subscribe).toMatchObject({ typeUrl: meshType.typeUrl, versionInfo: "", responseNonce: "" });
+      expect(subscribe).toMatchObject({
+        typeUrl: meshType.typeUrl,
+        versionInfo: "",
+        responseNonce: "",
+      });
       const good = await meshWire("default", "v1");
-      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v1", nonce: "n1", resources: [good.any] }));
+      await c.global.server.send(
+        create(DiscoveryResponseSchema, {
+          typeUrl: meshType.typeUrl,
+          versionInfo: "v1",
+          nonce: "n1",
+          resources: [good.any],
+        }),
+      );
       const ack = (await c.global.server.recv()) as DiscoveryRequest;
       expect(ack).toMatchObject({ versionInfo: "v1", responseNonce: "n1" });
       expect(ack.errorDetail).toBeUndefined();
@@ -54,8 +83,18 @@ describe("discovery client", () => {
 
       // A response with one good and one malformed resource is rejected whole.
       const other = await meshWire("other", "v2");
-      const bad = create(AnySchema, { typeUrl: good.any.typeUrl, value: new Uint8Array([0xff, 0xff, 0xff]) });
-      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v2", nonce: "n2", resources: [other.any, bad] }));
+      const bad = create(AnySchema, {
+        typeUrl: good.any.typeUrl,
+        value: new Uint8Array([0xff, 0xff, 0xff]),
+      });
+      await c.global.server.send(
+        create(DiscoveryResponseSchema, {
+          typeUrl: meshType.typeUrl,
+          versionInfo: "v2",
+          nonce: "n2",
+          resources: [other.any, bad],
+        }),
+      );
       const nack = (await c.global.server.recv()) as DiscoveryRequest;
       expect(nack.versionInfo).toBe("v1");
       expect(nack.responseNonce).toBe("n2");
@@ -75,14 +114,27 @@ describe("discovery client", () => {
       expect(subscribe.resourceNamesSubscribe).toEqual(["*"]);
       expect(subscribe.initialResourceVersions).toEqual({});
       const good = await meshWire("default", "v1");
-      await c.global.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n1", resources: [good.resource] }));
+      await c.global.server.send(
+        create(DeltaDiscoveryResponseSchema, {
+          typeUrl: meshType.typeUrl,
+          nonce: "n1",
+          resources: [good.resource],
+        }),
+      );
       const ack = (await c.global.server.recv()) as DeltaDiscoveryRequest;
       expect(ack).toMatchObject({ responseNonce: "n1" });
       expect(ack.errorDetail).toBeUndefined();
 
       const forged = (await meshWire("other", "x")).resource;
       forged.name = "somebody-else";
-      await c.global.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n2", resources: [forged], removedResources: ["default"] }));
+      await c.global.server.send(
+        create(DeltaDiscoveryResponseSchema, {
+          typeUrl: meshType.typeUrl,
+          nonce: "n2",
+          resources: [forged],
+          removedResources: ["default"],
+        }),
+      );
       const nack = (await c.global.server.recv()) as DeltaDiscoveryRequest;
       expect(nack.responseNonce).toBe("n2");
       expect(nack.errorDetail?.message).toMatch(/sent under the name "somebody-else"/);
@@ -98,19 +150,43 @@ describe("discovery client", () => {
     try {
       await c.global.server.recv(); // the subscription
       const good = await meshWire("default", "v1");
-      await c.global.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n1", resources: [good.resource] }));
+      await c.global.server.send(
+        create(DeltaDiscoveryResponseSchema, {
+          typeUrl: meshType.typeUrl,
+          nonce: "n1",
+          resources: [good.resource],
+        }),
+      );
       expect(((await c.global.server.recv()) as DeltaDiscoveryRequest).errorDetail).toBeUndefined();
       const calls = (): number => [...store.calls.values()].reduce((a, b) => a + b, 0);
       const before = calls();
       const removedResources = Array.from({ length: 100 }, (_, i) => `absent-${i}`);
-      await c.global.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n2", resources: [good.resource], removedResources }));
+      await c.global.server.send(
+        create(DeltaDiscoveryResponseSchema, {
+          typeUrl: meshType.typeUrl,
+          nonce: "n2",
+          resources: [good.resource],
+          removedResources,
+        }),
+      );
       const nack = (await c.global.server.recv()) as DeltaDiscoveryRequest;
       expect(nack.responseNonce).toBe("n2");
-      expect(nack.errorDetail?.message).toMatch(/names 101 resources and removals \(1 \+ 100\), more than the 100 this side accepts in one delta response; nothing was applied/);
-      expect(nack.errorDetail?.message).toMatch(/Send at most 100 per response .* or raise maxResponseResources on this side/);
+      expect(nack.errorDetail?.message).toMatch(
+        /names 101 resources and removals \(1 \+ 100\), more than the 100 this side accepts in one delta response; nothing was applied/,
+      );
+      expect(nack.errorDetail?.message).toMatch(
+        /Send at most 100 per response .* or raise maxResponseResources on this side/,
+      );
       expect(calls()).toBe(before); // refused before any store call
       // At the bound it is taken, with one read for all 99 removals (no read per name).
-      await c.global.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n3", resources: [], removedResources: [...removedResources.slice(0, 99), "default"] }));
+      await c.global.server.send(
+        create(DeltaDiscoveryResponseSchema, {
+          typeUrl: meshType.typeUrl,
+          nonce: "n3",
+          resources: [],
+          removedResources: [...removedResources.slice(0, 99), "default"],
+        }),
+      );
       const ack = (await c.global.server.recv()) as DeltaDiscoveryRequest;
       expect(ack).toMatchObject({ responseNonce: "n3" });
       expect(ack.errorDetail).toBeUndefined();
@@ -131,16 +207,34 @@ describe("discovery client", () => {
       const before = calls();
       const one = await meshWire("default", "v1");
       const resources = Array.from({ length: 50 }, () => one.any);
-      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v1", nonce: "s1", resources }));
+      await c.global.server.send(
+        create(DiscoveryResponseSchema, {
+          typeUrl: meshType.typeUrl,
+          versionInfo: "v1",
+          nonce: "s1",
+          resources,
+        }),
+      );
       const nack = (await c.global.server.recv()) as DiscoveryRequest;
       expect(nack.$typeName).toBe("kds.v1.DiscoveryRequest"); // answered in the response's form
       expect(nack.responseNonce).toBe("s1");
       expect(nack.versionInfo).toBe("");
       expect(nack.errorDetail?.code).toBe(3);
-      expect(nack.errorDetail?.message).toMatch(/state-of-the-world response .* this client subscribed to it in delta form; nothing was applied/);
+      expect(nack.errorDetail?.message).toMatch(
+        /state-of-the-world response .* this client subscribed to it in delta form; nothing was applied/,
+      );
       // Even one resource is refused: the form is wrong, whatever the size.
-      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v2", nonce: "s2", resources: [one.any] }));
-      expect(((await c.global.server.recv()) as DiscoveryRequest).errorDetail?.message).toMatch(/subscribed to it in delta form/);
+      await c.global.server.send(
+        create(DiscoveryResponseSchema, {
+          typeUrl: meshType.typeUrl,
+          versionInfo: "v2",
+          nonce: "s2",
+          resources: [one.any],
+        }),
+      );
+      expect(((await c.global.server.recv()) as DiscoveryRequest).errorDetail?.message).toMatch(
+        /subscribed to it in delta form/,
+      );
       expect(calls()).toBe(before);
       expect((await c.store.list("Mesh")).resources).toEqual([]);
       expect(c.rejected).toHaveLength(2);
@@ -157,18 +251,40 @@ describe("discovery client", () => {
       const calls = (): number => [...store.calls.values()].reduce((a, b) => a + b, 0);
       const before = calls();
       const wires = await Promise.all(["a", "b", "c", "d"].map((n) => meshWire(n, "v1")));
-      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v1", nonce: "n1", resources: wires.map((w) => w.any) }));
+      await c.global.server.send(
+        create(DiscoveryResponseSchema, {
+          typeUrl: meshType.typeUrl,
+          versionInfo: "v1",
+          nonce: "n1",
+          resources: wires.map((w) => w.any),
+        }),
+      );
       const nack = (await c.global.server.recv()) as DiscoveryRequest;
       expect(nack.responseNonce).toBe("n1");
       expect(nack.versionInfo).toBe("");
-      expect(nack.errorDetail?.message).toMatch(/names 4 resources, more than the 3 this side accepts in one state-of-the-world response; nothing was applied/);
-      expect(nack.errorDetail?.message).toMatch(/use delta for a kind this large, or raise maxResponseResources on this side/);
+      expect(nack.errorDetail?.message).toMatch(
+        /names 4 resources, more than the 3 this side accepts in one state-of-the-world response; nothing was applied/,
+      );
+      expect(nack.errorDetail?.message).toMatch(
+        /use delta for a kind this large, or raise maxResponseResources on this side/,
+      );
       expect(calls()).toBe(before);
-      await c.global.server.send(create(DiscoveryResponseSchema, { typeUrl: meshType.typeUrl, versionInfo: "v2", nonce: "n2", resources: wires.slice(0, 3).map((w) => w.any) }));
+      await c.global.server.send(
+        create(DiscoveryResponseSchema, {
+          typeUrl: meshType.typeUrl,
+          versionInfo: "v2",
+          nonce: "n2",
+          resources: wires.slice(0, 3).map((w) => w.any),
+        }),
+      );
       const ack = (await c.global.server.recv()) as DiscoveryRequest;
       expect(ack).toMatchObject({ versionInfo: "v2", responseNonce: "n2" });
       expect(ack.errorDetail).toBeUndefined();
-      expect((await c.store.list("Mesh")).resources.map((r) => r.meta.name).sort()).toEqual(["a", "b", "c"]);
+      expect((await c.store.list("Mesh")).resources.map((r) => r.meta.name).sort()).toEqual([
+        "a",
+        "b",
+        "c",
+      ]);
     } finally {
       await c.close();
     }
@@ -179,7 +295,11 @@ describe("discovery client", () => {
     try {
       await c.global.server.recv(); // the subscription
       const good = await meshWire("default", "v1");
-      const response = create(DeltaDiscoveryResponseSchema, { typeUrl: meshType.typeUrl, nonce: "n1", resources: [good.resource, good.resource, good.resource] });
+      const response = create(DeltaDiscoveryResponseSchema, {
+        typeUrl: meshType.typeUrl,
+        nonce: "n1",
+        resources: [good.resource, good.resource, good.resource],
+      });
       // Counts the array methods called on the resources (map, find, ...). The
       // mux reads elements by index to size the frame; that is not counted.
       const called: string[] = [];

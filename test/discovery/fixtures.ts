@@ -5,10 +5,22 @@
 // settled rather than by waiting N ms for silence.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { AnySchema } from "@bufbuild/protobuf/wkt";
-import { DeltaDiscoveryRequestSchema, DiscoveryRequestSchema, ResourceSchema, type DeltaDiscoveryResponse, type DiscoveryResponse } from "../../src/gen/kds/v1/discovery_pb.ts";
+import {
+  DeltaDiscoveryRequestSchema,
+  DiscoveryRequestSchema,
+  ResourceSchema,
+  type DeltaDiscoveryResponse,
+  type DiscoveryResponse,
+} from "../../src/gen/kds/v1/discovery_pb.ts";
 import { digestOf } from "../../src/discovery/digest.ts";
 import { DiscoveryServer } from "../../src/discovery/server.ts";
-import type { DiscoveryOptions, ServerObserver, Snapshot, SnapshotSource, WireResource } from "../../src/discovery/types.ts";
+import type {
+  DiscoveryOptions,
+  ServerObserver,
+  Snapshot,
+  SnapshotSource,
+  WireResource,
+} from "../../src/discovery/types.ts";
 import type { MuxResponse } from "../../src/mux/frames.ts";
 import { KdsError } from "../../src/errors.ts";
 import { randomBytes, sessionPair } from "../contract/harness.ts";
@@ -17,9 +29,19 @@ import { ManualClock } from "../support/manual-clock.ts";
 export const T = "type.googleapis.com/test.Thing";
 
 export function wire(key: string, version: string, bytes = 16): WireResource {
-  const any = create(AnySchema, { typeUrl: "type.googleapis.com/test.Blob", value: randomBytes(bytes) });
+  const any = create(AnySchema, {
+    typeUrl: "type.googleapis.com/test.Blob",
+    value: randomBytes(bytes),
+  });
   const resource = create(ResourceSchema, { name: key, version, resource: any });
-  return { key, version, any, resource, anyBytes: toBinary(AnySchema, any).byteLength, resourceBytes: toBinary(ResourceSchema, resource).byteLength };
+  return {
+    key,
+    version,
+    any,
+    resource,
+    anyBytes: toBinary(AnySchema, any).byteLength,
+    resourceBytes: toBinary(ResourceSchema, resource).byteLength,
+  };
 }
 
 /** A source whose content the test sets. */
@@ -43,7 +65,10 @@ export class FakeSource implements SnapshotSource {
     this.snapshots++;
     const sorted = [...this.resources.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
     const byKey = new Map(sorted.map((r) => [r.key, r]));
-    return Promise.resolve({ version: digestOf(sorted), resources: { get: (k: string) => byKey.get(k), [Symbol.iterator]: () => byKey.values() } });
+    return Promise.resolve({
+      version: digestOf(sorted),
+      resources: { get: (k: string) => byKey.get(k), [Symbol.iterator]: () => byKey.values() },
+    });
   }
 
   onChange(listener: (t: string, key?: string) => void, signal: AbortSignal): void {
@@ -68,7 +93,10 @@ const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve)
 
 /** Starts a DiscoveryServer on a session pair; the test speaks for the client. */
 export function startServer(source: SnapshotSource, options: DiscoveryOptions = {}) {
-  const { zone, global } = sessionPair({ requestWindow: 256, responseWindow: 256 }, { requestWindow: 256, responseWindow: 256 });
+  const { zone, global } = sessionPair(
+    { requestWindow: 256, responseWindow: 256 },
+    { requestWindow: 256, responseWindow: 256 },
+  );
   const clock = new ManualClock();
   const recorded: Recorded = { sent: 0, acked: [], nacked: [], stalled: [], oversized: [] };
   const observer: ServerObserver = {
@@ -94,7 +122,10 @@ export function startServer(source: SnapshotSource, options: DiscoveryOptions = 
       await turn();
       const z = zone.stats();
       const g = global.stats();
-      const caughtUp = g.received.requests === z.sent.requests && g.buffered.requests === 0 && z.received.responses === g.sent.responses;
+      const caughtUp =
+        g.received.requests === z.sent.requests &&
+        g.buffered.requests === 0 &&
+        z.received.responses === g.sent.responses;
       const now = JSON.stringify([z.sent, z.received, g.sent, g.received, recorded]);
       if (caughtUp && now === last) return;
       last = now;
@@ -123,7 +154,15 @@ export function startServer(source: SnapshotSource, options: DiscoveryOptions = 
           errorDetail: init.error === undefined ? undefined : { code: 3, message: init.error },
         }),
       ),
-    delta: (init: { nonce?: string; error?: string; subscribe?: string[]; unsubscribe?: string[]; initial?: Record<string, string> } = {}) =>
+    delta: (
+      init: {
+        nonce?: string;
+        error?: string;
+        subscribe?: string[];
+        unsubscribe?: string[];
+        initial?: Record<string, string>;
+      } = {},
+    ) =>
       client.send(
         create(DeltaDiscoveryRequestSchema, {
           typeUrl: T,
@@ -145,11 +184,15 @@ export function startServer(source: SnapshotSource, options: DiscoveryOptions = 
 }
 
 /** The next response; throws if none arrives within `ms`. */
-async function next(recv: (signal?: AbortSignal) => Promise<MuxResponse>, ms: number): Promise<MuxResponse> {
+async function next(
+  recv: (signal?: AbortSignal) => Promise<MuxResponse>,
+  ms: number,
+): Promise<MuxResponse> {
   try {
     return await recv(AbortSignal.timeout(ms));
   } catch (error) {
-    if (KdsError.is(error, "aborted")) throw new Error(`no response within ${ms} ms`, { cause: error });
+    if (KdsError.is(error, "aborted"))
+      throw new Error(`no response within ${ms} ms`, { cause: error });
     throw error;
   }
 }

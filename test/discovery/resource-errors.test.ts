@@ -2,7 +2,11 @@
 // rejected resources per type (a later accepted version or a removal takes
 // one out; a SotW set starts over), at most 100 named, the rest counted.
 import { describe, expect, it } from "vitest";
-import { MAX_RESOURCE_ERRORS, RejectedSet, resourceErrorsOf } from "../../src/discovery/resource-errors.ts";
+import {
+  MAX_RESOURCE_ERRORS,
+  RejectedSet,
+  resourceErrorsOf,
+} from "../../src/discovery/resource-errors.ts";
 
 const T = "type.googleapis.com/x.v1.X";
 
@@ -10,10 +14,20 @@ describe("per-resource errors in ACKs", () => {
   it("carry the current set: joined on rejection, left on acceptance or removal", () => {
     const set = new RejectedSet();
     expect(set.detail(T)).toBeUndefined();
-    set.applied(T, { replaced: false, received: ["a", "b", "c"], removed: [], rejected: [{ key: "b", reason: "too long" }, { key: "c", reason: "bad" }] });
+    set.applied(T, {
+      replaced: false,
+      received: ["a", "b", "c"],
+      removed: [],
+      rejected: [
+        { key: "b", reason: "too long" },
+        { key: "c", reason: "bad" },
+      ],
+    });
     const detail = set.detail(T);
     expect(detail?.code).toBe(0);
-    expect(resourceErrorsOf({ details: detail?.details as { typeUrl: string; value: Uint8Array }[] })).toEqual({
+    expect(
+      resourceErrorsOf({ details: detail?.details as { typeUrl: string; value: Uint8Array }[] }),
+    ).toEqual({
       errors: [
         { key: "b", reason: "too long" },
         { key: "c", reason: "bad" },
@@ -22,7 +36,12 @@ describe("per-resource errors in ACKs", () => {
     });
     set.applied(T, { replaced: false, received: ["b"], removed: ["c"], rejected: [] });
     expect(set.detail(T)).toBeUndefined();
-    set.applied(T, { replaced: false, received: ["d"], removed: [], rejected: [{ key: "d", reason: "x" }] });
+    set.applied(T, {
+      replaced: false,
+      received: ["d"],
+      removed: [],
+      rejected: [{ key: "d", reason: "x" }],
+    });
     set.applied(T, { replaced: true, received: [], removed: [], rejected: [] });
     expect(set.detail(T)).toBeUndefined();
   });
@@ -31,7 +50,9 @@ describe("per-resource errors in ACKs", () => {
     const set = new RejectedSet();
     const rejected = Array.from({ length: 130 }, (_, i) => ({ key: `r${i}`, reason: "no" }));
     set.applied(T, { replaced: true, received: [], removed: [], rejected });
-    const { errors, omitted } = resourceErrorsOf({ details: set.detail(T)?.details as { typeUrl: string; value: Uint8Array }[] });
+    const { errors, omitted } = resourceErrorsOf({
+      details: set.detail(T)?.details as { typeUrl: string; value: Uint8Array }[],
+    });
     expect(errors).toHaveLength(MAX_RESOURCE_ERRORS);
     expect(omitted).toBe(30);
   });

@@ -4,7 +4,10 @@
 // waiting N ms for silence.
 import { describe, expect, it } from "vitest";
 import { toBinary } from "@bufbuild/protobuf";
-import { DeltaDiscoveryResponseSchema, DiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
+import {
+  DeltaDiscoveryResponseSchema,
+  DiscoveryResponseSchema,
+} from "../../src/gen/kds/v1/discovery_pb.ts";
 import { FakeSource, T, startServer } from "./fixtures.ts";
 
 describe("discovery server, state of the world", () => {
@@ -168,7 +171,12 @@ describe("discovery server, delta", () => {
       expect(r2?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["b@2"]);
       await s.delta({ nonce: r2?.nonce });
       source.delete("c");
-      const r3 = await s.recvDelta(); console.log("R3", r3.resources.map((x) => `${x.name}@${x.version}`), s.recorded);
+      const r3 = await s.recvDelta();
+      console.log(
+        "R3",
+        r3.resources.map((x) => `${x.name}@${x.version}`),
+        s.recorded,
+      );
       expect(r3?.resources).toHaveLength(0);
       expect(r3?.removedResources).toEqual(["c"]);
       await s.delta({ nonce: r3?.nonce });
@@ -263,7 +271,11 @@ describe("discovery server, delta", () => {
     source.set("big", "1", 3_000); // larger than the target, smaller than the maximum
     const max = 8_192;
     const target = 2_048;
-    const s = startServer(source, { maxMessageBytes: max, deltaResponseBytes: target, maxDeltaInFlight: 64 });
+    const s = startServer(source, {
+      maxMessageBytes: max,
+      deltaResponseBytes: target,
+      maxDeltaInFlight: 64,
+    });
     try {
       await s.delta({ subscribe: ["*"] });
       const waiting = await s.waiting();
@@ -313,7 +325,11 @@ describe("discovery server, delta", () => {
     const source = new FakeSource();
     const key = (i: number): string => `r${String(i).padStart(2, "0")}`;
     for (let i = 0; i < 40; i++) source.set(key(i), "1", 400);
-    const s = startServer(source, { maxMessageBytes: 8_192, deltaResponseBytes: 1_024, maxDeltaInFlight: 3 });
+    const s = startServer(source, {
+      maxMessageBytes: 8_192,
+      deltaResponseBytes: 1_024,
+      maxDeltaInFlight: 3,
+    });
     try {
       await s.delta({ subscribe: ["*"] });
       const held = new Map<string, string>();

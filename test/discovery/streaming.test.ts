@@ -23,7 +23,11 @@ class MemorySink implements ResourceSink {
   replace(): Promise<{ rejected: [] }> {
     return Promise.reject(new Error("delta only"));
   }
-  apply(typeUrl: string, resources: readonly ReceivedResource[], removed: readonly string[]): Promise<{ rejected: [] }> {
+  apply(
+    typeUrl: string,
+    resources: readonly ReceivedResource[],
+    removed: readonly string[],
+  ): Promise<{ rejected: [] }> {
     const held = this.held.get(typeUrl) ?? new Map<string, string>();
     this.held.set(typeUrl, held);
     for (const r of resources) held.set(r.key, r.version);
@@ -40,9 +44,23 @@ class MemorySink implements ResourceSink {
 describe("discovery streaming over tight windows", () => {
   it("delivers every part of every type when the parts in flight outnumber both windows", async () => {
     // The zone lets 2 responses wait unconsumed; the global reads 2 requests ahead; 6 types x 4 parts in flight.
-    const { zone, global } = sessionPair({ responseWindow: 2, requestWindow: 2 }, { responseWindow: 2, requestWindow: 2 });
-    const source = mergeSources(TYPES.map((t) => staticSource(t, Array.from({ length: PER_TYPE }, (_, i) => wire(`r${i}`, "1", 200)))));
-    const server = new DiscoveryServer({ view: global.server, source, options: { deltaResponseBytes: 1, maxDeltaInFlight: 4 } });
+    const { zone, global } = sessionPair(
+      { responseWindow: 2, requestWindow: 2 },
+      { responseWindow: 2, requestWindow: 2 },
+    );
+    const source = mergeSources(
+      TYPES.map((t) =>
+        staticSource(
+          t,
+          Array.from({ length: PER_TYPE }, (_, i) => wire(`r${i}`, "1", 200)),
+        ),
+      ),
+    );
+    const server = new DiscoveryServer({
+      view: global.server,
+      source,
+      options: { deltaResponseBytes: 1, maxDeltaInFlight: 4 },
+    });
     const sink = new MemorySink();
     const client = new DiscoveryClient({ view: zone.client, typeUrls: TYPES, mode: "delta", sink });
     const serving = server.run(global.signal);
@@ -50,7 +68,8 @@ describe("discovery streaming over tight windows", () => {
     try {
       // A bound for a sync that must finish, not a timing assertion: a stall never finishes.
       const deadline = Date.now() + 20_000;
-      while (sink.count() < TYPES.length * PER_TYPE && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+      while (sink.count() < TYPES.length * PER_TYPE && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 5));
       expect(sink.count()).toBe(TYPES.length * PER_TYPE);
     } finally {
       await zone.close();

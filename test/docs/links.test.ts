@@ -8,7 +8,9 @@ const root = resolve(import.meta.dirname, "../..");
 
 /** The Markdown files checked: README.md and docs/*.md. */
 function documents(): string[] {
-  const docs = readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => join(root, "docs", f));
+  const docs = readdirSync(join(root, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => join(root, "docs", f));
   return [join(root, "README.md"), ...docs];
 }
 
@@ -63,7 +65,8 @@ function links(file: string): { target: string; line: number }[] {
   const out: { target: string; line: number }[] = [];
   withoutFences(readFileSync(file, "utf8")).forEach((raw, i) => {
     const line = raw.replace(/`[^`]*`/g, "");
-    for (const m of line.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) out.push({ target: m[1]!, line: i + 1 });
+    for (const m of line.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g))
+      out.push({ target: m[1]!, line: i + 1 });
     const definition = /^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$/.exec(line);
     if (definition !== null) out.push({ target: definition[1]!, line: i + 1 });
   });
@@ -77,13 +80,18 @@ function broken(file: string, target: string): string | undefined {
   const resolved = path === "" ? file : resolve(dirname(file), decodeURIComponent(path));
   if (!existsSync(resolved)) return `${path} does not exist`;
   if (anchor === undefined || anchor === "") return undefined;
-  if (statSync(resolved).isDirectory() || !resolved.endsWith(".md")) return `#${anchor} points into a file that is not Markdown`;
-  return anchors(resolved).has(decodeURIComponent(anchor)) ? undefined : `#${anchor} is no heading of ${relative(root, resolved)}`;
+  if (statSync(resolved).isDirectory() || !resolved.endsWith(".md"))
+    return `#${anchor} points into a file that is not Markdown`;
+  return anchors(resolved).has(decodeURIComponent(anchor))
+    ? undefined
+    : `#${anchor} is no heading of ${relative(root, resolved)}`;
 }
 
 describe("documentation links", () => {
   it("slugs headings as GitHub does", () => {
-    expect(slug("Flow control: windows per lane, in frames and bytes")).toBe("flow-control-windows-per-lane-in-frames-and-bytes");
+    expect(slug("Flow control: windows per lane, in frames and bytes")).toBe(
+      "flow-control-windows-per-lane-in-frames-and-bytes",
+    );
     expect(slug("The Connect protocol's JSON codec")).toBe("the-connect-protocols-json-codec");
     expect(slug("`kds-mux global` -- flags")).toBe("kds-mux-global----flags");
     expect(slug("Ping / pong and 2^19 elements")).toBe("ping--pong-and-219-elements");
@@ -104,7 +112,8 @@ describe("documentation links", () => {
       for (const { target, line } of links(file)) {
         checked++;
         const problem = broken(file, target);
-        if (problem !== undefined) problems.push(`${relative(root, file)}:${line}: ${target}: ${problem}`);
+        if (problem !== undefined)
+          problems.push(`${relative(root, file)}:${line}: ${target}: ${problem}`);
       }
     }
     console.log(`checked ${checked} links in ${documents().length} files`);

@@ -10,8 +10,12 @@ import { build, type Plugin } from "esbuild";
 import { describe, expect, it } from "vitest";
 
 const root = new URL("../../", import.meta.url);
-const pkg = JSON.parse(readFileSync(new URL("package.json", root), "utf8")) as { exports: Record<string, unknown> };
-const deno = JSON.parse(readFileSync(new URL("deno.json", root), "utf8")) as { exports: Record<string, string> };
+const pkg = JSON.parse(readFileSync(new URL("package.json", root), "utf8")) as {
+  exports: Record<string, unknown>;
+};
+const deno = JSON.parse(readFileSync(new URL("deno.json", root), "utf8")) as {
+  exports: Record<string, string>;
+};
 const RUNTIME_ADAPTERS = ["./node", "./deno", "./bun"];
 const builtins = new Set(builtinModules);
 
@@ -49,17 +53,23 @@ async function bundleForBrowser(entry: string): Promise<BrowserBundle> {
     plugins: [recordNodeBuiltins],
   });
   const text = result.outputFiles.map((f) => f.text).join("\n");
-  const projectFiles = Object.keys(result.metafile.inputs).filter((p) => !p.includes("node_modules/"));
+  const projectFiles = Object.keys(result.metafile.inputs).filter(
+    (p) => !p.includes("node_modules/"),
+  );
   return { nodeImports, projectFiles, bytes: text.length, text };
 }
 
 /** Entry points that are for servers only: the PostgreSQL store needs a TCP client (postgres.js uses Node's net and tls). */
 const SERVER_ONLY = ["./postgres"];
-const neutralEntries = Object.keys(pkg.exports).filter((name) => !RUNTIME_ADAPTERS.includes(name) && !SERVER_ONLY.includes(name));
+const neutralEntries = Object.keys(pkg.exports).filter(
+  (name) => !RUNTIME_ADAPTERS.includes(name) && !SERVER_ONLY.includes(name),
+);
 
 describe("browser bundles", () => {
   it("cover the runtime-neutral entry points of the exports map", () => {
-    expect(neutralEntries).toEqual(expect.arrayContaining([".", "./mux", "./transport", "./zone", "./fetch"]));
+    expect(neutralEntries).toEqual(
+      expect.arrayContaining([".", "./mux", "./transport", "./zone", "./fetch"]),
+    );
   });
 
   for (const name of neutralEntries) {
@@ -69,7 +79,9 @@ describe("browser bundles", () => {
       const bundle = await bundleForBrowser(source!);
       expect(bundle.nodeImports).toEqual([]);
       expect(bundle.text).not.toContain("node:http2");
-      expect(bundle.projectFiles.filter((p) => /^src\/(cli|adapters\/(node|deno|bun))\//.test(p))).toEqual([]);
+      expect(
+        bundle.projectFiles.filter((p) => /^src\/(cli|adapters\/(node|deno|bun))\//.test(p)),
+      ).toEqual([]);
       expect(bundle.projectFiles.length).toBeGreaterThan(0);
     });
   }
@@ -78,14 +90,20 @@ describe("browser bundles", () => {
     const bundle = await bundleForBrowser("examples/browser/main.ts");
     expect(bundle.nodeImports).toEqual([]);
     expect(bundle.text).not.toContain("node:http2");
-    expect(bundle.projectFiles.filter((p) => /^src\/(cli|adapters\/(node|deno|bun))\//.test(p))).toEqual([]);
+    expect(
+      bundle.projectFiles.filter((p) => /^src\/(cli|adapters\/(node|deno|bun))\//.test(p)),
+    ).toEqual([]);
   });
 
   it("a layer's entry point leaves out the layers it does not need", async () => {
     const transport = await bundleForBrowser(deno.exports["./transport"]!);
-    expect(transport.projectFiles.filter((p) => /^src\/(global|sync|discovery|zone)\//.test(p))).toEqual([]);
+    expect(
+      transport.projectFiles.filter((p) => /^src\/(global|sync|discovery|zone)\//.test(p)),
+    ).toEqual([]);
     const mux = await bundleForBrowser(deno.exports["./mux"]!);
-    expect(mux.projectFiles.filter((p) => /^src\/(global|sync|discovery|zone|transport)\//.test(p))).toEqual([]);
+    expect(
+      mux.projectFiles.filter((p) => /^src\/(global|sync|discovery|zone|transport)\//.test(p)),
+    ).toEqual([]);
   });
 
   it("(control) sees node:http2 in the node adapter's bundle", async () => {

@@ -8,15 +8,26 @@ import * as fetchEntry from "../../src/adapters/fetch/index.ts";
 import * as muxEntry from "../../src/mux/index.ts";
 import * as transportEntry from "../../src/transport/index.ts";
 import * as zoneEntry from "../../src/zone/index.ts";
-import { MessageSchema as GeneratedMessageSchema, type Message as GeneratedMessage } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import {
+  MessageSchema as GeneratedMessageSchema,
+  type Message as GeneratedMessage,
+} from "../../src/gen/kds/mux/v1/mux_pb.ts";
 
 describe("entry point names", () => {
-  const layers = { "kds-mux/mux": muxEntry, "kds-mux/transport": transportEntry, "kds-mux/zone": zoneEntry, "kds-mux/fetch": fetchEntry };
+  const layers = {
+    "kds-mux/mux": muxEntry,
+    "kds-mux/transport": transportEntry,
+    "kds-mux/zone": zoneEntry,
+    "kds-mux/fetch": fetchEntry,
+  };
   for (const [name, layer] of Object.entries(layers)) {
     it(`the root entry exports everything ${name} does, as the same values`, () => {
       const names = Object.keys(layer);
       expect(names.length).toBeGreaterThan(0);
-      for (const key of names) expect(rootEntry[key as keyof typeof rootEntry], key).toBe(layer[key as keyof typeof layer]);
+      for (const key of names)
+        expect(rootEntry[key as keyof typeof rootEntry], key).toBe(
+          layer[key as keyof typeof layer],
+        );
     });
   }
 
@@ -30,7 +41,9 @@ describe("entry point names", () => {
     expectTypeOf<muxEntry.MuxMessage>().toEqualTypeOf<GeneratedMessage>();
 
     // MuxMessage and protobuf-es's Message live side by side without renaming.
-    const frame: rootEntry.MuxMessage = create(rootEntry.MuxMessageSchema, { value: { case: "ping", value: { id: 7n } } });
+    const frame: rootEntry.MuxMessage = create(rootEntry.MuxMessageSchema, {
+      value: { case: "ping", value: { id: 7n } },
+    });
     const generic: ProtobufMessage = frame;
     expect(generic.$typeName).toBe("kds.mux.v1.Message");
   });

@@ -31,13 +31,26 @@ describe("draining a global instance", () => {
     const types = createTypeRegistry(exampleTypes);
     const store = new InMemoryStore(types);
     const [a, b] = ["g0", "g1"].map((instance) => {
-      const g = new GlobalControlPlane({ types, store, id: "global", instance, logger: silentLogger, leaseRenewMs: 50, storeRetry: { baseMs: 5, capMs: 20 } });
+      const g = new GlobalControlPlane({
+        types,
+        store,
+        id: "global",
+        instance,
+        logger: silentLogger,
+        leaseRenewMs: 50,
+        storeRetry: { baseMs: 5, capMs: 20 },
+      });
       g.start(stopper());
       return g;
     }) as [GlobalControlPlane, GlobalControlPlane];
     // Just started: the kinds are still loading from the store.
-    expect((await a.readiness()).reasons.join("; ")).toMatch(/^starting: \d+ of \d+ kinds not loaded/);
-    await eventually(async () => (await a.readiness()).ready, "a is ready once its kinds are loaded");
+    expect((await a.readiness()).reasons.join("; ")).toMatch(
+      /^starting: \d+ of \d+ kinds not loaded/,
+    );
+    await eventually(
+      async () => (await a.readiness()).ready,
+      "a is ready once its kinds are loaded",
+    );
     for (let i = 0; i < 5; i++) await store.put(mesh(`m-${i}`));
     const names = Array.from({ length: 6 }, (_, i) => `zone-${i}`);
     const retries: RetryInfo[] = [];
@@ -47,7 +60,10 @@ describe("draining a global instance", () => {
       const zone = new ZoneControlPlane({
         name,
         token: async () => (await a.tokens.issueZoneToken(name)).token,
-        transport: failoverMuxTransport([memoryMuxTransport(a.server), memoryMuxTransport(b.server)]),
+        transport: failoverMuxTransport([
+          memoryMuxTransport(a.server),
+          memoryMuxTransport(b.server),
+        ]),
         types: createTypeRegistry(exampleTypes),
         logger: silentLogger,
         // A long backoff: a zone that waited for it would not be back in time.
@@ -58,7 +74,11 @@ describe("draining a global instance", () => {
       void zone.run(stopper());
       zones.push(zone);
     }
-    for (const zone of zones) await eventually(async () => (await zone.store.list("Mesh")).resources.length === 5, `${zone.client.name} holds the 5 meshes`);
+    for (const zone of zones)
+      await eventually(
+        async () => (await zone.store.list("Mesh")).resources.length === 5,
+        `${zone.client.name} holds the 5 meshes`,
+      );
     expect(a.server.sessions()).toHaveLength(6);
 
     const spreadMs = 600;
@@ -70,7 +90,12 @@ describe("draining a global instance", () => {
     // A zone dialing the draining instance (a rebalancing hint or a retry can still name it) is sent on at once, like the
     // zones it held: its session ends with RECONNECT, a move rather than a refusal, and it never becomes the zone's current one.
     await a.registerZone("zone-late");
-    const late = await new ZoneClient({ name: "zone-late", token: (await a.tokens.issueZoneToken("zone-late")).token, transport: memoryMuxTransport(a.server), logger: silentLogger })
+    const late = await new ZoneClient({
+      name: "zone-late",
+      token: (await a.tokens.issueZoneToken("zone-late")).token,
+      transport: memoryMuxTransport(a.server),
+      logger: silentLogger,
+    })
       .dial()
       .catch((e: unknown) => e);
     expect(late).not.toBeInstanceOf(Error);
@@ -81,10 +106,21 @@ describe("draining a global instance", () => {
     const tookMs = performance.now() - started;
     // Spread: the last zone was asked no earlier than 5/6 of the spread.
     expect(tookMs).toBeGreaterThanOrEqual((spreadMs * 5) / 6 - 20);
-    for (const name of names) await eventually(async () => b.server.session(name) !== undefined, `${name} reconnected to the other instance`);
+    for (const name of names)
+      await eventually(
+        async () => b.server.session(name) !== undefined,
+        `${name} reconnected to the other instance`,
+      );
     // Each zone was asked once, reconnected at once (not after its 60 s backoff), and saw no failure.
     expect(retries.map((r) => r.asked)).toEqual(names.map(() => true));
-    expect(retries.every((r) => r.delayMs <= 50 && r.error.cause !== undefined && (r.error.cause as { code: string }).code === "reconnect")).toBe(true);
+    expect(
+      retries.every(
+        (r) =>
+          r.delayMs <= 50 &&
+          r.error.cause !== undefined &&
+          (r.error.cause as { code: string }).code === "reconnect",
+      ),
+    ).toBe(true);
     // Resumed by versions: the other instance sent none of the meshes again.
     for (const name of names) {
       const status = b.sync.status(name);
@@ -100,12 +136,24 @@ describe("draining a global instance", () => {
     await global.registerZone("zone-1");
     const stop = new AbortController();
     stops.push(stop);
-    const zone = new ZoneControlPlane({ name: "zone-1", token: async () => (await global.tokens.issueZoneToken("zone-1")).token, transport: memoryMuxTransport(global.server), types: createTypeRegistry(exampleTypes), logger: silentLogger });
+    const zone = new ZoneControlPlane({
+      name: "zone-1",
+      token: async () => (await global.tokens.issueZoneToken("zone-1")).token,
+      transport: memoryMuxTransport(global.server),
+      types: createTypeRegistry(exampleTypes),
+      logger: silentLogger,
+    });
     const running = zone.run(stop.signal);
-    await eventually(async () => (await global.zoneStatus("zone-1"))?.online === true, "zone-1 online");
+    await eventually(
+      async () => (await global.zoneStatus("zone-1"))?.online === true,
+      "zone-1 online",
+    );
     stop.abort();
     await running;
-    await eventually(async () => (await global.zoneStatus("zone-1"))?.online === false, "zone-1 offline");
+    await eventually(
+      async () => (await global.zoneStatus("zone-1"))?.online === false,
+      "zone-1 offline",
+    );
     const status = await global.zoneStatus("zone-1");
     expect(status?.lastEnd?.code).toBe("shutdown");
     expect(status?.lastError).toBeUndefined();

@@ -25,7 +25,15 @@ function instances(n: number) {
   const types = createTypeRegistry(exampleTypes);
   const store = new InMemoryStore(types);
   const globals = Array.from({ length: n }, (_, i) => {
-    const g = new GlobalControlPlane({ types, store, id: "global", instance: `g${i}`, logger: silentLogger, leaseRenewMs: 50, storeRetry: { baseMs: 5, capMs: 20 } });
+    const g = new GlobalControlPlane({
+      types,
+      store,
+      id: "global",
+      instance: `g${i}`,
+      logger: silentLogger,
+      leaseRenewMs: 50,
+      storeRetry: { baseMs: 5, capMs: 20 },
+    });
     const stop = new AbortController();
     stops.push(stop);
     g.start(stop.signal);
@@ -46,7 +54,10 @@ function switchable(global: GlobalControlPlane): { transport: MuxTransport; up: 
     up: true,
     transport: {
       name: "memory",
-      open: (request: Parameters<MuxTransport["open"]>[0]) => (state.up ? inner.open(request) : Promise.reject(new KdsError("transport", "instance is down"))),
+      open: (request: Parameters<MuxTransport["open"]>[0]) =>
+        state.up
+          ? inner.open(request)
+          : Promise.reject(new KdsError("transport", "instance is down")),
     } satisfies MuxTransport,
   };
   return state;
@@ -58,14 +69,30 @@ describe("several global instances on one store", () => {
     const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
     await a.registerZone("zone-1");
     await b.store.put(mesh("from-b"));
-    const zone = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(a.server), types: createTypeRegistry(exampleTypes), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
+    const zone = new ZoneControlPlane({
+      name: "zone-1",
+      token: zoneToken(a),
+      transport: memoryMuxTransport(a.server),
+      types: createTypeRegistry(exampleTypes),
+      logger: silentLogger,
+      backoff: { baseMs: 5, capMs: 20 },
+    });
     const stop = new AbortController();
     stops.push(stop);
     void zone.run(stop.signal);
     await zone.store.put(dataplane("default", "web"));
-    await eventually(async () => (await zone.store.get("Mesh", "", "from-b")) !== undefined, "a mesh written through b reaches a zone on a");
-    await eventually(async () => (await b.store.get("Dataplane", "default", "zone-1.web")) !== undefined, "the zone's dataplane visible through b");
-    await eventually(async () => (await b.zoneStatus("zone-1"))?.online === true, "b shows zone-1 online");
+    await eventually(
+      async () => (await zone.store.get("Mesh", "", "from-b")) !== undefined,
+      "a mesh written through b reaches a zone on a",
+    );
+    await eventually(
+      async () => (await b.store.get("Dataplane", "default", "zone-1.web")) !== undefined,
+      "the zone's dataplane visible through b",
+    );
+    await eventually(
+      async () => (await b.zoneStatus("zone-1"))?.online === true,
+      "b shows zone-1 online",
+    );
     expect((await b.zoneStatus("zone-1"))?.instance).toBe("g0");
     expect((await a.zoneStatus("zone-1"))?.instance).toBe("g0");
   });
@@ -76,35 +103,70 @@ describe("several global instances on one store", () => {
     await a.registerZone("zone-1");
     const toA = switchable(a);
     const toB = switchable(b);
-    const zone = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: failoverMuxTransport([toA.transport, toB.transport]), types: createTypeRegistry(exampleTypes), logger: silentLogger, backoff: { baseMs: 5, capMs: 20 } });
+    const zone = new ZoneControlPlane({
+      name: "zone-1",
+      token: zoneToken(a),
+      transport: failoverMuxTransport([toA.transport, toB.transport]),
+      types: createTypeRegistry(exampleTypes),
+      logger: silentLogger,
+      backoff: { baseMs: 5, capMs: 20 },
+    });
     const stop = new AbortController();
     stops.push(stop);
     void zone.run(stop.signal);
     await eventually(() => a.server.session("zone-1") !== undefined, "zone-1 on a");
     await zone.store.put(dataplane("default", "web"));
-    await eventually(async () => (await store.get("Dataplane", "default", "zone-1.web")) !== undefined, "dataplane stored");
+    await eventually(
+      async () => (await store.get("Dataplane", "default", "zone-1.web")) !== undefined,
+      "dataplane stored",
+    );
 
     // Instance a goes down for new dials, and its session drops: the zone moves to b.
     toA.up = false;
     a.server.session("zone-1")?.close({ message: "a is going away" });
     await eventually(() => b.server.session("zone-1") !== undefined, "zone-1 on b");
-    await eventually(async () => (await a.zoneStatus("zone-1"))?.instance === "g1", "a reports that b holds zone-1");
+    await eventually(
+      async () => (await a.zoneStatus("zone-1"))?.instance === "g1",
+      "a reports that b holds zone-1",
+    );
     await zone.store.put(dataplane("default", "api"));
-    await eventually(async () => (await store.get("Dataplane", "default", "zone-1.api")) !== undefined, "sync goes on through b");
-    expect((await store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).resources).toHaveLength(2);
+    await eventually(
+      async () => (await store.get("Dataplane", "default", "zone-1.api")) !== undefined,
+      "sync goes on through b",
+    );
+    expect(
+      (await store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).resources,
+    ).toHaveLength(2);
   });
 
   it("two sessions of one zone on two instances: the older one is closed through the lease", async () => {
     const { globals } = instances(2);
     const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
     await a.registerZone("zone-1");
-    const first = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(a.server), types: createTypeRegistry(exampleTypes), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
+    const first = new ZoneControlPlane({
+      name: "zone-1",
+      token: zoneToken(a),
+      transport: memoryMuxTransport(a.server),
+      types: createTypeRegistry(exampleTypes),
+      logger: silentLogger,
+      backoff: { baseMs: 1_000, capMs: 1_000 },
+    });
     const stop = new AbortController();
     stops.push(stop);
     void first.run(stop.signal);
-    await eventually(() => a.server.session("zone-1") !== undefined && first.status().online, "first session on a");
+    await eventually(
+      () => a.server.session("zone-1") !== undefined && first.status().online,
+      "first session on a",
+    );
     const older = a.server.session("zone-1");
-    const second = new ZoneControlPlane({ name: "zone-1", token: zoneToken(a), transport: memoryMuxTransport(b.server), types: createTypeRegistry(exampleTypes), logger: silentLogger, backoff: { baseMs: 1_000, capMs: 1_000 } });
+    const second = new ZoneControlPlane({
+      name: "zone-1",
+      token: zoneToken(a),
+      transport: memoryMuxTransport(b.server),
+      types: createTypeRegistry(exampleTypes),
+      logger: silentLogger,
+      backoff: { baseMs: 1_000, capMs: 1_000 },
+    });
     void second.run(stop.signal);
     await eventually(() => older?.end !== undefined, "a closed its older session");
     expect(older?.end?.code).toBe("replaced");

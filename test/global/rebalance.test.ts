@@ -60,7 +60,9 @@ describe("rebalancing zones across global instances", () => {
       name: "memory",
       open: (request) => {
         const g = globals[i];
-        return g === undefined ? Promise.reject(new KdsError("transport", `instance ${i} is not running`)) : memoryMuxTransport(g.server).open(request);
+        return g === undefined
+          ? Promise.reject(new KdsError("transport", `instance ${i} is not running`))
+          : memoryMuxTransport(g.server).open(request);
       },
     });
     const retries: RetryInfo[] = [];
@@ -73,7 +75,9 @@ describe("rebalancing zones across global instances", () => {
       const zone = new ZoneControlPlane({
         name,
         token: async () => (await a.tokens.issueZoneToken(name)).token,
-        transport: failoverMuxTransport(order.map(to), { targets: order.map((i) => urls[i] as string) }),
+        transport: failoverMuxTransport(order.map(to), {
+          targets: order.map((i) => urls[i] as string),
+        }),
         types: createTypeRegistry(exampleTypes),
         logger: silentLogger,
         backoff: { baseMs: 60_000, capMs: 60_000 },
@@ -83,11 +87,20 @@ describe("rebalancing zones across global instances", () => {
       void zone.run(stopper());
       zones.push(zone);
     }
-    for (const zone of zones) await eventually(async () => (await zone.store.list("Mesh")).resources.length === 3, `${zone.client.name} holds the meshes`);
-    const received = (): number[] => zones.map((z) => z.status().types.find((t) => t.kind === "Mesh")?.resourcesReceived ?? 0);
+    for (const zone of zones)
+      await eventually(
+        async () => (await zone.store.list("Mesh")).resources.length === 3,
+        `${zone.client.name} holds the meshes`,
+      );
+    const received = (): number[] =>
+      zones.map((z) => z.status().types.find((t) => t.kind === "Mesh")?.resourcesReceived ?? 0);
     const before = received();
     const counts = (): number[] => globals.map((g) => g?.server.sessions().length ?? 0);
-    await eventually(() => counts()[0] === ZONES / 2 && counts()[1] === ZONES / 2, "15 zones on each of the first two instances", 10_000);
+    await eventually(
+      () => counts()[0] === ZONES / 2 && counts()[1] === ZONES / 2,
+      "15 zones on each of the first two instances",
+      10_000,
+    );
 
     // The third instance joins.
     const c = start(2);
@@ -97,11 +110,16 @@ describe("rebalancing zones across global instances", () => {
       "every instance holds its share of 10",
       20_000,
     );
-    console.log(`rebalance: ${ZONES} zones on 2 instances, a third joined; even (${counts().join("/")}) after ${Math.round(performance.now() - joined)} ms, ${retries.length} moves`);
+    console.log(
+      `rebalance: ${ZONES} zones on 2 instances, a third joined; even (${counts().join("/")}) after ${Math.round(performance.now() - joined)} ms, ${retries.length} moves`,
+    );
     // Every move was asked (no failure), and no zone was sent a Mesh again.
     expect(retries.every((r) => r.asked)).toBe(true);
     expect(retries.length).toBeGreaterThanOrEqual(ZONES / 3);
     expect(received()).toEqual(before);
-    for (let z = 0; z < ZONES; z++) expect(c.sync.status(`zone-${z}`).types.find((t) => t.kind === "Mesh")?.resourcesSent ?? 0).toBe(0);
+    for (let z = 0; z < ZONES; z++)
+      expect(
+        c.sync.status(`zone-${z}`).types.find((t) => t.kind === "Mesh")?.resourcesSent ?? 0,
+      ).toBe(0);
   });
 });

@@ -26,7 +26,11 @@ describe("serveGlobal over TLS", () => {
 
   const tokenGlobal = (certificates = false) => {
     const tokens = new TokenAuthority({ issuer: "global" });
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1", "zone-2"]), logger: silentLogger, authenticator: new TokenZoneAuthenticator(tokens, { certificates }) });
+    const global = new GlobalServer({
+      registry: new InMemoryZoneRegistry(["zone-1", "zone-2"]),
+      logger: silentLogger,
+      authenticator: new TokenZoneAuthenticator(tokens, { certificates }),
+    });
     return { tokens, global };
   };
 
@@ -37,7 +41,12 @@ describe("serveGlobal over TLS", () => {
       expect(served.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
       const transport = createGrpcTransport({ baseUrl: served.url, nodeOptions: { ca: ca.cert } });
       const token = (await tokens.issueZoneToken("zone-1")).token;
-      const zone = await new ZoneClient({ name: "zone-1", token, transport: connectMuxTransport(transport), logger: silentLogger }).dial();
+      const zone = await new ZoneClient({
+        name: "zone-1",
+        token,
+        transport: connectMuxTransport(transport),
+        logger: silentLogger,
+      }).dial();
       await eventually(() => global.session("zone-1") !== undefined, "session listed");
       const gs = global.session("zone-1");
       await zone.client.send(request("type.tls", "1"));
@@ -53,7 +62,12 @@ describe("serveGlobal over TLS", () => {
     const served = await serveGlobal(global, { tls: { key, cert } });
     try {
       const token = (await tokens.issueZoneToken("zone-1")).token;
-      const zone = new ZoneClient({ name: "zone-1", token, transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), logger: silentLogger });
+      const zone = new ZoneClient({
+        name: "zone-1",
+        token,
+        transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })),
+        logger: silentLogger,
+      });
       await expect(zone.dial()).rejects.toMatchObject({ code: "transport" });
     } finally {
       await served.close();
@@ -65,10 +79,24 @@ describe("serveGlobal over TLS", () => {
     const served = await serveGlobal(global, { tls: { key, cert } });
     try {
       for (const httpVersion of ["2", "1.1"] as const) {
-        const transport = halfDuplexMuxTransport(createConnectTransport({ baseUrl: served.url, httpVersion, nodeOptions: { ca: ca.cert } }));
+        const transport = halfDuplexMuxTransport(
+          createConnectTransport({
+            baseUrl: served.url,
+            httpVersion,
+            nodeOptions: { ca: ca.cert },
+          }),
+        );
         const token = (await tokens.issueZoneToken("zone-1")).token;
-        const zone = await new ZoneClient({ name: "zone-1", token, transport, logger: silentLogger }).dial();
-        await eventually(() => global.session("zone-1") === zone || global.session("zone-1")?.peerId === "zone-1", "session listed");
+        const zone = await new ZoneClient({
+          name: "zone-1",
+          token,
+          transport,
+          logger: silentLogger,
+        }).dial();
+        await eventually(
+          () => global.session("zone-1") === zone || global.session("zone-1")?.peerId === "zone-1",
+          "session listed",
+        );
         await zone.client.send(request("type.hd", httpVersion));
         const gs = global.session("zone-1");
         expect((await gs?.server.recv())?.responseNonce).toBe(httpVersion);
@@ -86,19 +114,49 @@ describe("serveGlobal over TLS", () => {
     try {
       const zone1 = await zonesCa.issue({ commonName: "zone-1", client: true });
       const dial = (name: string, client: Pem) =>
-        new ZoneClient({ name, transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url, nodeOptions: { ca: ca.cert, cert: client.cert, key: client.key } })), logger: silentLogger }).dial();
+        new ZoneClient({
+          name,
+          transport: connectMuxTransport(
+            createGrpcTransport({
+              baseUrl: served.url,
+              nodeOptions: { ca: ca.cert, cert: client.cert, key: client.key },
+            }),
+          ),
+          logger: silentLogger,
+        }).dial();
       const zone = await dial("zone-1", zone1);
       await eventually(() => global.session("zone-1") !== undefined, "session listed");
-      expect(global.identity(global.session("zone-1") as never)).toMatchObject({ zone: "zone-1", proof: "certificate" });
+      expect(global.identity(global.session("zone-1") as never)).toMatchObject({
+        zone: "zone-1",
+        proof: "certificate",
+      });
       await zone.close();
       // zone-1's certificate does not make its holder zone-2.
-      await expect(dial("zone-2", zone1)).rejects.toMatchObject({ code: "permission_denied", message: expect.stringContaining('proves zone "zone-1"') });
+      await expect(dial("zone-2", zone1)).rejects.toMatchObject({
+        code: "permission_denied",
+        message: expect.stringContaining('proves zone "zone-1"'),
+      });
       // A certificate from a CA the global does not trust proves nothing.
-      const stranger = await (await createCa("someone else's CA")).issue({ commonName: "zone-1", client: true });
-      await expect(dial("zone-1", stranger)).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining("not trusted") });
+      const stranger = await (await createCa("someone else's CA")).issue({
+        commonName: "zone-1",
+        client: true,
+      });
+      await expect(dial("zone-1", stranger)).rejects.toMatchObject({
+        code: "unauthenticated",
+        message: expect.stringContaining("not trusted"),
+      });
       // No certificate and no token: told how to get a token.
-      const bare = new ZoneClient({ name: "zone-1", transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url, nodeOptions: { ca: ca.cert } })), logger: silentLogger });
-      await expect(bare.dial()).rejects.toMatchObject({ code: "unauthenticated", message: expect.stringContaining("kds-mux generate zone-token --zone zone-1") });
+      const bare = new ZoneClient({
+        name: "zone-1",
+        transport: connectMuxTransport(
+          createGrpcTransport({ baseUrl: served.url, nodeOptions: { ca: ca.cert } }),
+        ),
+        logger: silentLogger,
+      });
+      await expect(bare.dial()).rejects.toMatchObject({
+        code: "unauthenticated",
+        message: expect.stringContaining("kds-mux generate zone-token --zone zone-1"),
+      });
     } finally {
       await served.close();
     }
@@ -109,7 +167,11 @@ describe("GlobalServer", () => {
   it("revokes a zone's session with a reason the zone can read", async () => {
     const t = await startGlobal("grpc");
     try {
-      const zone = await new ZoneClient({ name: "zone-1", transport: t.transport(), logger: silentLogger }).dial();
+      const zone = await new ZoneClient({
+        name: "zone-1",
+        transport: t.transport(),
+        logger: silentLogger,
+      }).dial();
       await eventually(() => t.global.session("zone-1") !== undefined, "session listed");
       expect(await t.global.revoke("zone-1")).toBe(true);
       const end = await zone.closed;
@@ -136,8 +198,14 @@ describe("GlobalServer", () => {
     const t = await startGlobal("memory");
     try {
       const bad = new Headers({ "client-id": "Not A Zone" });
-      await expect(t.global.accept(bad, (async function* () {})(), new AbortController().signal)).rejects.toMatchObject({ code: "invalid_argument" });
-      const zone = await new ZoneClient({ name: "zone-1", transport: t.transport(), logger: silentLogger }).dial();
+      await expect(
+        t.global.accept(bad, (async function* () {})(), new AbortController().signal),
+      ).rejects.toMatchObject({ code: "invalid_argument" });
+      const zone = await new ZoneClient({
+        name: "zone-1",
+        transport: t.transport(),
+        logger: silentLogger,
+      }).dial();
       await zone.server.send(response("x"));
       await zone.close();
     } finally {

@@ -20,14 +20,29 @@ afterEach(() => {
 
 describe("the lease carries what a zone's session agreed on", () => {
   for (const [what, session, expected] of [
-    ["a zone limited to version 2 without batching", { protocolVersions: { min: 2, max: 2 }, features: ["calls"] }, { protocolVersion: 2, features: ["calls"], softwareVersion: "" }],
-    ["a current zone", {}, { protocolVersion: 3, features: ["batching", "calls"], softwareVersion: SOFTWARE_VERSION }],
+    [
+      "a zone limited to version 2 without batching",
+      { protocolVersions: { min: 2, max: 2 }, features: ["calls"] },
+      { protocolVersion: 2, features: ["calls"], softwareVersion: "" },
+    ],
+    [
+      "a current zone",
+      {},
+      { protocolVersion: 3, features: ["batching", "calls"], softwareVersion: SOFTWARE_VERSION },
+    ],
   ] as const) {
     it(`${what}: the instance that does not hold it shows its versions and features, online and after it left`, async () => {
       const types = createTypeRegistry(exampleTypes);
       const store = new InMemoryStore(types);
       const [a, b] = ["g0", "g1"].map((instance) => {
-        const g = new GlobalControlPlane({ types, store, id: "global", instance, logger: silentLogger, leaseRenewMs: 50 });
+        const g = new GlobalControlPlane({
+          types,
+          store,
+          id: "global",
+          instance,
+          logger: silentLogger,
+          leaseRenewMs: 50,
+        });
         const stop = new AbortController();
         stops.push(stop);
         g.start(stop.signal);
@@ -44,12 +59,18 @@ describe("the lease carries what a zone's session agreed on", () => {
       });
       const stop = new AbortController();
       const running = zone.run(stop.signal);
-      await eventually(async () => (await b.zoneStatus("zone-1"))?.online === true, "b shows zone-1 online");
+      await eventually(
+        async () => (await b.zoneStatus("zone-1"))?.online === true,
+        "b shows zone-1 online",
+      );
       expect((await b.zoneStatus("zone-1"))?.peer).toEqual(expected);
       expect((await a.zoneStatus("zone-1"))?.peer).toEqual(expected);
       stop.abort();
       await running.catch(() => undefined); // the run ends with the abort; nothing else is checked here
-      await eventually(async () => (await b.zoneStatus("zone-1"))?.online === false, "b shows zone-1 offline");
+      await eventually(
+        async () => (await b.zoneStatus("zone-1"))?.online === false,
+        "b shows zone-1 offline",
+      );
       expect((await b.zoneStatus("zone-1"))?.peer).toEqual(expected);
     });
   }

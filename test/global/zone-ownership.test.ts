@@ -10,7 +10,11 @@ import type { SessionEnd } from "../../src/mux/state.ts";
 import type { Session } from "../../src/mux/views.ts";
 import type { ResourceStore, WriteOp } from "../../src/store/contract.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { ZONE_INSIGHT_KIND, createTypeRegistry, zoneInsightType } from "../../src/sync/builtin-types.ts";
+import {
+  ZONE_INSIGHT_KIND,
+  createTypeRegistry,
+  zoneInsightType,
+} from "../../src/sync/builtin-types.ts";
 import { eventually } from "../contract/harness.ts";
 
 const cleanups: (() => void)[] = [];
@@ -35,7 +39,12 @@ function fakeSession(zone: string): Session & { closedWith: string | undefined }
     stats: () => ({ heartbeatRttMs: 1 }),
     close: (options?: { code?: string; message?: string }) => {
       session.closedWith = options?.code;
-      const e = { code: options?.code ?? "shutdown", message: options?.message ?? "", initiator: "local", graceful: true } as SessionEnd;
+      const e = {
+        code: options?.code ?? "shutdown",
+        message: options?.message ?? "",
+        initiator: "local",
+        graceful: true,
+      } as SessionEnd;
       end(e);
       return Promise.resolve(e);
     },
@@ -63,7 +72,9 @@ function recordingStore(): { store: ResourceStore; batches: number[]; turnsBetwe
         };
       }
       const value = Reflect.get(target, key, target) as unknown;
-      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      return typeof value === "function"
+        ? (value as (...a: unknown[]) => unknown).bind(target)
+        : value;
     },
   });
   return { store, batches, turnsBetween };
@@ -72,10 +83,17 @@ function recordingStore(): { store: ResourceStore; batches: number[]; turnsBetwe
 describe("ZoneOwnership renewal", () => {
   it("renews every lease in batches of RENEW_BATCH, letting the event loop run between them", async () => {
     const { store, batches, turnsBetween } = recordingStore();
-    const ownership = new ZoneOwnership({ store, instance: "g0", renewMs: 50, logger: silentLogger });
+    const ownership = new ZoneOwnership({
+      store,
+      instance: "g0",
+      renewMs: 50,
+      logger: silentLogger,
+    });
     const zones = 2 * RENEW_BATCH + 50;
     for (let i = 0; i < zones; i++) await ownership.claim(fakeSession(`zone-${i}`));
-    const before = new Map((await store.list(ZONE_INSIGHT_KIND)).resources.map((r) => [r.meta.name, r.meta.version]));
+    const before = new Map(
+      (await store.list(ZONE_INSIGHT_KIND)).resources.map((r) => [r.meta.name, r.meta.version]),
+    );
     const stop = stopper();
     ownership.start(stop.signal);
     await eventually(() => batches.length >= 3, "one renewal's three batches");
@@ -91,21 +109,44 @@ describe("ZoneOwnership renewal", () => {
 
   it("a lease taken over by another instance closes only that zone's session; the rest of its batch is renewed", async () => {
     const { store, batches } = recordingStore();
-    const ownership = new ZoneOwnership({ store, instance: "g0", renewMs: 50, logger: silentLogger });
+    const ownership = new ZoneOwnership({
+      store,
+      instance: "g0",
+      renewMs: 50,
+      logger: silentLogger,
+    });
     const sessions = Array.from({ length: RENEW_BATCH + 10 }, (_, i) => fakeSession(`zone-${i}`));
     for (const s of sessions) await ownership.claim(s);
     // Another instance writes zone-105's lease behind this one's back (a newer session there).
     const taken = `zone-${RENEW_BATCH + 5}`;
-    await store.put({ kind: ZONE_INSIGHT_KIND, name: taken, spec: create(ZoneInsightSpecSchema, { instance: "g1", session: "other", online: true }) });
-    const before = new Map((await store.list(ZONE_INSIGHT_KIND)).resources.map((r) => [r.meta.name, r.meta.version]));
+    await store.put({
+      kind: ZONE_INSIGHT_KIND,
+      name: taken,
+      spec: create(ZoneInsightSpecSchema, { instance: "g1", session: "other", online: true }),
+    });
+    const before = new Map(
+      (await store.list(ZONE_INSIGHT_KIND)).resources.map((r) => [r.meta.name, r.meta.version]),
+    );
     const renewed = batches.length;
     // Started only now, so the takeover is seen only by the renewal (its conflict), not by the change feed first.
     const stop = stopper();
     ownership.start(stop.signal);
-    await eventually(() => sessions.some((s) => s.closedWith !== undefined), "the session of the zone taken over closed");
-    await eventually(async () => (await store.list(ZONE_INSIGHT_KIND)).resources.filter((r) => r.meta.version !== before.get(r.meta.name)).length >= sessions.length - 1, "every other lease renewed");
+    await eventually(
+      () => sessions.some((s) => s.closedWith !== undefined),
+      "the session of the zone taken over closed",
+    );
+    await eventually(
+      async () =>
+        (await store.list(ZONE_INSIGHT_KIND)).resources.filter(
+          (r) => r.meta.version !== before.get(r.meta.name),
+        ).length >=
+        sessions.length - 1,
+      "every other lease renewed",
+    );
     stop.abort();
-    expect(sessions.filter((s) => s.closedWith !== undefined).map((s) => s.peerId)).toEqual([taken]);
+    expect(sessions.filter((s) => s.closedWith !== undefined).map((s) => s.peerId)).toEqual([
+      taken,
+    ]);
     expect(sessions.find((s) => s.peerId === taken)?.closedWith).toBe("replaced");
     expect(batches[renewed]).toBe(RENEW_BATCH);
     expect((await store.get(ZONE_INSIGHT_KIND, "", taken))?.spec).toMatchObject({ instance: "g1" });

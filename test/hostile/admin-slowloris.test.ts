@@ -32,23 +32,39 @@ async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number 
   return { value, ms: Math.round(performance.now() - started) };
 }
 
-describe(`admin slowloris: ${SLOW_CONNECTIONS} tokenless slow connections on a token-protected admin listener (--admin-max-connections ${ADMIN_MAX_CONNECTIONS})`, { timeout: 300_000 }, () => {
+describe(`admin slowloris: ${SLOW_CONNECTIONS} tokenless slow connections on a token-protected admin listener (--admin-max-connections ${ADMIN_MAX_CONNECTIONS})`, {
+  timeout: 300_000,
+}, () => {
   let global: KdsProcess;
   let port: number;
   let admin: AdminTarget;
 
-  const scrape = (token?: string): Promise<Response> => fetch(`${admin.url}/metrics`, { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
+  const scrape = (token?: string): Promise<Response> =>
+    fetch(`${admin.url}/metrics`, {
+      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+    });
 
   beforeAll(async () => {
     const tokenFile = join(mkdtempSync(join(tmpdir(), "kds-mux-slowloris-")), "admin.token");
     global = new KdsProcess([
       "global",
-      ...["--listen", "127.0.0.1:0", "--admin-listen", "0.0.0.0:0", "--admin-token-file", tokenFile, "--store", "memory"],
+      ...[
+        "--listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "0.0.0.0:0",
+        "--admin-token-file",
+        tokenFile,
+        "--store",
+        "memory",
+      ],
       ...["--admin-max-connections", String(ADMIN_MAX_CONNECTIONS)],
     ]);
     port = Number((await global.waitFor(/admin API on http:\/\/0\.0\.0\.0:(\d+)/, 120_000))[1]);
     admin = { url: `http://127.0.0.1:${port}`, token: readFileSync(tokenFile, "utf8").trim() };
-    await adminClient(admin).apply({ resources: [{ type: "Mesh", name: "default", specJson: '{"mtls":true}' }] });
+    await adminClient(admin).apply({
+      resources: [{ type: "Mesh", name: "default", specJson: '{"mtls":true}' }],
+    });
   }, 180_000);
 
   afterAll(async () => {
@@ -60,7 +76,9 @@ describe(`admin slowloris: ${SLOW_CONNECTIONS} tokenless slow connections on a t
     const token = admin.token as string;
     // Before: the same calls on a quiet listener, for comparison.
     const quietGet = await timed(() => adminClient(admin).get({ type: "Mesh" }));
-    const quietCli = await timed(() => run(["get", "Mesh", "--server", admin.url, "--token", token]));
+    const quietCli = await timed(() =>
+      run(["get", "Mesh", "--server", admin.url, "--token", token]),
+    );
     expect(quietCli.value.code, quietCli.value.stderr).toBe(0);
     const fdsBefore = descriptors(pid);
     const flood = adminSlowloris(port, SLOW_CONNECTIONS, BYTE_EVERY_MS);
@@ -99,7 +117,9 @@ describe(`admin slowloris: ${SLOW_CONNECTIONS} tokenless slow connections on a t
     expect(anonymous.status).toBe(401);
     const metrics = await parseMetrics(await (await scrape(token)).text());
     const evicted = metrics.value("kds_connections_evicted_total", { listener: "admin" });
-    const unauthenticated = metrics.value("kds_connections_unauthenticated_closed_total", { listener: "admin" });
+    const unauthenticated = metrics.value("kds_connections_unauthenticated_closed_total", {
+      listener: "admin",
+    });
     const refused = metrics.value("kds_connections_refused_total", { listener: "admin" });
     console.log(
       `admin slowloris: ${SLOW_CONNECTIONS} tokenless connections at a time for ${ATTACK_MS} ms (HTTP/2 never-finished ${flood.byKind.h2}, HTTP/1.1 1 byte per ${BYTE_EVERY_MS} ms from the start ${flood.byKind["h1-line"]}, ` +
@@ -116,6 +136,8 @@ describe(`admin slowloris: ${SLOW_CONNECTIONS} tokenless slow connections on a t
     for (const ms of gets) expect(ms).toBeLessThan(CALL_BOUND_MS);
     for (const ms of scrapes) expect(ms).toBeLessThan(CALL_BOUND_MS);
     expect(evicted + unauthenticated).toBeGreaterThan(0);
-    expect(global.output).toMatch(/the admin listener holds 128 connections \(--admin-max-connections\): closing the oldest unauthenticated one/);
+    expect(global.output).toMatch(
+      /the admin listener holds 128 connections \(--admin-max-connections\): closing the oldest unauthenticated one/,
+    );
   });
 });

@@ -18,7 +18,10 @@ import { afterAll, describe, expect, it } from "vitest";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
 import { fetchOnce } from "../../src/discovery/fetch-once.ts";
-import { DeltaDiscoveryResponseSchema, type DeltaDiscoveryRequest } from "../../src/gen/kds/v1/discovery_pb.ts";
+import {
+  DeltaDiscoveryResponseSchema,
+  type DeltaDiscoveryRequest,
+} from "../../src/gen/kds/v1/discovery_pb.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { Session } from "../../src/mux/views.ts";
@@ -57,7 +60,12 @@ function absentKeys(count: number): string[] {
 
 /** Fetches and ACKs the global's kind catalog on `session`: the global subscribes to a zone's kinds only after that. */
 async function settleCatalog(session: Session, signal: AbortSignal): Promise<void> {
-  await fetchOnce({ view: session.client, typeUrl: KIND_CATALOG_TYPE_URL, signal, accept: () => undefined });
+  await fetchOnce({
+    view: session.client,
+    typeUrl: KIND_CATALOG_TYPE_URL,
+    signal,
+    accept: () => undefined,
+  });
 }
 
 /**
@@ -66,7 +74,10 @@ async function settleCatalog(session: Session, signal: AbortSignal): Promise<voi
  * to it (ACK or NACK) and the ms from handing the response to the session to
  * reading that answer.
  */
-async function sendRemovals(session: Session, removed: string[]): Promise<{ ms: number; answer: DeltaDiscoveryRequest }> {
+async function sendRemovals(
+  session: Session,
+  removed: string[],
+): Promise<{ ms: number; answer: DeltaDiscoveryRequest }> {
   const signal = AbortSignal.any([session.signal, AbortSignal.timeout(120_000)]);
   await settleCatalog(session, signal);
   for (;;) {
@@ -74,43 +85,106 @@ async function sendRemovals(session: Session, removed: string[]): Promise<{ ms: 
     if (request.typeUrl === DATAPLANE_TYPE_URL && request.responseNonce === "") break; // the subscription
   }
   const started = performance.now();
-  await session.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: DATAPLANE_TYPE_URL, systemVersionInfo: "attack", nonce: "attack", removedResources: removed }), signal);
+  await session.server.send(
+    create(DeltaDiscoveryResponseSchema, {
+      typeUrl: DATAPLANE_TYPE_URL,
+      systemVersionInfo: "attack",
+      nonce: "attack",
+      removedResources: removed,
+    }),
+    signal,
+  );
   for (;;) {
     const answer = (await session.server.recv(signal)) as DeltaDiscoveryRequest;
-    if (answer.typeUrl === DATAPLANE_TYPE_URL && answer.responseNonce === "attack") return { ms: Math.round(performance.now() - started), answer };
+    if (answer.typeUrl === DATAPLANE_TYPE_URL && answer.responseNonce === "attack")
+      return { ms: Math.round(performance.now() - started), answer };
   }
 }
 
 describe("a zone response naming 380,000 absent resources (PostgreSQL global)", () => {
-  it("a real kds-mux global refuses it at once with a NACK that says what to do; an honest zone keeps syncing", { timeout: 300_000 }, async () => {
+  it("a real kds-mux global refuses it at once with a NACK that says what to do; an honest zone keeps syncing", {
+    timeout: 300_000,
+  }, async () => {
     const db = await freshDatabase();
     databases.push(db);
-    const global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", db.url]);
+    const global = new KdsProcess([
+      "global",
+      "--listen",
+      "127.0.0.1:0",
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      db.url,
+    ]);
     let honest: KdsProcess | undefined;
     let attacker: Session | undefined;
     try {
-      const listening = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/, 90_000);
+      const listening = await global.waitFor(
+        /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
+        90_000,
+      );
       const muxUrl = listening[1] as string;
       const globalAdmin = listening[2] as string;
       const token = async (zone: string): Promise<string> => {
-        const registered = await run(["apply", "-f", "-", "--server", globalAdmin], (await run(["generate", "zone", "--name", zone])).stdout);
+        const registered = await run(
+          ["apply", "-f", "-", "--server", globalAdmin],
+          (await run(["generate", "zone", "--name", zone])).stdout,
+        );
         expect(registered.code, registered.stderr).toBe(0);
-        const generated = await run(["generate", "zone-token", "--zone", zone, "--server", globalAdmin]);
+        const generated = await run([
+          "generate",
+          "zone-token",
+          "--zone",
+          zone,
+          "--server",
+          globalAdmin,
+        ]);
         expect(generated.code, generated.stderr).toBe(0);
         return generated.stdout.trim();
       };
       const honestToken = file("honest.token", await token("zone-honest"));
       const attackerToken = await token("zone-big");
 
-      honest = new KdsProcess(["zone", "--name", "zone-honest", "--global", muxUrl, "--token-file", honestToken, "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
-      const honestAdmin = (await honest.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/, 90_000))[1] as string;
+      honest = new KdsProcess([
+        "zone",
+        "--name",
+        "zone-honest",
+        "--global",
+        muxUrl,
+        "--token-file",
+        honestToken,
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--store",
+        "memory",
+      ]);
+      const honestAdmin = (
+        await honest.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/, 90_000)
+      )[1] as string;
       const synced = async (name: string): Promise<number> => {
         const started = performance.now();
         const yaml = `type: Dataplane\nname: ${name}\nmesh: default\nspec:\n  address: 10.0.0.9\n  service: web\n  port: 8080\n`;
-        const applied = await run(["apply", "-f", file(`${name}.yaml`, yaml), "--server", honestAdmin]);
+        const applied = await run([
+          "apply",
+          "-f",
+          file(`${name}.yaml`, yaml),
+          "--server",
+          honestAdmin,
+        ]);
         expect(applied.code, applied.stderr).toBe(0);
         await until(
-          () => run(["get", "Dataplane", `zone-honest.${name}`, "--mesh", "default", "--server", globalAdmin, "-o", "json"]),
+          () =>
+            run([
+              "get",
+              "Dataplane",
+              `zone-honest.${name}`,
+              "--mesh",
+              "default",
+              "--server",
+              globalAdmin,
+              "-o",
+              "json",
+            ]),
           (r) => r.code === 0,
           `Dataplane zone-honest.${name} on the global`,
           60_000,
@@ -119,14 +193,23 @@ describe("a zone response naming 380,000 absent resources (PostgreSQL global)", 
       };
       const before = await synced("before");
 
-      attacker = await new ZoneClient({ name: "zone-big", token: attackerToken, transport: connectMuxTransport(createGrpcTransport({ baseUrl: muxUrl })), logger: silentLogger }).dial();
+      attacker = await new ZoneClient({
+        name: "zone-big",
+        token: attackerToken,
+        transport: connectMuxTransport(createGrpcTransport({ baseUrl: muxUrl })),
+        logger: silentLogger,
+      }).dial();
       const attack = sendRemovals(attacker, absentKeys(ABSENT));
       const during = await synced("during");
       const { ms, answer } = await attack;
       const after = await synced("after");
-      console.log(`380,000-removal response to a kds-mux global on PostgreSQL: answered in ${ms} ms (${answer.errorDetail === undefined ? "ACK" : "NACK"}); honest zone's Dataplane reached the global in ${before} ms before, ${during} ms during, ${after} ms after`);
+      console.log(
+        `380,000-removal response to a kds-mux global on PostgreSQL: answered in ${ms} ms (${answer.errorDetail === undefined ? "ACK" : "NACK"}); honest zone's Dataplane reached the global in ${before} ms before, ${during} ms during, ${after} ms after`,
+      );
 
-      expect(answer.errorDetail?.message).toMatch(/names 380000 resources and removals \(0 \+ 380000\), more than the 10000 this side accepts in one delta response; nothing was applied/);
+      expect(answer.errorDetail?.message).toMatch(
+        /names 380000 resources and removals \(0 \+ 380000\), more than the 10000 this side accepts in one delta response; nothing was applied/,
+      );
       expect(answer.errorDetail?.message).toMatch(/raise maxResponseResources/);
       expect(ms).toBeLessThan(30_000); // generous: the issue's goal is 2 s (see the log)
       expect(attacker.end).toBeUndefined(); // refused, not disconnected: the session goes on
@@ -138,15 +221,26 @@ describe("a zone response naming 380,000 absent resources (PostgreSQL global)", 
     }
   });
 
-  it("a global that raises maxResponseResources past it reads the 380,000 names in one batched read and ACKs", { timeout: 300_000 }, async () => {
+  it("a global that raises maxResponseResources past it reads the 380,000 names in one batched read and ACKs", {
+    timeout: 300_000,
+  }, async () => {
     const db = await freshDatabase();
     databases.push(db);
     const types = createTypeRegistry(exampleTypes);
     const store = await PostgresStore.open(types, { url: db.url, logger: silentLogger });
     // Counts the store calls the global makes, by method.
     const calls = new Map<string, number>();
-    const metrics = { ...noopMetrics, storeOperation: (op: string) => void calls.set(op, (calls.get(op) ?? 0) + 1) };
-    const global = new GlobalControlPlane({ types, store, logger: silentLogger, metrics, discovery: { maxResponseResources: 400_000 } });
+    const metrics = {
+      ...noopMetrics,
+      storeOperation: (op: string) => void calls.set(op, (calls.get(op) ?? 0) + 1),
+    };
+    const global = new GlobalControlPlane({
+      types,
+      store,
+      logger: silentLogger,
+      metrics,
+      discovery: { maxResponseResources: 400_000 },
+    });
     const stop = new AbortController();
     global.start(stop.signal);
     const served = await serveGlobal(global.server);
@@ -157,36 +251,64 @@ describe("a zone response naming 380,000 absent resources (PostgreSQL global)", 
       const keys = absentKeys(ABSENT);
       const owned = [keys[0], keys[ABSENT / 2], keys[ABSENT - 1]] as string[];
       const token = (await global.tokens.issueZoneToken("zone-big")).token;
-      attacker = await new ZoneClient({ name: "zone-big", token, transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), logger: silentLogger }).dial();
+      attacker = await new ZoneClient({
+        name: "zone-big",
+        token,
+        transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })),
+        logger: silentLogger,
+      }).dial();
       const session = attacker;
       const signal = AbortSignal.any([session.signal, AbortSignal.timeout(120_000)]);
       // First deliver the three owned Dataplanes the honest way, then remove all 380,000 names in one response.
       const origin = new InMemoryStore(types);
       const resources = [];
-      for (const key of owned) resources.push(toWire(types.get("Dataplane"), await origin.put(dataplane("d", key.slice(2)))).resource);
+      for (const key of owned)
+        resources.push(
+          toWire(types.get("Dataplane"), await origin.put(dataplane("d", key.slice(2)))).resource,
+        );
       await settleCatalog(session, signal);
       for (;;) {
         const request = (await session.server.recv(signal)) as DeltaDiscoveryRequest;
         if (request.typeUrl === DATAPLANE_TYPE_URL && request.responseNonce === "") break;
       }
-      await session.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: DATAPLANE_TYPE_URL, systemVersionInfo: "1", nonce: "owned", resources }), signal);
+      await session.server.send(
+        create(DeltaDiscoveryResponseSchema, {
+          typeUrl: DATAPLANE_TYPE_URL,
+          systemVersionInfo: "1",
+          nonce: "owned",
+          resources,
+        }),
+        signal,
+      );
       for (;;) {
         const answer = (await session.server.recv(signal)) as DeltaDiscoveryRequest;
         if (answer.responseNonce !== "owned") continue;
         expect(answer.errorDetail).toBeUndefined();
         break;
       }
-      expect((await store.list("Dataplane")).resources.map((r) => r.meta.name).sort()).toEqual(owned.map((k) => `zone-big.${k.slice(2)}`).sort());
+      expect((await store.list("Dataplane")).resources.map((r) => r.meta.name).sort()).toEqual(
+        owned.map((k) => `zone-big.${k.slice(2)}`).sort(),
+      );
 
       const getsBefore = calls.get("get") ?? 0;
       const getManysBefore = calls.get("getMany") ?? 0;
       const started = performance.now();
-      await session.server.send(create(DeltaDiscoveryResponseSchema, { typeUrl: DATAPLANE_TYPE_URL, systemVersionInfo: "2", nonce: "attack", removedResources: keys }), signal);
+      await session.server.send(
+        create(DeltaDiscoveryResponseSchema, {
+          typeUrl: DATAPLANE_TYPE_URL,
+          systemVersionInfo: "2",
+          nonce: "attack",
+          removedResources: keys,
+        }),
+        signal,
+      );
       let answer: DeltaDiscoveryRequest;
       do answer = (await session.server.recv(signal)) as DeltaDiscoveryRequest;
       while (answer.responseNonce !== "attack");
       const ms = Math.round(performance.now() - started);
-      console.log(`380,000-removal response to a library global on PostgreSQL with maxResponseResources 400,000: ACKed in ${ms} ms (3 of the names existed and were deleted)`);
+      console.log(
+        `380,000-removal response to a library global on PostgreSQL with maxResponseResources 400,000: ACKed in ${ms} ms (3 of the names existed and were deleted)`,
+      );
       expect(answer.errorDetail).toBeUndefined();
       expect((await store.list("Dataplane")).resources).toEqual([]);
       // One getMany for all 380,000 names (PostgreSQL reads them in 38 statements of 10,000, in one snapshot); no get per name.

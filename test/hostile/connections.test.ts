@@ -18,7 +18,8 @@ import { rssMiB } from "./floods.ts";
 /** The soft and hard RLIMIT_NOFILE of this process (Infinity for unlimited). */
 function openFileLimits(): { soft: number; hard: number } {
   const m = /^Max open files\s+(\S+)\s+(\S+)/m.exec(readFileSync("/proc/self/limits", "utf8"));
-  const value = (text: string | undefined): number => (text === undefined || text === "unlimited" ? Infinity : Number(text));
+  const value = (text: string | undefined): number =>
+    text === undefined || text === "unlimited" ? Infinity : Number(text);
   return { soft: value(m?.[1]), hard: value(m?.[2]) };
 }
 
@@ -35,7 +36,10 @@ const own = openFileLimits();
 // This process holds every flood connection at once, plus vitest's own descriptors.
 const COUNT = Math.min(WANTED, Math.floor((own.soft - 400) / 100) * 100);
 const globalOpenFiles = Math.min(GLOBAL_OPEN_FILES, own.hard);
-if (COUNT < WANTED) console.warn(`connections test: this process may open ${own.soft} files (ulimit -n), so the flood is scaled down from ${WANTED} to ${COUNT} connections and streams`);
+if (COUNT < WANTED)
+  console.warn(
+    `connections test: this process may open ${own.soft} files (ulimit -n), so the flood is scaled down from ${WANTED} to ${COUNT} connections and streams`,
+  );
 
 /** Registered zones the silent streams name (besides the real one): enough that their shares (4 each) exceed --max-handshakes. */
 const silentZones = Array.from({ length: 200 }, (_, i) => `silent-${i}`);
@@ -61,7 +65,13 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 /** Applies a Mesh on the global's admin API and waits (bounded) until the zone has it; returns the ms it took. */
 async function syncsThrough(globalAdmin: string, zoneAdmin: string, mesh: string): Promise<number> {
   const started = performance.now();
-  const applied = await run(["apply", "-f", file(`${mesh}.yaml`, `type: Mesh\nname: ${mesh}\nspec:\n  mtls: true\n`), "--server", globalAdmin]);
+  const applied = await run([
+    "apply",
+    "-f",
+    file(`${mesh}.yaml`, `type: Mesh\nname: ${mesh}\nspec:\n  mtls: true\n`),
+    "--server",
+    globalAdmin,
+  ]);
   expect(applied.code, applied.stderr).toBe(0);
   await until(
     () => run(["get", "Mesh", mesh, "--server", zoneAdmin, "-o", "json"]),
@@ -129,7 +139,13 @@ function silentStream(session: http2.ClientHttp2Session, zone: string): Promise<
     const end: StreamEnd = { ms: 0 };
     const chunks: Buffer[] = [];
     const stream = session.request(
-      { ":method": "POST", ":path": "/kds.mux.v1.MultiplexService/StreamMessage", "content-type": "application/grpc", te: "trailers", "client-id": zone },
+      {
+        ":method": "POST",
+        ":path": "/kds.mux.v1.MultiplexService/StreamMessage",
+        "content-type": "application/grpc",
+        te: "trailers",
+        "client-id": zone,
+      },
       { endStream: false },
     );
     const take = (headers: http2.IncomingHttpHeaders): void => {
@@ -145,7 +161,9 @@ function silentStream(session: http2.ClientHttp2Session, zone: string): Promise<
       end.ms = Math.round(performance.now() - started);
       for (const message of grpcMessages(Buffer.concat(chunks))) {
         const frames = message.value.case === "batch" ? message.value.value.frames : [message];
-        for (const frame of frames) if (frame.value.case === "goaway") end.goaway = { reason: frame.value.value.reason, message: frame.value.value.message };
+        for (const frame of frames)
+          if (frame.value.case === "goaway")
+            end.goaway = { reason: frame.value.value.reason, message: frame.value.value.message };
       }
       resolve(end);
     });
@@ -156,14 +174,26 @@ describe("connection flags", { timeout: 120_000 }, () => {
   it("refuses bad values before anything starts, naming the flag (exit code 2)", async () => {
     for (const [args, message] of [
       [["global", "--max-connections", "0"], /--max-connections must be a whole number from 1/],
-      [["global", "--admin-max-connections", "many"], /--admin-max-connections must be a whole number from 1/],
+      [
+        ["global", "--admin-max-connections", "many"],
+        /--admin-max-connections must be a whole number from 1/,
+      ],
       [["global", "--idle-timeout", "soon"], /--idle-timeout "soon" is not a duration/],
       [["global", "--hello-timeout", "0ms"], /--hello-timeout must be from 1ms/],
       [["global", "--max-handshakes", "-5"], /--max-handshakes/],
-      [["global", "--max-handshakes-per-zone", "0"], /--max-handshakes-per-zone must be a whole number from 1/],
+      [
+        ["global", "--max-handshakes-per-zone", "0"],
+        /--max-handshakes-per-zone must be a whole number from 1/,
+      ],
       [["global", "--auth-timeout", "soon"], /--auth-timeout "soon" is not a duration/],
-      [["zone", "--name", "z", "--global", "http://127.0.0.1:1", "--request-timeout", "0ms"], /--request-timeout must be from 1ms/],
-      [["zone", "--name", "z", "--global", "http://127.0.0.1:1", "--idle-timeout", "1x"], /--idle-timeout "1x" is not a duration/],
+      [
+        ["zone", "--name", "z", "--global", "http://127.0.0.1:1", "--request-timeout", "0ms"],
+        /--request-timeout must be from 1ms/,
+      ],
+      [
+        ["zone", "--name", "z", "--global", "http://127.0.0.1:1", "--idle-timeout", "1x"],
+        /--idle-timeout "1x" is not a duration/,
+      ],
     ] as const) {
       const r = await run([...args, "--store", "memory"]);
       expect(r.code, r.stderr).toBe(2);
@@ -172,7 +202,9 @@ describe("connection flags", { timeout: 120_000 }, () => {
   });
 });
 
-describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idle connections and ${COUNT} silent streams`, { timeout: 600_000 }, () => {
+describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idle connections and ${COUNT} silent streams`, {
+  timeout: 600_000,
+}, () => {
   let global: KdsProcess;
   let zone: KdsProcess;
   let globalAdmin: string;
@@ -186,19 +218,45 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
     global = new KdsProcess(
       [
         "global",
-        ...["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--insecure-no-zone-auth"],
+        ...[
+          "--listen",
+          "127.0.0.1:0",
+          "--admin-listen",
+          "127.0.0.1:0",
+          "--store",
+          "memory",
+          "--insecure-no-zone-auth",
+        ],
         ...["--idle-timeout", `${IDLE_TIMEOUT_MS}ms`, "--hello-timeout", `${HELLO_TIMEOUT_MS}ms`],
       ],
       { openFiles: globalOpenFiles },
     );
-    const listening = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:(\d+)) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/, 120_000);
+    const listening = await global.waitFor(
+      /listening on (http:\/\/127\.0\.0\.1:(\d+)) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
+      120_000,
+    );
     const muxUrl = listening[1] as string;
     zonePort = Number(listening[2]);
     globalAdmin = listening[3] as string;
-    const registered = await run(["apply", "-f", "-", "--server", globalAdmin], (await run(["generate", "zone", "--name", "zone-1"])).stdout);
+    const registered = await run(
+      ["apply", "-f", "-", "--server", globalAdmin],
+      (await run(["generate", "zone", "--name", "zone-1"])).stdout,
+    );
     expect(registered.code, registered.stderr).toBe(0);
-    zone = new KdsProcess(["zone", "--name", "zone-1", "--global", muxUrl, "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
-    zoneAdmin = (await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/, 120_000))[1] as string;
+    zone = new KdsProcess([
+      "zone",
+      "--name",
+      "zone-1",
+      "--global",
+      muxUrl,
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      "memory",
+    ]);
+    zoneAdmin = (
+      await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/, 120_000)
+    )[1] as string;
     await global.waitFor(/zone "zone-1" connected/, 120_000);
     syncBeforeMs = await syncsThrough(globalAdmin, zoneAdmin, "before");
     rssBefore = rssMiB(global.child.pid as number);
@@ -210,7 +268,10 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
   });
 
   it("logs the cap it chose from the descriptor limit", () => {
-    const m = /connections: zone listener at most (\d+), admin listener at most (\d+) \(open-files soft limit (\d+)\)/.exec(global.output);
+    const m =
+      /connections: zone listener at most (\d+), admin listener at most (\d+) \(open-files soft limit (\d+)\)/.exec(
+        global.output,
+      );
     expect(m, global.output).not.toBeNull();
     const [zones, admin, soft] = [Number(m?.[1]), Number(m?.[2]), Number(m?.[3])];
     expect(soft).toBe(globalOpenFiles);
@@ -263,7 +324,9 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
       let held = Infinity;
       for (;;) {
         held = await zoneListenerConnections(globalAdmin);
-        const settled = all.every((c) => c.closedAt !== undefined || (c.kind === "tcp" && held <= 1));
+        const settled = all.every(
+          (c) => c.closedAt !== undefined || (c.kind === "tcp" && held <= 1),
+        );
         if ((held <= 1 && settled) || performance.now() > deadline) break;
         await sleep(500);
       }
@@ -271,17 +334,28 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
       const neverAccepted = held <= 1 ? open.filter((c) => c.kind === "tcp") : [];
       const diagnosis =
         `the global still holds ${held} connections on the zone listener (1 is the zone's); ${open.length} of ${all.length} flood connections look open ${Math.round(performance.now() - stoppedAt)} ms after the flood stopped ` +
-        `(${open.filter((c) => c.kind === "tcp").length} raw TCP); its warnings: ${global.output.split("\n").filter((l) => !l.includes(" INFO ")).slice(-10).join("\n")}`;
+        `(${open.filter((c) => c.kind === "tcp").length} raw TCP); its warnings: ${global.output
+          .split("\n")
+          .filter((l) => !l.includes(" INFO "))
+          .slice(-10)
+          .join("\n")}`;
       expect(held, diagnosis).toBe(1);
       expect(open.length - neverAccepted.length, diagnosis).toBe(0);
       const fdsAfter = descriptors(pid);
-      expect(fdsAfter, `descriptors: ${fdsBefore} before the flood, ${fdsAfter} after`).toBeLessThanOrEqual(fdsBefore + 10);
+      expect(
+        fdsAfter,
+        `descriptors: ${fdsBefore} before the flood, ${fdsAfter} after`,
+      ).toBeLessThanOrEqual(fdsBefore + 10);
       expect(peakFds).toBeLessThan(globalOpenFiles);
       for (const c of open) c.close();
       const closed = all.filter((c) => c.closedAt !== undefined);
-      const lifetimes = closed.map((c) => (c.closedAt as number) - c.openedAt).sort((a, b) => a - b);
+      const lifetimes = closed
+        .map((c) => (c.closedAt as number) - c.openedAt)
+        .sort((a, b) => a - b);
       const kept = lifetimes.filter((ms) => ms >= IDLE_TIMEOUT_MS * 0.9);
-      const closeAllMs = Math.round(Math.max(...closed.map((c) => c.closedAt as number)) - stoppedAt);
+      const closeAllMs = Math.round(
+        Math.max(...closed.map((c) => c.closedAt as number)) - stoppedAt,
+      );
 
       const metrics = await parseMetrics(await (await fetch(`${globalAdmin}/metrics`)).text());
       const refused = metrics.value("kds_connections_refused_total", { listener: "zones" });
@@ -304,7 +378,9 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
       for (const c of all) c.close();
     }
     // The cap was logged, once per burst: the first refusal, then at most one line per 10 s of flood.
-    const capLines = global.output.split("\n").filter((l) => /the zones listener (holds|refused)/.test(l));
+    const capLines = global.output
+      .split("\n")
+      .filter((l) => /the zones listener (holds|refused)/.test(l));
     expect(capLines.length).toBeGreaterThanOrEqual(1);
     expect(capLines.length).toBeLessThanOrEqual(2 + Math.ceil(floodMs / 10_000));
     // The established session was never evicted: one connect, no replacement.
@@ -314,7 +390,18 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
 
   it("ends streams that never say hello: goaway PROTOCOL_ERROR after the hello timeout, or overloaded at once beyond --max-handshakes", async () => {
     const pid = global.child.pid as number;
-    const silent = await run(["apply", "-f", file("silent-zones.yaml", silentZones.map((name) => `type: Zone\nname: ${name}\nspec:\n  enabled: true\n`).join("---\n")), "--server", globalAdmin]);
+    const silent = await run([
+      "apply",
+      "-f",
+      file(
+        "silent-zones.yaml",
+        silentZones
+          .map((name) => `type: Zone\nname: ${name}\nspec:\n  enabled: true\n`)
+          .join("---\n"),
+      ),
+      "--server",
+      globalAdmin,
+    ]);
     expect(silent.code, silent.stderr).toBe(0);
     const sessions = Array.from({ length: Math.ceil(COUNT / STREAMS_PER_SESSION) }, () => {
       const s = http2.connect(`http://127.0.0.1:${zonePort}`);
@@ -329,11 +416,20 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
       // its session, and at most its share (4) wait at once. The others name registered zones of their own, 10 streams each, so
       // together they still fill --max-handshakes.
       const pending = Array.from({ length: COUNT }, (_, i) =>
-        silentStream(sessions[Math.floor(i / STREAMS_PER_SESSION)] as http2.ClientHttp2Session, i < STREAMS_PER_SESSION ? "zone-1" : silentZones[i % silentZones.length] as string),
+        silentStream(
+          sessions[Math.floor(i / STREAMS_PER_SESSION)] as http2.ClientHttp2Session,
+          i < STREAMS_PER_SESSION ? "zone-1" : (silentZones[i % silentZones.length] as string),
+        ),
       );
       const all = Promise.all(pending);
-      const settled = await Promise.race([all, sleep(HELLO_TIMEOUT_MS + 120_000).then(() => undefined)]);
-      expect(settled, "every silent stream ended within the hello timeout plus 120 s").toBeDefined();
+      const settled = await Promise.race([
+        all,
+        sleep(HELLO_TIMEOUT_MS + 120_000).then(() => undefined),
+      ]);
+      expect(
+        settled,
+        "every silent stream ended within the hello timeout plus 120 s",
+      ).toBeDefined();
       ends = settled as StreamEnd[];
     } finally {
       clearInterval(sampler);
@@ -341,11 +437,22 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
     }
     // The documented end (docs/protocol.md, Handshake): goaway PROTOCOL_ERROR, then DeadlineExceeded (4) with kds-error-code handshake_timeout.
     const timedOut = ends.filter(
-      (e) => e.goaway?.reason === GoAwayReason.PROTOCOL_ERROR && /sent no hello within 3000 ms/.test(e.goaway.message) && e.status === "4" && e.kdsCode === "handshake_timeout",
+      (e) =>
+        e.goaway?.reason === GoAwayReason.PROTOCOL_ERROR &&
+        /sent no hello within 3000 ms/.test(e.goaway.message) &&
+        e.status === "4" &&
+        e.kdsCode === "handshake_timeout",
     );
     const overloaded = ends.filter((e) => e.kdsCode === "overloaded" && e.status === "8");
     const other = ends.filter((e) => !timedOut.includes(e) && !overloaded.includes(e));
-    const statuses = [...new Set(timedOut.map((e) => `grpc-status ${e.status ?? "none"} kds-error-code ${e.kdsCode ?? "none"}, reset ${e.rstCode ?? "none"}`))].join(", ");
+    const statuses = [
+      ...new Set(
+        timedOut.map(
+          (e) =>
+            `grpc-status ${e.status ?? "none"} kds-error-code ${e.kdsCode ?? "none"}, reset ${e.rstCode ?? "none"}`,
+        ),
+      ),
+    ].join(", ");
     const slowest = Math.max(...timedOut.map((e) => e.ms));
     console.log(
       `silent streams: ${COUNT} over ${sessions.length} HTTP/2 connections of ${STREAMS_PER_SESSION}; ${timedOut.length} admitted and ended after the ${HELLO_TIMEOUT_MS} ms hello timeout ` +
@@ -358,10 +465,16 @@ describe(`a global under ulimit -n ${globalOpenFiles}, flooded with ${COUNT} idl
     expect(overloaded.length).toBe(COUNT - timedOut.length);
     expect(Math.min(...timedOut.map((e) => e.ms))).toBeGreaterThanOrEqual(HELLO_TIMEOUT_MS * 0.9);
     // Logged once per burst, counted in metrics.
-    expect(global.output).toMatch(/refusing zone streams: 512 streams are already in admission or waiting for their hello/);
-    expect(global.output).toMatch(/refusing zone streams of one zone: it already has 4 streams in admission or waiting for their hello/);
+    expect(global.output).toMatch(
+      /refusing zone streams: 512 streams are already in admission or waiting for their hello/,
+    );
+    expect(global.output).toMatch(
+      /refusing zone streams of one zone: it already has 4 streams in admission or waiting for their hello/,
+    );
     expect(global.output).toMatch(/ended a zone stream that sent no hello within 3000 ms/);
-    expect(global.output.split("\n").filter((l) => /zone streams|more streams/.test(l)).length).toBeLessThanOrEqual(9);
+    expect(
+      global.output.split("\n").filter((l) => /zone streams|more streams/.test(l)).length,
+    ).toBeLessThanOrEqual(9);
     const metrics = await parseMetrics(await (await fetch(`${globalAdmin}/metrics`)).text());
     expect(metrics.value("kds_admissions_total", { result: "overloaded" })).toBe(overloaded.length);
     // The real zone still syncs on the session it had from the start.

@@ -56,9 +56,21 @@ function recording(inner: MuxTransport, frames: SeedFrame[]): MuxTransport {
  * `adminUrl`): the zone syncs a Dataplane up and the global's Mesh and
  * TrafficPolicy down, answers a reverse call, then closes with a goaway.
  */
-export async function recordCorpus(options: { muxUrl: string; adminUrl: string; zone: string; token: string; signal: AbortSignal }): Promise<SeedFrame[]> {
+export async function recordCorpus(options: {
+  muxUrl: string;
+  adminUrl: string;
+  zone: string;
+  token: string;
+  signal: AbortSignal;
+}): Promise<SeedFrame[]> {
   const frames: SeedFrame[] = [];
-  const transport = recording(connectMuxTransport(createGrpcTransport({ baseUrl: options.muxUrl }), { name: "grpc", target: options.muxUrl }), frames);
+  const transport = recording(
+    connectMuxTransport(createGrpcTransport({ baseUrl: options.muxUrl }), {
+      name: "grpc",
+      target: options.muxUrl,
+    }),
+    frames,
+  );
   const zone: ZoneControlPlane = new ZoneControlPlane({
     name: options.zone,
     transport,
@@ -68,7 +80,12 @@ export async function recordCorpus(options: { muxUrl: string; adminUrl: string; 
     session: { heartbeatIntervalMs: 200, heartbeatTimeoutMs: 5_000 },
     reverseCalls: (router) => registerAdmin(router, zone.admin()),
   });
-  await zone.store.put({ kind: "Dataplane", mesh: "default", name: "recorded-1", spec: create(DataplaneSpecSchema, { address: "10.9.9.9", service: "rec", port: 9 }) });
+  await zone.store.put({
+    kind: "Dataplane",
+    mesh: "default",
+    name: "recorded-1",
+    spec: create(DataplaneSpecSchema, { address: "10.9.9.9", service: "rec", port: 9 }),
+  });
   const stop = new AbortController();
   const onAbort = (): void => stop.abort();
   options.signal.addEventListener("abort", onAbort, { once: true });
@@ -80,12 +97,20 @@ export async function recordCorpus(options: { muxUrl: string; adminUrl: string; 
     for (;;) {
       const got = await admin.get({ type: "Dataplane" }).catch(() => undefined); // not answering yet: poll again until the deadline below
       if (got?.resources.some((r) => r.name === `${options.zone}.recorded-1`) === true) break;
-      if (Date.now() > deadline) throw new Error(`the recording zone's Dataplane never reached the global; ${frames.length} frames recorded`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `the recording zone's Dataplane never reached the global; ${frames.length} frames recorded`,
+        );
       await sleep(100);
     }
     // A reverse call (the global asks the zone through its session), and another resource each way.
     await admin.get({ type: "Dataplane", zone: options.zone });
-    await zone.store.put({ kind: "Dataplane", mesh: "default", name: "recorded-2", spec: create(DataplaneSpecSchema, { address: "10.9.9.10", service: "rec", port: 10 }) });
+    await zone.store.put({
+      kind: "Dataplane",
+      mesh: "default",
+      name: "recorded-2",
+      spec: create(DataplaneSpecSchema, { address: "10.9.9.10", service: "rec", port: 10 }),
+    });
     await sleep(600); // a few heartbeats, acks and window updates
   } finally {
     stop.abort();
@@ -96,12 +121,40 @@ export async function recordCorpus(options: { muxUrl: string; adminUrl: string; 
     const frame = create(MessageSchema, { value });
     return { from: "zone", kind: value.case ?? "empty", bytes: toBinary(MessageSchema, frame) };
   };
-  const dataFrames = frames.filter((f) => f.from === "zone" && ["request", "deltaRequest", "response", "deltaResponse"].includes(f.kind));
+  const dataFrames = frames.filter(
+    (f) =>
+      f.from === "zone" &&
+      ["request", "deltaRequest", "response", "deltaResponse"].includes(f.kind),
+  );
   frames.push(
-    zoneFrame({ case: "batch", value: { $typeName: "kds.mux.v1.Batch", frames: dataFrames.slice(0, 4).map((f) => fromBinary(MessageSchema, f.bytes)) } }),
-    zoneFrame({ case: "call", value: { $typeName: "kds.mux.v1.Call", id: 7n, kind: { case: "cancel", value: { $typeName: "kds.mux.v1.CallCancel" } } } }),
-    zoneFrame({ case: "call", value: { $typeName: "kds.mux.v1.Call", id: 7n, kind: { case: "credit", value: 16 } } }),
-    zoneFrame({ case: "goaway", value: { $typeName: "kds.mux.v1.GoAway", reason: GoAwayReason.SHUTDOWN, message: "zone shutting down", reconnectTo: "" } }),
+    zoneFrame({
+      case: "batch",
+      value: {
+        $typeName: "kds.mux.v1.Batch",
+        frames: dataFrames.slice(0, 4).map((f) => fromBinary(MessageSchema, f.bytes)),
+      },
+    }),
+    zoneFrame({
+      case: "call",
+      value: {
+        $typeName: "kds.mux.v1.Call",
+        id: 7n,
+        kind: { case: "cancel", value: { $typeName: "kds.mux.v1.CallCancel" } },
+      },
+    }),
+    zoneFrame({
+      case: "call",
+      value: { $typeName: "kds.mux.v1.Call", id: 7n, kind: { case: "credit", value: 16 } },
+    }),
+    zoneFrame({
+      case: "goaway",
+      value: {
+        $typeName: "kds.mux.v1.GoAway",
+        reason: GoAwayReason.SHUTDOWN,
+        message: "zone shutting down",
+        reconnectTo: "",
+      },
+    }),
   );
   return frames;
 }

@@ -10,7 +10,10 @@ import * as http2 from "node:http2";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { afterAll, describe, expect, it } from "vitest";
 import { HelloSchema, MessageSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
-import { DeltaDiscoveryResponseSchema, DiscoveryRequestSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
+import {
+  DeltaDiscoveryResponseSchema,
+  DiscoveryRequestSchema,
+} from "../../src/gen/kds/v1/discovery_pb.ts";
 import { PROTOCOL_VERSION } from "../../src/mux/session.ts";
 import { KdsProcess, run } from "../cli/process.ts";
 import { envelope } from "./mutate.ts";
@@ -29,8 +32,26 @@ const SERVED_TYPE = "type.googleapis.com/kds.example.v1.MeshSpec";
 function emptyStringFrames(count: number): Uint8Array[] {
   const empties = Array.from({ length: count }, () => "");
   return [
-    create(MessageSchema, { value: { case: "request", value: create(DiscoveryRequestSchema, { typeUrl: SERVED_TYPE, responseNonce: "x", resourceNames: empties }) } }),
-    create(MessageSchema, { value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: "type.hostile", nonce: "x", removedResources: empties }) } }),
+    create(MessageSchema, {
+      value: {
+        case: "request",
+        value: create(DiscoveryRequestSchema, {
+          typeUrl: SERVED_TYPE,
+          responseNonce: "x",
+          resourceNames: empties,
+        }),
+      },
+    }),
+    create(MessageSchema, {
+      value: {
+        case: "deltaResponse",
+        value: create(DeltaDiscoveryResponseSchema, {
+          typeUrl: "type.hostile",
+          nonce: "x",
+          removedResources: empties,
+        }),
+      },
+    }),
   ].map((frame) => envelope(toBinary(MessageSchema, frame)));
 }
 /** The issue's frame: 1.9 million empty strings, 3.8 MiB. */
@@ -63,7 +84,10 @@ function varint(n: number): number[] {
 }
 
 /** The two ways a zone's stream reaches the global: gRPC (the direct path, which weighs a frame before decoding it) and gRPC-web (through connect-node, which decodes first). */
-const contentTypes = { grpc: "application/grpc+proto", "grpc-web": "application/grpc-web+proto" } as const;
+const contentTypes = {
+  grpc: "application/grpc+proto",
+  "grpc-web": "application/grpc-web+proto",
+} as const;
 
 /**
  * A zone that says hello (granting the global almost no window, so its own
@@ -72,11 +96,23 @@ const contentTypes = { grpc: "application/grpc+proto", "grpc-web": "application/
  * as a client that reads nothing can see it (gRPC-web carries its status in
  * the body: once `close` ends the call, it reads "closed").
  */
-function amplify(url: string, zone: string, perLane: number, frames: Uint8Array[], protocol: keyof typeof contentTypes = "grpc"): { status: Promise<string>; close(): void } {
+function amplify(
+  url: string,
+  zone: string,
+  perLane: number,
+  frames: Uint8Array[],
+  protocol: keyof typeof contentTypes = "grpc",
+): { status: Promise<string>; close(): void } {
   const client = http2.connect(url);
   sessions.push(client);
   client.on("error", () => undefined); // the global may cut the connection: the call's end says how
-  const stream = client.request({ ":method": "POST", ":path": STREAM_PATH, "content-type": contentTypes[protocol], te: "trailers", "client-id": zone });
+  const stream = client.request({
+    ":method": "POST",
+    ":path": STREAM_PATH,
+    "content-type": contentTypes[protocol],
+    te: "trailers",
+    "client-id": zone,
+  });
   const hello = create(MessageSchema, {
     value: {
       case: "hello",
@@ -99,12 +135,26 @@ function amplify(url: string, zone: string, perLane: number, frames: Uint8Array[
   void (async () => {
     stream.write(envelope(toBinary(MessageSchema, hello)));
     for (let i = 0; i < 2 * perLane && !stream.destroyed; i++) {
-      if (!stream.write(frames[i % 2] as Uint8Array)) await new Promise((resolve) => (stream.once("drain", resolve), stream.once("close", resolve)));
+      if (!stream.write(frames[i % 2] as Uint8Array))
+        await new Promise(
+          (resolve) => (stream.once("drain", resolve), stream.once("close", resolve)),
+        );
     }
   })();
   const status = new Promise<string>((resolve) => {
-    stream.on("response", (headers) => headers["grpc-status"] !== undefined && resolve(`${String(headers["grpc-status"])} ${String(headers["kds-error-code"] ?? "")}`.trim()));
-    stream.on("trailers", (trailers) => resolve(`${String(trailers["grpc-status"])} ${String(trailers["kds-error-code"] ?? "")}`.trim()));
+    stream.on(
+      "response",
+      (headers) =>
+        headers["grpc-status"] !== undefined &&
+        resolve(
+          `${String(headers["grpc-status"])} ${String(headers["kds-error-code"] ?? "")}`.trim(),
+        ),
+    );
+    stream.on("trailers", (trailers) =>
+      resolve(
+        `${String(trailers["grpc-status"])} ${String(trailers["kds-error-code"] ?? "")}`.trim(),
+      ),
+    );
     stream.on("error", (error) => resolve(`reset: ${error.message}`));
     stream.on("close", () => resolve(`closed (${stream.rstCode})`));
   });
@@ -113,19 +163,44 @@ function amplify(url: string, zone: string, perLane: number, frames: Uint8Array[
 
 describe("frames of empty strings (credit amplification)", { timeout: 600_000 }, () => {
   it("one zone sending 64 per lane is ended having added under 64 MiB; five at once leave the global alive and under its budget", async () => {
-    const global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--insecure-no-zone-auth", "--log-level", "info"]);
+    const global = new KdsProcess([
+      "global",
+      "--listen",
+      "127.0.0.1:0",
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      "memory",
+      "--insecure-no-zone-auth",
+      "--log-level",
+      "info",
+    ]);
     processes.push(global);
-    const m = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/, 120_000);
+    const m = await global.waitFor(
+      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
+      120_000,
+    );
     const [muxUrl, adminUrl] = [m[1] as string, m[2] as string];
     const pid = global.child.pid as number;
     const zones = Array.from({ length: 11 }, (_, i) => `amp-${i}`);
-    expect((await run(["apply", "-f", "-", "--server", adminUrl], zones.map((z) => `type: Zone\nname: ${z}\nspec:\n  enabled: true\n`).join("---\n"))).code).toBe(0);
+    expect(
+      (
+        await run(
+          ["apply", "-f", "-", "--server", adminUrl],
+          zones.map((z) => `type: Zone\nname: ${z}\nspec:\n  enabled: true\n`).join("---\n"),
+        )
+      ).code,
+    ).toBe(0);
 
     let peak = 0;
     const sampler = setInterval(() => {
       if (global.child.exitCode === null) peak = Math.max(peak, rssMiB(pid));
     }, 20);
-    const ended = (zone: string) => global.waitFor(new RegExp(`zone "${zone}" session ended \\((protocol_error|resource_exhausted)\\)`), 120_000);
+    const ended = (zone: string) =>
+      global.waitFor(
+        new RegExp(`zone "${zone}" session ended \\((protocol_error|resource_exhausted)\\)`),
+        120_000,
+      );
     try {
       // One zone at a time: the issue's frame over gRPC and over gRPC-web, refused by its element count (before decoding on
       // gRPC, after on gRPC-web), within 64 MiB; then frames just under the element limit, which are decoded and buffered
@@ -136,7 +211,12 @@ describe("frames of empty strings (credit amplification)", { timeout: 600_000 },
         ["1.9M empty strings, gRPC-web", ISSUE_FRAMES, "grpc-web", 64],
         ["500k empty strings, gRPC", UNDER_CAP_FRAMES, "grpc", 192],
         ["pings hiding 1.9M fields behind a wire type, gRPC", HIDDEN_FIELDS_PING, "grpc", 64],
-        ["pings hiding 1.9M fields behind a wire type, gRPC-web", HIDDEN_FIELDS_PING, "grpc-web", 64],
+        [
+          "pings hiding 1.9M fields behind a wire type, gRPC-web",
+          HIDDEN_FIELDS_PING,
+          "grpc-web",
+          64,
+        ],
       ];
       for (const [index, [what, frames, protocol, limitMiB]] of single.entries()) {
         const zone = `amp-${index}`;
@@ -146,22 +226,40 @@ describe("frames of empty strings (credit amplification)", { timeout: 600_000 },
         await ended(zone);
         const added = peak - baseline;
         call.close();
-        console.log(`one zone, 64 frames per lane of ${what}: RSS ${baseline.toFixed(0)} -> peak ${(baseline + added).toFixed(0)} MiB (+${added.toFixed(0)}); the call ended: ${await call.status}`);
+        console.log(
+          `one zone, 64 frames per lane of ${what}: RSS ${baseline.toFixed(0)} -> peak ${(baseline + added).toFixed(0)} MiB (+${added.toFixed(0)}); the call ended: ${await call.status}`,
+        );
         expect(added).toBeLessThan(limitMiB);
       }
 
       const five = zones.slice(single.length, single.length + 5);
-      const calls = five.map((z, i) => amplify(muxUrl, z, 64, i % 2 === 0 ? ISSUE_FRAMES : UNDER_CAP_FRAMES, i % 3 === 1 ? "grpc-web" : "grpc"));
+      const calls = five.map((z, i) =>
+        amplify(
+          muxUrl,
+          z,
+          64,
+          i % 2 === 0 ? ISSUE_FRAMES : UNDER_CAP_FRAMES,
+          i % 3 === 1 ? "grpc-web" : "grpc",
+        ),
+      );
       for (const z of five) await ended(z);
       for (const call of calls) call.close();
       const statuses = await Promise.all(calls.map((call) => call.status));
-      console.log(`five zones at once: RSS peak ${peak.toFixed(0)} MiB (budget 256 MiB); the calls ended: ${statuses.join("; ")}`);
+      console.log(
+        `five zones at once: RSS peak ${peak.toFixed(0)} MiB (budget 256 MiB); the calls ended: ${statuses.join("; ")}`,
+      );
       expect(global.child.exitCode).toBeNull();
       expect(peak).toBeLessThan(256 + 128);
-      const lines = global.output.match(/session ended \((protocol_error|resource_exhausted)\): [^\n]*/g) ?? [];
+      const lines =
+        global.output.match(/session ended \((protocol_error|resource_exhausted)\): [^\n]*/g) ?? [];
       expect(lines).toHaveLength(single.length + five.length);
-      for (const line of lines) expect(line).toMatch(/a frame may hold|over 16 times|byte window|holds per lane|memory budget|not its own/);
-      console.log([...new Set(lines.map((line) => line.slice(0, 240)))].map((line) => `  ${line}`).join("\n"));
+      for (const line of lines)
+        expect(line).toMatch(
+          /a frame may hold|over 16 times|byte window|holds per lane|memory budget|not its own/,
+        );
+      console.log(
+        [...new Set(lines.map((line) => line.slice(0, 240)))].map((line) => `  ${line}`).join("\n"),
+      );
     } finally {
       clearInterval(sampler);
     }

@@ -36,7 +36,11 @@ export const descriptors = (pid: number): number => readdirSync(`/proc/${pid}/fd
  * settles when it is gone; a gone slot is re-opened after `reopenMs` while the flood runs. Opening is
  * spread in batches of 100 so the event loop breathes.
  */
-function keep(slots: number, reopenMs: number, open: (flood: Flood) => { closed: Promise<boolean>; close: () => void }): Flood {
+function keep(
+  slots: number,
+  reopenMs: number,
+  open: (flood: Flood) => { closed: Promise<boolean>; close: () => void },
+): Flood {
   let running = true;
   const closers = new Set<() => void>();
   const flood: Flood = {
@@ -72,7 +76,11 @@ function keep(slots: number, reopenMs: number, open: (flood: Flood) => { closed:
 }
 
 /** An HTTP/2 connection for a flood; `closed` resolves true when the global closed it. */
-function h2Connection(url: string): { session: http2.ClientHttp2Session; closed: Promise<boolean>; close: () => void } {
+function h2Connection(url: string): {
+  session: http2.ClientHttp2Session;
+  closed: Promise<boolean>;
+  close: () => void;
+} {
   const session = http2.connect(url);
   let byUs = false;
   session.on("error", () => undefined); // the global closing or resetting it is what the flood provokes
@@ -88,7 +96,14 @@ function h2Connection(url: string): { session: http2.ClientHttp2Session; closed:
 }
 
 /** Opens a request on `session` that never ends its body, re-opened (after `reopenMs`) whenever it closes while `alive()`. */
-function endlessRequest(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body: Uint8Array, flood: Flood, alive: () => boolean, reopenMs: number): void {
+function endlessRequest(
+  session: http2.ClientHttp2Session,
+  headers: http2.OutgoingHttpHeaders,
+  body: Uint8Array,
+  flood: Flood,
+  alive: () => boolean,
+  reopenMs: number,
+): void {
   if (!alive() || session.closed || session.destroyed) return;
   let stream: http2.ClientHttp2Stream;
   try {
@@ -101,7 +116,9 @@ function endlessRequest(session: http2.ClientHttp2Session, headers: http2.Outgoi
   stream.on("error", () => undefined); // refusals and resets are what the flood provokes
   stream.on("data", () => undefined); // read what the global answers, so its end is seen
   if (body.byteLength > 0) stream.write(body);
-  stream.once("close", () => setTimeout(() => endlessRequest(session, headers, body, flood, alive, reopenMs), reopenMs));
+  stream.once("close", () =>
+    setTimeout(() => endlessRequest(session, headers, body, flood, alive, reopenMs), reopenMs),
+  );
 }
 
 /** gRPC headers of a mux stream as zone `zone` (with `token`, if any). */
@@ -120,12 +137,20 @@ export function muxHeaders(zone: string, token?: string): http2.OutgoingHttpHead
  * One zone token holding `streams` mux streams that never say hello, over connections of `perConnection`
  * streams; each stream is re-opened `reopenMs` after it ends, each connection when the global closes it.
  */
-export function helloLessStreams(url: string, zone: string, token: string, streams: number, perConnection = 100, reopenMs = 20): Flood {
+export function helloLessStreams(
+  url: string,
+  zone: string,
+  token: string,
+  streams: number,
+  perConnection = 100,
+  reopenMs = 20,
+): Flood {
   let running = true;
   const flood = keep(Math.ceil(streams / perConnection), 50, (f) => {
     const c = h2Connection(url);
     const alive = (): boolean => running && !c.session.closed && !c.session.destroyed;
-    for (let i = 0; i < perConnection; i++) endlessRequest(c.session, muxHeaders(zone, token), new Uint8Array(0), f, alive, reopenMs);
+    for (let i = 0; i < perConnection; i++)
+      endlessRequest(c.session, muxHeaders(zone, token), new Uint8Array(0), f, alive, reopenMs);
     return c;
   });
   const stop = flood.stop;
@@ -144,7 +169,11 @@ export type TokenlessKind = "tcp" | "push" | "mux";
  * with a half-duplex Push whose body never ends (Connect protocol); HTTP/2 with a mux stream without a
  * token whose body never ends. Requests are re-opened as they end, connections as the global closes them.
  */
-export function tokenlessConnections(port: number, count: number, reopenMs = 10): Flood & { readonly byKind: Record<TokenlessKind, number> } {
+export function tokenlessConnections(
+  port: number,
+  count: number,
+  reopenMs = 10,
+): Flood & { readonly byKind: Record<TokenlessKind, number> } {
   const kinds: TokenlessKind[] = ["tcp", "push", "mux"];
   const byKind: Record<TokenlessKind, number> = { tcp: 0, push: 0, mux: 0 };
   let running = true;
@@ -169,7 +198,13 @@ export function tokenlessConnections(port: number, count: number, reopenMs = 10)
     const alive = (): boolean => running && !c.session.closed && !c.session.destroyed;
     const headers: http2.OutgoingHttpHeaders =
       kind === "push"
-        ? { ":method": "POST", ":path": "/kds.mux.v1.HalfDuplexService/Push", "content-type": "application/proto", "connect-protocol-version": "1", "client-id": "zone-1" }
+        ? {
+            ":method": "POST",
+            ":path": "/kds.mux.v1.HalfDuplexService/Push",
+            "content-type": "application/proto",
+            "connect-protocol-version": "1",
+            "client-id": "zone-1",
+          }
         : muxHeaders("zone-1");
     // A few bytes of body, never the end.
     endlessRequest(c.session, headers, new Uint8Array([0x0a, 0x24]), f, alive, reopenMs * 10);
@@ -194,7 +229,11 @@ export type SlowKind = "h2" | "h1-line" | "h1-head";
  * from the start; a third HTTP/1.1 sending its request line at once, then its headers one byte per
  * `byteEveryMs`. Connections the global closes are opened again.
  */
-export function adminSlowloris(port: number, count: number, byteEveryMs = 15_000): Flood & { readonly byKind: Record<SlowKind, number> } {
+export function adminSlowloris(
+  port: number,
+  count: number,
+  byteEveryMs = 15_000,
+): Flood & { readonly byKind: Record<SlowKind, number> } {
   const kinds: SlowKind[] = ["h2", "h1-line", "h1-head"];
   const byKind: Record<SlowKind, number> = { h2: 0, "h1-line": 0, "h1-head": 0 };
   let running = true;
@@ -205,7 +244,19 @@ export function adminSlowloris(port: number, count: number, byteEveryMs = 15_000
     if (kind === "h2") {
       const c = h2Connection(`http://127.0.0.1:${port}`);
       const alive = (): boolean => running && !c.session.closed && !c.session.destroyed;
-      endlessRequest(c.session, { ":method": "POST", ":path": "/kds.admin.v1.AdminService/Get", "content-type": "application/proto", "connect-protocol-version": "1" }, new Uint8Array([0x0a]), f, alive, 100);
+      endlessRequest(
+        c.session,
+        {
+          ":method": "POST",
+          ":path": "/kds.admin.v1.AdminService/Get",
+          "content-type": "application/proto",
+          "connect-protocol-version": "1",
+        },
+        new Uint8Array([0x0a]),
+        f,
+        alive,
+        100,
+      );
       return c;
     }
     const socket = net.connect({ host: "127.0.0.1", port });
@@ -213,7 +264,8 @@ export function adminSlowloris(port: number, count: number, byteEveryMs = 15_000
     socket.on("error", () => undefined); // a reset by the global is what this flood provokes
     socket.resume();
     f.streams++;
-    const request = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slowloris\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    const request =
+      "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slowloris\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
     let at = 0;
     if (kind === "h1-head") {
       at = request.indexOf("\r\n") + 2;

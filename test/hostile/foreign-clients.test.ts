@@ -53,7 +53,11 @@ class ForeignCall {
         const code = s.metadata.get("kds-error-code")[0];
         // connect-es percent-encodes grpc-message with encodeURIComponent; grpc-js decodes it with decodeURI,
         // which leaves reserved characters (%3A, %2F, %2C, ...) encoded. Decode the rest here.
-        resolve({ code: s.code, details: decodeURIComponent(s.details), errorCode: code === undefined ? undefined : String(code) });
+        resolve({
+          code: s.code,
+          details: decodeURIComponent(s.details),
+          errorCode: code === undefined ? undefined : String(code),
+        });
       }),
     );
   }
@@ -69,12 +73,18 @@ class ForeignCall {
   }
 
   /** Waits (bounded) until a frame of `kind` arrived; returns it. */
-  async frame(kind: NonNullable<Message["value"]["case"]>, timeoutMs = 30_000): Promise<Message["value"]["value"]> {
+  async frame(
+    kind: NonNullable<Message["value"]["case"]>,
+    timeoutMs = 30_000,
+  ): Promise<Message["value"]["value"]> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const found = this.frames.find((f) => f.value.case === kind);
       if (found !== undefined) return found.value.value;
-      if (Date.now() > deadline) throw new Error(`no ${kind} frame within ${timeoutMs} ms; got ${this.frames.map((f) => f.value.case).join(", ")}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `no ${kind} frame within ${timeoutMs} ms; got ${this.frames.map((f) => f.value.case).join(", ")}`,
+        );
       await new Promise((r) => setTimeout(r, 20));
     }
   }
@@ -85,11 +95,25 @@ class ForeignCall {
 }
 
 /** A valid hello of zone `zone`. */
-function hello(zone: string, init: Partial<{ requestWindow: number; responseWindow: number; maxMessageBytes: number }> = {}): MessageInitShape<typeof MessageSchema> {
+function hello(
+  zone: string,
+  init: Partial<{ requestWindow: number; responseWindow: number; maxMessageBytes: number }> = {},
+): MessageInitShape<typeof MessageSchema> {
   return {
     value: {
       case: "hello",
-      value: { protocolVersion: 2, peerId: zone, requestWindow: 16, responseWindow: 16, requestWindowBytes: 1 << 20, responseWindowBytes: 1 << 20, maxMessageBytes: 1 << 20, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000, ...init },
+      value: {
+        protocolVersion: 2,
+        peerId: zone,
+        requestWindow: 16,
+        responseWindow: 16,
+        requestWindowBytes: 1 << 20,
+        responseWindowBytes: 1 << 20,
+        maxMessageBytes: 1 << 20,
+        heartbeatIntervalMs: 15_000,
+        heartbeatTimeoutMs: 60_000,
+        ...init,
+      },
     },
   };
 }
@@ -97,7 +121,8 @@ function hello(zone: string, init: Partial<{ requestWindow: number; responseWind
 /** Whatever the session ended with must have arrived before the status: the goaway, as the last frame. */
 function lastGoAway(call: ForeignCall): { reason: GoAwayReason; message: string } {
   const last = call.frames.at(-1);
-  if (last?.value.case !== "goaway") throw new Error(`the last frame is ${last?.value.case ?? "missing"}, not a goaway`);
+  if (last?.value.case !== "goaway")
+    throw new Error(`the last frame is ${last?.value.case ?? "missing"}, not a goaway`);
   return last.value.value;
 }
 
@@ -107,16 +132,44 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
   let admin: AdminTarget;
   let grpcClient: grpc.Client;
   const tokens = new Map<string, string>();
-  const zones = ["bad-hello", "garbage", "unknown-frame", "too-large", "unknown-type", "revoked", "buf-curl", "json-zone"];
-  const headers = (zone: string): Record<string, string> => ({ "client-id": zone, authorization: `Bearer ${tokens.get(zone) ?? ""}` });
+  const zones = [
+    "bad-hello",
+    "garbage",
+    "unknown-frame",
+    "too-large",
+    "unknown-type",
+    "revoked",
+    "buf-curl",
+    "json-zone",
+  ];
+  const headers = (zone: string): Record<string, string> => ({
+    "client-id": zone,
+    authorization: `Bearer ${tokens.get(zone) ?? ""}`,
+  });
 
   beforeAll(async () => {
-    global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
-    const listening = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/);
+    global = new KdsProcess([
+      "global",
+      "--listen",
+      "127.0.0.1:0",
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      "memory",
+    ]);
+    const listening = await global.waitFor(
+      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
+    );
     muxUrl = listening[1] as string;
     admin = { url: listening[2] as string };
-    await adminClient(admin).apply({ resources: zones.map((name) => ({ type: "Zone", name, specJson: '{"enabled":true}' })) });
-    for (const zone of zones) tokens.set(zone, (await tokenClient(admin).generateZoneToken({ zone, validForSeconds: 3600n })).token);
+    await adminClient(admin).apply({
+      resources: zones.map((name) => ({ type: "Zone", name, specJson: '{"enabled":true}' })),
+    });
+    for (const zone of zones)
+      tokens.set(
+        zone,
+        (await tokenClient(admin).generateZoneToken({ zone, validForSeconds: 3600n })).token,
+      );
     grpcClient = new grpc.Client(new URL(muxUrl).host, grpc.credentials.createInsecure());
   }, 180_000);
 
@@ -130,16 +183,30 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
     call.write(hello("bad-hello", { requestWindow: 0 }));
     const end = await call.ended;
     expect(await call.frame("hello")).toMatchObject({ protocolVersion: 2 });
-    expect(lastGoAway(call)).toMatchObject({ reason: GoAwayReason.PROTOCOL_ERROR, message: expect.stringContaining("window") });
-    expect(end).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, errorCode: "protocol_error", details: expect.stringContaining("requests 0") });
+    expect(lastGoAway(call)).toMatchObject({
+      reason: GoAwayReason.PROTOCOL_ERROR,
+      message: expect.stringContaining("window"),
+    });
+    expect(end).toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      errorCode: "protocol_error",
+      details: expect.stringContaining("requests 0"),
+    });
   });
 
   it("bytes that are no Message: goaway PROTOCOL_ERROR, then INVALID_ARGUMENT with a message", async () => {
     const call = new ForeignCall(grpcClient, headers("garbage"));
     call.writeBytes(new Uint8Array([0x52, 0x05, 0x01])); // field 10 (hello), 5 bytes long, then only one byte
     const end = await call.ended;
-    expect(lastGoAway(call)).toMatchObject({ reason: GoAwayReason.PROTOCOL_ERROR, message: expect.stringContaining("cannot read") });
-    expect(end).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, errorCode: "protocol_error", details: expect.stringContaining("cannot read") });
+    expect(lastGoAway(call)).toMatchObject({
+      reason: GoAwayReason.PROTOCOL_ERROR,
+      message: expect.stringContaining("cannot read"),
+    });
+    expect(end).toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      errorCode: "protocol_error",
+      details: expect.stringContaining("cannot read"),
+    });
   });
 
   it("a frame of a kind the protocol does not have: goaway PROTOCOL_ERROR, then INVALID_ARGUMENT", async () => {
@@ -148,7 +215,10 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
     await call.frame("hello");
     call.writeBytes(new Uint8Array([0x98, 0x06, 0x01])); // field 99, varint 1: no member of the oneof
     const end = await call.ended;
-    expect(lastGoAway(call)).toMatchObject({ reason: GoAwayReason.PROTOCOL_ERROR, message: expect.stringContaining("kind this version does not know") });
+    expect(lastGoAway(call)).toMatchObject({
+      reason: GoAwayReason.PROTOCOL_ERROR,
+      message: expect.stringContaining("kind this version does not know"),
+    });
     expect(end).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, errorCode: "protocol_error" });
   });
 
@@ -156,9 +226,14 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
     const call = new ForeignCall(grpcClient, headers("too-large"));
     call.write(hello("too-large"));
     await call.frame("hello");
-    call.write({ value: { case: "deltaRequest", value: { typeUrl: "x".repeat(4 * 1024 * 1024 + 1) } } }); // the CLI global reads at most 4 MiB
+    call.write({
+      value: { case: "deltaRequest", value: { typeUrl: "x".repeat(4 * 1024 * 1024 + 1) } },
+    }); // the CLI global reads at most 4 MiB
     const end = await call.ended;
-    expect(lastGoAway(call)).toMatchObject({ reason: GoAwayReason.PROTOCOL_ERROR, message: expect.stringContaining("cannot read") });
+    expect(lastGoAway(call)).toMatchObject({
+      reason: GoAwayReason.PROTOCOL_ERROR,
+      message: expect.stringContaining("cannot read"),
+    });
     expect(end).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, errorCode: "protocol_error" });
   });
 
@@ -167,11 +242,22 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
     call.write(hello("unknown-type"));
     await call.frame("hello");
     const typeUrl = "type.googleapis.com/acme.v1.NoSuchSpec";
-    call.write({ value: { case: "deltaRequest", value: { typeUrl, resourceNamesSubscribe: ["*"] } } });
+    call.write({
+      value: { case: "deltaRequest", value: { typeUrl, resourceNamesSubscribe: ["*"] } },
+    });
     const end = await call.ended;
-    expect(lastGoAway(call)).toMatchObject({ reason: GoAwayReason.PROTOCOL_ERROR, message: expect.stringContaining(typeUrl) });
-    expect(end).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, errorCode: "unknown_type", details: expect.stringContaining("type.googleapis.com/kds.example.v1.MeshSpec") });
-    await global.waitFor(/zone "unknown-type" requested type "type\.googleapis\.com\/acme\.v1\.NoSuchSpec", which global "global" does not serve/);
+    expect(lastGoAway(call)).toMatchObject({
+      reason: GoAwayReason.PROTOCOL_ERROR,
+      message: expect.stringContaining(typeUrl),
+    });
+    expect(end).toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      errorCode: "unknown_type",
+      details: expect.stringContaining("type.googleapis.com/kds.example.v1.MeshSpec"),
+    });
+    await global.waitFor(
+      /zone "unknown-type" requested type "type\.googleapis\.com\/acme\.v1\.NoSuchSpec", which global "global" does not serve/,
+    );
   });
 
   it("a zone disabled during its session: goaway ZONE_REVOKED, then FAILED_PRECONDITION with kds-error-code zone_revoked", async () => {
@@ -179,17 +265,38 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
     call.write(hello("revoked"));
     await call.frame("hello");
     await global.waitFor(/zone "revoked" connected/);
-    await adminClient(admin).apply({ resources: [{ type: "Zone", name: "revoked", specJson: '{"enabled":false}' }] });
+    await adminClient(admin).apply({
+      resources: [{ type: "Zone", name: "revoked", specJson: '{"enabled":false}' }],
+    });
     const end = await call.ended;
     expect(lastGoAway(call)).toMatchObject({ reason: GoAwayReason.ZONE_REVOKED });
-    expect(end).toMatchObject({ code: grpc.status.FAILED_PRECONDITION, errorCode: "zone_revoked", details: expect.stringContaining("revoked") });
+    expect(end).toMatchObject({
+      code: grpc.status.FAILED_PRECONDITION,
+      errorCode: "zone_revoked",
+      details: expect.stringContaining("revoked"),
+    });
   });
 
   it("buf curl over the Connect protocol: a bad hello gets the goaway, then invalid_argument with the kds-error-code trailer", async () => {
     const root = fileURLToPath(new URL("../../", import.meta.url));
     const child = spawn(
       `${root}node_modules/.bin/buf`,
-      ["curl", "-v", "--http2-prior-knowledge", "--protocol", "connect", "--schema", `${root}proto`, "-H", "client-id: buf-curl", "-H", `authorization: Bearer ${tokens.get("buf-curl") ?? ""}`, "-d", "@-", `${muxUrl}/kds.mux.v1.MultiplexService/StreamMessage`],
+      [
+        "curl",
+        "-v",
+        "--http2-prior-knowledge",
+        "--protocol",
+        "connect",
+        "--schema",
+        `${root}proto`,
+        "-H",
+        "client-id: buf-curl",
+        "-H",
+        `authorization: Bearer ${tokens.get("buf-curl") ?? ""}`,
+        "-d",
+        "@-",
+        `${muxUrl}/kds.mux.v1.MultiplexService/StreamMessage`,
+      ],
       { stdio: ["pipe", "pipe", "pipe"] },
     );
     let stdout = "";
@@ -198,7 +305,17 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(() => child.kill("SIGKILL"), 90_000);
     const exit = new Promise<number | null>((resolve) => child.once("exit", resolve));
-    child.stdin.end(JSON.stringify({ hello: { protocolVersion: 2, peerId: "buf-curl", requestWindow: 70_000, responseWindow: 16, maxMessageBytes: 1 << 20 } }));
+    child.stdin.end(
+      JSON.stringify({
+        hello: {
+          protocolVersion: 2,
+          peerId: "buf-curl",
+          requestWindow: 70_000,
+          responseWindow: 16,
+          maxMessageBytes: 1 << 20,
+        },
+      }),
+    );
     const code = await exit;
     clearTimeout(timer);
     expect(code).not.toBe(0);
@@ -210,17 +327,52 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
 
   it("a zone over the Connect protocol with the JSON codec syncs both ways", async () => {
     const types = createTypeRegistry(exampleTypes);
-    const transport = createConnectTransport({ baseUrl: muxUrl, httpVersion: "2", useBinaryFormat: false, jsonOptions: { registry: muxJsonRegistry(types) } });
-    const zone = new ZoneControlPlane({ name: "json-zone", token: tokens.get("json-zone"), transport: connectMuxTransport(transport, { target: muxUrl }), types, logger: silentLogger });
+    const transport = createConnectTransport({
+      baseUrl: muxUrl,
+      httpVersion: "2",
+      useBinaryFormat: false,
+      jsonOptions: { registry: muxJsonRegistry(types) },
+    });
+    const zone = new ZoneControlPlane({
+      name: "json-zone",
+      token: tokens.get("json-zone"),
+      transport: connectMuxTransport(transport, { target: muxUrl }),
+      types,
+      logger: silentLogger,
+    });
     const stop = new AbortController();
     const running = zone.run(stop.signal);
     try {
-      await adminClient(admin).apply({ resources: [{ type: "Mesh", name: "default", specJson: '{"mtls":true,"description":"over JSON"}' }] });
-      const meshes = await until(() => zone.store.list("Mesh"), (r) => r.resources.some((m) => m.meta.name === "default"), "the Mesh on the JSON zone", 60_000);
-      expect(meshes.resources.find((m) => m.meta.name === "default")?.spec).toMatchObject({ mtls: true, description: "over JSON" });
-      await zone.store.put({ kind: "Dataplane", name: "dp-1", mesh: "default", spec: create(DataplaneSpecSchema, { address: "10.0.0.1", service: "web", port: 8080 }) });
-      const got = await until(() => adminClient(admin).get({ type: "Dataplane" }), (r) => r.resources.some((d) => d.name === "json-zone.dp-1"), "the zone's Dataplane on the global", 60_000);
-      expect(JSON.parse(got.resources.find((d) => d.name === "json-zone.dp-1")?.specJson ?? "{}")).toMatchObject({ address: "10.0.0.1", port: 8080 });
+      await adminClient(admin).apply({
+        resources: [
+          { type: "Mesh", name: "default", specJson: '{"mtls":true,"description":"over JSON"}' },
+        ],
+      });
+      const meshes = await until(
+        () => zone.store.list("Mesh"),
+        (r) => r.resources.some((m) => m.meta.name === "default"),
+        "the Mesh on the JSON zone",
+        60_000,
+      );
+      expect(meshes.resources.find((m) => m.meta.name === "default")?.spec).toMatchObject({
+        mtls: true,
+        description: "over JSON",
+      });
+      await zone.store.put({
+        kind: "Dataplane",
+        name: "dp-1",
+        mesh: "default",
+        spec: create(DataplaneSpecSchema, { address: "10.0.0.1", service: "web", port: 8080 }),
+      });
+      const got = await until(
+        () => adminClient(admin).get({ type: "Dataplane" }),
+        (r) => r.resources.some((d) => d.name === "json-zone.dp-1"),
+        "the zone's Dataplane on the global",
+        60_000,
+      );
+      expect(
+        JSON.parse(got.resources.find((d) => d.name === "json-zone.dp-1")?.specJson ?? "{}"),
+      ).toMatchObject({ address: "10.0.0.1", port: 8080 });
     } finally {
       stop.abort();
       await running.catch(() => undefined); // the zone's run ends with the abort; nothing else is checked here
@@ -235,7 +387,9 @@ describe("a silent foreign client (real process, short heartbeat)", { timeout: 1
 
   beforeAll(async () => {
     const script = fileURLToPath(new URL("./short-heartbeat-global.ts", import.meta.url));
-    child = spawn(process.execPath, ["--import", "tsx", script], { stdio: ["pipe", "pipe", "pipe"] });
+    child = spawn(process.execPath, ["--import", "tsx", script], {
+      stdio: ["pipe", "pipe", "pipe"],
+    });
     child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(() => child.kill("SIGKILL"), 90_000);
     try {
@@ -266,7 +420,11 @@ describe("a silent foreign client (real process, short heartbeat)", { timeout: 1
       const end = await call.ended;
       expect(call.frames.filter((f) => f.value.case === "ping").length).toBeGreaterThan(0);
       expect(lastGoAway(call)).toMatchObject({ reason: GoAwayReason.HEARTBEAT_TIMEOUT });
-      expect(end).toMatchObject({ code: grpc.status.UNAVAILABLE, errorCode: "heartbeat_timeout", details: expect.stringContaining("nothing heard") });
+      expect(end).toMatchObject({
+        code: grpc.status.UNAVAILABLE,
+        errorCode: "heartbeat_timeout",
+        details: expect.stringContaining("nothing heard"),
+      });
     } finally {
       client.close();
     }

@@ -26,5 +26,10 @@ const report = await runFuzz({
 console.log(formatReport(report));
 if (values.json !== undefined) writeFileSync(values.json, `${JSON.stringify(report, null, 2)}\n`);
 const failed =
-  report.crashed || report.hangs > 0 || report.okWithoutGoaway.unexplained > 0 || report.store.changed.length > 0 || report.sync.failed > 0 || report.garbledBytes > 0;
+  report.crashed ||
+  report.hangs > 0 ||
+  report.okWithoutGoaway.unexplained > 0 ||
+  report.store.changed.length > 0 ||
+  report.sync.failed > 0 ||
+  report.garbledBytes > 0;
 process.exit(failed ? 1 : 0);

@@ -67,7 +67,11 @@ export interface FuzzReport {
    * (it half-closed with the session open) or "unexplained" (its last frame
    * was a protocol error, or a broken one: each is a finding).
    */
-  readonly okWithoutGoaway: { readonly "peer goaway": number; readonly "peer eof": number; readonly unexplained: number };
+  readonly okWithoutGoaway: {
+    readonly "peer goaway": number;
+    readonly "peer eof": number;
+    readonly unexplained: number;
+  };
   /** A sample of the unexplained ones, with the family that caused them. */
   readonly okWithoutGoawaySamples: string[];
   /** Sessions the global did not end within the session timeout. */
@@ -79,7 +83,11 @@ export interface FuzzReport {
    * mux frames it decoded and dispatched, sessions closed after their hello by
    * end code, and admissions by result.
    */
-  readonly server: { readonly framesReceived: number; readonly sessionsClosed: Record<string, number>; readonly admissions: Record<string, number> };
+  readonly server: {
+    readonly framesReceived: number;
+    readonly sessionsClosed: Record<string, number>;
+    readonly admissions: Record<string, number>;
+  };
   /** Hostile sessions that ended in a stream reset or a refused stream, by the error seen. */
   readonly resets: Record<string, number>;
   /** HTTP/2 GOAWAY frames (connection level) the global sent the hostile peers, by HTTP/2 error code. */
@@ -88,11 +96,28 @@ export interface FuzzReport {
   readonly crashed: boolean;
   /** Lines of the global's output that look like a crash or an unexpected error. */
   readonly alarmingLogLines: string[];
-  readonly rss: { readonly startMiB: number; readonly peakMiB: number; readonly endMiB: number; readonly afterSettleMiB: number; readonly samples: number };
+  readonly rss: {
+    readonly startMiB: number;
+    readonly peakMiB: number;
+    readonly endMiB: number;
+    readonly afterSettleMiB: number;
+    readonly samples: number;
+  };
   /** Honest zone's sync probes: global-to-zone and zone-to-global changes, and how long they took to arrive. */
-  readonly sync: { readonly probes: number; readonly delivered: number; readonly failed: number; readonly maxLagMs: number; readonly meanLagMs: number };
+  readonly sync: {
+    readonly probes: number;
+    readonly delivered: number;
+    readonly failed: number;
+    readonly maxLagMs: number;
+    readonly meanLagMs: number;
+  };
   /** Store check: changes to what was there before (must be empty) and what hostile zones added. */
-  readonly store: { readonly before: number; readonly after: number; readonly changed: string[]; readonly hostileAdded: Record<string, number> };
+  readonly store: {
+    readonly before: number;
+    readonly after: number;
+    readonly changed: string[];
+    readonly hostileAdded: Record<string, number>;
+  };
 }
 
 const GOOD_ZONE = "good-zone";
@@ -131,50 +156,103 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
   const log = options.log ?? (() => undefined);
   const started = performance.now();
   const dir = mkdtempSync(join(tmpdir(), "kds-mux-fuzz-"));
-  const global = new KdsProcess(["global", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", ...(options.globalArgs ?? [])]);
+  const global = new KdsProcess([
+    "global",
+    "--listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+    "--store",
+    "memory",
+    ...(options.globalArgs ?? []),
+  ]);
   let zone: KdsProcess | undefined;
   const stop = new AbortController();
   const alarming: string[] = [];
-  const alarm = /uncaught|unhandled|heap out of memory|FATAL|RangeError|TypeError|ReferenceError|Maximum call stack|\bat .*\.ts:\d+/i;
+  const alarm =
+    /uncaught|unhandled|heap out of memory|FATAL|RangeError|TypeError|ReferenceError|Maximum call stack|\bat .*\.ts:\d+/i;
   /** Scans what a process printed since the last call for alarming lines, and forgets it (the run prints a lot). */
   const scan = (p: KdsProcess, who: string): void => {
-    for (const line of p.output.split("\n")) if (alarm.test(line) && alarming.length < 50) alarming.push(`${who}: ${line.slice(0, 400)}`);
+    for (const line of p.output.split("\n"))
+      if (alarm.test(line) && alarming.length < 50) alarming.push(`${who}: ${line.slice(0, 400)}`);
     p.output = "";
   };
   try {
-    const listening = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/);
+    const listening = await global.waitFor(
+      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
+    );
     const muxUrl = listening[1] as string;
     const adminUrl = listening[2] as string;
     const pid = global.child.pid as number;
     const admin = adminClient(adminUrl);
     const tokens = tokenClient(adminUrl);
-    const hostileNames = Array.from({ length: options.hostileZones ?? 6 }, (_, i) => `hostile-${i}`);
+    const hostileNames = Array.from(
+      { length: options.hostileZones ?? 6 },
+      (_, i) => `hostile-${i}`,
+    );
     await admin.apply({
       resources: [
-        ...[GOOD_ZONE, RECORDER, ...hostileNames].map((name) => resource("Zone", name, { enabled: true })),
+        ...[GOOD_ZONE, RECORDER, ...hostileNames].map((name) =>
+          resource("Zone", name, { enabled: true }),
+        ),
         resource("Mesh", "default", { mtls: true }),
         resource("TrafficPolicy", "fuzz-probe", { timeoutMs: 0 }, "default"),
       ],
     });
-    const tokenOf = async (name: string): Promise<string> => (await tokens.generateZoneToken({ zone: name })).token;
+    const tokenOf = async (name: string): Promise<string> =>
+      (await tokens.generateZoneToken({ zone: name })).token;
     const identities: Identity[] = [];
     for (const name of hostileNames) identities.push({ zone: name, token: await tokenOf(name) });
 
     // The honest zone: a real process that must keep syncing while the fuzz runs.
     const tokenFile = join(dir, "good-zone.token");
     writeFileSync(tokenFile, `${await tokenOf(GOOD_ZONE)}\n`);
-    zone = new KdsProcess(["zone", "--name", GOOD_ZONE, "--global", muxUrl, "--token-file", tokenFile, "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
-    const zoneUrl = (await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/))[1] as string;
+    zone = new KdsProcess([
+      "zone",
+      "--name",
+      GOOD_ZONE,
+      "--global",
+      muxUrl,
+      "--token-file",
+      tokenFile,
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      "memory",
+    ]);
+    const zoneUrl = (
+      await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/)
+    )[1] as string;
     await zone.waitFor(/connected to global/);
     const zoneAdmin = adminClient(zoneUrl);
 
     log(`global pid ${pid}; recording the corpus from a real session`);
-    const corpus: SeedFrame[] = await recordCorpus({ muxUrl, adminUrl, zone: RECORDER, token: await tokenOf(RECORDER), signal: stop.signal });
+    const corpus: SeedFrame[] = await recordCorpus({
+      muxUrl,
+      adminUrl,
+      zone: RECORDER,
+      token: await tokenOf(RECORDER),
+      signal: stop.signal,
+    });
     log(`corpus: ${corpus.length} frames ${JSON.stringify(corpusKinds(corpus))}`);
 
     // The zone applies its own Dataplane once; the probes below move both directions.
-    await zoneAdmin.apply({ resources: [resource("Dataplane", "probe", { address: "10.0.0.1", service: "probe", port: 1 }, "default")] });
-    const before = await waitStable(adminUrl, (m) => m.has(`Dataplane/default/${GOOD_ZONE}.probe`) && m.has(`Dataplane/default/${RECORDER}.recorded-2`));
+    await zoneAdmin.apply({
+      resources: [
+        resource(
+          "Dataplane",
+          "probe",
+          { address: "10.0.0.1", service: "probe", port: 1 },
+          "default",
+        ),
+      ],
+    });
+    const before = await waitStable(
+      adminUrl,
+      (m) =>
+        m.has(`Dataplane/default/${GOOD_ZONE}.probe`) &&
+        m.has(`Dataplane/default/${RECORDER}.recorded-2`),
+    );
     scan(global, "global");
     scan(zone, "zone");
     const metricsBefore = await scrape(adminUrl);
@@ -194,12 +272,47 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     const probing = (async () => {
       for (let i = 1; !stop.signal.aborted; i++) {
         const t0 = performance.now();
-        const down = admin.apply({ resources: [resource("TrafficPolicy", "fuzz-probe", { timeoutMs: i }, "default")] }).then(() =>
-          poll(async () => (await zoneAdmin.get({ type: "TrafficPolicy", name: "fuzz-probe", mesh: "default" })).resources[0]?.specJson.includes(`"timeoutMs":${i}`) === true, 60_000),
-        );
-        const up = zoneAdmin.apply({ resources: [resource("Dataplane", "probe", { address: "10.0.0.1", service: "probe", port: i + 1 }, "default")] }).then(() =>
-          poll(async () => (await admin.get({ type: "Dataplane", name: `${GOOD_ZONE}.probe`, mesh: "default" })).resources[0]?.specJson.includes(`"port":${i + 1}`) === true, 60_000),
-        );
+        const down = admin
+          .apply({
+            resources: [resource("TrafficPolicy", "fuzz-probe", { timeoutMs: i }, "default")],
+          })
+          .then(() =>
+            poll(
+              async () =>
+                (
+                  await zoneAdmin.get({
+                    type: "TrafficPolicy",
+                    name: "fuzz-probe",
+                    mesh: "default",
+                  })
+                ).resources[0]?.specJson.includes(`"timeoutMs":${i}`) === true,
+              60_000,
+            ),
+          );
+        const up = zoneAdmin
+          .apply({
+            resources: [
+              resource(
+                "Dataplane",
+                "probe",
+                { address: "10.0.0.1", service: "probe", port: i + 1 },
+                "default",
+              ),
+            ],
+          })
+          .then(() =>
+            poll(
+              async () =>
+                (
+                  await admin.get({
+                    type: "Dataplane",
+                    name: `${GOOD_ZONE}.probe`,
+                    mesh: "default",
+                  })
+                ).resources[0]?.specJson.includes(`"port":${i + 1}`) === true,
+              60_000,
+            ),
+          );
         for (const arrived of await Promise.all([down.catch(() => false), up.catch(() => false)])) {
           sync.probes++;
           const lag = performance.now() - t0;
@@ -238,7 +351,10 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     const families: Record<string, number> = {};
     const okSamples: string[] = [];
     const deadline = performance.now() + options.durationMs;
-    const more = (): boolean => counts.mutated < options.frames && performance.now() < deadline && global.child.exitCode === null;
+    const more = (): boolean =>
+      counts.mutated < options.frames &&
+      performance.now() < deadline &&
+      global.child.exitCode === null;
     let lastLog = performance.now();
     const worker = async (w: number): Promise<void> => {
       while (more()) {
@@ -267,15 +383,24 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
           connections[slot] = undefined;
         }
         if (end.status === "ok" && end.goaway === undefined) {
-          const why = plan.peerGoaway ? "peer goaway" : plan.ending === "eof" ? "peer eof" : "unexplained";
+          const why = plan.peerGoaway
+            ? "peer goaway"
+            : plan.ending === "eof"
+              ? "peer eof"
+              : "unexplained";
           okWithoutGoaway[why]++;
-          if (why === "unexplained" && okSamples.length < 10) okSamples.push(`${plan.family} (${plan.protocol}, ending ${plan.ending}, ${plan.frames} frames, ${end.framesReceived} received, ${Math.round(performance.now() - t0)} ms)`);
+          if (why === "unexplained" && okSamples.length < 10)
+            okSamples.push(
+              `${plan.family} (${plan.protocol}, ending ${plan.ending}, ${plan.frames} frames, ${end.framesReceived} received, ${Math.round(performance.now() - t0)} ms)`,
+            );
         }
         if (performance.now() - lastLog > 5_000) {
           lastLog = performance.now();
           scan(global, "global");
           if (zone !== undefined) scan(zone, "zone");
-          log(`${counts.sessions} sessions, ${counts.mutated} mutated frames of ${counts.frames}; resets ${JSON.stringify(resets)}; RSS ${rss.end.toFixed(0)} MiB (peak ${rss.peak.toFixed(0)}); sync ${sync.delivered}/${sync.probes} (max ${sync.maxLagMs.toFixed(0)} ms)`);
+          log(
+            `${counts.sessions} sessions, ${counts.mutated} mutated frames of ${counts.frames}; resets ${JSON.stringify(resets)}; RSS ${rss.end.toFixed(0)} MiB (peak ${rss.peak.toFixed(0)}); sync ${sync.delivered}/${sync.probes} (max ${sync.maxLagMs.toFixed(0)} ms)`,
+          );
         }
       }
     };
@@ -311,17 +436,22 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     const hostileAdded: Record<string, number> = {};
     if (!crashed) {
       after = await snapshot(adminUrl);
-      const hostile = (r: AdminResource): boolean => hostileNames.some((h) => r.labels["kds.io/zone"] === h);
-      const ours = (key: string): boolean => key === "TrafficPolicy/default/fuzz-probe" || key === `Dataplane/default/${GOOD_ZONE}.probe`;
+      const hostile = (r: AdminResource): boolean =>
+        hostileNames.some((h) => r.labels["kds.io/zone"] === h);
+      const ours = (key: string): boolean =>
+        key === "TrafficPolicy/default/fuzz-probe" ||
+        key === `Dataplane/default/${GOOD_ZONE}.probe`;
       for (const [key, was] of before) {
         const now = after.get(key);
         if (ours(key)) continue;
         if (now === undefined) changed.push(`${key}: deleted`);
-        else if (now.version !== was.version) changed.push(`${key}: version ${was.version} -> ${now.version}`);
+        else if (now.version !== was.version)
+          changed.push(`${key}: version ${was.version} -> ${now.version}`);
       }
       for (const [key, now] of after) {
         if (before.has(key)) continue;
-        if (hostile(now) && now.type === "Dataplane") hostileAdded[now.type] = (hostileAdded[now.type] ?? 0) + 1;
+        if (hostile(now) && now.type === "Dataplane")
+          hostileAdded[now.type] = (hostileAdded[now.type] ?? 0) + 1;
         else changed.push(`${key}: created (labels ${JSON.stringify(now.labels)})`);
       }
     }
@@ -337,7 +467,9 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       families,
       mutations: planner.mutations,
       endReasons,
-      endMeanMs: Object.fromEntries(Object.entries(endMs).map(([k, ms]) => [k, Math.round(ms / (endReasons[k] ?? 1))])),
+      endMeanMs: Object.fromEntries(
+        Object.entries(endMs).map(([k, ms]) => [k, Math.round(ms / (endReasons[k] ?? 1))]),
+      ),
       okWithoutGoaway,
       okWithoutGoawaySamples: okSamples,
       hangs: counts.hangs,
@@ -347,8 +479,20 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
       connectionGoaways,
       crashed,
       alarmingLogLines: alarming,
-      rss: { startMiB: rss.start, peakMiB: rss.peak, endMiB: rss.end, afterSettleMiB: afterSettle, samples: rss.samples },
-      sync: { probes: sync.probes, delivered: sync.delivered, failed: sync.failed, maxLagMs: sync.maxLagMs, meanLagMs: sync.delivered === 0 ? 0 : sync.totalLagMs / sync.delivered },
+      rss: {
+        startMiB: rss.start,
+        peakMiB: rss.peak,
+        endMiB: rss.end,
+        afterSettleMiB: afterSettle,
+        samples: rss.samples,
+      },
+      sync: {
+        probes: sync.probes,
+        delivered: sync.delivered,
+        failed: sync.failed,
+        maxLagMs: sync.maxLagMs,
+        meanLagMs: sync.delivered === 0 ? 0 : sync.totalLagMs / sync.delivered,
+      },
       store: { before: before.size, after: after.size, changed, hostileAdded },
     };
   } finally {
@@ -374,12 +518,18 @@ async function poll(check: () => Promise<boolean>, timeoutMs: number): Promise<b
 }
 
 /** Snapshots the store until `ready` accepts it (the setup's writes have landed). */
-async function waitStable(url: string, ready: (m: Map<string, AdminResource>) => boolean): Promise<Map<string, AdminResource>> {
+async function waitStable(
+  url: string,
+  ready: (m: Map<string, AdminResource>) => boolean,
+): Promise<Map<string, AdminResource>> {
   const deadline = performance.now() + 60_000;
   for (;;) {
     const m = await snapshot(url);
     if (ready(m)) return m;
-    if (performance.now() > deadline) throw new Error(`the global's store never held the setup's resources; it holds ${[...m.keys()].join(", ")}`);
+    if (performance.now() > deadline)
+      throw new Error(
+        `the global's store never held the setup's resources; it holds ${[...m.keys()].join(", ")}`,
+      );
     await sleep(200);
   }
 }

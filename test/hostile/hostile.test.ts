@@ -17,7 +17,22 @@ import { hostileCall, type Protocol } from "./peer.ts";
 
 const hello = toBinary(
   MessageSchema,
-  create(MessageSchema, { value: { case: "hello", value: { protocolVersion: 2, peerId: "h", requestWindow: 64, responseWindow: 64, requestWindowBytes: 1 << 23, responseWindowBytes: 1 << 23, maxMessageBytes: 1 << 22, heartbeatIntervalMs: 15_000, heartbeatTimeoutMs: 60_000 } } }),
+  create(MessageSchema, {
+    value: {
+      case: "hello",
+      value: {
+        protocolVersion: 2,
+        peerId: "h",
+        requestWindow: 64,
+        responseWindow: 64,
+        requestWindowBytes: 1 << 23,
+        responseWindowBytes: 1 << 23,
+        maxMessageBytes: 1 << 22,
+        heartbeatIntervalMs: 15_000,
+        heartbeatTimeoutMs: 60_000,
+      },
+    },
+  }),
 );
 const connectEnd = envelope(new TextEncoder().encode("{}"), 0x02);
 
@@ -27,7 +42,10 @@ describe("a frame the global cannot read", () => {
   let client: http2.ClientHttp2Session;
 
   beforeAll(async () => {
-    const global = new GlobalControlPlane({ authenticator: insecureZoneAuthenticator(), logger: silentLogger });
+    const global = new GlobalControlPlane({
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+    });
     global.start(abort.signal);
     await global.registerZone("h");
     served = await serveGlobal(global.server);
@@ -41,9 +59,18 @@ describe("a frame the global cannot read", () => {
   });
 
   const cases: [string, Uint8Array[]][] = [
-    ["bytes that are not protobuf", [envelope(hello), envelope(new Uint8Array([0xff, 0xff, 0xff]))]],
-    ["an envelope promising more bytes than it has", [envelope(hello), envelope(new Uint8Array([0x5a, 0x00]), 0, 100)]],
-    ["an envelope over the size limit", [envelope(hello), envelope(new Uint8Array(16), 0, 64 * 1024 * 1024)]],
+    [
+      "bytes that are not protobuf",
+      [envelope(hello), envelope(new Uint8Array([0xff, 0xff, 0xff]))],
+    ],
+    [
+      "an envelope promising more bytes than it has",
+      [envelope(hello), envelope(new Uint8Array([0x5a, 0x00]), 0, 100)],
+    ],
+    [
+      "an envelope over the size limit",
+      [envelope(hello), envelope(new Uint8Array(16), 0, 64 * 1024 * 1024)],
+    ],
     ["a compressed envelope without an encoding", [envelope(hello), envelope(hello, 0x01)]],
   ];
   for (const [what, chunks] of cases) {
@@ -63,8 +90,15 @@ describe("a frame the global cannot read", () => {
 });
 
 describe("hostile-peer fuzz (bounded)", () => {
-  it("keeps the global alive, its store intact, its RSS bounded and the honest zone syncing; every hostile session ends with a reason", { timeout: 240_000 }, async () => {
-    const report = await runFuzz({ frames: 4_000, durationMs: 90_000, seed: 20_261_130, concurrency: 8 });
+  it("keeps the global alive, its store intact, its RSS bounded and the honest zone syncing; every hostile session ends with a reason", {
+    timeout: 240_000,
+  }, async () => {
+    const report = await runFuzz({
+      frames: 4_000,
+      durationMs: 90_000,
+      seed: 20_261_130,
+      concurrency: 8,
+    });
     const summary = formatReport(report);
     console.log(summary);
     expect(report.crashed, summary).toBe(false);
@@ -75,7 +109,10 @@ describe("hostile-peer fuzz (bounded)", () => {
     expect(Object.values(report.endReasons).reduce((a, b) => a + b, 0)).toBe(report.sessions);
     // The store: nothing that was there changed; hostile zones added only their own zone-to-global resources.
     expect(report.store.changed, summary).toEqual([]);
-    expect(Object.keys(report.store.hostileAdded).every((kind) => kind === "Dataplane"), summary).toBe(true);
+    expect(
+      Object.keys(report.store.hostileAdded).every((kind) => kind === "Dataplane"),
+      summary,
+    ).toBe(true);
     // The honest zone kept syncing both ways throughout.
     expect(report.sync.failed, summary).toBe(0);
     expect(report.sync.delivered, summary).toBeGreaterThanOrEqual(4);

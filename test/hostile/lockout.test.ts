@@ -19,7 +19,13 @@ import { silentLogger } from "../../src/log.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { parseMetrics } from "../observe/scrape.ts";
 import { KdsProcess, run, until } from "../cli/process.ts";
-import { descriptors, helloLessStreams, rssMiB, tokenlessConnections, type Flood } from "./floods.ts";
+import {
+  descriptors,
+  helloLessStreams,
+  rssMiB,
+  tokenlessConnections,
+  type Flood,
+} from "./floods.ts";
 
 const FULL = process.env.KDS_HOSTILE_FULL === "1";
 /** Hello-less streams one token holds, and tokenless connections held: the issue's 2,000, or a few hundred in `npm test`. */
@@ -45,7 +51,9 @@ const file = (name: string, text: string): string => {
 };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_FILES}${FULL ? "" : ` (--max-connections ${SCALED_MAX_CONNECTIONS} --max-handshakes ${SCALED_MAX_HANDSHAKES})`}, ${COUNT} hello-less streams of one token, then ${COUNT} tokenless connections`, { timeout: 600_000 }, () => {
+describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_FILES}${FULL ? "" : ` (--max-connections ${SCALED_MAX_CONNECTIONS} --max-handshakes ${SCALED_MAX_HANDSHAKES})`}, ${COUNT} hello-less streams of one token, then ${COUNT} tokenless connections`, {
+  timeout: 600_000,
+}, () => {
   let global: KdsProcess;
   let zone: KdsProcess;
   let adminUrl: string;
@@ -58,7 +66,9 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
   /** Applies a Mesh on the global and waits (bounded) until the connected zone has it; returns the ms. */
   async function syncs(name: string): Promise<number> {
     const started = performance.now();
-    await adminClient(adminUrl).apply({ resources: [{ type: "Mesh", name, specJson: '{"mtls":true}' }] });
+    await adminClient(adminUrl).apply({
+      resources: [{ type: "Mesh", name, specJson: '{"mtls":true}' }],
+    });
     await until(
       () => run(["get", "Mesh", name, "--server", zoneAdmin, "-o", "json"]),
       (r) => r.code === 0 && r.stdout.includes(`"${name}"`),
@@ -75,8 +85,12 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
    */
   async function newZoneConnects(): Promise<{ ms: number; dials: number; refusals: string[] }> {
     const name = `late-${++probes}`;
-    await adminClient(adminUrl).apply({ resources: [{ type: "Zone", name, specJson: '{"enabled":true}' }] });
-    const token = (await tokenClient(adminUrl).generateZoneToken({ zone: name, validForSeconds: 3600n })).token;
+    await adminClient(adminUrl).apply({
+      resources: [{ type: "Zone", name, specJson: '{"enabled":true}' }],
+    });
+    const token = (
+      await tokenClient(adminUrl).generateZoneToken({ zone: name, validForSeconds: 3600n })
+    ).token;
     const transport = grpcMuxTransport(muxUrl);
     const stop = new AbortController();
     const refusals: string[] = [];
@@ -84,7 +98,12 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
     try {
       for (let dials = 1; ; dials++) {
         try {
-          const session = await new ZoneClient({ name, transport, token, logger: silentLogger }).dial(stop.signal);
+          const session = await new ZoneClient({
+            name,
+            transport,
+            token,
+            logger: silentLogger,
+          }).dial(stop.signal);
           const ms = Math.round(performance.now() - started);
           await session.close({ code: "shutdown", message: "probe done" });
           return { ms, dials, refusals };
@@ -104,19 +123,63 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
     global = new KdsProcess(
       [
         "global",
-        ...["--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", "memory", "--request-timeout", `${REQUEST_TIMEOUT_MS}ms`],
-        ...(FULL ? [] : ["--max-connections", String(SCALED_MAX_CONNECTIONS), "--max-handshakes", String(SCALED_MAX_HANDSHAKES)]),
+        ...[
+          "--listen",
+          "127.0.0.1:0",
+          "--admin-listen",
+          "127.0.0.1:0",
+          "--store",
+          "memory",
+          "--request-timeout",
+          `${REQUEST_TIMEOUT_MS}ms`,
+        ],
+        ...(FULL
+          ? []
+          : [
+              "--max-connections",
+              String(SCALED_MAX_CONNECTIONS),
+              "--max-handshakes",
+              String(SCALED_MAX_HANDSHAKES),
+            ]),
       ],
       { openFiles: GLOBAL_OPEN_FILES },
     );
-    const listening = await global.waitFor(/listening on (http:\/\/127\.0\.0\.1:(\d+)) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/, 120_000);
+    const listening = await global.waitFor(
+      /listening on (http:\/\/127\.0\.0\.1:(\d+)) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
+      120_000,
+    );
     muxUrl = listening[1] as string;
     zonePort = Number(listening[2]);
     adminUrl = listening[3] as string;
-    await adminClient(adminUrl).apply({ resources: ["zone-1", "flood"].map((name) => ({ type: "Zone", name, specJson: '{"enabled":true}' })) });
-    for (const name of ["zone-1", "flood"]) tokens.set(name, (await tokenClient(adminUrl).generateZoneToken({ zone: name, validForSeconds: 3600n })).token);
-    zone = new KdsProcess(["zone", "--name", "zone-1", "--global", muxUrl, "--token-file", file("zone-1.token", tokens.get("zone-1") as string), "--admin-listen", "127.0.0.1:0", "--store", "memory"]);
-    zoneAdmin = (await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/, 120_000))[1] as string;
+    await adminClient(adminUrl).apply({
+      resources: ["zone-1", "flood"].map((name) => ({
+        type: "Zone",
+        name,
+        specJson: '{"enabled":true}',
+      })),
+    });
+    for (const name of ["zone-1", "flood"])
+      tokens.set(
+        name,
+        (await tokenClient(adminUrl).generateZoneToken({ zone: name, validForSeconds: 3600n }))
+          .token,
+      );
+    zone = new KdsProcess([
+      "zone",
+      "--name",
+      "zone-1",
+      "--global",
+      muxUrl,
+      "--token-file",
+      file("zone-1.token", tokens.get("zone-1") as string),
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      "memory",
+    ]);
+    zoneAdmin = (
+      await zone.waitFor(/admin API listening on (http:\/\/127\.0\.0\.1:\d+)/, 120_000)
+    )[1] as string;
     await global.waitFor(/zone "zone-1" connected/, 120_000);
   }, 300_000);
 
@@ -126,18 +189,41 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
   });
 
   it("logs the per-zone handshake share and the authentication timeout", () => {
-    expect(global.output).toMatch(new RegExp(`at most ${FULL ? 512 : SCALED_MAX_HANDSHAKES} waiting at once, 4 per zone`));
-    expect(global.output).toMatch(/unauthenticated ones after 5000 ms \(the oldest first at the cap\)/);
+    expect(global.output).toMatch(
+      new RegExp(`at most ${FULL ? 512 : SCALED_MAX_HANDSHAKES} waiting at once, 4 per zone`),
+    );
+    expect(global.output).toMatch(
+      /unauthenticated ones after 5000 ms \(the oldest first at the cap\)/,
+    );
   });
 
   it("refuses tokenless half-duplex calls on their headers while their body is still open, and cuts a request whose body does not arrive", async () => {
     /** Opens a request whose body never ends; resolves with its response status and body once the response ends, or how it was closed. */
-    const endless = (url: string, path: string, headers: Record<string, string>): Promise<{ status?: number; body: string; rstCode?: number; ms: number; bodyOpen: boolean }> =>
+    const endless = (
+      url: string,
+      path: string,
+      headers: Record<string, string>,
+    ): Promise<{
+      status?: number;
+      body: string;
+      rstCode?: number;
+      ms: number;
+      bodyOpen: boolean;
+    }> =>
       new Promise((resolve) => {
         const started = performance.now();
         const session = http2.connect(url);
         session.on("error", () => undefined); // the global closing it is reported through the stream below
-        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/proto", "connect-protocol-version": "1", ...headers }, { endStream: false });
+        const stream = session.request(
+          {
+            ":method": "POST",
+            ":path": path,
+            "content-type": "application/proto",
+            "connect-protocol-version": "1",
+            ...headers,
+          },
+          { endStream: false },
+        );
         stream.write(new Uint8Array([0x0a, 0x10]));
         let status: number | undefined;
         let body = "";
@@ -145,15 +231,26 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
         stream.on("data", (chunk: Buffer) => (body += chunk.toString()));
         stream.on("error", () => undefined); // a reset is reported through rstCode
         const done = (): void => {
-          const result = { status, body, rstCode: stream.rstCode, ms: Math.round(performance.now() - started), bodyOpen: !stream.writableEnded };
+          const result = {
+            status,
+            body,
+            rstCode: stream.rstCode,
+            ms: Math.round(performance.now() - started),
+            bodyOpen: !stream.writableEnded,
+          };
           session.destroy();
           resolve(result);
         };
         stream.once("end", done);
         stream.once("close", done);
       });
-    const push = await endless(muxUrl, "/kds.mux.v1.HalfDuplexService/Push", { "client-id": "zone-1" });
-    const pull = await endless(muxUrl, "/kds.mux.v1.HalfDuplexService/Pull", { "client-id": "zone-1", authorization: "Bearer not-a-token" });
+    const push = await endless(muxUrl, "/kds.mux.v1.HalfDuplexService/Push", {
+      "client-id": "zone-1",
+    });
+    const pull = await endless(muxUrl, "/kds.mux.v1.HalfDuplexService/Pull", {
+      "client-id": "zone-1",
+      authorization: "Bearer not-a-token",
+    });
     const slow = await endless(adminUrl, "/kds.admin.v1.AdminService/Get", {});
     console.log(
       `headers first: tokenless Push answered ${push.status} in ${push.ms} ms, Pull with a bad token ${pull.status} in ${pull.ms} ms, both with their bodies still open; ` +
@@ -171,7 +268,9 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
     expect(slow.ms).toBeGreaterThanOrEqual(REQUEST_TIMEOUT_MS * 0.9);
     expect(slow.ms).toBeLessThan(REQUEST_TIMEOUT_MS + 30_000);
     const metrics = await parseMetrics(await (await fetch(`${adminUrl}/metrics`)).text());
-    expect(metrics.value("kds_requests_timed_out_total", { listener: "admin" })).toBeGreaterThanOrEqual(1);
+    expect(
+      metrics.value("kds_requests_timed_out_total", { listener: "admin" }),
+    ).toBeGreaterThanOrEqual(1);
   });
 
   it(`admits a new zone within ${CONNECT_BOUND_MS} ms while one token holds ${COUNT} hello-less streams, and the connected zone keeps syncing`, async () => {
@@ -202,16 +301,24 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
     );
     expect(probe.ms, `refusals: ${probe.refusals.join(", ")}`).toBeLessThan(CONNECT_BOUND_MS);
     expect(overloaded).toBeGreaterThan(0);
-    expect(global.output).toMatch(/refusing zone streams of one zone: it already has 4 streams in admission/);
+    expect(global.output).toMatch(
+      /refusing zone streams of one zone: it already has 4 streams in admission/,
+    );
     // The connected zone kept its one session.
     expect(global.output.match(/zone "zone-1" connected/g)?.length).toBe(1);
   });
 
   it(`admits a new zone within ${CONNECT_BOUND_MS} ms while ${COUNT} tokenless connections are held and churned, closes them after the authentication timeout, and the connected zone keeps syncing`, async () => {
     const pid = global.child.pid as number;
-    const before = { rss: rssMiB(pid), fds: descriptors(pid), sync: await syncs("before-tokenless") };
+    const before = {
+      rss: rssMiB(pid),
+      fds: descriptors(pid),
+      sync: await syncs("before-tokenless"),
+    };
     const metricsBefore = await parseMetrics(await (await fetch(`${adminUrl}/metrics`)).text());
-    const evictedBefore = metricsBefore.value("kds_connections_evicted_total", { listener: "zones" });
+    const evictedBefore = metricsBefore.value("kds_connections_evicted_total", {
+      listener: "zones",
+    });
     const flood = tokenlessConnections(zonePort, COUNT);
     let peakRss = before.rss;
     let peakFds = before.fds;
@@ -235,8 +342,11 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
       clearInterval(sampler);
     }
     const metrics = await parseMetrics(await (await fetch(`${adminUrl}/metrics`)).text());
-    const evicted = metrics.value("kds_connections_evicted_total", { listener: "zones" }) - evictedBefore;
-    const unauthenticated = metrics.value("kds_connections_unauthenticated_closed_total", { listener: "zones" });
+    const evicted =
+      metrics.value("kds_connections_evicted_total", { listener: "zones" }) - evictedBefore;
+    const unauthenticated = metrics.value("kds_connections_unauthenticated_closed_total", {
+      listener: "zones",
+    });
     const refused = metrics.value("kds_connections_refused_total", { listener: "zones" });
     console.log(
       `tokenless flood: ${COUNT} connections held at a time (tcp ${flood.byKind.tcp}, never-ending Push ${flood.byKind.push}, tokenless mux ${flood.byKind.mux} opened in all), ${flood.connections} connections opened, ${flood.closedByGlobal} closed by the global, ` +
@@ -245,14 +355,19 @@ describe(`lock-out: a token-authenticated global under ulimit -n ${GLOBAL_OPEN_F
         `new zones ready in ${probes.map((p) => `${p.ms} ms (${p.dials} dial(s)${p.refusals.length > 0 ? `, refusals ${p.refusals.join(",")}` : ""})`).join(" and ")}; ` +
         `a resource reached the connected zone in ${syncMs} ms during the flood (${before.sync} ms before); global RSS ${before.rss} MiB before, peak ${peakRss} MiB; descriptors ${before.fds} before, peak ${peakFds} (limit ${GLOBAL_OPEN_FILES})`,
     );
-    for (const p of probes) expect(p.ms, `refusals: ${p.refusals.join(", ")}`).toBeLessThan(CONNECT_BOUND_MS);
+    for (const p of probes)
+      expect(p.ms, `refusals: ${p.refusals.join(", ")}`).toBeLessThan(CONNECT_BOUND_MS);
     expect(evicted).toBeGreaterThan(0);
     expect(unauthenticated).toBeGreaterThan(0);
     expect(peakFds).toBeLessThan(GLOBAL_OPEN_FILES);
     expect(global.output).toMatch(/closing the oldest unauthenticated one for each new connection/);
     // Once the flood stops, the global lets go of every tokenless connection (within the authentication timeout, bounded poll).
     const held = await until(
-      async () => (await parseMetrics(await (await fetch(`${adminUrl}/metrics`)).text())).value("kds_connections_open", { listener: "zones" }),
+      async () =>
+        (await parseMetrics(await (await fetch(`${adminUrl}/metrics`)).text())).value(
+          "kds_connections_open",
+          { listener: "zones" },
+        ),
       (n) => n <= 1,
       "the zone listener to hold only the connected zone's connection",
       30_000,

@@ -86,7 +86,8 @@ export const frameMutations = {
   interestingBytes: (r: Random, b: Uint8Array): Uint8Array => {
     const out = b.slice();
     if (out.length === 0) return new Uint8Array([0xff]);
-    for (let i = 0, n = 1 + r.int(4); i < n; i++) out[r.int(out.length)] = r.pick([0x00, 0x01, 0x7f, 0x80, 0xff, 0x0a, 0x12, 0x08]);
+    for (let i = 0, n = 1 + r.int(4); i < n; i++)
+      out[r.int(out.length)] = r.pick([0x00, 0x01, 0x7f, 0x80, 0xff, 0x0a, 0x12, 0x08]);
     return out;
   },
   truncate: (r: Random, b: Uint8Array): Uint8Array => b.slice(0, r.int(Math.max(1, b.length))),
@@ -97,7 +98,14 @@ export const frameMutations = {
     const wire = r.pick([0, 1, 2, 5]);
     const tag = varint(BigInt(field) * 8n + BigInt(wire));
     const len = r.int(40);
-    const value = wire === 0 ? varint(BigInt(r.int(2 ** 31)) * BigInt(r.int(2 ** 31))) : wire === 1 ? Array.from(r.bytes(8)) : wire === 5 ? Array.from(r.bytes(4)) : [...varint(BigInt(len)), ...Array.from(r.bytes(len))];
+    const value =
+      wire === 0
+        ? varint(BigInt(r.int(2 ** 31)) * BigInt(r.int(2 ** 31)))
+        : wire === 1
+          ? Array.from(r.bytes(8))
+          : wire === 5
+            ? Array.from(r.bytes(4))
+            : [...varint(BigInt(len)), ...Array.from(r.bytes(len))];
     return r.next() < 0.5 ? concat([b, tag, value]) : concat([tag, value, b]);
   },
   hugeVarint: (r: Random, b: Uint8Array): Uint8Array => {
@@ -105,8 +113,18 @@ export const frameMutations = {
     const field = r.pick([1, 2, 3, 4, 10, 11, 12, 13, 14, 15, 16]);
     const choice = r.int(3);
     if (choice === 0) return concat([b, varint(BigInt(field << 3)), varint(2n ** 64n - 1n)]);
-    if (choice === 1) return concat([b, varint(BigInt(field << 3)), [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]]);
-    return concat([b, varint(BigInt((field << 3) | 2)), varint(BigInt(r.pick([0xffffffff, 2 ** 31, 2 ** 53 - 1, 1 << 30]))), r.bytes(r.int(16))]);
+    if (choice === 1)
+      return concat([
+        b,
+        varint(BigInt(field << 3)),
+        [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+      ]);
+    return concat([
+      b,
+      varint(BigInt((field << 3) | 2)),
+      varint(BigInt(r.pick([0xffffffff, 2 ** 31, 2 ** 53 - 1, 1 << 30]))),
+      r.bytes(r.int(16)),
+    ]);
   },
   deleteRange: (r: Random, b: Uint8Array): Uint8Array => {
     if (b.length < 2) return b.slice();
@@ -126,7 +144,8 @@ export const frameMutations = {
 
 /** Semantic mutations: decode a control frame, set a field to an extreme, encode it again. */
 export function semanticMutation(r: Random, zone: string): Uint8Array {
-  const u32 = (): number => r.pick([0, 1, 64, 65_535, 65_536, 65_537, 2 ** 31 - 1, 2 ** 32 - 1, r.int(2 ** 32)]);
+  const u32 = (): number =>
+    r.pick([0, 1, 64, 65_535, 65_536, 65_537, 2 ** 31 - 1, 2 ** 32 - 1, r.int(2 ** 32)]);
   const u64 = (): bigint => r.pick([0n, 1n, 2n ** 63n, 2n ** 64n - 1n, BigInt(r.int(2 ** 32))]);
   const choice = r.int(9);
   let value: FrameValueInit | { case: undefined };
@@ -141,7 +160,13 @@ export function semanticMutation(r: Random, zone: string): Uint8Array {
       value = { case: "pong", value: { id: u64() } };
       break;
     case 3:
-      value = { case: "goaway", value: { reason: r.pick([0, 1, 2, 3, 4, 5, 6, 7, 99, -1]) as GoAwayReason, message: "x".repeat(r.int(2000)) } };
+      value = {
+        case: "goaway",
+        value: {
+          reason: r.pick([0, 1, 2, 3, 4, 5, 6, 7, 99, -1]) as GoAwayReason,
+          message: "x".repeat(r.int(2000)),
+        },
+      };
       break;
     case 4:
       value = {
@@ -165,11 +190,24 @@ export function semanticMutation(r: Random, zone: string): Uint8Array {
         value: {
           id: u64(),
           kind: r.pick([
-            { case: "open", value: { path: r.pick(["/kds.admin.v1.AdminService/Get", "/nope/Nope", "", "/kds.admin.v1.AdminService/Apply"]), headers: { "content-type": "application/proto" }, body: r.bytes(r.int(64)), window: u32() } },
+            {
+              case: "open",
+              value: {
+                path: r.pick([
+                  "/kds.admin.v1.AdminService/Get",
+                  "/nope/Nope",
+                  "",
+                  "/kds.admin.v1.AdminService/Apply",
+                ]),
+                headers: { "content-type": "application/proto" },
+                body: r.bytes(r.int(64)),
+                window: u32(),
+              },
+            },
             { case: "head", value: { status: u32(), headers: {} } },
             { case: "data", value: r.bytes(r.int(256)) },
             { case: "end", value: { trailers: {}, error: "boom", code: "internal" } },
-            { case: "cancel", value: { } },
+            { case: "cancel", value: {} },
             { case: "credit", value: u32() },
           ] as const) as NonNullable<MessageInitShape<typeof CallSchema>["kind"]>,
         },
@@ -180,7 +218,14 @@ export function semanticMutation(r: Random, zone: string): Uint8Array {
       value = {
         case: "batch",
         value: {
-          frames: [create(MessageSchema, { value: r.next() < 0.5 ? { case: "ping", value: { id: 1n } } : { case: "batch", value: { frames: [] } } })],
+          frames: [
+            create(MessageSchema, {
+              value:
+                r.next() < 0.5
+                  ? { case: "ping", value: { id: 1n } }
+                  : { case: "batch", value: { frames: [] } },
+            }),
+          ],
         },
       };
       break;
@@ -204,7 +249,11 @@ export function helloFor(corpus: readonly SeedFrame[], zone: string): Uint8Array
 }
 
 /** One envelope: flags, then the message length (big-endian), then the message. */
-export function envelope(message: Uint8Array, flags = 0, claimedLength = message.length): Uint8Array {
+export function envelope(
+  message: Uint8Array,
+  flags = 0,
+  claimedLength = message.length,
+): Uint8Array {
   const out = new Uint8Array(5 + message.length);
   out[0] = flags;
   new DataView(out.buffer).setUint32(1, claimedLength >>> 0);
@@ -272,7 +321,9 @@ export class Planner {
   constructor(seed: number, corpus: readonly SeedFrame[], identities: readonly Identity[]) {
     this.#r = new Random(seed);
     this.#corpus = corpus;
-    this.#zoneFrames = corpus.filter((f) => f.from === "zone" && f.kind !== "hello" && f.kind !== "goaway");
+    this.#zoneFrames = corpus.filter(
+      (f) => f.from === "zone" && f.kind !== "hello" && f.kind !== "goaway",
+    );
     this.#identities = identities;
   }
 
@@ -326,8 +377,17 @@ export class Planner {
     const r = this.#r;
     const identity = r.pick(this.#identities);
     const protocol = r.weighted<Protocol>({ grpc: 6, connect: 3, "grpc-web": 1 });
-    const headers: Record<string, string> = { "client-id": identity.zone, authorization: `Bearer ${identity.token}` };
-    const family = r.weighted({ mutate: 62, sequence: 20, envelope: 12, admission: 4, oversize: 0.15 });
+    const headers: Record<string, string> = {
+      "client-id": identity.zone,
+      authorization: `Bearer ${identity.token}`,
+    };
+    const family = r.weighted({
+      mutate: 62,
+      sequence: 20,
+      envelope: 12,
+      admission: 4,
+      oversize: 0.15,
+    });
     const hello = helloFor(this.#corpus, identity.zone);
     const messages: Uint8Array[] = [];
     let mutated = 0;
@@ -347,16 +407,36 @@ export class Planner {
         plain(hello);
         for (let i = 0, n = 1 + r.int(60); i < n; i++) {
           if (r.next() < 0.25) plain(recorded());
-          else bad(decodable ? this.#decodableFrame(identity.zone) : this.#mutatedFrame(identity.zone));
+          else
+            bad(
+              decodable ? this.#decodableFrame(identity.zone) : this.#mutatedFrame(identity.zone),
+            );
         }
         break;
       }
       case "sequence": {
-        const kind = r.weighted({ beforeHello: 3, secondHello: 2, windowOverrun: 2, responseOverrun: 2, duplicates: 3, pingFlood: 2, afterGoaway: 2, wrongPeer: 1, wrongLane: 2, creditOverflow: 1, helloOnly: 1 });
+        const kind = r.weighted({
+          beforeHello: 3,
+          secondHello: 2,
+          windowOverrun: 2,
+          responseOverrun: 2,
+          duplicates: 3,
+          pingFlood: 2,
+          afterGoaway: 2,
+          wrongPeer: 1,
+          wrongLane: 2,
+          creditOverflow: 1,
+          helloOnly: 1,
+        });
         this.#count(`sequence:${kind}`);
-        const requests = this.#zoneFrames.filter((f) => f.kind === "request" || f.kind === "deltaRequest");
-        const responses = this.#zoneFrames.filter((f) => f.kind === "response" || f.kind === "deltaResponse");
-        const pick = (from: readonly SeedFrame[]): Uint8Array => (from.length > 0 ? r.pick(from).bytes : recorded());
+        const requests = this.#zoneFrames.filter(
+          (f) => f.kind === "request" || f.kind === "deltaRequest",
+        );
+        const responses = this.#zoneFrames.filter(
+          (f) => f.kind === "response" || f.kind === "deltaResponse",
+        );
+        const pick = (from: readonly SeedFrame[]): Uint8Array =>
+          from.length > 0 ? r.pick(from).bytes : recorded();
         switch (kind) {
           case "beforeHello":
             for (let i = 0, n = 1 + r.int(5); i < n; i++) bad(recorded());
@@ -383,18 +463,38 @@ export class Planner {
           }
           case "pingFlood": {
             plain(hello);
-            const ping = toBinary(MessageSchema, create(MessageSchema, { value: { case: "ping", value: { id: 1n } } }));
+            const ping = toBinary(
+              MessageSchema,
+              create(MessageSchema, { value: { case: "ping", value: { id: 1n } } }),
+            );
             for (let i = 0, n = 50 + r.int(400); i < n; i++) bad(ping);
             break;
           }
           case "afterGoaway":
             plain(hello);
-            plain(toBinary(MessageSchema, create(MessageSchema, { value: { case: "goaway", value: { reason: GoAwayReason.SHUTDOWN, message: "bye" } } })));
-            for (let i = 0, n = 1 + r.int(20); i < n; i++) bad(r.next() < 0.5 ? recorded() : this.#mutatedFrame(identity.zone));
+            plain(
+              toBinary(
+                MessageSchema,
+                create(MessageSchema, {
+                  value: {
+                    case: "goaway",
+                    value: { reason: GoAwayReason.SHUTDOWN, message: "bye" },
+                  },
+                }),
+              ),
+            );
+            for (let i = 0, n = 1 + r.int(20); i < n; i++)
+              bad(r.next() < 0.5 ? recorded() : this.#mutatedFrame(identity.zone));
             break;
           case "wrongPeer": {
             const other = fromBinary(MessageSchema, hello);
-            if (other.value.case === "hello") other.value.value.peerId = r.pick(["global", "zone-x", "", identity.zone.toUpperCase()]);
+            if (other.value.case === "hello")
+              other.value.value.peerId = r.pick([
+                "global",
+                "zone-x",
+                "",
+                identity.zone.toUpperCase(),
+              ]);
             bad(toBinary(MessageSchema, other));
             for (let i = 0, n = r.int(5); i < n; i++) plain(recorded());
             break;
@@ -409,7 +509,17 @@ export class Planner {
           case "creditOverflow":
             plain(hello);
             for (let i = 0, n = 2 + r.int(10); i < n; i++) {
-              bad(toBinary(MessageSchema, create(MessageSchema, { value: { case: "windowUpdate", value: { requests: 2 ** 32 - 1, responses: 2 ** 32 - 1 } } })));
+              bad(
+                toBinary(
+                  MessageSchema,
+                  create(MessageSchema, {
+                    value: {
+                      case: "windowUpdate",
+                      value: { requests: 2 ** 32 - 1, responses: 2 ** 32 - 1 },
+                    },
+                  }),
+                ),
+              );
             }
             break;
           case "helloOnly":
@@ -422,7 +532,14 @@ export class Planner {
         // Lies in the gRPC/Connect envelope around otherwise real frames.
         plain(hello);
         for (let i = 0, n = r.int(10); i < n; i++) plain(recorded());
-        const kind = r.weighted({ lengthLonger: 3, lengthShorter: 3, lengthHuge: 2, flags: 3, cutHeader: 2, split: 2 });
+        const kind = r.weighted({
+          lengthLonger: 3,
+          lengthShorter: 3,
+          lengthHuge: 2,
+          flags: 3,
+          cutHeader: 2,
+          split: 2,
+        });
         this.#count(`envelope:${kind}`);
         const m = r.next() < 0.7 ? recorded() : this.#mutatedFrame(identity.zone);
         for (const msg of messages) chunks.push(envelope(msg));
@@ -437,13 +554,33 @@ export class Planner {
             chunks.push(envelope(m, 0, Math.max(0, m.length - 1 - r.int(m.length + 1))));
             break;
           case "lengthHuge":
-            chunks.push(envelope(m, 0, r.pick([0xffffffff, 0x80000000, 4 * 1024 * 1024 + 1, 64 * 1024 * 1024])));
+            chunks.push(
+              envelope(
+                m,
+                0,
+                r.pick([0xffffffff, 0x80000000, 4 * 1024 * 1024 + 1, 64 * 1024 * 1024]),
+              ),
+            );
             break;
           case "flags": {
             // Bits other than "compressed" are not errors: gRPC ignores them, Connect and gRPC-web skip an envelope
             // flagged end-of-stream or trailer. So a sentinel follows, which an open session must answer with a goaway.
-            chunks.push(envelope(m, r.pick([0x01, 0x02, 0x03, 0x80, 0x81, 0xff, 0x04])), envelope(SENTINEL), ...trailer(protocol));
-            return { family: `${family}:${kind}`, protocol, headers, chunks, frames: count + 2, mutated: 1, zone: identity.zone, ending: "sentinel", peerGoaway: sendsGoaway([m]) };
+            chunks.push(
+              envelope(m, r.pick([0x01, 0x02, 0x03, 0x80, 0x81, 0xff, 0x04])),
+              envelope(SENTINEL),
+              ...trailer(protocol),
+            );
+            return {
+              family: `${family}:${kind}`,
+              protocol,
+              headers,
+              chunks,
+              frames: count + 2,
+              mutated: 1,
+              zone: identity.zone,
+              ending: "sentinel",
+              peerGoaway: sendsGoaway([m]),
+            };
           }
           case "cutHeader":
             chunks.push(envelope(m).subarray(0, 1 + r.int(4)));
@@ -453,23 +590,59 @@ export class Planner {
             const whole = envelope(m);
             const at = r.int(whole.length);
             const last = this.#mutatedFrame(identity.zone);
-            chunks.push(whole.subarray(0, at), whole.subarray(at), envelope(last), envelope(SENTINEL), ...trailer(protocol));
-            return { family: `${family}:${kind}`, protocol, headers, chunks, frames: count + 3, mutated: 1, zone: identity.zone, ending: "sentinel", peerGoaway: sendsGoaway([m, last]) };
+            chunks.push(
+              whole.subarray(0, at),
+              whole.subarray(at),
+              envelope(last),
+              envelope(SENTINEL),
+              ...trailer(protocol),
+            );
+            return {
+              family: `${family}:${kind}`,
+              protocol,
+              headers,
+              chunks,
+              frames: count + 3,
+              mutated: 1,
+              zone: identity.zone,
+              ending: "sentinel",
+              peerGoaway: sendsGoaway([m, last]),
+            };
           }
         }
         // A broken envelope ends the stream for the server. Except one: connect-es 2.2.0 reads a stream that ends
         // right after a whole envelope header (no payload byte) as a clean end, so the global sees a half-close.
         const headerOnly = kind === "lengthLonger" && m.length === 0;
-        return { family: `${family}:${kind}`, protocol, headers, chunks, frames: count + 1, mutated, zone: identity.zone, ending: headerOnly ? "eof" : "broken", peerGoaway: false };
+        return {
+          family: `${family}:${kind}`,
+          protocol,
+          headers,
+          chunks,
+          frames: count + 1,
+          mutated,
+          zone: identity.zone,
+          ending: headerOnly ? "eof" : "broken",
+          peerGoaway: false,
+        };
       }
       case "admission": {
-        const kind = r.weighted({ noToken: 2, badToken: 2, otherZonesToken: 2, unregistered: 2, invalidClientId: 1, noClientId: 1 });
+        const kind = r.weighted({
+          noToken: 2,
+          badToken: 2,
+          otherZonesToken: 2,
+          unregistered: 2,
+          invalidClientId: 1,
+          noClientId: 1,
+        });
         this.#count(`admission:${kind}`);
         if (kind === "noToken") delete headers.authorization;
-        if (kind === "badToken") headers.authorization = `Bearer ${identity.token.slice(0, -4)}AAAA`;
-        if (kind === "otherZonesToken") headers.authorization = `Bearer ${r.pick(this.#identities.filter((i) => i.zone !== identity.zone)).token}`;
+        if (kind === "badToken")
+          headers.authorization = `Bearer ${identity.token.slice(0, -4)}AAAA`;
+        if (kind === "otherZonesToken")
+          headers.authorization = `Bearer ${r.pick(this.#identities.filter((i) => i.zone !== identity.zone)).token}`;
         if (kind === "unregistered") headers["client-id"] = "nobody-registered";
-        if (kind === "invalidClientId") headers["client-id"] = r.pick(["UPPER", "a b", "x".repeat(64), "../etc"]);
+        if (kind === "invalidClientId")
+          headers["client-id"] = r.pick(["UPPER", "a b", "x".repeat(64), "../etc"]);
         if (kind === "noClientId") delete headers["client-id"];
         bad(hello);
         for (let i = 0, n = r.int(5); i < n; i++) bad(this.#mutatedFrame(identity.zone));
@@ -482,7 +655,20 @@ export class Planner {
         const big = toBinary(
           MessageSchema,
           create(MessageSchema, {
-            value: { case: "deltaResponse", value: { typeUrl: "type.googleapis.com/kds.example.v1.DataplaneSpec", nonce: "z", resources: [{ name: "big", version: "1", resource: { typeUrl: "x", value: new Uint8Array(4 * 1024 * 1024 + 64) } }] } },
+            value: {
+              case: "deltaResponse",
+              value: {
+                typeUrl: "type.googleapis.com/kds.example.v1.DataplaneSpec",
+                nonce: "z",
+                resources: [
+                  {
+                    name: "big",
+                    version: "1",
+                    resource: { typeUrl: "x", value: new Uint8Array(4 * 1024 * 1024 + 64) },
+                  },
+                ],
+              },
+            },
           }),
         );
         bad(big);
@@ -494,6 +680,16 @@ export class Planner {
     if (ending === "sentinel") messages.push(SENTINEL);
     for (const m of messages) chunks.push(envelope(m));
     chunks.push(...trailer(protocol));
-    return { family, protocol, headers, chunks, frames: messages.length, mutated, zone: identity.zone, ending, peerGoaway };
+    return {
+      family,
+      protocol,
+      headers,
+      chunks,
+      frames: messages.length,
+      mutated,
+      zone: identity.zone,
+      ending,
+      peerGoaway,
+    };
   }
 }

@@ -66,7 +66,9 @@ const grpcCodes = [
 /** Name of a gRPC status number as Connect spells it. */
 function grpcCodeName(value: string | undefined): string {
   const n = Number(value);
-  return Number.isInteger(n) && grpcCodes[n] !== undefined ? (grpcCodes[n] as string) : `grpc-status ${String(value)}`;
+  return Number.isInteger(n) && grpcCodes[n] !== undefined
+    ? (grpcCodes[n] as string)
+    : `grpc-status ${String(value)}`;
 }
 
 /** Runs one hostile session on `client` (an open HTTP/2 session to the global). */
@@ -93,23 +95,50 @@ export function hostileCall(client: http2.ClientHttp2Session, call: HostileCall)
       if (timer !== undefined) clearTimeout(timer);
       if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_CANCEL);
       const end = interpret(call.protocol, responseHeaders, trailers, body, override);
-      resolve(end.status === "reset" ? { ...end, message: resetWhy !== "" ? resetWhy : `stream closed with RST_STREAM code ${stream.rstCode ?? "none"}` } : end);
+      resolve(
+        end.status === "reset"
+          ? {
+              ...end,
+              message:
+                resetWhy !== ""
+                  ? resetWhy
+                  : `stream closed with RST_STREAM code ${stream.rstCode ?? "none"}`,
+            }
+          : end,
+      );
     };
     try {
       stream = client.request(headers);
     } catch (error) {
-      resolve({ status: "reset", goaway: undefined, message: (error as { code?: string }).code ?? String(error), framesReceived: 0, garbled: 0 });
+      resolve({
+        status: "reset",
+        goaway: undefined,
+        message: (error as { code?: string }).code ?? String(error),
+        framesReceived: 0,
+        garbled: 0,
+      });
       return;
     }
     stream.on("response", (h) => (responseHeaders = h));
     stream.on("trailers", (t) => (trailers = t));
-    stream.on("data", (chunk: Buffer) => (body = body.length === 0 ? chunk : Buffer.concat([body, chunk])));
+    stream.on(
+      "data",
+      (chunk: Buffer) => (body = body.length === 0 ? chunk : Buffer.concat([body, chunk])),
+    );
     stream.on("end", () => finish());
     stream.on("error", (error: Error & { code?: string }) => {
       resetWhy = error.message;
       finish("reset");
     });
-    stream.on("close", () => finish(stream.rstCode !== undefined && stream.rstCode !== 0 && Object.keys(responseHeaders).length === 0 ? "reset" : undefined));
+    stream.on("close", () =>
+      finish(
+        stream.rstCode !== undefined &&
+          stream.rstCode !== 0 &&
+          Object.keys(responseHeaders).length === 0
+          ? "reset"
+          : undefined,
+      ),
+    );
     for (const chunk of call.chunks) stream.write(chunk);
     stream.end();
     timer = setTimeout(() => finish("hang"), call.timeoutMs);
@@ -131,7 +160,13 @@ function envelopes(body: Buffer): { flags: number; data: Buffer }[] & { rest?: n
   return out;
 }
 
-function interpret(protocol: Protocol, headers: http2.IncomingHttpHeaders, trailers: http2.IncomingHttpHeaders, body: Buffer, override: string | undefined): CallEnd {
+function interpret(
+  protocol: Protocol,
+  headers: http2.IncomingHttpHeaders,
+  trailers: http2.IncomingHttpHeaders,
+  body: Buffer,
+  override: string | undefined,
+): CallEnd {
   let goaway: string | undefined;
   let goawayMessage = "";
   let framesReceived = 0;
@@ -144,7 +179,9 @@ function interpret(protocol: Protocol, headers: http2.IncomingHttpHeaders, trail
     if (protocol === "connect" && (flags & 0x02) !== 0) {
       // Connect end-of-stream: JSON with an optional error.
       try {
-        const end = JSON.parse(data.toString("utf8")) as { error?: { code?: string; message?: string } };
+        const end = JSON.parse(data.toString("utf8")) as {
+          error?: { code?: string; message?: string };
+        };
         status = end.error === undefined ? "ok" : (end.error.code ?? "unknown");
         message = end.error?.message ?? "";
       } catch {
@@ -158,7 +195,13 @@ function interpret(protocol: Protocol, headers: http2.IncomingHttpHeaders, trail
           .toString("latin1")
           .split("\r\n")
           .filter((l) => l.includes(":"))
-          .map((l) => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()] as const),
+          .map(
+            (l) =>
+              [
+                l.slice(0, l.indexOf(":")).trim().toLowerCase(),
+                l.slice(l.indexOf(":") + 1).trim(),
+              ] as const,
+          ),
       );
       status = grpcCodeName(fields.get("grpc-status"));
       message = decodeURIComponent(fields.get("grpc-message") ?? "");
@@ -179,12 +222,20 @@ function interpret(protocol: Protocol, headers: http2.IncomingHttpHeaders, trail
     const s = trailers["grpc-status"] ?? headers["grpc-status"];
     if (s !== undefined) {
       status = grpcCodeName(String(s));
-      message = decodeURIComponent(String(trailers["grpc-message"] ?? headers["grpc-message"] ?? ""));
+      message = decodeURIComponent(
+        String(trailers["grpc-message"] ?? headers["grpc-message"] ?? ""),
+      );
     }
   }
   const httpStatus = Number(headers[":status"] ?? 0);
   if (status === undefined && httpStatus !== 0 && httpStatus !== 200) status = `http-${httpStatus}`;
   if (override === "hang") status = status ?? "hang";
   status ??= override ?? "reset";
-  return { status, goaway, message: (goawayMessage !== "" ? goawayMessage : message).split("\n")[0] ?? "", framesReceived, garbled };
+  return {
+    status,
+    goaway,
+    message: (goawayMessage !== "" ? goawayMessage : message).split("\n")[0] ?? "",
+    framesReceived,
+    garbled,
+  };
 }

@@ -14,17 +14,34 @@ const signal = AbortSignal.timeout(240_000);
 const started = performance.now();
 let results: CheckResult[];
 if (mode === "global") {
-  results = await checkGlobal({ dial: conformanceDialer({ url: a as string }), zone: b as string, signal });
+  results = await checkGlobal({
+    dial: conformanceDialer({ url: a as string }),
+    zone: b as string,
+    signal,
+  });
 } else {
   const listener = await listenForZone("127.0.0.1", Number(a), signal);
   try {
-    results = await checkZone({ accept: listener.accept, catalog: kindCatalog(createTypeRegistry(loadKindsFile(b as string).types).list()), dialWaitMs: 60_000, signal });
+    results = await checkZone({
+      accept: listener.accept,
+      catalog: kindCatalog(createTypeRegistry(loadKindsFile(b as string).types).list()),
+      dialWaitMs: 60_000,
+      signal,
+    });
   } finally {
     await listener.close();
   }
 }
-const failed = results.filter((r) => r.outcome === "fail").map((r) => `${r.rule}: ${r.detail.slice(0, 200)}`);
+const failed = results
+  .filter((r) => r.outcome === "fail")
+  .map((r) => `${r.rule}: ${r.detail.slice(0, 200)}`);
 console.log(
-  JSON.stringify({ ok: failed.length === 0, ms: Math.round(performance.now() - started), passed: results.filter((r) => r.outcome === "pass").length, skipped: results.filter((r) => r.outcome === "skip").length, failed }),
+  JSON.stringify({
+    ok: failed.length === 0,
+    ms: Math.round(performance.now() - started),
+    passed: results.filter((r) => r.outcome === "pass").length,
+    skipped: results.filter((r) => r.outcome === "skip").length,
+    failed,
+  }),
 );
 process.exit(0);

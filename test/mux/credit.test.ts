@@ -3,7 +3,11 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { GoAwayReason, MessageSchema, PingSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
-import { DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, ResourceSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
+import {
+  DeltaDiscoveryResponseSchema,
+  DiscoveryRequestSchema,
+  ResourceSchema,
+} from "../../src/gen/kds/v1/discovery_pb.ts";
 import { MemoryBudget, type BudgetHolder } from "../../src/mux/budget.ts";
 import { creditSize } from "../../src/mux/frame-size.ts";
 import { requestFrame, responseFrame } from "../../src/mux/frames.ts";
@@ -11,13 +15,24 @@ import { Inbox } from "../../src/mux/inbox.ts";
 import { resolveSessionOptions } from "../../src/mux/options.ts";
 import { Outbox } from "../../src/mux/outbox.ts";
 import { MuxSession } from "../../src/mux/session.ts";
-import { eventually, RawPeer, request, response, sessionPair, settle } from "../contract/harness.ts";
+import {
+  eventually,
+  RawPeer,
+  request,
+  response,
+  sessionPair,
+  settle,
+} from "../contract/harness.ts";
 
 /** A request of exactly `bytes` bytes of credit (its encoded length). */
 function requestOfSize(bytes: number, nonce: string): ReturnType<typeof request> {
   for (let pad = 0; pad < 8; pad++) {
     for (let n = Math.max(0, bytes - 40); n <= bytes; n++) {
-      const r = create(DiscoveryRequestSchema, { typeUrl: "type.x" + "y".repeat(pad), responseNonce: nonce, resourceNames: ["n".repeat(n)] });
+      const r = create(DiscoveryRequestSchema, {
+        typeUrl: "type.x" + "y".repeat(pad),
+        responseNonce: nonce,
+        resourceNames: ["n".repeat(n)],
+      });
       if (creditSize(requestFrame(r)) === bytes) return r;
     }
   }
@@ -26,14 +41,27 @@ function requestOfSize(bytes: number, nonce: string): ReturnType<typeof request>
 
 /** A request of about `bytes` bytes of credit (its resource names carry them). */
 function bigRequest(bytes: number, nonce = ""): ReturnType<typeof request> {
-  return create(DiscoveryRequestSchema, { typeUrl: "type.x", responseNonce: nonce, resourceNames: ["n".repeat(bytes)] });
+  return create(DiscoveryRequestSchema, {
+    typeUrl: "type.x",
+    responseNonce: nonce,
+    resourceNames: ["n".repeat(bytes)],
+  });
 }
 
 describe("creditSize", () => {
   it("is the same for the frame a sender built and the frame its peer decoded, and counts what a peer can make large", () => {
     const frames = [
       responseFrame(response("type.ü", "nonce", 5000)),
-      requestFrame(create(DiscoveryRequestSchema, { typeUrl: "t", resourceNames: ["a", "b"], node: { id: "z", metadata: { fields: { k: { kind: { case: "stringValue", value: "v".repeat(300) } } } } } })),
+      requestFrame(
+        create(DiscoveryRequestSchema, {
+          typeUrl: "t",
+          resourceNames: ["a", "b"],
+          node: {
+            id: "z",
+            metadata: { fields: { k: { kind: { case: "stringValue", value: "v".repeat(300) } } } },
+          },
+        }),
+      ),
     ];
     for (const frame of frames) {
       const decoded = fromBinary(MessageSchema, toBinary(MessageSchema, frame));
@@ -52,19 +80,28 @@ describe("creditSize", () => {
 describe("byte credit", () => {
   it("holds a sender back by bytes even with frames of window left, and lets it go as the receiver consumes", async () => {
     const windowBytes = 16 * 1024;
-    const { zone, global } = sessionPair({ maxMessageBytes: 8 * 1024, responseWindowBytes: windowBytes }, {});
+    const { zone, global } = sessionPair(
+      { maxMessageBytes: 8 * 1024, responseWindowBytes: windowBytes },
+      {},
+    );
     await zone.ready;
     await global.ready;
     expect(global.peer?.responseWindowBytes).toBe(windowBytes);
-    const sent = Array.from({ length: 10 }, (_, i) => global.server.send(response("type.big", String(i), 5000)));
+    const sent = Array.from({ length: 10 }, (_, i) =>
+      global.server.send(response("type.big", String(i), 5000)),
+    );
     const settled = sent.map(() => false);
     sent.forEach((p, i) => void p.then(() => (settled[i] = true)));
-    await eventually(() => zone.stats().buffered.responses === 3, "three 5 KB responses fill the 16 KiB window");
+    await eventually(
+      () => zone.stats().buffered.responses === 3,
+      "three 5 KB responses fill the 16 KiB window",
+    );
     await new Promise((r) => setTimeout(r, 50));
     expect(zone.stats().buffered.responses).toBe(3);
     expect(zone.stats().bufferedBytes.responses).toBeLessThanOrEqual(windowBytes);
     expect(settled.filter(Boolean).length).toBe(3); // frames window is 64: only bytes hold the rest back
-    for (let i = 0; i < 10; i++) expect(((await zone.client.recv()) as { nonce: string }).nonce).toBe(String(i));
+    for (let i = 0; i < 10; i++)
+      expect(((await zone.client.recv()) as { nonce: string }).nonce).toBe(String(i));
     await Promise.all(sent);
     expect(zone.end).toBeUndefined();
     await zone.close();
@@ -73,12 +110,19 @@ describe("byte credit", () => {
   it("refuses a frame larger than the peer's whole byte window instead of waiting forever; the session goes on", async () => {
     const outbox = new Outbox(16, () => 0);
     outbox.openLanes({ requests: 8, responses: 8 }, { requests: 2048, responses: 2048 }, 1 << 20);
-    await expect(outbox.send("requests", requestFrame(bigRequest(4096)))).rejects.toMatchObject({ code: "message_too_large" });
+    await expect(outbox.send("requests", requestFrame(bigRequest(4096)))).rejects.toMatchObject({
+      code: "message_too_large",
+    });
     await outbox.send("requests", requestFrame(bigRequest(1000)));
   });
 
   it("ends the session with PROTOCOL_ERROR the moment a peer sends past its byte credit, naming the window", async () => {
-    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: { maxMessageBytes: 4096, requestWindowBytes: 8192 } });
+    const session = new MuxSession({
+      role: "global",
+      localId: "global",
+      peerId: "zone-1",
+      options: { maxMessageBytes: 4096, requestWindowBytes: 8192 },
+    });
     const peer = new RawPeer(session);
     peer.hello("zone-1", 64, 1 << 20);
     for (let i = 0; i < 3; i++) peer.write({ case: "request", value: bigRequest(3000, String(i)) });
@@ -87,39 +131,64 @@ describe("byte credit", () => {
     expect(end.message).toMatch(/overran the requests byte window: .*window 8192 bytes/);
     expect(session.stats().received.requests).toBe(3); // the third, not some later frame, ended it
     const goaway = await peer.readUntil("goaway");
-    expect(goaway?.value.case === "goaway" && goaway.value.value.reason).toBe(GoAwayReason.PROTOCOL_ERROR);
+    expect(goaway?.value.case === "goaway" && goaway.value.value.reason).toBe(
+      GoAwayReason.PROTOCOL_ERROR,
+    );
     peer.end();
   });
 
   it("ends the session when a peer sends past its frame credit although the buffer has room (credit not yet returned)", async () => {
-    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: { requestWindow: 8 } });
+    const session = new MuxSession({
+      role: "global",
+      localId: "global",
+      peerId: "zone-1",
+      options: { requestWindow: 8 },
+    });
     const peer = new RawPeer(session);
     peer.hello("zone-1", 64, 1 << 20);
-    for (let i = 0; i < 8; i++) peer.write({ case: "request", value: request("type.x", String(i)) });
-    await eventually(() => session.stats().buffered.requests === 8, "the window's 8 requests arrive");
+    for (let i = 0; i < 8; i++)
+      peer.write({ case: "request", value: request("type.x", String(i)) });
+    await eventually(
+      () => session.stats().buffered.requests === 8,
+      "the window's 8 requests arrive",
+    );
     await session.server.recv(); // one taken: the buffer has room, but credit goes back in quarters of the window
     peer.write({ case: "request", value: request("type.x", "9") });
     const end = await session.closed;
     expect(end.code).toBe("protocol_error");
-    expect(end.message).toMatch(/overran the requests window: frame 9 of this lane arrived with 8 frames granted in all \(window 8 frames\)/);
+    expect(end.message).toMatch(
+      /overran the requests window: frame 9 of this lane arrived with 8 frames granted in all \(window 8 frames\)/,
+    );
     peer.end();
   });
 
   it("ends a peer that overruns its byte window by one byte with PROTOCOL_ERROR naming the window, whatever the consumer took", async () => {
     const windowBytes = 4096;
-    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: { maxMessageBytes: 4096, requestWindowBytes: windowBytes } });
+    const session = new MuxSession({
+      role: "global",
+      localId: "global",
+      peerId: "zone-1",
+      options: { maxMessageBytes: 4096, requestWindowBytes: windowBytes },
+    });
     const peer = new RawPeer(session);
     peer.hello("zone-1", 64);
     // Three requests of exactly the window's bytes, by encoded length; then, with one of them consumed, one byte more than is left.
-    [1500, 1500, 1096].forEach((bytes, i) => peer.write({ case: "request", value: requestOfSize(bytes, String(i)) }));
-    await eventually(() => session.stats().buffered.requests === 3, "the window's 4096 bytes arrive");
+    [1500, 1500, 1096].forEach((bytes, i) =>
+      peer.write({ case: "request", value: requestOfSize(bytes, String(i)) }),
+    );
+    await eventually(
+      () => session.stats().buffered.requests === 3,
+      "the window's 4096 bytes arrive",
+    );
     expect(session.stats().bufferedBytes.requests).toBe(windowBytes);
     expect(session.end).toBeUndefined();
     await session.server.recv(); // consumed: its credit goes back only through a window update, which the peer has not had
     peer.write({ case: "request", value: requestOfSize(1501, "x") });
     const end = await session.closed;
     expect(end.code).toBe("protocol_error");
-    expect(end.message).toMatch(/overran the requests byte window: a frame of 1501 bytes arrived with \d+ bytes of credit left/);
+    expect(end.message).toMatch(
+      /overran the requests byte window: a frame of 1501 bytes arrived with \d+ bytes of credit left/,
+    );
     expect(end.message).toMatch(/window 4096 bytes/);
     peer.end();
   });
@@ -129,7 +198,11 @@ describe("byte credit", () => {
     const peer = new RawPeer(session);
     peer.hello("zone-1", 64);
     await session.ready;
-    const unknown = Array.from({ length: 600_000 }, () => ({ no: 2, wireType: 0, data: new Uint8Array([0]) }));
+    const unknown = Array.from({ length: 600_000 }, () => ({
+      no: 2,
+      wireType: 0,
+      data: new Uint8Array([0]),
+    }));
     peer.write({ case: "ping", value: { ...create(PingSchema, { id: 1n }), $unknown: unknown } });
     const end = await session.closed;
     expect(end.code).toBe("protocol_error");
@@ -152,23 +225,38 @@ describe("byte credit", () => {
     const peer = new RawPeer(session);
     peer.hello("global", 64);
     await session.ready;
-    const dense = create(DeltaDiscoveryResponseSchema, { typeUrl: "t", nonce: "1", resources: Array.from({ length: 100_000 }, () => create(ResourceSchema)) });
+    const dense = create(DeltaDiscoveryResponseSchema, {
+      typeUrl: "t",
+      nonce: "1",
+      resources: Array.from({ length: 100_000 }, () => create(ResourceSchema)),
+    });
     expect(creditSize(responseFrame(dense))).toBeLessThan(1 << 20); // within the window and the frame limit: only its density is wrong
     peer.write({ case: "deltaResponse", value: dense });
     const end = await session.closed;
     expect(end.code).toBe("protocol_error");
-    expect(end.message).toMatch(/decodes to an estimated \d+ bytes of objects, over 16 times its length/);
+    expect(end.message).toMatch(
+      /decodes to an estimated \d+ bytes of objects, over 16 times its length/,
+    );
     expect(session.stats().bufferedBytes.responses).toBe(0);
     peer.end();
   });
 
   it("ends a peer whose unconsumed frames hold more decoded memory than a lane buffers (frames of empty strings) with RESOURCE_EXHAUSTED", async () => {
-    const session = new MuxSession({ role: "zone", localId: "zone-1", peerId: "global", options: { maxMessageBytes: 1 << 20, responseWindowBytes: 1 << 20 } });
+    const session = new MuxSession({
+      role: "zone",
+      localId: "zone-1",
+      peerId: "global",
+      options: { maxMessageBytes: 1 << 20, responseWindowBytes: 1 << 20 },
+    });
     const peer = new RawPeer(session);
     peer.hello("global", 64);
     await session.ready;
     // 2 encoded bytes per empty string and about 8 held decoded: each frame is within the density limit, but a lane holds at most 4 times its window.
-    const empties = (n: number) => create(DeltaDiscoveryResponseSchema, { typeUrl: "t", removedResources: Array.from({ length: n }, () => "") });
+    const empties = (n: number) =>
+      create(DeltaDiscoveryResponseSchema, {
+        typeUrl: "t",
+        removedResources: Array.from({ length: n }, () => ""),
+      });
     for (let i = 0; i < 8; i++) peer.write({ case: "deltaResponse", value: empties(60_000) });
     const end = await session.closed;
     expect(end.code).toBe("resource_exhausted");
@@ -191,10 +279,20 @@ describe("byte credit", () => {
 
 describe("window updates", () => {
   /** Session options whose tick (and so the fallback grant) comes only after minutes: a test relying on it would time out. */
-  const noTick = { heartbeatIntervalMs: 600_000, heartbeatTimeoutMs: 2_400_000, sendTimeoutMs: 2_400_000, handshakeTimeoutMs: 2_400_000 };
+  const noTick = {
+    heartbeatIntervalMs: 600_000,
+    heartbeatTimeoutMs: 2_400_000,
+    sendTimeoutMs: 2_400_000,
+    handshakeTimeoutMs: 2_400_000,
+  };
 
   it("costs one window update per quarter of the window in steady traffic, not one per frame", async () => {
-    const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1", options: noTick });
+    const session = new MuxSession({
+      role: "global",
+      localId: "global",
+      peerId: "zone-1",
+      options: noTick,
+    });
     const peer = new RawPeer(session);
     peer.hello("zone-1", 64, 1 << 20);
     await session.ready;
@@ -223,13 +321,18 @@ describe("window updates", () => {
   it("still grants when the buffer empties if the peer's byte credit might not hold its largest frame (else it would wait forever)", async () => {
     // The window is the largest frame: after any frame, the peer's credit is short of a full-size one.
     const windowBytes = 8192;
-    const { zone, global } = sessionPair({ ...noTick, maxMessageBytes: windowBytes, responseWindowBytes: windowBytes }, noTick);
+    const { zone, global } = sessionPair(
+      { ...noTick, maxMessageBytes: windowBytes, responseWindowBytes: windowBytes },
+      noTick,
+    );
     await zone.ready;
     await global.ready;
     await global.server.send(response("type.t", "small", 100));
     await zone.client.recv();
     const big = response("type.t", "big", windowBytes - 200);
-    expect(creditSize(responseFrame(big))).toBeGreaterThan(windowBytes - creditSize(responseFrame(response("type.t", "small", 100))));
+    expect(creditSize(responseFrame(big))).toBeGreaterThan(
+      windowBytes - creditSize(responseFrame(response("type.t", "small", 100))),
+    );
     await global.server.send(big); // resolves only once the zone returned the small frame's credit
     expect(((await zone.client.recv()) as { nonce: string }).nonce).toBe("big");
     await zone.close();
@@ -240,8 +343,12 @@ describe("options", () => {
   it("default to 16 MiB of buffers per session, and need a byte window that holds the largest frame", () => {
     const o = resolveSessionOptions();
     expect(o.requestWindowBytes + o.responseWindowBytes).toBe(16 * 1024 * 1024);
-    expect(resolveSessionOptions({ maxMessageBytes: 10 * 1024 * 1024 }).requestWindowBytes).toBe(10 * 1024 * 1024);
-    expect(() => resolveSessionOptions({ requestWindowBytes: 1024 * 1024 })).toThrow(/requestWindowBytes \(1048576\) must be at least maxMessageBytes/);
+    expect(resolveSessionOptions({ maxMessageBytes: 10 * 1024 * 1024 }).requestWindowBytes).toBe(
+      10 * 1024 * 1024,
+    );
+    expect(() => resolveSessionOptions({ requestWindowBytes: 1024 * 1024 })).toThrow(
+      /requestWindowBytes \(1048576\) must be at least maxMessageBytes/,
+    );
   });
 });
 
@@ -249,7 +356,10 @@ describe("Inbox with a memory budget", () => {
   it("reserves what it holds, from arrival until the consumer asks for the next frame, and drops it on a failed close", async () => {
     const budget = new MemoryBudget(20_000);
     const holder: BudgetHolder = { name: "z", evict: () => undefined };
-    const memory = { reserve: (n: number) => budget.reserve(holder, n), release: (n: number) => budget.release(holder, n) };
+    const memory = {
+      reserve: (n: number) => budget.reserve(holder, n),
+      release: (n: number) => budget.release(holder, n),
+    };
     const inbox = new Inbox<number>("requests", 8, 8000, () => undefined, memory);
     expect(inbox.deliver(1, 3000)).toBeUndefined();
     expect(inbox.deliver(2, 3000, 5000)).toBeUndefined(); // 3000 bytes of credit, 5000 held decoded
@@ -265,7 +375,10 @@ describe("Inbox with a memory budget", () => {
     expect(await waiting).toBe(3);
     expect(budget.stats().usedBytes).toBe(4000);
     expect(inbox.deliver(4, 1000)).toBeUndefined();
-    inbox.close(new (await import("../../src/errors.ts")).KdsError("session_closed", "gone"), false);
+    inbox.close(
+      new (await import("../../src/errors.ts")).KdsError("session_closed", "gone"),
+      false,
+    );
     expect(budget.stats().usedBytes).toBe(0);
     await expect(inbox.recv()).rejects.toMatchObject({ code: "session_closed" });
   });
@@ -283,7 +396,11 @@ describe("MemoryBudget", () => {
         budget.releaseAll(holders[name]!);
       },
     });
-    const holders: Record<string, BudgetHolder> = { hog: holder("hog"), small: holder("small"), other: holder("other") };
+    const holders: Record<string, BudgetHolder> = {
+      hog: holder("hog"),
+      small: holder("small"),
+      other: holder("other"),
+    };
     expect(budget.reserve(holders.hog!, 7000)).toBeUndefined();
     expect(budget.reserve(holders.other!, 2000)).toBeUndefined();
     expect(budget.reserve(holders.small!, 1500)).toBeUndefined(); // the hog goes
@@ -300,21 +417,37 @@ describe("MemoryBudget", () => {
     // The budget counts decoded memory: a 12 KB request holds about twice that decoded (its string, once more).
     const budget = new MemoryBudget(128 * 1024);
     const options = { maxMessageBytes: 16 * 1024, requestWindowBytes: 48 * 1024 };
-    const hog = new MuxSession({ role: "global", localId: "global", peerId: "hog", options, budget });
+    const hog = new MuxSession({
+      role: "global",
+      localId: "global",
+      peerId: "hog",
+      options,
+      budget,
+    });
     const hogPeer = new RawPeer(hog);
     hogPeer.hello("hog", 64, 1 << 20);
-    for (let i = 0; i < 4; i++) hogPeer.write({ case: "request", value: bigRequest(12_000, String(i)) }); // never consumed
+    for (let i = 0; i < 4; i++)
+      hogPeer.write({ case: "request", value: bigRequest(12_000, String(i)) }); // never consumed
     await eventually(() => hog.stats().buffered.requests === 4, "the hog's requests are buffered");
 
-    const good = new MuxSession({ role: "global", localId: "global", peerId: "good", options, budget });
+    const good = new MuxSession({
+      role: "global",
+      localId: "global",
+      peerId: "good",
+      options,
+      budget,
+    });
     const goodPeer = new RawPeer(good);
     goodPeer.hello("good", 64, 1 << 20);
-    for (let i = 0; i < 3; i++) goodPeer.write({ case: "request", value: bigRequest(12_000, String(i)) }); // about 170 KB held in all: the budget is exceeded
+    for (let i = 0; i < 3; i++)
+      goodPeer.write({ case: "request", value: bigRequest(12_000, String(i)) }); // about 170 KB held in all: the budget is exceeded
     const end = await hog.closed;
     expect(end.code).toBe("resource_exhausted");
     expect(end.message).toMatch(/"hog" had left the most unread/);
     const goaway = await hogPeer.readUntil("goaway");
-    expect(goaway?.value.case === "goaway" && goaway.value.value.reason).toBe(GoAwayReason.RESOURCE_EXHAUSTED);
+    expect(goaway?.value.case === "goaway" && goaway.value.value.reason).toBe(
+      GoAwayReason.RESOURCE_EXHAUSTED,
+    );
     for (let i = 0; i < 3; i++) expect((await good.server.recv()).responseNonce).toBe(String(i));
     expect(good.end).toBeUndefined();
     expect(budget.stats().peakBytes).toBeLessThanOrEqual(128 * 1024);
@@ -332,7 +465,8 @@ describe("ping flood", () => {
     const peer = new RawPeer(session);
     peer.hello("zone-1", 64, 1 << 20);
     const pings = 10_000;
-    for (let i = 1; i <= pings; i++) peer.write({ case: "ping", value: create(PingSchema, { id: BigInt(i) }) });
+    for (let i = 1; i <= pings; i++)
+      peer.write({ case: "ping", value: create(PingSchema, { id: BigInt(i) }) });
     await eventually(() => session.stats().received.control === pings + 1, "every ping is read");
     // The session wrote nothing meanwhile (nobody read its stream): what waits is its hello, its own ping and one pong.
     const frames = [await peer.read(), await peer.read(), await peer.read()];

@@ -6,12 +6,22 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { CallSchema, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
-import { DeltaDiscoveryRequestSchema, DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, DiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
+import {
+  DeltaDiscoveryRequestSchema,
+  DeltaDiscoveryResponseSchema,
+  DiscoveryRequestSchema,
+  DiscoveryResponseSchema,
+} from "../../src/gen/kds/v1/discovery_pb.ts";
 import { scanFrame, scanRefusal } from "../../src/mux/frame-scan.ts";
 import { MAX_FRAME_ELEMENTS, frameRefusal } from "../../src/mux/frame-limits.ts";
 import { creditSize, utf8Length, weighFrame } from "../../src/mux/frame-size.ts";
 
-const text = fc.oneof(fc.string(), fc.string({ unit: "binary" }), fc.string({ unit: "grapheme" }), fc.constant(""));
+const text = fc.oneof(
+  fc.string(),
+  fc.string({ unit: "binary" }),
+  fc.string({ unit: "grapheme" }),
+  fc.constant(""),
+);
 const bytes = fc.uint8Array({ maxLength: 300 });
 
 const anyMessage = fc.record({ typeUrl: text, value: bytes });
@@ -20,15 +30,36 @@ const node = fc.record({
   cluster: text,
   userAgentName: text,
   clientFeatures: fc.array(text, { maxLength: 3 }),
-  metadata: fc.option(fc.dictionary(fc.string(), fc.oneof(fc.string(), fc.double({ noNaN: true }), fc.boolean())), { nil: undefined }),
+  metadata: fc.option(
+    fc.dictionary(fc.string(), fc.oneof(fc.string(), fc.double({ noNaN: true }), fc.boolean())),
+    { nil: undefined },
+  ),
 });
-const status = fc.record({ code: fc.integer(), message: text, details: fc.array(anyMessage, { maxLength: 2 }) });
+const status = fc.record({
+  code: fc.integer(),
+  message: text,
+  details: fc.array(anyMessage, { maxLength: 2 }),
+});
 
 const frameValue = fc.oneof(
-  fc.record({ typeUrl: text, versionInfo: text, responseNonce: text, resourceNames: fc.array(text, { maxLength: 5 }), node: fc.option(node, { nil: undefined }), errorDetail: fc.option(status, { nil: undefined }) }).map(
-    (v) => ({ case: "request" as const, value: create(DiscoveryRequestSchema, v) }),
-  ),
-  fc.record({ typeUrl: text, versionInfo: text, nonce: text, resources: fc.array(anyMessage, { maxLength: 5 }) }).map((v) => ({ case: "response" as const, value: create(DiscoveryResponseSchema, v) })),
+  fc
+    .record({
+      typeUrl: text,
+      versionInfo: text,
+      responseNonce: text,
+      resourceNames: fc.array(text, { maxLength: 5 }),
+      node: fc.option(node, { nil: undefined }),
+      errorDetail: fc.option(status, { nil: undefined }),
+    })
+    .map((v) => ({ case: "request" as const, value: create(DiscoveryRequestSchema, v) })),
+  fc
+    .record({
+      typeUrl: text,
+      versionInfo: text,
+      nonce: text,
+      resources: fc.array(anyMessage, { maxLength: 5 }),
+    })
+    .map((v) => ({ case: "response" as const, value: create(DiscoveryResponseSchema, v) })),
   fc
     .record({
       typeUrl: text,
@@ -46,16 +77,44 @@ const frameValue = fc.oneof(
       nonce: text,
       removedResources: fc.array(text, { maxLength: 5 }),
       resources: fc.array(
-        fc.record({ name: text, version: text, aliases: fc.array(text, { maxLength: 2 }), resource: fc.option(anyMessage, { nil: undefined }), ttl: fc.option(fc.record({ seconds: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }), nanos: fc.integer() }), { nil: undefined }) }),
+        fc.record({
+          name: text,
+          version: text,
+          aliases: fc.array(text, { maxLength: 2 }),
+          resource: fc.option(anyMessage, { nil: undefined }),
+          ttl: fc.option(
+            fc.record({
+              seconds: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+              nanos: fc.integer(),
+            }),
+            { nil: undefined },
+          ),
+        }),
         { maxLength: 5 },
       ),
     })
-    .map((v) => ({ case: "deltaResponse" as const, value: create(DeltaDiscoveryResponseSchema, v) })),
-  fc.record({ id: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), path: text, headers: fc.dictionary(fc.string(), text, { maxKeys: 3 }), body: bytes, window: fc.nat() }).map(({ id, ...open }) => ({
-    case: "call" as const,
-    value: create(CallSchema, { id, kind: { case: "open", value: open } }),
-  })),
-  fc.record({ id: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), credit: fc.nat() }).map(({ id, credit }) => ({ case: "call" as const, value: create(CallSchema, { id, kind: { case: "credit", value: credit } }) })),
+    .map((v) => ({
+      case: "deltaResponse" as const,
+      value: create(DeltaDiscoveryResponseSchema, v),
+    })),
+  fc
+    .record({
+      id: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+      path: text,
+      headers: fc.dictionary(fc.string(), text, { maxKeys: 3 }),
+      body: bytes,
+      window: fc.nat(),
+    })
+    .map(({ id, ...open }) => ({
+      case: "call" as const,
+      value: create(CallSchema, { id, kind: { case: "open", value: open } }),
+    })),
+  fc
+    .record({ id: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), credit: fc.nat() })
+    .map(({ id, credit }) => ({
+      case: "call" as const,
+      value: create(CallSchema, { id, kind: { case: "credit", value: credit } }),
+    })),
 );
 
 const frame = frameValue.map((value) => create(MessageSchema, { value }) as Message);
@@ -85,7 +144,10 @@ describe("creditSize", () => {
       fc.property(frame, fc.uint8Array({ maxLength: 64 }), (f, tail) => {
         let decoded: Message;
         try {
-          decoded = fromBinary(MessageSchema, new Uint8Array([...toBinary(MessageSchema, f), ...tail]));
+          decoded = fromBinary(
+            MessageSchema,
+            new Uint8Array([...toBinary(MessageSchema, f), ...tail]),
+          );
         } catch {
           return; // the appended bytes do not decode: nothing to measure
         }
@@ -109,9 +171,23 @@ describe("creditSize", () => {
 
 describe("weighFrame", () => {
   it("estimates far more memory than wire bytes for a frame of empty elements, and little more for a real response", () => {
-    const empties = create(MessageSchema, { value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: "t", removedResources: Array.from({ length: 10_000 }, () => "") }) } });
+    const empties = create(MessageSchema, {
+      value: {
+        case: "deltaResponse",
+        value: create(DeltaDiscoveryResponseSchema, {
+          typeUrl: "t",
+          removedResources: Array.from({ length: 10_000 }, () => ""),
+        }),
+      },
+    });
     const emptyMessages = create(MessageSchema, {
-      value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: "t", resources: Array.from({ length: 10_000 }, () => ({})) }) },
+      value: {
+        case: "deltaResponse",
+        value: create(DeltaDiscoveryResponseSchema, {
+          typeUrl: "t",
+          resources: Array.from({ length: 10_000 }, () => ({})),
+        }),
+      },
     });
     const real = create(MessageSchema, {
       value: {
@@ -119,7 +195,14 @@ describe("weighFrame", () => {
         value: create(DeltaDiscoveryResponseSchema, {
           typeUrl: "type.googleapis.com/kds.v1.Dataplane",
           nonce: "7",
-          resources: Array.from({ length: 1000 }, (_, i) => ({ name: `zone-1.dp-${i}`, version: `v${i}`, resource: { typeUrl: "type.googleapis.com/kds.v1.Dataplane", value: new Uint8Array(200) } })),
+          resources: Array.from({ length: 1000 }, (_, i) => ({
+            name: `zone-1.dp-${i}`,
+            version: `v${i}`,
+            resource: {
+              typeUrl: "type.googleapis.com/kds.v1.Dataplane",
+              value: new Uint8Array(200),
+            },
+          })),
         }),
       },
     });
@@ -134,7 +217,9 @@ describe("weighFrame", () => {
 });
 
 /** Frames without free-form node metadata (a JSON object decoded, which the two estimates count differently). */
-const plainFrame = frame.filter((f) => !(f.value.case === "request" && f.value.value.node?.metadata !== undefined));
+const plainFrame = frame.filter(
+  (f) => !(f.value.case === "request" && f.value.value.node?.metadata !== undefined),
+);
 
 describe("scanFrame", () => {
   it("finds in the encoded bytes the same weight weighFrame finds in the decoded frame", () => {
@@ -165,7 +250,8 @@ describe("scanFrame", () => {
         }
         if (decoded === undefined) return;
         const canonical = toBinary(MessageSchema, decoded);
-        if (scanRefusal(canonical) !== undefined) expect(frameRefusal(weighFrame(decoded))).toBeDefined();
+        if (scanRefusal(canonical) !== undefined)
+          expect(frameRefusal(weighFrame(decoded))).toBeDefined();
       }),
       { numRuns: 2000 },
     );
@@ -177,18 +263,47 @@ describe("scanFrame", () => {
     for (let i = 0; i < inner.length; i += 2) inner[i] = 0x10; // field 2, varint 0
     const ping = concat(tagAndLength(0x5a, concat(tagAndLength(0x0a, inner))));
     expect(fromBinary(MessageSchema, ping).value.case).toBe("ping"); // the decoder takes it
-    expect(scanRefusal(ping)).toMatch(/not a well-formed kds.mux.v1.Message: field 1 arrives with wire type 2, not its own/);
+    expect(scanRefusal(ping)).toMatch(
+      /not a well-formed kds.mux.v1.Message: field 1 arrives with wire type 2, not its own/,
+    );
     // Batches nested 40 deep (the decoder reads up to 100).
-    let nested = toBinary(MessageSchema, create(MessageSchema, { value: { case: "ping", value: { id: 1n } } }));
-    for (let i = 0; i < 40; i++) nested = toBinary(MessageSchema, create(MessageSchema, { value: { case: "batch", value: { frames: [fromBinary(MessageSchema, nested)] } } }));
+    let nested = toBinary(
+      MessageSchema,
+      create(MessageSchema, { value: { case: "ping", value: { id: 1n } } }),
+    );
+    for (let i = 0; i < 40; i++)
+      nested = toBinary(
+        MessageSchema,
+        create(MessageSchema, {
+          value: { case: "batch", value: { frames: [fromBinary(MessageSchema, nested)] } },
+        }),
+      );
     expect(scanRefusal(nested)).toMatch(/nests deeper than 32/);
     expect(scanRefusal(new Uint8Array([0x0a, 0x05, 0x01]))).toMatch(/not a well-formed/);
   });
 
   it("refuses, without decoding, a frame of too many empty strings and one of empty messages", () => {
-    const strings = create(MessageSchema, { value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: "t", removedResources: Array.from({ length: MAX_FRAME_ELEMENTS + 1 }, () => "") }) } });
-    expect(scanRefusal(toBinary(MessageSchema, strings))).toMatch(/over the 524288 a frame may hold/);
-    const messages = create(MessageSchema, { value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { typeUrl: "t", resources: Array.from({ length: 50_000 }, () => ({})) }) } });
+    const strings = create(MessageSchema, {
+      value: {
+        case: "deltaResponse",
+        value: create(DeltaDiscoveryResponseSchema, {
+          typeUrl: "t",
+          removedResources: Array.from({ length: MAX_FRAME_ELEMENTS + 1 }, () => ""),
+        }),
+      },
+    });
+    expect(scanRefusal(toBinary(MessageSchema, strings))).toMatch(
+      /over the 524288 a frame may hold/,
+    );
+    const messages = create(MessageSchema, {
+      value: {
+        case: "deltaResponse",
+        value: create(DeltaDiscoveryResponseSchema, {
+          typeUrl: "t",
+          resources: Array.from({ length: 50_000 }, () => ({})),
+        }),
+      },
+    });
     expect(scanRefusal(toBinary(MessageSchema, messages))).toMatch(/over 16 times its length/);
     // The same frames, decoded, are refused alike.
     expect(frameRefusal(weighFrame(strings))).toMatch(/over the 524288/);

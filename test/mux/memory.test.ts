@@ -17,7 +17,9 @@ describe("memory", () => {
     const zone = new ZoneClient({
       name: "zone-1",
       token: (await t.tokens.issueZoneToken("zone-1")).token,
-      transport: connectMuxTransport(createGrpcTransport({ baseUrl: t.url as string }), { name: "grpc" }),
+      transport: connectMuxTransport(createGrpcTransport({ baseUrl: t.url as string }), {
+        name: "grpc",
+      }),
       logger: silentLogger,
     });
     const zs = await zone.dial();
@@ -37,7 +39,9 @@ describe("memory", () => {
       await pump(200_000);
       const after = heapAfterGc();
       const growthMiB = (after - before) / 2 ** 20;
-      console.log(`heap before ${(before / 2 ** 20).toFixed(1)} MiB, after 200k messages ${(after / 2 ** 20).toFixed(1)} MiB, growth ${growthMiB.toFixed(2)} MiB`);
+      console.log(
+        `heap before ${(before / 2 ** 20).toFixed(1)} MiB, after 200k messages ${(after / 2 ** 20).toFixed(1)} MiB, growth ${growthMiB.toFixed(2)} MiB`,
+      );
       expect(zs.stats().received.responses).toBe(220_000);
       expect(growthMiB).toBeLessThan(4);
     } finally {

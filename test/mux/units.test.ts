@@ -39,7 +39,14 @@ describe("Inbox", () => {
 
   it("keeps credit back when the buffer empties while the peer's credit still holds its largest frame, and grants it on request", async () => {
     const grants: [number, number][] = [];
-    const inbox = new Inbox<number>("requests", 64, 8192, (_lane, n, bytes) => grants.push([n, bytes]), undefined, 4096);
+    const inbox = new Inbox<number>(
+      "requests",
+      64,
+      8192,
+      (_lane, n, bytes) => grants.push([n, bytes]),
+      undefined,
+      4096,
+    );
     expect(inbox.deliver(1, 100)).toBeUndefined();
     await inbox.recv();
     expect(grants).toEqual([]); // 8092 bytes of credit left hold a 4096-byte frame
@@ -52,7 +59,14 @@ describe("Inbox", () => {
   it("grants at once when the buffer empties and the peer's byte credit is short of its largest frame", async () => {
     const grants: [number, number][] = [];
     // 5000 bytes of window, frames up to 4096: a quarter of the window is 1250 bytes.
-    const inbox = new Inbox<number>("requests", 64, 5000, (_lane, n, bytes) => grants.push([n, bytes]), undefined, 4096);
+    const inbox = new Inbox<number>(
+      "requests",
+      64,
+      5000,
+      (_lane, n, bytes) => grants.push([n, bytes]),
+      undefined,
+      4096,
+    );
     expect(inbox.deliver(1, 500)).toBeUndefined();
     await inbox.recv();
     expect(grants).toEqual([]); // 4500 left hold a 4096-byte frame
@@ -108,7 +122,11 @@ describe("Outbox", () => {
     outbox.ping(1n);
     expect((await frames.next()).value?.value.case).toBe("hello");
     expect((await frames.next()).value?.value.case).toBe("ping");
-    outbox.openLanes({ requests: 1, responses: 5 }, { requests: 1 << 20, responses: 1 << 20 }, 1 << 20);
+    outbox.openLanes(
+      { requests: 1, responses: 5 },
+      { requests: 1 << 20, responses: 1 << 20 },
+      1 << 20,
+    );
     const order: string[] = [];
     for (let i = 0; i < 2; i++) {
       const f = (await frames.next()).value;
@@ -129,8 +147,13 @@ describe("Outbox", () => {
     const outbox = new Outbox(2, () => 0);
     const a = outbox.send("requests", requestFrame(request("a")));
     const b = outbox.send("requests", requestFrame(request("b")));
-    await expect(outbox.send("requests", requestFrame(request("c")))).rejects.toMatchObject({ code: "send_queue_full" });
-    outbox.finish(new KdsError("session_closed", "bye"), { case: "goaway", value: { message: "bye" } });
+    await expect(outbox.send("requests", requestFrame(request("c")))).rejects.toMatchObject({
+      code: "send_queue_full",
+    });
+    outbox.finish(new KdsError("session_closed", "bye"), {
+      case: "goaway",
+      value: { message: "bye" },
+    });
     await expect(a).rejects.toMatchObject({ code: "session_closed" });
     await expect(b).rejects.toMatchObject({ code: "session_closed" });
     const frames = outbox.frames();
@@ -150,7 +173,19 @@ describe("Outbox", () => {
 
 describe("session state machine", () => {
   const end: SessionEnd = { code: "shutdown", message: "bye", initiator: "local", graceful: true };
-  const peer = { peerId: "g", requestWindow: 1, responseWindow: 1, requestWindowBytes: 1024, responseWindowBytes: 1024, maxMessageBytes: 1024, calls: false, protocolVersions: { min: 2, max: 3 }, softwareVersion: "", protocolVersion: 3, features: [] };
+  const peer = {
+    peerId: "g",
+    requestWindow: 1,
+    responseWindow: 1,
+    requestWindowBytes: 1024,
+    responseWindowBytes: 1024,
+    maxMessageBytes: 1024,
+    calls: false,
+    protocolVersions: { min: 2, max: 3 },
+    softwareVersion: "",
+    protocolVersion: 3,
+    features: [],
+  };
   it("moves handshaking -> open -> ending -> closed and keeps the first end", () => {
     let s: SessionState = { kind: "handshaking" };
     s = transition(s, { type: "hello", peer });
@@ -161,22 +196,30 @@ describe("session state machine", () => {
     expect(s).toMatchObject({ kind: "ending", end });
     s = transition(s, { type: "released" });
     expect(s).toMatchObject({ kind: "closed", end });
-    expect(transition({ kind: "handshaking" }, { type: "released" })).toEqual({ kind: "handshaking" });
+    expect(transition({ kind: "handshaking" }, { type: "released" })).toEqual({
+      kind: "handshaking",
+    });
   });
 });
 
 describe("options", () => {
   it("fills defaults and names a bad option", () => {
     expect(resolveSessionOptions().requestWindow).toBe(64);
-    expect(() => resolveSessionOptions({ requestWindow: 0 })).toThrow(/requestWindow must be an integer from 1/);
-    expect(() => resolveSessionOptions({ heartbeatIntervalMs: 10, heartbeatTimeoutMs: 10 })).toThrow(/must be larger than heartbeatIntervalMs/);
+    expect(() => resolveSessionOptions({ requestWindow: 0 })).toThrow(
+      /requestWindow must be an integer from 1/,
+    );
+    expect(() =>
+      resolveSessionOptions({ heartbeatIntervalMs: 10, heartbeatTimeoutMs: 10 }),
+    ).toThrow(/must be larger than heartbeatIntervalMs/);
   });
 });
 
 describe("backoff", () => {
   it("grows exponentially to the cap, with full jitter below the ceiling", () => {
     const b = resolveBackoff({ baseMs: 100, capMs: 1000 });
-    expect([0, 1, 2, 3, 4, 10].map((a) => backoffCeiling(a, b))).toEqual([100, 200, 400, 800, 1000, 1000]);
+    expect([0, 1, 2, 3, 4, 10].map((a) => backoffCeiling(a, b))).toEqual([
+      100, 200, 400, 800, 1000, 1000,
+    ]);
     expect(backoffDelay(3, b, () => 0.5)).toBe(400);
     expect(backoffDelay(3, b, () => 0)).toBe(0);
     expect(backoffDelay(3, b, () => 0.999)).toBeLessThan(800);
@@ -189,10 +232,16 @@ describe("Connect error mapping", () => {
     const original = new KdsError("zone_not_registered", "register it");
     const wire = toConnectError(original);
     expect(wire.code).toBe(Code.FailedPrecondition);
-    const back = fromConnectError(new ConnectError(wire.rawMessage, wire.code, wire.metadata), "global");
+    const back = fromConnectError(
+      new ConnectError(wire.rawMessage, wire.code, wire.metadata),
+      "global",
+    );
     expect(back.code).toBe("zone_not_registered");
     expect(back.message).toBe("register it");
-    const unreachable = fromConnectError(new ConnectError("connect ECONNREFUSED", Code.Unavailable), "http://127.0.0.1:1");
+    const unreachable = fromConnectError(
+      new ConnectError("connect ECONNREFUSED", Code.Unavailable),
+      "http://127.0.0.1:1",
+    );
     expect(unreachable.code).toBe("transport");
     expect(unreachable.message).toContain("check that the global is running and reachable");
   });

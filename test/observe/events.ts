@@ -34,12 +34,21 @@ export async function* serverEvents(response: Response): AsyncGenerator<ServerEv
 }
 
 /** Reads events until one satisfies `test`; fails after `timeoutMs`. */
-export async function nextMatching<T>(events: AsyncIterator<ServerEvent>, parse: (e: ServerEvent) => T, test: (value: T) => boolean, what: string, timeoutMs = 15_000): Promise<T> {
+export async function nextMatching<T>(
+  events: AsyncIterator<ServerEvent>,
+  parse: (e: ServerEvent) => T,
+  test: (value: T) => boolean,
+  what: string,
+  timeoutMs = 15_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: T | undefined;
   while (Date.now() < deadline) {
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), Math.max(1, deadline - Date.now()))));
+    const timeout = new Promise<"timeout">(
+      (resolve) =>
+        (timer = setTimeout(() => resolve("timeout"), Math.max(1, deadline - Date.now()))),
+    );
     const next = await Promise.race([events.next(), timeout]);
     clearTimeout(timer);
     if (next === "timeout") break;
@@ -47,5 +56,7 @@ export async function nextMatching<T>(events: AsyncIterator<ServerEvent>, parse:
     last = parse(next.value);
     if (test(last)) return last;
   }
-  throw new Error(`no event within ${timeoutMs} ms showed ${what}; the last was ${JSON.stringify(last)}`);
+  throw new Error(
+    `no event within ${timeoutMs} ms showed ${what}; the last was ${JSON.stringify(last)}`,
+  );
 }

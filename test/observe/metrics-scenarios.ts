@@ -36,12 +36,30 @@ interface Served {
 async function serve(global: GlobalControlPlane, metrics: PrometheusMetrics): Promise<Served> {
   const observe = observeHandler({ metrics });
   if (runtime === "deno" || runtime === "bun") {
-    const served = runtime === "deno" ? serveGlobalDeno(global.server, { fallback: observe }) : serveGlobalBun(global.server, { fallback: observe });
+    const served =
+      runtime === "deno"
+        ? serveGlobalDeno(global.server, { fallback: observe })
+        : serveGlobalBun(global.server, { fallback: observe });
     // The Connect protocol over HTTP/1.1 works on both (Bun.serve speaks no h2c).
-    return { url: served.url, transport: () => connectMuxTransport(createConnectTransport({ baseUrl: served.url, httpVersion: "1.1" }), { name: "connect" }), close: () => served.close() };
+    return {
+      url: served.url,
+      transport: () =>
+        connectMuxTransport(createConnectTransport({ baseUrl: served.url, httpVersion: "1.1" }), {
+          name: "connect",
+        }),
+      close: () => served.close(),
+    };
   }
-  const served = await serveGlobal(global.server, { httpVersion: "both", fallback: fetchFallback(observe) });
-  return { url: served.url, transport: () => connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc" }), close: () => served.close() };
+  const served = await serveGlobal(global.server, {
+    httpVersion: "both",
+    fallback: fetchFallback(observe),
+  });
+  return {
+    url: served.url,
+    transport: () =>
+      connectMuxTransport(createGrpcTransport({ baseUrl: served.url }), { name: "grpc" }),
+    close: () => served.close(),
+  };
 }
 
 async function scrapeZone(metrics: PrometheusMetrics): Promise<Scrape> {
@@ -56,16 +74,32 @@ export const metricsScenarios: Scenario[] = [
     async run() {
       const stop = new AbortController();
       const metrics = new PrometheusMetrics({ labels: { role: "global" } });
-      const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger, metrics });
+      const global = new GlobalControlPlane({
+        types: createTypeRegistry(exampleTypes),
+        logger: silentLogger,
+        metrics,
+      });
       global.start(stop.signal);
       const served = await serve(global, metrics);
       const zoneMetrics = new PrometheusMetrics({ labels: { role: "zone" } });
-      const zone = new ZoneControlPlane({ name: "zone-1", token: async () => (await global.tokens.issueZoneToken("zone-1")).token, transport: served.transport(), types: createTypeRegistry(exampleTypes), logger: silentLogger, metrics: zoneMetrics });
+      const zone = new ZoneControlPlane({
+        name: "zone-1",
+        token: async () => (await global.tokens.issueZoneToken("zone-1")).token,
+        transport: served.transport(),
+        types: createTypeRegistry(exampleTypes),
+        logger: silentLogger,
+        metrics: zoneMetrics,
+      });
       const zoneStop = new AbortController();
       let running: Promise<void> | undefined;
       try {
         // A refused zone counts as an admission refused (it proves its name, but is not registered).
-        const stranger = new ZoneClient({ name: "stranger", token: (await global.tokens.issueZoneToken("stranger")).token, transport: served.transport(), logger: silentLogger });
+        const stranger = new ZoneClient({
+          name: "stranger",
+          token: (await global.tokens.issueZoneToken("stranger")).token,
+          transport: served.transport(),
+          logger: silentLogger,
+        });
         await rejects(stranger.dial(AbortSignal.timeout(10_000)), "an unregistered zone's dial");
 
         await global.registerZone("zone-1");
@@ -73,7 +107,9 @@ export const metricsScenarios: Scenario[] = [
         running = zone.run(zoneStop.signal);
         await zone.store.put(dataplane("default", "web-1"));
         await eventually(
-          async () => (await zone.store.get("Mesh", "", "default")) !== undefined && (await global.store.get("Dataplane", "default", "zone-1.web-1")) !== undefined,
+          async () =>
+            (await zone.store.get("Mesh", "", "default")) !== undefined &&
+            (await global.store.get("Dataplane", "default", "zone-1.web-1")) !== undefined,
           "resources both ways",
         );
         // A change after the zone is connected: its lag runs from this put to the zone's ACK.
@@ -81,41 +117,97 @@ export const metricsScenarios: Scenario[] = [
         let s = await scrape(served.url);
         await eventually(async () => {
           s = await scrape(served.url);
-          return s.count("kds_sync_lag_seconds", { kind: "Mesh" }) >= 1 && s.value("kds_discovery_responses_received_total", { kind: "Dataplane", result: "accepted" }) >= 1;
+          return (
+            s.count("kds_sync_lag_seconds", { kind: "Mesh" }) >= 1 &&
+            s.value("kds_discovery_responses_received_total", {
+              kind: "Dataplane",
+              result: "accepted",
+            }) >= 1
+          );
         }, "the global's lag histogram and accepted responses");
 
         for (const name of METRIC_NAMES) s.family(name);
         check(s.family("kds_sync_lag_seconds").type === "histogram", "sync lag is a histogram");
-        check(s.family("kds_store_operation_seconds").type === "histogram", "store latency is a histogram");
-        check(s.value("kds_sessions_open") === 1, `one session open, got ${s.value("kds_sessions_open")}`);
+        check(
+          s.family("kds_store_operation_seconds").type === "histogram",
+          "store latency is a histogram",
+        );
+        check(
+          s.value("kds_sessions_open") === 1,
+          `one session open, got ${s.value("kds_sessions_open")}`,
+        );
         // The session runs version 3 with both features, and the zone says it runs this kds-mux.
-        check(s.value("kds_sessions_open_by_version", { protocol_version: "3", software_version: SOFTWARE_VERSION }) === 1, "one open session of version 3 from this kds-mux");
-        for (const feature of ["batching", "calls"]) check(s.value("kds_sessions_open_by_feature", { feature }) === 1, `one open session using ${feature}`);
-        check(s.value("kds_admissions_total", { result: "admitted" }) === 1, `one admission, got ${s.value("kds_admissions_total", { result: "admitted" })}`);
-        check(s.value("kds_admissions_total", { result: "not_registered" }) === 1, "one refusal of the unregistered zone");
+        check(
+          s.value("kds_sessions_open_by_version", {
+            protocol_version: "3",
+            software_version: SOFTWARE_VERSION,
+          }) === 1,
+          "one open session of version 3 from this kds-mux",
+        );
+        for (const feature of ["batching", "calls"])
+          check(
+            s.value("kds_sessions_open_by_feature", { feature }) === 1,
+            `one open session using ${feature}`,
+          );
+        check(
+          s.value("kds_admissions_total", { result: "admitted" }) === 1,
+          `one admission, got ${s.value("kds_admissions_total", { result: "admitted" })}`,
+        );
+        check(
+          s.value("kds_admissions_total", { result: "not_registered" }) === 1,
+          "one refusal of the unregistered zone",
+        );
         for (const direction of ["sent", "received"]) {
           for (const lane of ["requests", "responses", "control"]) {
-            check(s.value("kds_mux_frames_total", { direction, lane }) > 0, `frames ${direction} on ${lane}`);
-            check(s.value("kds_mux_frame_bytes_total", { direction, lane }) > 0, `bytes ${direction} on ${lane}`);
+            check(
+              s.value("kds_mux_frames_total", { direction, lane }) > 0,
+              `frames ${direction} on ${lane}`,
+            );
+            check(
+              s.value("kds_mux_frame_bytes_total", { direction, lane }) > 0,
+              `bytes ${direction} on ${lane}`,
+            );
           }
         }
-        check(s.value("kds_discovery_responses_sent_total", { kind: "Mesh" }) >= 1, "Mesh responses sent");
+        check(
+          s.value("kds_discovery_responses_sent_total", { kind: "Mesh" }) >= 1,
+          "Mesh responses sent",
+        );
         check(s.value("kds_discovery_acks_total", { kind: "Mesh" }) >= 1, "Mesh responses ACKed");
         check(s.value("kds_discovery_nacks_total", { kind: "Mesh" }) === 0, "no Mesh NACKs");
-        check(s.count("kds_store_operation_seconds", { op: "put", outcome: "ok" }) >= 2, "store puts timed");
-        check(s.samples("kds_sessions_open")[0]?.labels.role === "global", "default labels on every series");
+        check(
+          s.count("kds_store_operation_seconds", { op: "put", outcome: "ok" }) >= 2,
+          "store puts timed",
+        );
+        check(
+          s.samples("kds_sessions_open")[0]?.labels.role === "global",
+          "default labels on every series",
+        );
 
         const z = await scrapeZone(zoneMetrics);
         check(z.value("kds_sessions_open") === 1, "the zone counts its session");
-        check(z.value("kds_discovery_responses_received_total", { kind: "Mesh", result: "accepted" }) >= 1, "the zone accepted Mesh responses");
-        check(z.value("kds_discovery_acks_total", { kind: "Dataplane" }) >= 1, "the global ACKed the zone's Dataplane responses");
+        check(
+          z.value("kds_discovery_responses_received_total", { kind: "Mesh", result: "accepted" }) >=
+            1,
+          "the zone accepted Mesh responses",
+        );
+        check(
+          z.value("kds_discovery_acks_total", { kind: "Dataplane" }) >= 1,
+          "the global ACKed the zone's Dataplane responses",
+        );
 
         zoneStop.abort();
         await running;
         running = undefined;
-        await eventually(async () => (await scrape(served.url)).value("kds_sessions_open") === 0, "the session closed");
+        await eventually(
+          async () => (await scrape(served.url)).value("kds_sessions_open") === 0,
+          "the session closed",
+        );
         const after = await scrape(served.url);
-        check(after.value("kds_sessions_closed_total") === 1, `one session closed, got ${after.value("kds_sessions_closed_total")}`);
+        check(
+          after.value("kds_sessions_closed_total") === 1,
+          `one session closed, got ${after.value("kds_sessions_closed_total")}`,
+        );
       } finally {
         zoneStop.abort();
         await running;

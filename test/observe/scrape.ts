@@ -1,6 +1,11 @@
 // Scraping /metrics the way Prometheus does (HTTP/1.1 GET) and reading it with
 // a real parser of the Prometheus text format (prom2javascript).
-import { getMetricsFromIterator, type PromHistogramData, type PromMetric, type PromMetrics } from "prom2javascript";
+import {
+  getMetricsFromIterator,
+  type PromHistogramData,
+  type PromMetric,
+  type PromMetrics,
+} from "prom2javascript";
 
 type Sample = { labels: Record<string, string>; value?: number; count?: number };
 
@@ -14,13 +19,18 @@ export class Scrape {
   /** The family `name`; throws naming the families there are when it is missing. */
   family(name: string): PromMetric {
     const f = this.families[name];
-    if (f === undefined) throw new Error(`no metric family ${name}; the scrape has ${Object.keys(this.families).join(", ")}`);
+    if (f === undefined)
+      throw new Error(
+        `no metric family ${name}; the scrape has ${Object.keys(this.families).join(", ")}`,
+      );
     return f;
   }
 
   /** Samples of `name` whose labels include `labels`. */
   samples(name: string, labels: Record<string, string> = {}): Sample[] {
-    return (this.family(name).data as Sample[]).filter((m) => Object.entries(labels).every(([k, v]) => m.labels[k] === v));
+    return (this.family(name).data as Sample[]).filter((m) =>
+      Object.entries(labels).every(([k, v]) => m.labels[k] === v),
+    );
   }
 
   /** Sum of the values of a counter or gauge over the matching samples. */
@@ -45,6 +55,7 @@ export async function scrape(baseUrl: string): Promise<Scrape> {
   const text = await response.text();
   if (response.status !== 200) throw new Error(`GET /metrics answered ${response.status}: ${text}`);
   const type = response.headers.get("content-type") ?? "";
-  if (!type.startsWith("text/plain")) throw new Error(`GET /metrics answered content-type "${type}", not the Prometheus text format`);
+  if (!type.startsWith("text/plain"))
+    throw new Error(`GET /metrics answered content-type "${type}", not the Prometheus text format`);
   return parseMetrics(text);
 }

@@ -24,10 +24,21 @@ afterEach(async () => {
 
 async function startGlobal(): Promise<{ global: GlobalControlPlane; served: ServedGlobal }> {
   const stop = new AbortController();
-  const status: StatusFeed = new StatusFeed({ role: "global", name: "global", zones: () => global.zoneStatuses() });
-  const global: GlobalControlPlane = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger, metrics: status.metrics });
+  const status: StatusFeed = new StatusFeed({
+    role: "global",
+    name: "global",
+    zones: () => global.zoneStatuses(),
+  });
+  const global: GlobalControlPlane = new GlobalControlPlane({
+    types: createTypeRegistry(exampleTypes),
+    logger: silentLogger,
+    metrics: status.metrics,
+  });
   global.start(stop.signal);
-  const served = await serveGlobal(global.server, { httpVersion: "both", fallback: fetchFallback(observeHandler({ status, page: STATUS_PAGE_HTML, refreshMs: 500 })) });
+  const served = await serveGlobal(global.server, {
+    httpVersion: "both",
+    fallback: fetchFallback(observeHandler({ status, page: STATUS_PAGE_HTML, refreshMs: 500 })),
+  });
   cleanups.push(async () => {
     stop.abort();
     await served.close();
@@ -69,13 +80,23 @@ describe("status page endpoints", () => {
     expect(first.zones).toMatchObject([{ zone: "zone-1", online: false, connectedAt: null }]);
 
     const zoneStop = new AbortController();
-    const zone = new ZoneControlPlane({ name: "zone-1", token: async () => (await global.tokens.issueZoneToken("zone-1")).token, transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })), logger: silentLogger });
+    const zone = new ZoneControlPlane({
+      name: "zone-1",
+      token: async () => (await global.tokens.issueZoneToken("zone-1")).token,
+      transport: connectMuxTransport(createGrpcTransport({ baseUrl: served.url })),
+      logger: silentLogger,
+    });
     const running = zone.run(zoneStop.signal);
     cleanups.push(async () => {
       zoneStop.abort();
       await running;
     });
-    const online = await nextMatching(events, parse, (s) => s.zones[0]?.online === true, "zone-1 online");
+    const online = await nextMatching(
+      events,
+      parse,
+      (s) => s.zones[0]?.online === true,
+      "zone-1 online",
+    );
     expect(online.sessions[0]).toMatchObject({ peer: "zone-1" });
     expect(online.sessions[0]?.endedAt).toBeUndefined();
 
@@ -83,14 +104,21 @@ describe("status page endpoints", () => {
     const synced = await nextMatching(
       events,
       parse,
-      (s) => (s.lag["zone-1"]?.length ?? 0) > 0 && (s.zones[0]?.types.find((t) => t.kind === "Mesh")?.acked ?? 0) > 0,
+      (s) =>
+        (s.lag["zone-1"]?.length ?? 0) > 0 &&
+        (s.zones[0]?.types.find((t) => t.kind === "Mesh")?.acked ?? 0) > 0,
       "a lag point and an ACKed Mesh for zone-1",
     );
     expect(synced.lag["zone-1"]?.[0]?.ms).toBeGreaterThanOrEqual(0);
 
     zoneStop.abort();
     await running;
-    const offline = await nextMatching(events, parse, (s) => s.zones[0]?.online === false, "zone-1 offline");
+    const offline = await nextMatching(
+      events,
+      parse,
+      (s) => s.zones[0]?.online === false,
+      "zone-1 offline",
+    );
     // The zone's abort also cancels its stream, so the global sees its goaway or the stream's end, whichever lands first.
     const code = offline.zones[0]?.lastEnd?.code;
     expect(["shutdown", "peer_eof", "transport"]).toContain(code);

@@ -32,9 +32,16 @@ function recorder(): { metrics: Metrics; events: string[] } {
 /** A source whose changes the test fires by hand. */
 function manualSource(): { source: SnapshotSource; change(typeUrl: string, key?: string): void } {
   let listener: ((typeUrl: string, key?: string) => void) | undefined;
-  const empty: Snapshot = { version: "v", resources: { get: () => undefined, [Symbol.iterator]: () => [][Symbol.iterator]() } };
+  const empty: Snapshot = {
+    version: "v",
+    resources: { get: () => undefined, [Symbol.iterator]: () => [][Symbol.iterator]() },
+  };
   return {
-    source: { typeUrls: ["t"], snapshot: () => Promise.resolve(empty), onChange: (l) => void (listener = l) },
+    source: {
+      typeUrls: ["t"],
+      snapshot: () => Promise.resolve(empty),
+      onChange: (l) => void (listener = l),
+    },
     change: (typeUrl, key) => listener?.(typeUrl, key),
   };
 }
@@ -43,7 +50,12 @@ describe("sync lag clocks", () => {
   it("run from a key's first unsent change to the ACK of the delta response carrying it", () => {
     let now = 0;
     const { metrics, events } = recorder();
-    const o = streamObservers(metrics, "zone-1", () => "Mesh", () => now);
+    const o = streamObservers(
+      metrics,
+      "zone-1",
+      () => "Mesh",
+      () => now,
+    );
     const { source, change } = manualSource();
     o.source(source).onChange(() => undefined, new AbortController().signal);
     change("t", "a"); // clock of a starts at 0
@@ -51,11 +63,25 @@ describe("sync lag clocks", () => {
     change("t", "a"); // a second change of a keeps the earlier start
     change("t", "b"); // b starts at 5
     now = 10;
-    o.server.sent?.("t", { version: "1", nonce: "n1", resources: 1, removed: 0, bytes: 10, keys: ["a"] });
+    o.server.sent?.("t", {
+      version: "1",
+      nonce: "n1",
+      resources: 1,
+      removed: 0,
+      bytes: 10,
+      keys: ["a"],
+    });
     now = 30;
     o.server.acked?.("t", "1", "n1");
     expect(events).toEqual(["response zone-1 Mesh", "ack zone-1 Mesh", "lag zone-1 Mesh 30"]);
-    o.server.sent?.("t", { version: "2", nonce: "n2", resources: 1, removed: 0, bytes: 10, keys: ["b"] });
+    o.server.sent?.("t", {
+      version: "2",
+      nonce: "n2",
+      resources: 1,
+      removed: 0,
+      bytes: 10,
+      keys: ["b"],
+    });
     now = 42;
     o.server.acked?.("t", "2", "n2");
     expect(events.at(-1)).toBe("lag zone-1 Mesh 37");
@@ -64,23 +90,50 @@ describe("sync lag clocks", () => {
   it("keep running across a NACK until a resend is ACKed", () => {
     let now = 0;
     const { metrics, events } = recorder();
-    const o = streamObservers(metrics, "z", () => "Mesh", () => now);
+    const o = streamObservers(
+      metrics,
+      "z",
+      () => "Mesh",
+      () => now,
+    );
     const { source, change } = manualSource();
     o.source(source).onChange(() => undefined, new AbortController().signal);
     change("t", "a");
-    o.server.sent?.("t", { version: "1", nonce: "n1", resources: 1, removed: 0, bytes: 1, keys: ["a"] });
+    o.server.sent?.("t", {
+      version: "1",
+      nonce: "n1",
+      resources: 1,
+      removed: 0,
+      bytes: 1,
+      keys: ["a"],
+    });
     now = 100;
     o.server.nacked?.("t", "1", "bad", "n1");
-    o.server.sent?.("t", { version: "1", nonce: "n2", resources: 1, removed: 0, bytes: 1, keys: ["a"] });
+    o.server.sent?.("t", {
+      version: "1",
+      nonce: "n2",
+      resources: 1,
+      removed: 0,
+      bytes: 1,
+      keys: ["a"],
+    });
     now = 250;
     o.server.acked?.("t", "1", "n2");
-    expect(events.filter((e) => e.startsWith("lag") || e.startsWith("nack"))).toEqual(["nack z Mesh", "lag z Mesh 250"]);
+    expect(events.filter((e) => e.startsWith("lag") || e.startsWith("nack"))).toEqual([
+      "nack z Mesh",
+      "lag z Mesh 250",
+    ]);
   });
 
   it("a state-of-the-world response carries every pending change of its type; stale ACKs measure nothing", () => {
     let now = 0;
     const { metrics, events } = recorder();
-    const o = streamObservers(metrics, "z", () => "Mesh", () => now);
+    const o = streamObservers(
+      metrics,
+      "z",
+      () => "Mesh",
+      () => now,
+    );
     const { source, change } = manualSource();
     o.source(source).onChange(() => undefined, new AbortController().signal);
     change("t", "a");
@@ -111,8 +164,17 @@ describe("time without credit", () => {
   it("is reported per lane when the peer's credit lets the waiting sends go", async () => {
     let now = 0;
     const { metrics, events } = recorder();
-    const outbox = new Outbox(16, () => now, 64, (lane, ms) => metrics.creditWait(lane, ms));
-    outbox.openLanes({ requests: 1, responses: 1 }, { requests: 1 << 20, responses: 1 << 20 }, 1 << 20);
+    const outbox = new Outbox(
+      16,
+      () => now,
+      64,
+      (lane, ms) => metrics.creditWait(lane, ms),
+    );
+    outbox.openLanes(
+      { requests: 1, responses: 1 },
+      { requests: 1 << 20, responses: 1 << 20 },
+      1 << 20,
+    );
     await outbox.send("requests", requestFrame(request("t", "1"))); // within the window
     now = 10;
     const waiting = outbox.send("requests", requestFrame(request("t", "2"))); // no credit left: waits from 10

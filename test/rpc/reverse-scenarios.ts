@@ -24,14 +24,21 @@ export const reverseCallScenarios: Scenario[] = [
     name: `reverse calls on ${runtime}: the global asks a zone what it holds, inside the zone's session`,
     async run() {
       const stop = new AbortController();
-      const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger });
+      const global = new GlobalControlPlane({
+        types: createTypeRegistry(exampleTypes),
+        logger: silentLogger,
+      });
       global.start(stop.signal);
-      const served = await serveGlobal(global.server, { routes: (router) => registerAdmin(router, global.admin()) });
+      const served = await serveGlobal(global.server, {
+        routes: (router) => registerAdmin(router, global.admin()),
+      });
       await global.registerZone("zone-1");
       const zone: ZoneControlPlane = new ZoneControlPlane({
         name: "zone-1",
         token: async () => (await global.tokens.issueZoneToken("zone-1")).token,
-        transport: connectMuxTransport(createConnectTransport({ baseUrl: served.url, httpVersion: "2" })),
+        transport: connectMuxTransport(
+          createConnectTransport({ baseUrl: served.url, httpVersion: "2" }),
+        ),
         types: createTypeRegistry(exampleTypes),
         logger: silentLogger,
         reverseCalls: (router) => registerAdmin(router, zone.admin()),
@@ -40,13 +47,28 @@ export const reverseCallScenarios: Scenario[] = [
       try {
         await zone.store.put(dataplane("default", "web-1"));
         await eventually(() => global.server.session("zone-1") !== undefined, "zone-1 connected");
-        const admin = createClient(AdminService, createConnectTransport({ baseUrl: served.url, httpVersion: "2" }));
+        const admin = createClient(
+          AdminService,
+          createConnectTransport({ baseUrl: served.url, httpVersion: "2" }),
+        );
         const held = await admin.get({ type: "Dataplane", zone: "zone-1" });
-        check(held.resources.length === 1 && held.resources[0]?.name === "web-1", `the zone's own dataplane: ${JSON.stringify(held.resources.map((r) => r.name))}`);
+        check(
+          held.resources.length === 1 && held.resources[0]?.name === "web-1",
+          `the zone's own dataplane: ${JSON.stringify(held.resources.map((r) => r.name))}`,
+        );
         const view = await admin.inspectZones({ zone: "zone-1" });
-        check(view.zones.length === 1 && view.zones[0]?.zone === "zone-1" && view.zones[0].online, "the zone's own view of its sync");
-        const error = await rejects(admin.get({ type: "Dataplane", zone: "zone-2" }), "a call to a zone without a session");
-        check(String(error).includes('zone "zone-2" is offline'), `the error names the zone: ${String(error)}`);
+        check(
+          view.zones.length === 1 && view.zones[0]?.zone === "zone-1" && view.zones[0].online,
+          "the zone's own view of its sync",
+        );
+        const error = await rejects(
+          admin.get({ type: "Dataplane", zone: "zone-2" }),
+          "a call to a zone without a session",
+        );
+        check(
+          String(error).includes('zone "zone-2" is offline'),
+          `the error names the zone: ${String(error)}`,
+        );
       } finally {
         stop.abort();
         await running;

@@ -16,20 +16,34 @@ interface RuntimeGlobals {
 }
 
 const g = globalThis as RuntimeGlobals;
-const runtime = g.Deno !== undefined ? `deno ${g.Deno.version.deno}` : g.Bun !== undefined ? `bun ${g.Bun.version}` : `node ${g.process?.version ?? "?"}`;
+const runtime =
+  g.Deno !== undefined
+    ? `deno ${g.Deno.version.deno}`
+    : g.Bun !== undefined
+      ? `bun ${g.Bun.version}`
+      : `node ${g.process?.version ?? "?"}`;
 const scenarioTimeoutMs = 60_000;
 
 function withTimeout(promise: Promise<void>, name: string): Promise<void> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`scenario "${name}" did not finish within ${scenarioTimeoutMs} ms`)), scenarioTimeoutMs);
+    timer = setTimeout(
+      () => reject(new Error(`scenario "${name}" did not finish within ${scenarioTimeoutMs} ms`)),
+      scenarioTimeoutMs,
+    );
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 let passed = 0;
 let failed = 0;
-for (const scenario of [...scenarios, ...fetchScenarios, ...metricsScenarios, ...reverseCallScenarios, ...storeScenarios]) {
+for (const scenario of [
+  ...scenarios,
+  ...fetchScenarios,
+  ...metricsScenarios,
+  ...reverseCallScenarios,
+  ...storeScenarios,
+]) {
   const started = performance.now();
   try {
     await withTimeout(scenario.run(), scenario.name);
@@ -37,7 +51,9 @@ for (const scenario of [...scenarios, ...fetchScenarios, ...metricsScenarios, ..
     console.log(`ok   ${scenario.name} (${Math.round(performance.now() - started)} ms)`);
   } catch (error) {
     failed++;
-    console.log(`FAIL ${scenario.name}\n     ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    console.log(
+      `FAIL ${scenario.name}\n     ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+    );
   }
 }
 console.log(`\ncontract on ${runtime}:`);

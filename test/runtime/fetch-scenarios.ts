@@ -21,28 +21,52 @@ import type { Scenario } from "../contract/scenarios.ts";
 import { dataplane, mesh } from "../sync/helpers.ts";
 
 type Runtime = "deno" | "bun";
-const runtime: Runtime | undefined = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : undefined;
+const runtime: Runtime | undefined =
+  "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : undefined;
 
 /** Transports each fetch server carries (Bun.serve speaks HTTP/1.1 only). */
 const transports: Record<Runtime, Record<string, (url: string) => MuxTransport>> = {
   deno: {
-    "half-duplex (connect-web on fetch)": (url) => halfDuplexMuxTransport(createWebConnectTransport({ baseUrl: url, useBinaryFormat: true })),
-    "Connect h2c": (url) => connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2" }), { name: "connect" }),
-    "gRPC-web h2c": (url) => connectMuxTransport(createGrpcWebTransport({ baseUrl: url, httpVersion: "2" }), { name: "grpc-web" }),
-    "Connect HTTP/1.1": (url) => connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "1.1" }), { name: "connect" }),
+    "half-duplex (connect-web on fetch)": (url) =>
+      halfDuplexMuxTransport(createWebConnectTransport({ baseUrl: url, useBinaryFormat: true })),
+    "Connect h2c": (url) =>
+      connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2" }), {
+        name: "connect",
+      }),
+    "gRPC-web h2c": (url) =>
+      connectMuxTransport(createGrpcWebTransport({ baseUrl: url, httpVersion: "2" }), {
+        name: "grpc-web",
+      }),
+    "Connect HTTP/1.1": (url) =>
+      connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "1.1" }), {
+        name: "connect",
+      }),
   },
   bun: {
-    "half-duplex (connect-web on fetch)": (url) => halfDuplexMuxTransport(createWebConnectTransport({ baseUrl: url, useBinaryFormat: true })),
-    "Connect HTTP/1.1": (url) => connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "1.1" }), { name: "connect" }),
-    "gRPC-web HTTP/1.1": (url) => connectMuxTransport(createGrpcWebTransport({ baseUrl: url, httpVersion: "1.1" }), { name: "grpc-web" }),
+    "half-duplex (connect-web on fetch)": (url) =>
+      halfDuplexMuxTransport(createWebConnectTransport({ baseUrl: url, useBinaryFormat: true })),
+    "Connect HTTP/1.1": (url) =>
+      connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "1.1" }), {
+        name: "connect",
+      }),
+    "gRPC-web HTTP/1.1": (url) =>
+      connectMuxTransport(createGrpcWebTransport({ baseUrl: url, httpVersion: "1.1" }), {
+        name: "grpc-web",
+      }),
   },
 };
 
-async function withFetchGlobal(work: (global: GlobalControlPlane, url: string) => Promise<void>): Promise<void> {
+async function withFetchGlobal(
+  work: (global: GlobalControlPlane, url: string) => Promise<void>,
+): Promise<void> {
   const stop = new AbortController();
-  const global = new GlobalControlPlane({ types: createTypeRegistry(exampleTypes), logger: silentLogger });
+  const global = new GlobalControlPlane({
+    types: createTypeRegistry(exampleTypes),
+    logger: silentLogger,
+  });
   global.start(stop.signal);
-  const served = runtime === "deno" ? serveGlobalDeno(global.server) : serveGlobalBun(global.server);
+  const served =
+    runtime === "deno" ? serveGlobalDeno(global.server) : serveGlobalBun(global.server);
   try {
     await work(global, served.url);
   } finally {
@@ -51,17 +75,30 @@ async function withFetchGlobal(work: (global: GlobalControlPlane, url: string) =
   }
 }
 
-async function syncBothWays(global: GlobalControlPlane, transport: MuxTransport, session = {}): Promise<void> {
+async function syncBothWays(
+  global: GlobalControlPlane,
+  transport: MuxTransport,
+  session = {},
+): Promise<void> {
   await global.registerZone("zone-1");
   await global.store.put(mesh("default", "from the global"));
   const token = (await global.tokens.issueZoneToken("zone-1")).token;
-  const zone = new ZoneControlPlane({ name: "zone-1", transport, token, types: createTypeRegistry(exampleTypes), logger: silentLogger, session });
+  const zone = new ZoneControlPlane({
+    name: "zone-1",
+    transport,
+    token,
+    types: createTypeRegistry(exampleTypes),
+    logger: silentLogger,
+    session,
+  });
   const stop = new AbortController();
   const running = zone.run(stop.signal);
   try {
     await zone.store.put(dataplane("default", "web-1"));
     await eventually(
-      async () => (await zone.store.get("Mesh", "", "default")) !== undefined && (await global.store.get("Dataplane", "default", "zone-1.web-1")) !== undefined,
+      async () =>
+        (await zone.store.get("Mesh", "", "default")) !== undefined &&
+        (await global.store.get("Dataplane", "default", "zone-1.web-1")) !== undefined,
       "resources both ways",
     );
     const attributed = await global.store.get("Dataplane", "default", "zone-1.web-1");
@@ -89,8 +126,18 @@ export const fetchScenarios: Scenario[] =
                   withFetchGlobal(async (global, url) => {
                     await global.registerZone("zone-1");
                     const token = (await global.tokens.issueZoneToken("zone-1")).token;
-                    const zone = new ZoneClient({ name: "zone-1", token, transport: connectMuxTransport(createConnectTransport({ baseUrl: url, httpVersion: "2" })), logger: silentLogger });
-                    const error = await rejects(zone.dial(AbortSignal.timeout(10_000)), "h2c dial to Bun.serve");
+                    const zone = new ZoneClient({
+                      name: "zone-1",
+                      token,
+                      transport: connectMuxTransport(
+                        createConnectTransport({ baseUrl: url, httpVersion: "2" }),
+                      ),
+                      logger: silentLogger,
+                    });
+                    const error = await rejects(
+                      zone.dial(AbortSignal.timeout(10_000)),
+                      "h2c dial to Bun.serve",
+                    );
                     check(KdsError.is(error, "transport"), `a transport error: ${String(error)}`);
                   }),
               },
@@ -103,16 +150,28 @@ export const fetchScenarios: Scenario[] =
               const make = Object.values(transports[runtime])[0] as (url: string) => MuxTransport;
               await global.registerZone("zone-1");
               const token = (await global.tokens.issueZoneToken("zone-1")).token;
-              const zone = new ZoneControlPlane({ name: "zone-1", transport: make(url), token, logger: silentLogger, session: { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 120_000 } });
+              const zone = new ZoneControlPlane({
+                name: "zone-1",
+                transport: make(url),
+                token,
+                logger: silentLogger,
+                session: { heartbeatIntervalMs: 60_000, heartbeatTimeoutMs: 120_000 },
+              });
               const stop = new AbortController();
               const running = zone.run(stop.signal);
               try {
                 await eventually(() => zone.client.session !== undefined, "connected");
                 const session = zone.client.session;
                 await settle(16_000);
-                check(session?.end === undefined, `the quiet session is still up: ${JSON.stringify(session?.end)}`);
+                check(
+                  session?.end === undefined,
+                  `the quiet session is still up: ${JSON.stringify(session?.end)}`,
+                );
                 await global.store.put(mesh("late", "after the quiet period"));
-                await eventually(async () => (await zone.store.get("Mesh", "", "late")) !== undefined, "a change after the quiet period arrives");
+                await eventually(
+                  async () => (await zone.store.get("Mesh", "", "late")) !== undefined,
+                  "a change after the quiet period arrives",
+                );
               } finally {
                 stop.abort();
                 await running;

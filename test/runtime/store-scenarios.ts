@@ -18,7 +18,8 @@ import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
 import { equal } from "../contract/harness.ts";
 import type { Scenario } from "../contract/scenarios.ts";
 
-const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env ?? {};
+const env =
+  (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env ?? {};
 
 async function withDatabase(body: (url: string, schema: string) => Promise<void>): Promise<void> {
   const schema = `kds_runtime_${Math.random().toString(36).slice(2, 10)}`;
@@ -52,8 +53,19 @@ export const storeScenarios: Scenario[] = [
     run: () =>
       withDatabase(async (url, schema) => {
         const types = createTypeRegistry(exampleTypes);
-        const a = await PostgresStore.open(types, { url, schema, maxConnections: 2, logger: silentLogger });
-        const b = await PostgresStore.open(types, { url, schema, maxConnections: 2, logger: silentLogger, pollIntervalMs: 3_600_000 });
+        const a = await PostgresStore.open(types, {
+          url,
+          schema,
+          maxConnections: 2,
+          logger: silentLogger,
+        });
+        const b = await PostgresStore.open(types, {
+          url,
+          schema,
+          maxConnections: 2,
+          logger: silentLogger,
+          pollIntervalMs: 3_600_000,
+        });
         try {
           const controller = new AbortController();
           const seen: StoreChange[] = [];
@@ -66,14 +78,22 @@ export const storeScenarios: Scenario[] = [
               if (seen.length === 3) controller.abort();
             }
           })();
-          await a.put({ kind: "Mesh", name: "one", spec: create(MeshSpecSchema, { description: "1" }) });
+          await a.put({
+            kind: "Mesh",
+            name: "one",
+            spec: create(MeshSpecSchema, { description: "1" }),
+          });
           await firstSeen; // b waits for a notification now
           await a.apply([
             { op: "put", input: { kind: "Mesh", name: "two", spec: create(MeshSpecSchema, {}) } },
             { op: "delete", kind: "Mesh", mesh: "", name: "one" },
           ]);
           await watching;
-          equal(seen.map((c) => `${c.op}@${c.revision}`).join(" "), "put@1 put@2 delete@3", "the changes b watched");
+          equal(
+            seen.map((c) => `${c.op}@${c.revision}`).join(" "),
+            "put@1 put@2 delete@3",
+            "the changes b watched",
+          );
           const listed = await b.list("Mesh");
           equal(listed.revision, 3, "the list's revision");
           equal(listed.resources.map((r) => r.meta.name).join(","), "two", "the listed names");

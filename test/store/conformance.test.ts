@@ -10,7 +10,19 @@ import type { StoreChange } from "../../src/store/contract.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";
 import { SCHEMA_VERSION } from "../../src/store/postgres/migrations.ts";
 import type { StoredResource } from "../../src/sync/resource-types.ts";
-import { collect, dataplane, describeChange, embeddedVariant, memoryVariant, mesh, policy, postgresServerVariant, types, type StoreSpace, type StoreVariant } from "./fixtures.ts";
+import {
+  collect,
+  dataplane,
+  describeChange,
+  embeddedVariant,
+  memoryVariant,
+  mesh,
+  policy,
+  postgresServerVariant,
+  types,
+  type StoreSpace,
+  type StoreVariant,
+} from "./fixtures.ts";
 
 const variants: StoreVariant[] = [memoryVariant, embeddedVariant, postgresServerVariant];
 
@@ -55,7 +67,9 @@ describe.each(variants)("store contract: $name", (variant) => {
     expect(batch.results[2]).toBe(false);
     expect(await store.revision()).toBe(5);
     // A batch that changes nothing takes no revision.
-    expect((await store.apply([{ op: "delete", kind: "Mesh", mesh: "", name: "nope" }])).revision).toBe(5);
+    expect(
+      (await store.apply([{ op: "delete", kind: "Mesh", mesh: "", name: "nope" }])).revision,
+    ).toBe(5);
     expect(await store.delete("Mesh", "", "nope")).toBe(false);
     expect(await store.revision()).toBe(5);
   });
@@ -67,15 +81,21 @@ describe.each(variants)("store contract: $name", (variant) => {
     const got = await store.get("dataplane", "m1", "dp-1");
     expect(got?.kind).toBe("Dataplane");
     expect(got?.meta).toEqual(first.meta);
-    expect(equals(types.get("Dataplane").schema, got?.spec as never, input.spec as never)).toBe(true);
+    expect(equals(types.get("Dataplane").schema, got?.spec as never, input.spec as never)).toBe(
+      true,
+    );
     expect(await store.get("Dataplane", "m2", "dp-1")).toBeUndefined();
     const second = await store.put({ ...input, labels: { app: "api" } });
     expect(second.meta.creationTime.getTime()).toBe(first.meta.creationTime.getTime());
-    expect(second.meta.modificationTime.getTime()).toBeGreaterThanOrEqual(first.meta.modificationTime.getTime());
+    expect(second.meta.modificationTime.getTime()).toBeGreaterThanOrEqual(
+      first.meta.modificationTime.getTime(),
+    );
     expect(second.meta.labels).toEqual({ app: "api" });
     // The stored spec is a copy: changing the caller's object later changes nothing stored.
     (input.spec as unknown as { address: string }).address = "10.9.9.9";
-    expect((await store.get("Dataplane", "m1", "dp-1"))?.spec).toMatchObject({ address: "10.0.0.1" });
+    expect((await store.get("Dataplane", "m1", "dp-1"))?.spec).toMatchObject({
+      address: "10.0.0.1",
+    });
   });
 
   it("takes a put that hands its spec and labels over with the spec's bytes (handOver, specBytes) like any other: read back, listed and watched as given", async () => {
@@ -84,7 +104,12 @@ describe.each(variants)("store contract: $name", (variant) => {
     const bytes = toBinary(schema, dataplane("m1", "dp-1").spec as never);
     const spec = fromBinary(schema, bytes);
     const batch = await store.apply([
-      { op: "put", input: { ...dataplane("m1", "dp-1", { app: "web" }), spec }, handOver: true, specBytes: bytes },
+      {
+        op: "put",
+        input: { ...dataplane("m1", "dp-1", { app: "web" }), spec },
+        handOver: true,
+        specBytes: bytes,
+      },
       { op: "put", input: dataplane("m1", "dp-2") },
     ]);
     const written = batch.results[0] as StoredResource;
@@ -95,10 +120,18 @@ describe.each(variants)("store contract: $name", (variant) => {
     expect(got?.meta.labels).toEqual({ app: "web" });
     expect(equals(schema, got?.spec as never, spec)).toBe(true);
     expect(got?.spec).toMatchObject({ address: "10.0.0.1", service: "web", port: 8080 });
-    expect((await store.list("Dataplane")).resources.map((r) => r.spec)).toMatchObject([{ address: "10.0.0.1" }, { address: "10.0.0.1" }]);
+    expect((await store.list("Dataplane")).resources.map((r) => r.spec)).toMatchObject([
+      { address: "10.0.0.1" },
+      { address: "10.0.0.1" },
+    ]);
     const changes = await collect(store, 0, (c) => c.length >= 2);
-    expect(changes.map(describeChange)).toEqual(["put Dataplane m1/dp-1@1", "put Dataplane m1/dp-2@2"]);
-    expect(changes[0]?.op === "put" && equals(schema, changes[0].resource.spec as never, spec)).toBe(true);
+    expect(changes.map(describeChange)).toEqual([
+      "put Dataplane m1/dp-1@1",
+      "put Dataplane m1/dp-2@2",
+    ]);
+    expect(
+      changes[0]?.op === "put" && equals(schema, changes[0].resource.spec as never, spec),
+    ).toBe(true);
   });
 
   it("lists a consistent snapshot with its revision, sorted by mesh then name, filtered by mesh and labels", async () => {
@@ -112,10 +145,23 @@ describe.each(variants)("store contract: $name", (variant) => {
     ]);
     const all = await store.list("Dataplane");
     expect(all.revision).toBe(5);
-    expect(all.resources.map((r) => `${r.meta.mesh}/${r.meta.name}`)).toEqual(["m1/B", "m1/a-1", "m1/c", "m2/b"]);
-    expect((await store.list("Dataplane", { mesh: "m1" })).resources.map((r) => r.meta.name)).toEqual(["B", "a-1", "c"]);
-    expect((await store.list("Dataplane", { labels: { app: "web", tier: "1" } })).resources.map((r) => r.meta.name)).toEqual(["a-1", "b"]);
-    expect((await store.list("Dataplane", { mesh: "m2", labels: { app: "db" } })).resources).toEqual([]);
+    expect(all.resources.map((r) => `${r.meta.mesh}/${r.meta.name}`)).toEqual([
+      "m1/B",
+      "m1/a-1",
+      "m1/c",
+      "m2/b",
+    ]);
+    expect(
+      (await store.list("Dataplane", { mesh: "m1" })).resources.map((r) => r.meta.name),
+    ).toEqual(["B", "a-1", "c"]);
+    expect(
+      (await store.list("Dataplane", { labels: { app: "web", tier: "1" } })).resources.map(
+        (r) => r.meta.name,
+      ),
+    ).toEqual(["a-1", "b"]);
+    expect(
+      (await store.list("Dataplane", { mesh: "m2", labels: { app: "db" } })).resources,
+    ).toEqual([]);
     expect((await store.list("Mesh")).resources).toEqual([]);
     await store.delete("Dataplane", "m1", "c");
     const after = await store.list("Dataplane");
@@ -140,7 +186,8 @@ describe.each(variants)("store contract: $name", (variant) => {
     for (let done = false; !done && lists < 1_000; lists++) {
       done = (await Promise.race([writing.then(() => true), Promise.resolve(false)])) as boolean;
       const { revision, resources } = await space.store.list("Mesh");
-      if (resources.length !== revision) mismatches.push(`revision ${revision} with ${resources.length} resources`);
+      if (resources.length !== revision)
+        mismatches.push(`revision ${revision} with ${resources.length} resources`);
     }
     await writing;
     expect(mismatches).toEqual([]);
@@ -155,7 +202,12 @@ describe.each(variants)("store contract: $name", (variant) => {
     await store.put(mesh("m", "two"));
     await store.delete("TrafficPolicy", "m", "p");
     const changes = await collect(store, 0, (c) => c.length >= 4);
-    expect(changes.map(describeChange)).toEqual(["put Mesh /m@1", "put TrafficPolicy m/p@2", "put Mesh /m@3", "delete TrafficPolicy m/p@4"]);
+    expect(changes.map(describeChange)).toEqual([
+      "put Mesh /m@1",
+      "put TrafficPolicy m/p@2",
+      "put Mesh /m@3",
+      "delete TrafficPolicy m/p@4",
+    ]);
     const third = changes[2] as Extract<StoreChange, { op: "put" }>;
     expect(third.resource.meta.version).toBe("3");
     expect(third.resource.spec).toMatchObject({ description: "two" });
@@ -262,18 +314,28 @@ describe.each(variants)("store contract: $name", (variant) => {
   it("reads many names of a kind at once: in order, undefined where absent, meshes and kinds told apart, duplicates answered twice", async () => {
     const { store } = await fresh();
     await store.apply([
-      ...Array.from({ length: 30 }, (_, i) => ({ op: "put" as const, input: dataplane("m1", `dp-${i}`) })),
+      ...Array.from({ length: 30 }, (_, i) => ({
+        op: "put" as const,
+        input: dataplane("m1", `dp-${i}`),
+      })),
       { op: "put", input: dataplane("m2", "dp-0") },
       { op: "put", input: policy("m1", "dp-1") },
     ]);
     // 25,000 names, most of them absent: more than one statement's worth on PostgreSQL (which then reads in chunks, in one snapshot).
     const refs = Array.from({ length: 25_000 }, (_, i) => ({ mesh: "m1", name: `dp-${i * 7}` }));
-    refs.push({ mesh: "m2", name: "dp-0" }, { mesh: "m3", name: "dp-0" }, { mesh: "m1", name: "dp-7" }, { mesh: "m1", name: "dp-1" });
+    refs.push(
+      { mesh: "m2", name: "dp-0" },
+      { mesh: "m3", name: "dp-0" },
+      { mesh: "m1", name: "dp-7" },
+      { mesh: "m1", name: "dp-1" },
+    );
     const found = await store.getMany("dataplane", refs);
     expect(found).toHaveLength(refs.length);
     found.forEach((r, i) => {
       const ref = refs[i] as { mesh: string; name: string };
-      const present = (ref.mesh === "m1" && Number(ref.name.slice(3)) < 30) || (ref.mesh === "m2" && ref.name === "dp-0");
+      const present =
+        (ref.mesh === "m1" && Number(ref.name.slice(3)) < 30) ||
+        (ref.mesh === "m2" && ref.name === "dp-0");
       if (!present) {
         expect(r, `${ref.mesh}/${ref.name}`).toBeUndefined();
         return;
@@ -285,7 +347,12 @@ describe.each(variants)("store contract: $name", (variant) => {
     // The same as get, field for field.
     expect(found[1]).toEqual(await store.get("Dataplane", "m1", "dp-7"));
     expect(await store.getMany("Dataplane", [])).toEqual([]);
-    expect(await store.getMany("TrafficPolicy", [{ mesh: "m1", name: "dp-1" }, { mesh: "m1", name: "dp-0" }])).toMatchObject([{ kind: "TrafficPolicy" }, undefined]);
+    expect(
+      await store.getMany("TrafficPolicy", [
+        { mesh: "m1", name: "dp-1" },
+        { mesh: "m1", name: "dp-0" },
+      ]),
+    ).toMatchObject([{ kind: "TrafficPolicy" }, undefined]);
   });
 
   it("sees its own earlier ops inside a batch", async () => {
@@ -297,23 +364,39 @@ describe.each(variants)("store contract: $name", (variant) => {
       { op: "put", input: mesh("a", "4"), expectedVersion: "" },
     ]);
     expect(revision).toBe(4);
-    expect(results.map((r) => (typeof r === "boolean" ? r : r.meta.version))).toEqual(["1", "2", true, "4"]);
+    expect(results.map((r) => (typeof r === "boolean" ? r : r.meta.version))).toEqual([
+      "1",
+      "2",
+      true,
+      "4",
+    ]);
     const a = await store.get("Mesh", "", "a");
     expect(a?.meta.version).toBe("4");
     expect(a?.spec).toMatchObject({ description: "4" });
-    expect((await collect(store, 0, (c) => c.length >= 4)).map(describeChange)).toEqual(["put Mesh /a@1", "put Mesh /a@2", "delete Mesh /a@3", "put Mesh /a@4"]);
+    expect((await collect(store, 0, (c) => c.length >= 4)).map(describeChange)).toEqual([
+      "put Mesh /a@1",
+      "put Mesh /a@2",
+      "delete Mesh /a@3",
+      "put Mesh /a@4",
+    ]);
   });
 
   it("checks expected versions on put and delete", async () => {
     const { store } = await fresh();
     const v1 = await store.put(mesh("a"), { expectedVersion: "" });
-    expect((await rejection(store.put(mesh("a"), { expectedVersion: "" }))).message).toMatch(/already exists \(version 1\)/);
-    expect((await rejection(store.put(mesh("b"), { expectedVersion: "7" }))).message).toMatch(/no longer exists/);
+    expect((await rejection(store.put(mesh("a"), { expectedVersion: "" }))).message).toMatch(
+      /already exists \(version 1\)/,
+    );
+    expect((await rejection(store.put(mesh("b"), { expectedVersion: "7" }))).message).toMatch(
+      /no longer exists/,
+    );
     const v2 = await store.put(mesh("a", "x"), { expectedVersion: v1.meta.version });
     const stale = await rejection(store.put(mesh("a", "y"), { expectedVersion: v1.meta.version }));
     expect(stale.code).toBe("conflict");
     expect(stale.message).toMatch(/expected version 1, found 2/);
-    expect((await rejection(store.delete("Mesh", "", "a", { expectedVersion: "1" }))).code).toBe("conflict");
+    expect((await rejection(store.delete("Mesh", "", "a", { expectedVersion: "1" }))).code).toBe(
+      "conflict",
+    );
     expect(await store.delete("Mesh", "", "a", { expectedVersion: v2.meta.version })).toBe(true);
     expect(await store.delete("Mesh", "", "a", { expectedVersion: "" })).toBe(false);
     expect(await store.revision()).toBe(3);
@@ -322,12 +405,28 @@ describe.each(variants)("store contract: $name", (variant) => {
   it("refuses invalid resources and unknown kinds with clear errors, writing nothing", async () => {
     const { store } = await fresh();
     const cases: Array<[Promise<unknown>, string, RegExp]> = [
-      [store.put({ ...mesh("a"), kind: "Nope" }), "unknown_type", /unknown resource type "Nope"; known types/],
+      [
+        store.put({ ...mesh("a"), kind: "Nope" }),
+        "unknown_type",
+        /unknown resource type "Nope"; known types/,
+      ],
       [store.put({ ...mesh("a"), name: "" }), "invalid_resource", /a name is 1 to 253/],
-      [store.put({ ...mesh("a"), name: "x".repeat(254) }), "invalid_resource", /a name is 1 to 253/],
+      [
+        store.put({ ...mesh("a"), name: "x".repeat(254) }),
+        "invalid_resource",
+        /a name is 1 to 253/,
+      ],
       [store.put({ ...mesh("a"), mesh: "m" }), "invalid_resource", /cluster-scoped/],
-      [store.put({ ...policy("m", "p"), mesh: "" }), "invalid_resource", /mesh-scoped; give it a mesh/],
-      [store.put({ ...policy("m", "p"), spec: create(MeshSpecSchema) }), "invalid_resource", /the spec is a kds.example.v1.MeshSpec/],
+      [
+        store.put({ ...policy("m", "p"), mesh: "" }),
+        "invalid_resource",
+        /mesh-scoped; give it a mesh/,
+      ],
+      [
+        store.put({ ...policy("m", "p"), spec: create(MeshSpecSchema) }),
+        "invalid_resource",
+        /the spec is a kds.example.v1.MeshSpec/,
+      ],
       [store.delete("Nope", "", "a"), "unknown_type", /unknown resource type/],
     ];
     for (const [promise, code, message] of cases) {
@@ -343,7 +442,14 @@ describe.each(variants)("store contract: $name", (variant) => {
     const controller = new AbortController();
     controller.abort();
     const signal = controller.signal;
-    for (const call of [store.get("Mesh", "", "a", { signal }), store.getMany("Mesh", [{ mesh: "", name: "a" }], { signal }), store.list("Mesh", { signal }), store.put(mesh("a"), { signal }), store.apply([], { signal }), store.revision({ signal })]) {
+    for (const call of [
+      store.get("Mesh", "", "a", { signal }),
+      store.getMany("Mesh", [{ mesh: "", name: "a" }], { signal }),
+      store.list("Mesh", { signal }),
+      store.put(mesh("a"), { signal }),
+      store.apply([], { signal }),
+      store.revision({ signal }),
+    ]) {
       expect((await rejection(call)).code).toBe("aborted");
     }
     expect(await store.revision()).toBe(0);
@@ -392,7 +498,8 @@ describe.each([embeddedVariant, postgresServerVariant])("PostgreSQL store: $name
     await Promise.all(spaces.map((s) => s.close()));
     await variant.teardown();
   });
-  const pg = (space: StoreSpace): { url: string; schema: string } => space.postgres as { url: string; schema: string };
+  const pg = (space: StoreSpace): { url: string; schema: string } =>
+    space.postgres as { url: string; schema: string };
 
   it("carries a change to another instance through LISTEN/NOTIFY (no polling)", async () => {
     const space = await fresh({ pollIntervalMs: 3_600_000 });
@@ -404,7 +511,11 @@ describe.each([embeddedVariant, postgresServerVariant])("PostgreSQL store: $name
     await first; // the watcher is now waiting for a notification
     await space.store.put(mesh("b"));
     await space.store.delete("Mesh", "", "a");
-    expect((await watched).map(describeChange)).toEqual(["put Mesh /a@1", "put Mesh /b@2", "delete Mesh /a@3"]);
+    expect((await watched).map(describeChange)).toEqual([
+      "put Mesh /a@1",
+      "put Mesh /b@2",
+      "delete Mesh /a@3",
+    ]);
   });
 
   it("survives its connections being killed mid-watch without losing a change", async () => {
@@ -420,13 +531,21 @@ describe.each([embeddedVariant, postgresServerVariant])("PostgreSQL store: $name
       await writer.put(mesh("m0"));
       await first;
       // Kill every other connection to this database: the watcher's LISTEN and pool, and the writer's pool.
-      const killed = await admin`SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`;
+      const killed =
+        await admin`SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`;
       expect(killed.length).toBeGreaterThan(0);
       // The writer retries what failed on a dead connection (the contract's store_unavailable).
       for (let i = 1; i <= 5; i++) await retryUnavailable(() => writer.put(mesh(`m${i}`)));
       const changes = await watched;
       expect(changes.map((c) => c.revision)).toEqual([1, 2, 3, 4, 5, 6]);
-      expect(changes.map((c) => (c.op === "put" ? c.resource.meta.name : ""))).toEqual(["m0", "m1", "m2", "m3", "m4", "m5"]);
+      expect(changes.map((c) => (c.op === "put" ? c.resource.meta.name : ""))).toEqual([
+        "m0",
+        "m1",
+        "m2",
+        "m3",
+        "m4",
+        "m5",
+      ]);
     } finally {
       await admin.end({ timeout: 5 });
     }
@@ -434,17 +553,28 @@ describe.each([embeddedVariant, postgresServerVariant])("PostgreSQL store: $name
 
   it("fails fast and clearly on a database that does not answer", async () => {
     const closed = await closedPort();
-    const error = await rejection(PostgresStore.open(types, { url: `postgres://kds:secret@127.0.0.1:${closed}/kds`, logger: silentLogger }));
+    const error = await rejection(
+      PostgresStore.open(types, {
+        url: `postgres://kds:secret@127.0.0.1:${closed}/kds`,
+        logger: silentLogger,
+      }),
+    );
     expect(error.code).toBe("store_unavailable");
-    expect(error.message).toMatch(new RegExp(`cannot reach PostgreSQL at 127\\.0\\.0\\.1:${closed}/kds`));
+    expect(error.message).toMatch(
+      new RegExp(`cannot reach PostgreSQL at 127\\.0\\.0\\.1:${closed}/kds`),
+    );
     expect(error.message).toMatch(/check that the server runs/);
     expect(error.message).not.toMatch(/secret/);
     const badDb = new URL(pg(await fresh()).url);
     badDb.pathname = "/kds_no_such_database";
-    const missing = await rejection(PostgresStore.open(types, { url: badDb.toString(), logger: silentLogger }));
+    const missing = await rejection(
+      PostgresStore.open(types, { url: badDb.toString(), logger: silentLogger }),
+    );
     expect(missing.code).toBe("store_unavailable");
     expect(missing.message).toMatch(/kds_no_such_database.*create the database/);
-    const notPostgres = await rejection(PostgresStore.open(types, { url: "mysql://x@127.0.0.1/db", logger: silentLogger }));
+    const notPostgres = await rejection(
+      PostgresStore.open(types, { url: "mysql://x@127.0.0.1/db", logger: silentLogger }),
+    );
     expect(notPostgres.code).toBe("invalid_argument");
   });
 
@@ -458,19 +588,41 @@ describe.each([embeddedVariant, postgresServerVariant])("PostgreSQL store: $name
       { from: SCHEMA_VERSION, to: SCHEMA_VERSION },
     ]);
     // A brand-new schema opened by three instances at once: one migrates, the others find it done.
-    const racing = await Promise.all([1, 2, 3].map(() => PostgresStore.open(types, { url, schema: `${schema}_race`, maxConnections: 2, logger: silentLogger })));
+    const racing = await Promise.all(
+      [1, 2, 3].map(() =>
+        PostgresStore.open(types, {
+          url,
+          schema: `${schema}_race`,
+          maxConnections: 2,
+          logger: silentLogger,
+        }),
+      ),
+    );
     expect(racing.map((s) => s.migration.from).sort()).toEqual([0, SCHEMA_VERSION, SCHEMA_VERSION]);
     await Promise.all(racing.map((s) => s.close()));
     const admin = postgres(url, { max: 1, onnotice: () => undefined });
     try {
       await space.store.put(mesh("kept"));
-      await admin.unsafe(`INSERT INTO "${schema}".kds_schema_migrations (version, description) VALUES (${SCHEMA_VERSION + 1}, 'from the future')`);
-      const error = await rejection(PostgresStore.open(types, { url, schema, logger: silentLogger }));
+      await admin.unsafe(
+        `INSERT INTO "${schema}".kds_schema_migrations (version, description) VALUES (${SCHEMA_VERSION + 1}, 'from the future')`,
+      );
+      const error = await rejection(
+        PostgresStore.open(types, { url, schema, logger: silentLogger }),
+      );
       expect(error.code).toBe("store_unavailable");
-      expect(error.message).toMatch(new RegExp(`schema version ${SCHEMA_VERSION + 1}, but this kds-mux knows versions up to ${SCHEMA_VERSION}`));
+      expect(error.message).toMatch(
+        new RegExp(
+          `schema version ${SCHEMA_VERSION + 1}, but this kds-mux knows versions up to ${SCHEMA_VERSION}`,
+        ),
+      );
       expect(error.message).toMatch(/Run the newer kds-mux/);
-      const rows = await admin.unsafe(`SELECT version FROM "${schema}".kds_schema_migrations ORDER BY version`);
-      expect(rows.map((r) => r.version)).toEqual([...Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1), SCHEMA_VERSION + 1]);
+      const rows = await admin.unsafe(
+        `SELECT version FROM "${schema}".kds_schema_migrations ORDER BY version`,
+      );
+      expect(rows.map((r) => r.version)).toEqual([
+        ...Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1),
+        SCHEMA_VERSION + 1,
+      ]);
       expect((await space.store.get("Mesh", "", "kept"))?.meta.version).toBe("1");
     } finally {
       await admin.end({ timeout: 5 });
@@ -489,11 +641,16 @@ describe.each([embeddedVariant, postgresServerVariant])("PostgreSQL store: $name
         BEGIN RAISE EXCEPTION 'injected fault at %', NEW.name; END $$;
         CREATE TRIGGER kds_test_fault BEFORE INSERT ON "${schema}".kds_changes
           FOR EACH ROW WHEN (NEW.name = 'r-25') EXECUTE FUNCTION "${schema}".kds_test_fault();`);
-      const ops = Array.from({ length: 50 }, (_, i) => ({ op: "put" as const, input: mesh(`r-${i}`) }));
+      const ops = Array.from({ length: 50 }, (_, i) => ({
+        op: "put" as const,
+        input: mesh(`r-${i}`),
+      }));
       const error = await rejection(space.store.apply(ops));
       expect(error.code).toBe("store_unavailable");
       expect(error.message).toMatch(/injected fault at r-25/);
-      const [counted] = await admin.unsafe(`SELECT (SELECT count(*) FROM "${schema}".kds_resources WHERE name LIKE 'r-%')::int AS resources, (SELECT count(*) FROM "${schema}".kds_changes)::int AS changes`);
+      const [counted] = await admin.unsafe(
+        `SELECT (SELECT count(*) FROM "${schema}".kds_resources WHERE name LIKE 'r-%')::int AS resources, (SELECT count(*) FROM "${schema}".kds_changes)::int AS changes`,
+      );
       expect(counted).toEqual({ resources: 0, changes: 1 });
       expect(await space.store.revision()).toBe(1);
       // Once the fault is gone the same batch goes in whole, at the next revisions.

@@ -4,8 +4,16 @@ import { create } from "@bufbuild/protobuf";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startEmbeddedPostgres, type EmbeddedPostgres } from "../../src/adapters/node/embedded-postgres.ts";
-import { DataplaneSpecSchema, MeshSpecSchema, TrafficPolicySpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
+import {
+  startEmbeddedPostgres,
+  type EmbeddedPostgres,
+} from "../../src/adapters/node/embedded-postgres.ts";
+import {
+  DataplaneSpecSchema,
+  MeshSpecSchema,
+  TrafficPolicySpecSchema,
+  exampleTypes,
+} from "../../examples/example-kinds/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { ResourceInput, ResourceStore, StoreChange } from "../../src/store/contract.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
@@ -16,9 +24,22 @@ import { TEST_SERVER_SETTINGS } from "../support/postgres-settings.ts";
 
 export const types = createTypeRegistry(exampleTypes);
 
-export const mesh = (name: string, description = "", labels: Record<string, string> = {}): ResourceInput => ({ kind: "Mesh", name, labels, spec: create(MeshSpecSchema, { description }) });
-export const policy = (m: string, name: string, timeoutMs = 1000): ResourceInput => ({ kind: "TrafficPolicy", mesh: m, name, spec: create(TrafficPolicySpecSchema, { timeoutMs }) });
-export const dataplane = (m: string, name: string, labels: Record<string, string> = {}): ResourceInput => ({
+export const mesh = (
+  name: string,
+  description = "",
+  labels: Record<string, string> = {},
+): ResourceInput => ({ kind: "Mesh", name, labels, spec: create(MeshSpecSchema, { description }) });
+export const policy = (m: string, name: string, timeoutMs = 1000): ResourceInput => ({
+  kind: "TrafficPolicy",
+  mesh: m,
+  name,
+  spec: create(TrafficPolicySpecSchema, { timeoutMs }),
+});
+export const dataplane = (
+  m: string,
+  name: string,
+  labels: Record<string, string> = {},
+): ResourceInput => ({
   kind: "Dataplane",
   mesh: m,
   name,
@@ -69,7 +90,10 @@ export const memoryVariant: StoreVariant = {
 let schemaCounter = 0;
 
 /** PostgreSQL-backed variants: a fresh schema per store space, on a database the variant provides. */
-function postgresVariant(name: "embedded" | "postgres", provide: () => Promise<{ url: string; release(): Promise<void> }>): StoreVariant {
+function postgresVariant(
+  name: "embedded" | "postgres",
+  provide: () => Promise<{ url: string; release(): Promise<void> }>,
+): StoreVariant {
   let db: { url: string; release(): Promise<void> } | undefined;
   return {
     name,
@@ -82,7 +106,14 @@ function postgresVariant(name: "embedded" | "postgres", provide: () => Promise<{
       const schema = `conf_${process.pid}_${++schemaCounter}`;
       const opened: PostgresStore[] = [];
       const open = async (o: StoreOptions): Promise<PostgresStore> => {
-        const settings: PostgresStoreOptions = { url, schema, maxConnections: 3, logger: silentLogger, historyLimit: o.historyLimit, pollIntervalMs: o.pollIntervalMs };
+        const settings: PostgresStoreOptions = {
+          url,
+          schema,
+          maxConnections: 3,
+          logger: silentLogger,
+          historyLimit: o.historyLimit,
+          pollIntervalMs: o.pollIntervalMs,
+        };
         const store = await PostgresStore.open(types, settings);
         opened.push(store);
         return store;
@@ -114,7 +145,11 @@ export const embeddedVariant: StoreVariant = postgresVariant("embedded", async (
   const dir = await mkdtemp(join(tmpdir(), "kds-conformance-"));
   let server: EmbeddedPostgres;
   try {
-    server = await startEmbeddedPostgres({ dataDir: dir, createSystemUser: true, settings: TEST_SERVER_SETTINGS });
+    server = await startEmbeddedPostgres({
+      dataDir: dir,
+      createSystemUser: true,
+      settings: TEST_SERVER_SETTINGS,
+    });
   } catch (error) {
     await rm(dir, { recursive: true, force: true });
     throw error;
@@ -136,13 +171,20 @@ export async function collect(
   store: ResourceStore,
   from: number,
   done: (changes: readonly StoreChange[]) => boolean,
-  options: { kinds?: string[]; limit?: number; onChange?: (change: StoreChange) => Promise<void> | void } = {},
+  options: {
+    kinds?: string[];
+    limit?: number;
+    onChange?: (change: StoreChange) => Promise<void> | void;
+  } = {},
 ): Promise<StoreChange[]> {
   const controller = new AbortController();
   const changes: StoreChange[] = [];
   const limit = options.limit ?? 100_000;
   if (done(changes)) return changes;
-  for await (const change of store.watch(from, { signal: controller.signal, kinds: options.kinds })) {
+  for await (const change of store.watch(from, {
+    signal: controller.signal,
+    kinds: options.kinds,
+  })) {
     changes.push(change);
     await options.onChange?.(change);
     if (done(changes) || changes.length >= limit) break;
@@ -153,5 +195,7 @@ export async function collect(
 
 /** A change's kind/mesh/name, for compact assertions. */
 export function describeChange(c: StoreChange): string {
-  return c.op === "put" ? `put ${c.resource.kind} ${c.resource.meta.mesh}/${c.resource.meta.name}@${c.revision}` : `delete ${c.ref.kind} ${c.ref.mesh}/${c.ref.name}@${c.revision}`;
+  return c.op === "put"
+    ? `put ${c.resource.kind} ${c.resource.meta.mesh}/${c.resource.meta.name}@${c.revision}`
+    : `delete ${c.ref.kind} ${c.ref.mesh}/${c.ref.name}@${c.revision}`;
 }

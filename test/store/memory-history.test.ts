@@ -8,14 +8,22 @@ import { describe, expect, it } from "vitest";
 import { KdsError } from "../../src/errors.ts";
 import { ZoneInsightSpecSchema } from "../../src/gen/kds/v1/resource_pb.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { ZONE_INSIGHT_KIND, createTypeRegistry, zoneInsightType } from "../../src/sync/builtin-types.ts";
+import {
+  ZONE_INSIGHT_KIND,
+  createTypeRegistry,
+  zoneInsightType,
+} from "../../src/sync/builtin-types.ts";
 import { MeshSpecSchema } from "../../examples/example-kinds/index.ts";
 import { types } from "./fixtures.ts";
 
 const MiB = 1024 * 1024;
 
 /** Reads `watch(from)` until it yields `count` changes or fails; returns their revisions or the error code. */
-async function follow(store: InMemoryStore, from: number, count: number): Promise<number[] | string> {
+async function follow(
+  store: InMemoryStore,
+  from: number,
+  count: number,
+): Promise<number[] | string> {
   const abort = new AbortController();
   const revisions: number[] = [];
   try {
@@ -36,7 +44,12 @@ describe("InMemoryStore history", () => {
     const store = new InMemoryStore(types, { historyBytes: 1 * MiB });
     // 64 KiB descriptions: each change is estimated at well over 128 KiB, so 1 MiB holds at most 8 of them.
     const description = "x".repeat(64 * 1024);
-    for (let i = 0; i < 100; i++) await store.put({ kind: "Mesh", name: `m-${i % 3}`, spec: create(MeshSpecSchema, { description: `${i}${description}` }) });
+    for (let i = 0; i < 100; i++)
+      await store.put({
+        kind: "Mesh",
+        name: `m-${i % 3}`,
+        spec: create(MeshSpecSchema, { description: `${i}${description}` }),
+      });
     const size = store.historySize();
     expect(size.bytes).toBeLessThanOrEqual(1.25 * MiB);
     expect(size.changes).toBeGreaterThanOrEqual(1);
@@ -44,13 +57,20 @@ describe("InMemoryStore history", () => {
     // The kept changes are the newest, readable in order; older revisions are compacted.
     const revision = await store.revision();
     const oldestKept = revision - size.changes + 1;
-    expect(await follow(store, oldestKept - 1, size.changes)).toEqual(Array.from({ length: size.changes }, (_, i) => oldestKept + i));
+    expect(await follow(store, oldestKept - 1, size.changes)).toEqual(
+      Array.from({ length: size.changes }, (_, i) => oldestKept + i),
+    );
     expect(await follow(store, 0, 1)).toBe("store_compacted");
   });
 
   it("keeps small changes up to historyLimit when their bytes stay under historyBytes", async () => {
     const store = new InMemoryStore(types, { historyLimit: 50, historyBytes: 64 * MiB });
-    for (let i = 0; i < 200; i++) await store.put({ kind: "Mesh", name: "m", spec: create(MeshSpecSchema, { description: `${i}` }) });
+    for (let i = 0; i < 200; i++)
+      await store.put({
+        kind: "Mesh",
+        name: "m",
+        spec: create(MeshSpecSchema, { description: `${i}` }),
+      });
     const { changes, bytes } = store.historySize();
     expect(changes).toBeGreaterThanOrEqual(50);
     expect(changes).toBeLessThanOrEqual(62); // trimmed back to 50 each time it passes 62.5
@@ -65,7 +85,15 @@ describe("InMemoryStore history", () => {
       await store.put({
         kind: ZONE_INSIGHT_KIND,
         name: `hostile-${i % 6}`,
-        spec: create(ZoneInsightSpecSchema, { instance: "global-1", session: crypto.randomUUID(), online: i % 2 === 0, connectedAt: now, renewedAt: now, lastEndCode: "protocol_error", lastEndMessage: "x".repeat(200) }),
+        spec: create(ZoneInsightSpecSchema, {
+          instance: "global-1",
+          session: crypto.randomUUID(),
+          online: i % 2 === 0,
+          connectedAt: now,
+          renewedAt: now,
+          lastEndCode: "protocol_error",
+          lastEndMessage: "x".repeat(200),
+        }),
       });
     }
     const { changes, bytes } = store.historySize();
@@ -74,6 +102,8 @@ describe("InMemoryStore history", () => {
   });
 
   it("refuses a historyBytes that is not a positive integer", () => {
-    expect(() => new InMemoryStore(types, { historyBytes: 0 })).toThrow(/historyBytes must be a positive integer/);
+    expect(() => new InMemoryStore(types, { historyBytes: 0 })).toThrow(
+      /historyBytes must be a positive integer/,
+    );
   });
 });

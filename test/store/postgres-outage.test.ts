@@ -22,7 +22,12 @@ it("fails a watch with store_unavailable after watchOutageMs without the databas
   dirs.push(dir);
   await chmod(dir, 0o755);
   const first = await startEmbeddedPostgres({ dataDir: dir, createSystemUser: true });
-  const store = await PostgresStore.open(types, { url: first.url, logger: silentLogger, watchOutageMs: 1_000, pollIntervalMs: 3_600_000 });
+  const store = await PostgresStore.open(types, {
+    url: first.url,
+    logger: silentLogger,
+    watchOutageMs: 1_000,
+    pollIntervalMs: 3_600_000,
+  });
   const seen: StoreChange[] = [];
   let failure: unknown;
   try {
@@ -48,7 +53,9 @@ it("fails a watch with store_unavailable after watchOutageMs without the databas
     await store.close();
   }
   expect(KdsError.is(failure, "store_unavailable")).toBe(true);
-  expect((failure as Error).message).toMatch(/has been unreachable for \d+ s; watch again from revision 2 once it is back/);
+  expect((failure as Error).message).toMatch(
+    /has been unreachable for \d+ s; watch again from revision 2 once it is back/,
+  );
   // Back (on another port): a new watch from the revision named loses nothing.
   const second = await startEmbeddedPostgres({ dataDir: dir, createSystemUser: true });
   try {
@@ -56,7 +63,11 @@ it("fails a watch with store_unavailable after watchOutageMs without the databas
     try {
       await again.put(mesh("c"));
       const resumed = await collect(again, 2, (c) => c.length >= 1);
-      expect([...seen, ...resumed].map(describeChange)).toEqual(["put Mesh /a@1", "put Mesh /b@2", "put Mesh /c@3"]);
+      expect([...seen, ...resumed].map(describeChange)).toEqual([
+        "put Mesh /a@1",
+        "put Mesh /b@2",
+        "put Mesh /c@3",
+      ]);
     } finally {
       await again.close();
     }

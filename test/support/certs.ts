@@ -24,11 +24,21 @@ export interface TestCa extends Pem {
    * are subject alternative names (a server certificate also gets
    * localhost and 127.0.0.1).
    */
-  issue(options: { commonName: string; subject?: string; uris?: string[]; dnsNames?: string[]; server?: boolean; client?: boolean; validDays?: number }): Promise<Pem>;
+  issue(options: {
+    commonName: string;
+    subject?: string;
+    uris?: string[];
+    dnsNames?: string[];
+    server?: boolean;
+    client?: boolean;
+    validDays?: number;
+  }): Promise<Pem>;
 }
 
 function pemKey(pkcs8: ArrayBuffer): string {
-  const b64 = Buffer.from(pkcs8).toString("base64").replace(/(.{64})/g, "$1\n");
+  const b64 = Buffer.from(pkcs8)
+    .toString("base64")
+    .replace(/(.{64})/g, "$1\n");
   return `-----BEGIN PRIVATE KEY-----\n${b64.trimEnd()}\n-----END PRIVATE KEY-----\n`;
 }
 
@@ -37,7 +47,10 @@ const nextSerial = (): string => (serial++).toString(16).padStart(2, "0");
 
 /** A new self-signed CA named `name`. */
 export async function createCa(name: string): Promise<TestCa> {
-  const keys = (await crypto.subtle.generateKey(algorithm, true, ["sign", "verify"])) as CryptoKeyPair;
+  const keys = (await crypto.subtle.generateKey(algorithm, true, [
+    "sign",
+    "verify",
+  ])) as CryptoKeyPair;
   const now = Date.now();
   const caCert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: nextSerial(),
@@ -48,7 +61,10 @@ export async function createCa(name: string): Promise<TestCa> {
     keys,
     extensions: [
       new x509.BasicConstraintsExtension(true, undefined, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
+      new x509.KeyUsagesExtension(
+        x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign,
+        true,
+      ),
       await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
     ],
   });
@@ -56,8 +72,19 @@ export async function createCa(name: string): Promise<TestCa> {
     name,
     cert: caCert.toString("pem"),
     key: pemKey(await crypto.subtle.exportKey("pkcs8", keys.privateKey)),
-    async issue({ commonName, subject, uris = [], dnsNames = [], server = false, client = false, validDays = 1 }) {
-      const leaf = (await crypto.subtle.generateKey(algorithm, true, ["sign", "verify"])) as CryptoKeyPair;
+    async issue({
+      commonName,
+      subject,
+      uris = [],
+      dnsNames = [],
+      server = false,
+      client = false,
+      validDays = 1,
+    }) {
+      const leaf = (await crypto.subtle.generateKey(algorithm, true, [
+        "sign",
+        "verify",
+      ])) as CryptoKeyPair;
       const usages: string[] = [];
       if (server) usages.push(x509.ExtendedKeyUsage.serverAuth);
       if (client) usages.push(x509.ExtendedKeyUsage.clientAuth);
@@ -67,8 +94,12 @@ export async function createCa(name: string): Promise<TestCa> {
         new x509.ExtendedKeyUsageExtension(usages, false),
         await x509.AuthorityKeyIdentifierExtension.create(keys.publicKey),
       ];
-      const sans: x509.JsonGeneralName[] = [...uris.map((value) => ({ type: "url" as const, value })), ...dnsNames.map((value) => ({ type: "dns" as const, value }))];
-      if (server) sans.push({ type: "dns", value: "localhost" }, { type: "ip", value: "127.0.0.1" });
+      const sans: x509.JsonGeneralName[] = [
+        ...uris.map((value) => ({ type: "url" as const, value })),
+        ...dnsNames.map((value) => ({ type: "dns" as const, value })),
+      ];
+      if (server)
+        sans.push({ type: "dns", value: "localhost" }, { type: "ip", value: "127.0.0.1" });
       if (sans.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(sans));
       const cert = await x509.X509CertificateGenerator.create({
         serialNumber: nextSerial(),
@@ -81,7 +112,10 @@ export async function createCa(name: string): Promise<TestCa> {
         signingKey: keys.privateKey,
         extensions,
       });
-      return { cert: cert.toString("pem"), key: pemKey(await crypto.subtle.exportKey("pkcs8", leaf.privateKey)) };
+      return {
+        cert: cert.toString("pem"),
+        key: pemKey(await crypto.subtle.exportKey("pkcs8", leaf.privateKey)),
+      };
     },
   };
 }

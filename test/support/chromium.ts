@@ -45,9 +45,16 @@ export interface ChromiumSource {
 export async function launchChromium(): Promise<Browser> {
   const source = await findChromium();
   try {
-    return await chromium.launch({ executablePath: source.executablePath, args: [...CHROMIUM_ARGS], timeout: 60_000 });
+    return await chromium.launch({
+      executablePath: source.executablePath,
+      args: [...CHROMIUM_ARGS],
+      timeout: 60_000,
+    });
   } catch (error) {
-    throw new Error(`could not start Chromium from ${source.from} (${source.executablePath}): ${String(error)}`, { cause: error });
+    throw new Error(
+      `could not start Chromium from ${source.from} (${source.executablePath}): ${String(error)}`,
+      { cause: error },
+    );
   }
 }
 
@@ -55,7 +62,10 @@ export async function launchChromium(): Promise<Browser> {
 export async function findChromium(): Promise<ChromiumSource> {
   const configured = process.env.CHROMIUM_PATH;
   if (configured !== undefined && configured !== "") {
-    if (!existsSync(configured)) throw new Error(`CHROMIUM_PATH is ${configured}, but nothing is there: point it at a Chromium executable or unset it`);
+    if (!existsSync(configured))
+      throw new Error(
+        `CHROMIUM_PATH is ${configured}, but nothing is there: point it at a Chromium executable or unset it`,
+      );
     return { executablePath: configured, from: "CHROMIUM_PATH" };
   }
   const system = SYSTEM_CHROMIUM_PATHS.find((path) => existsSync(path));
@@ -105,7 +115,9 @@ async function unpackShippedChromium(): Promise<string> {
     }
     const unpacked = await unpacking;
     if (unpacked !== join(staging, "chromium")) {
-      throw new Error(`@sparticuz/chromium ${version} unpacked to ${unpacked}, not into ${staging}: check how this version picks its output folder`);
+      throw new Error(
+        `@sparticuz/chromium ${version} unpacked to ${unpacked}, not into ${staging}: check how this version picks its output folder`,
+      );
     }
     try {
       await rename(staging, finalDir);

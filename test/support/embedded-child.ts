@@ -13,6 +13,8 @@ try {
   });
   setInterval(() => undefined, 1 << 30);
 } catch (error) {
-  process.stdout.write(`error ${KdsError.is(error) ? error.code : "?"}: ${(error as Error).message}\n`);
+  process.stdout.write(
+    `error ${KdsError.is(error) ? error.code : "?"}: ${(error as Error).message}\n`,
+  );
   process.exit(2);
 }

@@ -1,10 +1,29 @@
 // A ResourceStore wrapper that fails on purpose: the next N calls of a
 // method, a random share of them, or a watch that breaks after N changes.
 import { KdsError } from "../../src/errors.ts";
-import type { ApplyResult, ListOptions, ListResult, ResourceInput, ResourceName, ResourceStore, StoreChange, WatchOptions, WriteOp, WriteOptions } from "../../src/store/contract.ts";
+import type {
+  ApplyResult,
+  ListOptions,
+  ListResult,
+  ResourceInput,
+  ResourceName,
+  ResourceStore,
+  StoreChange,
+  WatchOptions,
+  WriteOp,
+  WriteOptions,
+} from "../../src/store/contract.ts";
 import type { StoredResource } from "../../src/sync/resource-types.ts";
 
-export type StoreMethod = "get" | "getMany" | "list" | "put" | "delete" | "apply" | "revision" | "watch";
+export type StoreMethod =
+  | "get"
+  | "getMany"
+  | "list"
+  | "put"
+  | "delete"
+  | "apply"
+  | "revision"
+  | "watch";
 
 interface Plan {
   /** Fail the next `once` calls (optionally only for this kind). */
@@ -63,7 +82,11 @@ export class FaultyStore implements ResourceStore {
 
   async #enter(method: StoreMethod, kind?: string): Promise<void> {
     this.calls.set(method, (this.calls.get(method) ?? 0) + 1);
-    if (kind !== undefined) this.callsByKind.set(`${method}:${kind}`, (this.callsByKind.get(`${method}:${kind}`) ?? 0) + 1);
+    if (kind !== undefined)
+      this.callsByKind.set(
+        `${method}:${kind}`,
+        (this.callsByKind.get(`${method}:${kind}`) ?? 0) + 1,
+      );
     if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
     const plan = this.#plans.get(method);
     if (plan === undefined) return;
@@ -71,15 +94,27 @@ export class FaultyStore implements ResourceStore {
     if ((plan.once > 0 && matches) || (plan.rate > 0 && this.#random() < plan.rate)) {
       if (plan.once > 0 && matches) plan.once--;
       this.failures.set(method, (this.failures.get(method) ?? 0) + 1);
-      throw new KdsError("store_unavailable", `injected ${method} failure${kind === undefined ? "" : ` (${kind})`}`);
+      throw new KdsError(
+        "store_unavailable",
+        `injected ${method} failure${kind === undefined ? "" : ` (${kind})`}`,
+      );
     }
   }
 
-  async get(kind: string, mesh: string, name: string, options?: { signal?: AbortSignal }): Promise<StoredResource | undefined> {
+  async get(
+    kind: string,
+    mesh: string,
+    name: string,
+    options?: { signal?: AbortSignal },
+  ): Promise<StoredResource | undefined> {
     await this.#enter("get", kind);
     return this.inner.get(kind, mesh, name, options);
   }
-  async getMany(kind: string, refs: readonly ResourceName[], options?: { signal?: AbortSignal }): Promise<Array<StoredResource | undefined>> {
+  async getMany(
+    kind: string,
+    refs: readonly ResourceName[],
+    options?: { signal?: AbortSignal },
+  ): Promise<Array<StoredResource | undefined>> {
     await this.#enter("getMany", kind);
     return this.inner.getMany(kind, refs, options);
   }
@@ -97,7 +132,10 @@ export class FaultyStore implements ResourceStore {
   }
   async apply(ops: readonly WriteOp[], options?: { signal?: AbortSignal }): Promise<ApplyResult> {
     const first = ops[0];
-    await this.#enter("apply", first === undefined ? undefined : first.op === "put" ? first.input.kind : first.kind);
+    await this.#enter(
+      "apply",
+      first === undefined ? undefined : first.op === "put" ? first.input.kind : first.kind,
+    );
     return this.inner.apply(ops, options);
   }
   async revision(options?: { signal?: AbortSignal }): Promise<number> {

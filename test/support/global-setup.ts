@@ -11,7 +11,10 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
-import { startEmbeddedPostgres, type EmbeddedPostgres } from "../../src/adapters/node/embedded-postgres.ts";
+import {
+  startEmbeddedPostgres,
+  type EmbeddedPostgres,
+} from "../../src/adapters/node/embedded-postgres.ts";
 import { KdsError } from "../../src/errors.ts";
 import { TEST_SERVER_SETTINGS } from "./postgres-settings.ts";
 
@@ -37,14 +40,24 @@ export default async function setup(project: TestProject): Promise<() => Promise
   let server: EmbeddedPostgres;
   let throwaway: string | undefined;
   try {
-    server = await startEmbeddedPostgres({ dataDir: kept, createSystemUser: true, settings: TEST_SERVER_SETTINGS });
+    server = await startEmbeddedPostgres({
+      dataDir: kept,
+      createSystemUser: true,
+      settings: TEST_SERVER_SETTINGS,
+    });
   } catch (error) {
     if (!KdsError.is(error, "invalid_argument")) {
-      console.warn(`the kept test PostgreSQL in ${kept} did not start; removing it and using a fresh one: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`);
+      console.warn(
+        `the kept test PostgreSQL in ${kept} did not start; removing it and using a fresh one: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`,
+      );
       await rm(kept, { recursive: true, force: true });
     }
     throwaway = await mkdtemp(join(tmpdir(), "kds-test-postgres-"));
-    server = await startEmbeddedPostgres({ dataDir: throwaway, createSystemUser: true, settings: TEST_SERVER_SETTINGS });
+    server = await startEmbeddedPostgres({
+      dataDir: throwaway,
+      createSystemUser: true,
+      settings: TEST_SERVER_SETTINGS,
+    });
   }
   project.provide("kdsTestServerUrl", server.url);
   return async () => {

@@ -43,9 +43,17 @@ export class ManualClock implements Clock {
   advance(ms: number): void {
     const target = this.#now + ms;
     for (let fired = 0; ; fired++) {
-      if (fired >= 10_000) throw new Error("ManualClock.advance: more than 10,000 timers fired in one step; is something re-arming at 0 ms?");
+      if (fired >= 10_000)
+        throw new Error(
+          "ManualClock.advance: more than 10,000 timers fired in one step; is something re-arming at 0 ms?",
+        );
       let next: Timer | undefined;
-      for (const t of this.#timers) if (t.at <= target && (next === undefined || t.at < next.at || (t.at === next.at && t.order < next.order))) next = t;
+      for (const t of this.#timers)
+        if (
+          t.at <= target &&
+          (next === undefined || t.at < next.at || (t.at === next.at && t.order < next.order))
+        )
+          next = t;
       if (next === undefined) break;
       this.#timers.delete(next);
       this.#now = Math.max(this.#now, next.at);

@@ -4,4 +4,7 @@
  *
  * @module
  */
-export const TEST_SERVER_SETTINGS: Readonly<Record<string, string>> = Object.freeze({ synchronous_commit: "off", max_connections: "200" });
+export const TEST_SERVER_SETTINGS: Readonly<Record<string, string>> = Object.freeze({
+  synchronous_commit: "off",
+  max_connections: "200",
+});

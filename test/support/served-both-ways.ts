@@ -24,7 +24,11 @@ export function globalServedBothWays(types?: TypeRegistry): ServedBothWays {
   const abort = new AbortController();
   const both = {} as ServedBothWays;
   beforeAll(async () => {
-    both.global = new GlobalControlPlane({ types, authenticator: insecureZoneAuthenticator(), logger: silentLogger });
+    both.global = new GlobalControlPlane({
+      types,
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+    });
     both.global.start(abort.signal);
     await both.global.registerZone("zone-1");
     both.direct = await serveGlobal(both.global.server);

@@ -10,7 +10,9 @@ import type { Pem } from "./certs.ts";
 
 /** The Connect code a refused dial carried on the wire. */
 export function wireCode(error: unknown): Code | undefined {
-  return error instanceof KdsError && error.cause instanceof ConnectError ? error.cause.code : undefined;
+  return error instanceof KdsError && error.cause instanceof ConnectError
+    ? error.cause.code
+    : undefined;
 }
 
 /** The KdsError `dial` was refused with; fails the test when it was admitted. */
@@ -25,7 +27,24 @@ export async function refusal(dial: Promise<unknown>): Promise<KdsError> {
 }
 
 /** A zone named `name` dialing `url` (gRPC over TLS trusting `caPem`), with a token or a client certificate (mutual TLS). */
-export function zoneDialer(url: string, caPem: string, name: string, credential: { token?: string; certificate?: Pem } = {}): ZoneClient {
-  const tls = { ca: caPem, ...(credential.certificate === undefined ? {} : { cert: credential.certificate.cert, key: credential.certificate.key }) };
-  return new ZoneClient({ name, token: credential.token, transport: connectMuxTransport(createGrpcTransport({ baseUrl: url, nodeOptions: tls }), { target: url }), logger: silentLogger });
+export function zoneDialer(
+  url: string,
+  caPem: string,
+  name: string,
+  credential: { token?: string; certificate?: Pem } = {},
+): ZoneClient {
+  const tls = {
+    ca: caPem,
+    ...(credential.certificate === undefined
+      ? {}
+      : { cert: credential.certificate.cert, key: credential.certificate.key }),
+  };
+  return new ZoneClient({
+    name,
+    token: credential.token,
+    transport: connectMuxTransport(createGrpcTransport({ baseUrl: url, nodeOptions: tls }), {
+      target: url,
+    }),
+    logger: silentLogger,
+  });
 }

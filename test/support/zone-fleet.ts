@@ -11,7 +11,12 @@
 import { create } from "@bufbuild/protobuf";
 import { setMaxListeners } from "node:events";
 import { createInterface } from "node:readline";
-import { DataplaneSpecSchema, exampleTypes, type DataplaneSpec, type MeshSpec } from "../../examples/example-kinds/index.ts";
+import {
+  DataplaneSpecSchema,
+  exampleTypes,
+  type DataplaneSpec,
+  type MeshSpec,
+} from "../../examples/example-kinds/index.ts";
 import { grpcMuxTransport } from "../../src/adapters/node/grpc-mux-client.ts";
 import { silentLogger } from "../../src/log.ts";
 import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
@@ -60,7 +65,13 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
   const i = (config.first ?? 0) + k;
   const name = `zone-${i}`;
   const urls = config.urls.map((_, k) => config.urls[(i + k) % config.urls.length] as string);
-  const stats = { connects: 0, asked: 0, drainAsked: 0, failures: [] as string[], initialFailures: [] as string[] };
+  const stats = {
+    connects: 0,
+    asked: 0,
+    drainAsked: 0,
+    failures: [] as string[],
+    initialFailures: [] as string[],
+  };
   const zone = new ZoneControlPlane({
     name,
     transport: failoverMuxTransport(
@@ -69,17 +80,20 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
     ),
     types: createTypeRegistry(exampleTypes),
     logger: silentLogger,
-    backoff: config.backoff === "default" ? undefined : (config.backoff ?? { baseMs: 200, capMs: 2_000 }),
+    backoff:
+      config.backoff === "default" ? undefined : (config.backoff ?? { baseMs: 200, capMs: 2_000 }),
     reconnectJitterMs: 500,
     onSession: () => stats.connects++,
     onRetry: (info) => {
       if (info.asked) {
         stats.asked++;
         if (/draining/.test(info.error.message)) stats.drainAsked++;
-      }
-      else {
+      } else {
         const cause = info.error.cause as { code?: string } | undefined;
-        const code = info.error.code === "session_closed" && typeof cause?.code === "string" ? `closed.${cause.code}` : info.error.code;
+        const code =
+          info.error.code === "session_closed" && typeof cause?.code === "string"
+            ? `closed.${cause.code}`
+            : info.error.code;
         stats.failures.push(`${code} (${info.error.message.split("\n")[0]?.slice(0, 160) ?? ""})`);
       }
     },
@@ -88,7 +102,13 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
 });
 
 for (const { zone } of zones) {
-  for (let d = 0; d < config.dataplanes; d++) await zone.store.put({ kind: "Dataplane", mesh: "default", name: `dp-${d}`, spec: dpSpec(`10.0.${d}.1`) });
+  for (let d = 0; d < config.dataplanes; d++)
+    await zone.store.put({
+      kind: "Dataplane",
+      mesh: "default",
+      name: `dp-${d}`,
+      spec: dpSpec(`10.0.${d}.1`),
+    });
   void zone.run(stop.signal);
 }
 
@@ -98,12 +118,18 @@ const churnTimer = setInterval(() => {
   const { zone } = zones[churn % zones.length] as (typeof zones)[number];
   const d = churn % config.dataplanes;
   churn++;
-  void zone.store.put({ kind: "Dataplane", mesh: "default", name: `dp-${d}`, spec: dpSpec(`10.1.${d}.${churn % 250}`) });
+  void zone.store.put({
+    kind: "Dataplane",
+    mesh: "default",
+    name: `dp-${d}`,
+    spec: dpSpec(`10.1.${d}.${churn % 250}`),
+  });
 }, config.churnMs);
 
 async function synced(): Promise<number> {
   let n = 0;
-  for (const { zone } of zones) if ((await zone.store.list("Mesh")).resources.length >= config.meshes) n++;
+  for (const { zone } of zones)
+    if ((await zone.store.list("Mesh")).resources.length >= config.meshes) n++;
   return n;
 }
 
@@ -120,10 +146,13 @@ async function report(): Promise<Record<string, FleetZone>> {
   const out: Record<string, FleetZone> = {};
   for (const { name, zone, stats } of zones) {
     const dataplanes: Record<string, string> = {};
-    for (const r of (await zone.store.list("Dataplane")).resources) dataplanes[r.meta.name] = (r.spec as DataplaneSpec).address;
+    for (const r of (await zone.store.list("Dataplane")).resources)
+      dataplanes[r.meta.name] = (r.spec as DataplaneSpec).address;
     const meshes: Record<string, string> = {};
-    for (const r of (await zone.store.list("Mesh")).resources) meshes[r.meta.name] = (r.spec as MeshSpec).description;
-    const meshesReceived = zone.status().types.find((t) => t.kind === "Mesh")?.resourcesReceived ?? 0;
+    for (const r of (await zone.store.list("Mesh")).resources)
+      meshes[r.meta.name] = (r.spec as MeshSpec).description;
+    const meshesReceived =
+      zone.status().types.find((t) => t.kind === "Mesh")?.resourcesReceived ?? 0;
     out[name] = { ...stats, dataplanes, meshes, meshesReceived };
   }
   return out;
@@ -136,7 +165,8 @@ for await (const line of createInterface({ input: process.stdin })) {
   } else if (line === "stop-churn") {
     clearInterval(churnTimer);
     process.stdout.write(`${JSON.stringify({ churnStopped: churn })}\n`);
-  } else if (line === "report") process.stdout.write(`${JSON.stringify({ report: await report() })}\n`);
+  } else if (line === "report")
+    process.stdout.write(`${JSON.stringify({ report: await report() })}\n`);
 }
 stop.abort();
 clearInterval(churnTimer);

@@ -4,7 +4,10 @@
 // never asked for a type it does not serve yet.
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { DeltaDiscoveryRequestSchema, DiscoveryRequestSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
+import {
+  DeltaDiscoveryRequestSchema,
+  DiscoveryRequestSchema,
+} from "../../src/gen/kds/v1/discovery_pb.ts";
 import type { Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import type { ServerStreamView } from "../../src/mux/views.ts";
 import type { MuxRequest } from "../../src/mux/frames.ts";
@@ -25,8 +28,11 @@ function loggingRequests(inner: MuxTransport, log: string[]): MuxTransport {
     for (const f of dataFrames(frame)) {
       if (f.value.case !== "request" && f.value.case !== "deltaRequest") continue;
       const r = f.value.value;
-      const answer = r.responseNonce === "" ? "subscribe" : r.errorDetail === undefined ? "ack" : "nack";
-      log.push(`${from} ${f.value.case} ${r.typeUrl === KIND_CATALOG_TYPE_URL ? "catalog" : r.typeUrl} ${answer}`);
+      const answer =
+        r.responseNonce === "" ? "subscribe" : r.errorDetail === undefined ? "ack" : "nack";
+      log.push(
+        `${from} ${f.value.case} ${r.typeUrl === KIND_CATALOG_TYPE_URL ? "catalog" : r.typeUrl} ${answer}`,
+      );
     }
   };
   return {
@@ -55,14 +61,24 @@ describe("catalog ordering", () => {
     const log: string[] = [];
     try {
       await cluster.global.registerZone("zone-1");
-      const zone = cluster.startZone("zone-1", { transport: loggingRequests(cluster.transport(), log) });
+      const zone = cluster.startZone("zone-1", {
+        transport: loggingRequests(cluster.transport(), log),
+      });
       await zone.store.put(dataplane("default", "dp-1"));
-      await eventually(async () => (await cluster.global.store.get("Dataplane", "default", "zone-1.dp-1")) !== undefined, "the zone's resource reaches the global", 20_000);
+      await eventually(
+        async () =>
+          (await cluster.global.store.get("Dataplane", "default", "zone-1.dp-1")) !== undefined,
+        "the zone's resource reaches the global",
+        20_000,
+      );
       const ack = log.indexOf("zone request catalog ack");
       const firstGlobal = log.findIndex((line) => line.startsWith("global "));
       expect(ack, log.join("\n")).toBeGreaterThanOrEqual(0);
       expect(firstGlobal, log.join("\n")).toBeGreaterThan(ack);
-      expect(log.filter((line) => line.startsWith("zone ")).slice(0, 2), "the zone's first requests are the catalog and its ACK").toEqual(["zone request catalog subscribe", "zone request catalog ack"]);
+      expect(
+        log.filter((line) => line.startsWith("zone ")).slice(0, 2),
+        "the zone's first requests are the catalog and its ACK",
+      ).toEqual(["zone request catalog subscribe", "zone request catalog ack"]);
     } finally {
       await cluster.close();
     }
@@ -84,7 +100,9 @@ function fedView(requests: MuxRequest[]): ServerStreamView {
 describe("CatalogGate", () => {
   it("opens on the catalog's ACK, not on its request or NACK", async () => {
     const gate = new CatalogGate();
-    const view = gate.watch(fedView([create(DiscoveryRequestSchema, { typeUrl: KIND_CATALOG_TYPE_URL })]));
+    const view = gate.watch(
+      fedView([create(DiscoveryRequestSchema, { typeUrl: KIND_CATALOG_TYPE_URL })]),
+    );
     const observer = gate.observe({});
     await view.recv();
     observer.nacked?.(KIND_CATALOG_TYPE_URL, "", "kinds disagree", "1");
@@ -99,7 +117,14 @@ describe("CatalogGate", () => {
 
   it("opens on a first request for another type (a zone that skips the catalog)", async () => {
     const gate = new CatalogGate();
-    const view = gate.watch(fedView([create(DeltaDiscoveryRequestSchema, { typeUrl: "type.googleapis.com/kds.example.v1.MeshSpec", resourceNamesSubscribe: ["*"] })]));
+    const view = gate.watch(
+      fedView([
+        create(DeltaDiscoveryRequestSchema, {
+          typeUrl: "type.googleapis.com/kds.example.v1.MeshSpec",
+          resourceNamesSubscribe: ["*"],
+        }),
+      ]),
+    );
     await view.recv();
     expect(await gate.settled(new AbortController().signal)).toBe(true);
   });

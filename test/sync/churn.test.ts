@@ -23,8 +23,10 @@ import { counting, type WireCount } from "./wire-count.ts";
 const ZONES = 3;
 const WARM_UP = 5;
 const ROUNDS = 25;
-const timeoutOf = (spec: unknown): number | undefined => (spec as { timeoutMs?: number } | undefined)?.timeoutMs;
-const addressOf = (spec: unknown): string | undefined => (spec as { address?: string } | undefined)?.address;
+const timeoutOf = (spec: unknown): number | undefined =>
+  (spec as { timeoutMs?: number } | undefined)?.timeoutMs;
+const addressOf = (spec: unknown): string | undefined =>
+  (spec as { address?: string } | undefined)?.address;
 
 describe("a long session with churn", () => {
   it("resends nothing on a resume with nothing changed, and keeps the heap flat over many reconnects", async () => {
@@ -41,7 +43,9 @@ describe("a long session with churn", () => {
       for (let i = 0; i < 100; i++) await g.store.put(policy("default", `p${i}`, i));
       for (const name of names) {
         await g.registerZone(name);
-        const zone = cluster.startZone(name, { transport: counting(cluster.transport(), counts.get(name) as WireCount) });
+        const zone = cluster.startZone(name, {
+          transport: counting(cluster.transport(), counts.get(name) as WireCount),
+        });
         for (let i = 0; i < 20; i++) await zone.store.put(dataplane("default", `dp${i}`));
       }
       let warm = 0;
@@ -52,7 +56,10 @@ describe("a long session with churn", () => {
         for (const name of names) {
           const zone = cluster.zones.get(name);
           await eventually(
-            async () => (await zone?.store.get("TrafficPolicy", "default", `churn-${round}`)) !== undefined && (await zone?.store.get("TrafficPolicy", "default", `churn-${round - 1}`)) === undefined,
+            async () =>
+              (await zone?.store.get("TrafficPolicy", "default", `churn-${round}`)) !== undefined &&
+              (await zone?.store.get("TrafficPolicy", "default", `churn-${round - 1}`)) ===
+                undefined,
             `round ${round}: ${name} has the churned policy`,
             60_000,
           );
@@ -65,28 +72,48 @@ describe("a long session with churn", () => {
         }
         for (const name of names) cluster.startZone(name);
         await g.store.put(policy("default", "barrier", round));
-        for (const name of names) await cluster.zones.get(name)?.store.put(dataplane("default", "barrier", `10.9.0.${round}`));
+        for (const name of names)
+          await cluster.zones
+            .get(name)
+            ?.store.put(dataplane("default", "barrier", `10.9.0.${round}`));
         for (const name of names) {
           await eventually(
             async () =>
-              timeoutOf((await cluster.zones.get(name)?.store.get("TrafficPolicy", "default", "barrier"))?.spec) === round &&
-              addressOf((await g.store.get("Dataplane", "default", `${name}.barrier`))?.spec) === `10.9.0.${round}`,
+              timeoutOf(
+                (await cluster.zones.get(name)?.store.get("TrafficPolicy", "default", "barrier"))
+                  ?.spec,
+              ) === round &&
+              addressOf((await g.store.get("Dataplane", "default", `${name}.barrier`))?.spec) ===
+                `10.9.0.${round}`,
             `round ${round}: the barriers of ${name} arrive`,
             60_000,
           );
         }
         // Responses of one kind leave in order: once the barrier arrived, all the resume sent has been counted.
-        for (const name of names) expect({ round, name, ...counts.get(name) }).toEqual({ round, name, toZone: 1, toGlobal: 1 });
+        for (const name of names)
+          expect({ round, name, ...counts.get(name) }).toEqual({
+            round,
+            name,
+            toZone: 1,
+            toGlobal: 1,
+          });
         if (round === WARM_UP) warm = heapAfterGc();
       }
       // WeakRef targets stay alive until the current job ends: collect from a fresh task.
       await new Promise((resolve) => setTimeout(resolve, 0));
       collectGarbage();
-      const ended = sessions.map((ref) => ref.deref()).filter((session) => session !== undefined && session.end !== undefined);
-      expect({ sessions: sessions.length, endedStillInMemory: ended.length }).toEqual({ sessions: ZONES * (WARM_UP + ROUNDS + 1), endedStillInMemory: 0 });
+      const ended = sessions
+        .map((ref) => ref.deref())
+        .filter((session) => session !== undefined && session.end !== undefined);
+      expect({ sessions: sessions.length, endedStillInMemory: ended.length }).toEqual({
+        sessions: ZONES * (WARM_UP + ROUNDS + 1),
+        endedStillInMemory: 0,
+      });
       const last = heapAfterGc();
       const ratio = last / warm;
-      console.log(`heap after ${WARM_UP} warm-up rounds ${(warm / 2 ** 20).toFixed(1)} MiB, after ${ROUNDS} more ${(last / 2 ** 20).toFixed(1)} MiB (ratio ${ratio.toFixed(3)}); ${ZONES} zones reconnected ${WARM_UP + ROUNDS} times`);
+      console.log(
+        `heap after ${WARM_UP} warm-up rounds ${(warm / 2 ** 20).toFixed(1)} MiB, after ${ROUNDS} more ${(last / 2 ** 20).toFixed(1)} MiB (ratio ${ratio.toFixed(3)}); ${ZONES} zones reconnected ${WARM_UP + ROUNDS} times`,
+      );
       expect(ratio).toBeLessThan(1.25);
     } finally {
       await cluster.close();

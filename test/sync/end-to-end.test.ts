@@ -23,9 +23,19 @@ for (const kind of ["memory", "grpc"] as const) {
         const z2 = cluster.startZone("zone-2");
 
         // global -> zones, with the filter
-        await eventually(async () => (await z1.store.list("Mesh")).resources.length === 2 && (await z2.store.list("Mesh")).resources.length === 1, "meshes reach the zones");
-        expect((await z2.store.list("Mesh")).resources.map((r) => r.meta.name)).toEqual(["default"]);
-        await eventually(async () => (await z1.store.get("TrafficPolicy", "default", "timeouts")) !== undefined, "policy reaches zone-1");
+        await eventually(
+          async () =>
+            (await z1.store.list("Mesh")).resources.length === 2 &&
+            (await z2.store.list("Mesh")).resources.length === 1,
+          "meshes reach the zones",
+        );
+        expect((await z2.store.list("Mesh")).resources.map((r) => r.meta.name)).toEqual([
+          "default",
+        ]);
+        await eventually(
+          async () => (await z1.store.get("TrafficPolicy", "default", "timeouts")) !== undefined,
+          "policy reaches zone-1",
+        );
         const mirrored = await z1.store.get("Mesh", "", "default");
         expect(mirrored?.meta.labels[LABELS.origin]).toBe("global");
 
@@ -36,22 +46,44 @@ for (const kind of ["memory", "grpc"] as const) {
           const m = await z2.store.get("Mesh", "", "default");
           return (m?.spec as { description?: string } | undefined)?.description === "second";
         }, "mesh update reaches zone-2");
-        await eventually(async () => (await z1.store.get("TrafficPolicy", "default", "timeouts")) === undefined, "policy deletion reaches zone-1");
+        await eventually(
+          async () => (await z1.store.get("TrafficPolicy", "default", "timeouts")) === undefined,
+          "policy deletion reaches zone-1",
+        );
 
         // zone -> global, attributed by the session's zone, never by the zone's data
-        await z1.store.put(dataplane("default", "web-1", "10.0.0.1", { app: "web", [LABELS.zone]: "zone-2" }));
+        await z1.store.put(
+          dataplane("default", "web-1", "10.0.0.1", { app: "web", [LABELS.zone]: "zone-2" }),
+        );
         await z2.store.put(dataplane("default", "web-1", "10.0.0.2"));
-        await eventually(async () => (await global.store.list("Dataplane")).resources.length === 2, "dataplanes reach the global");
+        await eventually(
+          async () => (await global.store.list("Dataplane")).resources.length === 2,
+          "dataplanes reach the global",
+        );
         const fromZ1 = await global.store.get("Dataplane", "default", "zone-1.web-1");
-        expect(fromZ1?.meta.labels).toMatchObject({ [LABELS.zone]: "zone-1", [LABELS.origin]: "zone", [LABELS.displayName]: "web-1", app: "web" });
-        expect((await global.store.get("Dataplane", "default", "zone-2.web-1"))?.meta.labels[LABELS.zone]).toBe("zone-2");
-        expect((await global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-2" } })).resources).toHaveLength(1);
+        expect(fromZ1?.meta.labels).toMatchObject({
+          [LABELS.zone]: "zone-1",
+          [LABELS.origin]: "zone",
+          [LABELS.displayName]: "web-1",
+          app: "web",
+        });
+        expect(
+          (await global.store.get("Dataplane", "default", "zone-2.web-1"))?.meta.labels[
+            LABELS.zone
+          ],
+        ).toBe("zone-2");
+        expect(
+          (await global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-2" } })).resources,
+        ).toHaveLength(1);
 
         await z1.store.put(dataplane("default", "web-1", "10.9.9.9"));
         await z2.store.delete("Dataplane", "default", "web-1");
         await eventually(async () => {
           const d = await global.store.get("Dataplane", "default", "zone-1.web-1");
-          return (d?.spec as { address?: string } | undefined)?.address === "10.9.9.9" && (await global.store.get("Dataplane", "default", "zone-2.web-1")) === undefined;
+          return (
+            (d?.spec as { address?: string } | undefined)?.address === "10.9.9.9" &&
+            (await global.store.get("Dataplane", "default", "zone-2.web-1")) === undefined
+          );
         }, "zone update and delete reach the global");
 
         // zone status
@@ -65,12 +97,20 @@ for (const kind of ["memory", "grpc"] as const) {
 
         // disconnect: resources stay, marked offline
         await cluster.stopZone("zone-1");
-        await eventually(async () => (await global.zoneStatus("zone-1"))?.online === false, "zone-1 offline");
+        await eventually(
+          async () => (await global.zoneStatus("zone-1"))?.online === false,
+          "zone-1 offline",
+        );
         expect(await global.store.get("Dataplane", "default", "zone-1.web-1")).toBeDefined();
 
         // deleting the Zone deletes its resources
         await global.store.delete("Zone", "", "zone-1");
-        await eventually(async () => (await global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } })).resources.length === 0, "zone-1's resources removed");
+        await eventually(
+          async () =>
+            (await global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-1" } }))
+              .resources.length === 0,
+          "zone-1's resources removed",
+        );
       } finally {
         await cluster.close();
       }

@@ -12,7 +12,10 @@ import { eventually } from "../contract/harness.ts";
 import { FaultyStore, countDeletes } from "../support/faulty-store.ts";
 import { dataplane, mesh, policy, startCluster, type Cluster } from "./helpers.ts";
 
-const fast = { discovery: { nackBackoffMs: 10, nackBackoffCapMs: 50 }, storeRetry: { baseMs: 5, capMs: 40 } } as const;
+const fast = {
+  discovery: { nackBackoffMs: 10, nackBackoffCapMs: 50 },
+  storeRetry: { baseMs: 5, capMs: 40 },
+} as const;
 
 /** A logger that keeps warnings and errors, to assert failures were reported. */
 function recordingLogger(): Logger & { lines: string[] } {
@@ -33,7 +36,8 @@ async function cluster(options: Parameters<typeof startCluster>[1] = {}): Promis
   return c;
 }
 
-const names = (n: number, prefix: string): string[] => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+const names = (n: number, prefix: string): string[] =>
+  Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
 
 describe.each(["delta", "sotw"] as const)("a failed list never becomes deletions (%s)", (mode) => {
   it("the global's first list(Mesh) fails once: the zone's mirror keeps every Mesh", async () => {
@@ -43,7 +47,10 @@ describe.each(["delta", "sotw"] as const)("a failed list never becomes deletions
     await first.global.registerZone("zone-a");
     for (const n of names(5, "m")) await globalStore.put(mesh(n));
     const zone = first.startZone("zone-a", { ...fast, mode });
-    await eventually(async () => (await zone.store.list("Mesh")).resources.length === 5, "5 meshes mirrored");
+    await eventually(
+      async () => (await zone.store.list("Mesh")).resources.length === 5,
+      "5 meshes mirrored",
+    );
     const zoneDeletes = countDeletes(zone.store, stop.signal);
     await first.stopZone("zone-a");
     // A new global over the same data, whose first list(Mesh) fails.
@@ -52,9 +59,15 @@ describe.each(["delta", "sotw"] as const)("a failed list never becomes deletions
     const second = await cluster({ store: faulty, logger, mode });
     second.startZone("zone-a", { ...fast, mode, store: zone.store });
     await eventually(() => (faulty.failures.get("list") ?? 0) === 1, "the list failed");
-    await eventually(() => second.global.sync.served().find((k) => k.kind === "Mesh")?.loaded === true, "Mesh loaded after the retry");
+    await eventually(
+      () => second.global.sync.served().find((k) => k.kind === "Mesh")?.loaded === true,
+      "Mesh loaded after the retry",
+    );
     await globalStore.put(mesh("m-new"));
-    await eventually(async () => (await zone.store.list("Mesh")).resources.length === 6, "6 meshes mirrored");
+    await eventually(
+      async () => (await zone.store.list("Mesh")).resources.length === 6,
+      "6 meshes mirrored",
+    );
     expect([...zoneDeletes.keys()]).toEqual([]);
     expect(logger.lines.some((l) => l.includes("in the store failed"))).toBe(true);
   });
@@ -66,7 +79,9 @@ describe.each(["delta", "sotw"] as const)("a failed list never becomes deletions
     const zoneStore = new InMemoryStore(types);
     for (const n of names(5, "dp")) await zoneStore.put(dataplane("default", n));
     c.startZone("zone-a", { ...fast, mode, store: zoneStore });
-    const copies = async (): Promise<number> => (await c.global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-a" } })).resources.length;
+    const copies = async (): Promise<number> =>
+      (await c.global.store.list("Dataplane", { labels: { [LABELS.zone]: "zone-a" } })).resources
+        .length;
     await eventually(async () => (await copies()) === 5, "5 dataplanes on the global");
     const globalDeletes = countDeletes(c.global.store, stop.signal);
     await c.stopZone("zone-a");
@@ -74,7 +89,10 @@ describe.each(["delta", "sotw"] as const)("a failed list never becomes deletions
     const faulty = new FaultyStore(zoneStore).failNext("list", 1, "Dataplane");
     const zone = c.startZone("zone-a", { ...fast, mode, store: faulty });
     await eventually(() => (faulty.failures.get("list") ?? 0) === 1, "the list failed");
-    await eventually(() => zone.sync.served().find((k) => k.kind === "Dataplane")?.loaded === true, "Dataplane loaded after the retry");
+    await eventually(
+      () => zone.sync.served().find((k) => k.kind === "Dataplane")?.loaded === true,
+      "Dataplane loaded after the retry",
+    );
     await zoneStore.put(dataplane("default", "dp-new"));
     await eventually(async () => (await copies()) === 6, "the new dataplane arrives");
     expect([...globalDeletes.keys()]).toEqual([]);
@@ -82,7 +100,6 @@ describe.each(["delta", "sotw"] as const)("a failed list never becomes deletions
 });
 
 describe("sync over a failing store", () => {
-
   it("the store's change feed breaks mid-stream: the change still reaches the zone", async () => {
     const types = createTypeRegistry(exampleTypes);
     const faulty = new FaultyStore(new InMemoryStore(types));
@@ -90,13 +107,24 @@ describe("sync over a failing store", () => {
     await c.global.registerZone("zone-a");
     const zone = c.startZone("zone-a", fast);
     await faulty.put(mesh("m-0"));
-    await eventually(async () => (await zone.store.get("Mesh", "", "m-0")) !== undefined, "first mesh mirrored");
+    await eventually(
+      async () => (await zone.store.get("Mesh", "", "m-0")) !== undefined,
+      "first mesh mirrored",
+    );
     faulty.breakWatchAfter(0);
     await faulty.put(mesh("m-1"));
     await faulty.put(mesh("m-0", "changed"));
     await eventually(() => (faulty.failures.get("watch") ?? 0) >= 1, "the watch broke");
-    await eventually(async () => (await zone.store.get("Mesh", "", "m-1")) !== undefined, "m-1 mirrored after the break");
-    await eventually(async () => ((await zone.store.get("Mesh", "", "m-0"))?.spec as { description?: string }).description === "changed", "m-0 update mirrored");
+    await eventually(
+      async () => (await zone.store.get("Mesh", "", "m-1")) !== undefined,
+      "m-1 mirrored after the break",
+    );
+    await eventually(
+      async () =>
+        ((await zone.store.get("Mesh", "", "m-0"))?.spec as { description?: string })
+          .description === "changed",
+      "m-0 update mirrored",
+    );
   });
 
   it("a change feed that can no longer resume (compacted) makes the cache list again", async () => {
@@ -108,13 +136,19 @@ describe("sync over a failing store", () => {
     await c.global.registerZone("zone-a");
     const zone = c.startZone("zone-a", fast);
     await store.put(mesh("m-0"));
-    await eventually(async () => (await zone.store.list("Mesh")).resources.length === 1, "first mesh");
+    await eventually(
+      async () => (await zone.store.list("Mesh")).resources.length === 1,
+      "first mesh",
+    );
     // Break the feed, then write far more than the history keeps before it resumes.
     faulty.failNext("watch", 3);
     faulty.breakWatchAfter(0);
     for (const n of names(20, "m")) await store.put(mesh(n, "again"));
     await store.delete("Mesh", "", "m-3");
-    await eventually(async () => (await zone.store.list("Mesh")).resources.length === 19, "19 meshes after relisting");
+    await eventually(
+      async () => (await zone.store.list("Mesh")).resources.length === 19,
+      "19 meshes after relisting",
+    );
     expect(logger.lines.some((l) => l.includes("in the store failed"))).toBe(true);
     expect(faulty.callsByKind.get("list:Mesh")).toBe(2); // listed again after the compaction, once
   });
@@ -136,8 +170,14 @@ describe("sync over a failing store", () => {
       },
     });
     await zone.store.put(dataplane("default", "web"));
-    await eventually(async () => (await zone.store.get("Mesh", "", "m-0")) !== undefined, "mesh down");
-    await eventually(async () => (await c.global.store.get("Dataplane", "default", "zone-a.web")) !== undefined, "dataplane up");
+    await eventually(
+      async () => (await zone.store.get("Mesh", "", "m-0")) !== undefined,
+      "mesh down",
+    );
+    await eventually(
+      async () => (await c.global.store.get("Dataplane", "default", "zone-a.web")) !== undefined,
+      "dataplane up",
+    );
     expect(thrown).toBe(1);
     expect(c.global.sync.status("zone-a").online).toBe(true);
     expect(zone.status().online).toBe(true);
@@ -147,13 +187,22 @@ describe("sync over a failing store", () => {
     const c = await cluster();
     await c.global.registerZone("zone-a");
     const types = createTypeRegistry(exampleTypes);
-    const zoneStore = new FaultyStore(new InMemoryStore(types)).failNext("apply", 1, "TrafficPolicy");
+    const zoneStore = new FaultyStore(new InMemoryStore(types)).failNext(
+      "apply",
+      1,
+      "TrafficPolicy",
+    );
     const zone = c.startZone("zone-a", { ...fast, store: zoneStore });
     await eventually(() => zone.status().online, "zone online");
-    await c.global.store.apply(names(10, "p").map((n) => ({ op: "put" as const, input: policy("default", n) })));
+    await c.global.store.apply(
+      names(10, "p").map((n) => ({ op: "put" as const, input: policy("default", n) })),
+    );
     await eventually(() => (zoneStore.failures.get("apply") ?? 0) === 1, "the write failed");
     // The failed response was NACKed and wrote nothing; the resend wrote all ten at once.
-    await eventually(async () => (await zone.store.list("TrafficPolicy")).resources.length === 10, "10 policies");
+    await eventually(
+      async () => (await zone.store.list("TrafficPolicy")).resources.length === 10,
+      "10 policies",
+    );
     const status = c.global.sync.status("zone-a").types.find((t) => t.kind === "TrafficPolicy");
     expect(status?.nacked).toBe(1);
     expect(status?.lastNackError).toContain("injected apply failure");
@@ -165,14 +214,24 @@ describe("sync over a failing store", () => {
     await c.global.registerZone("zone-a");
     const types = createTypeRegistry(exampleTypes);
     let seed = 7;
-    const random = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const random = (): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const inner = new InMemoryStore(types);
     const zoneStore = new FaultyStore(inner, random).failRate("apply", 0.02);
-    c.startZone("zone-a", { ...fast, store: zoneStore, discovery: { ...fast.discovery, maxMessageBytes: 8 * 1024 } });
+    c.startZone("zone-a", {
+      ...fast,
+      store: zoneStore,
+      discovery: { ...fast.discovery, maxMessageBytes: 8 * 1024 },
+    });
     for (const batch of [0, 1, 2, 3, 4]) {
-      await c.global.store.apply(names(100, `p${batch}`).map((n) => ({ op: "put" as const, input: policy("default", n) })));
+      await c.global.store.apply(
+        names(100, `p${batch}`).map((n) => ({ op: "put" as const, input: policy("default", n) })),
+      );
     }
-    await eventually(async () => (await inner.list("TrafficPolicy")).resources.length === 500, "500 policies", 30_000);
+    await eventually(
+      async () => (await inner.list("TrafficPolicy")).resources.length === 500,
+      "500 policies",
+      30_000,
+    );
     expect(zoneStore.calls.get("apply") ?? 0).toBeLessThan(500); // whole responses, not one write per resource
   });
 
@@ -184,9 +243,15 @@ describe("sync over a failing store", () => {
     const long = "x".repeat(250); // "zone-a." + 250 > 253
     await zone.store.put(dataplane("default", long));
     for (const n of names(3, "ok")) await zone.store.put(dataplane("default", n));
-    await eventually(async () => (await c.global.store.list("Dataplane")).resources.length === 3, "the 3 valid dataplanes");
+    await eventually(
+      async () => (await c.global.store.list("Dataplane")).resources.length === 3,
+      "the 3 valid dataplanes",
+    );
     await zone.store.put(dataplane("default", "later"));
-    await eventually(async () => (await c.global.store.get("Dataplane", "default", "zone-a.later")) !== undefined, "a later dataplane is not blocked");
+    await eventually(
+      async () => (await c.global.store.get("Dataplane", "default", "zone-a.later")) !== undefined,
+      "a later dataplane is not blocked",
+    );
     const status = c.global.sync.status("zone-a").types.find((t) => t.kind === "Dataplane");
     expect(status?.rejected).toBe(0); // no NACK loop
     expect(status?.rejectedResources.map((r) => r.key)).toEqual([`default/${long}`]);
@@ -198,12 +263,26 @@ describe("sync over a failing store", () => {
     const c = await cluster();
     await c.global.registerZone("zone-a");
     const description = "d".repeat(1000);
-    await c.global.store.apply(names(200, "m").map((n) => ({ op: "put" as const, input: { kind: "Mesh", name: n, spec: create(MeshSpecSchema, { description }) } })));
+    await c.global.store.apply(
+      names(200, "m").map((n) => ({
+        op: "put" as const,
+        input: { kind: "Mesh", name: n, spec: create(MeshSpecSchema, { description }) },
+      })),
+    );
     let sessions = 0;
-    const zone = c.startZone("zone-a", { ...fast, session: { maxMessageBytes: 64 * 1024 }, onSession: () => void sessions++ });
-    await eventually(async () => (await zone.store.list("Mesh")).resources.length === 200, "200 meshes");
+    const zone = c.startZone("zone-a", {
+      ...fast,
+      session: { maxMessageBytes: 64 * 1024 },
+      onSession: () => void sessions++,
+    });
+    await eventually(
+      async () => (await zone.store.list("Mesh")).resources.length === 200,
+      "200 meshes",
+    );
     expect(sessions).toBe(1);
-    expect(c.global.sync.status("zone-a").types.find((t) => t.kind === "Mesh")?.sent).toBeGreaterThan(2);
+    expect(
+      c.global.sync.status("zone-a").types.find((t) => t.kind === "Mesh")?.sent,
+    ).toBeGreaterThan(2);
   });
 
   it("a slow store still converges", async () => {
@@ -215,8 +294,14 @@ describe("sync over a failing store", () => {
     const zone = c.startZone("zone-a", fast);
     for (const n of names(5, "m")) await faulty.put(mesh(n));
     await zone.store.put(dataplane("default", "web"));
-    await eventually(async () => (await zone.store.list("Mesh")).resources.length === 5, "meshes over a slow store");
-    await eventually(async () => (await faulty.inner.get("Dataplane", "default", "zone-a.web")) !== undefined, "dataplane into a slow store");
+    await eventually(
+      async () => (await zone.store.list("Mesh")).resources.length === 5,
+      "meshes over a slow store",
+    );
+    await eventually(
+      async () => (await faulty.inner.get("Dataplane", "default", "zone-a.web")) !== undefined,
+      "dataplane into a slow store",
+    );
   });
 });
 

@@ -10,7 +10,12 @@ import { sideOf, ZoneStatusRecord } from "../../src/sync/status.ts";
 const types = createTypeRegistry(exampleTypes);
 const meshUrl = types.get("Mesh").typeUrl;
 const dataplaneUrl = types.get("Dataplane").typeUrl;
-const end = (code: SessionEnd["code"], message: string, graceful: boolean, initiator: SessionEnd["initiator"] = "peer"): SessionEnd => ({ code, message, graceful, initiator });
+const end = (
+  code: SessionEnd["code"],
+  message: string,
+  graceful: boolean,
+  initiator: SessionEnd["initiator"] = "peer",
+): SessionEnd => ({ code, message, graceful, initiator });
 
 /** One session of `record` in which the global sent `sent` Mesh responses (all ACKed) and accepted `accepted` Dataplane responses. */
 function session(record: ZoneStatusRecord, sent: number, accepted: number): void {
@@ -18,10 +23,17 @@ function session(record: ZoneStatusRecord, sent: number, accepted: number): void
   const server = record.serverObserver();
   const client = record.clientObserver();
   for (let i = 0; i < sent; i++) {
-    server.sent?.(meshUrl, { version: `v${i}`, nonce: `n${i}`, resources: 2, removed: 0, bytes: 100 });
+    server.sent?.(meshUrl, {
+      version: `v${i}`,
+      nonce: `n${i}`,
+      resources: 2,
+      removed: 0,
+      bytes: 100,
+    });
     server.acked?.(meshUrl, `v${i}`, `n${i}`);
   }
-  for (let i = 0; i < accepted; i++) client.accepted?.(dataplaneUrl, { version: `d${i}`, resources: 1, removed: 0 });
+  for (let i = 0; i < accepted; i++)
+    client.accepted?.(dataplaneUrl, { version: `d${i}`, resources: 1, removed: 0 });
 }
 
 describe("ZoneStatusRecord", () => {
@@ -34,10 +46,23 @@ describe("ZoneStatusRecord", () => {
     const status = record.snapshot();
     const mesh = status.types.find((t) => t.kind === "Mesh");
     const dp = status.types.find((t) => t.kind === "Dataplane");
-    expect(mesh).toMatchObject({ sent: 4, acked: 4, nacked: 0, resourcesSent: 8, session: { sent: 1, acked: 1, nacked: 0, resourcesSent: 2 } });
-    expect(dp).toMatchObject({ accepted: 2, rejected: 1, resourcesReceived: 2, session: { accepted: 0, rejected: 0, resourcesReceived: 0 } });
+    expect(mesh).toMatchObject({
+      sent: 4,
+      acked: 4,
+      nacked: 0,
+      resourcesSent: 8,
+      session: { sent: 1, acked: 1, nacked: 0, resourcesSent: 2 },
+    });
+    expect(dp).toMatchObject({
+      accepted: 2,
+      rejected: 1,
+      resourcesReceived: 2,
+      session: { accepted: 0, rejected: 0, resourcesReceived: 0 },
+    });
     // The snapshot is a copy: counting on does not change it.
-    record.serverObserver().sent?.(meshUrl, { version: "v9", nonce: "x", resources: 1, removed: 0, bytes: 50 });
+    record
+      .serverObserver()
+      .sent?.(meshUrl, { version: "v9", nonce: "x", resources: 1, removed: 0, bytes: 50 });
     expect(mesh?.session.sent).toBe(1);
     expect(record.snapshot().types.find((t) => t.kind === "Mesh")?.session.sent).toBe(2);
   });
@@ -45,15 +70,34 @@ describe("ZoneStatusRecord", () => {
   it("keeps the last named failure when later sessions end cleanly or lose their connection", () => {
     const record = new ZoneStatusRecord("zone-1", types.list());
     record.connected(() => undefined);
-    record.serverObserver().nacked?.(KIND_CATALOG_TYPE_URL, "1-abc", 'zone "zone-1" refuses the kinds of global "global": kind "Mesh" differs', "n1");
-    record.disconnected(end("shutdown", 'zone "zone-1" refuses the kinds of global "global": kind "Mesh" differs', true, "local"));
+    record
+      .serverObserver()
+      .nacked?.(
+        KIND_CATALOG_TYPE_URL,
+        "1-abc",
+        'zone "zone-1" refuses the kinds of global "global": kind "Mesh" differs',
+        "n1",
+      );
+    record.disconnected(
+      end(
+        "shutdown",
+        'zone "zone-1" refuses the kinds of global "global": kind "Mesh" differs',
+        true,
+        "local",
+      ),
+    );
     record.connected(() => undefined);
-    record.disconnected(end("transport", "the peer cancelled the stream or the connection was lost", false));
+    record.disconnected(
+      end("transport", "the peer cancelled the stream or the connection was lost", false),
+    );
     record.connected(() => undefined);
     record.disconnected(end("shutdown", 'zone "zone-1" is shutting down', true));
     const status = record.snapshot();
     expect(status.lastEnd).toEqual({ code: "shutdown", message: 'zone "zone-1" is shutting down' });
-    expect(status.lastError).toMatchObject({ code: "kinds_refused", message: 'zone "zone-1" refuses the kinds of global "global": kind "Mesh" differs' });
+    expect(status.lastError).toMatchObject({
+      code: "kinds_refused",
+      message: 'zone "zone-1" refuses the kinds of global "global": kind "Mesh" differs',
+    });
     expect(status.lastError?.at).toBeInstanceOf(Date);
   });
 
@@ -62,16 +106,26 @@ describe("ZoneStatusRecord", () => {
     expect(record.snapshot().lastError).toBeUndefined();
     record.connected(() => undefined);
     record.disconnected(end("heartbeat_timeout", "heard nothing for 30 s", false, "local"));
-    expect(record.snapshot().lastError).toMatchObject({ code: "heartbeat_timeout", message: "heard nothing for 30 s" });
+    expect(record.snapshot().lastError).toMatchObject({
+      code: "heartbeat_timeout",
+      message: "heard nothing for 30 s",
+    });
     record.connected(() => undefined);
     record.failed("sync_failed", "sync with zone-1 failed: store down");
     record.disconnected(end("shutdown", "sync failed", true, "local"));
-    expect(record.snapshot().lastError).toMatchObject({ code: "sync_failed", message: "sync with zone-1 failed: store down" });
+    expect(record.snapshot().lastError).toMatchObject({
+      code: "sync_failed",
+      message: "sync with zone-1 failed: store down",
+    });
     // A NACK of an ordinary kind is that kind's error, not the zone's.
     record.connected(() => undefined);
     record.serverObserver().nacked?.(meshUrl, "v1", "bad mesh", "n1");
     expect(record.snapshot().lastError?.code).toBe("sync_failed");
-    expect(record.snapshot().types.find((t) => t.kind === "Mesh")).toMatchObject({ nacked: 1, lastNackError: "bad mesh", session: { nacked: 1 } });
+    expect(record.snapshot().types.find((t) => t.kind === "Mesh")).toMatchObject({
+      nacked: 1,
+      lastNackError: "bad mesh",
+      session: { nacked: 1 },
+    });
   });
 
   it("names each side's part in a kind", () => {

@@ -25,21 +25,38 @@ describe("wire envelope", () => {
     const type = types.get("TrafficPolicy");
     const wire = toWire(type, stored);
     const envelope = fromBinary(KdsResourceSchema, wire.any.value);
-    expect(envelope.meta).toMatchObject({ name: "p.1", mesh: "mesh-1", labels: { app: "wéb", team: "" }, version: stored.meta.version });
+    expect(envelope.meta).toMatchObject({
+      name: "p.1",
+      mesh: "mesh-1",
+      labels: { app: "wéb", team: "" },
+      version: stored.meta.version,
+    });
     expect(envelope.meta?.creationTime).toEqual(timestampFromDate(stored.meta.creationTime));
     expect(envelope.spec?.typeUrl).toBe(type.typeUrl);
-    expect(fromBinary(TrafficPolicySpecSchema, envelope.spec?.value ?? new Uint8Array())).toEqual(stored.spec);
+    expect(fromBinary(TrafficPolicySpecSchema, envelope.spec?.value ?? new Uint8Array())).toEqual(
+      stored.spec,
+    );
     expect(wire.anyBytes).toBe(toBinary(AnySchema, wire.any).byteLength);
     expect(wire.resourceBytes).toBe(toBinary(ResourceSchema, wire.resource).byteLength);
     const decoded = fromWire(type, wire.any, wire.key);
-    expect(decoded).toMatchObject({ key: "mesh-1/p.1", name: "p.1", mesh: "mesh-1", version: stored.meta.version });
+    expect(decoded).toMatchObject({
+      key: "mesh-1/p.1",
+      name: "p.1",
+      mesh: "mesh-1",
+      version: stored.meta.version,
+    });
     expect(decoded.creationTime?.getTime()).toBe(stored.meta.creationTime.getTime());
   });
 
   it("decodes a spec from its own copy of its bytes, so a kept spec pins no larger received buffer", async () => {
     const types = createTypeRegistry(exampleTypes);
     const type = types.get("TrafficPolicy");
-    const stored = await new InMemoryStore(types).put({ kind: "TrafficPolicy", mesh: "m", name: "p", spec: create(TrafficPolicySpecSchema, { timeoutMs: 5 }) });
+    const stored = await new InMemoryStore(types).put({
+      kind: "TrafficPolicy",
+      mesh: "m",
+      name: "p",
+      spec: create(TrafficPolicySpecSchema, { timeoutMs: 5 }),
+    });
     const wire = toWire(type, stored);
     // An unknown field in the spec (field 99, bytes): the decoder keeps it as a view into what it decoded.
     const envelope = fromBinary(KdsResourceSchema, wire.any.value);
@@ -49,7 +66,10 @@ describe("wire envelope", () => {
     // The resource as a view into a much larger buffer, as a received response holds it.
     const response = new Uint8Array(1 << 20);
     response.set(value, 1000);
-    const decoded = fromWire(type, { ...wire.any, value: response.subarray(1000, 1000 + value.length) });
+    const decoded = fromWire(type, {
+      ...wire.any,
+      value: response.subarray(1000, 1000 + value.length),
+    });
     const unknown = (decoded.spec as { $unknown?: Array<{ data: Uint8Array }> }).$unknown;
     expect(unknown?.[0]?.data).toEqual(new Uint8Array([3, 1, 2, 3])); // length-prefixed, as the decoder keeps it
     expect(unknown?.[0]?.data.buffer.byteLength).toBeLessThan(100);
@@ -62,15 +82,34 @@ describe("wire envelope", () => {
     const type = types.get("TrafficPolicy");
     const spec = create(TrafficPolicySpecSchema, { services: ["a"], timeoutMs: 7 });
     const envelope = create(KdsResourceSchema, {
-      meta: { name: "p", mesh: "m", labels: { ["__proto__"]: "x", "a.b/c": "é" }, version: "9", creationTime: timestampFromDate(new Date(1_700_000_000_123)) },
-      spec: create(AnySchema, { typeUrl: type.typeUrl, value: toBinary(TrafficPolicySpecSchema, spec) }),
+      meta: {
+        name: "p",
+        mesh: "m",
+        labels: { ["__proto__"]: "x", "a.b/c": "é" },
+        version: "9",
+        creationTime: timestampFromDate(new Date(1_700_000_000_123)),
+      },
+      spec: create(AnySchema, {
+        typeUrl: type.typeUrl,
+        value: toBinary(TrafficPolicySpecSchema, spec),
+      }),
     });
     // A second meta (merged: its version wins, the rest stays) and an unknown field of every wire type.
-    const extra = toBinary(KdsResourceSchema, create(KdsResourceSchema, { meta: { version: "10", labels: { z: "1" } } }));
-    const unknown = new Uint8Array([0x98, 0x06, 0x01, 0xa2, 0x06, 0x02, 0x68, 0x69, 0xad, 0x06, 1, 2, 3, 4, 0xa9, 0x06, 1, 2, 3, 4, 5, 6, 7, 8]);
+    const extra = toBinary(
+      KdsResourceSchema,
+      create(KdsResourceSchema, { meta: { version: "10", labels: { z: "1" } } }),
+    );
+    const unknown = new Uint8Array([
+      0x98, 0x06, 0x01, 0xa2, 0x06, 0x02, 0x68, 0x69, 0xad, 0x06, 1, 2, 3, 4, 0xa9, 0x06, 1, 2, 3,
+      4, 5, 6, 7, 8,
+    ]);
     const bytes = new Uint8Array([...toBinary(KdsResourceSchema, envelope), ...unknown, ...extra]);
     const expected = fromBinary(KdsResourceSchema, bytes);
-    const decoded = fromWire(type, create(AnySchema, { typeUrl: KDS_RESOURCE_TYPE_URL, value: bytes }), "m/p");
+    const decoded = fromWire(
+      type,
+      create(AnySchema, { typeUrl: KDS_RESOURCE_TYPE_URL, value: bytes }),
+      "m/p",
+    );
     expect(decoded.version).toBe("10");
     expect(decoded.version).toBe(expected.meta?.version);
     expect({ ...decoded.labels }).toEqual({ ...expected.meta?.labels });
@@ -80,12 +119,28 @@ describe("wire envelope", () => {
     expect(decoded.modificationTime).toBeUndefined();
     expect(decoded.spec).toEqual(spec);
     const good = toBinary(KdsResourceSchema, envelope);
-    const badUtf8 = toBinary(KdsResourceSchema, create(KdsResourceSchema, { meta: { name: "p\u00e9", mesh: "m" }, spec: envelope.spec }));
+    const badUtf8 = toBinary(
+      KdsResourceSchema,
+      create(KdsResourceSchema, { meta: { name: "p\u00e9", mesh: "m" }, spec: envelope.spec }),
+    );
     badUtf8[badUtf8.indexOf(0xc3)] = 0xff; // the name's "é" becomes invalid UTF-8
-    for (const value of [good.subarray(0, good.length - 3), new Uint8Array([0x0a, 0x05, 0x0a, 0x09, 0x70]), badUtf8]) {
-      expect(() => fromWire(type, create(AnySchema, { typeUrl: KDS_RESOURCE_TYPE_URL, value }))).toThrow(expect.objectContaining({ code: "invalid_resource" }));
+    for (const value of [
+      good.subarray(0, good.length - 3),
+      new Uint8Array([0x0a, 0x05, 0x0a, 0x09, 0x70]),
+      badUtf8,
+    ]) {
+      expect(() =>
+        fromWire(type, create(AnySchema, { typeUrl: KDS_RESOURCE_TYPE_URL, value })),
+      ).toThrow(expect.objectContaining({ code: "invalid_resource" }));
     }
-    expect(() => fromWire(type, create(AnySchema, { typeUrl: KDS_RESOURCE_TYPE_URL, value: toBinary(KdsResourceSchema, create(KdsResourceSchema, { meta: envelope.meta })) }))).toThrow(/lacks meta or spec/);
+    expect(() =>
+      fromWire(
+        type,
+        create(AnySchema, {
+          typeUrl: KDS_RESOURCE_TYPE_URL,
+          value: toBinary(KdsResourceSchema, create(KdsResourceSchema, { meta: envelope.meta })),
+        }),
+      ),
+    ).toThrow(/lacks meta or spec/);
   });
 });
-

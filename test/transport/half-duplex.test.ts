@@ -42,7 +42,14 @@ function flaky(inner: Transport, cutAfter: number, faults: Faults): Transport {
     async stream(method, signal, timeoutMs, header, input, contextValues) {
       const cut = new AbortController();
       const combined = signal === undefined ? cut.signal : AbortSignal.any([signal, cut.signal]);
-      const response = await inner.stream(method, combined, timeoutMs, header, input, contextValues);
+      const response = await inner.stream(
+        method,
+        combined,
+        timeoutMs,
+        header,
+        input,
+        contextValues,
+      );
       const messages = response.message;
       return {
         ...response,
@@ -66,7 +73,11 @@ function flaky(inner: Transport, cutAfter: number, faults: Faults): Transport {
  * Wraps a transport with a switch: after cut(), open Pull streams fail and
  * every new call is refused (Unavailable), as when the network goes away.
  */
-function partitionable(inner: Transport): { transport: Transport; cut(): void; readonly refused: number } {
+function partitionable(inner: Transport): {
+  transport: Transport;
+  cut(): void;
+  readonly refused: number;
+} {
   let down = false;
   let refused = 0;
   const open = new Set<AbortController>();
@@ -80,7 +91,8 @@ function partitionable(inner: Transport): { transport: Transport; cut(): void; r
     },
     cut() {
       down = true;
-      for (const c of open) c.abort(new ConnectError("network unreachable (test)", Code.Unavailable));
+      for (const c of open)
+        c.abort(new ConnectError("network unreachable (test)", Code.Unavailable));
     },
     transport: {
       async unary(method, signal, timeoutMs, header, input, contextValues) {
@@ -100,11 +112,18 @@ function partitionable(inner: Transport): { transport: Transport; cut(): void; r
 
 describe("half-duplex transport", () => {
   it("delivers every frame exactly once, in order, across cut Pulls and lost Pushes", async () => {
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger, session: { requestWindow: 64, responseWindow: 64 } });
+    const global = new GlobalServer({
+      registry: new InMemoryZoneRegistry(["zone-1"]),
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+      session: { requestWindow: 64, responseWindow: 64 },
+    });
     const served = await serveGlobal(global, { httpVersion: "1.1" });
     const faults: Faults = { pullsCut: 0, pushesLostBefore: 0, pushesLostAfter: 0 };
     try {
-      const transport = halfDuplexMuxTransport(flaky(createConnectTransport({ baseUrl: served.url, useBinaryFormat: true }), 40, faults));
+      const transport = halfDuplexMuxTransport(
+        flaky(createConnectTransport({ baseUrl: served.url, useBinaryFormat: true }), 40, faults),
+      );
       const zone = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
       await eventually(() => global.session("zone-1") !== undefined, "session listed");
       const gs = global.session("zone-1") as Session;
@@ -119,7 +138,8 @@ describe("half-duplex transport", () => {
       const gotUp: string[] = [];
       await Promise.all([
         (async () => {
-          for (let i = 0; i < n; i++) gotDown.push(((await zone.client.recv()) as { nonce: string }).nonce);
+          for (let i = 0; i < n; i++)
+            gotDown.push(((await zone.client.recv()) as { nonce: string }).nonce);
         })(),
         (async () => {
           for (let i = 0; i < n; i++) gotUp.push((await gs.server.recv()).responseNonce);
@@ -141,10 +161,18 @@ describe("half-duplex transport", () => {
   }, 60_000);
 
   it("runs over connect-web's gRPC-web transport on HTTP/1.1 too", async () => {
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger });
+    const global = new GlobalServer({
+      registry: new InMemoryZoneRegistry(["zone-1"]),
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+    });
     const served = await serveGlobal(global, { httpVersion: "1.1" });
     try {
-      const zone = await new ZoneClient({ name: "zone-1", transport: halfDuplexMuxTransport(createGrpcWebTransport({ baseUrl: served.url })), logger: silentLogger }).dial();
+      const zone = await new ZoneClient({
+        name: "zone-1",
+        transport: halfDuplexMuxTransport(createGrpcWebTransport({ baseUrl: served.url })),
+        logger: silentLogger,
+      }).dial();
       await eventually(() => global.session("zone-1") !== undefined, "session listed");
       const gs = global.session("zone-1") as Session;
       await zone.server.send(response("up", "1", 64));
@@ -158,7 +186,11 @@ describe("half-duplex transport", () => {
   });
 
   it("refuses acknowledgements of frames that were never sent, and keeps serving", async () => {
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger });
+    const global = new GlobalServer({
+      registry: new InMemoryZoneRegistry(["zone-1"]),
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+    });
     const served = await serveGlobal(global, { httpVersion: "1.1" });
     try {
       const web = createConnectTransport({ baseUrl: served.url, useBinaryFormat: true });
@@ -168,11 +200,17 @@ describe("half-duplex transport", () => {
       const opening = await pull.next();
       const linkId = (opening.value as { linkId: string }).linkId;
       expect(linkId).not.toBe("");
-      const error = await client.push({ linkId, firstSeq: 1n, frames: [], pullAckedSeq: 1_000_000n }, { headers }).catch((e: unknown) => e);
+      const error = await client
+        .push({ linkId, firstSeq: 1n, frames: [], pullAckedSeq: 1_000_000n }, { headers })
+        .catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ConnectError);
       expect((error as ConnectError).code).toBe(Code.InvalidArgument);
-      expect((error as ConnectError).rawMessage).toMatch(/acknowledges frame 1000000, but only \d+ were sent/);
-      const stranger = await client.push({ linkId, firstSeq: 1n, frames: [] }, { headers: { "client-id": "zone-2" } }).catch((e: unknown) => e);
+      expect((error as ConnectError).rawMessage).toMatch(
+        /acknowledges frame 1000000, but only \d+ were sent/,
+      );
+      const stranger = await client
+        .push({ linkId, firstSeq: 1n, frames: [] }, { headers: { "client-id": "zone-2" } })
+        .catch((e: unknown) => e);
       expect((stranger as ConnectError).rawMessage).toMatch(/belongs to zone "zone-1"/);
       await pull.return?.();
     } finally {
@@ -182,24 +220,47 @@ describe("half-duplex transport", () => {
 
   it("ends the session with the resume timeout when the global stays unreachable", async () => {
     // The global's side of the link cannot hear the zone either: a short grace lets the teardown finish sooner.
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger, session: { closeGraceMs: 100 } });
+    const global = new GlobalServer({
+      registry: new InMemoryZoneRegistry(["zone-1"]),
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+      session: { closeGraceMs: 100 },
+    });
     const served = await serveGlobal(global, { httpVersion: "1.1", closeGraceMs: 100 });
     const clock = new ManualClock();
-    const net = partitionable(createConnectTransport({ baseUrl: served.url, useBinaryFormat: true }));
+    const net = partitionable(
+      createConnectTransport({ baseUrl: served.url, useBinaryFormat: true }),
+    );
     try {
       const transport = halfDuplexMuxTransport(net.transport, { resumeTimeoutMs: 500, clock });
       // No heartbeats during the test: nothing for the zone to push, so only the Pull's resume is timed.
-      const zone = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger, session: { heartbeatIntervalMs: 600_000, heartbeatTimeoutMs: 1_200_000 } }).dial();
+      const zone = await new ZoneClient({
+        name: "zone-1",
+        transport,
+        logger: silentLogger,
+        session: { heartbeatIntervalMs: 600_000, heartbeatTimeoutMs: 1_200_000 },
+      }).dial();
       // The opening exchange is over (hellos, and each side's first ping answered) and every frame
       // the zone sent has reached the global: nothing is left for a Push to retry after the cut.
       await eventually(() => {
         const gs = global.session("zone-1");
-        return gs !== undefined && gs.stats().heartbeatRttMs !== undefined && zone.stats().heartbeatRttMs !== undefined && gs.stats().received.control === zone.stats().sent.control;
+        return (
+          gs !== undefined &&
+          gs.stats().heartbeatRttMs !== undefined &&
+          zone.stats().heartbeatRttMs !== undefined &&
+          gs.stats().received.control === zone.stats().sent.control
+        );
       }, "the opening exchange is over and every zone frame reached the global");
       net.cut(); // the network goes away without a word from the global: no goaway, no end of stream
-      await eventually(() => net.refused >= 1 && clock.pending === 1, "the zone tries to resume the Pull, then waits to retry");
+      await eventually(
+        () => net.refused >= 1 && clock.pending === 1,
+        "the zone tries to resume the Pull, then waits to retry",
+      );
       clock.advance(499); // each retry fails; the last one before the deadline
-      await eventually(() => net.refused >= 2 && clock.pending === 1, "the zone retries while the timeout has not passed");
+      await eventually(
+        () => net.refused >= 2 && clock.pending === 1,
+        "the zone retries while the timeout has not passed",
+      );
       expect(zone.end).toBeUndefined();
       const retries = net.refused;
       clock.advance(1_000); // past the deadline: the next retry fails and gives up
@@ -213,10 +274,16 @@ describe("half-duplex transport", () => {
   }, 30_000);
 
   it("refuses a client that sends JSON with a clear error instead of retrying forever", async () => {
-    const global = new GlobalServer({ registry: new InMemoryZoneRegistry(["zone-1"]), authenticator: insecureZoneAuthenticator(), logger: silentLogger });
+    const global = new GlobalServer({
+      registry: new InMemoryZoneRegistry(["zone-1"]),
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+    });
     const served = await serveGlobal(global, { httpVersion: "1.1" });
     try {
-      const transport = halfDuplexMuxTransport(createConnectTransport({ baseUrl: served.url }), { resumeTimeoutMs: 60_000 });
+      const transport = halfDuplexMuxTransport(createConnectTransport({ baseUrl: served.url }), {
+        resumeTimeoutMs: 60_000,
+      });
       const zone = await new ZoneClient({ name: "zone-1", transport, logger: silentLogger }).dial();
       await eventually(() => global.session("zone-1") !== undefined, "session listed");
       void zone.server.send(response("x", "1", 8)).catch(() => undefined);

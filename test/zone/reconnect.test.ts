@@ -80,7 +80,9 @@ describe("zone reconnect", () => {
     expect(retries.every((r) => r.error.code === "zone_not_registered")).toBe(true);
     expect(lines.length).toBeGreaterThanOrEqual(3);
     for (const line of lines) {
-      expect(line).toContain("kds-mux generate zone --name zone-7 | kds-mux apply -f - --server http://127.0.0.1:5681");
+      expect(line).toContain(
+        "kds-mux generate zone --name zone-7 | kds-mux apply -f - --server http://127.0.0.1:5681",
+      );
       expect(line).toMatch(/retries in \d+ ms \(at \d{4}-\d\d-\d\dT/);
     }
   });

@@ -3,5 +3,9 @@
  *
  * @module
  */
-export { serveGlobalBun, type ServeGlobalBunOptions, type ServedGlobalBun } from "./serve-global.ts";
+export {
+  serveGlobalBun,
+  type ServeGlobalBunOptions,
+  type ServedGlobalBun,
+} from "./serve-global.ts";
 export { METRIC_NAMES, PrometheusMetrics } from "../../observe/prometheus.ts";

@@ -50,9 +50,13 @@ export interface ServedGlobalBun {
 }
 
 /** Serves `global` on `Bun.serve`. Throws when not running on Bun. */
-export function serveGlobalBun(global: GlobalServer, options: ServeGlobalBunOptions = {}): ServedGlobalBun {
+export function serveGlobalBun(
+  global: GlobalServer,
+  options: ServeGlobalBunOptions = {},
+): ServedGlobalBun {
   const bun = (globalThis as { Bun?: BunLike }).Bun;
-  if (bun === undefined) throw new Error("serveGlobalBun needs Bun; on Node use serveGlobal from kds-mux/node");
+  if (bun === undefined)
+    throw new Error("serveGlobalBun needs Bun; on Node use serveGlobal from kds-mux/node");
   const hostname = options.hostname ?? "127.0.0.1";
   const server = bun.serve({
     hostname,

@@ -3,5 +3,9 @@
  *
  * @module
  */
-export { serveGlobalDeno, type ServeGlobalDenoOptions, type ServedGlobalDeno } from "./serve-global.ts";
+export {
+  serveGlobalDeno,
+  type ServeGlobalDenoOptions,
+  type ServedGlobalDeno,
+} from "./serve-global.ts";
 export { METRIC_NAMES, PrometheusMetrics } from "../../observe/prometheus.ts";

@@ -17,7 +17,10 @@ interface DenoServer {
 }
 
 interface DenoLike {
-  serve(options: { hostname: string; port: number; onListen?: () => void }, handler: (request: Request) => Promise<Response>): DenoServer;
+  serve(
+    options: { hostname: string; port: number; onListen?: () => void },
+    handler: (request: Request) => Promise<Response>,
+  ): DenoServer;
 }
 
 /** Options of {@link serveGlobalDeno}. */
@@ -41,11 +44,18 @@ export interface ServedGlobalDeno {
 }
 
 /** Serves `global` on `Deno.serve`. Throws when not running on Deno. */
-export function serveGlobalDeno(global: GlobalServer, options: ServeGlobalDenoOptions = {}): ServedGlobalDeno {
+export function serveGlobalDeno(
+  global: GlobalServer,
+  options: ServeGlobalDenoOptions = {},
+): ServedGlobalDeno {
   const deno = (globalThis as { Deno?: DenoLike }).Deno;
-  if (deno === undefined) throw new Error("serveGlobalDeno needs Deno; on Node use serveGlobal from kds-mux/node");
+  if (deno === undefined)
+    throw new Error("serveGlobalDeno needs Deno; on Node use serveGlobal from kds-mux/node");
   const hostname = options.hostname ?? "127.0.0.1";
-  const server = deno.serve({ hostname, port: options.port ?? 0, onListen: () => undefined }, globalFetchHandler(global, options.routes, options.fallback));
+  const server = deno.serve(
+    { hostname, port: options.port ?? 0, onListen: () => undefined },
+    globalFetchHandler(global, options.routes, options.fallback),
+  );
   return {
     url: baseUrl("http", hostname, server.addr.port),
     close: async () => {

@@ -24,24 +24,36 @@ export interface FetchHandlerOptions {
 }
 
 /** A fetch handler serving `routes`; unknown paths get 404. */
-export function fetchHandler(routes: (router: ConnectRouter) => void, options: FetchHandlerOptions = {}): FetchHandler {
+export function fetchHandler(
+  routes: (router: ConnectRouter) => void,
+  options: FetchHandlerOptions = {},
+): FetchHandler {
   const router = createConnectRouter({ readMaxBytes: options.readMaxBytes, acceptCompression: [] });
   routes(router);
   // The fetch host streams request and response bodies at once, so bidi
   // streams are allowed whatever HTTP version carries them.
-  const byPath = new Map(router.handlers.map((h) => [h.requestPath, createFetchHandler(h, { httpVersion: "2.0" })]));
+  const byPath = new Map(
+    router.handlers.map((h) => [h.requestPath, createFetchHandler(h, { httpVersion: "2.0" })]),
+  );
   return async (request) => {
     const handle = byPath.get(new URL(request.url).pathname);
     if (handle === undefined) {
       const answered = await options.fallback?.(request);
-      return answered ?? new Response("not found: this server serves kds-mux Connect routes", { status: 404 });
+      return (
+        answered ??
+        new Response("not found: this server serves kds-mux Connect routes", { status: 404 })
+      );
     }
     return handle(request);
   };
 }
 
 /** A fetch handler serving `global`'s mux (Connect and gRPC-web) plus `routes`. */
-export function globalFetchHandler(global: GlobalServer, routes?: (router: ConnectRouter) => void, fallback?: FetchHandlerOptions["fallback"]): FetchHandler {
+export function globalFetchHandler(
+  global: GlobalServer,
+  routes?: (router: ConnectRouter) => void,
+  fallback?: FetchHandlerOptions["fallback"],
+): FetchHandler {
   return fetchHandler(
     (router) => {
       registerGlobal(router, global);

@@ -6,4 +6,9 @@
  *
  * @module
  */
-export { fetchHandler, globalFetchHandler, type FetchHandler, type FetchHandlerOptions } from "./fetch-handler.ts";
+export {
+  fetchHandler,
+  globalFetchHandler,
+  type FetchHandler,
+  type FetchHandlerOptions,
+} from "./fetch-handler.ts";

@@ -30,12 +30,23 @@ class StreamLink implements MuxLink {
   #readError = "";
   #trailers: http2.OutgoingHttpHeaders = { "grpc-status": "0" };
 
-  constructor(stream: http2.ClientHttp2Stream | http2.ServerHttp2Stream, headers: ReadonlyMap<string, string>, ended: Promise<LinkEnd>) {
+  constructor(
+    stream: http2.ClientHttp2Stream | http2.ServerHttp2Stream,
+    headers: ReadonlyMap<string, string>,
+    ended: Promise<LinkEnd>,
+  ) {
     this.#stream = stream;
     this.headers = headers;
     this.ended = ended;
-    this.#frames = readGrpcFrames(stream, READ_LIMIT_BYTES, (reason, cause) => new KdsError("protocol_error", `the peer sent an unreadable frame: ${reason}`, { cause }));
-    stream.on("wantTrailers", () => (stream as http2.ServerHttp2Stream).sendTrailers(this.#trailers));
+    this.#frames = readGrpcFrames(
+      stream,
+      READ_LIMIT_BYTES,
+      (reason, cause) =>
+        new KdsError("protocol_error", `the peer sent an unreadable frame: ${reason}`, { cause }),
+    );
+    stream.on("wantTrailers", () =>
+      (stream as http2.ServerHttp2Stream).sendTrailers(this.#trailers),
+    );
   }
 
   write(frames: readonly Message[]): void {
@@ -67,7 +78,8 @@ class StreamLink implements MuxLink {
   close(status?: { grpcStatus: number; kdsErrorCode?: string; message?: string }): void {
     if (status !== undefined) {
       this.#trailers = { "grpc-status": String(status.grpcStatus) };
-      if (status.message !== undefined) this.#trailers["grpc-message"] = encodeURIComponent(status.message);
+      if (status.message !== undefined)
+        this.#trailers["grpc-message"] = encodeURIComponent(status.message);
       if (status.kdsErrorCode !== undefined) this.#trailers["kds-error-code"] = status.kdsErrorCode;
     }
     if (!this.#stream.destroyed && !this.#stream.writableEnded) this.#stream.end();
@@ -78,8 +90,16 @@ class StreamLink implements MuxLink {
   }
 }
 
-function headerMap(headers: http2.IncomingHttpHeaders | Readonly<Record<string, string>>): Map<string, string> {
-  return new Map(Object.entries(headers).flatMap(([k, v]) => (v === undefined ? [] : [[k.toLowerCase(), Array.isArray(v) ? v.join(", ") : String(v)] as [string, string]])));
+function headerMap(
+  headers: http2.IncomingHttpHeaders | Readonly<Record<string, string>>,
+): Map<string, string> {
+  return new Map(
+    Object.entries(headers).flatMap(([k, v]) =>
+      v === undefined
+        ? []
+        : [[k.toLowerCase(), Array.isArray(v) ? v.join(", ") : String(v)] as [string, string]],
+    ),
+  );
 }
 
 /** Options of {@link conformanceDialer}. */
@@ -104,10 +124,18 @@ export function conformanceDialer(options: ConformanceDialOptions): DialLink {
   return (headers, signal) =>
     new Promise<MuxLink>((resolve, reject) => {
       if (signal.aborted) {
-        reject(new KdsError("aborted", "dialing the global under test was cancelled through its AbortSignal"));
+        reject(
+          new KdsError(
+            "aborted",
+            "dialing the global under test was cancelled through its AbortSignal",
+          ),
+        );
         return;
       }
-      const session = http2.connect(options.url, options.caPem === undefined ? {} : { ca: options.caPem });
+      const session = http2.connect(
+        options.url,
+        options.caPem === undefined ? {} : { ca: options.caPem },
+      );
       let connected = false;
       let timer: ReturnType<typeof setTimeout> | undefined;
       const fail = (error: KdsError): void => {
@@ -122,14 +150,27 @@ export function conformanceDialer(options: ConformanceDialOptions): DialLink {
       const onAbort = (): void => {
         // After connecting, an abort ends the call, whose end the link reports.
         if (connected) void session.destroy();
-        else fail(new KdsError("aborted", "dialing the global under test was cancelled through its AbortSignal"));
+        else
+          fail(
+            new KdsError(
+              "aborted",
+              "dialing the global under test was cancelled through its AbortSignal",
+            ),
+          );
       };
       signal.addEventListener("abort", onAbort, { once: true });
       const unreachable = (why: string, cause?: Error): KdsError =>
-        new KdsError("transport", `cannot reach the global under test at ${options.url} (${why}); check the URL (the global's zone-facing address, --listen) and that it is running`, { cause });
+        new KdsError(
+          "transport",
+          `cannot reach the global under test at ${options.url} (${why}); check the URL (the global's zone-facing address, --listen) and that it is running`,
+          { cause },
+        );
       const connectFailed = (error: Error): void => fail(unreachable(error.message, error));
       const closedEarly = (): void => fail(unreachable("the connection closed before it was up"));
-      timer = setTimeout(() => fail(unreachable(`the connection was not up within ${connectMs} ms`)), connectMs);
+      timer = setTimeout(
+        () => fail(unreachable(`the connection was not up within ${connectMs} ms`)),
+        connectMs,
+      );
       session.once("error", connectFailed);
       session.once("close", closedEarly);
       session.once("connect", () => {
@@ -139,7 +180,13 @@ export function conformanceDialer(options: ConformanceDialOptions): DialLink {
         session.off("error", connectFailed);
         session.off("close", closedEarly);
         session.on("error", () => undefined); // a connection error ends the call, whose end the link reports
-        const stream = session.request({ ":method": "POST", ":path": STREAM_PATH, "content-type": "application/grpc+proto", te: "trailers", ...headers });
+        const stream = session.request({
+          ":method": "POST",
+          ":path": STREAM_PATH,
+          "content-type": "application/grpc+proto",
+          te: "trailers",
+          ...headers,
+        });
         let responseHeaders: http2.IncomingHttpHeaders = {};
         let trailers: http2.IncomingHttpHeaders = {};
         let resetWhy = "";
@@ -154,8 +201,16 @@ export function conformanceDialer(options: ConformanceDialOptions): DialLink {
             const message = all["grpc-message"];
             done({
               grpcStatus: status === undefined ? undefined : Number(status),
-              kdsErrorCode: all["kds-error-code"] === undefined ? undefined : String(all["kds-error-code"]),
-              message: message !== undefined ? decodeURIComponent(String(message)) : status !== undefined ? "" : resetWhy !== "" ? resetWhy : `the stream closed without a status (RST_STREAM ${stream.rstCode ?? "none"}, HTTP ${String(responseHeaders[":status"] ?? "none")})`,
+              kdsErrorCode:
+                all["kds-error-code"] === undefined ? undefined : String(all["kds-error-code"]),
+              message:
+                message !== undefined
+                  ? decodeURIComponent(String(message))
+                  : status !== undefined
+                    ? ""
+                    : resetWhy !== ""
+                      ? resetWhy
+                      : `the stream closed without a status (RST_STREAM ${stream.rstCode ?? "none"}, HTTP ${String(responseHeaders[":status"] ?? "none")})`,
             });
           };
           stream.on("response", (h) => h["grpc-status"] !== undefined && finish());
@@ -185,7 +240,11 @@ export interface ConformanceListener {
 const ACCEPT_BACKLOG = 4;
 
 /** Listens on `host:port` (h2c) for the zone under test. */
-export function listenForZone(host: string, port: number, signal: AbortSignal): Promise<ConformanceListener> {
+export function listenForZone(
+  host: string,
+  port: number,
+  signal: AbortSignal,
+): Promise<ConformanceListener> {
   const server = http2.createServer();
   const backlog: MuxLink[] = [];
   let waiter: ((link: MuxLink) => void) | undefined;
@@ -195,12 +254,31 @@ export function listenForZone(host: string, port: number, signal: AbortSignal): 
       return;
     }
     if (backlog.length >= ACCEPT_BACKLOG) {
-      stream.respond({ ":status": 200, "content-type": "application/grpc+proto", "grpc-status": "14", "grpc-message": "the conformance kit runs one session at a time; retry" }, { endStream: true });
+      stream.respond(
+        {
+          ":status": 200,
+          "content-type": "application/grpc+proto",
+          "grpc-status": "14",
+          "grpc-message": "the conformance kit runs one session at a time; retry",
+        },
+        { endStream: true },
+      );
       return;
     }
     stream.on("error", () => undefined); // a reset ends the call, which `ended` reports
-    stream.respond({ ":status": 200, "content-type": "application/grpc+proto" }, { waitForTrailers: true });
-    const ended = new Promise<LinkEnd>((done) => stream.once("close", () => done({ grpcStatus: undefined, kdsErrorCode: undefined, message: `the call closed (RST_STREAM ${stream.rstCode ?? "none"})` })));
+    stream.respond(
+      { ":status": 200, "content-type": "application/grpc+proto" },
+      { waitForTrailers: true },
+    );
+    const ended = new Promise<LinkEnd>((done) =>
+      stream.once("close", () =>
+        done({
+          grpcStatus: undefined,
+          kdsErrorCode: undefined,
+          message: `the call closed (RST_STREAM ${stream.rstCode ?? "none"})`,
+        }),
+      ),
+    );
     const link = new StreamLink(stream, headerMap(headers), ended);
     if (waiter !== undefined) {
       const w = waiter;
@@ -228,7 +306,15 @@ export function listenForZone(host: string, port: number, signal: AbortSignal): 
     });
   signal.addEventListener("abort", () => void close(), { once: true });
   return new Promise((resolve, reject) => {
-    server.once("error", (error: Error) => reject(new KdsError("transport", `cannot listen on ${host}:${port} (${error.message}); pick a free address`, { cause: error })));
+    server.once("error", (error: Error) =>
+      reject(
+        new KdsError(
+          "transport",
+          `cannot listen on ${host}:${port} (${error.message}); pick a free address`,
+          { cause: error },
+        ),
+      ),
+    );
     server.listen(port, host, () => {
       const address = server.address() as AddressInfo;
       resolve({
@@ -237,7 +323,11 @@ export function listenForZone(host: string, port: number, signal: AbortSignal): 
           const ready = backlog.shift();
           if (ready !== undefined) return Promise.resolve(ready);
           let mine: ((link: MuxLink) => void) | undefined;
-          const waiting = raceAbort(new Promise<MuxLink>((r) => (waiter = mine = r)), acceptSignal, "waiting for the zone under test to dial");
+          const waiting = raceAbort(
+            new Promise<MuxLink>((r) => (waiter = mine = r)),
+            acceptSignal,
+            "waiting for the zone under test to dial",
+          );
           // A wait that gave up leaves no waiter behind: the zone's next call goes to the backlog for the next accept, not to a promise nobody reads.
           return waiting.catch((error: unknown) => {
             if (waiter === mine) waiter = undefined;

@@ -63,7 +63,10 @@ interface Tracked {
 }
 
 /** A handle that does nothing, for a request whose connection the guard does not know (it was already closed). */
-const untracked: GuardedConnection = { authenticated: () => undefined, authenticating: (work) => work };
+const untracked: GuardedConnection = {
+  authenticated: () => undefined,
+  authenticating: (work) => work,
+};
 
 /** Keeps a listener's connections (see the module description). */
 export class ConnectionGuard {
@@ -86,26 +89,39 @@ export class ConnectionGuard {
     this.#options = options;
     const { listener, logger, maxConnections } = options;
     const setting = options.setting ?? "maxConnections";
-    const burst = (first: string, more: (count: number, seconds: number) => string, fields: Record<string, unknown>): BurstLog =>
-      new BurstLog((count, windowMs) => logger?.warn(count === 1 && windowMs === 0 ? first : more(count, Math.round(windowMs / 1000)), { listener, ...fields, count }));
+    const burst = (
+      first: string,
+      more: (count: number, seconds: number) => string,
+      fields: Record<string, unknown>,
+    ): BurstLog =>
+      new BurstLog((count, windowMs) =>
+        logger?.warn(
+          count === 1 && windowMs === 0 ? first : more(count, Math.round(windowMs / 1000)),
+          { listener, ...fields, count },
+        ),
+      );
     this.#refusedLog = burst(
       `the ${listener} listener holds ${maxConnections} connections (${setting}), all authenticated: new connections are closed at once until some close. Further refusals are logged at most every 10 s and counted in kds_connections_refused_total{listener="${listener}"}`,
-      (count, s) => `the ${listener} listener refused ${count} more connections in the last ${s} s at its cap of ${maxConnections} (${setting}), all held by authenticated clients`,
+      (count, s) =>
+        `the ${listener} listener refused ${count} more connections in the last ${s} s at its cap of ${maxConnections} (${setting}), all held by authenticated clients`,
       { limit: maxConnections },
     );
     this.#evictedLog = burst(
       `the ${listener} listener holds ${maxConnections} connections (${setting}): closing the oldest unauthenticated one for each new connection, so clients with valid credentials still get in. Further evictions are logged at most every 10 s and counted in kds_connections_evicted_total{listener="${listener}"}`,
-      (count, s) => `the ${listener} listener closed ${count} more unauthenticated connections in the last ${s} s to make room at its cap of ${maxConnections} (${setting})`,
+      (count, s) =>
+        `the ${listener} listener closed ${count} more unauthenticated connections in the last ${s} s to make room at its cap of ${maxConnections} (${setting})`,
       { limit: maxConnections },
     );
     this.#timeoutLog = burst(
       `closed a connection on the ${listener} listener that presented no valid credentials within ${options.authTimeoutMs} ms; more are logged at most every 10 s and counted in kds_connections_unauthenticated_closed_total{listener="${listener}"}`,
-      (count, s) => `closed ${count} more connections on the ${listener} listener in the last ${s} s that presented no valid credentials within ${options.authTimeoutMs} ms`,
+      (count, s) =>
+        `closed ${count} more connections on the ${listener} listener in the last ${s} s that presented no valid credentials within ${options.authTimeoutMs} ms`,
       { timeoutMs: options.authTimeoutMs },
     );
     this.#identityLog = burst(
       `an identity on the ${listener} listener opened more than ${String(options.maxConnectionsPerIdentity)} authenticated connections: its oldest was closed; more are logged at most every 10 s and counted in kds_connections_evicted_total{listener="${listener}"}`,
-      (count, s) => `closed ${count} more connections on the ${listener} listener in the last ${s} s of identities over ${String(options.maxConnectionsPerIdentity)} connections each`,
+      (count, s) =>
+        `closed ${count} more connections on the ${listener} listener in the last ${s} s of identities over ${String(options.maxConnectionsPerIdentity)} connections each`,
       { limit: options.maxConnectionsPerIdentity },
     );
   }
@@ -145,12 +161,23 @@ export class ConnectionGuard {
     // A runtime that tells no remote address (or a socket already gone) cannot be matched to its requests: it counts toward
     // the cap but is trusted as before, rather than closed for a check it could never pass.
     const key = keyOf(socket) ?? `unknown|${++this.#unknown}`;
-    const tracked: Tracked = { socket, key, authenticated: false, identity: undefined, pending: 0, overdue: false, timer: undefined };
+    const tracked: Tracked = {
+      socket,
+      key,
+      authenticated: false,
+      identity: undefined,
+      pending: 0,
+      overdue: false,
+      timer: undefined,
+    };
     this.#all.get(key)?.socket.destroy(); // a stale entry for a reused address and port
     this.#forget(this.#all.get(key));
     this.#all.set(key, tracked);
     this.#unauthenticated.add(tracked);
-    tracked.timer = setTimeout(() => setImmediate(() => this.#deadline(tracked)), this.#options.authTimeoutMs);
+    tracked.timer = setTimeout(
+      () => setImmediate(() => this.#deadline(tracked)),
+      this.#options.authTimeoutMs,
+    );
     tracked.timer.unref();
     socket.once("close", () => this.#forget(tracked));
     if (key.startsWith("unknown|")) this.#authenticated(tracked, undefined);

@@ -97,7 +97,10 @@ export const DEFAULT_MAX_STREAMS_PER_CONNECTION = 100;
 export function checkConnectionLimits(limits: ConnectionLimits): void {
   const check = (name: string, value: number | undefined, max: number): void => {
     if (value !== undefined && (!Number.isInteger(value) || value < 1 || value > max)) {
-      throw new KdsError("invalid_argument", `connection limit ${name} must be an integer from 1 to ${max}, got ${String(value)}`);
+      throw new KdsError(
+        "invalid_argument",
+        `connection limit ${name} must be an integer from 1 to ${max}, got ${String(value)}`,
+      );
     }
   };
   check("maxConnections", limits.maxConnections, 2 ** 31 - 1);
@@ -113,7 +116,9 @@ export function checkConnectionLimits(limits: ConnectionLimits): void {
  * read from /proc/self/limits; undefined where that file does not exist (not
  * Linux) or says "unlimited". Node exposes no getrlimit.
  */
-export function openFilesSoftLimit(read: () => string = () => readFileSync("/proc/self/limits", "utf8")): number | undefined {
+export function openFilesSoftLimit(
+  read: () => string = () => readFileSync("/proc/self/limits", "utf8"),
+): number | undefined {
   let text: string;
   try {
     text = read();
@@ -170,10 +175,14 @@ export interface LimitedServers {
 }
 
 /** Options for `http2.createServer` / `createSecureServer` that enforce `limits`. */
-export function http2ServerOptions(limits: ConnectionLimits | undefined): http2.ServerOptions & { handshakeTimeout?: number } {
+export function http2ServerOptions(
+  limits: ConnectionLimits | undefined,
+): http2.ServerOptions & { handshakeTimeout?: number } {
   if (limits === undefined) return {};
   return {
-    settings: { maxConcurrentStreams: limits.maxStreamsPerConnection ?? DEFAULT_MAX_STREAMS_PER_CONNECTION },
+    settings: {
+      maxConcurrentStreams: limits.maxStreamsPerConnection ?? DEFAULT_MAX_STREAMS_PER_CONNECTION,
+    },
     // TLS: a client that never finishes its handshake.
     handshakeTimeout: Math.min(limits.idleTimeoutMs, 120_000),
   };
@@ -182,7 +191,10 @@ export function http2ServerOptions(limits: ConnectionLimits | undefined): http2.
 /** Options for `http.createServer` that enforce `limits` (how often idle request heads are checked). */
 export function http1ServerOptions(limits: ConnectionLimits | undefined): http.ServerOptions {
   if (limits === undefined) return {};
-  const shortest = Math.min(limits.idleTimeoutMs, limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS);
+  const shortest = Math.min(
+    limits.idleTimeoutMs,
+    limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+  );
   return { connectionsCheckingInterval: Math.max(100, Math.min(30_000, Math.floor(shortest / 4))) };
 }
 
@@ -194,7 +206,11 @@ export function http1ServerOptions(limits: ConnectionLimits | undefined): http.S
  * authenticated; otherwise every connection counts as authenticated), their
  * log lines and metrics, and the idle timeouts.
  */
-export function limitConnections(servers: LimitedServers, limits: ConnectionLimits, authenticates: boolean): ConnectionGuard {
+export function limitConnections(
+  servers: LimitedServers,
+  limits: ConnectionLimits,
+  authenticates: boolean,
+): ConnectionGuard {
   checkConnectionLimits(limits);
   const { accepting, h1, h2 } = servers;
   const { listener, idleTimeoutMs, metrics } = limits;
@@ -210,7 +226,10 @@ export function limitConnections(servers: LimitedServers, limits: ConnectionLimi
   accepting.on("connection", (socket: net.Socket) => {
     if (guard.admit(socket) && !authenticates) guard.connection(socket).authenticated(undefined);
   });
-  const headersTimeout = Math.min(idleTimeoutMs, limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS);
+  const headersTimeout = Math.min(
+    idleTimeoutMs,
+    limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+  );
   for (const server of [h1, h2]) {
     if (server === undefined) continue;
     // HTTP/1.1 (also the TLS server's HTTP/1.1 fallback): keep-alive sockets between requests, and slow request heads.
@@ -218,7 +237,9 @@ export function limitConnections(servers: LimitedServers, limits: ConnectionLimi
     timeouts.keepAliveTimeout = idleTimeoutMs;
     timeouts.headersTimeout = headersTimeout;
   }
-  h2?.on("session", (session: http2.Http2Session) => closeWhenIdle(session, idleTimeoutMs, () => metrics?.connection(listener, "idle_timeout")));
+  h2?.on("session", (session: http2.Http2Session) =>
+    closeWhenIdle(session, idleTimeoutMs, () => metrics?.connection(listener, "idle_timeout")),
+  );
   return guard;
 }
 
@@ -249,7 +270,11 @@ function resetWhenAnswered(stream: http2.ServerHttp2Stream): void {
 }
 
 /** Closes `session` (GOAWAY, then cut) once it has had no open stream for `idleTimeoutMs`. */
-function closeWhenIdle(session: http2.Http2Session, idleTimeoutMs: number, onIdle: () => void): void {
+function closeWhenIdle(
+  session: http2.Http2Session,
+  idleTimeoutMs: number,
+  onIdle: () => void,
+): void {
   let open = 0;
   /** When the session last became idle (no stream open). */
   let idleSince = performance.now();

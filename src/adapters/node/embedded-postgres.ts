@@ -23,7 +23,18 @@
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmod, chown, cp, mkdir, open, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
+import {
+  chmod,
+  chown,
+  cp,
+  mkdir,
+  open,
+  readFile,
+  rm,
+  stat,
+  unlink,
+  writeFile,
+} from "node:fs/promises";
 import { createServer } from "node:net";
 import { arch, platform } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
@@ -71,7 +82,9 @@ const KEPT_LINES = 30;
  * written or is in use by another process, and `store_unavailable` when the
  * server does not start (the message carries its last log lines).
  */
-export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(
+  options: EmbeddedPostgresOptions,
+): Promise<EmbeddedPostgres> {
   const { signal } = options;
   const logger = options.logger ?? silentLogger;
   const dataDir = resolve(options.dataDir);
@@ -163,7 +176,10 @@ const lockedHere = new Set<string>();
 async function lockDataDir(dir: string): Promise<() => Promise<void>> {
   const path = join(dir, "kds-mux.lock");
   if (lockedHere.has(dir)) {
-    throw new KdsError("invalid_argument", `the data directory ${dir} is already in use by this process: stop the embedded PostgreSQL started on it first, or use another data directory`);
+    throw new KdsError(
+      "invalid_argument",
+      `the data directory ${dir} is already in use by this process: stop the embedded PostgreSQL started on it first, or use another data directory`,
+    );
   }
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
@@ -180,7 +196,11 @@ async function lockDataDir(dir: string): Promise<() => Promise<void>> {
       };
     } catch (error) {
       if ((error as { code?: string }).code !== "EEXIST") {
-        throw new KdsError("invalid_argument", `cannot create the lock file ${path}: ${(error as Error).message}`, { cause: error });
+        throw new KdsError(
+          "invalid_argument",
+          `cannot create the lock file ${path}: ${(error as Error).message}`,
+          { cause: error },
+        );
       }
     }
     let text: string;
@@ -188,7 +208,11 @@ async function lockDataDir(dir: string): Promise<() => Promise<void>> {
       text = await readFile(path, "utf8");
     } catch (error) {
       if ((error as { code?: string }).code === "ENOENT") continue; // released meanwhile: try to take it again
-      throw new KdsError("invalid_argument", `cannot read the lock file ${path}: ${(error as Error).message}`, { cause: error });
+      throw new KdsError(
+        "invalid_argument",
+        `cannot read the lock file ${path}: ${(error as Error).message}`,
+        { cause: error },
+      );
     }
     const holder = Number.parseInt(text.trim(), 10);
     // Our own pid in a lock we did not take is a previous life of this pid (a restarted container): stale.
@@ -202,7 +226,10 @@ async function lockDataDir(dir: string): Promise<() => Promise<void>> {
     // A lock left by a process that has ended: remove it and try again (only one contender's "wx" wins).
     await rm(path, { force: true });
   }
-  throw new KdsError("invalid_argument", `could not take the lock file ${path}: another process keeps taking it; is another kds-mux starting on ${dir}?`);
+  throw new KdsError(
+    "invalid_argument",
+    `could not take the lock file ${path}: another process keeps taking it; is another kds-mux starting on ${dir}?`,
+  );
 }
 
 /** Whether a process with this pid runs (EPERM: it runs as another user). */
@@ -242,10 +269,16 @@ async function binaries(): Promise<{ initdb: string; postgres: string }> {
 }
 
 /** Whether `owner` may pass through every folder from the root down to `dir` (search permission). */
-async function reachable(dir: string, owner: { uid: number; gid: number }): Promise<{ ok: true } | { ok: false; blocked: string; mode: number }> {
+async function reachable(
+  dir: string,
+  owner: { uid: number; gid: number },
+): Promise<{ ok: true } | { ok: false; blocked: string; mode: number }> {
   for (let at = dir; ; at = dirname(at)) {
     const { mode, uid, gid } = await stat(at);
-    const passes = (mode & 0o001) !== 0 || (uid === owner.uid && (mode & 0o100) !== 0) || (gid === owner.gid && (mode & 0o010) !== 0);
+    const passes =
+      (mode & 0o001) !== 0 ||
+      (uid === owner.uid && (mode & 0o100) !== 0) ||
+      (gid === owner.gid && (mode & 0o010) !== 0);
     if (!passes) return { ok: false, blocked: at, mode };
     if (dirname(at) === at) return { ok: true };
   }
@@ -257,16 +290,29 @@ async function reachable(dir: string, owner: { uid: number; gid: number }): Prom
  * `mktemp -d` makes), the package's `native/` tree (about 60 MB) is copied
  * once into `<dataDir>/server`, which it can reach; symlinks stay as they are.
  */
-async function reachableBinaries(bin: { initdb: string; postgres: string }, owner: { uid: number; gid: number } | undefined, dataDir: string, logger: Logger): Promise<{ initdb: string; postgres: string }> {
+async function reachableBinaries(
+  bin: { initdb: string; postgres: string },
+  owner: { uid: number; gid: number } | undefined,
+  dataDir: string,
+  logger: Logger,
+): Promise<{ initdb: string; postgres: string }> {
   if (owner === undefined) return bin;
   const binDir = dirname(bin.postgres);
   const check = await reachable(binDir, owner);
   if (check.ok) return bin;
   const native = dirname(binDir);
   const copy = join(dataDir, "server");
-  const copied = { initdb: join(copy, "bin", basename(bin.initdb)), postgres: join(copy, "bin", basename(bin.postgres)) };
-  if (!(await exists(copied.postgres)) || (await stat(copied.postgres)).size !== (await stat(bin.postgres)).size) {
-    logger.info(`the PostgreSQL server user cannot pass through ${check.blocked} (mode ${(check.mode & 0o777).toString(8)}) to the installed binaries; using a copy in ${copy}`);
+  const copied = {
+    initdb: join(copy, "bin", basename(bin.initdb)),
+    postgres: join(copy, "bin", basename(bin.postgres)),
+  };
+  if (
+    !(await exists(copied.postgres)) ||
+    (await stat(copied.postgres)).size !== (await stat(bin.postgres)).size
+  ) {
+    logger.info(
+      `the PostgreSQL server user cannot pass through ${check.blocked} (mode ${(check.mode & 0o777).toString(8)}) to the installed binaries; using a copy in ${copy}`,
+    );
     await rm(copy, { recursive: true, force: true });
     await cp(native, copy, { recursive: true, verbatimSymlinks: true });
   }
@@ -274,7 +320,10 @@ async function reachableBinaries(bin: { initdb: string; postgres: string }, owne
 }
 
 /** As root, the uid/gid the server runs as; undefined otherwise. */
-async function serverUser(options: EmbeddedPostgresOptions, logger: Logger): Promise<{ uid: number; gid: number } | undefined> {
+async function serverUser(
+  options: EmbeddedPostgresOptions,
+  logger: Logger,
+): Promise<{ uid: number; gid: number } | undefined> {
   if (typeof process.getuid !== "function" || process.getuid() !== 0) return undefined;
   const name = options.systemUser ?? "postgres";
   const lookup = async (): Promise<{ uid: number; gid: number }> => ({
@@ -293,10 +342,16 @@ async function serverUser(options: EmbeddedPostgresOptions, logger: Logger): Pro
     }
     try {
       await run("useradd", ["--system", "--user-group", "--no-create-home", name]);
-      logger.warn(`created the system user "${name}" to run the embedded PostgreSQL (it does not run as root)`);
+      logger.warn(
+        `created the system user "${name}" to run the embedded PostgreSQL (it does not run as root)`,
+      );
       return await lookup();
     } catch (error) {
-      throw new KdsError("store_unavailable", `could not create the system user "${name}" for PostgreSQL (${(error as Error).message}): create it by hand, or use --store memory`, { cause: error });
+      throw new KdsError(
+        "store_unavailable",
+        `could not create the system user "${name}" for PostgreSQL (${(error as Error).message}): create it by hand, or use --store memory`,
+        { cause: error },
+      );
     }
   }
 }
@@ -308,7 +363,11 @@ async function serverUser(options: EmbeddedPostgresOptions, logger: Logger): Pro
  * server's own). A folder above it that does not let others through (like
  * /root) is refused with what to do; it is not ours to change.
  */
-async function letThrough(dir: string, owner: { uid: number; gid: number }, user: string): Promise<void> {
+async function letThrough(
+  dir: string,
+  owner: { uid: number; gid: number },
+  user: string,
+): Promise<void> {
   const above = await reachable(dirname(dir), owner);
   if (!above.ok) {
     throw new KdsError(
@@ -334,7 +393,14 @@ async function ensurePassword(dataDir: string): Promise<string> {
   return password;
 }
 
-async function initdb(initdbPath: string, pgDir: string, password: string, owner: { uid: number; gid: number } | undefined, dataDir: string, signal: AbortSignal | undefined): Promise<void> {
+async function initdb(
+  initdbPath: string,
+  pgDir: string,
+  password: string,
+  owner: { uid: number; gid: number } | undefined,
+  dataDir: string,
+  signal: AbortSignal | undefined,
+): Promise<void> {
   await mkdir(pgDir, { recursive: true, mode: 0o700 });
   const pwfile = join(dataDir, `.initdb-pw-${process.pid}`);
   await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
@@ -343,13 +409,28 @@ async function initdb(initdbPath: string, pgDir: string, password: string, owner
       await chown(pgDir, owner.uid, owner.gid);
       await chown(pwfile, owner.uid, owner.gid);
     }
-    const args = [`--pgdata=${pgDir}`, "--auth=scram-sha-256", "--username=kds", `--pwfile=${pwfile}`, "--encoding=UTF8", "--locale=C", "--no-instructions"];
+    const args = [
+      `--pgdata=${pgDir}`,
+      "--auth=scram-sha-256",
+      "--username=kds",
+      `--pwfile=${pwfile}`,
+      "--encoding=UTF8",
+      "--locale=C",
+      "--no-instructions",
+    ];
     try {
       await run(initdbPath, args, owner, signal);
     } catch (error) {
       if (signal?.aborted) throw abortError(signal, "creating the embedded PostgreSQL cluster");
-      const reach = owner !== undefined ? ` (the server runs as the system user with uid ${owner.uid}: every folder above ${pgDir} must let it through, e.g. chmod o+x)` : "";
-      throw new KdsError("store_unavailable", `creating the PostgreSQL cluster in ${pgDir} failed${reach}: ${(error as Error).message}`, { cause: error });
+      const reach =
+        owner !== undefined
+          ? ` (the server runs as the system user with uid ${owner.uid}: every folder above ${pgDir} must let it through, e.g. chmod o+x)`
+          : "";
+      throw new KdsError(
+        "store_unavailable",
+        `creating the PostgreSQL cluster in ${pgDir} failed${reach}: ${(error as Error).message}`,
+        { cause: error },
+      );
     }
   } finally {
     await rm(pwfile, { force: true });
@@ -370,12 +451,18 @@ async function stopOrphan(pgDir: string, logger: Logger): Promise<void> {
   }
   const pid = Number.parseInt(text.split("\n")[0] ?? "", 10);
   if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return; // stale: PostgreSQL removes it itself
-  logger.warn("stopping a PostgreSQL server left running on this data directory by a process that ended without stopping it", { pid, dataDir: pgDir });
+  logger.warn(
+    "stopping a PostgreSQL server left running on this data directory by a process that ended without stopping it",
+    { pid, dataDir: pgDir },
+  );
   process.kill(pid, "SIGINT");
   const deadline = Date.now() + 30_000;
   while (alive(pid)) {
     if (Date.now() > deadline) {
-      throw new KdsError("store_unavailable", `the PostgreSQL server (pid ${pid}) left running on ${pgDir} did not stop within 30 s; stop it (kill ${pid}) and start again`);
+      throw new KdsError(
+        "store_unavailable",
+        `the PostgreSQL server (pid ${pid}) left running on ${pgDir} did not stop within 30 s; stop it (kill ${pid}) and start again`,
+      );
     }
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -405,16 +492,40 @@ function startServer(
   options: EmbeddedPostgresOptions,
   logger: Logger,
 ): Promise<ChildProcess> {
-  const settings: Record<string, string> = { listen_addresses: "127.0.0.1", unix_socket_directories: "", ...options.settings };
-  const args = ["-D", pgDir, "-p", String(port), ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])];
-  const child = spawn(postgresPath, args, { ...asUser(owner), env: { ...process.env, LC_ALL: "C", LC_MESSAGES: "C" }, stdio: ["ignore", "ignore", "pipe"] });
+  const settings: Record<string, string> = {
+    listen_addresses: "127.0.0.1",
+    unix_socket_directories: "",
+    ...options.settings,
+  };
+  const args = [
+    "-D",
+    pgDir,
+    "-p",
+    String(port),
+    ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`]),
+  ];
+  const child = spawn(postgresPath, args, {
+    ...asUser(owner),
+    env: { ...process.env, LC_ALL: "C", LC_MESSAGES: "C" },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   const lines: string[] = [];
   let partial = "";
   return new Promise<ChildProcess>((resolveStart, reject) => {
     let ready = false;
     const timeoutMs = options.startTimeoutMs ?? 60_000;
-    const timeout = setTimeout(() => fail(new KdsError("store_unavailable", `the embedded PostgreSQL did not start within ${timeoutMs} ms; its last lines:\n${lines.join("\n")}`)), timeoutMs);
-    const onAbort = (): void => fail(abortError(options.signal as AbortSignal, "starting the embedded PostgreSQL"));
+    const timeout = setTimeout(
+      () =>
+        fail(
+          new KdsError(
+            "store_unavailable",
+            `the embedded PostgreSQL did not start within ${timeoutMs} ms; its last lines:\n${lines.join("\n")}`,
+          ),
+        ),
+      timeoutMs,
+    );
+    const onAbort = (): void =>
+      fail(abortError(options.signal as AbortSignal, "starting the embedded PostgreSQL"));
     options.signal?.addEventListener("abort", onAbort, { once: true });
     const cleanup = (): void => {
       clearTimeout(timeout);
@@ -443,15 +554,31 @@ function startServer(
         }
       }
     });
-    child.once("error", (error) => fail(new KdsError("store_unavailable", `could not run ${postgresPath}: ${error.message}`, { cause: error })));
+    child.once("error", (error) =>
+      fail(
+        new KdsError("store_unavailable", `could not run ${postgresPath}: ${error.message}`, {
+          cause: error,
+        }),
+      ),
+    );
     child.once("exit", (code, sig) => {
       if (ready) return;
       const log = lines.join("\n");
       if (/could not bind|Address already in use/i.test(log)) return fail(new PortTaken(log));
       if (/lock file .* already exists/i.test(log)) {
-        return fail(new KdsError("invalid_argument", `another PostgreSQL server already runs on ${pgDir}: stop it, or use another --data-dir\n${log}`));
+        return fail(
+          new KdsError(
+            "invalid_argument",
+            `another PostgreSQL server already runs on ${pgDir}: stop it, or use another --data-dir\n${log}`,
+          ),
+        );
       }
-      fail(new KdsError("store_unavailable", `the embedded PostgreSQL on ${pgDir} exited during start (code ${code ?? "none"}, signal ${sig ?? "none"}); its last lines:\n${log}`));
+      fail(
+        new KdsError(
+          "store_unavailable",
+          `the embedded PostgreSQL on ${pgDir} exited during start (code ${code ?? "none"}, signal ${sig ?? "none"}); its last lines:\n${log}`,
+        ),
+      );
     });
   });
 }
@@ -483,16 +610,35 @@ async function stopChild(child: ChildProcess): Promise<void> {
  * enter (a 0700 checkout) fails the spawn with EPERM; Node and Bun change
  * into it before. Every path passed to PostgreSQL is absolute.
  */
-function asUser(owner: { uid: number; gid: number } | undefined): { uid?: number; gid?: number; cwd?: string } {
+function asUser(owner: { uid: number; gid: number } | undefined): {
+  uid?: number;
+  gid?: number;
+  cwd?: string;
+} {
   return owner === undefined ? {} : { uid: owner.uid, gid: owner.gid, cwd: "/" };
 }
 
 /** Runs a command to completion; rejects with its stderr. */
-function run(file: string, args: readonly string[], owner?: { uid: number; gid: number }, signal?: AbortSignal): Promise<string> {
+function run(
+  file: string,
+  args: readonly string[],
+  owner?: { uid: number; gid: number },
+  signal?: AbortSignal,
+): Promise<string> {
   return new Promise((resolveRun, reject) => {
-    execFile(file, args, { ...asUser(owner), signal, env: { ...process.env, LC_ALL: "C", LC_MESSAGES: "C" } }, (error, stdout, stderr) => {
-      if (error !== null) reject(new Error(`${file} ${args.join(" ")}: ${String(stderr).trim() || error.message}`, { cause: error }));
-      else resolveRun(String(stdout));
-    });
+    execFile(
+      file,
+      args,
+      { ...asUser(owner), signal, env: { ...process.env, LC_ALL: "C", LC_MESSAGES: "C" } },
+      (error, stdout, stderr) => {
+        if (error !== null)
+          reject(
+            new Error(`${file} ${args.join(" ")}: ${String(stderr).trim() || error.message}`, {
+              cause: error,
+            }),
+          );
+        else resolveRun(String(stdout));
+      },
+    );
   });
 }

@@ -33,7 +33,12 @@ export function fetchFallback(handler: OptionalFetchHandler): NodeFallback {
   };
 }
 
-async function serve(handler: OptionalFetchHandler, req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse, signal: AbortSignal): Promise<void> {
+async function serve(
+  handler: OptionalFetchHandler,
+  req: http.IncomingMessage | http2.Http2ServerRequest,
+  res: http.ServerResponse | http2.Http2ServerResponse,
+  signal: AbortSignal,
+): Promise<void> {
   const host = req.headers[":authority"] ?? req.headers.host ?? "localhost";
   const headers = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
@@ -41,8 +46,14 @@ async function serve(handler: OptionalFetchHandler, req: http.IncomingMessage | 
     headers.set(name, Array.isArray(value) ? value.join(", ") : value);
   }
   // Only GET and HEAD are served by these endpoints; a body is never read.
-  const request = new Request(`http://${String(host)}${req.url ?? "/"}`, { method: req.method ?? "GET", headers, signal });
-  const response = (await handler(request)) ?? new Response("not found\n", { status: 404, headers: { "content-type": "text/plain" } });
+  const request = new Request(`http://${String(host)}${req.url ?? "/"}`, {
+    method: req.method ?? "GET",
+    headers,
+    signal,
+  });
+  const response =
+    (await handler(request)) ??
+    new Response("not found\n", { status: 404, headers: { "content-type": "text/plain" } });
   const head: Record<string, string> = {};
   response.headers.forEach((value, name) => (head[name] = value));
   res.writeHead(response.status, head);
@@ -66,7 +77,10 @@ async function serve(handler: OptionalFetchHandler, req: http.IncomingMessage | 
   }
 }
 
-function drained(res: http.ServerResponse | http2.Http2ServerResponse, signal: AbortSignal): Promise<void> {
+function drained(
+  res: http.ServerResponse | http2.Http2ServerResponse,
+  signal: AbortSignal,
+): Promise<void> {
   return new Promise<void>((resolve) => {
     const done = (): void => {
       res.off("drain", done);

@@ -83,12 +83,19 @@ export class EnvelopeSplitter {
     this.#partBytes = 0;
     const out: Envelope[] = [];
     while (pending.length >= GRPC_PREFIX_BYTES) {
-      if (!this.#compressed && ((pending[0] as number) & 1) !== 0) throw this.#unreadable("a compressed frame on a stream without grpc-encoding");
+      if (!this.#compressed && ((pending[0] as number) & 1) !== 0)
+        throw this.#unreadable("a compressed frame on a stream without grpc-encoding");
       const length = pending.readUInt32BE(1);
-      if (length > this.#maxBytes) throw this.#unreadable(`a frame of ${length} bytes, above the read limit of ${this.#maxBytes}`);
+      if (length > this.#maxBytes)
+        throw this.#unreadable(
+          `a frame of ${length} bytes, above the read limit of ${this.#maxBytes}`,
+        );
       this.#need = GRPC_PREFIX_BYTES + length;
       if (pending.length < this.#need) break;
-      out.push({ flags: pending[0] as number, body: pending.subarray(GRPC_PREFIX_BYTES, this.#need) });
+      out.push({
+        flags: pending[0] as number,
+        body: pending.subarray(GRPC_PREFIX_BYTES, this.#need),
+      });
       pending = pending.subarray(this.#need);
       this.#need = GRPC_PREFIX_BYTES;
     }
@@ -111,7 +118,11 @@ export class EnvelopeSplitter {
  * refused: both users only read streams without `grpc-encoding`. Ends when
  * the stream ends or closes; a stream error is thrown as it is.
  */
-export async function* readGrpcFrames(stream: Readable, maxBytes: number, unreadable: UnreadableFrame): AsyncGenerator<Message, void, undefined> {
+export async function* readGrpcFrames(
+  stream: Readable,
+  maxBytes: number,
+  unreadable: UnreadableFrame,
+): AsyncGenerator<Message, void, undefined> {
   const splitter = new EnvelopeSplitter(maxBytes, unreadable, false);
   for await (const chunk of chunksOf(stream)) {
     for (const { body } of splitter.push(chunk)) {
@@ -121,12 +132,16 @@ export async function* readGrpcFrames(stream: Readable, maxBytes: number, unread
       try {
         message = fromBinary(MessageSchema, body);
       } catch (error) {
-        throw unreadable(`parse binary: ${error instanceof Error ? error.message : String(error)}`, error);
+        throw unreadable(
+          `parse binary: ${error instanceof Error ? error.message : String(error)}`,
+          error,
+        );
       }
       yield message;
     }
   }
-  if (splitter.left > 0) throw unreadable(`the stream ended inside a frame (${splitter.left} bytes left)`);
+  if (splitter.left > 0)
+    throw unreadable(`the stream ended inside a frame (${splitter.left} bytes left)`);
 }
 
 /**

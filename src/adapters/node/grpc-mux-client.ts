@@ -73,9 +73,16 @@ const REQUEST_CONTENT_TYPE = "application/grpc+proto";
  * `key` are read from `options` each time a connection opens, so getters
  * there can hand out renewed files.
  */
-export function grpcMuxTransport(baseUrl: string, options: GrpcMuxTransportOptions = {}): GrpcMuxTransport {
+export function grpcMuxTransport(
+  baseUrl: string,
+  options: GrpcMuxTransportOptions = {},
+): GrpcMuxTransport {
   const url = new URL(baseUrl);
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new KdsError("invalid_argument", `grpcMuxTransport needs an http: or https: URL, got "${baseUrl}"`);
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new KdsError(
+      "invalid_argument",
+      `grpcMuxTransport needs an http: or https: URL, got "${baseUrl}"`,
+    );
   const path = `${url.pathname.replace(/\/+$/, "")}${MUX_PATH}`;
   const target = baseUrl;
   const maxBytes = options.maxMessageBytes ?? defaultSessionOptions.maxMessageBytes;
@@ -112,7 +119,8 @@ export function grpcMuxTransport(baseUrl: string, options: GrpcMuxTransportOptio
     // The connection-level window too, so one stream's burst is not held to 64 KiB.
     // Deno's and Bun's node:http2 may lack setLocalWindowSize: their connection keeps its default window then.
     opened.once("connect", () => {
-      if (!opened.destroyed && window > 65_535 && typeof opened.setLocalWindowSize === "function") opened.setLocalWindowSize(window);
+      if (!opened.destroyed && window > 65_535 && typeof opened.setLocalWindowSize === "function")
+        opened.setLocalWindowSize(window);
     });
     session = opened;
     return opened;
@@ -136,7 +144,12 @@ async function openStream(
   if (signal.aborted) throw cancelled(target, signal.reason);
   const requestHeaders: http2.OutgoingHttpHeaders = {};
   headers.forEach((value, name) => (requestHeaders[name] = value));
-  Object.assign(requestHeaders, { ":method": "POST", ":path": path, "content-type": REQUEST_CONTENT_TYPE, te: "trailers" });
+  Object.assign(requestHeaders, {
+    ":method": "POST",
+    ":path": path,
+    "content-type": REQUEST_CONTENT_TYPE,
+    te: "trailers",
+  });
   let stream: http2.ClientHttp2Stream;
   try {
     stream = connection().request(requestHeaders);
@@ -178,7 +191,13 @@ async function openStream(
       if (signal.aborted) throw cancelled(target, signal.reason);
       if (writes.error !== undefined) throw writes.error;
       if (trailers === undefined) {
-        throw unreachable(target, new ConnectError(`the stream ended without a gRPC status (HTTP/2 code ${stream.rstCode ?? "none"})`, Code.Unavailable));
+        throw unreachable(
+          target,
+          new ConnectError(
+            `the stream ended without a gRPC status (HTTP/2 code ${stream.rstCode ?? "none"})`,
+            Code.Unavailable,
+          ),
+        );
       }
       const trailerError = findTrailerError(toHeaders(trailers));
       if (trailerError !== undefined) throw trailerError;
@@ -192,7 +211,11 @@ async function openStream(
 }
 
 /** Writes each frame of `outbound` as it is pulled, waiting out backpressure; an error of `outbound` cancels the call and is kept in `writes`. */
-async function writeAll(stream: http2.ClientHttp2Stream, outbound: AsyncIterable<Message>, writes: { error?: unknown }): Promise<void> {
+async function writeAll(
+  stream: http2.ClientHttp2Stream,
+  outbound: AsyncIterable<Message>,
+  writes: { error?: unknown },
+): Promise<void> {
   try {
     for await (const message of outbound) {
       if (stream.destroyed || stream.writableEnded) break;
@@ -219,7 +242,12 @@ function response(stream: http2.ClientHttp2Stream): Promise<http2.IncomingHttpHe
     };
     const onClose = (): void => {
       off();
-      reject(new ConnectError(`the stream closed before the response headers (HTTP/2 code ${stream.rstCode ?? "none"})`, Code.Unavailable));
+      reject(
+        new ConnectError(
+          `the stream closed before the response headers (HTTP/2 code ${stream.rstCode ?? "none"})`,
+          Code.Unavailable,
+        ),
+      );
     };
     const off = (): void => {
       stream.off("response", onResponse);
@@ -237,14 +265,19 @@ function response(stream: http2.ClientHttp2Stream): Promise<http2.IncomingHttpHe
  * a gRPC content type, no `grpc-encoding` (none was offered). Returns
  * whether they carry the status (trailers-only) and its error.
  */
-function validate(headers: http2.IncomingHttpHeaders): { status: boolean; headerError: ConnectError | undefined } {
+function validate(headers: http2.IncomingHttpHeaders): {
+  status: boolean;
+  headerError: ConnectError | undefined;
+} {
   const all = toHeaders(headers);
   const status = Number(headers[":status"]);
   if (status !== 200) throw new ConnectError(`HTTP ${status}`, codeFromHttpStatus(status), all);
   const type = all.get("content-type");
-  if (parseContentType(type) === undefined) throw new ConnectError(`unsupported content type ${type ?? "(none)"}`, Code.Unknown);
+  if (parseContentType(type) === undefined)
+    throw new ConnectError(`unsupported content type ${type ?? "(none)"}`, Code.Unknown);
   const encoding = all.get("grpc-encoding");
-  if (encoding !== null && encoding.toLowerCase() !== "identity") throw new ConnectError(`unsupported response encoding "${encoding}"`, Code.Internal, all);
+  if (encoding !== null && encoding.toLowerCase() !== "identity")
+    throw new ConnectError(`unsupported response encoding "${encoding}"`, Code.Internal, all);
   return { status: all.has("grpc-status"), headerError: findTrailerError(all) };
 }
 
@@ -279,11 +312,19 @@ function toHeaders(incoming: http2.IncomingHttpHeaders): Headers {
 }
 
 /** The `KdsError` for whatever ended a call: the abort first, then the zone's own write failure, then the wire. */
-function failure(error: unknown, signal: AbortSignal, writeError: unknown, target: string): KdsError {
+function failure(
+  error: unknown,
+  signal: AbortSignal,
+  writeError: unknown,
+  target: string,
+): KdsError {
   if (signal.aborted) return cancelled(target, signal.reason);
-  if (writeError !== undefined) return KdsError.is(writeError) ? writeError : fromConnectError(writeError, target);
+  if (writeError !== undefined)
+    return KdsError.is(writeError) ? writeError : fromConnectError(writeError, target);
   if (KdsError.is(error)) return error;
-  return error instanceof ConnectError ? fromConnectError(error, target) : unreachable(target, error);
+  return error instanceof ConnectError
+    ? fromConnectError(error, target)
+    : unreachable(target, error);
 }
 
 function cancelled(target: string, reason: unknown): KdsError {
@@ -295,5 +336,7 @@ function unreachable(target: string, cause: unknown): KdsError {
 }
 
 function unreadable(target: string, reason: string, cause?: unknown): KdsError {
-  return new KdsError("protocol_error", `${target} sent a frame the zone cannot read (${reason})`, { cause });
+  return new KdsError("protocol_error", `${target} sent a frame the zone cannot read (${reason})`, {
+    cause,
+  });
 }

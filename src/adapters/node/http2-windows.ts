@@ -63,7 +63,11 @@ export function windowedSessionManager(
   windowBytes = DEFAULT_HTTP2_WINDOW_BYTES,
 ): Http2SessionManager {
   const window = http2Window(windowBytes);
-  return new WindowedSessionManager(baseUrl, { ...nodeOptions, settings: { ...nodeOptions.settings, initialWindowSize: window } }, window);
+  return new WindowedSessionManager(
+    baseUrl,
+    { ...nodeOptions, settings: { ...nodeOptions.settings, initialWindowSize: window } },
+    window,
+  );
 }
 
 /** Opens the connection window of each new session at its first stream. */
@@ -71,7 +75,11 @@ class WindowedSessionManager extends Http2SessionManager {
   readonly #window: number;
   readonly #opened = new WeakSet<http2.Http2Session>();
 
-  constructor(baseUrl: string, nodeOptions: http2.ClientSessionOptions | http2.SecureClientSessionOptions, window: number) {
+  constructor(
+    baseUrl: string,
+    nodeOptions: http2.ClientSessionOptions | http2.SecureClientSessionOptions,
+    window: number,
+  ) {
     super(baseUrl, undefined, nodeOptions);
     this.#window = window;
   }
@@ -85,7 +93,11 @@ class WindowedSessionManager extends Http2SessionManager {
     const stream = await super.request(method, path, headers, options);
     const session = stream.session;
     // Deno's and Bun's node:http2 may lack setLocalWindowSize: their connection keeps its default window then.
-    if (session !== undefined && !this.#opened.has(session) && typeof session.setLocalWindowSize === "function") {
+    if (
+      session !== undefined &&
+      !this.#opened.has(session) &&
+      typeof session.setLocalWindowSize === "function"
+    ) {
       this.#opened.add(session);
       session.setLocalWindowSize(this.#window);
     }

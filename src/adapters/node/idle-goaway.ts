@@ -27,7 +27,9 @@ export function isIdleGoawayRace(error: unknown): boolean {
 export function tolerateIdleGoaway(warn: (message: string) => void): void {
   process.on("uncaughtException", (error) => {
     if (isIdleGoawayRace(error)) {
-      warn("an idle HTTP/2 connection to the peer received GOAWAY (connect-node race, nothing was in flight); the next call dials again");
+      warn(
+        "an idle HTTP/2 connection to the peer received GOAWAY (connect-node race, nothing was in flight); the next call dials again",
+      );
       return;
     }
     console.error(error);

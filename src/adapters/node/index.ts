@@ -6,7 +6,14 @@
  *
  * @module
  */
-export { DEFAULT_LISTEN_BACKLOG, serveGlobal, serveRoutes, type ListenOptions, type ServeGlobalOptions, type ServedGlobal } from "./serve-global.ts";
+export {
+  DEFAULT_LISTEN_BACKLOG,
+  serveGlobal,
+  serveRoutes,
+  type ListenOptions,
+  type ServeGlobalOptions,
+  type ServedGlobal,
+} from "./serve-global.ts";
 export { type GateDecision, type GateRequest, type RequestGate } from "./request-gate.ts";
 export {
   DEFAULT_AUTH_TIMEOUT_MS,
@@ -17,5 +24,13 @@ export {
 export { DEFAULT_HTTP2_WINDOW_BYTES, windowedSessionManager } from "./http2-windows.ts";
 export { METRIC_NAMES, PrometheusMetrics } from "../../observe/prometheus.ts";
 export { fetchFallback, type NodeFallback, type OptionalFetchHandler } from "./fetch-fallback.ts";
-export { startEmbeddedPostgres, type EmbeddedPostgres, type EmbeddedPostgresOptions } from "./embedded-postgres.ts";
-export { grpcMuxTransport, type GrpcMuxTransport, type GrpcMuxTransportOptions } from "./grpc-mux-client.ts";
+export {
+  startEmbeddedPostgres,
+  type EmbeddedPostgres,
+  type EmbeddedPostgresOptions,
+} from "./embedded-postgres.ts";
+export {
+  grpcMuxTransport,
+  type GrpcMuxTransport,
+  type GrpcMuxTransportOptions,
+} from "./grpc-mux-client.ts";

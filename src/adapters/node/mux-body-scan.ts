@@ -39,7 +39,11 @@ export function scanMuxRequestBody(request: NodeRequest, maxBytes: number): void
   const encoding = contentEncoding(request.headers);
   const json = /\+json|\/json/.test(String(request.headers["content-type"] ?? ""));
   const unreadable = (reason: string, cause?: unknown): KdsError =>
-    new KdsError("protocol_error", `the zone sent a frame the global cannot read (${reason}); it must be one kds.mux.v1.Message in the call's codec`, { cause });
+    new KdsError(
+      "protocol_error",
+      `the zone sent a frame the global cannot read (${reason}); it must be one kds.mux.v1.Message in the call's codec`,
+      { cause },
+    );
   const chunks = request[Symbol.asyncIterator].bind(request);
   Object.defineProperty(request, Symbol.asyncIterator, {
     configurable: true,
@@ -48,7 +52,8 @@ export function scanMuxRequestBody(request: NodeRequest, maxBytes: number): void
       for await (const chunk of { [Symbol.asyncIterator]: chunks } as AsyncIterable<Buffer>) {
         for (const { flags, body } of splitter.push(chunk)) {
           if ((flags & NOT_A_FRAME) !== 0) continue;
-          const frame = (flags & COMPRESSED) !== 0 ? decompress(body, encoding, maxBytes, unreadable) : body;
+          const frame =
+            (flags & COMPRESSED) !== 0 ? decompress(body, encoding, maxBytes, unreadable) : body;
           const refused = json ? jsonRefusal(frame) : scanRefusal(frame);
           if (refused !== undefined) throw unreadable(refused);
         }
@@ -61,17 +66,27 @@ export function scanMuxRequestBody(request: NodeRequest, maxBytes: number): void
 /** The encoding a streaming request's messages are compressed with: gRPC's and gRPC-web's header, or Connect's. */
 function contentEncoding(headers: NodeRequest["headers"]): string {
   const value = headers["grpc-encoding"] ?? headers["connect-content-encoding"] ?? "identity";
-  return (Array.isArray(value) ? value[0] ?? "identity" : value).trim().toLowerCase();
+  return (Array.isArray(value) ? (value[0] ?? "identity") : value).trim().toLowerCase();
 }
 
-function decompress(body: Buffer, encoding: string, maxBytes: number, unreadable: (reason: string, cause?: unknown) => KdsError): Buffer {
+function decompress(
+  body: Buffer,
+  encoding: string,
+  maxBytes: number,
+  unreadable: (reason: string, cause?: unknown) => KdsError,
+): Buffer {
   try {
     if (encoding === "gzip") return gunzipSync(body, { maxOutputLength: maxBytes });
     if (encoding === "br") return brotliDecompressSync(body, { maxOutputLength: maxBytes });
   } catch (error) {
-    throw unreadable(`a ${encoding} frame that does not decompress within the read limit of ${maxBytes} bytes`, error);
+    throw unreadable(
+      `a ${encoding} frame that does not decompress within the read limit of ${maxBytes} bytes`,
+      error,
+    );
   }
-  throw unreadable(`a compressed frame in the encoding "${encoding}", which this global does not read; send gzip, br or uncompressed frames`);
+  throw unreadable(
+    `a compressed frame in the encoding "${encoding}", which this global does not read; send gzip, br or uncompressed frames`,
+  );
 }
 
 /** The JSON codec's bound: a frame may start at most as many values as a protobuf frame may hold elements. */

@@ -44,7 +44,11 @@ const RESPONSE_CONTENT_TYPE = "application/grpc+proto";
 export function muxStreamClaim(
   global: GlobalServer,
   peer: (request: http2.Http2ServerRequest) => PeerInfo,
-): (request: http.IncomingMessage | http2.Http2ServerRequest, response: http.ServerResponse | http2.Http2ServerResponse, connection: GuardedConnection) => boolean {
+): (
+  request: http.IncomingMessage | http2.Http2ServerRequest,
+  response: http.ServerResponse | http2.Http2ServerResponse,
+  connection: GuardedConnection,
+) => boolean {
   return (request, response, connection) => {
     if (!isPlainGrpcMuxStream(request)) return false;
     const h2 = request as http2.Http2ServerRequest;
@@ -54,8 +58,11 @@ export function muxStreamClaim(
 }
 
 /** Whether `request` is a mux stream the direct path serves (see {@link muxStreamClaim}). */
-export function isPlainGrpcMuxStream(request: Pick<http.IncomingMessage, "httpVersionMajor" | "method" | "url" | "headers">): boolean {
-  if (request.httpVersionMajor !== 2 || request.method !== "POST" || request.url !== MUX_PATH) return false;
+export function isPlainGrpcMuxStream(
+  request: Pick<http.IncomingMessage, "httpVersionMajor" | "method" | "url" | "headers">,
+): boolean {
+  if (request.httpVersionMajor !== 2 || request.method !== "POST" || request.url !== MUX_PATH)
+    return false;
   const headers = request.headers;
   const type = headers["content-type"];
   if (type !== "application/grpc" && type !== "application/grpc+proto") return false;
@@ -65,14 +72,24 @@ export function isPlainGrpcMuxStream(request: Pick<http.IncomingMessage, "httpVe
 /** True for an absent encoding header or one that names nothing but identity. */
 function identityOnly(value: string | string[] | undefined): boolean {
   if (value === undefined) return true;
-  return (Array.isArray(value) ? value.join(",") : value).split(",").every((name) => name.trim() === "identity" || name.trim() === "");
+  return (Array.isArray(value) ? value.join(",") : value)
+    .split(",")
+    .every((name) => name.trim() === "identity" || name.trim() === "");
 }
 
 /** Serves one mux stream until the session's frames end, then sends connect's status trailers. */
-async function serveMuxStream(global: GlobalServer, request: http2.Http2ServerRequest, response: http2.Http2ServerResponse, peer: PeerInfo, connection: GuardedConnection): Promise<void> {
+async function serveMuxStream(
+  global: GlobalServer,
+  request: http2.Http2ServerRequest,
+  response: http2.Http2ServerResponse,
+  peer: PeerInfo,
+  connection: GuardedConnection,
+): Promise<void> {
   const stream = request.stream;
   const gone = new AbortController();
-  stream.once("close", () => gone.abort(new KdsError("aborted", "the zone's HTTP/2 stream closed")));
+  stream.once("close", () =>
+    gone.abort(new KdsError("aborted", "the zone's HTTP/2 stream closed")),
+  );
   // A reset or a lost connection also closes the stream, which ends the session through `gone`.
   stream.on("error", () => undefined);
   const headers = new Headers();
@@ -83,7 +100,14 @@ async function serveMuxStream(global: GlobalServer, request: http2.Http2ServerRe
   let failure: unknown;
   try {
     // The global proves the zone's credentials on the headers before it reads a frame.
-    const outbound = await connection.authenticating(global.accept(headers, readGrpcFrames(stream, global.maxMessageBytes, unreadable), gone.signal, peer));
+    const outbound = await connection.authenticating(
+      global.accept(
+        headers,
+        readGrpcFrames(stream, global.maxMessageBytes, unreadable),
+        gone.signal,
+        peer,
+      ),
+    );
     connection.authenticated(headers.get(CLIENT_ID_HEADER)?.trim());
     for await (const message of outbound) {
       if (stream.closed || stream.destroyed) continue; // the session ends through `gone`; its frames go nowhere
@@ -96,12 +120,19 @@ async function serveMuxStream(global: GlobalServer, request: http2.Http2ServerRe
   if (stream.closed || stream.destroyed) return;
   if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
   const trailers: Record<string, string> = {};
-  setTrailerStatus(new Headers(), failure === undefined ? undefined : toConnectError(failure)).forEach((value, name) => (trailers[name] = value));
+  setTrailerStatus(
+    new Headers(),
+    failure === undefined ? undefined : toConnectError(failure),
+  ).forEach((value, name) => (trailers[name] = value));
   response.addTrailers(trailers);
   response.end();
 }
 
 /** Why a zone's frame cannot be read, as the connect-node path words it. */
 function unreadable(reason: string, cause?: unknown): KdsError {
-  return new KdsError("protocol_error", `the zone sent a frame the global cannot read (${reason}); it must be one kds.mux.v1.Message in the call's codec`, { cause });
+  return new KdsError(
+    "protocol_error",
+    `the zone sent a frame the global cannot read (${reason}); it must be one kds.mux.v1.Message in the call's codec`,
+    { cause },
+  );
 }

@@ -55,7 +55,10 @@ export function peerInfo(request: http.IncomingMessage | http2.Http2ServerReques
   return {
     certificate: {
       authorized: socket.authorized === true,
-      authorizationError: authorizationError === undefined || authorizationError === null ? undefined : String(authorizationError),
+      authorizationError:
+        authorizationError === undefined || authorizationError === null
+          ? undefined
+          : String(authorizationError),
       commonNames: cn === undefined ? [] : Array.isArray(cn) ? cn : [cn],
       uris: sans.get("URI") ?? [],
       dnsNames: sans.get("DNS") ?? [],

@@ -8,7 +8,12 @@
  *
  * @module
  */
-import { codeToHttpStatus, codeToString, endStreamFlag, errorToJson } from "@connectrpc/connect/protocol-connect";
+import {
+  codeToHttpStatus,
+  codeToString,
+  endStreamFlag,
+  errorToJson,
+} from "@connectrpc/connect/protocol-connect";
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import { constants as http2constants } from "node:http2";
@@ -33,7 +38,9 @@ export interface GateRequest {
  * authenticated when the handler proves the caller itself before reading
  * the body (a zone's mux stream).
  */
-export type GateDecision = { readonly authenticated: true; readonly identity?: string } | { readonly authenticated: false };
+export type GateDecision =
+  | { readonly authenticated: true; readonly identity?: string }
+  | { readonly authenticated: false };
 
 /**
  * Decides on a request's headers whether it may go on; throws (a
@@ -73,12 +80,22 @@ export function refuseRequest(request: NodeRequest, response: NodeResponse, erro
   const type = String(request.headers["content-type"] ?? "");
   const message = connectError.rawMessage;
   if (/^application\/grpc(-web)?(\+|;|$)/.test(type)) {
-    response.writeHead(200, { ...extra, "content-type": type, "grpc-status": String(connectError.code), "grpc-message": encodeURIComponent(message) });
+    response.writeHead(200, {
+      ...extra,
+      "content-type": type,
+      "grpc-status": String(connectError.code),
+      "grpc-message": encodeURIComponent(message),
+    });
     response.end();
     return;
   }
   if (/^application\/connect\+/.test(type)) {
-    const json = new TextEncoder().encode(JSON.stringify({ error: errorToJson(connectError, undefined), metadata: Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, [v]])) }));
+    const json = new TextEncoder().encode(
+      JSON.stringify({
+        error: errorToJson(connectError, undefined),
+        metadata: Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, [v]])),
+      }),
+    );
     const envelope = new Uint8Array(5 + json.byteLength);
     envelope[0] = endStreamFlag;
     new DataView(envelope.buffer).setUint32(1, json.byteLength);
@@ -89,12 +106,19 @@ export function refuseRequest(request: NodeRequest, response: NodeResponse, erro
   }
   const status = codeToHttpStatus(connectError.code);
   const authenticate = connectError.code === 16 ? { "www-authenticate": "Bearer" } : {};
-  if (/^application\/(proto|json)(;|$)/.test(type) || request.headers["connect-protocol-version"] !== undefined) {
+  if (
+    /^application\/(proto|json)(;|$)/.test(type) ||
+    request.headers["connect-protocol-version"] !== undefined
+  ) {
     response.writeHead(status, { ...extra, ...authenticate, "content-type": "application/json" });
     response.end(JSON.stringify({ code: codeToString(connectError.code), message }));
     return;
   }
-  response.writeHead(status, { ...extra, ...authenticate, "content-type": "text/plain; charset=utf-8" });
+  response.writeHead(status, {
+    ...extra,
+    ...authenticate,
+    "content-type": "text/plain; charset=utf-8",
+  });
   response.end(`${message}\n`);
 }
 
@@ -113,7 +137,12 @@ const MAX_TIMEOUTS_PER_BODY = 10;
  * stream is reset (CANCEL) and an HTTP/1.1 connection closed, and
  * `onTimeout` is called. Ends with the request.
  */
-export function guardRequestBody(request: NodeRequest, response: NodeResponse, timeoutMs: number, onTimeout: () => void): void {
+export function guardRequestBody(
+  request: NodeRequest,
+  response: NodeResponse,
+  timeoutMs: number,
+  onTimeout: () => void,
+): void {
   const started = performance.now();
   const socket = request.socket as { bytesRead?: number } | undefined;
   const bytesAtStart = socket?.bytesRead ?? 0;
@@ -126,7 +155,10 @@ export function guardRequestBody(request: NodeRequest, response: NodeResponse, t
   const check = (): void => {
     if (done) return;
     const received = Math.max(0, (socket?.bytesRead ?? 0) - bytesAtStart);
-    const allowed = Math.min(timeoutMs * MAX_TIMEOUTS_PER_BODY, timeoutMs + (received / MIN_BODY_BYTES_PER_SECOND) * 1000);
+    const allowed = Math.min(
+      timeoutMs * MAX_TIMEOUTS_PER_BODY,
+      timeoutMs + (received / MIN_BODY_BYTES_PER_SECOND) * 1000,
+    );
     const left = allowed - (performance.now() - started);
     if (left > 0) {
       timer = setTimeout(check, Math.ceil(left));
@@ -154,7 +186,8 @@ export function guardRequestBody(request: NodeRequest, response: NodeResponse, t
 
 /** True when the client already finished sending `request`'s body (END_STREAM seen, or HTTP/1.1 message complete). */
 function isComplete(request: NodeRequest): boolean {
-  if (request.httpVersionMajor === 2) return (request as http2.Http2ServerRequest).stream.state.remoteClose === 1;
+  if (request.httpVersionMajor === 2)
+    return (request as http2.Http2ServerRequest).stream.state.remoteClose === 1;
   return (request as http.IncomingMessage).complete;
 }
 
@@ -163,7 +196,11 @@ export interface GatedHandlerOptions {
   /** Serves a request that passed (connect-node's handler). */
   readonly serve: (request: NodeRequest, response: NodeResponse) => void;
   /** Takes a request before the gate (a handler that proves the caller itself before reading the body); true when it took it. */
-  readonly claim?: (request: NodeRequest, response: NodeResponse, connection: GuardedConnection) => boolean;
+  readonly claim?: (
+    request: NodeRequest,
+    response: NodeResponse,
+    connection: GuardedConnection,
+  ) => boolean;
   /** Decides on every request `claim` did not take; none lets everything through. */
   readonly gate?: RequestGate;
   /** Tells the listener's connection guard who authenticated (read at each request: the guard may come after the handler). */
@@ -185,14 +222,19 @@ export interface GatedHandlerOptions {
  * with {@link refuseRequest}. The guard learns which connections
  * authenticated.
  */
-export function gatedHandler(options: GatedHandlerOptions): (request: NodeRequest, response: NodeResponse) => void {
+export function gatedHandler(
+  options: GatedHandlerOptions,
+): (request: NodeRequest, response: NodeResponse) => void {
   const { serve, claim, gate, requestTimeoutMs } = options;
   return (request, response) => {
     const path = (request.url ?? "/").split("?")[0] ?? "/";
     if (requestTimeoutMs !== undefined && options.unboundedBody?.(path) !== true) {
       guardRequestBody(request, response, requestTimeoutMs, () => options.onRequestTimeout?.());
     }
-    const connection = options.guard?.connection(request.socket) ?? { authenticated: () => undefined, authenticating: <T>(work: Promise<T>) => work };
+    const connection = options.guard?.connection(request.socket) ?? {
+      authenticated: () => undefined,
+      authenticating: <T>(work: Promise<T>) => work,
+    };
     if (claim?.(request, response, connection) === true) return;
     if (gate === undefined) {
       serve(request, response);
@@ -200,12 +242,16 @@ export function gatedHandler(options: GatedHandlerOptions): (request: NodeReques
     }
     const gone = new AbortController();
     response.once("close", () => gone.abort());
-    connection.authenticating(gate({ path, headers: requestHeaders(request), peer: options.peer(request) }, gone.signal)).then(
-      (decision) => {
-        if (decision.authenticated) connection.authenticated(decision.identity);
-        if (!gone.signal.aborted) serve(request, response);
-      },
-      (error: unknown) => refuseRequest(request, response, error),
-    );
+    connection
+      .authenticating(
+        gate({ path, headers: requestHeaders(request), peer: options.peer(request) }, gone.signal),
+      )
+      .then(
+        (decision) => {
+          if (decision.authenticated) connection.authenticated(decision.identity);
+          if (!gone.signal.aborted) serve(request, response);
+        },
+        (error: unknown) => refuseRequest(request, response, error),
+      );
   };
 }

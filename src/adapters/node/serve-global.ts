@@ -21,7 +21,14 @@ import { KdsError } from "../../errors.ts";
 import { MUX_PATH, muxStreamClaim } from "./mux-stream.ts";
 import { scanMuxRequestBody } from "./mux-body-scan.ts";
 import { peerInfo } from "./peer-info.ts";
-import { DEFAULT_MAX_CONNECTIONS_PER_ZONE, DEFAULT_REQUEST_TIMEOUT_MS, http1ServerOptions, http2ServerOptions, limitConnections, type ConnectionLimits } from "./connection-limits.ts";
+import {
+  DEFAULT_MAX_CONNECTIONS_PER_ZONE,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  http1ServerOptions,
+  http2ServerOptions,
+  limitConnections,
+  type ConnectionLimits,
+} from "./connection-limits.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
 import { gatedHandler, type RequestGate } from "./request-gate.ts";
 import { HalfDuplexHub } from "../../transport/half-duplex/server.ts";
@@ -125,7 +132,11 @@ export async function serveRoutes(
     readMaxBytes?: number;
     beforeClose?: () => Promise<void>;
     /** Takes a request before the gate (it proves the caller itself before reading the body); true when it took it. */
-    claim?: (request: NodeRequest, response: http.ServerResponse | http2.Http2ServerResponse, connection: GuardedConnection) => boolean;
+    claim?: (
+      request: NodeRequest,
+      response: http.ServerResponse | http2.Http2ServerResponse,
+      connection: GuardedConnection,
+    ) => boolean;
     /** Paths whose body is long-lived by design (a bidi stream), exempt from the request timeout. */
     unboundedBody?: (path: string) => boolean;
     /** Whether requests authenticate connections without `gate` (a claim does). */
@@ -145,7 +156,8 @@ export async function serveRoutes(
   const gated = gatedHandler({
     serve: (request, response) => {
       // A zone's stream that connect-node decodes (not the direct path's): weigh each frame before connect-node decodes it.
-      if (request.url === MUX_PATH && options.readMaxBytes !== undefined) scanMuxRequestBody(request, options.readMaxBytes);
+      if (request.url === MUX_PATH && options.readMaxBytes !== undefined)
+        scanMuxRequestBody(request, options.readMaxBytes);
       void connect(request, response as Parameters<typeof connect>[1]);
     },
     claim: options.claim,
@@ -153,16 +165,25 @@ export async function serveRoutes(
     get guard() {
       return guard;
     },
-    requestTimeoutMs: limits === undefined ? undefined : (limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS),
+    requestTimeoutMs:
+      limits === undefined ? undefined : (limits.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS),
     unboundedBody: options.unboundedBody,
     onRequestTimeout: () => limits?.metrics?.connection(limits.listener, "request_timeout"),
     peer: peerInfo,
   });
-  const handler: typeof connect = (request, response) => gated(request, response as http.ServerResponse | http2.Http2ServerResponse);
+  const handler: typeof connect = (request, response) =>
+    gated(request, response as http.ServerResponse | http2.Http2ServerResponse);
   const backlog = options.backlog ?? DEFAULT_LISTEN_BACKLOG;
-  if (!Number.isInteger(backlog) || backlog < 1) throw new KdsError("invalid_argument", `the listen backlog must be a positive integer, got ${String(options.backlog)}`);
+  if (!Number.isInteger(backlog) || backlog < 1)
+    throw new KdsError(
+      "invalid_argument",
+      `the listen backlog must be a positive integer, got ${String(options.backlog)}`,
+    );
   const tls = options.tls;
-  const h1 = tls === undefined && (options.httpVersion === "1.1" || options.httpVersion === "both") ? http.createServer(http1ServerOptions(limits), handler) : undefined;
+  const h1 =
+    tls === undefined && (options.httpVersion === "1.1" || options.httpVersion === "both")
+      ? http.createServer(http1ServerOptions(limits), handler)
+      : undefined;
   const h2 =
     tls !== undefined
       ? http2.createSecureServer(
@@ -171,7 +192,9 @@ export async function serveRoutes(
             cert: tls.cert,
             allowHTTP1: true,
             ...http2ServerOptions(limits),
-            ...(tls.clientCa === undefined ? {} : { ca: tls.clientCa, requestCert: true, rejectUnauthorized: false }),
+            ...(tls.clientCa === undefined
+              ? {}
+              : { ca: tls.clientCa, requestCert: true, rejectUnauthorized: false }),
           },
           handler,
         )
@@ -180,9 +203,18 @@ export async function serveRoutes(
         : http2.createServer(http2ServerOptions(limits), handler);
   const server =
     options.httpVersion === "both" && options.tls === undefined
-      ? sniffingServer(h1 as http.Server, h2 as http2.Http2Server, Math.min(SNIFF_TIMEOUT_MS, limits?.idleTimeoutMs ?? SNIFF_TIMEOUT_MS))
+      ? sniffingServer(
+          h1 as http.Server,
+          h2 as http2.Http2Server,
+          Math.min(SNIFF_TIMEOUT_MS, limits?.idleTimeoutMs ?? SNIFF_TIMEOUT_MS),
+        )
       : ((h2 ?? h1) as http2.Http2Server | http2.Http2SecureServer | http.Server);
-  if (limits !== undefined) guard = limitConnections({ accepting: server, h1, h2 }, limits, options.gate !== undefined || options.authenticates === true);
+  if (limits !== undefined)
+    guard = limitConnections(
+      { accepting: server, h1, h2 },
+      limits,
+      options.gate !== undefined || options.authenticates === true,
+    );
   const sessions = new Set<http2.Http2Session>();
   h2?.on("session", (session: http2.Http2Session) => {
     sessions.add(session);
@@ -233,7 +265,11 @@ const SNIFF_TIMEOUT_MS = 10_000;
 const H2_PREFACE = "PRI * HTTP/2.0";
 
 /** A plaintext server handing each connection to `h2` or `h1` by its first bytes. */
-function sniffingServer(h1: http.Server, h2: http2.Http2Server, sniffTimeoutMs: number): net.Server {
+function sniffingServer(
+  h1: http.Server,
+  h2: http2.Http2Server,
+  sniffTimeoutMs: number,
+): net.Server {
   return net.createServer((socket) => {
     // A connection that never says which protocol it speaks is closed, not kept.
     socket.setTimeout(sniffTimeoutMs, () => socket.destroy());
@@ -270,7 +306,10 @@ function sniffingServer(h1: http.Server, h2: http2.Http2Server, sniffTimeoutMs: 
  * authenticate a connection: serve them on another listener when `limits`
  * are set.
  */
-export function serveGlobal(global: GlobalServer, options: ServeGlobalOptions = {}): Promise<ServedGlobal> {
+export function serveGlobal(
+  global: GlobalServer,
+  options: ServeGlobalOptions = {},
+): Promise<ServedGlobal> {
   const hub = new HalfDuplexHub(global);
   const limits = options.limits;
   return serveRoutes(
@@ -280,13 +319,23 @@ export function serveGlobal(global: GlobalServer, options: ServeGlobalOptions = 
     },
     {
       ...options,
-      limits: limits === undefined ? undefined : { ...limits, maxConnectionsPerIdentity: limits.maxConnectionsPerIdentity ?? DEFAULT_MAX_CONNECTIONS_PER_ZONE },
+      limits:
+        limits === undefined
+          ? undefined
+          : {
+              ...limits,
+              maxConnectionsPerIdentity:
+                limits.maxConnectionsPerIdentity ?? DEFAULT_MAX_CONNECTIONS_PER_ZONE,
+            },
       // Zone credentials on the headers of every zone call; the direct mux stream (claimed first) proves them itself.
       gate: options.gate ?? zoneGate(global, hub),
       unboundedBody: (path) => path === MUX_PATH,
       readMaxBytes: global.maxMessageBytes,
       beforeClose: () => global.close(),
-      claim: options.directMuxStream !== false && (options.interceptors ?? []).length === 0 ? muxStreamClaim(global, peerInfo) : undefined,
+      claim:
+        options.directMuxStream !== false && (options.interceptors ?? []).length === 0
+          ? muxStreamClaim(global, peerInfo)
+          : undefined,
     },
   );
 }

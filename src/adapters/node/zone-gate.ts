@@ -38,7 +38,10 @@ export function zoneGate(global: GlobalServer, hub: HalfDuplexHub): RequestGate 
     switch (request.path) {
       case MUX_PATH:
         try {
-          return { authenticated: true, identity: (await global.authenticate(headers, signal, peer)).zone };
+          return {
+            authenticated: true,
+            identity: (await global.authenticate(headers, signal, peer)).zone,
+          };
         } catch (error) {
           // Nothing is lost: admission proves the same credentials before reading a frame, and refuses, logs and counts the failure.
           if (KdsError.is(error)) return { authenticated: false };
@@ -48,7 +51,10 @@ export function zoneGate(global: GlobalServer, hub: HalfDuplexHub): RequestGate 
       case PUSH_PATH:
         // The usual case costs a lookup; other credentials (a client certificate, a new token, a new link) are proven in full.
         if (hub.admits(zone, authorization)) return { authenticated: true, identity: zone };
-        return { authenticated: true, identity: (await global.authenticate(headers, signal, peer)).zone };
+        return {
+          authenticated: true,
+          identity: (await global.authenticate(headers, signal, peer)).zone,
+        };
       default:
         return { authenticated: false };
     }

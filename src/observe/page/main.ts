@@ -6,21 +6,38 @@ import type { SyncCounters } from "../../sync/status.ts";
 import type { LagPoint, SessionEntry, StatusSnapshot } from "../status-feed.ts";
 
 const SVG = "http://www.w3.org/2000/svg";
-const COLORS = ["#2f6fdb", "#d9480f", "#2b8a3e", "#9c36b5", "#e8590c", "#1098ad", "#c2255c", "#5c940d"];
+const COLORS = [
+  "#2f6fdb",
+  "#d9480f",
+  "#2b8a3e",
+  "#9c36b5",
+  "#e8590c",
+  "#1098ad",
+  "#c2255c",
+  "#5c940d",
+];
 /** The chart spans the history there is, from 30 s up to the 5 min the server keeps. */
 const MIN_WINDOW_MS = 30 * 1000;
 const MAX_WINDOW_MS = 5 * 60 * 1000;
 
 type Child = Node | string | null | undefined;
 
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string> = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string> = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
   for (const c of children) if (c !== null && c !== undefined) node.append(c);
   return node;
 }
 
-function svg(tag: string, attrs: Record<string, string | number>, ...children: Child[]): SVGElement {
+function svg(
+  tag: string,
+  attrs: Record<string, string | number>,
+  ...children: Child[]
+): SVGElement {
   const node = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
   for (const c of children) if (c !== null && c !== undefined) node.append(c);
@@ -60,21 +77,52 @@ function versionText(z: StatusSnapshot["zones"][number]): string {
 function renderZones(s: StatusSnapshot): void {
   const body = byId<HTMLTableElement>("zones").tBodies[0] as HTMLTableSectionElement;
   const rows = s.zones.map((z) => {
-    const since = z.online ? (z.connectedAt === null ? "-" : `online for ${ago(z.connectedAt, s.now)}`) : z.disconnectedAt === null ? "never connected" : `offline since ${clock(z.disconnectedAt)} (${ago(z.disconnectedAt, s.now)} ago)`;
-    const rtt = z.heartbeatRttMs === undefined || z.heartbeatRttMs === null ? "-" : `${z.heartbeatRttMs.toFixed(1)} ms`;
+    const since = z.online
+      ? z.connectedAt === null
+        ? "-"
+        : `online for ${ago(z.connectedAt, s.now)}`
+      : z.disconnectedAt === null
+        ? "never connected"
+        : `offline since ${clock(z.disconnectedAt)} (${ago(z.disconnectedAt, s.now)} ago)`;
+    const rtt =
+      z.heartbeatRttMs === undefined || z.heartbeatRttMs === null
+        ? "-"
+        : `${z.heartbeatRttMs.toFixed(1)} ms`;
     return el(
       "tr",
       { "data-zone": z.zone, "data-online": String(z.online) },
       el("td", {}, el("strong", {}, z.zone)),
-      el("td", {}, el("span", { class: `badge ${z.online ? "online" : "offline"}` }, z.online ? "online" : "offline")),
+      el(
+        "td",
+        {},
+        el(
+          "span",
+          { class: `badge ${z.online ? "online" : "offline"}` },
+          z.online ? "online" : "offline",
+        ),
+      ),
       el("td", { class: "since" }, since),
       el("td", { class: "rtt" }, rtt),
       el("td", { class: "version" }, versionText(z)),
-      el("td", { class: "wrap muted" }, z.lastEnd === undefined ? "-" : `${z.lastEnd.code}: ${z.lastEnd.message}`),
-      el("td", { class: "wrap last-error" }, z.lastError === null ? "-" : `${z.lastError.code} (${ago(z.lastError.at, s.now)} ago): ${z.lastError.message}`),
+      el(
+        "td",
+        { class: "wrap muted" },
+        z.lastEnd === undefined ? "-" : `${z.lastEnd.code}: ${z.lastEnd.message}`,
+      ),
+      el(
+        "td",
+        { class: "wrap last-error" },
+        z.lastError === null
+          ? "-"
+          : `${z.lastError.code} (${ago(z.lastError.at, s.now)} ago): ${z.lastError.message}`,
+      ),
     );
   });
-  body.replaceChildren(...(rows.length > 0 ? rows : [el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No zones registered."))]));
+  body.replaceChildren(
+    ...(rows.length > 0
+      ? rows
+      : [el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No zones registered."))]),
+  );
 }
 
 /** A type's counters in the words of this side's part in it. */
@@ -90,7 +138,11 @@ function renderTypes(s: StatusSnapshot): void {
   for (const z of s.zones) {
     for (const t of z.types) {
       const error = t.lastNackError ?? t.lastRejectError ?? t.storeError;
-      const state = t.stalled ? el("span", { class: "badge stalled" }, "stalled") : error !== undefined ? el("span", { class: "badge offline" }, "error") : el("span", { class: "badge online" }, "ok");
+      const state = t.stalled
+        ? el("span", { class: "badge stalled" }, "stalled")
+        : error !== undefined
+          ? el("span", { class: "badge offline" }, "error")
+          : el("span", { class: "badge online" }, "ok");
       rows.push(
         el(
           "tr",
@@ -100,46 +152,101 @@ function renderTypes(s: StatusSnapshot): void {
           el("td", { class: "muted" }, t.direction),
           el("td", { class: "session" }, counters(t.side, t.session)),
           el("td", { class: "total" }, counters(t.side, t)),
-          el("td", { class: "muted" }, (t.direction === "zone-to-global" ? (s.role === "global" ? t.lastAcceptedVersion : t.lastAckedVersion) : s.role === "global" ? t.lastAckedVersion : t.lastAcceptedVersion) ?? "-"),
+          el(
+            "td",
+            { class: "muted" },
+            (t.direction === "zone-to-global"
+              ? s.role === "global"
+                ? t.lastAcceptedVersion
+                : t.lastAckedVersion
+              : s.role === "global"
+                ? t.lastAckedVersion
+                : t.lastAcceptedVersion) ?? "-",
+          ),
           el("td", {}, state),
         ),
       );
     }
   }
-  body.replaceChildren(...(rows.length > 0 ? rows : [el("tr", {}, el("td", { colspan: "7", class: "empty" }, "Nothing syncs yet."))]));
+  body.replaceChildren(
+    ...(rows.length > 0
+      ? rows
+      : [el("tr", {}, el("td", { colspan: "7", class: "empty" }, "Nothing syncs yet."))]),
+  );
 }
 
 function renderErrors(s: StatusSnapshot): void {
   const items: { t: number | null; text: string }[] = [];
   for (const z of s.zones) {
-    if (z.lastError !== null) items.push({ t: z.lastError.at, text: `${z.zone}: ${z.lastError.code}: ${z.lastError.message}` });
-    if (z.lastEnd !== undefined && z.lastEnd.message !== z.lastError?.message && !["shutdown", "replaced", "aborted"].includes(z.lastEnd.code)) items.push({ t: z.disconnectedAt, text: `${z.zone}: session ended (${z.lastEnd.code}): ${z.lastEnd.message}` });
+    if (z.lastError !== null)
+      items.push({
+        t: z.lastError.at,
+        text: `${z.zone}: ${z.lastError.code}: ${z.lastError.message}`,
+      });
+    if (
+      z.lastEnd !== undefined &&
+      z.lastEnd.message !== z.lastError?.message &&
+      !["shutdown", "replaced", "aborted"].includes(z.lastEnd.code)
+    )
+      items.push({
+        t: z.disconnectedAt,
+        text: `${z.zone}: session ended (${z.lastEnd.code}): ${z.lastEnd.message}`,
+      });
     for (const t of z.types) {
-      if (t.lastNackError !== undefined) items.push({ t: null, text: `${z.zone} ${t.kind}: the peer NACKed: ${t.lastNackError}` });
-      if (t.lastRejectError !== undefined) items.push({ t: null, text: `${z.zone} ${t.kind}: rejected: ${t.lastRejectError}` });
-      if (t.storeError !== undefined) items.push({ t: null, text: `${z.zone} ${t.kind}: store: ${t.storeError}` });
-      if (t.stalled) items.push({ t: null, text: `${z.zone} ${t.kind}: a response waits past the ACK timeout` });
-      for (const r of t.rejectedResources ?? []) items.push({ t: null, text: `${z.zone} ${t.kind} ${r.key}: left out: ${r.reason}` });
-      for (const r of t.peerRejectedResources ?? []) items.push({ t: null, text: `${z.zone} ${t.kind} ${r.key}: rejected by the peer: ${r.reason}` });
+      if (t.lastNackError !== undefined)
+        items.push({ t: null, text: `${z.zone} ${t.kind}: the peer NACKed: ${t.lastNackError}` });
+      if (t.lastRejectError !== undefined)
+        items.push({ t: null, text: `${z.zone} ${t.kind}: rejected: ${t.lastRejectError}` });
+      if (t.storeError !== undefined)
+        items.push({ t: null, text: `${z.zone} ${t.kind}: store: ${t.storeError}` });
+      if (t.stalled)
+        items.push({ t: null, text: `${z.zone} ${t.kind}: a response waits past the ACK timeout` });
+      for (const r of t.rejectedResources ?? [])
+        items.push({ t: null, text: `${z.zone} ${t.kind} ${r.key}: left out: ${r.reason}` });
+      for (const r of t.peerRejectedResources ?? [])
+        items.push({
+          t: null,
+          text: `${z.zone} ${t.kind} ${r.key}: rejected by the peer: ${r.reason}`,
+        });
     }
   }
   items.sort((a, b) => (b.t ?? s.now) - (a.t ?? s.now));
-  byId("errors").replaceChildren(...(items.length > 0 ? items.slice(0, 20).map((i) => el("li", {}, el("span", { class: "when" }, i.t === null ? "now" : clock(i.t)), i.text)) : [el("li", { class: "empty" }, "No errors.")]));
+  byId("errors").replaceChildren(
+    ...(items.length > 0
+      ? items
+          .slice(0, 20)
+          .map((i) =>
+            el("li", {}, el("span", { class: "when" }, i.t === null ? "now" : clock(i.t)), i.text),
+          )
+      : [el("li", { class: "empty" }, "No errors.")]),
+  );
 }
 
 function renderSessions(s: StatusSnapshot): void {
   const body = byId<HTMLTableElement>("sessions").tBodies[0] as HTMLTableSectionElement;
-  const rows = s.sessions.slice(0, 15).map((e: SessionEntry) =>
-    el(
-      "tr",
-      { "data-peer": e.peer, "data-open": String(e.endedAt === undefined) },
-      el("td", {}, e.peer),
-      el("td", {}, `${clock(e.openedAt)} (${ago(e.openedAt, s.now)} ago)`),
-      el("td", {}, e.endedAt === undefined ? el("span", { class: "badge online" }, "open") : clock(e.endedAt)),
-      el("td", { class: "muted" }, e.endCode ?? "-"),
-    ),
+  const rows = s.sessions
+    .slice(0, 15)
+    .map((e: SessionEntry) =>
+      el(
+        "tr",
+        { "data-peer": e.peer, "data-open": String(e.endedAt === undefined) },
+        el("td", {}, e.peer),
+        el("td", {}, `${clock(e.openedAt)} (${ago(e.openedAt, s.now)} ago)`),
+        el(
+          "td",
+          {},
+          e.endedAt === undefined
+            ? el("span", { class: "badge online" }, "open")
+            : clock(e.endedAt),
+        ),
+        el("td", { class: "muted" }, e.endCode ?? "-"),
+      ),
+    );
+  body.replaceChildren(
+    ...(rows.length > 0
+      ? rows
+      : [el("tr", {}, el("td", { colspan: "4", class: "empty" }, "No sessions yet."))]),
   );
-  body.replaceChildren(...(rows.length > 0 ? rows : [el("tr", {}, el("td", { colspan: "4", class: "empty" }, "No sessions yet."))]));
 }
 
 /** A nice upper bound for the y axis: 1, 2 or 5 times a power of ten. */
@@ -162,23 +269,63 @@ function renderLag(s: StatusSnapshot): void {
   const max = niceMax(Math.max(0, ...zones.flatMap((z) => (s.lag[z] ?? []).map((p) => p.ms))));
   const x = (t: number): number => left + ((t - from) / span) * (w - left - 8);
   const y = (ms: number): number => top + (1 - ms / max) * (h - top - bottom);
-  const chart = svg("svg", { viewBox: `0 0 ${w} ${h}`, preserveAspectRatio: "none", role: "img", "aria-label": "sync lag per zone over the last five minutes" });
+  const chart = svg("svg", {
+    viewBox: `0 0 ${w} ${h}`,
+    preserveAspectRatio: "none",
+    role: "img",
+    "aria-label": "sync lag per zone over the last five minutes",
+  });
   for (const f of [0, 0.5, 1]) {
-    chart.append(svg("line", { x1: left, x2: w - 4, y1: y(max * f), y2: y(max * f), stroke: "#e3e6eb" }));
-    chart.append(svg("text", { x: left - 6, y: y(max * f) + 4, "text-anchor": "end" }, `${max * f} ms`));
+    chart.append(
+      svg("line", { x1: left, x2: w - 4, y1: y(max * f), y2: y(max * f), stroke: "#e3e6eb" }),
+    );
+    chart.append(
+      svg("text", { x: left - 6, y: y(max * f) + 4, "text-anchor": "end" }, `${max * f} ms`),
+    );
   }
   for (const f of [1, 0.75, 0.5, 0.25, 0]) {
     const back = span * f;
-    const label = f === 0 ? "now" : back >= 120_000 ? `-${Math.round(back / 60_000)}m` : `-${Math.round(back / 1000)}s`;
-    chart.append(svg("text", { x: x(s.now - back), y: h - 4, "text-anchor": f === 0 ? "end" : f === 1 ? "start" : "middle" }, label));
+    const label =
+      f === 0
+        ? "now"
+        : back >= 120_000
+          ? `-${Math.round(back / 60_000)}m`
+          : `-${Math.round(back / 1000)}s`;
+    chart.append(
+      svg(
+        "text",
+        {
+          x: x(s.now - back),
+          y: h - 4,
+          "text-anchor": f === 0 ? "end" : f === 1 ? "start" : "middle",
+        },
+        label,
+      ),
+    );
   }
   for (const zone of zones) {
     const points = (s.lag[zone] ?? []).filter((p: LagPoint) => p.t >= from);
     if (points.length === 0) continue;
     const color = colorOf(zones, zone);
     const coords = points.map((p) => `${x(p.t).toFixed(1)},${y(p.ms).toFixed(1)}`).join(" ");
-    chart.append(svg("polyline", { points: coords, fill: "none", stroke: color, "stroke-width": 2, "data-zone": zone, "data-points": points.length }));
-    for (const p of points) chart.append(svg("circle", { cx: x(p.t).toFixed(1), cy: y(p.ms).toFixed(1), r: 2.5, fill: color }, svg("title", {}, `${zone}: ${p.ms.toFixed(1)} ms at ${clock(p.t)}`)));
+    chart.append(
+      svg("polyline", {
+        points: coords,
+        fill: "none",
+        stroke: color,
+        "stroke-width": 2,
+        "data-zone": zone,
+        "data-points": points.length,
+      }),
+    );
+    for (const p of points)
+      chart.append(
+        svg(
+          "circle",
+          { cx: x(p.t).toFixed(1), cy: y(p.ms).toFixed(1), r: 2.5, fill: color },
+          svg("title", {}, `${zone}: ${p.ms.toFixed(1)} ms at ${clock(p.t)}`),
+        ),
+      );
   }
   const legend = el(
     "div",
@@ -187,7 +334,11 @@ function renderLag(s: StatusSnapshot): void {
       ? [el("span", { class: "empty", style: "--c: transparent" }, "No change has been ACKed yet.")]
       : zones.map((z) => {
           const last = (s.lag[z] ?? []).at(-1);
-          return el("span", { style: `--c: ${colorOf(zones, z)}`, "data-zone": z }, `${z}: ${last === undefined ? "-" : `${last.ms.toFixed(1)} ms`}`);
+          return el(
+            "span",
+            { style: `--c: ${colorOf(zones, z)}`, "data-zone": z },
+            `${z}: ${last === undefined ? "-" : `${last.ms.toFixed(1)} ms`}`,
+          );
         })),
   );
   byId("lag").replaceChildren(chart, legend);

@@ -51,7 +51,13 @@ function codeOf(error: unknown): string | undefined {
 export function isConnectionError(error: unknown): boolean {
   const code = codeOf(error);
   if (code === undefined) return false;
-  return NETWORK_CODES.has(code) || code.startsWith("08") || code === "57P01" || code === "57P02" || code === "57P03";
+  return (
+    NETWORK_CODES.has(code) ||
+    code.startsWith("08") ||
+    code === "57P01" ||
+    code === "57P02" ||
+    code === "57P03"
+  );
 }
 
 /**
@@ -72,10 +78,22 @@ export function storeError(error: unknown, target: string, what: string): KdsErr
     );
   }
   if (code === "3D000") {
-    return new KdsError("store_unavailable", `${what}: PostgreSQL at ${target}: ${detail}; create the database (CREATE DATABASE) or fix the URL`, { cause: error });
+    return new KdsError(
+      "store_unavailable",
+      `${what}: PostgreSQL at ${target}: ${detail}; create the database (CREATE DATABASE) or fix the URL`,
+      { cause: error },
+    );
   }
   if (code === "28000" || code === "28P01") {
-    return new KdsError("store_unavailable", `${what}: PostgreSQL at ${target} refused the login (${detail}); check the user and password in the URL`, { cause: error });
+    return new KdsError(
+      "store_unavailable",
+      `${what}: PostgreSQL at ${target} refused the login (${detail}); check the user and password in the URL`,
+      { cause: error },
+    );
   }
-  return new KdsError("store_unavailable", `${what}: PostgreSQL at ${target} failed (${code ?? "no code"}: ${detail})`, { cause: error });
+  return new KdsError(
+    "store_unavailable",
+    `${what}: PostgreSQL at ${target} failed (${code ?? "no code"}: ${detail})`,
+    { cause: error },
+  );
 }

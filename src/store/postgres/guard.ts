@@ -7,14 +7,20 @@ import type { PendingQuery, Row } from "postgres";
 import { abortError } from "../../errors.ts";
 
 /** Runs one statement so that an abort cancels it on the server. */
-export type Runner = <T extends readonly (object | undefined)[] = Row[]>(query: PendingQuery<T>) => Promise<T>;
+export type Runner = <T extends readonly (object | undefined)[] = Row[]>(
+  query: PendingQuery<T>,
+) => Promise<T>;
 
 /**
  * Calls `body` with a statement runner bound to `signal`: an abort cancels
  * the statement in flight (a transaction around it then rolls back), and no
  * further statement starts.
  */
-export async function guarded<T>(signal: AbortSignal | undefined, what: string, body: (run: Runner) => Promise<T>): Promise<T> {
+export async function guarded<T>(
+  signal: AbortSignal | undefined,
+  what: string,
+  body: (run: Runner) => Promise<T>,
+): Promise<T> {
   if (signal?.aborted) throw abortError(signal, what);
   let inFlight: { cancel(): void } | undefined;
   const onAbort = (): void => inFlight?.cancel();

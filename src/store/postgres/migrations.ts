@@ -93,12 +93,18 @@ export async function migrate(
   // Two int4 keys: a constant for kds-mux, and the schema's hash.
   await run(tx`SELECT pg_advisory_xact_lock(1801741165, hashtext(${schema}))`);
   await run(tx.unsafe(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`));
-  await run(tx.unsafe(`CREATE TABLE IF NOT EXISTS ${quoteIdent(schema)}.kds_schema_migrations (
+  await run(
+    tx.unsafe(`CREATE TABLE IF NOT EXISTS ${quoteIdent(schema)}.kds_schema_migrations (
       version integer PRIMARY KEY,
       description text NOT NULL,
       applied_at timestamptz NOT NULL DEFAULT now()
-    )`));
-  const [row] = await run(tx.unsafe<Array<{ v: number | null }>>(`SELECT max(version) AS v FROM ${quoteIdent(schema)}.kds_schema_migrations`));
+    )`),
+  );
+  const [row] = await run(
+    tx.unsafe<Array<{ v: number | null }>>(
+      `SELECT max(version) AS v FROM ${quoteIdent(schema)}.kds_schema_migrations`,
+    ),
+  );
   const from = row?.v ?? 0;
   const known = migrations.reduce((max, m) => Math.max(max, m.version), 0);
   if (from > known) {
@@ -112,7 +118,12 @@ export async function migrate(
     if (m.version <= from) continue;
     await run(tx.unsafe(`SET LOCAL search_path TO ${quoteIdent(schema)}`));
     await run(tx.unsafe(m.sql));
-    await run(tx.unsafe(`INSERT INTO ${quoteIdent(schema)}.kds_schema_migrations (version, description) VALUES ($1, $2)`, [m.version, m.description]));
+    await run(
+      tx.unsafe(
+        `INSERT INTO ${quoteIdent(schema)}.kds_schema_migrations (version, description) VALUES ($1, $2)`,
+        [m.version, m.description],
+      ),
+    );
   }
   return { from, to: Math.max(from, known) };
 }
@@ -122,6 +133,10 @@ export const SCHEMA_NAME_PATTERN = /^[a-z_][a-z0-9_]{0,49}$/;
 
 /** Quotes an identifier already checked against {@link SCHEMA_NAME_PATTERN}. */
 export function quoteIdent(name: string): string {
-  if (!SCHEMA_NAME_PATTERN.test(name)) throw new KdsError("invalid_argument", `"${name}" is not a valid schema name (lower-case letters, digits and '_')`);
+  if (!SCHEMA_NAME_PATTERN.test(name))
+    throw new KdsError(
+      "invalid_argument",
+      `"${name}" is not a valid schema name (lower-case letters, digits and '_')`,
+    );
   return `"${name}"`;
 }

@@ -7,7 +7,12 @@
  */
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { KdsError } from "../../errors.ts";
-import { resourceKey, type ResourceMeta, type StoredResource, type TypeRegistry } from "../../sync/resource-types.ts";
+import {
+  resourceKey,
+  type ResourceMeta,
+  type StoredResource,
+  type TypeRegistry,
+} from "../../sync/resource-types.ts";
 import type { StoreChange } from "../contract.ts";
 
 /** A row of `kds_resources` as the store selects it. */
@@ -54,13 +59,20 @@ export const CHANGE_COLUMNS =
 export function decodeResource(types: TypeRegistry, row: ResourceRow): StoredResource {
   const type = types.find(row.kind);
   if (type === undefined) {
-    throw new KdsError("unknown_type", `the store holds ${row.kind} "${resourceKey(row.mesh, row.name)}", a kind this process does not register; register it or read another kind`);
+    throw new KdsError(
+      "unknown_type",
+      `the store holds ${row.kind} "${resourceKey(row.mesh, row.name)}", a kind this process does not register; register it or read another kind`,
+    );
   }
   let spec;
   try {
     spec = fromBinary(type.schema, row.spec);
   } catch (error) {
-    throw new KdsError("invalid_resource", `the stored spec of ${row.kind} "${resourceKey(row.mesh, row.name)}" is not a valid ${type.schema.typeName}`, { cause: error });
+    throw new KdsError(
+      "invalid_resource",
+      `the stored spec of ${row.kind} "${resourceKey(row.mesh, row.name)}" is not a valid ${type.schema.typeName}`,
+      { cause: error },
+    );
   }
   const meta: ResourceMeta = Object.freeze({
     name: row.name,
@@ -76,7 +88,8 @@ export function decodeResource(types: TypeRegistry, row: ResourceRow): StoredRes
 /** Decodes a change-log row. */
 export function decodeChange(types: TypeRegistry, row: ChangeRow): StoreChange {
   const revision = Number(row.revision);
-  if (row.op === "delete") return { op: "delete", revision, ref: { kind: row.kind, mesh: row.mesh, name: row.name } };
+  if (row.op === "delete")
+    return { op: "delete", revision, ref: { kind: row.kind, mesh: row.mesh, name: row.name } };
   const resource = decodeResource(types, {
     kind: row.kind,
     mesh: row.mesh,
@@ -99,7 +112,8 @@ function parseLabels(text: string): Record<string, string> {
   const value: unknown = JSON.parse(text);
   const labels: Record<string, string> = {};
   if (value !== null && typeof value === "object") {
-    for (const [k, v] of Object.entries(value as Record<string, unknown>)) if (typeof v === "string") labels[k] = v;
+    for (const [k, v] of Object.entries(value as Record<string, unknown>))
+      if (typeof v === "string") labels[k] = v;
   }
   return labels;
 }

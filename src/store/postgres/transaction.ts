@@ -21,7 +21,11 @@ import type { Sql, TransactionSql } from "postgres";
 import { isConnectionError } from "./errors.ts";
 
 /** `sql.begin(mode, body)`, failing with the connection's error instead of sending a ROLLBACK down a dead connection. */
-export function transaction<T>(sql: Sql, mode: string, body: (tx: TransactionSql) => Promise<T>): Promise<T> {
+export function transaction<T>(
+  sql: Sql,
+  mode: string,
+  body: (tx: TransactionSql) => Promise<T>,
+): Promise<T> {
   let connectionGone: (error: unknown) => void = () => undefined;
   const gone = new Promise<never>((_, reject) => (connectionGone = reject));
   const begun = sql.begin(mode, async (tx) => {

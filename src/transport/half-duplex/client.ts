@@ -17,7 +17,11 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { KdsError } from "../../errors.ts";
-import { HalfDuplexService, PushRequestSchema, type PullResponse } from "../../gen/kds/mux/v1/half_duplex_pb.ts";
+import {
+  HalfDuplexService,
+  PushRequestSchema,
+  type PullResponse,
+} from "../../gen/kds/mux/v1/half_duplex_pb.ts";
 import type { Message } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { anySignal, sleep } from "../../util/abort.ts";
 import { backoffCeiling, type ResolvedBackoff } from "../../util/backoff.ts";
@@ -30,7 +34,13 @@ import type { MuxDialRequest, MuxTransport } from "../transport.ts";
 const RESUME_BACKOFF: ResolvedBackoff = { baseMs: 50, capMs: 2_000, resetAfterMs: 0 };
 
 /** Failures a Push retries (the network or the server was briefly away); others end the link. */
-const retryable: ReadonlySet<Code> = new Set([Code.Unavailable, Code.Unknown, Code.DeadlineExceeded, Code.Aborted, Code.Canceled]);
+const retryable: ReadonlySet<Code> = new Set([
+  Code.Unavailable,
+  Code.Unknown,
+  Code.DeadlineExceeded,
+  Code.Aborted,
+  Code.Canceled,
+]);
 
 /** Options of {@link halfDuplexMuxTransport}. */
 export interface HalfDuplexTransportOptions {
@@ -51,7 +61,10 @@ export interface HalfDuplexTransportOptions {
 }
 
 /** A {@link MuxTransport} over any Connect transport, using only unary and server-streaming calls. */
-export function halfDuplexMuxTransport(transport: Transport, options: HalfDuplexTransportOptions = {}): MuxTransport {
+export function halfDuplexMuxTransport(
+  transport: Transport,
+  options: HalfDuplexTransportOptions = {},
+): MuxTransport {
   return {
     name: options.name ?? "half-duplex",
     open: (request) => new HalfDuplexLink(transport, request, options).open(),
@@ -107,7 +120,13 @@ class HalfDuplexLink {
   /** Opens the link (admission happens here) and starts pushing. */
   async open(): Promise<AsyncIterable<Message>> {
     const first = await this.#openPull();
-    void this.#readOutbound().catch((error: unknown) => this.#fail(new KdsError("transport", `reading the session's frames failed: ${String(error)}`, { cause: error })));
+    void this.#readOutbound().catch((error: unknown) =>
+      this.#fail(
+        new KdsError("transport", `reading the session's frames failed: ${String(error)}`, {
+          cause: error,
+        }),
+      ),
+    );
     void this.#pushLoop().catch(() => undefined);
     return this.#inbound(first);
   }
@@ -115,9 +134,12 @@ class HalfDuplexLink {
   async #openPull(): Promise<AsyncIterator<PullResponse>> {
     const headers = this.#request.headers;
     try {
-      const stream = this.#client.pull({ linkId: this.#linkId, ackedSeq: this.#received }, { headers, signal: this.#signal })[Symbol.asyncIterator]();
+      const stream = this.#client
+        .pull({ linkId: this.#linkId, ackedSeq: this.#received }, { headers, signal: this.#signal })
+        [Symbol.asyncIterator]();
       const opening = await stream.next();
-      if (opening.done === true || opening.value.linkId === "") throw new KdsError("protocol_error", "the global opened no half-duplex link");
+      if (opening.done === true || opening.value.linkId === "")
+        throw new KdsError("protocol_error", "the global opened no half-duplex link");
       this.#linkId = opening.value.linkId;
       this.#acknowledged(opening.value.pushAckedSeq);
       return stream;
@@ -147,7 +169,11 @@ class HalfDuplexLink {
       this.#acknowledged(pushAckedSeq);
       if (end) return;
       if (frame === undefined || seq <= this.#received) continue; // a resend of something already delivered
-      if (seq !== this.#received + 1n) throw new KdsError("protocol_error", `half-duplex frame ${seq} arrived after ${this.#received}`);
+      if (seq !== this.#received + 1n)
+        throw new KdsError(
+          "protocol_error",
+          `half-duplex frame ${seq} arrived after ${this.#received}`,
+        );
       this.#received = seq;
       if (this.#received - this.#reported >= BigInt(this.#ackEvery)) this.#pusher.wake();
       yield frame;
@@ -161,10 +187,18 @@ class HalfDuplexLink {
       try {
         return await this.#openPull();
       } catch (error) {
-        if (this.#request.signal.aborted || KdsError.is(error, "session_closed") || this.#clock.now() > deadline) {
-          throw new KdsError("transport", `the half-duplex link to ${this.#target} broke and could not be resumed within ${this.#resumeTimeoutMs} ms: ${String(error)}`, {
-            cause: cause ?? error,
-          });
+        if (
+          this.#request.signal.aborted ||
+          KdsError.is(error, "session_closed") ||
+          this.#clock.now() > deadline
+        ) {
+          throw new KdsError(
+            "transport",
+            `the half-duplex link to ${this.#target} broke and could not be resumed within ${this.#resumeTimeoutMs} ms: ${String(error)}`,
+            {
+              cause: cause ?? error,
+            },
+          );
         }
       }
       await sleep(backoffCeiling(attempt, RESUME_BACKOFF), this.#request.signal, this.#clock);
@@ -206,7 +240,12 @@ class HalfDuplexLink {
       const pulled = this.#received;
       try {
         const response = await this.#client.push(
-          create(PushRequestSchema, { linkId: this.#linkId, firstSeq: this.#firstUnacked, frames, pullAckedSeq: pulled }),
+          create(PushRequestSchema, {
+            linkId: this.#linkId,
+            firstSeq: this.#firstUnacked,
+            frames,
+            pullAckedSeq: pulled,
+          }),
           { headers: this.#request.headers, signal },
         );
         if (pulled > this.#reported) this.#reported = pulled;
@@ -219,11 +258,17 @@ class HalfDuplexLink {
         const code = error instanceof ConnectError ? error.code : Code.Unknown;
         if (!retryable.has(code) || this.#clock.now() - failingSince > this.#resumeTimeoutMs) {
           const kds = fromConnectError(error, this.#target);
-          this.#fail(new KdsError(kds.code, `pushing the zone's frames failed: ${kds.message}`, { cause: error }));
+          this.#fail(
+            new KdsError(kds.code, `pushing the zone's frames failed: ${kds.message}`, {
+              cause: error,
+            }),
+          );
           return;
         }
         // sleep rejects only when `signal` aborts, and the loop then ends: nothing to report
-        await sleep(backoffCeiling(attempt++, RESUME_BACKOFF), signal, this.#clock).catch(() => undefined);
+        await sleep(backoffCeiling(attempt++, RESUME_BACKOFF), signal, this.#clock).catch(
+          () => undefined,
+        );
       }
     }
   }

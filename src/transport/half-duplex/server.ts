@@ -9,9 +9,21 @@
  * @module
  */
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ConnectRouter, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  type HandlerContext,
+  type ServiceImpl,
+} from "@connectrpc/connect";
 import { KdsError } from "../../errors.ts";
-import { HalfDuplexService, PullResponseSchema, type PullRequest, type PullResponse, type PushRequest } from "../../gen/kds/mux/v1/half_duplex_pb.ts";
+import {
+  HalfDuplexService,
+  PullResponseSchema,
+  type PullRequest,
+  type PullResponse,
+  type PushRequest,
+} from "../../gen/kds/mux/v1/half_duplex_pb.ts";
 import type { Message } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { peerInfoKey } from "../../auth/peer.ts";
 import { CLIENT_ID_HEADER } from "../../names.ts";
@@ -97,21 +109,26 @@ export class HalfDuplexHub {
   async *#pull(request: PullRequest, context: HandlerContext): AsyncGenerator<PullResponse> {
     let link: Link;
     try {
-      link = request.linkId === "" ? await this.#open(context) : this.#find(request.linkId, context);
+      link =
+        request.linkId === "" ? await this.#open(context) : this.#find(request.linkId, context);
       this.#ack(link, request.ackedSeq);
     } catch (error) {
       throw toConnectError(error);
     }
     const first = link.buffer[0];
     if (first !== undefined && request.ackedSeq + 1n < first.seq) {
-      throw new ConnectError(`frames after ${request.ackedSeq} are no longer kept; reconnect`, Code.DataLoss);
+      throw new ConnectError(
+        `frames after ${request.ackedSeq} are no longer kept; reconnect`,
+        Code.DataLoss,
+      );
     }
     const generation = ++link.pullGeneration;
     link.pullActive = true;
     if (link.resumeTimer !== undefined) clearTimeout(link.resumeTimer);
     link.resumeTimer = undefined;
     link.changed.notify();
-    const response = (init: { seq?: bigint; frame?: Message; end?: boolean }): PullResponse => create(PullResponseSchema, { linkId: link.id, pushAckedSeq: link.receivedSeq, ...init });
+    const response = (init: { seq?: bigint; frame?: Message; end?: boolean }): PullResponse =>
+      create(PullResponseSchema, { linkId: link.id, pushAckedSeq: link.receivedSeq, ...init });
     try {
       yield response({});
       let next = request.ackedSeq + 1n;
@@ -147,10 +164,16 @@ export class HalfDuplexHub {
       const seq = request.firstSeq + BigInt(i);
       if (seq <= link.receivedSeq) return; // a retried call: already delivered
       if (seq !== link.receivedSeq + 1n) {
-        throw new KdsError("protocol_error", `push of frame ${seq} after frame ${link.receivedSeq}: frames must arrive in order`);
+        throw new KdsError(
+          "protocol_error",
+          `push of frame ${seq} after frame ${link.receivedSeq}: frames must arrive in order`,
+        );
       }
       if (!link.inbound.push(frame)) {
-        throw new KdsError("protocol_error", `more than ${this.#maxUnacked} zone frames wait to be read on link ${link.id}`);
+        throw new KdsError(
+          "protocol_error",
+          `more than ${this.#maxUnacked} zone frames wait to be read on link ${link.id}`,
+        );
       }
       link.receivedSeq = seq;
     });
@@ -160,7 +183,12 @@ export class HalfDuplexHub {
   async #open(context: HandlerContext): Promise<Link> {
     const controller = new AbortController();
     const inbound = new AsyncQueue<Message>(this.#maxUnacked);
-    const outbound = await this.#global.accept(context.requestHeader, inbound, controller.signal, context.values.get(peerInfoKey));
+    const outbound = await this.#global.accept(
+      context.requestHeader,
+      inbound,
+      controller.signal,
+      context.values.get(peerInfoKey),
+    );
     const zone = context.requestHeader.get(CLIENT_ID_HEADER)?.trim() ?? "";
     const link: Link = {
       id: crypto.randomUUID(),
@@ -188,11 +216,19 @@ export class HalfDuplexHub {
 
   #find(id: string, context: HandlerContext): Link {
     const link = this.#links.get(id);
-    if (link === undefined) throw new KdsError("session_closed", `link ${id} has ended (or expired); open a new one`);
+    if (link === undefined)
+      throw new KdsError("session_closed", `link ${id} has ended (or expired); open a new one`);
     const zone = context.requestHeader.get(CLIENT_ID_HEADER)?.trim() ?? "";
-    if (zone !== link.zone) throw new KdsError("invalid_argument", `link ${id} belongs to zone "${link.zone}", not "${zone}"`);
+    if (zone !== link.zone)
+      throw new KdsError(
+        "invalid_argument",
+        `link ${id} belongs to zone "${link.zone}", not "${zone}"`,
+      );
     if ((context.requestHeader.get("authorization") ?? "") !== link.credential) {
-      throw new KdsError("unauthenticated", `link ${id} was opened with other credentials; every Push and Pull of a link carries the token that opened it`);
+      throw new KdsError(
+        "unauthenticated",
+        `link ${id} was opened with other credentials; every Push and Pull of a link carries the token that opened it`,
+      );
     }
     return link;
   }
@@ -221,7 +257,10 @@ export class HalfDuplexHub {
 
   #ack(link: Link, seq: bigint): void {
     if (seq >= link.nextSeq) {
-      throw new KdsError("protocol_error", `link ${link.id} acknowledges frame ${seq}, but only ${link.nextSeq - 1n} were sent`);
+      throw new KdsError(
+        "protocol_error",
+        `link ${link.id} acknowledges frame ${seq}, but only ${link.nextSeq - 1n} were sent`,
+      );
     }
     while (link.buffer.length > 0 && (link.buffer[0]?.seq ?? 0n) <= seq) link.buffer.shift();
     link.changed.notify();
@@ -234,7 +273,12 @@ export class HalfDuplexHub {
       return;
     }
     link.resumeTimer = setTimeout(() => {
-      link.controller.abort(new KdsError("transport", `zone "${link.zone}" did not resume its half-duplex link within ${this.#resumeTimeoutMs} ms`));
+      link.controller.abort(
+        new KdsError(
+          "transport",
+          `zone "${link.zone}" did not resume its half-duplex link within ${this.#resumeTimeoutMs} ms`,
+        ),
+      );
     }, this.#resumeTimeoutMs);
   }
 
@@ -258,6 +302,10 @@ function credentialKey(zone: string, authorization: string): string {
 }
 
 /** Registers the half-duplex service of `hub` on `router` (with `options`, such as the JSON codec's type registry). */
-export function registerHalfDuplex(router: ConnectRouter, hub: HalfDuplexHub, options?: Partial<UniversalHandlerOptions>): ConnectRouter {
+export function registerHalfDuplex(
+  router: ConnectRouter,
+  hub: HalfDuplexHub,
+  options?: Partial<UniversalHandlerOptions>,
+): ConnectRouter {
   return router.service(HalfDuplexService, hub.service(), options);
 }
