@@ -65,6 +65,8 @@ export interface AdminBackend {
   zoneStatuses(): Promise<ZoneStatus[]>;
   /** On a global: a transport to zone `zone`'s own services (reverse calls), for requests that name a zone. */
   zoneTransport?(zone: string): Transport;
+  /** Applies the deletions the reset guard holds for `zone` (on a zone: its own name); resolves with how many were deleted. */
+  acceptReset?(zone: string, signal: AbortSignal): Promise<number>;
   /** The side's token authority (serves `TokenService`). */
   readonly tokens?: TokenAuthority;
   /** Where admin writes are logged, with who made them. */
@@ -310,16 +312,14 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
   return {
     listTypes: () =>
       guard(async () => ({
-        types: types
-          .visible()
-          .map((t) =>
-            create(TypeInfoSchema, {
-              kind: t.kind,
-              typeUrl: t.typeUrl,
-              direction: t.direction,
-              scope: t.scope,
-            }),
-          ),
+        types: types.visible().map((t) =>
+          create(TypeInfoSchema, {
+            kind: t.kind,
+            typeUrl: t.typeUrl,
+            direction: t.direction,
+            scope: t.scope,
+          }),
+        ),
       })),
     apply: (request, context) =>
       guard(async () => {
@@ -423,6 +423,23 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
               softwareVersion: z.peer?.softwareVersion ?? "",
               protocolVersion: z.peer?.protocolVersion ?? 0,
               features: [...(z.peer?.features ?? [])],
+              staleSince: z.stale === undefined ? undefined : timestampFromDate(z.stale.since),
+              staleResources: BigInt(z.stale?.resources ?? 0),
+              heldReset:
+                z.heldReset === undefined
+                  ? undefined
+                  : {
+                      since: timestampFromDate(z.heldReset.since),
+                      releaseAt:
+                        z.heldReset.releaseAt === undefined
+                          ? undefined
+                          : timestampFromDate(z.heldReset.releaseAt),
+                      kinds: z.heldReset.kinds.map((k) => ({
+                        kind: k.kind,
+                        held: BigInt(k.held),
+                        of: BigInt(k.of),
+                      })),
+                    },
               types: z.types.map((t) => ({
                 kind: t.kind,
                 direction: t.direction,
@@ -454,6 +471,22 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
             }),
           ),
         };
+      }),
+    acceptReset: (request, context) =>
+      guard(async () => {
+        if (backend.acceptReset === undefined)
+          throw new KdsError(
+            "invalid_argument",
+            "this admin API has no reset guard (the side runs without one)",
+          );
+        assertZoneName(request.zone);
+        const deleted = await backend.acceptReset(request.zone, context.signal);
+        logWrite(
+          backend,
+          context,
+          `accepted the held reset of ${role === "global" ? `zone "${request.zone}"` : "the global"}: ${deleted} resources deleted`,
+        );
+        return { deleted: BigInt(deleted) };
       }),
   };
 }

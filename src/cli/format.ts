@@ -161,6 +161,22 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
       storeError: t.storeError || null,
       session: sessionDocument(t.session),
     })),
+    stale:
+      z.staleSince === undefined
+        ? null
+        : { lastOnline: iso(z.staleSince), resources: Number(z.staleResources) },
+    heldReset:
+      z.heldReset === undefined
+        ? null
+        : {
+            since: z.heldReset.since === undefined ? null : iso(z.heldReset.since),
+            releaseAt: z.heldReset.releaseAt === undefined ? null : iso(z.heldReset.releaseAt),
+            kinds: z.heldReset.kinds.map((k) => ({
+              kind: k.kind,
+              held: Number(k.held),
+              of: Number(k.of),
+            })),
+          },
   };
 }
 
@@ -178,6 +194,20 @@ function protocolText(z: ZoneInsight): string {
 function zoneNotes(zones: ZoneInsight[], now: number): string[] {
   const notes: string[] = [];
   for (const z of zones) {
+    if (z.heldReset !== undefined) {
+      const kinds = z.heldReset.kinds.map((k) => `${k.held} of ${k.of} ${k.kind}`).join(", ");
+      const release =
+        z.heldReset.releaseAt === undefined
+          ? "until accepted"
+          : `until accepted or ${iso(z.heldReset.releaseAt)}`;
+      notes.push(
+        `${z.zone}: RESET HELD (${age(z.heldReset.since, now)} ago): its first exchange after connecting would delete ${kinds}; the deletions are held and the old copies served ${release} (kds-mux zone accept-reset ${z.zone})`,
+      );
+    }
+    if (z.staleSince !== undefined)
+      notes.push(
+        `${z.zone}: STALE: offline since ${iso(z.staleSince)}; its ${z.staleResources} resources are marked stale (kds.io/origin-last-online)`,
+      );
     if (z.lastErrorCode !== "")
       notes.push(
         `${z.zone}: last error (${z.lastErrorCode}, ${age(z.lastErrorAt, now)} ago): ${z.lastErrorMessage}`,
@@ -206,6 +236,7 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
   const rows: string[][] = [];
   for (const z of zones) {
     const rtt = z.heartbeatRttMs < 0 ? "-" : `${z.heartbeatRttMs.toFixed(1)}ms`;
+    const status = z.online ? "online" : z.staleSince !== undefined ? "stale" : "offline";
     const since = z.online
       ? age(z.connectedAt, now)
       : z.disconnectedAt === undefined
@@ -221,7 +252,7 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
         (t.stalled ? "stalled: waiting for ACK" : "");
       rows.push([
         i === 0 ? z.zone : "",
-        i === 0 ? (z.online ? "online" : "offline") : "",
+        i === 0 ? status + (z.heldReset === undefined ? "" : ", reset held") : "",
         i === 0 ? since : "",
         i === 0 ? rtt : "",
         i === 0 ? z.softwareVersion || "-" : "",
@@ -239,7 +270,7 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
     if (z.types.length === 0)
       rows.push([
         z.zone,
-        z.online ? "online" : "offline",
+        status + (z.heldReset === undefined ? "" : ", reset held"),
         since,
         rtt,
         z.softwareVersion || "-",

@@ -12,6 +12,7 @@
  *     direction: global-to-zone       # global-to-zone | zone-to-global | zone-to-zones | local
  *     scope: cluster                  # cluster | mesh
  *     zones: region=eu                # optional: only the zones this selector picks get it
+ *     whenStale: withhold             # optional, zone-to-zones only: serve (default) | withhold
  * ```
  *
  * Every problem is reported with the file's name, before anything starts.
@@ -36,6 +37,8 @@ import {
   KIND_PATTERN,
   RESOURCE_SCOPES,
   SYNC_DIRECTIONS,
+  WHEN_STALE,
+  type WhenStale,
   type ResourceTypeInit,
   type TypeRegistry,
 } from "../sync/resource-types.ts";
@@ -57,8 +60,12 @@ export interface KindsFile {
 
 const topLevelKeys = ["descriptorSet", "kinds"];
 const kindKeys = ["kind", "message", "direction", "scope"];
-/** Optional fields of a kind: `zones`, a zone selector (only the zones it selects get the kind's resources). */
-const optionalKindKeys = ["zones"];
+/**
+ * Optional fields of a kind: `zones`, a zone selector (only the zones it
+ * selects get the kind's resources), and `whenStale` (zone-to-zones kinds:
+ * whether the resources of a stale zone are still served to the others).
+ */
+const optionalKindKeys = ["zones", "whenStale"];
 
 /** Reads and checks kinds file `file`; throws `invalid_argument` naming the file and the problem. */
 export function loadKindsFile(file: string): KindsFile {
@@ -101,6 +108,14 @@ export function loadKindsFile(file: string): KindsFile {
       );
     return z as string | undefined;
   });
+  const whenStale = (value.kinds as Record<string, unknown>[]).map((entry, i) => {
+    const w = entry.whenStale;
+    if (w !== undefined && !(WHEN_STALE as readonly unknown[]).includes(w))
+      fail(
+        `kinds[${i}] (${declarations[i]?.kind}): "whenStale" must be one of ${WHEN_STALE.join(", ")}, got ${JSON.stringify(w)}`,
+      );
+    return w as WhenStale | undefined;
+  });
   const seen = new Map<string, string>();
   declarations.forEach((d, i) => {
     const earlier = seen.get(d.kind.toLowerCase());
@@ -136,7 +151,9 @@ export function loadKindsFile(file: string): KindsFile {
         direction: d.direction,
         scope: d.scope,
       };
-      return zones[i] === undefined ? init : { ...init, zones: zones[i] };
+      if (zones[i] !== undefined) init.zones = zones[i];
+      if (whenStale[i] !== undefined) init.whenStale = whenStale[i];
+      return init;
     } catch (error) {
       return fail(
         `kinds[${i}] (${d.kind}): ${error instanceof Error ? error.message : String(error)}`,

@@ -25,6 +25,7 @@ import { cliLogger, type LogFormat } from "./logger.ts";
 import type { OutputFormat } from "./format.ts";
 import type { AdminTarget } from "./admin-client.ts";
 import {
+  acceptReset,
   apply,
   generateZone,
   get,
@@ -45,6 +46,7 @@ import {
 import { stopSignal } from "./signals.ts";
 import { drainTimeoutOption } from "./drain.ts";
 import { rebalanceIntervalOption, rebalanceMovesOption } from "./rebalance-flags.ts";
+import { resetGuardOptions, zoneExpireAfterOption, zoneStaleAfterOption } from "./offline-flags.ts";
 import { dataDirOption, storeOption } from "./store-option.ts";
 import {
   generateAdminToken,
@@ -135,8 +137,8 @@ export function program(): Command {
     logFormat: LogFormat;
     logLevel: LogLevel;
   };
-  cli
-    .command("global")
+  const globalCommand = cli.command("global");
+  globalCommand
     .description(
       "run a global control plane: zones dial --listen (mux and half-duplex only), the admin API is on --admin-listen; state in --store, durable by default",
     )
@@ -182,6 +184,10 @@ export function program(): Command {
     .addOption(drainTimeoutOption())
     .addOption(rebalanceIntervalOption())
     .addOption(rebalanceMovesOption())
+    .addOption(zoneStaleAfterOption())
+    .addOption(zoneExpireAfterOption());
+  for (const option of resetGuardOptions("global")) globalCommand.addOption(option);
+  globalCommand
     .addOption(maxHandshakesOption())
     .addOption(maxHandshakesPerZoneOption())
     .addOption(authTimeoutOption())
@@ -204,19 +210,20 @@ export function program(): Command {
     logFormat: LogFormat;
     logLevel: LogLevel;
   };
-  cli
-    .command("zone")
+  const zoneCommand = cli.command("zone");
+  zoneCommand
     .description("run a zone control plane that dials the global and serves its own admin API")
-    .requiredOption("--name <name>", "the zone's name (registered on the global)")
+    // --name and --global are checked in the action, not by commander: it would ask them of `zone accept-reset` too.
+    .option("--name <name>", "the zone's name (registered on the global; required)")
     .option(
       "--kinds <file>",
       "kinds file, checked against the global's kinds (default: learn them from the global)",
     )
     .addOption(storeOption())
     .addOption(dataDirOption())
-    .requiredOption(
+    .option(
       "--global <urls>",
-      "the global's zone-facing address, e.g. https://global.example:5685; several instances comma-separated (the zone fails over between them)",
+      "the global's zone-facing address, e.g. https://global.example:5685; several instances comma-separated (the zone fails over between them; required)",
     )
     .addOption(
       new Option(
@@ -252,21 +259,36 @@ export function program(): Command {
     .addOption(authTimeoutOption())
     .addOption(requestTimeoutOption())
     .addOption(logFormatOption())
-    .addOption(logLevelOption())
-    .action(async (o: ZoneFlags) => {
-      const stop = stopSignal();
-      try {
-        const { logFormat, logLevel, listen, adminListen, ...flags } = o;
-        await runZone({
-          ...flags,
-          adminListen: adminListen ?? listen ?? "127.0.0.1:5682",
-          logger: cliLogger(logFormat, logLevel),
-          signal: stop.signal,
-        });
-      } finally {
-        stop.dispose();
-      }
-    });
+    .addOption(logLevelOption());
+  for (const option of resetGuardOptions("zone")) zoneCommand.addOption(option);
+  zoneCommand.action(async (o: ZoneFlags) => {
+    for (const [flag, value] of [
+      ["--name <name>", o.name],
+      ["--global <urls>", o.global],
+    ] as const)
+      if (value === undefined) zoneCommand.error(`error: required option '${flag}' not specified`);
+    const stop = stopSignal();
+    try {
+      const { logFormat, logLevel, listen, adminListen, ...flags } = o;
+      await runZone({
+        ...flags,
+        adminListen: adminListen ?? listen ?? "127.0.0.1:5682",
+        logger: cliLogger(logFormat, logLevel),
+        signal: stop.signal,
+      });
+    } finally {
+      stop.dispose();
+    }
+  });
+
+  adminCommand(
+    zoneCommand
+      .command("accept-reset")
+      .description(
+        "apply the deletions the reset guard holds for zone NAME (its first exchange after connecting would have deleted most of its resources on the global); on a zone's admin API, NAME is the zone itself and the deletions are of what the global sent it",
+      )
+      .argument("<name>", "the zone"),
+  ).action(async (name: string, o: AdminFlags) => out(await acceptReset(target(o), name)));
 
   const generate = cli.command("generate").description("print resources to pipe into apply");
   generate

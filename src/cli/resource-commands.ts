@@ -104,6 +104,13 @@ export async function remove(
   return `${type} ${resourceKey(mesh ?? "", name)} deleted`;
 }
 
+/** `zone accept-reset NAME`: applies the deletions the reset guard holds for zone NAME. */
+export async function acceptReset(server: AdminTarget | string, zone: string): Promise<string> {
+  const client = adminClient(server);
+  const { deleted } = await call(server, () => client.acceptReset({ zone }));
+  return `accepted the reset of zone "${zone}": ${deleted} held deletions applied`;
+}
+
 /** `types`. */
 export async function types(server: AdminTarget | string, format: OutputFormat): Promise<string> {
   const client = adminClient(server);

@@ -53,6 +53,7 @@ import { globalKinds, zoneKinds } from "./kinds-file.ts";
 import { aborted } from "./signals.ts";
 import { drainRoute, drainWithin } from "./drain.ts";
 import { rebalanceOption, type RebalanceFlags } from "./rebalance-flags.ts";
+import { resetGuardOption, type OfflineFlags, type ResetGuardFlags } from "./offline-flags.ts";
 import {
   probeHandler,
   readinessOf,
@@ -78,7 +79,9 @@ export interface GlobalCommandOptions
   extends TlsFlags,
     StoreChoice,
     ConnectionFlags,
-    RebalanceFlags {
+    RebalanceFlags,
+    OfflineFlags,
+    ResetGuardFlags {
   /** Zone-facing address (mux and half-duplex). */
   readonly listen: string;
   /** Admin API address. */
@@ -326,6 +329,9 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       // Only instances on one PostgreSQL server share zones; alone on memory or the embedded engine there is nothing to even out.
       rebalance: isSharedStore(options) ? rebalanceOption(options) : false,
       zoneUrl: () => zoneUrl,
+      zoneStaleAfterMs: options.zoneStaleAfter,
+      zoneExpireAfterMs: options.zoneExpireAfter,
+      resetGuard: resetGuardOption(options, true) ?? false,
     });
     global.start(running.signal);
     const admin = await serveAdminApi(global.admin(), options.adminListen, {
@@ -417,6 +423,7 @@ export const zoneTransports = [
 export interface ZoneCommandOptions
   extends TlsFlags,
     StoreChoice,
+    ResetGuardFlags,
     Pick<
       ConnectionFlags,
       "adminMaxConnections" | "idleTimeout" | "authTimeout" | "requestTimeout"
@@ -605,6 +612,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       metrics: observe.metrics,
       // The global may call the zone's own admin API inside the session (get --zone, inspect zone).
       reverseCalls: (router) => registerAdmin(router, zone.admin()),
+      resetGuard: resetGuardOption(options, false),
     });
     if (tokenFile === undefined && clientTls.cert === undefined) {
       options.logger.warn(

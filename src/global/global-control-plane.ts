@@ -44,6 +44,9 @@ import { StoreZoneRegistry } from "./store-zone-registry.ts";
 import { muxJsonRegistry } from "../sync/json-registry.ts";
 import { ZoneLifecycle } from "./zone-lifecycle.ts";
 import { ZoneOwnership } from "./zone-ownership.ts";
+import { OfflineZones, type ZonePresence } from "./offline-zones.ts";
+import type { ResetGuardOptions } from "../sync/reset-guard.ts";
+import type { Clock } from "../util/clock.ts";
 import type { Metrics } from "../observe/metrics.ts";
 import { instrumentStore } from "../observe/store.ts";
 import { readinessOf, StoreHealth, type Readiness } from "../observe/probes.ts";
@@ -114,6 +117,27 @@ export interface GlobalControlPlaneOptions {
    * latency are reported (for example a `PrometheusMetrics`). Default: nowhere.
    */
   readonly metrics?: Metrics;
+  /**
+   * A zone offline this long (ms) has its resources marked stale: they carry
+   * `kds.io/origin-last-online`, shown on the global and (zone-to-zones
+   * kinds) in the other zones, which keep getting them unless the kind's
+   * `whenStale` is "withhold". Cleared when the zone connects again.
+   * Default: never.
+   */
+  readonly zoneStaleAfterMs?: number;
+  /** A zone offline this long (ms) has its resources deleted on the global (and so in the other zones). Default: never. */
+  readonly zoneExpireAfterMs?: number;
+  /**
+   * The reset guard (reset-guard.ts): a zone whose first exchange of a kind
+   * after connecting would delete more than `threshold` (default 0.5) and at
+   * least `minimum` (default 10) of its resources of that kind here has those
+   * deletions held, and the old copies served, until {@link
+   * GlobalControlPlane.acceptReset} or `holdForMs` (default: never). On by
+   * default; `false` turns it off.
+   */
+  readonly resetGuard?: ResetGuardOptions | false;
+  /** Durations and timers of stale, expiry and the reset guard. Default: the system clock. */
+  readonly clock?: Clock;
 }
 
 /** A global control plane: admission, mux and sync. */
@@ -131,6 +155,7 @@ export class GlobalControlPlane {
   /** Issues, verifies and revokes zone and admin tokens; its keys and revocations live in the store. */
   readonly tokens: TokenAuthority;
   readonly #lifecycle: ZoneLifecycle;
+  readonly #offline: OfflineZones;
   readonly #rebalancer: Rebalancer | undefined;
   readonly #logger: Logger;
   #started = false;
@@ -161,6 +186,9 @@ export class GlobalControlPlane {
       storeRetry: options.storeRetry,
       logger,
       metrics: options.metrics,
+      resetGuard: options.resetGuard ?? {},
+      acceptResetHint: (zone) => `acceptReset("${zone}"); kds-mux zone accept-reset ${zone}`,
+      clock: options.clock,
     });
     const filter = options.filter;
     this.ownership = new ZoneOwnership({
@@ -190,11 +218,14 @@ export class GlobalControlPlane {
       onSession: (session) => {
         // Sync first: a user callback that throws must not stop it.
         const zone = session.peerId;
-        void this.sync.attach(session, {
-          zone,
-          mapping: zoneMapping(zone),
-          filter: filter === undefined ? undefined : (r) => filter(zone, r),
-        });
+        // Stale marks go before sync starts, so sync's own writes never race their removal.
+        void this.#offline.connected(zone, session.signal).then(() =>
+          this.sync.attach(session, {
+            zone,
+            mapping: zoneMapping(zone),
+            filter: filter === undefined ? undefined : (r) => filter(zone, r),
+          }),
+        );
         this.ownership.claim(session).catch((error: unknown) => {
           logger.warn(
             `recording that this instance holds zone "${zone}" failed; the next renewal retries`,
@@ -210,7 +241,20 @@ export class GlobalControlPlane {
           });
         }
       },
-      onSessionEnded: options.onSessionEnded,
+      onSessionEnded: (session, end) => {
+        this.#offline.poke();
+        options.onSessionEnded?.(session, end);
+      },
+    });
+    this.#offline = new OfflineZones({
+      store: this.store,
+      types: this.types,
+      staleAfterMs: options.zoneStaleAfterMs,
+      expireAfterMs: options.zoneExpireAfterMs,
+      clock: options.clock,
+      metrics: options.metrics,
+      logger,
+      presence: (signal) => this.#presence(signal),
     });
     this.#storeHealth = new StoreHealth(this.store, (error) =>
       logger.warn(
@@ -254,6 +298,7 @@ export class GlobalControlPlane {
     this.#storeHealth.start(signal);
     this.sync.start(signal);
     this.#lifecycle.start(signal);
+    this.#offline.start(signal);
     this.ownership.start(signal);
     void this.#rebalancer?.run(signal);
     this.server
@@ -298,6 +343,35 @@ export class GlobalControlPlane {
     });
   }
 
+  /**
+   * Applies the deletions the reset guard holds for zone `zone` now (an
+   * operator accepted the reset): the resources leave the global and the
+   * zones it serves. Resolves with how many were deleted; throws `not_found`
+   * when nothing is held for the zone on this instance (with several
+   * instances, ask the one holding its session: `inspect zones` names it).
+   */
+  acceptReset(zone: string, signal?: AbortSignal): Promise<number> {
+    return this.sync.acceptReset(zone, signal ?? new AbortController().signal);
+  }
+
+  /** Every registered zone: online anywhere (a session here, or a live lease of another instance), and when it was last online. */
+  async #presence(signal: AbortSignal): Promise<Map<string, ZonePresence>> {
+    const { resources } = await this.store.list(ZONE_KIND, { signal });
+    const leases = await this.ownership.leases(signal);
+    const out = new Map<string, ZonePresence>();
+    for (const z of resources) {
+      const name = z.meta.name;
+      const lease = leases.get(name);
+      const online = this.server.session(name) !== undefined || lease?.online === true;
+      const gone = lease?.insight.disconnectedAt;
+      out.set(name, {
+        online,
+        lastOnline: online || gone === undefined ? undefined : timestampDate(gone).getTime(),
+      });
+    }
+    return out;
+  }
+
   /** Status of one registered zone (undefined when not registered). */
   async zoneStatus(zone: string, signal?: AbortSignal): Promise<ZoneStatus | undefined> {
     return (await this.zoneStatuses(signal)).find((z) => z.zone === zone);
@@ -313,7 +387,9 @@ export class GlobalControlPlane {
     const leases = await this.ownership.leases(signal);
     return resources.map((z) => {
       const name = z.meta.name;
-      const local = this.sync.status(name);
+      const stale = this.#offline.stale(name);
+      const synced = this.sync.status(name);
+      const local = stale === undefined ? synced : { ...synced, stale };
       if (this.server.session(name) !== undefined)
         return { ...local, instance: this.ownership.instance };
       const lease = leases.get(name);
@@ -350,6 +426,7 @@ export class GlobalControlPlane {
       tokens: this.tokens,
       logger: this.#logger,
       zoneStatuses: () => this.zoneStatuses(),
+      acceptReset: (zone, signal) => this.acceptReset(zone, signal),
       zoneTransport: (zone) => this.server.zoneTransport(zone),
     };
   }

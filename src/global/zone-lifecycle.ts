@@ -11,7 +11,8 @@
  */
 import type { ZoneSpec } from "../gen/kds/v1/resource_pb.ts";
 import type { Logger } from "../log.ts";
-import type { ResourceStore, WriteOp } from "../store/contract.ts";
+import type { ResourceStore } from "../store/contract.ts";
+import { removeZoneResources } from "./zone-resources.ts";
 import { ZONE_KIND } from "../sync/builtin-types.ts";
 import type { KnownZones, ZoneFacts } from "../sync/cross-zone.ts";
 import {
@@ -119,24 +120,8 @@ export class ZoneLifecycle {
   }
 
   /** Deletes every resource the zone synced up, one atomic batch per kind; returns how many. */
-  async #removeResourcesOf(zone: string, signal: AbortSignal): Promise<number> {
-    let removed = 0;
-    for (const type of this.#zoneKinds()) {
-      const { resources } = await this.#options.store.list(type.kind, {
-        labels: { [LABELS.zone]: zone },
-        signal,
-      });
-      if (resources.length === 0) continue;
-      const ops: WriteOp[] = resources.map((r) => ({
-        op: "delete",
-        kind: type.kind,
-        mesh: r.meta.mesh,
-        name: r.meta.name,
-      }));
-      await this.#options.store.apply(ops, { signal });
-      removed += resources.length;
-    }
-    return removed;
+  #removeResourcesOf(zone: string, signal: AbortSignal): Promise<number> {
+    return removeZoneResources(this.#options.store, this.#options.types, zone, signal);
   }
 }
 

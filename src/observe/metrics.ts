@@ -104,6 +104,10 @@ export interface Metrics {
   syncLag(peer: string, kind: string, ms: number): void;
   /** A store call `op` took `ms` milliseconds and succeeded or failed. */
   storeOperation(op: string, ms: number, ok: boolean): void;
+  /** `count` resources of `kind` from `zone` are marked stale now (their zone is offline past its stale time); 0 when none. A gauge. */
+  staleResources(zone: string, kind: string, count: number): void;
+  /** `count` deletions of `kind` for `zone`'s session are held by the reset guard now; 0 when none. A gauge. */
+  heldDeletions(zone: string, kind: string, count: number): void;
 }
 
 /** A {@link Metrics} that drops everything (the default everywhere). */
@@ -117,6 +121,8 @@ export const noopMetrics: Metrics = Object.freeze({
   discovery: () => undefined,
   syncLag: () => undefined,
   storeOperation: () => undefined,
+  staleResources: () => undefined,
+  heldDeletions: () => undefined,
 });
 
 /** One {@link Metrics} that reports every event to each of `sinks`, in order. */
@@ -134,5 +140,8 @@ export function fanOutMetrics(...sinks: Metrics[]): Metrics {
     discovery: (event, peer, kind) => sinks.forEach((s) => s.discovery(event, peer, kind)),
     syncLag: (peer, kind, ms) => sinks.forEach((s) => s.syncLag(peer, kind, ms)),
     storeOperation: (op, ms, ok) => sinks.forEach((s) => s.storeOperation(op, ms, ok)),
+    staleResources: (zone, kind, count) =>
+      sinks.forEach((s) => s.staleResources(zone, kind, count)),
+    heldDeletions: (zone, kind, count) => sinks.forEach((s) => s.heldDeletions(zone, kind, count)),
   };
 }

@@ -46,6 +46,8 @@ export const METRIC_NAMES = Object.freeze([
   "kds_discovery_responses_received_total",
   "kds_sync_lag_seconds",
   "kds_store_operation_seconds",
+  "kds_stale_resources",
+  "kds_held_deletions",
 ] as const);
 
 /** Buckets of the sync lag histogram, in seconds (1 ms to 1 min). */
@@ -92,6 +94,8 @@ export class PrometheusMetrics implements Metrics {
   readonly #received: Counter<"kind" | "result">;
   readonly #lag: Histogram<"kind">;
   readonly #store: Histogram<"op" | "outcome">;
+  readonly #stale: ZoneSums;
+  readonly #held: ZoneSums;
 
   /** @param options - `labels` are added to every series (for example `{ role: "global" }`) */
   constructor(options: { labels?: Record<string, string> } = {}) {
@@ -224,6 +228,22 @@ export class PrometheusMetrics implements Metrics {
       buckets: STORE_BUCKETS,
       registers,
     });
+    this.#stale = new ZoneSums(
+      new Gauge({
+        name: "kds_stale_resources",
+        help: "Zone resources marked stale on the global (their zone offline past zoneStaleAfter, --zone-stale-after), by kind, summed over zones.",
+        labelNames: ["kind"],
+        registers,
+      }),
+    );
+    this.#held = new ZoneSums(
+      new Gauge({
+        name: "kds_held_deletions",
+        help: "Deletions held by the reset guard (a peer's first exchange after connecting would delete most of a kind), by kind, summed over zones; non-zero needs an operator (kds-mux zone accept-reset).",
+        labelNames: ["kind"],
+        registers,
+      }),
+    );
   }
 
   /** The content type of {@link PrometheusMetrics.text}. */
@@ -325,5 +345,40 @@ export class PrometheusMetrics implements Metrics {
 
   storeOperation(op: string, ms: number, ok: boolean): void {
     this.#store.observe({ op, outcome: ok ? "ok" : "error" }, ms / 1000);
+  }
+
+  staleResources(zone: string, kind: string, count: number): void {
+    this.#stale.set(zone, kind, count);
+  }
+
+  heldDeletions(zone: string, kind: string, count: number): void {
+    this.#held.set(zone, kind, count);
+  }
+}
+
+/**
+ * A gauge per kind fed per zone and kind: it shows the sum over zones (zone
+ * names are no labels here; per-zone figures are in `inspect zones` and on
+ * the status page).
+ */
+class ZoneSums {
+  readonly #gauge: Gauge<"kind">;
+  readonly #counts = new Map<string, Map<string, number>>();
+
+  constructor(gauge: Gauge<"kind">) {
+    this.#gauge = gauge;
+  }
+
+  set(zone: string, kind: string, count: number): void {
+    let byZone = this.#counts.get(kind);
+    if (byZone === undefined) {
+      byZone = new Map();
+      this.#counts.set(kind, byZone);
+    }
+    if (count > 0) byZone.set(zone, count);
+    else byZone.delete(zone);
+    let sum = 0;
+    for (const n of byZone.values()) sum += n;
+    this.#gauge.set({ kind }, sum);
   }
 }

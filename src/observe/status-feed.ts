@@ -46,7 +46,10 @@ export interface TypeSyncStatusJson extends TypeSyncStatus {
 
 /** A zone's status as JSON (dates as ms since the epoch). */
 export interface ZoneStatusJson
-  extends Omit<ZoneStatus, "connectedAt" | "disconnectedAt" | "lastError" | "types"> {
+  extends Omit<
+    ZoneStatus,
+    "connectedAt" | "disconnectedAt" | "lastError" | "types" | "heldReset" | "stale"
+  > {
   /** When the current or last session started. */
   readonly connectedAt: number | null;
   /** When the last session ended. */
@@ -59,6 +62,18 @@ export interface ZoneStatusJson
   } | null;
   /** Per type. */
   readonly types: readonly TypeSyncStatusJson[];
+  /** The deletions the reset guard holds (see {@link ZoneStatus.heldReset}); times in ms since the epoch. */
+  readonly heldReset: {
+    readonly since: number;
+    readonly releaseAt: number | null;
+    readonly kinds: readonly {
+      readonly kind: string;
+      readonly held: number;
+      readonly of: number;
+    }[];
+  } | null;
+  /** Stale (see {@link ZoneStatus.stale}): `since` is when the zone was last online, in ms since the epoch. */
+  readonly stale: { readonly since: number; readonly resources: number } | null;
 }
 
 /** Everything the page shows, as one JSON document. */
@@ -163,6 +178,18 @@ export class StatusFeed {
       lastError:
         z.lastError === undefined ? null : { ...z.lastError, at: z.lastError.at.getTime() },
       types: z.types.map((t) => ({ ...t, side: sideOf(this.#options.role, t.direction) })),
+      heldReset:
+        z.heldReset === undefined
+          ? null
+          : {
+              since: z.heldReset.since.getTime(),
+              releaseAt: z.heldReset.releaseAt?.getTime() ?? null,
+              kinds: z.heldReset.kinds.map((k) => ({ ...k })),
+            },
+      stale:
+        z.stale === undefined
+          ? null
+          : { since: z.stale.since.getTime(), resources: z.stale.resources },
     };
   }
 

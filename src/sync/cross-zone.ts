@@ -16,15 +16,24 @@ export function zoneServes(resource: StoredResource): boolean {
 
 /**
  * The zone-to-zones resources the global sends `zone`: those of other zones
- * (by their `kds.io/zone` label), none of a zone `withheld` says is disabled.
+ * (by their `kds.io/zone` label), none of a zone `withheld` says is disabled,
+ * and no stale one (`kds.io/origin-last-online`) of a kind
+ * `withholdsStale` names (its `whenStale` is "withhold").
  */
 export function crossZoneFilter(
   zone: string,
   withheld: (origin: string) => boolean,
+  withholdsStale: (kind: string) => boolean = () => false,
 ): (resource: StoredResource) => boolean {
   return (resource) => {
-    const origin = resource.meta.labels[LABELS.zone];
-    return origin !== undefined && origin !== zone && !withheld(origin);
+    const labels = resource.meta.labels;
+    const origin = labels[LABELS.zone];
+    return (
+      origin !== undefined &&
+      origin !== zone &&
+      !withheld(origin) &&
+      !(labels[LABELS.originLastOnline] !== undefined && withholdsStale(resource.kind))
+    );
   };
 }
 

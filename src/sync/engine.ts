@@ -43,6 +43,14 @@ import {
 import { SnapshotCache, type ServedKindState } from "./snapshot-cache.ts";
 import { ZoneStatusRecord, type ZoneStatus } from "./status.ts";
 import { StoreSink, type SinkMapping } from "./store-sink.ts";
+import {
+  ResetGuard,
+  resolveResetGuard,
+  type ResetGuardOptions,
+  type ResolvedResetGuardOptions,
+} from "./reset-guard.ts";
+import { KdsError } from "../errors.ts";
+import { systemClock, type Clock } from "../util/clock.ts";
 
 /** Bytes the mux adds around a discovery message in one frame (oneof tag and length, with room to spare). */
 const MUX_FRAME_OVERHEAD = 64;
@@ -75,6 +83,17 @@ export interface SyncEngineOptions {
   readonly logger: Logger;
   /** Where discovery events and sync lag are reported. Default: nowhere. */
   readonly metrics?: Metrics;
+  /**
+   * The reset guard over what this side receives (reset-guard.ts): a peer
+   * whose first exchange of a kind after connecting would delete most of
+   * what this side holds of it for the peer has those deletions held until
+   * {@link SyncEngine.acceptReset} (or `holdForMs`). `false` or undefined: off.
+   */
+  readonly resetGuard?: ResetGuardOptions | false;
+  /** How an operator accepts a held reset, for the log line. Default "acceptReset". */
+  readonly acceptResetHint?: (zone: string) => string;
+  /** Timers of the reset guard. Default {@link systemClock}. */
+  readonly clock?: Clock;
 }
 
 /** One peer attached over a session. */
@@ -116,10 +135,20 @@ export class SyncEngine {
   readonly #records = new Map<string, ZoneStatusRecord>();
   /** Per zone, the last attachment: a new one starts only after it finished, so an old session's late writes never land after a new session's resume. */
   readonly #attached = new Map<string, Promise<void>>();
+  /** The reset guard, resolved; undefined when off. */
+  readonly #resetGuard: ResolvedResetGuardOptions | undefined;
+  /** Per zone, the reset guard of its running session. */
+  readonly #guards = new Map<string, ResetGuard>();
+  /** Told when a held reset changes (status pages refresh). */
+  #heldChanged: () => void = () => undefined;
 
   /** @param options - store, types, role */
   constructor(options: SyncEngineOptions) {
     this.#options = options;
+    this.#resetGuard =
+      options.resetGuard === undefined || options.resetGuard === false
+        ? undefined
+        : resolveResetGuard(options.resetGuard);
     this.zones = new KnownZones(() => {
       for (const c of this.#caches) c.cache.touch();
     });
@@ -178,7 +207,11 @@ export class SyncEngine {
     if (this.#options.role !== "global") return c.cache.source(peer.filter);
     const zone = peer.zone;
     const cross = c.crossZone
-      ? crossZoneFilter(zone, (origin) => this.zones.withheld(origin))
+      ? crossZoneFilter(
+          zone,
+          (origin) => this.zones.withheld(origin),
+          (kind) => this.#options.types.find(kind)?.whenStale === "withhold",
+        )
       : undefined;
     const user = peer.filter;
     const types = this.#options.types;
@@ -234,9 +267,33 @@ export class SyncEngine {
     await this.#attached.get(zone);
   }
 
-  /** The status of `zone` (offline and empty when it never connected). */
+  /** The status of `zone` (offline and empty when it never connected), with its held reset if any. */
   status(zone: string): ZoneStatus {
-    return this.#record(zone).snapshot();
+    const status = this.#record(zone).snapshot();
+    const held = this.#guards.get(zone)?.snapshot();
+    return held === undefined ? status : { ...status, heldReset: held };
+  }
+
+  /** Calls `listener` whenever a held reset starts, changes or ends. */
+  onHeldChange(listener: () => void): void {
+    this.#heldChanged = listener;
+  }
+
+  /**
+   * Applies the deletions the reset guard holds for `zone`'s session now (an
+   * operator accepted the reset); resolves with how many were deleted.
+   * Throws `not_found` when nothing is held for it on this side.
+   */
+  async acceptReset(zone: string, signal: AbortSignal): Promise<number> {
+    const guard = this.#guards.get(zone);
+    if (guard?.snapshot() === undefined)
+      throw new KdsError(
+        "not_found",
+        this.#options.role === "global"
+          ? `no reset of zone "${zone}" is held here (its session is not on this instance, or its last exchange deleted less than the reset guard's threshold)`
+          : "no reset of the global is held in this zone",
+      );
+    return guard.accept(signal);
   }
 
   /** Drops what is known about `zone` (it was deleted). */
@@ -316,18 +373,21 @@ export class SyncEngine {
       ),
     });
     const observer = combineClientObservers(record.clientObserver(), observed.client);
+    const guard = this.#guard(peer.zone);
+    const storeSink = new StoreSink(store, types, peer.mapping, {
+      retry: this.#options.storeRetry,
+      onRetry: (error, delay) =>
+        logger.warn(
+          `reading what this side holds failed; retrying in ${delay} ms before subscribing`,
+          { zone: peer.zone, error },
+        ),
+      gate: guard,
+    });
     const client = new DiscoveryClient({
       view: session.client,
       typeUrls: types.receivedBy(this.#options.role).map((t) => t.typeUrl),
       mode: mode ?? "delta",
-      sink: new StoreSink(store, types, peer.mapping, {
-        retry: this.#options.storeRetry,
-        onRetry: (error, delay) =>
-          logger.warn(
-            `reading what this side holds failed; retrying in ${delay} ms before subscribing`,
-            { zone: peer.zone, error },
-          ),
-      }),
+      sink: guard === undefined ? storeSink : guard.wrap(storeSink),
       node,
       maxResponseResources: discovery?.maxResponseResources,
       observer: {
@@ -345,7 +405,32 @@ export class SyncEngine {
       if (gate === undefined || (await gate.settled(session.signal)))
         await client.run(session.signal);
     };
-    await Promise.all([server.run(session.signal), subscribe()]);
+    try {
+      await Promise.all([server.run(session.signal), subscribe()]);
+    } finally {
+      guard?.close();
+      if (this.#guards.get(peer.zone) === guard) this.#guards.delete(peer.zone);
+    }
+  }
+
+  /** A reset guard for a new session of `zone` (undefined when the guard is off). */
+  #guard(zone: string): ResetGuard | undefined {
+    const options = this.#resetGuard;
+    if (options === undefined) return undefined;
+    const global = this.#options.role === "global";
+    const guard = new ResetGuard({
+      options,
+      peer: global ? `zone "${zone}"` : "the global",
+      zone,
+      kindOf: (url) => this.#options.types.byTypeUrl(url)?.kind ?? url,
+      acceptHint: this.#options.acceptResetHint?.(zone) ?? "acceptReset",
+      clock: this.#options.clock ?? systemClock,
+      logger: this.#options.logger,
+      metrics: this.#options.metrics,
+      changed: () => this.#heldChanged(),
+    });
+    this.#guards.set(zone, guard);
+    return guard;
   }
 
   /** Logs each resource the peer starts rejecting (with its reason) and each it stops rejecting, from the per-resource errors of its ACKs. */

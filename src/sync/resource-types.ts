@@ -48,7 +48,15 @@ export interface ResourceType {
   readonly internal: boolean;
   /** The only zones the global sends it to (global-to-zone and zone-to-zones kinds); undefined: every zone. */
   readonly zones: ZoneSelector | undefined;
+  /** Zone-to-zones kinds: whether the global still serves a resource to the other zones once its origin zone is stale ("serve", the default) or withholds it ("withhold"). */
+  readonly whenStale: WhenStale;
 }
+
+/** Every choice of {@link ResourceTypeInit.whenStale}. */
+export const WHEN_STALE = ["serve", "withhold"] as const;
+
+/** What the global does with a zone-to-zones resource whose origin zone is stale: see {@link ResourceTypeInit.whenStale}. */
+export type WhenStale = (typeof WHEN_STALE)[number];
 
 /** What {@link TypeRegistry.register} takes. */
 export interface ResourceTypeInit {
@@ -68,6 +76,14 @@ export interface ResourceTypeInit {
    * Only for global-to-zone and zone-to-zones kinds. Default: every zone.
    */
   zones?: string;
+  /**
+   * Zone-to-zones kinds only: once the origin zone has been offline past the
+   * global's `zoneStaleAfter`, its resources are marked stale; "serve" keeps
+   * serving them to the other zones (marked with `kds.io/origin-last-online`),
+   * "withhold" takes them away from the other zones until the origin is back.
+   * Default "serve".
+   */
+  whenStale?: WhenStale;
 }
 
 /** The prefix of every type URL. */
@@ -128,6 +144,18 @@ export class TypeRegistry {
         );
       zones = parseZoneSelector(init.zones, `the zones of kind "${init.kind}"`);
     }
+    if (init.whenStale !== undefined) {
+      if (!(WHEN_STALE as readonly string[]).includes(init.whenStale))
+        throw new KdsError(
+          "invalid_argument",
+          `resource kind "${init.kind}": whenStale "${String(init.whenStale)}" must be one of ${WHEN_STALE.join(", ")}`,
+        );
+      if (init.direction !== "zone-to-zones")
+        throw new KdsError(
+          "invalid_argument",
+          `resource kind "${init.kind}" is ${init.direction}: only zone-to-zones kinds are served to other zones, so only they take whenStale`,
+        );
+    }
     const type: ResourceType = Object.freeze({
       kind: init.kind,
       schema: init.schema,
@@ -136,6 +164,7 @@ export class TypeRegistry {
       scope: init.scope ?? "mesh",
       internal: init.internal ?? false,
       zones,
+      whenStale: init.whenStale ?? "serve",
     });
     this.#byKind.set(type.kind, type);
     this.#byUrl.set(typeUrl, type);
@@ -260,6 +289,13 @@ export const LABELS = Object.freeze({
   displayName: "kds.io/display-name",
   /** On a synced copy: the version of the original in its origin's store. */
   originVersion: "kds.io/origin-version",
+  /**
+   * On the global's copy of a zone resource (and on other zones' copies of a
+   * zone-to-zones one): the resource is stale, its origin zone offline past
+   * the global's `zoneStaleAfter`; the value is when the zone was last online
+   * (RFC 3339). Removed when the zone connects again.
+   */
+  originLastOnline: "kds.io/origin-last-online",
 });
 
 /** Resource names: 1 to 253 characters of letters, digits, '.', '-' and '_', starting with a letter or digit. */

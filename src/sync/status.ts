@@ -14,6 +14,7 @@ import type { PeerVersion } from "../observe/metrics.ts";
 import { KIND_CATALOG_TYPE_URL } from "./kind-catalog.ts";
 import type { ResourceType } from "./resource-types.ts";
 import type { ServedKindState } from "./snapshot-cache.ts";
+import type { HeldReset } from "./reset-guard.ts";
 
 /** Most resource rejections kept per type. */
 const MAX_REJECTIONS = 20;
@@ -139,6 +140,19 @@ export interface ZoneStatus {
   readonly peer?: PeerVersion;
   /** Per type. */
   readonly types: readonly TypeSyncStatus[];
+  /**
+   * The deletions the reset guard holds for this zone's session (its first
+   * exchange after connecting would have deleted most of a kind); absent
+   * when none are held.
+   */
+  readonly heldReset?: HeldReset;
+  /**
+   * On the global: the zone has been offline past its stale time
+   * (`zoneStaleAfter`): its resources carry the `kds.io/origin-last-online`
+   * label; `since` is when it was last online, `resources` how many are
+   * marked. Absent while the zone is online or not yet stale.
+   */
+  readonly stale?: { readonly since: Date; readonly resources: number };
 }
 
 type MutableCounters = { -readonly [K in keyof SyncCounters]: SyncCounters[K] };

@@ -34,6 +34,7 @@ import {
 import { resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
 import { retrying } from "../util/retry.ts";
 import { fromWire, type DecodedResource } from "./wire.ts";
+import type { DeletionGate } from "./reset-guard.ts";
 
 /** How received resources map onto the local store. */
 export interface SinkMapping {
@@ -55,7 +56,8 @@ export interface SinkMapping {
 /**
  * The zone's mirror of global resources: same names, labelled as coming from
  * the global. A copy of another zone's zone-to-zones resource keeps the
- * attribution the global gave it (`kds.io/zone`, `kds.io/display-name`).
+ * attribution the global gave it (`kds.io/zone`, `kds.io/display-name`) and
+ * its stale mark (`kds.io/origin-last-online`).
  */
 export function mirrorMapping(): SinkMapping {
   return {
@@ -69,8 +71,10 @@ export function mirrorMapping(): SinkMapping {
       };
       const zone = r.labels[LABELS.zone];
       const display = r.labels[LABELS.displayName];
+      const lastOnline = r.labels[LABELS.originLastOnline];
       if (zone !== undefined) labels[LABELS.zone] = zone;
       if (display !== undefined) labels[LABELS.displayName] = display;
+      if (lastOnline !== undefined) labels[LABELS.originLastOnline] = lastOnline;
       return labels;
     },
     keyOf: (local) => resourceKey(local.meta.mesh, local.meta.name),
@@ -106,6 +110,8 @@ export interface StoreSinkOptions {
   readonly retry?: BackoffOptions;
   /** Told about each failed read before it is retried. */
   readonly onRetry?: (error: unknown, delayMs: number) => void;
+  /** Asked before local copies are deleted: it may keep some (the reset guard, reset-guard.ts). Default: none kept. */
+  readonly gate?: DeletionGate;
 }
 
 /** A sink writing into `store` through `mapping`. */
@@ -115,6 +121,7 @@ export class StoreSink implements ResourceSink {
   readonly #mapping: SinkMapping;
   readonly #retry: ResolvedBackoff;
   readonly #onRetry: (error: unknown, delayMs: number) => void;
+  readonly #gate: DeletionGate | undefined;
 
   /**
    * @param store - the local store
@@ -133,6 +140,7 @@ export class StoreSink implements ResourceSink {
     this.#mapping = mapping;
     this.#retry = resolveBackoff({ baseMs: 200, capMs: 10_000, ...options.retry });
     this.#onRetry = options.onRetry ?? ((): void => undefined);
+    this.#gate = options.gate;
   }
 
   /** What this side holds of the type; a failing store is retried (with backoff) rather than read as empty. */
@@ -149,6 +157,7 @@ export class StoreSink implements ResourceSink {
       const version = local.meta.labels[LABELS.originVersion];
       if (version !== undefined) out.set(this.#mapping.keyOf(local), version);
     }
+    this.#gate?.resumed(typeUrl, out.size);
     return out;
   }
 
@@ -216,8 +225,11 @@ export class StoreSink implements ResourceSink {
           handOver: true,
           specBytes: p.specBytes,
         });
-    for (const [key, local] of existing) {
-      if (!desired.has(key))
+    const deleting = [...existing.keys()].filter((key) => !desired.has(key));
+    const kept = this.#gate?.keep(typeUrl, deleting, existing.size, [...desired.keys()]);
+    for (const key of deleting) {
+      const local = existing.get(key) as StoredResource;
+      if (kept?.has(key) !== true)
         ops.push({
           op: "delete",
           kind: type.kind,
@@ -253,15 +265,28 @@ export class StoreSink implements ResourceSink {
     for (const p of await this.#notForeign(type, puts, rejected, signal))
       ops.push({ op: "put", input: p.input, handOver: true, specBytes: p.specBytes });
     // The local copies of every removed key, read in one go (not one read per name); a key named twice is read and deleted once.
-    const gone = [...new Set(removed)].map((key) => {
+    const keys = [...new Set(removed)];
+    const gone = keys.map((key) => {
       const { mesh, name } = parseResourceKey(key);
       return { mesh, name: this.#mapping.localName(name) };
     });
     const locals = gone.length === 0 ? [] : await this.#store.getMany(type.kind, gone, { signal });
-    gone.forEach(({ mesh, name }, i) => {
+    // Only ever delete this sink's own copies, and only the version just read.
+    const own = (i: number): StoredResource | undefined => {
       const local = locals[i];
-      // Only ever delete this sink's own copies, and only the version just read.
-      if (local !== undefined && matchesLabels(local.meta.labels, this.#mapping.scope)) {
+      return local !== undefined && matchesLabels(local.meta.labels, this.#mapping.scope)
+        ? local
+        : undefined;
+    };
+    const kept = this.#gate?.keep(
+      typeUrl,
+      keys.filter((_, i) => own(i) !== undefined),
+      undefined,
+      resources.map((r) => r.key),
+    );
+    gone.forEach(({ mesh, name }, i) => {
+      const local = own(i);
+      if (local !== undefined && kept?.has(keys[i] as string) !== true) {
         ops.push({
           op: "delete",
           kind: type.kind,

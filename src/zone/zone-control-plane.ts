@@ -9,6 +9,9 @@ import { consoleLogger, type Logger } from "../log.ts";
 import type { SessionOptions } from "../mux/options.ts";
 import type { Session } from "../mux/views.ts";
 import type { DiscoveryOptions } from "../discovery/types.ts";
+import type { ResetGuardOptions } from "../sync/reset-guard.ts";
+import type { Clock } from "../util/clock.ts";
+import { KdsError } from "../errors.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
 import { authTypes, createTypeRegistry } from "../sync/builtin-types.ts";
@@ -70,6 +73,17 @@ export interface ZoneControlPlaneOptions {
    * does). Default: none.
    */
   readonly reverseCalls?: (router: ConnectRouter) => void;
+  /**
+   * The reset guard the other way (reset-guard.ts): when the global's first
+   * exchange of a kind after connecting would delete more than `threshold`
+   * (default 0.5) and at least `minimum` (default 10) of what this zone holds
+   * of it from the global (a global whose store was lost, say), those
+   * deletions are held and the zone keeps its copies until {@link
+   * ZoneControlPlane.acceptReset} or `holdForMs`. Default: off.
+   */
+  readonly resetGuard?: ResetGuardOptions;
+  /** Timers of the reset guard. Default: the system clock. */
+  readonly clock?: Clock;
 }
 
 /** A zone control plane: dialing, reconnects and sync. */
@@ -105,6 +119,9 @@ export class ZoneControlPlane {
       storeRetry: options.storeRetry,
       logger,
       metrics: options.metrics,
+      resetGuard: options.resetGuard,
+      acceptResetHint: (zone) => `acceptReset(); kds-mux zone accept-reset ${zone}`,
+      clock: options.clock,
     });
     this.client = new ZoneClient({
       name: options.name,
@@ -138,6 +155,15 @@ export class ZoneControlPlane {
   }
 
   /**
+   * Applies the deletions of global resources the reset guard holds in this
+   * zone now; resolves with how many were deleted; throws `not_found` when
+   * none are held.
+   */
+  acceptReset(signal?: AbortSignal): Promise<number> {
+    return this.sync.acceptReset(this.#name, signal ?? new AbortController().signal);
+  }
+
+  /**
    * The admin API backend of this zone (see `registerAdmin`). To serve it on
    * an admin listener with admin tokens, add a `TokenAuthority` over this
    * zone's store (`kds-mux zone` does; a zone in a browser needs none, and
@@ -150,6 +176,14 @@ export class ZoneControlPlane {
       store: this.store,
       logger: this.#logger,
       zoneStatuses: () => Promise.resolve([this.status()]),
+      acceptReset: (zone, signal) => {
+        if (zone !== this.#name)
+          throw new KdsError(
+            "invalid_argument",
+            `this is zone "${this.#name}"'s admin API; it accepts only its own held reset (of what the global sent it): name "${this.#name}", or point at the global's admin API to accept a reset of zone "${zone}"`,
+          );
+        return this.acceptReset(signal);
+      },
     };
   }
 

@@ -178,6 +178,20 @@ function renderTypes(s: StatusSnapshot): void {
 function renderErrors(s: StatusSnapshot): void {
   const items: { t: number | null; text: string }[] = [];
   for (const z of s.zones) {
+    if (z.heldReset !== null)
+      items.push({
+        t: z.heldReset.since,
+        text: `${z.zone}: RESET HELD: its first exchange after connecting would delete ${z.heldReset.kinds
+          .map((k) => `${k.held} of ${k.of} ${k.kind}`)
+          .join(
+            ", ",
+          )}; the old copies are still served until an operator runs kds-mux zone accept-reset ${z.zone}${z.heldReset.releaseAt === null ? "" : ` (or until ${clock(z.heldReset.releaseAt)})`}`,
+      });
+    if (z.stale !== null)
+      items.push({
+        t: z.stale.since,
+        text: `${z.zone}: STALE: offline since ${clock(z.stale.since)}; its ${z.stale.resources} resources are marked stale`,
+      });
     if (z.lastError !== null)
       items.push({
         t: z.lastError.at,

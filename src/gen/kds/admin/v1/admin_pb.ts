@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/admin/v1/admin.proto.
  */
 export const file_kds_admin_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChhrZHMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDGtkcy5hZG1pbi52MSKvAgoNQWRtaW5SZXNvdXJjZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCRI3CgZsYWJlbHMYBCADKAsyJy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIxCg1jcmVhdGlvbl90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChFtb2RpZmljYXRpb25fdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMCghUeXBlSW5mbxIMCgRraW5kGAEgASgJEhAKCHR5cGVfdXJsGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRINCgVzY29wZRgEIAEoCSISChBMaXN0VHlwZXNSZXF1ZXN0IjoKEUxpc3RUeXBlc1Jlc3BvbnNlEiUKBXR5cGVzGAEgAygLMhYua2RzLmFkbWluLnYxLlR5cGVJbmZvIj4KDEFwcGx5UmVxdWVzdBIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI/Cg1BcHBseVJlc3BvbnNlEi4KCXJlc291cmNlcxgBIAMoCzIbLmtkcy5hZG1pbi52MS5BZG1pblJlc291cmNlIkQKCkdldFJlcXVlc3QSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBG1lc2gYAyABKAkSDAoEem9uZRgEIAEoCSI9CgtHZXRSZXNwb25zZRIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI5Cg1EZWxldGVSZXF1ZXN0EgwKBHR5cGUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRtZXNoGAMgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIsgDCgpUeXBlU3RhdHVzEgwKBGtpbmQYASABKAkSEQoJZGlyZWN0aW9uGAIgASgJEgwKBHNlbnQYAyABKAQSDQoFYWNrZWQYBCABKAQSDgoGbmFja2VkGAUgASgEEhoKEmxhc3RfYWNrZWRfdmVyc2lvbhgGIAEoCRIXCg9sYXN0X25hY2tfZXJyb3IYByABKAkSDwoHc3RhbGxlZBgIIAEoCBIQCghhY2NlcHRlZBgJIAEoBBIQCghyZWplY3RlZBgKIAEoBBIZChFsYXN0X3JlamVjdF9lcnJvchgLIAEoCRIRCglvdmVyc2l6ZWQYDCADKAkSFgoOcmVzb3VyY2VzX3NlbnQYDSABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGA4gASgEEjoKEnJlamVjdGVkX3Jlc291cmNlcxgPIAMoCzIeLmtkcy5hZG1pbi52MS5SZWplY3RlZFJlc291cmNlEhQKDHN0b3JlX2xvYWRlZBgQIAEoCBITCgtzdG9yZV9lcnJvchgRIAEoCRIMCgRzaWRlGBIgASgJEisKB3Nlc3Npb24YEyABKAsyGi5rZHMuYWRtaW4udjEuU3luY0NvdW50ZXJzIpMBCgxTeW5jQ291bnRlcnMSDAoEc2VudBgBIAEoBBINCgVhY2tlZBgCIAEoBBIOCgZuYWNrZWQYAyABKAQSFgoOcmVzb3VyY2VzX3NlbnQYBCABKAQSEAoIYWNjZXB0ZWQYBSABKAQSEAoIcmVqZWN0ZWQYBiABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGAcgASgEIi8KEFJlamVjdGVkUmVzb3VyY2USCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCSLGAwoLWm9uZUluc2lnaHQSDAoEem9uZRgBIAEoCRIOCgZvbmxpbmUYAiABKAgSMAoMY29ubmVjdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9kaXNjb25uZWN0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWxhc3RfZW5kX2NvZGUYBSABKAkSGAoQbGFzdF9lbmRfbWVzc2FnZRgGIAEoCRIYChBoZWFydGJlYXRfcnR0X21zGAcgASgBEicKBXR5cGVzGAggAygLMhgua2RzLmFkbWluLnYxLlR5cGVTdGF0dXMSEAoIaW5zdGFuY2UYCSABKAkSFwoPbGFzdF9lcnJvcl9jb2RlGAogASgJEhoKEmxhc3RfZXJyb3JfbWVzc2FnZRgLIAEoCRIxCg1sYXN0X2Vycm9yX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBzb2Z0d2FyZV92ZXJzaW9uGA0gASgJEhgKEHByb3RvY29sX3ZlcnNpb24YDiABKA0SEAoIZmVhdHVyZXMYDyADKAkiIwoTSW5zcGVjdFpvbmVzUmVxdWVzdBIMCgR6b25lGAEgASgJIkAKFEluc3BlY3Rab25lc1Jlc3BvbnNlEigKBXpvbmVzGAEgAygLMhkua2RzLmFkbWluLnYxLlpvbmVJbnNpZ2h0MvYCCgxBZG1pblNlcnZpY2USTAoJTGlzdFR5cGVzEh4ua2RzLmFkbWluLnYxLkxpc3RUeXBlc1JlcXVlc3QaHy5rZHMuYWRtaW4udjEuTGlzdFR5cGVzUmVzcG9uc2USQAoFQXBwbHkSGi5rZHMuYWRtaW4udjEuQXBwbHlSZXF1ZXN0Ghsua2RzLmFkbWluLnYxLkFwcGx5UmVzcG9uc2USOgoDR2V0Ehgua2RzLmFkbWluLnYxLkdldFJlcXVlc3QaGS5rZHMuYWRtaW4udjEuR2V0UmVzcG9uc2USQwoGRGVsZXRlEhsua2RzLmFkbWluLnYxLkRlbGV0ZVJlcXVlc3QaHC5rZHMuYWRtaW4udjEuRGVsZXRlUmVzcG9uc2USVQoMSW5zcGVjdFpvbmVzEiEua2RzLmFkbWluLnYxLkluc3BlY3Rab25lc1JlcXVlc3QaIi5rZHMuYWRtaW4udjEuSW5zcGVjdFpvbmVzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChhrZHMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDGtkcy5hZG1pbi52MSKvAgoNQWRtaW5SZXNvdXJjZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCRI3CgZsYWJlbHMYBCADKAsyJy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIxCg1jcmVhdGlvbl90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChFtb2RpZmljYXRpb25fdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMCghUeXBlSW5mbxIMCgRraW5kGAEgASgJEhAKCHR5cGVfdXJsGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRINCgVzY29wZRgEIAEoCSISChBMaXN0VHlwZXNSZXF1ZXN0IjoKEUxpc3RUeXBlc1Jlc3BvbnNlEiUKBXR5cGVzGAEgAygLMhYua2RzLmFkbWluLnYxLlR5cGVJbmZvIj4KDEFwcGx5UmVxdWVzdBIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI/Cg1BcHBseVJlc3BvbnNlEi4KCXJlc291cmNlcxgBIAMoCzIbLmtkcy5hZG1pbi52MS5BZG1pblJlc291cmNlIkQKCkdldFJlcXVlc3QSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBG1lc2gYAyABKAkSDAoEem9uZRgEIAEoCSI9CgtHZXRSZXNwb25zZRIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI5Cg1EZWxldGVSZXF1ZXN0EgwKBHR5cGUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRtZXNoGAMgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIsgDCgpUeXBlU3RhdHVzEgwKBGtpbmQYASABKAkSEQoJZGlyZWN0aW9uGAIgASgJEgwKBHNlbnQYAyABKAQSDQoFYWNrZWQYBCABKAQSDgoGbmFja2VkGAUgASgEEhoKEmxhc3RfYWNrZWRfdmVyc2lvbhgGIAEoCRIXCg9sYXN0X25hY2tfZXJyb3IYByABKAkSDwoHc3RhbGxlZBgIIAEoCBIQCghhY2NlcHRlZBgJIAEoBBIQCghyZWplY3RlZBgKIAEoBBIZChFsYXN0X3JlamVjdF9lcnJvchgLIAEoCRIRCglvdmVyc2l6ZWQYDCADKAkSFgoOcmVzb3VyY2VzX3NlbnQYDSABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGA4gASgEEjoKEnJlamVjdGVkX3Jlc291cmNlcxgPIAMoCzIeLmtkcy5hZG1pbi52MS5SZWplY3RlZFJlc291cmNlEhQKDHN0b3JlX2xvYWRlZBgQIAEoCBITCgtzdG9yZV9lcnJvchgRIAEoCRIMCgRzaWRlGBIgASgJEisKB3Nlc3Npb24YEyABKAsyGi5rZHMuYWRtaW4udjEuU3luY0NvdW50ZXJzIpMBCgxTeW5jQ291bnRlcnMSDAoEc2VudBgBIAEoBBINCgVhY2tlZBgCIAEoBBIOCgZuYWNrZWQYAyABKAQSFgoOcmVzb3VyY2VzX3NlbnQYBCABKAQSEAoIYWNjZXB0ZWQYBSABKAQSEAoIcmVqZWN0ZWQYBiABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGAcgASgEIi8KEFJlamVjdGVkUmVzb3VyY2USCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCSK9BAoLWm9uZUluc2lnaHQSDAoEem9uZRgBIAEoCRIOCgZvbmxpbmUYAiABKAgSMAoMY29ubmVjdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9kaXNjb25uZWN0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWxhc3RfZW5kX2NvZGUYBSABKAkSGAoQbGFzdF9lbmRfbWVzc2FnZRgGIAEoCRIYChBoZWFydGJlYXRfcnR0X21zGAcgASgBEicKBXR5cGVzGAggAygLMhgua2RzLmFkbWluLnYxLlR5cGVTdGF0dXMSEAoIaW5zdGFuY2UYCSABKAkSFwoPbGFzdF9lcnJvcl9jb2RlGAogASgJEhoKEmxhc3RfZXJyb3JfbWVzc2FnZRgLIAEoCRIxCg1sYXN0X2Vycm9yX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBzb2Z0d2FyZV92ZXJzaW9uGA0gASgJEhgKEHByb3RvY29sX3ZlcnNpb24YDiABKA0SEAoIZmVhdHVyZXMYDyADKAkSLwoLc3RhbGVfc2luY2UYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD3N0YWxlX3Jlc291cmNlcxgRIAEoBBIrCgpoZWxkX3Jlc2V0GBIgASgLMhcua2RzLmFkbWluLnYxLkhlbGRSZXNldCKNAQoJSGVsZFJlc2V0EikKBXNpbmNlGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZWxlYXNlX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVraW5kcxgDIAMoCzIWLmtkcy5hZG1pbi52MS5IZWxkS2luZCIyCghIZWxkS2luZBIMCgRraW5kGAEgASgJEgwKBGhlbGQYAiABKAQSCgoCb2YYAyABKAQiIgoSQWNjZXB0UmVzZXRSZXF1ZXN0EgwKBHpvbmUYASABKAkiJgoTQWNjZXB0UmVzZXRSZXNwb25zZRIPCgdkZWxldGVkGAEgASgEIiMKE0luc3BlY3Rab25lc1JlcXVlc3QSDAoEem9uZRgBIAEoCSJAChRJbnNwZWN0Wm9uZXNSZXNwb25zZRIoCgV6b25lcxgBIAMoCzIZLmtkcy5hZG1pbi52MS5ab25lSW5zaWdodDLKAwoMQWRtaW5TZXJ2aWNlEkwKCUxpc3RUeXBlcxIeLmtkcy5hZG1pbi52MS5MaXN0VHlwZXNSZXF1ZXN0Gh8ua2RzLmFkbWluLnYxLkxpc3RUeXBlc1Jlc3BvbnNlEkAKBUFwcGx5Ehoua2RzLmFkbWluLnYxLkFwcGx5UmVxdWVzdBobLmtkcy5hZG1pbi52MS5BcHBseVJlc3BvbnNlEjoKA0dldBIYLmtkcy5hZG1pbi52MS5HZXRSZXF1ZXN0Ghkua2RzLmFkbWluLnYxLkdldFJlc3BvbnNlEkMKBkRlbGV0ZRIbLmtkcy5hZG1pbi52MS5EZWxldGVSZXF1ZXN0Ghwua2RzLmFkbWluLnYxLkRlbGV0ZVJlc3BvbnNlElUKDEluc3BlY3Rab25lcxIhLmtkcy5hZG1pbi52MS5JbnNwZWN0Wm9uZXNSZXF1ZXN0GiIua2RzLmFkbWluLnYxLkluc3BlY3Rab25lc1Jlc3BvbnNlElIKC0FjY2VwdFJlc2V0EiAua2RzLmFkbWluLnYxLkFjY2VwdFJlc2V0UmVxdWVzdBohLmtkcy5hZG1pbi52MS5BY2NlcHRSZXNldFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * A resource as the admin API shows and takes it.
@@ -680,6 +680,28 @@ export type ZoneInsight = Message<"kds.admin.v1.ZoneInsight"> & {
    * @generated from field: repeated string features = 15;
    */
   features: string[];
+
+  /**
+   * On the global: the zone has been offline past its stale time; when it
+   * was last online (unset while it is not stale).
+   *
+   * @generated from field: google.protobuf.Timestamp stale_since = 16;
+   */
+  staleSince?: Timestamp | undefined;
+
+  /**
+   * How many of its resources are marked stale.
+   *
+   * @generated from field: uint64 stale_resources = 17;
+   */
+  staleResources: bigint;
+
+  /**
+   * The deletions the reset guard holds for the zone's session (unset when none).
+   *
+   * @generated from field: kds.admin.v1.HeldReset held_reset = 18;
+   */
+  heldReset?: HeldReset | undefined;
 };
 
 /**
@@ -688,6 +710,118 @@ export type ZoneInsight = Message<"kds.admin.v1.ZoneInsight"> & {
  */
 export const ZoneInsightSchema: GenMessage<ZoneInsight> = /*@__PURE__*/
   messageDesc(file_kds_admin_v1_admin, 13);
+
+/**
+ * Deletions the reset guard holds.
+ *
+ * @generated from message kds.admin.v1.HeldReset
+ */
+export type HeldReset = Message<"kds.admin.v1.HeldReset"> & {
+  /**
+   * When they were first held.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 1;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * When they apply by themselves (unset: only when accepted).
+   *
+   * @generated from field: google.protobuf.Timestamp release_at = 2;
+   */
+  releaseAt?: Timestamp | undefined;
+
+  /**
+   * Per kind.
+   *
+   * @generated from field: repeated kds.admin.v1.HeldKind kinds = 3;
+   */
+  kinds: HeldKind[];
+};
+
+/**
+ * Describes the message kds.admin.v1.HeldReset.
+ * Use `create(HeldResetSchema)` to create a new message.
+ */
+export const HeldResetSchema: GenMessage<HeldReset> = /*@__PURE__*/
+  messageDesc(file_kds_admin_v1_admin, 14);
+
+/**
+ * The held deletions of one kind.
+ *
+ * @generated from message kds.admin.v1.HeldKind
+ */
+export type HeldKind = Message<"kds.admin.v1.HeldKind"> & {
+  /**
+   * The kind.
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * Deletions held.
+   *
+   * @generated from field: uint64 held = 2;
+   */
+  held: bigint;
+
+  /**
+   * Resources of the kind held for the peer when the reset was held.
+   *
+   * @generated from field: uint64 of = 3;
+   */
+  of: bigint;
+};
+
+/**
+ * Describes the message kds.admin.v1.HeldKind.
+ * Use `create(HeldKindSchema)` to create a new message.
+ */
+export const HeldKindSchema: GenMessage<HeldKind> = /*@__PURE__*/
+  messageDesc(file_kds_admin_v1_admin, 15);
+
+/**
+ * Request of AcceptReset.
+ *
+ * @generated from message kds.admin.v1.AcceptResetRequest
+ */
+export type AcceptResetRequest = Message<"kds.admin.v1.AcceptResetRequest"> & {
+  /**
+   * The zone (on a zone's admin API: its own name).
+   *
+   * @generated from field: string zone = 1;
+   */
+  zone: string;
+};
+
+/**
+ * Describes the message kds.admin.v1.AcceptResetRequest.
+ * Use `create(AcceptResetRequestSchema)` to create a new message.
+ */
+export const AcceptResetRequestSchema: GenMessage<AcceptResetRequest> = /*@__PURE__*/
+  messageDesc(file_kds_admin_v1_admin, 16);
+
+/**
+ * Response of AcceptReset.
+ *
+ * @generated from message kds.admin.v1.AcceptResetResponse
+ */
+export type AcceptResetResponse = Message<"kds.admin.v1.AcceptResetResponse"> & {
+  /**
+   * How many resources were deleted.
+   *
+   * @generated from field: uint64 deleted = 1;
+   */
+  deleted: bigint;
+};
+
+/**
+ * Describes the message kds.admin.v1.AcceptResetResponse.
+ * Use `create(AcceptResetResponseSchema)` to create a new message.
+ */
+export const AcceptResetResponseSchema: GenMessage<AcceptResetResponse> = /*@__PURE__*/
+  messageDesc(file_kds_admin_v1_admin, 17);
 
 /**
  * Request of InspectZones.
@@ -709,7 +843,7 @@ export type InspectZonesRequest = Message<"kds.admin.v1.InspectZonesRequest"> & 
  * Use `create(InspectZonesRequestSchema)` to create a new message.
  */
 export const InspectZonesRequestSchema: GenMessage<InspectZonesRequest> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 14);
+  messageDesc(file_kds_admin_v1_admin, 18);
 
 /**
  * Response of InspectZones.
@@ -730,7 +864,7 @@ export type InspectZonesResponse = Message<"kds.admin.v1.InspectZonesResponse"> 
  * Use `create(InspectZonesResponseSchema)` to create a new message.
  */
 export const InspectZonesResponseSchema: GenMessage<InspectZonesResponse> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 15);
+  messageDesc(file_kds_admin_v1_admin, 19);
 
 /**
  * Manage resources and read status on a global or a zone.
@@ -787,6 +921,17 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof InspectZonesRequestSchema;
     output: typeof InspectZonesResponseSchema;
+  },
+  /**
+   * Applies the deletions the reset guard holds for a zone (on a zone: of
+   * what the global sent it). Writes: needs the admin role.
+   *
+   * @generated from rpc kds.admin.v1.AdminService.AcceptReset
+   */
+  acceptReset: {
+    methodKind: "unary";
+    input: typeof AcceptResetRequestSchema;
+    output: typeof AcceptResetResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_kds_admin_v1_admin, 0);
