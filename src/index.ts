@@ -24,7 +24,7 @@ export {
 } from "./transport/half-duplex/server.ts";
 export * from "./gen/kds/mux/v1/half_duplex_pb.ts";
 export { GlobalServer, sessionEndError, type GlobalServerOptions } from "./global/global-server.ts";
-export { muxJsonRegistry } from "./sync/json-registry.ts";
+export { muxJsonRegistry } from "./kinds/json-registry.ts";
 export { multiplexServiceImpl, registerGlobal } from "./global/connect-service.ts";
 export * from "./adapters/fetch/index.ts";
 export {
@@ -69,7 +69,7 @@ export {
   type ResourceTypeInit,
   type StoredResource,
   type SyncDirection,
-} from "./sync/resource-types.ts";
+} from "./kinds/resource-types.ts";
 export type {
   ApplyResult,
   ListOptions,
@@ -95,7 +95,7 @@ export {
   createTypeRegistry,
   zoneInsightType,
   zoneType,
-} from "./sync/builtin-types.ts";
+} from "./kinds/builtin-types.ts";
 export {
   declarationOf,
   describeDeclaration,
@@ -105,7 +105,7 @@ export {
   parseDescriptorSet,
   typesFromDescriptors,
   type KindDeclaration,
-} from "./sync/descriptor-types.ts";
+} from "./kinds/descriptor-types.ts";
 export {
   KIND_CATALOG_KEY,
   KIND_CATALOG_TYPE_URL,
@@ -142,14 +142,14 @@ export {
   type DiscoveryEvent,
   type MetricLane,
   type Metrics,
-} from "./observe/metrics.ts";
+} from "./metrics.ts";
 export { instrumentStore } from "./observe/store.ts";
 export {
   combineClientObservers,
   combineServerObservers,
   streamObservers,
   type StreamObservers,
-} from "./observe/sync-observers.ts";
+} from "./sync/sync-observers.ts";
 export { observeHandler, type MetricsText, type ObserveOptions } from "./observe/http.ts";
 export {
   StatusFeed,

@@ -15,8 +15,8 @@ import { adminListenerInterceptor, registerAdminRoutes } from "../admin/admin-ro
 import { serveGlobal, serveRoutes } from "../adapters/node/serve-global.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
-import { createTypeRegistry } from "../sync/builtin-types.ts";
-import { LABELS, resourceKey, type TypeRegistry } from "../sync/resource-types.ts";
+import { createTypeRegistry } from "../kinds/builtin-types.ts";
+import { LABELS, resourceKey, type TypeRegistry } from "../kinds/resource-types.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { connectMuxTransport } from "../transport/connect.ts";
 import { ZoneControlPlane } from "../zone/zone-control-plane.ts";

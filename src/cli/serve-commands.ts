@@ -27,7 +27,7 @@ import { isLoopback } from "../auth/admin-authorizer.ts";
 import { TokenAuthority } from "../auth/token-authority.ts";
 import { insecureZoneAuthenticator } from "../auth/zone-authenticator.ts";
 import { observeHandler } from "../observe/http.ts";
-import { fanOutMetrics, type Metrics } from "../observe/metrics.ts";
+import { fanOutMetrics, type Metrics } from "../metrics.ts";
 import { PrometheusMetrics } from "../observe/prometheus.ts";
 import { StatusFeed } from "../observe/status-feed.ts";
 import { STATUS_PAGE_HTML } from "../observe/status-page-html.ts";

@@ -10,7 +10,7 @@ import { KdsError } from "../errors.ts";
 import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { KindDirection } from "../gen/kds/v1/kinds_pb.ts";
 import { catalogOf } from "../sync/kind-catalog.ts";
-import { TYPE_URL_PREFIX } from "../sync/resource-types.ts";
+import { TYPE_URL_PREFIX } from "../kinds/resource-types.ts";
 import type { Lane } from "../mux/frames.ts";
 import { ANSWER_MS, Conversation, laneOf } from "./conversation.ts";
 import {

@@ -18,7 +18,7 @@ import {
 } from "../gen/kds/v1/discovery_pb.ts";
 import { KindCatalogSchema, KindDirection, type KindCatalog } from "../gen/kds/v1/kinds_pb.ts";
 import { catalogResource } from "../sync/kind-catalog.ts";
-import { TYPE_URL_PREFIX } from "../sync/resource-types.ts";
+import { TYPE_URL_PREFIX } from "../kinds/resource-types.ts";
 import type { Lane } from "../mux/frames.ts";
 import { ANSWER_MS, Conversation, encodedLength, laneOf } from "./conversation.ts";
 import { checkHello, expectProtocolError } from "./expectations.ts";

@@ -9,7 +9,7 @@ import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@conne
 import { peerInfoKey } from "../auth/peer.ts";
 import { KdsError } from "../errors.ts";
 import { MultiplexService, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
-import { toConnectError } from "../transport/connect-errors.ts";
+import { toConnectError } from "../connect-errors.ts";
 import type { GlobalServer } from "./global-server.ts";
 import {
   HalfDuplexHub,

@@ -32,19 +32,19 @@ import {
   createTypeRegistry,
   globalInstanceType,
   zoneInsightType,
-} from "../sync/builtin-types.ts";
+} from "../kinds/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
-import type { StoredResource, TypeRegistry } from "../sync/resource-types.ts";
+import type { StoredResource, TypeRegistry } from "../kinds/resource-types.ts";
 import type { ZoneStatus } from "../sync/status.ts";
 import { zoneMapping } from "../sync/store-sink.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { GlobalServer, type DrainOptions } from "./global-server.ts";
 import { Rebalancer, type RebalanceOptions } from "./rebalancer.ts";
 import { StoreZoneRegistry } from "./store-zone-registry.ts";
-import { muxJsonRegistry } from "../sync/json-registry.ts";
+import { muxJsonRegistry } from "../kinds/json-registry.ts";
 import { ZoneLifecycle } from "./zone-lifecycle.ts";
 import { ZoneOwnership } from "./zone-ownership.ts";
-import type { Metrics } from "../observe/metrics.ts";
+import type { Metrics } from "../metrics.ts";
 import { instrumentStore } from "../observe/store.ts";
 import { readinessOf, StoreHealth, type Readiness } from "../observe/probes.ts";
 

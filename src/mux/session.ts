@@ -22,7 +22,7 @@ import {
 } from "../gen/kds/mux/v1/mux_pb.ts";
 import { raceAbort } from "../util/abort.ts";
 import { deferred } from "../util/deferred.ts";
-import { noopMetrics, type Metrics } from "../observe/metrics.ts";
+import { noopMetrics, type Metrics } from "../metrics.ts";
 import { frameRefusal } from "./frame-limits.ts";
 import { weighFrame } from "./frame-size.ts";
 import {

@@ -13,7 +13,7 @@
 import type { Transport } from "@connectrpc/connect";
 import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
 import { MultiplexService } from "../gen/kds/mux/v1/mux_pb.ts";
-import { fromConnectError } from "./connect-errors.ts";
+import { fromConnectError } from "../connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "./transport.ts";
 
 /** Options of {@link connectMuxTransport}. */

@@ -11,15 +11,15 @@ import type { Session } from "../mux/views.ts";
 import type { DiscoveryOptions } from "../discovery/types.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
-import { authTypes, createTypeRegistry } from "../sync/builtin-types.ts";
+import { authTypes, createTypeRegistry } from "../kinds/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
-import type { TypeRegistry } from "../sync/resource-types.ts";
+import type { TypeRegistry } from "../kinds/resource-types.ts";
 import type { ZoneStatus } from "../sync/status.ts";
 import { mirrorMapping } from "../sync/store-sink.ts";
 import type { MuxTransport } from "../transport/transport.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { ZoneClient, type RetryInfo } from "./zone-client.ts";
-import type { Metrics } from "../observe/metrics.ts";
+import type { Metrics } from "../metrics.ts";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { instrumentStore } from "../observe/store.ts";
 

@@ -12,7 +12,7 @@ import { grpcMuxTransport } from "../../src/adapters/node/grpc-mux-client.ts";
 import { KdsError } from "../../src/errors.ts";
 import { MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { silentLogger } from "../../src/log.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";

@@ -17,7 +17,7 @@ import { GoAwayReason, MessageSchema, type Message } from "../../src/gen/kds/mux
 import { silentLogger } from "../../src/log.ts";
 import { SOFTWARE_VERSION } from "../../src/mux/negotiation.ts";
 import type { SessionOptions } from "../../src/mux/options.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { KdsProcess, run, until } from "./process.ts";

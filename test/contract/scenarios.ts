@@ -11,7 +11,7 @@ import { MuxSession } from "../../src/mux/session.ts";
 import type { Session } from "../../src/mux/views.ts";
 import { silentLogger } from "../../src/log.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
-import { LABELS } from "../../src/sync/resource-types.ts";
+import { LABELS } from "../../src/kinds/resource-types.ts";
 import { dataplane, mesh, startCluster } from "../sync/helpers.ts";
 import {
   RawPeer,

@@ -10,7 +10,7 @@ import { GoAwayReason, MessageSchema, type Message } from "../../src/gen/kds/mux
 import { registerAdmin } from "../../src/admin/admin-service.ts";
 import { adminClient } from "../../src/cli/admin-client.ts";
 import { silentLogger } from "../../src/log.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";

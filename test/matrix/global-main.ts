@@ -6,7 +6,7 @@ import { adminListenerInterceptor, registerAdminRoutes } from "../../src/admin/a
 import { serveGlobal, serveRoutes } from "../../src/adapters/node/serve-global.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 
 const stop = new AbortController();

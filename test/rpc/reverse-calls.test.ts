@@ -23,7 +23,7 @@ import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import { silentLogger } from "../../src/log.ts";
 import { CALLER_HEADER, callEndpoint } from "../../src/rpc/endpoint.ts";
 import { reverseCallTransport } from "../../src/rpc/transport.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";

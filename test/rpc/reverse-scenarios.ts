@@ -3,7 +3,7 @@
 // A global over connect-node h2c and a zone serving its admin API: the global
 // asks the zone what it holds, and a zone without a session is named.
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { registerAdmin } from "../../src/admin/admin-service.ts";

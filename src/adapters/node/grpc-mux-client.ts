@@ -21,7 +21,7 @@ import * as http2 from "node:http2";
 import { KdsError } from "../../errors.ts";
 import { MessageSchema, type Message } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { defaultSessionOptions } from "../../mux/index.ts";
-import { fromConnectError } from "../../transport/connect-errors.ts";
+import { fromConnectError } from "../../connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "../../transport/transport.ts";
 import { drained, grpcEnvelope, readGrpcFrames } from "./grpc-frames.ts";
 import { DEFAULT_HTTP2_WINDOW_BYTES, http2Window } from "./http2-windows.ts";

@@ -24,7 +24,7 @@ import type { PeerInfo } from "../../auth/peer.ts";
 import { KdsError } from "../../errors.ts";
 import { MessageSchema, MultiplexService } from "../../gen/kds/mux/v1/mux_pb.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
-import { toConnectError } from "../../transport/connect-errors.ts";
+import { toConnectError } from "../../connect-errors.ts";
 import { drained, grpcEnvelope, readGrpcFrames } from "./grpc-frames.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
 import { CLIENT_ID_HEADER } from "../../names.ts";

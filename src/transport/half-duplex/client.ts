@@ -27,7 +27,7 @@ import { anySignal, sleep } from "../../util/abort.ts";
 import { backoffCeiling, type ResolvedBackoff } from "../../util/backoff.ts";
 import { systemClock, type Clock } from "../../util/clock.ts";
 import { Waker } from "../../util/wake.ts";
-import { fromConnectError } from "../connect-errors.ts";
+import { fromConnectError } from "../../connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "../transport.ts";
 
 /** Delays between attempts to re-open a broken Pull or to retry a Push: 50 ms doubling to 2 s. */

@@ -30,7 +30,7 @@ import { CLIENT_ID_HEADER } from "../../names.ts";
 import { AsyncQueue } from "../../util/async-queue.ts";
 import { Pulse } from "../../util/wake.ts";
 import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
-import { toConnectError } from "../connect-errors.ts";
+import { toConnectError } from "../../connect-errors.ts";
 import type { MuxAcceptor } from "../transport.ts";
 
 /** Options of {@link HalfDuplexHub}. */
