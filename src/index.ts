@@ -178,6 +178,7 @@ export {
   logWrite,
   type AdminBackend,
 } from "./admin/admin-service.ts";
+export { globalAdminBackend, zoneAdminBackend } from "./admin/role-backends.ts";
 export {
   registerTokenService,
   tokenServiceImpl,

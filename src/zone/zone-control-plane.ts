@@ -4,7 +4,6 @@
  *
  * @module
  */
-import type { AdminBackend } from "../admin/admin-service.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import type { SessionOptions } from "../mux/options.ts";
 import type { Session } from "../mux/views.ts";
@@ -66,7 +65,7 @@ export interface ZoneControlPlaneOptions {
   readonly metrics?: Metrics;
   /**
    * Connect services the global may call inside the session (for example
-   * `(router) => registerAdmin(router, zone.admin())`, which `kds-mux zone`
+   * `(router) => registerAdmin(router, zoneAdminBackend(zone))`, which `kds-mux zone`
    * does). Default: none.
    */
   readonly reverseCalls?: (router: ConnectRouter) => void;
@@ -83,12 +82,13 @@ export class ZoneControlPlane {
   /** Resource sync over each session. */
   readonly sync: SyncEngine;
   readonly #name: string;
-  readonly #logger: Logger;
+  /** Where this zone logs (the `logger` option, or the console). */
+  readonly logger: Logger;
 
   /** @param options - name, transport, types, store */
   constructor(options: ZoneControlPlaneOptions) {
     const logger = options.logger ?? consoleLogger();
-    this.#logger = logger;
+    this.logger = logger;
     this.types = options.types ?? createTypeRegistry();
     const store = options.store ?? new InMemoryStore(this.types);
     this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
@@ -135,22 +135,6 @@ export class ZoneControlPlane {
   /** This zone's connection and sync status. */
   status(): ZoneStatus {
     return this.sync.status(this.#name);
-  }
-
-  /**
-   * The admin API backend of this zone (see `registerAdmin`). To serve it on
-   * an admin listener with admin tokens, add a `TokenAuthority` over this
-   * zone's store (`kds-mux zone` does; a zone in a browser needs none, and
-   * leaves the JWT library out of its bundle).
-   */
-  admin(): AdminBackend {
-    return {
-      role: "zone",
-      types: this.types,
-      store: this.store,
-      logger: this.#logger,
-      zoneStatuses: () => Promise.resolve([this.status()]),
-    };
   }
 
   /** Syncs with the global, reconnecting after every end, until `signal` aborts. */

@@ -15,6 +15,7 @@ import { connectMuxTransport } from "../../src/transport/connect.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { DataplaneSpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
+import { zoneAdminBackend } from "../../src/admin/role-backends.ts";
 
 /** One recorded frame: which side sent it, its kind, and its bytes. */
 export interface SeedFrame {
@@ -78,7 +79,7 @@ export async function recordCorpus(options: {
     types: createTypeRegistry(exampleTypes),
     logger: silentLogger,
     session: { heartbeatIntervalMs: 200, heartbeatTimeoutMs: 5_000 },
-    reverseCalls: (router) => registerAdmin(router, zone.admin()),
+    reverseCalls: (router) => registerAdmin(router, zoneAdminBackend(zone)),
   });
   await zone.store.put({
     kind: "Dataplane",

@@ -16,6 +16,7 @@ import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { check, eventually, rejects } from "../contract/harness.ts";
 import type { Scenario } from "../contract/scenarios.ts";
 import { dataplane } from "../sync/helpers.ts";
+import { globalAdminBackend, zoneAdminBackend } from "../../src/admin/role-backends.ts";
 
 const runtime = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
 
@@ -30,7 +31,7 @@ export const reverseCallScenarios: Scenario[] = [
       });
       global.start(stop.signal);
       const served = await serveGlobal(global.server, {
-        routes: (router) => registerAdmin(router, global.admin()),
+        routes: (router) => registerAdmin(router, globalAdminBackend(global)),
       });
       await global.registerZone("zone-1");
       const zone: ZoneControlPlane = new ZoneControlPlane({
@@ -41,7 +42,7 @@ export const reverseCallScenarios: Scenario[] = [
         ),
         types: createTypeRegistry(exampleTypes),
         logger: silentLogger,
-        reverseCalls: (router) => registerAdmin(router, zone.admin()),
+        reverseCalls: (router) => registerAdmin(router, zoneAdminBackend(zone)),
       });
       const running = zone.run(stop.signal);
       try {
