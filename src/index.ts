@@ -5,8 +5,8 @@
  * entry points of their own, for bundles that want only one of them:
  * `kds-mux/mux`, `kds-mux/transport`, `kds-mux/zone` and `kds-mux/fetch`.
  *
- * The mux frame type is `MuxMessage` (schema `MuxMessageSchema`); the names
- * `Message` and `MessageSchema` remain as deprecated aliases.
+ * The mux frame type is `Frame` (schema `FrameSchema`), so `Message` stays
+ * protobuf-es's type.
  *
  * @module
  */
@@ -15,7 +15,6 @@ export { consoleLogger, silentLogger, type Logger, type LogFields, type LogLevel
 export { CLIENT_ID_HEADER, ZONE_NAME_PATTERN, assertZoneName } from "./names.ts";
 export { systemClock, type Clock } from "./util/clock.ts";
 export * from "./mux/index.ts";
-export { type Message, MessageSchema } from "./deprecated-names.ts";
 export * from "./transport/index.ts";
 export {
   HalfDuplexHub,

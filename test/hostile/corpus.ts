@@ -6,7 +6,7 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { setTimeout as sleep } from "node:timers/promises";
-import { GoAwayReason, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { registerAdmin } from "../../src/admin/admin-service.ts";
 import { adminClient } from "../../src/cli/admin-client.ts";
 import { silentLogger } from "../../src/log.ts";
@@ -28,8 +28,8 @@ export interface SeedFrame {
 
 /** A transport that records every frame crossing it, both ways. */
 function recording(inner: MuxTransport, frames: SeedFrame[]): MuxTransport {
-  const record = (from: SeedFrame["from"], frame: Message): void => {
-    frames.push({ from, kind: frame.value.case ?? "empty", bytes: toBinary(MessageSchema, frame) });
+  const record = (from: SeedFrame["from"], frame: Frame): void => {
+    frames.push({ from, kind: frame.value.case ?? "empty", bytes: toBinary(FrameSchema, frame) });
   };
   return {
     name: `recording ${inner.name}`,
@@ -118,9 +118,9 @@ export async function recordCorpus(options: {
     await running.catch(() => undefined); // the recording run ends by our abort; its error, if any, is that
     options.signal.removeEventListener("abort", onAbort);
   }
-  const zoneFrame = (value: Message["value"]): SeedFrame => {
-    const frame = create(MessageSchema, { value });
-    return { from: "zone", kind: value.case ?? "empty", bytes: toBinary(MessageSchema, frame) };
+  const zoneFrame = (value: Frame["value"]): SeedFrame => {
+    const frame = create(FrameSchema, { value });
+    return { from: "zone", kind: value.case ?? "empty", bytes: toBinary(FrameSchema, frame) };
   };
   const dataFrames = frames.filter(
     (f) =>
@@ -132,7 +132,7 @@ export async function recordCorpus(options: {
       case: "batch",
       value: {
         $typeName: "kds.mux.v1.Batch",
-        frames: dataFrames.slice(0, 4).map((f) => fromBinary(MessageSchema, f.bytes)),
+        frames: dataFrames.slice(0, 4).map((f) => fromBinary(FrameSchema, f.bytes)),
       },
     }),
     zoneFrame({
