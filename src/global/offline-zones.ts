@@ -15,9 +15,9 @@
  * @module
  */
 import type { Logger } from "../log.ts";
-import type { Metrics } from "../observe/metrics.ts";
+import type { Metrics } from "../metrics.ts";
 import type { ResourceStore } from "../store/contract.ts";
-import { LABELS, type TypeRegistry } from "../sync/resource-types.ts";
+import { LABELS, type TypeRegistry } from "../kinds/resource-types.ts";
 import { KdsError } from "../errors.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 import { labelZoneResources, removeZoneResources } from "./zone-resources.ts";

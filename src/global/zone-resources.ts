@@ -6,7 +6,7 @@
  * @module
  */
 import type { ResourceStore, WriteOp } from "../store/contract.ts";
-import { LABELS, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
+import { LABELS, type StoredResource, type TypeRegistry } from "../kinds/resource-types.ts";
 
 /** The zone's resources of every kind zones sync up (zone-to-global and zone-to-zones), kind by kind. */
 export async function* zoneResources(

@@ -21,7 +21,8 @@
 import type { ReceivedResource, ResourceSink } from "../discovery/types.ts";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import type { Metrics } from "../observe/metrics.ts";
+import type { Metrics } from "../metrics.ts";
+import type { HeldKind, HeldReset } from "../observe/zone-status.ts";
 import type { Clock } from "../util/clock.ts";
 
 /** Options of the reset guard. */
@@ -103,26 +104,6 @@ export interface DeletionGate {
     held: number | undefined,
     written: readonly string[],
   ): ReadonlySet<string>;
-}
-
-/** A held reset of one kind, as status shows it. */
-export interface HeldKind {
-  /** The kind. */
-  readonly kind: string;
-  /** Deletions held. */
-  readonly held: number;
-  /** Resources of the kind held for the peer when the reset was held. */
-  readonly of: number;
-}
-
-/** A held reset, as status shows it. */
-export interface HeldReset {
-  /** When the first kind's deletions were held (wall clock). */
-  readonly since: Date;
-  /** When they apply by themselves (`holdForMs`); undefined: only when accepted. */
-  readonly releaseAt: Date | undefined;
-  /** Per kind with held deletions. */
-  readonly kinds: readonly HeldKind[];
 }
 
 /** One kind's state in one session: a tagged union, changed only by {@link nextKindState}. */

@@ -4,25 +4,23 @@
  *
  * @module
  */
-import type { AdminBackend } from "../admin/admin-service.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import type { SessionOptions } from "../mux/options.ts";
 import type { Session } from "../mux/views.ts";
 import type { DiscoveryOptions } from "../discovery/types.ts";
 import type { ResetGuardOptions } from "../sync/reset-guard.ts";
 import type { Clock } from "../util/clock.ts";
-import { KdsError } from "../errors.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
-import { authTypes, createTypeRegistry } from "../sync/builtin-types.ts";
+import { authTypes, createTypeRegistry } from "../kinds/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
-import type { TypeRegistry } from "../sync/resource-types.ts";
-import type { ZoneStatus } from "../sync/status.ts";
+import type { TypeRegistry } from "../kinds/resource-types.ts";
+import type { ZoneStatus } from "../observe/zone-status.ts";
 import { mirrorMapping } from "../sync/store-sink.ts";
 import type { MuxTransport } from "../transport/transport.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { ZoneClient, type RetryInfo } from "./zone-client.ts";
-import type { Metrics } from "../observe/metrics.ts";
+import type { Metrics } from "../metrics.ts";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { instrumentStore } from "../observe/store.ts";
 
@@ -69,7 +67,7 @@ export interface ZoneControlPlaneOptions {
   readonly metrics?: Metrics;
   /**
    * Connect services the global may call inside the session (for example
-   * `(router) => registerAdmin(router, zone.admin())`, which `kds-mux zone`
+   * `(router) => registerAdmin(router, zoneAdminBackend(zone))`, which `kds-mux zone`
    * does). Default: none.
    */
   readonly reverseCalls?: (router: ConnectRouter) => void;
@@ -97,12 +95,13 @@ export class ZoneControlPlane {
   /** Resource sync over each session. */
   readonly sync: SyncEngine;
   readonly #name: string;
-  readonly #logger: Logger;
+  /** Where this zone logs (the `logger` option, or the console). */
+  readonly logger: Logger;
 
   /** @param options - name, transport, types, store */
   constructor(options: ZoneControlPlaneOptions) {
     const logger = options.logger ?? consoleLogger();
-    this.#logger = logger;
+    this.logger = logger;
     this.types = options.types ?? createTypeRegistry();
     const store = options.store ?? new InMemoryStore(this.types);
     this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
@@ -149,6 +148,11 @@ export class ZoneControlPlane {
     });
   }
 
+  /** This zone's name. */
+  get name(): string {
+    return this.#name;
+  }
+
   /** This zone's connection and sync status. */
   status(): ZoneStatus {
     return this.sync.status(this.#name);
@@ -161,30 +165,6 @@ export class ZoneControlPlane {
    */
   acceptReset(signal?: AbortSignal): Promise<number> {
     return this.sync.acceptReset(this.#name, signal ?? new AbortController().signal);
-  }
-
-  /**
-   * The admin API backend of this zone (see `registerAdmin`). To serve it on
-   * an admin listener with admin tokens, add a `TokenAuthority` over this
-   * zone's store (`kds-mux zone` does; a zone in a browser needs none, and
-   * leaves the JWT library out of its bundle).
-   */
-  admin(): AdminBackend {
-    return {
-      role: "zone",
-      types: this.types,
-      store: this.store,
-      logger: this.#logger,
-      zoneStatuses: () => Promise.resolve([this.status()]),
-      acceptReset: (zone, signal) => {
-        if (zone !== this.#name)
-          throw new KdsError(
-            "invalid_argument",
-            `this is zone "${this.#name}"'s admin API; it accepts only its own held reset (of what the global sent it): name "${this.#name}", or point at the global's admin API to accept a reset of zone "${zone}"`,
-          );
-        return this.acceptReset(signal);
-      },
-    };
   }
 
   /** Syncs with the global, reconnecting after every end, until `signal` aborts. */

@@ -18,11 +18,11 @@ import {
   type ZonePresence,
 } from "../../src/global/offline-zones.ts";
 import { silentLogger } from "../../src/log.ts";
-import { noopMetrics } from "../../src/observe/metrics.ts";
+import { noopMetrics } from "../../src/metrics.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { crossZoneFilter } from "../../src/sync/cross-zone.ts";
-import { LABELS } from "../../src/sync/resource-types.ts";
+import { LABELS } from "../../src/kinds/resource-types.ts";
 import { KdsError } from "../../src/errors.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 

@@ -6,7 +6,7 @@
 // the other way, in a zone that the global would empty.
 import { afterEach, describe, expect, it } from "vitest";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import {
   isReset,
@@ -15,7 +15,7 @@ import {
   type KindGuardState,
 } from "../../src/sync/reset-guard.ts";
 import { KdsError } from "../../src/errors.ts";
-import { noopMetrics } from "../../src/observe/metrics.ts";
+import { noopMetrics } from "../../src/metrics.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 import { dataplane, mesh, startCluster, type Cluster } from "./helpers.ts";
 
