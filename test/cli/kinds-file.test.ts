@@ -90,7 +90,12 @@ describe("kinds files", () => {
     [
       "an unknown field in a kind",
       `descriptorSet: kinds.binpb\nkinds:\n${gateway}    namespace: x\n`,
-      'kinds[0] (Gateway): unknown field "namespace" (a kind has kind, message, direction, scope, and optionally zones)',
+      'kinds[0] (Gateway): unknown field "namespace" (a kind has kind, message, direction, scope, and optionally zones, whenStale)',
+    ],
+    [
+      "a whenStale that is neither serve nor withhold",
+      `descriptorSet: kinds.binpb\nkinds:\n${gateway}    whenStale: drop\n`,
+      'kinds[0] (Gateway): "whenStale" must be one of serve, withhold, got "drop"',
     ],
     [
       "an invalid zone selector",
