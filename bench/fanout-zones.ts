@@ -33,12 +33,15 @@ const { urls, from, count, zonesPerConnection, tokensFile, dialsInFlight } = JSO
 const tokens = JSON.parse(readFileSync(tokensFile, "utf8")) as string[];
 const stop = new AbortController();
 setMaxListeners(0, stop.signal);
-/** Calls `onChange` for every Mesh change of `store` until the bench stops. */
+/** Calls `onChange` for every Mesh and ZoneIngress change of `store` until the bench stops (a cross-zone run changes another zone's ZoneIngress). */
 async function follow(
   store: ResourceStore,
   onChange: (change: StoreChange) => void,
 ): Promise<void> {
-  for await (const change of store.watch(0, { signal: stop.signal, kinds: ["Mesh"] }))
+  for await (const change of store.watch(0, {
+    signal: stop.signal,
+    kinds: ["Mesh", "ZoneIngress"],
+  }))
     onChange(change);
 }
 
@@ -104,10 +107,12 @@ function startZone(i: number): void {
   });
   let seen = false;
   void follow(zone.store, (change) => {
-    if (change.op !== "put" || change.resource.kind !== "Mesh") return;
+    if (change.op !== "put") return;
+    // The round's sequence number: in the Mesh's description, or a cross-zone run's ZoneIngress address.
+    const spec = change.resource.spec as { description?: string; address?: string } | undefined;
     const description =
-      (change.resource.spec as { description?: string } | undefined)?.description ?? "";
-    if (!seen) {
+      change.resource.kind === "Mesh" ? (spec?.description ?? "") : (spec?.address ?? "");
+    if (change.resource.kind === "Mesh" && !seen) {
       seen = true;
       if (++ready === count)
         process.stdout.write(

@@ -21,7 +21,13 @@ import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { serveGlobal, type ServedGlobal } from "../src/adapters/node/serve-global.ts";
-import { MeshSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
+import {
+  MeshSpecSchema,
+  ZoneIngressSpecSchema,
+  exampleTypes,
+} from "../examples/example-kinds/index.ts";
+import { memoryMuxTransport } from "../src/transport/memory.ts";
+import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
 import { ZoneSpecSchema } from "../src/gen/kds/v1/resource_pb.ts";
 import { GlobalControlPlane } from "../src/global/global-control-plane.ts";
 import { silentLogger } from "../src/log.ts";
@@ -57,6 +63,13 @@ export interface FanoutOptions {
   readonly roundTimeoutMs?: number;
   /** serveGlobal's `directMuxStream` (false: every zone through connect-node's handler, for A/B runs). Default true. */
   readonly directMuxStream?: boolean;
+  /**
+   * The cross-zone flow: what changes is not the Mesh on the global but a
+   * ZoneIngress (zone-to-zones) made in one more zone, the origin (in this
+   * process, over the in-memory transport to instance 0), which reaches every
+   * other zone through the global: zone, global, zones. Default false.
+   */
+  readonly crossZone?: boolean;
 }
 
 /** One fan-out run's figures. */
@@ -78,7 +91,7 @@ export interface FanoutResult {
   readonly heapPerZoneKiB: number;
   /** The same for RSS. */
   readonly rssPerZoneKiB: number;
-  /** One change to the Mesh on the global (instance 0) until a zone's store has it: p50 over every zone and round. */
+  /** One change to the Mesh on the global (instance 0), or to the origin zone's ZoneIngress (`crossZone`), until a zone's store has it: p50 over every zone and round. */
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly maxMs: number;
@@ -177,6 +190,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       name: "default",
       spec: create(MeshSpecSchema, { description: "start" }),
     });
+    const origin = options.crossZone === true ? await originZone(first, stop.signal) : undefined;
     // Every zone proves its name with its own token, as deployed; too many for argv, so they go through a file.
     const tokens: string[] = [];
     for (let i = 0; i < zones; i++)
@@ -261,11 +275,18 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     for (let seq = 1; complete && seq <= rounds; seq++) {
       const sentAt = performance.timeOrigin + performance.now();
       const cpuBefore = process.cpuUsage();
-      await first.store.put({
-        kind: "Mesh",
-        name: "default",
-        spec: create(MeshSpecSchema, { description: `seq-${seq}` }),
-      });
+      if (origin !== undefined)
+        await origin.store.put({
+          kind: "ZoneIngress",
+          name: "ingress",
+          spec: create(ZoneIngressSpecSchema, { address: `seq-${seq}`, port: 10001 }),
+        });
+      else
+        await first.store.put({
+          kind: "Mesh",
+          name: "default",
+          spec: create(MeshSpecSchema, { description: `seq-${seq}` }),
+        });
       const done = await within(Promise.all(children.map((_, p) => next(p))), roundTimeoutMs);
       const cpu = process.cpuUsage(cpuBefore);
       if (done === undefined) {
@@ -318,6 +339,37 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     await database?.close();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The origin zone of a cross-zone run: registered, connected to `global` over
+ * the in-memory transport, holding a ZoneIngress the global already has.
+ */
+async function originZone(
+  global: GlobalControlPlane,
+  signal: AbortSignal,
+): Promise<ZoneControlPlane> {
+  await global.registerZone("origin");
+  const zone = new ZoneControlPlane({
+    name: "origin",
+    token: (await global.tokens.issueZoneToken("origin")).token,
+    transport: memoryMuxTransport(global.server),
+    types: createTypeRegistry(exampleTypes),
+    logger: silentLogger,
+  });
+  void zone.run(signal);
+  await zone.store.put({
+    kind: "ZoneIngress",
+    name: "ingress",
+    spec: create(ZoneIngressSpecSchema, { address: "start", port: 10001 }),
+  });
+  const deadline = performance.now() + 60_000;
+  while ((await global.store.get("ZoneIngress", "", "origin.ingress")) === undefined) {
+    if (performance.now() > deadline)
+      throw new Error("the origin zone's ZoneIngress did not reach the global within 60 s");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return zone;
 }
 
 if (isMain(import.meta.url)) {

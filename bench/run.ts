@@ -156,6 +156,16 @@ for (const zones of plan.fanout) {
   if (r === SKIPPED) throw new Error("a memory-store scenario cannot be skipped");
   fanouts.push(r);
 }
+// The cross-zone flow at the largest size: one zone's zone-to-zones change reaching every other zone through the global.
+log(`fan-out ${fanoutSize} zones, cross-zone`);
+const crossZoneRun = await fanout({
+  zones: fanoutSize,
+  rounds: plan.rounds,
+  processes: fanoutProcesses,
+  crossZone: true,
+});
+if (crossZoneRun === SKIPPED) throw new Error("a memory-store scenario cannot be skipped");
+const crossZone: FanoutResult = crossZoneRun;
 const storeFanout: Partial<Record<StoreKind, FanoutResult | typeof SKIPPED>> = {
   memory: fanouts.find((f) => f.zones === fanoutSize),
 };
@@ -272,6 +282,8 @@ function flush(complete: boolean): Record<string, unknown> {
   set("fanout.connectSeconds", (big?.connectMs ?? Number.NaN) / 1000);
   set("fanout.p50Ms", big?.p50Ms ?? Number.NaN);
   set("fanout.p99Ms", big?.p99Ms ?? Number.NaN);
+  set("fanout.crossZone.p50Ms", crossZone.p50Ms);
+  set("fanout.crossZone.p99Ms", crossZone.p99Ms);
   set("idleZone.heapKiB", big?.heapPerZoneKiB ?? Number.NaN);
   set("idleZone.rssKiB", big?.rssPerZoneKiB ?? Number.NaN);
   set("zones10k.zones", zones10k?.zones ?? Number.NaN);

@@ -215,6 +215,13 @@ export const SUMMARY_KEYS: readonly SummaryKey[] = [
   ),
   key("fanout.p99Ms", "ms", "positive", "the same, p99", "<= 250"),
   key(
+    "fanout.crossZone.p50Ms",
+    "ms",
+    "positive",
+    "the cross-zone flow: one zone's ZoneIngress change reaching each of the `fanout.zones` other zones through the global (zone, global, zones), p50 over zones and rounds",
+  ),
+  key("fanout.crossZone.p99Ms", "ms", "positive", "the same, p99"),
+  key(
     "idleZone.heapKiB",
     "KiB",
     "finite",
