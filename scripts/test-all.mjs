@@ -14,6 +14,7 @@ import { spawn } from "node:child_process";
 const STEPS = [
   ["check:gen", "check:gen"],
   ["exports", "check:exports"],
+  ["layers", "check:layers"],
   ["package", "check:package"],
   ["typecheck", "typecheck"],
   ["bench", "test:bench"],
