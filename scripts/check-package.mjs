@@ -171,7 +171,10 @@ async function pack() {
     const { stdout } = await exec("npm", ["pack", "--json", "--pack-destination", out], {
       cwd: root,
     });
-    const [packed] = JSON.parse(stdout.slice(stdout.indexOf("[")));
+    // npm prints the prepack build's output first; the JSON array starts a line.
+    const json = [...stdout.matchAll(/^\[\s*\{/gm)].at(-1);
+    if (json === undefined) throw new Error(`npm pack --json printed no JSON:\n${stdout}`);
+    const [packed] = JSON.parse(stdout.slice(json.index));
     const files = new Set(packed.files.map((f) => f.path));
     const problems = [];
     for (const required of [
