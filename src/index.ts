@@ -121,7 +121,8 @@ export {
 } from "./sync/snapshot-cache.ts";
 export { StoreSink, mirrorMapping, zoneMapping, type SinkMapping } from "./sync/store-sink.ts";
 export { KDS_RESOURCE_TYPE_URL, fromWire, toWire, type DecodedResource } from "./sync/wire.ts";
-export { ZoneStatusRecord, type TypeSyncStatus, type ZoneStatus } from "./sync/status.ts";
+export { ZoneStatusRecord } from "./sync/status.ts";
+export type { TypeSyncStatus, ZoneStatus } from "./observe/zone-status.ts";
 export { SyncEngine, type SyncEngineOptions, type SyncPeer } from "./sync/engine.ts";
 export { ZoneLifecycle, type ZoneLifecycleOptions } from "./global/zone-lifecycle.ts";
 export {
