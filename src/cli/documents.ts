@@ -45,7 +45,8 @@ export function parseResourceFile(text: string, file: string): ResourceDocument[
       );
     }
     if (Array.isArray(value))
-      value.forEach((v, i) => items.push({ where: `${file}: item ${i + 1}`, value: v }));
+      for (const [i, v] of value.entries())
+        items.push({ where: `${file}: item ${i + 1}`, value: v });
     else items.push({ where: file, value });
   } else {
     const docs = parseAllDocuments(text);
@@ -63,7 +64,8 @@ export function parseResourceFile(text: string, file: string): ResourceDocument[
       const value: unknown = doc.toJS();
       if (value === null || value === undefined) return;
       if (Array.isArray(value))
-        value.forEach((v, i) => items.push({ where: `${where}: item ${i + 1}`, value: v }));
+        for (const [i, v] of value.entries())
+          items.push({ where: `${where}: item ${i + 1}`, value: v });
       else items.push({ where, value });
     });
   }

@@ -6,7 +6,7 @@
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import {
-  GoAwayReason,
+  type GoAwayReason,
   HelloSchema,
   MessageSchema,
   type Message,

@@ -489,7 +489,9 @@ function codeOf(name: string): Code {
 
 function toRecord(headers: Headers): Record<string, string> {
   const out: Record<string, string> = {};
-  headers.forEach((value, name) => (out[name] = value));
+  headers.forEach((value, name) => {
+    out[name] = value;
+  });
   return out;
 }
 
