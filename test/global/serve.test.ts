@@ -199,7 +199,13 @@ describe("GlobalServer", () => {
     try {
       const bad = new Headers({ "client-id": "Not A Zone" });
       await expect(
-        t.global.accept(bad, (async function* () {})(), new AbortController().signal),
+        t.global.accept(
+          bad,
+          (async function* () {
+            // No frame: the headers are refused before any is read.
+          })(),
+          new AbortController().signal,
+        ),
       ).rejects.toMatchObject({ code: "invalid_argument" });
       const zone = await new ZoneClient({
         name: "zone-1",
