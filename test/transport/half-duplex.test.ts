@@ -2,7 +2,7 @@
 // streams cut mid-flight, Push calls lost before or after the server saw
 // them. Every frame must still arrive exactly once, in order.
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
-import { HalfDuplexService } from "../../src/gen/kds/mux/v1/half_duplex_pb.ts";
+import { HalfDuplexService, type PullResponse } from "../../src/gen/kds/mux/v1/half_duplex_pb.ts";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { describe, expect, it } from "vitest";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
@@ -11,6 +11,7 @@ import { GlobalServer } from "../../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { Session } from "../../src/mux/views.ts";
+import { KDS_ERROR_CODE_HEADER } from "../../src/transport/connect-errors.ts";
 import { halfDuplexMuxTransport } from "../../src/transport/half-duplex/client.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { eventually, request, response } from "../contract/harness.ts";
@@ -290,6 +291,88 @@ describe("half-duplex transport", () => {
       const end = await zone.closed;
       expect(end.code).toBe("transport");
       expect(end.message).toMatch(/pushing the zone's frames failed/);
+    } finally {
+      await served.close();
+    }
+  }, 30_000);
+
+  it("ends the Pull with the session's failure as its status, not the end marker", async () => {
+    // The raw client opens a link and never says hello: the global ends the session for a handshake timeout.
+    const global = new GlobalServer({
+      registry: new InMemoryZoneRegistry(["zone-1"]),
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+      session: { handshakeTimeoutMs: 200 },
+    });
+    const served = await serveGlobal(global, { httpVersion: "1.1" });
+    try {
+      const web = createConnectTransport({ baseUrl: served.url, useBinaryFormat: true });
+      const client = createClient(HalfDuplexService, web);
+      const received: PullResponse[] = [];
+      const failure = await (async () => {
+        for await (const r of client.pull({}, { headers: { "client-id": "zone-1" } })) {
+          received.push(r);
+          if (received.length > 100) throw new Error("more responses than the session can send");
+        }
+      })().catch((e: unknown) => e);
+      expect(received.map((r) => r.frame?.value.case)).toEqual([undefined, "hello", "goaway"]);
+      expect(received.some((r) => r.end)).toBe(false);
+      expect(failure).toBeInstanceOf(ConnectError);
+      expect((failure as ConnectError).metadata.get(KDS_ERROR_CODE_HEADER)).toBe(
+        "handshake_timeout",
+      );
+      expect((failure as ConnectError).rawMessage).toMatch(/the global ended the session/);
+      // The link is gone: resuming it says so.
+      const linkId = received[0]?.linkId ?? "";
+      const resumed = await (async () => {
+        for await (const _ of client.pull(
+          { linkId, ackedSeq: 2n },
+          { headers: { "client-id": "zone-1" } },
+        ))
+          void _;
+      })().catch((e: unknown) => e);
+      expect((resumed as ConnectError).rawMessage).toMatch(/has ended/);
+    } finally {
+      await served.close();
+    }
+  });
+
+  it("ends the session with a reason when the push loop fails unexpectedly", async () => {
+    const global = new GlobalServer({
+      registry: new InMemoryZoneRegistry(["zone-1"]),
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+    });
+    const served = await serveGlobal(global, { httpVersion: "1.1" });
+    // After `broken`, every Push fails (retryable) and reading the clock to time the retry throws:
+    // an error the push loop does not expect.
+    let broken = false;
+    const clock = new (class extends ManualClock {
+      override now(): number {
+        if (broken) throw new Error("clock unreadable (test)");
+        return super.now();
+      }
+    })();
+    const inner = createConnectTransport({ baseUrl: served.url, useBinaryFormat: true });
+    const web: Transport = {
+      unary: (...args) => {
+        if (broken) throw new ConnectError("push refused (test)", Code.Unavailable);
+        return inner.unary(...args);
+      },
+      stream: (...args) => inner.stream(...args),
+    };
+    try {
+      const zone = await new ZoneClient({
+        name: "zone-1",
+        transport: halfDuplexMuxTransport(web, { clock }),
+        logger: silentLogger,
+      }).dial();
+      await eventually(() => global.session("zone-1") !== undefined, "session listed");
+      broken = true;
+      void zone.server.send(response("x", "1", 8)).catch(() => undefined); // fails when the session ends
+      const end = await zone.closed;
+      expect(end.code).toBe("transport");
+      expect(end.message).toMatch(/pushing the zone's frames stopped: Error: clock unreadable/);
     } finally {
       await served.close();
     }

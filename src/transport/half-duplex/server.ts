@@ -54,6 +54,13 @@ interface Link {
   readonly buffer: { seq: bigint; frame: Message }[];
   nextSeq: bigint;
   outboundDone: boolean;
+  /**
+   * Why the session's frames stopped, when they stopped with an error (the
+   * session ended for a failure or a revocation, or its writer failed): the
+   * Pull then ends with it as its status, as a `StreamMessage` call would,
+   * instead of the end marker.
+   */
+  failure: KdsError | undefined;
   pullGeneration: number;
   pullActive: boolean;
   resumeTimer: ReturnType<typeof setTimeout> | undefined;
@@ -142,6 +149,10 @@ export class HalfDuplexHub {
           continue;
         }
         if (link.outboundDone) {
+          if (link.failure !== undefined) {
+            this.#drop(link);
+            throw toConnectError(link.failure);
+          }
           yield response({ end: true });
           // Everything before the end marker has been written: the link is done.
           this.#drop(link);
@@ -201,6 +212,7 @@ export class HalfDuplexHub {
       buffer: [],
       nextSeq: 1n,
       outboundDone: false,
+      failure: undefined,
       pullGeneration: 0,
       pullActive: false,
       resumeTimer: undefined,
@@ -246,13 +258,23 @@ export class HalfDuplexHub {
         link.buffer.push({ seq: link.nextSeq++, frame: r.value });
         link.changed.notify();
       }
-    } catch {
-      // The session's writer failed, or the session ended for a failure (its
-      // goaway, already in the buffer, tells the zone why); the link ends below.
+    } catch (error) {
+      // The session ended for a failure (its goaway, already in the buffer,
+      // tells the zone why) or its writer failed: the Pull ends with it.
+      link.failure =
+        error instanceof KdsError
+          ? error
+          : new KdsError(
+              "transport",
+              `the global's frames for zone "${link.zone}" stopped: ${error instanceof Error ? error.message : String(error)}`,
+              { cause: error },
+            );
     }
     link.outboundDone = true;
     link.changed.notify();
-    if (link.buffer.length === 0 && !link.pullActive) this.#drop(link);
+    // A failure waits for the zone's next Pull (at most the resume timeout) so that Pull can report it.
+    if (link.buffer.length === 0 && !link.pullActive && link.failure === undefined)
+      this.#drop(link);
   }
 
   #ack(link: Link, seq: bigint): void {
@@ -268,7 +290,7 @@ export class HalfDuplexHub {
 
   #armResumeTimer(link: Link): void {
     if (link.resumeTimer !== undefined || !this.#links.has(link.id)) return;
-    if (link.outboundDone && link.buffer.length === 0) {
+    if (link.outboundDone && link.buffer.length === 0 && link.failure === undefined) {
       this.#drop(link);
       return;
     }
