@@ -42,6 +42,7 @@ export function parseResourceFile(text: string, file: string): ResourceDocument[
       throw new KdsError(
         "invalid_resource",
         `${file}: invalid JSON: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
       );
     }
     if (Array.isArray(value))

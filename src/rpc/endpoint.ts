@@ -153,6 +153,7 @@ export class CallEndpoint {
       failure: undefined,
       wake: new Waker(),
     };
+    // Marks the rejection handled for a caller that stopped waiting; a caller that waits gets it.
     call.head.promise.catch(() => undefined);
     this.#outgoing.set(id, call);
     const signal = request.signal;
