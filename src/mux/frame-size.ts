@@ -117,6 +117,34 @@ function fieldSizer(field: DescField): Sizer {
       const value = scalarSizer(type);
       const zero = field.fieldKind === "enum" ? (field.enum.values[0]?.number ?? 0) : undefined;
       const present = presence(field, type, zero);
+      if (
+        field.oneof === undefined &&
+        type === ScalarType.STRING &&
+        field.presence === IMPLICIT_PRESENCE
+      ) {
+        // The most common field of all (names, versions, type URLs): read and measured inline.
+        return (message, tally) => {
+          const v = message[name] as string;
+          if (v === "") return 0;
+          tally.elements++;
+          const bytes = utf8Length(v);
+          tally.heapBytes += stringHeap(bytes);
+          return tag + varintSize(bytes) + bytes;
+        };
+      }
+      if (
+        field.oneof === undefined &&
+        type === ScalarType.BYTES &&
+        field.presence === IMPLICIT_PRESENCE
+      ) {
+        return (message, tally) => {
+          const bytes = (message[name] as Uint8Array).byteLength;
+          if (bytes === 0) return 0;
+          tally.elements++;
+          tally.heapBytes += BYTES_HEAP;
+          return tag + varintSize(bytes) + bytes;
+        };
+      }
       const counts = type === ScalarType.STRING || type === ScalarType.BYTES ? 1 : 0;
       return (message, tally) => {
         const v = read(message, field, name);
@@ -129,7 +157,7 @@ function fieldSizer(field: DescField): Sizer {
       const tag = tagSize(field.number, WIRE_DELIMITED);
       const child = childSizer(field);
       return (message, tally) => {
-        const v = read(message, field, name);
+        const v = field.oneof === undefined ? message[name] : read(message, field, name);
         if (v === undefined) return 0;
         tally.elements++;
         const inner = child(v, tally);
