@@ -272,9 +272,9 @@ export class HalfDuplexHub {
     }
     link.outboundDone = true;
     link.changed.notify();
-    // A failure waits for the zone's next Pull (at most the resume timeout) so that Pull can report it.
-    if (link.buffer.length === 0 && !link.pullActive && link.failure === undefined)
-      this.#drop(link);
+    // With no Pull open and nothing left to send, the zone already has the goaway (when there was one):
+    // the link ends now rather than staying admitted for a Pull that may never come.
+    if (link.buffer.length === 0 && !link.pullActive) this.#drop(link);
   }
 
   #ack(link: Link, seq: bigint): void {
@@ -290,7 +290,7 @@ export class HalfDuplexHub {
 
   #armResumeTimer(link: Link): void {
     if (link.resumeTimer !== undefined || !this.#links.has(link.id)) return;
-    if (link.outboundDone && link.buffer.length === 0 && link.failure === undefined) {
+    if (link.outboundDone && link.buffer.length === 0) {
       this.#drop(link);
       return;
     }
