@@ -1,8 +1,16 @@
 // The half-duplex transport over fetch and HTTP/1.1 when its legs break: Pull
 // streams cut mid-flight, Push calls lost before or after the server saw
 // them. Every frame must still arrive exactly once, in order.
-import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createRouterTransport,
+  type Transport,
+} from "@connectrpc/connect";
 import { HalfDuplexService, type PullResponse } from "../../src/gen/kds/mux/v1/half_duplex_pb.ts";
+import { MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { describe, expect, it } from "vitest";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
@@ -13,6 +21,8 @@ import { silentLogger } from "../../src/log.ts";
 import type { Session } from "../../src/mux/views.ts";
 import { KDS_ERROR_CODE_HEADER } from "../../src/transport/connect-errors.ts";
 import { halfDuplexMuxTransport } from "../../src/transport/half-duplex/client.ts";
+import { HalfDuplexHub, registerHalfDuplex } from "../../src/transport/half-duplex/server.ts";
+import type { MuxAcceptor } from "../../src/transport/transport.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { eventually, request, response } from "../contract/harness.ts";
 import { ManualClock } from "../support/manual-clock.ts";
@@ -377,4 +387,47 @@ describe("half-duplex transport", () => {
       await served.close();
     }
   }, 30_000);
+
+  it("ends the zone's stream with the global's writer failure, without resuming a link that is gone", async () => {
+    // A global whose frames fail after the hello with an error that is no session end.
+    const acceptor: MuxAcceptor = {
+      accept: async () =>
+        (async function* (): AsyncGenerator<Message> {
+          yield create(MessageSchema, { value: { case: "hello", value: {} } });
+          throw new Error("writer broke (test)");
+        })(),
+    };
+    const hub = new HalfDuplexHub(acceptor);
+    const router = createRouterTransport((r) => registerHalfDuplex(r, hub));
+    let pulls = 0;
+    const counted: Transport = {
+      unary: (...args) => router.unary(...args),
+      stream: (...args) => {
+        pulls++;
+        return router.stream(...args);
+      },
+    };
+    const abort = new AbortController();
+    const frames = await halfDuplexMuxTransport(counted).open({
+      headers: new Headers({ "client-id": "zone-1" }),
+      outbound: (async function* (): AsyncGenerator<Message> {
+        // The zone writes nothing in this test.
+      })(),
+      signal: abort.signal,
+    });
+    const cases: (string | undefined)[] = [];
+    const failure = await (async () => {
+      for await (const frame of frames) cases.push(frame.value.case);
+    })().catch((e: unknown) => e);
+    abort.abort();
+    expect(cases).toEqual(["hello"]);
+    expect(failure).toMatchObject({
+      code: "transport",
+      message: expect.stringMatching(
+        /the global's frames for zone "zone-1" stopped: writer broke \(test\)/,
+      ),
+    });
+    expect(pulls).toBe(1);
+    expect(hub.links).toBe(0);
+  });
 });
