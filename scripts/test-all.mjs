@@ -15,6 +15,7 @@ const STEPS = [
   ["lint", "lint"],
   ["check:gen", "check:gen"],
   ["exports", "check:exports"],
+  ["layers", "check:layers"],
   ["typecheck", "typecheck"],
   ["bench", "test:bench"],
   ["vitest", "test:node"],

@@ -17,7 +17,7 @@
  */
 import { ScalarType, type DescField, type DescMessage } from "@bufbuild/protobuf";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
-import { MessageSchema } from "../gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema } from "../gen/kds/mux/v1/mux_pb.ts";
 import {
   BYTES_HEAP,
   DENSE_FRAME_ALLOWANCE_BYTES,
@@ -54,12 +54,12 @@ const plans = new WeakMap<DescMessage, MessagePlan>();
 export const MAX_DEPTH = 32;
 
 /**
- * Why the encoded frame `bytes` (one `kds.mux.v1.Message`) is refused before
+ * Why the encoded frame `bytes` (one `kds.mux.v1.Frame`) is refused before
  * decoding, or undefined when the scan finds nothing wrong.
  */
 export function scanRefusal(bytes: Uint8Array): string | undefined {
   const weight = scanFrame(bytes);
-  if (typeof weight === "string") return `it is not a well-formed kds.mux.v1.Message: ${weight}`;
+  if (typeof weight === "string") return `it is not a well-formed kds.mux.v1.Frame: ${weight}`;
   return frameRefusal(weight);
 }
 
@@ -71,7 +71,7 @@ export function scanRefusal(bytes: Uint8Array): string | undefined {
  */
 export function scanFrame(bytes: Uint8Array): FrameWeight | string {
   const scan = new Scan(bytes);
-  const root = planOf(MessageSchema);
+  const root = planOf(FrameSchema);
   scan.heap += root.heap;
   return scan.message(root, 0, bytes.length, 0)
     ? { wireBytes: bytes.length, heapBytes: scan.heap, elements: scan.elements }

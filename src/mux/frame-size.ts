@@ -31,7 +31,7 @@ import {
 } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
-import { MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import {
   BYTES_HEAP,
   SLOT_HEAP,
@@ -52,23 +52,23 @@ type Sizer = (message: Record<string, unknown>, tally: Tally) => number;
 const sizers = new WeakMap<DescMessage, Sizer>();
 
 /**
- * Measures `frame`: its exact encoded length as a `kds.mux.v1.Message` and
+ * Measures `frame`: its exact encoded length as a `kds.mux.v1.Frame` and
  * the estimated memory its decoded form holds. For a batch, measure each
  * inner frame (the credit of a batch is the sum of its frames').
  */
-export function weighFrame(frame: Message): FrameWeight {
+export function weighFrame(frame: Frame): FrameWeight {
   const tally: Tally = { heapBytes: 0, elements: 0 };
-  const wireBytes = sizerOf(MessageSchema)(frame as unknown as Record<string, unknown>, tally);
+  const wireBytes = sizerOf(FrameSchema)(frame as unknown as Record<string, unknown>, tally);
   return { wireBytes, heapBytes: tally.heapBytes, elements: tally.elements };
 }
 
 /**
  * The credit size of a data frame: its exact protobuf-encoded length as a
- * `kds.mux.v1.Message`, what it takes from its lane's byte window (see
+ * `kds.mux.v1.Frame`, what it takes from its lane's byte window (see
  * docs/protocol.md, "Flow control"). A frame inside a batch counts alone.
  */
-export function creditSize(frame: Message): number {
-  return sizerOf(MessageSchema)(frame as unknown as Record<string, unknown>, {
+export function creditSize(frame: Frame): number {
+  return sizerOf(FrameSchema)(frame as unknown as Record<string, unknown>, {
     heapBytes: 0,
     elements: 0,
   });

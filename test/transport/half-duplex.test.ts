@@ -10,7 +10,7 @@ import {
   type Transport,
 } from "@connectrpc/connect";
 import { HalfDuplexService, type PullResponse } from "../../src/gen/kds/mux/v1/half_duplex_pb.ts";
-import { MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { describe, expect, it } from "vitest";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
@@ -19,7 +19,7 @@ import { GlobalServer } from "../../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { Session } from "../../src/mux/views.ts";
-import { KDS_ERROR_CODE_HEADER } from "../../src/transport/connect-errors.ts";
+import { KDS_ERROR_CODE_HEADER } from "../../src/connect-errors.ts";
 import { halfDuplexMuxTransport } from "../../src/transport/half-duplex/client.ts";
 import { HalfDuplexHub, registerHalfDuplex } from "../../src/transport/half-duplex/server.ts";
 import type { MuxAcceptor } from "../../src/transport/transport.ts";
@@ -392,8 +392,8 @@ describe("half-duplex transport", () => {
     // A global whose frames fail after the hello with an error that is no session end.
     const acceptor: MuxAcceptor = {
       accept: async () =>
-        (async function* (): AsyncGenerator<Message> {
-          yield create(MessageSchema, { value: { case: "hello", value: {} } });
+        (async function* (): AsyncGenerator<Frame> {
+          yield create(FrameSchema, { value: { case: "hello", value: {} } });
           throw new Error("writer broke (test)");
         })(),
     };
@@ -410,7 +410,7 @@ describe("half-duplex transport", () => {
     const abort = new AbortController();
     const frames = await halfDuplexMuxTransport(counted).open({
       headers: new Headers({ "client-id": "zone-1" }),
-      outbound: (async function* (): AsyncGenerator<Message> {
+      outbound: (async function* (): AsyncGenerator<Frame> {
         // The zone writes nothing in this test.
       })(),
       signal: abort.signal,
