@@ -12,6 +12,7 @@ import { spawn } from "node:child_process";
 
 /** name shown in the log -> npm script it runs. */
 const STEPS = [
+  ["lint", "lint"],
   ["check:gen", "check:gen"],
   ["exports", "check:exports"],
   ["layers", "check:layers"],
