@@ -24,7 +24,16 @@ export const FLOORS = [
   ["discovery"],
   ["mux"],
   ["store", "kinds", "observe", "util"],
-  ["errors.ts", "log.ts", "metrics.ts", "connect-errors.ts", "names.ts", "version.ts", "schema.ts", "gen"],
+  [
+    "errors.ts",
+    "log.ts",
+    "metrics.ts",
+    "connect-errors.ts",
+    "names.ts",
+    "version.ts",
+    "schema.ts",
+    "gen",
+  ],
 ];
 
 /** Imports allowed between siblings on one floor ("from -> to"); the reverse arrow is not. */
