@@ -56,9 +56,13 @@ export type OfflineAction = "mark" | "clear" | "expire" | undefined;
 
 /** An observation of a zone: online or not, at clock time `now`; `offlineForMs`: how long it has been offline already, when known. */
 export interface OfflineObservation {
+  /** A session of the zone is up somewhere. */
   readonly online: boolean;
+  /** Clock time of the observation (ms). */
   readonly now: number;
+  /** When the zone was last online (wall ms), if known. */
   readonly lastOnline: number | undefined;
+  /** How long it has been offline already (ms), if known. */
   readonly offlineForMs: number | undefined;
 }
 

@@ -9,7 +9,7 @@ import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { KdsError } from "../../errors.ts";
 import {
   resourceKey,
-  type ResourceMeta,
+  type StoredResourceMeta,
   type StoredResource,
   type TypeRegistry,
 } from "../../kinds/resource-types.ts";
@@ -64,7 +64,7 @@ export function decodeResource(types: TypeRegistry, row: ResourceRow): StoredRes
       `the store holds ${row.kind} "${resourceKey(row.mesh, row.name)}", a kind this process does not register; register it or read another kind`,
     );
   }
-  let spec;
+  let spec: StoredResource["spec"];
   try {
     spec = fromBinary(type.schema, row.spec);
   } catch (error) {
@@ -74,7 +74,7 @@ export function decodeResource(types: TypeRegistry, row: ResourceRow): StoredRes
       { cause: error },
     );
   }
-  const meta: ResourceMeta = Object.freeze({
+  const meta: StoredResourceMeta = Object.freeze({
     name: row.name,
     mesh: row.mesh,
     labels: Object.freeze(parseLabels(row.labels)),
