@@ -126,8 +126,6 @@ export interface OfflineZonesOptions extends OfflineTimes {
   readonly now?: () => number;
   /** Where stale resources are counted (a gauge per zone and kind). */
   readonly metrics?: Metrics;
-  /** Told when a zone turns stale or fresh (status pages refresh). */
-  readonly changed?: () => void;
   /** Where to log. */
   readonly logger: Logger;
 }
@@ -340,6 +338,5 @@ export class OfflineZones {
     for (const n of counts.values()) if (n > 0) any = true;
     if (any) this.#marked.set(zone, new Map(counts));
     else this.#marked.delete(zone);
-    this.#options.changed?.();
   }
 }

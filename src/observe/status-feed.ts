@@ -140,6 +140,9 @@ export class StatusFeed {
       },
       discovery: () => this.#changed(),
       syncLag: (peer, _kind, ms) => this.#addLag(options.zone ?? peer, ms),
+      // A held reset or stale zone starting or ending shows at once.
+      staleResources: () => this.#changed(),
+      heldDeletions: () => this.#changed(),
     };
   }
 

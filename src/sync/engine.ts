@@ -140,8 +140,6 @@ export class SyncEngine {
   readonly #resetGuard: ResolvedResetGuardOptions | undefined;
   /** Per zone, the reset guard of its running session. */
   readonly #guards = new Map<string, ResetGuard>();
-  /** Told when a held reset changes (status pages refresh). */
-  #heldChanged: () => void = () => undefined;
 
   /** @param options - store, types, role */
   constructor(options: SyncEngineOptions) {
@@ -273,11 +271,6 @@ export class SyncEngine {
     const status = this.#record(zone).snapshot();
     const held = this.#guards.get(zone)?.snapshot();
     return held === undefined ? status : { ...status, heldReset: held };
-  }
-
-  /** Calls `listener` whenever a held reset starts, changes or ends. */
-  onHeldChange(listener: () => void): void {
-    this.#heldChanged = listener;
   }
 
   /**
@@ -428,7 +421,6 @@ export class SyncEngine {
       clock: this.#options.clock ?? systemClock,
       logger: this.#options.logger,
       metrics: this.#options.metrics,
-      changed: () => this.#heldChanged(),
     });
     this.#guards.set(zone, guard);
     return guard;

@@ -176,8 +176,6 @@ export interface ResetGuardInit {
   readonly logger: Logger;
   /** Where held deletions are counted (a gauge per zone and kind). */
   readonly metrics?: Metrics;
-  /** Told when what is held changes. */
-  readonly changed?: () => void;
 }
 
 /** The reset guard of one session (see the module comment). */
@@ -264,7 +262,6 @@ export class ResetGuard implements DeletionGate {
           `applied the ${deleted} deletions held for ${this.#init.peer}; the deleted resources leave this side and the zones it serves`,
           { zone: this.#init.zone, deleted },
         );
-      this.#init.changed?.();
       return deleted;
     });
   }
@@ -277,7 +274,6 @@ export class ResetGuard implements DeletionGate {
     const held = [...this.#states].filter(([, s]) => s.phase === "holding");
     this.#states.clear();
     for (const [typeUrl] of held) this.#report(typeUrl);
-    if (held.length > 0) this.#init.changed?.();
   }
 
   #state(typeUrl: string): KindGuardState {
@@ -327,7 +323,6 @@ export class ResetGuard implements DeletionGate {
       this.#init.kindOf(typeUrl),
       s?.phase === "holding" ? s.keys.size : 0,
     );
-    this.#init.changed?.();
   }
 
   #serial<T>(work: () => Promise<T>): Promise<T> {
