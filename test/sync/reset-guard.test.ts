@@ -17,6 +17,7 @@ import {
 import { KdsError } from "../../src/errors.ts";
 import { noopMetrics } from "../../src/metrics.ts";
 import { ManualClock } from "../support/manual-clock.ts";
+import { zoneAdminBackend } from "../../src/admin/role-backends.ts";
 import { dataplane, mesh, startCluster, type Cluster } from "./helpers.ts";
 
 const options = resolveResetGuard();
@@ -163,7 +164,14 @@ describe("the reset guard in process", { timeout: 60_000 }, () => {
     await until("a held reset in the zone", () => zone.status().heldReset !== undefined);
     expect(zone.status().heldReset?.kinds).toEqual([{ kind: "Mesh", held: 12, of: 12 }]);
     expect(await zoneMeshes()).toBe(12);
-    expect(await zone.acceptReset()).toBe(12);
+    // Through the zone's admin API backend (kds-mux zone accept-reset NAME --server <the zone>): only its own name.
+    const backend = zoneAdminBackend(zone);
+    const signal = new AbortController().signal;
+    expect(() => backend.acceptReset?.("zone-b", signal)).toThrow(
+      /accepts only its own held reset/,
+    );
+    expect(await backend.acceptReset?.("a", signal)).toBe(12);
     expect(await zoneMeshes()).toBe(0);
+    await expect(zone.acceptReset()).rejects.toSatisfy((e) => KdsError.is(e, "not_found"));
   });
 });
