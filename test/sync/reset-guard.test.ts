@@ -124,6 +124,23 @@ describe("the reset guard in process", { timeout: 60_000 }, () => {
     await until("dp-3 gone", async () => (await globalDataplanes(c)) === 0);
   });
 
+  it("holds the same reset when the global subscribes in state-of-the-world form", async () => {
+    cluster = await startCluster("memory", { mode: "sotw" });
+    const c = cluster;
+    const types = createTypeRegistry(exampleTypes);
+    await zoneWith(c, 12, new InMemoryStore(types));
+    const empty = new InMemoryStore(types);
+    await empty.put(dataplane("default", "dp-0"));
+    c.startZone("a", { store: empty });
+    await until("a held reset", () => c.global.sync.status("a").heldReset !== undefined);
+    expect(c.global.sync.status("a").heldReset?.kinds).toEqual([
+      { kind: "Dataplane", held: 11, of: 12 },
+    ]);
+    expect(await globalDataplanes(c)).toBe(12);
+    expect(await c.global.acceptReset("a")).toBe(11);
+    expect(await globalDataplanes(c)).toBe(1);
+  });
+
   it("lets deletions below the threshold flow, and applies a held reset once holdForMs passes", async () => {
     const clock = new ManualClock();
     cluster = await startCluster("memory", { resetGuard: { holdForMs: 60_000 }, clock });
