@@ -367,7 +367,7 @@ export class SyncEngine {
       ),
     });
     const observer = combineClientObservers(record.clientObserver(), observed.client);
-    const guard = this.#guard(peer.zone);
+    const guard = this.#guard(peer.zone, session.signal);
     const storeSink = new StoreSink(store, types, peer.mapping, {
       retry: this.#options.storeRetry,
       onRetry: (error, delay) =>
@@ -408,7 +408,7 @@ export class SyncEngine {
   }
 
   /** A reset guard for a new session of `zone` (undefined when the guard is off). */
-  #guard(zone: string): ResetGuard | undefined {
+  #guard(zone: string, signal: AbortSignal): ResetGuard | undefined {
     const options = this.#resetGuard;
     if (options === undefined) return undefined;
     const global = this.#options.role === "global";
@@ -421,6 +421,7 @@ export class SyncEngine {
       clock: this.#options.clock ?? systemClock,
       logger: this.#options.logger,
       metrics: this.#options.metrics,
+      signal,
     });
     this.#guards.set(zone, guard);
     return guard;

@@ -176,6 +176,8 @@ export interface ResetGuardInit {
   readonly logger: Logger;
   /** Where held deletions are counted (a gauge per zone and kind). */
   readonly metrics?: Metrics;
+  /** The session's signal: a release by `holdForMs` stops with it. */
+  readonly signal: AbortSignal;
 }
 
 /** The reset guard of one session (see the module comment). */
@@ -250,7 +252,13 @@ export class ResetGuard implements DeletionGate {
       for (const [typeUrl, s] of [...this.#states]) {
         if (s.phase !== "holding") continue;
         this.#step(typeUrl, { type: "released" });
-        if (sink !== undefined) await sink.apply(typeUrl, [], [...s.keys], signal);
+        try {
+          if (sink !== undefined) await sink.apply(typeUrl, [], [...s.keys], signal);
+        } catch (error) {
+          // Nothing was deleted (the sink writes a call atomically): the kind stays held.
+          if (!this.#closed) this.#states.set(typeUrl, s);
+          throw error;
+        }
         deleted += s.keys.size;
         this.#report(typeUrl);
       }
@@ -297,7 +305,7 @@ export class ResetGuard implements DeletionGate {
           logger.warn(`the deletions held for ${peer} are applied: their hold time passed`, {
             zone,
           });
-          this.accept(new AbortController().signal).catch((error: unknown) =>
+          this.accept(this.#init.signal).catch((error: unknown) =>
             logger.error(
               `applying the deletions held for ${peer} failed; they stay held (accept them again)`,
               { zone, error },
