@@ -134,7 +134,7 @@ for await (const line of createInterface({ input: process.stdin })) {
         cpuMs: (cpu.user + cpu.system) / 1000,
         bytes: tally.bytes,
         resources: tally.resources,
-        phase: cost(),
+        phase: await cost(),
         startupCpuMs,
       }),
     );

@@ -166,14 +166,14 @@ export async function syncBench(
     await global.registerZone("zone-1");
     let end = phase();
     await writePolicies(global, n);
-    const write = end();
+    const write = await end();
     end = phase();
     const catchUpMs = await untilServed(global, n);
-    const catchUp = end();
+    const catchUp = await end();
     settle(); // untimed: the zone process settles too before it dials
     end = phase();
     const initial = await ask({ start: { total: n } });
-    const initialGlobal = end();
+    const initialGlobal = await end();
     await ask({ stop: true });
     const changed = Math.max(1, Math.round(n / 1000));
     for (let i = 0; i < changed; i++) {
@@ -188,7 +188,7 @@ export async function syncBench(
     const resume = await ask({
       start: { total: n, changedName: `policy-${changed - 1}`, changedValue: 2000 },
     });
-    const resumeGlobal = end();
+    const resumeGlobal = await end();
     await ask({ stop: true });
     return {
       resources: n,
