@@ -11,7 +11,7 @@ import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { serveRoutes } from "../src/adapters/node/serve-global.ts";
 import { DEFAULT_HTTP2_WINDOW_BYTES } from "../src/adapters/node/http2-windows.ts";
-import { MessageSchema, MultiplexService, type Message } from "../src/gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, MultiplexService, type Frame } from "../src/gen/kds/mux/v1/mux_pb.ts";
 import { DiscoveryRequestSchema, DiscoveryResponseSchema } from "../src/gen/kds/v1/discovery_pb.ts";
 import { PrefixedReader, lengthPrefixed } from "./floor-wire.ts";
 // The mux is measured without zone authentication (a token check happens once per connect, not per frame).
@@ -71,13 +71,13 @@ export async function rawConnectEcho(
       MultiplexService,
       createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }),
     );
-    const msg = create(MessageSchema, {
+    const msg = create(FrameSchema, {
       value: { case: "request", value: benchRequest(payload(size)) },
     });
     let received = 0;
     let release: (() => void) | undefined;
     const started = performance.now();
-    async function* requests(): AsyncGenerator<Message> {
+    async function* requests(): AsyncGenerator<Frame> {
       for (let i = 0; i < count; i++) {
         while (i - received >= window) await new Promise<void>((r) => (release = r));
         yield msg;
@@ -145,16 +145,16 @@ export async function grpcJsEcho(size: number, count: number, window = 64): Prom
     path: "/kds.mux.v1.MultiplexService/StreamMessage",
     requestStream: true,
     responseStream: true,
-    requestSerialize: (m: Message) => Buffer.from(toBinary(MessageSchema, m)),
-    requestDeserialize: (b: Buffer) => fromBinary(MessageSchema, b),
-    responseSerialize: (m: Message) => Buffer.from(toBinary(MessageSchema, m)),
-    responseDeserialize: (b: Buffer) => fromBinary(MessageSchema, b),
+    requestSerialize: (m: Frame) => Buffer.from(toBinary(FrameSchema, m)),
+    requestDeserialize: (b: Buffer) => fromBinary(FrameSchema, b),
+    responseSerialize: (m: Frame) => Buffer.from(toBinary(FrameSchema, m)),
+    responseDeserialize: (b: Buffer) => fromBinary(FrameSchema, b),
   };
   const service = { streamMessage: method } as unknown as grpc.ServiceDefinition;
   const server = new grpc.Server();
   server.addService(service, {
-    streamMessage: (call: grpc.ServerDuplexStream<Message, Message>) => {
-      call.on("data", (m: Message) => call.write(m));
+    streamMessage: (call: grpc.ServerDuplexStream<Frame, Frame>) => {
+      call.on("data", (m: Frame) => call.write(m));
       call.on("end", () => call.end());
     },
   });
@@ -168,11 +168,11 @@ export async function grpcJsEcho(size: number, count: number, window = 64): Prom
     "MultiplexService",
   );
   const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as {
-    streamMessage(): grpc.ClientDuplexStream<Message, Message>;
+    streamMessage(): grpc.ClientDuplexStream<Frame, Frame>;
     close(): void;
   };
   try {
-    const msg = create(MessageSchema, {
+    const msg = create(FrameSchema, {
       value: { case: "request", value: benchRequest(payload(size)) },
     });
     const call = client.streamMessage();
@@ -230,8 +230,8 @@ export async function http2Echo(size: number, count: number, window = 64): Promi
   try {
     const frame = lengthPrefixed(
       toBinary(
-        MessageSchema,
-        create(MessageSchema, { value: { case: "request", value: benchRequest(payload(size)) } }),
+        FrameSchema,
+        create(FrameSchema, { value: { case: "request", value: benchRequest(payload(size)) } }),
       ),
     );
     const stream = session.request({ ":method": "POST", ":path": "/echo" });

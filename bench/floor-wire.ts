@@ -10,10 +10,10 @@ import {
   TrafficPolicySpecSchema,
   exampleTypes,
 } from "../examples/example-kinds/index.ts";
-import { MessageSchema } from "../src/gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, type Frame } from "../src/gen/kds/mux/v1/mux_pb.ts";
 import { DeltaDiscoveryResponseSchema, ResourceSchema } from "../src/gen/kds/v1/discovery_pb.ts";
 import { KdsResourceSchema } from "../src/gen/kds/v1/resource_pb.ts";
-import { createTypeRegistry } from "../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../src/kinds/builtin-types.ts";
 
 const registry = createTypeRegistry(exampleTypes);
 const typeUrlOf = (kind: string): string => registry.get(kind).typeUrl;
@@ -112,22 +112,19 @@ function policyResource(i: number) {
   });
 }
 
-/** A mux frame as protobuf-es builds it (create()). */
-export type MuxFrame = ReturnType<typeof create<typeof MessageSchema>>;
-
 /**
  * The sync floor's frames, built (not yet encoded): `n` policies in delta
  * responses, each frame holding resources until its body reaches
  * `partBytes` (the global streams a change in parts of 512 KiB).
  */
-export function policyFrames(n: number, partBytes = 512 * 1024): MuxFrame[] {
+export function policyFrames(n: number, partBytes = 512 * 1024): Frame[] {
   const typeUrl = typeUrlOf("TrafficPolicy");
-  const frames: MuxFrame[] = [];
+  const frames: Frame[] = [];
   let batch: ReturnType<typeof policyResource>[] = [];
   let batchBytes = 0;
   const flush = (): void => {
     frames.push(
-      create(MessageSchema, {
+      create(FrameSchema, {
         value: {
           case: "deltaResponse",
           value: create(DeltaDiscoveryResponseSchema, {
@@ -153,13 +150,13 @@ export function policyFrames(n: number, partBytes = 512 * 1024): MuxFrame[] {
 }
 
 /** The sync floor's encode: each frame with protobuf-es, length-prefixed. */
-export function encodeFrames(frames: readonly MuxFrame[]): Uint8Array[] {
-  return frames.map((f) => lengthPrefixed(toBinary(MessageSchema, f)));
+export function encodeFrames(frames: readonly Frame[]): Uint8Array[] {
+  return frames.map((f) => lengthPrefixed(toBinary(FrameSchema, f)));
 }
 
 /** The sync floor's decode of one frame body: the mux frame, each resource's envelope and its spec, as the zone does. Returns the resources in it. */
 export function decodePolicyFrame(body: Uint8Array): number {
-  const frame = fromBinary(MessageSchema, body);
+  const frame = fromBinary(FrameSchema, body);
   if (frame.value.case !== "deltaResponse") throw new Error("expected a delta response");
   let count = 0;
   for (const r of frame.value.value.resources) {
@@ -188,8 +185,8 @@ export function meshChangeFrame(description: string): Uint8Array {
   });
   return lengthPrefixed(
     toBinary(
-      MessageSchema,
-      create(MessageSchema, {
+      FrameSchema,
+      create(FrameSchema, {
         value: {
           case: "deltaResponse",
           value: create(DeltaDiscoveryResponseSchema, {

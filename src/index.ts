@@ -5,8 +5,8 @@
  * entry points of their own, for bundles that want only one of them:
  * `kds-mux/mux`, `kds-mux/transport`, `kds-mux/zone` and `kds-mux/fetch`.
  *
- * The mux frame type is `MuxMessage` (schema `MuxMessageSchema`); the names
- * `Message` and `MessageSchema` remain as deprecated aliases.
+ * The mux frame type is `Frame` (schema `FrameSchema`), so `Message` stays
+ * protobuf-es's type.
  *
  * @module
  */
@@ -15,7 +15,6 @@ export { consoleLogger, silentLogger, type Logger, type LogFields, type LogLevel
 export { CLIENT_ID_HEADER, ZONE_NAME_PATTERN, assertZoneName } from "./names.ts";
 export { systemClock, type Clock } from "./util/clock.ts";
 export * from "./mux/index.ts";
-export { type Message, MessageSchema } from "./deprecated-names.ts";
 export * from "./transport/index.ts";
 export {
   HalfDuplexHub,
@@ -24,7 +23,7 @@ export {
 } from "./transport/half-duplex/server.ts";
 export * from "./gen/kds/mux/v1/half_duplex_pb.ts";
 export { GlobalServer, sessionEndError, type GlobalServerOptions } from "./global/global-server.ts";
-export { muxJsonRegistry } from "./sync/json-registry.ts";
+export { muxJsonRegistry } from "./kinds/json-registry.ts";
 export { multiplexServiceImpl, registerGlobal } from "./global/connect-service.ts";
 export * from "./adapters/fetch/index.ts";
 export {
@@ -69,7 +68,7 @@ export {
   type ResourceTypeInit,
   type StoredResource,
   type SyncDirection,
-} from "./sync/resource-types.ts";
+} from "./kinds/resource-types.ts";
 export type {
   ApplyResult,
   ListOptions,
@@ -95,7 +94,7 @@ export {
   createTypeRegistry,
   zoneInsightType,
   zoneType,
-} from "./sync/builtin-types.ts";
+} from "./kinds/builtin-types.ts";
 export {
   declarationOf,
   describeDeclaration,
@@ -105,7 +104,7 @@ export {
   parseDescriptorSet,
   typesFromDescriptors,
   type KindDeclaration,
-} from "./sync/descriptor-types.ts";
+} from "./kinds/descriptor-types.ts";
 export {
   KIND_CATALOG_KEY,
   KIND_CATALOG_TYPE_URL,
@@ -122,7 +121,8 @@ export {
 } from "./sync/snapshot-cache.ts";
 export { StoreSink, mirrorMapping, zoneMapping, type SinkMapping } from "./sync/store-sink.ts";
 export { KDS_RESOURCE_TYPE_URL, fromWire, toWire, type DecodedResource } from "./sync/wire.ts";
-export { ZoneStatusRecord, type TypeSyncStatus, type ZoneStatus } from "./sync/status.ts";
+export { ZoneStatusRecord } from "./sync/status.ts";
+export type { TypeSyncStatus, ZoneStatus } from "./observe/zone-status.ts";
 export { SyncEngine, type SyncEngineOptions, type SyncPeer } from "./sync/engine.ts";
 export { ZoneLifecycle, type ZoneLifecycleOptions } from "./global/zone-lifecycle.ts";
 export {
@@ -142,14 +142,14 @@ export {
   type DiscoveryEvent,
   type MetricLane,
   type Metrics,
-} from "./observe/metrics.ts";
+} from "./metrics.ts";
 export { instrumentStore } from "./observe/store.ts";
 export {
   combineClientObservers,
   combineServerObservers,
   streamObservers,
   type StreamObservers,
-} from "./observe/sync-observers.ts";
+} from "./sync/sync-observers.ts";
 export { observeHandler, type MetricsText, type ObserveOptions } from "./observe/http.ts";
 export {
   StatusFeed,
@@ -178,6 +178,7 @@ export {
   logWrite,
   type AdminBackend,
 } from "./admin/admin-service.ts";
+export { globalAdminBackend, zoneAdminBackend } from "./admin/role-backends.ts";
 export {
   registerTokenService,
   tokenServiceImpl,
