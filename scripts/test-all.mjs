@@ -15,6 +15,7 @@ const STEPS = [
   ["check:gen", "check:gen"],
   ["exports", "check:exports"],
   ["layers", "check:layers"],
+  ["package", "check:package"],
   ["typecheck", "typecheck"],
   ["bench", "test:bench"],
   ["vitest", "test:node"],
