@@ -25,7 +25,7 @@ export type SummaryRule =
   | "spreadFinite"
   /** A {@link Spread} of positive figures, or "skipped: no server". */
   | "spreadOrSkipped"
-  /** A {@link Spread} of positive ratios, or null when a floor was not above zero in some repetition (a few streams' RSS growth can round to no page). */
+  /** A {@link Spread} of finite ratios, or null when a floor was not above zero in some repetition: memory growth over a few zones is noise that can round to no page, or below zero. */
   | "spreadOrNone";
 
 /**
@@ -612,7 +612,7 @@ export function summaryProblems(summary: unknown): string[] {
                     ? isSpread(value, finite)
                     : rule === "spreadOrSkipped"
                       ? isSpread(value, positive) || value === SKIPPED
-                      : isSpread(value, positive) || value === null;
+                      : isSpread(value, finite) || value === null;
     if (!ok) problems.push(`${path}: ${shown} (expected ${rule})`);
   }
   for (const { key: path } of SUMMARY_KEYS.filter((k) => k.key.endsWith(".p99Ms"))) {
