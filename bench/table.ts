@@ -197,8 +197,8 @@ export function writePerformanceDoc(summary: unknown): string {
   return fileURLToPath(PERFORMANCE_DOC);
 }
 
-/** The newest full-run summary in bench/results. */
-function newestFullSummary(): string {
+/** The newest full-run summary in bench/results (undefined when there is none). */
+function newestFullSummary(): string | undefined {
   const dir = new URL("./results/", import.meta.url);
   const files = existsSync(dir)
     ? readdirSync(dir)
@@ -206,16 +206,18 @@ function newestFullSummary(): string {
         .sort()
     : [];
   const last = files.at(-1);
-  if (last === undefined)
-    throw new Error(
-      "no bench/results/full-*.json: run `npm run bench` first, or name a summary file",
-    );
-  return fileURLToPath(new URL(last, dir));
+  return last === undefined ? undefined : fileURLToPath(new URL(last, dir));
 }
 
 if (isMain(import.meta.url)) {
   const args = process.argv.slice(2);
   const file = args.find((a) => !a.startsWith("--")) ?? newestFullSummary();
+  if (file === undefined) {
+    console.error(
+      "bench/table.ts: no bench/results/full-*.json to read: run `npm run bench` first, or name a summary file",
+    );
+    process.exit(1);
+  }
   const summary = JSON.parse(readFileSync(file, "utf8")) as unknown;
   if (args.includes("--write")) console.log(`${writePerformanceDoc(summary)} updated from ${file}`);
   else console.log(performanceTable(summary));
