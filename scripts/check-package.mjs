@@ -68,7 +68,7 @@ async function main() {
   // Node binaries (file copies) and the JSR dry run (a type check of src/).
   const jsr = step("jsr", () => denoPublishDryRun());
   const nodes = Promise.all(NODE_LINES.map((line) => nodeBinary(line)));
-  nodes.catch(() => {}); // Awaited (and its failure reported) by the "node binaries" step below.
+  nodes.catch(() => undefined); // Awaited (and its failure reported) by the "node binaries" step below.
   const tarball = await pack();
   if (tarball === undefined) {
     await jsr;

@@ -310,16 +310,14 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
   return {
     listTypes: () =>
       guard(async () => ({
-        types: types
-          .visible()
-          .map((t) =>
-            create(TypeInfoSchema, {
-              kind: t.kind,
-              typeUrl: t.typeUrl,
-              direction: t.direction,
-              scope: t.scope,
-            }),
-          ),
+        types: types.visible().map((t) =>
+          create(TypeInfoSchema, {
+            kind: t.kind,
+            typeUrl: t.typeUrl,
+            direction: t.direction,
+            scope: t.scope,
+          }),
+        ),
       })),
     apply: (request, context) =>
       guard(async () => {

@@ -24,7 +24,7 @@ function withoutFences(text: string): string[] {
       return "";
     }
     if (fence !== undefined) {
-      if (marker !== undefined && marker.startsWith(fence)) fence = undefined;
+      if (marker?.startsWith(fence) === true) fence = undefined;
       return "";
     }
     return line;
