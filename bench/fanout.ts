@@ -87,7 +87,7 @@ export interface FanoutFloor {
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly maxMs: number;
-  /** This process's heap growth per held stream (after GC). */
+  /** This process's heap growth per held stream (after GC). With "after" it also holds what the stopped zones released (often below zero): a floor only with "interleaved". */
   readonly heapPerStreamKiB: number;
   /** This process's RSS growth per held stream. */
   readonly rssPerStreamKiB: number;
