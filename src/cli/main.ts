@@ -19,6 +19,7 @@ import {
   requestTimeoutOption,
 } from "./connection-flags.ts";
 import { configurable, explainSettings } from "./configuration.ts";
+import { withFlags } from "./option-flags.ts";
 import { registerConformance } from "./conformance-command.ts";
 import { runDemo } from "./demo.ts";
 import { cliLogger, type LogFormat } from "./logger.ts";
@@ -484,7 +485,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       return error.exitCode === 0 ? 0 : 2;
     }
     if (error instanceof KdsError) {
-      process.stderr.write(`error: ${explainSettings(error.message)}\n`);
+      process.stderr.write(`error: ${explainSettings(withFlags(error.message))}\n`);
       return error.code === "invalid_argument" ? 2 : 1;
     }
     process.stderr.write(
