@@ -23,7 +23,15 @@ export {
   type HalfDuplexHubOptions,
 } from "./transport/half-duplex/server.ts";
 export * from "./gen/kds/mux/v1/half_duplex_pb.ts";
-export { GlobalServer, sessionEndError, type GlobalServerOptions } from "./global/global-server.ts";
+export {
+  DEFAULT_DRAIN_MAX_GAP_MS,
+  DEFAULT_MAX_HANDSHAKES,
+  DEFAULT_MAX_HANDSHAKES_PER_ZONE,
+  GlobalServer,
+  sessionEndError,
+  type DrainOptions,
+  type GlobalServerOptions,
+} from "./global/global-server.ts";
 export { muxJsonRegistry } from "./sync/json-registry.ts";
 export { multiplexServiceImpl, registerGlobal } from "./global/connect-service.ts";
 export * from "./adapters/fetch/index.ts";
@@ -122,7 +130,7 @@ export {
 } from "./sync/snapshot-cache.ts";
 export { StoreSink, mirrorMapping, zoneMapping, type SinkMapping } from "./sync/store-sink.ts";
 export { KDS_RESOURCE_TYPE_URL, fromWire, toWire, type DecodedResource } from "./sync/wire.ts";
-export { ZoneStatusRecord, type TypeSyncStatus, type ZoneStatus } from "./sync/status.ts";
+export { ZoneStatusRecord, sideOf, type TypeSyncStatus, type ZoneStatus } from "./sync/status.ts";
 export { SyncEngine, type SyncEngineOptions, type SyncPeer } from "./sync/engine.ts";
 export { ZoneLifecycle, type ZoneLifecycleOptions } from "./global/zone-lifecycle.ts";
 export {
@@ -247,3 +255,14 @@ export * from "./gen/kds/mux/v1/mux_pb.ts";
 export * from "./gen/kds/v1/resource_pb.ts";
 export * from "./gen/kds/v1/kinds_pb.ts";
 export * from "./gen/kds/v1/discovery_pb.ts";
+
+// Types the API above takes or returns, exported so a caller can name them.
+export type { KnownZones, ZoneFacts } from "./sync/cross-zone.ts";
+export type { RebalanceOptions } from "./global/rebalancer.ts";
+export type { ZoneRequirement, ZoneSelector } from "./sync/zone-selector.ts";
+export type { SyncError } from "./sync/status.ts";
+export type { ConnectionEvent, ListenerName, PeerVersion } from "./observe/metrics.ts";
+export type { TypeSyncStatusJson } from "./observe/status-feed.ts";
+export type { Readiness } from "./observe/probes.ts";
+export type { ResourceName } from "./store/contract.ts";
+export type { StoreSinkOptions } from "./sync/store-sink.ts";

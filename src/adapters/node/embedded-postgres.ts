@@ -61,7 +61,7 @@ export interface EmbeddedPostgresOptions {
 
 /** A running embedded server. */
 export interface EmbeddedPostgres {
-  /** `postgres://kds:<password>@127.0.0.1:<port>/postgres`: hand it to {@link PostgresStore.open}. */
+  /** `postgres://kds:<password>@127.0.0.1:<port>/postgres`: hand it to `PostgresStore.open` (`kds-mux/postgres`). */
   readonly url: string;
   /** The port it listens on (127.0.0.1 only). */
   readonly port: number;
