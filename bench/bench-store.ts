@@ -13,7 +13,7 @@ import { silentLogger } from "../src/log.ts";
 import type { ResourceStore } from "../src/store/contract.ts";
 import { InMemoryStore } from "../src/store/memory.ts";
 import { PostgresStore } from "../src/store/postgres.ts";
-import type { TypeRegistry } from "../src/sync/resource-types.ts";
+import type { TypeRegistry } from "../src/kinds/resource-types.ts";
 
 /** Which store a scenario runs on. */
 export type StoreKind = "memory" | "embedded" | "postgres";

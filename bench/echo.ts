@@ -7,7 +7,7 @@ import { createClient, type ConnectRouter } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import { serveRoutes } from "../src/adapters/node/serve-global.ts";
-import { MessageSchema, MultiplexService, type Message } from "../src/gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, MultiplexService, type Frame } from "../src/gen/kds/mux/v1/mux_pb.ts";
 import { DiscoveryRequestSchema, DiscoveryResponseSchema } from "../src/gen/kds/v1/discovery_pb.ts";
 // The mux is measured without zone authentication (a token check happens once per connect, not per frame).
 import { insecureZoneAuthenticator } from "../src/auth/zone-authenticator.ts";
@@ -66,13 +66,13 @@ export async function rawConnectEcho(
       MultiplexService,
       createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }),
     );
-    const msg = create(MessageSchema, {
+    const msg = create(FrameSchema, {
       value: { case: "request", value: benchRequest(payload(size)) },
     });
     let received = 0;
     let release: (() => void) | undefined;
     const started = performance.now();
-    async function* requests(): AsyncGenerator<Message> {
+    async function* requests(): AsyncGenerator<Frame> {
       for (let i = 0; i < count; i++) {
         while (i - received >= window) await new Promise<void>((r) => (release = r));
         yield msg;
@@ -140,16 +140,16 @@ export async function grpcJsEcho(size: number, count: number, window = 64): Prom
     path: "/kds.mux.v1.MultiplexService/StreamMessage",
     requestStream: true,
     responseStream: true,
-    requestSerialize: (m: Message) => Buffer.from(toBinary(MessageSchema, m)),
-    requestDeserialize: (b: Buffer) => fromBinary(MessageSchema, b),
-    responseSerialize: (m: Message) => Buffer.from(toBinary(MessageSchema, m)),
-    responseDeserialize: (b: Buffer) => fromBinary(MessageSchema, b),
+    requestSerialize: (m: Frame) => Buffer.from(toBinary(FrameSchema, m)),
+    requestDeserialize: (b: Buffer) => fromBinary(FrameSchema, b),
+    responseSerialize: (m: Frame) => Buffer.from(toBinary(FrameSchema, m)),
+    responseDeserialize: (b: Buffer) => fromBinary(FrameSchema, b),
   };
   const service = { streamMessage: method } as unknown as grpc.ServiceDefinition;
   const server = new grpc.Server();
   server.addService(service, {
-    streamMessage: (call: grpc.ServerDuplexStream<Message, Message>) => {
-      call.on("data", (m: Message) => call.write(m));
+    streamMessage: (call: grpc.ServerDuplexStream<Frame, Frame>) => {
+      call.on("data", (m: Frame) => call.write(m));
       call.on("end", () => call.end());
     },
   });
@@ -163,11 +163,11 @@ export async function grpcJsEcho(size: number, count: number, window = 64): Prom
     "MultiplexService",
   );
   const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as {
-    streamMessage(): grpc.ClientDuplexStream<Message, Message>;
+    streamMessage(): grpc.ClientDuplexStream<Frame, Frame>;
     close(): void;
   };
   try {
-    const msg = create(MessageSchema, {
+    const msg = create(FrameSchema, {
       value: { case: "request", value: benchRequest(payload(size)) },
     });
     const call = client.streamMessage();

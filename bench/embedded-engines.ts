@@ -14,7 +14,7 @@ import { startEmbeddedPostgres } from "../src/adapters/node/embedded-postgres.ts
 import { silentLogger } from "../src/log.ts";
 import { PostgresStore } from "../src/store/postgres.ts";
 import { MIGRATIONS } from "../src/store/postgres/migrations.ts";
-import { createTypeRegistry } from "../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../src/kinds/builtin-types.ts";
 import { create } from "@bufbuild/protobuf";
 import { MeshSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
 

@@ -25,13 +25,13 @@ import { MeshSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts
 import { ZoneSpecSchema } from "../src/gen/kds/v1/resource_pb.ts";
 import { GlobalControlPlane } from "../src/global/global-control-plane.ts";
 import { silentLogger } from "../src/log.ts";
-import { ZONE_KIND, createTypeRegistry } from "../src/sync/builtin-types.ts";
+import { ZONE_KIND, createTypeRegistry } from "../src/kinds/builtin-types.ts";
 import { openDatabase, openStore, type BenchDatabase, type StoreKind } from "./bench-store.ts";
 import { childNodeArgs, isMain } from "./fresh.ts";
 import { SKIPPED } from "./summary.ts";
 import { percentile } from "./percentile.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
-import { noopMetrics, type Metrics } from "../src/observe/metrics.ts";
+import { noopMetrics, type Metrics } from "../src/metrics.ts";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;

@@ -6,7 +6,7 @@
 import { create } from "@bufbuild/protobuf";
 import { DataplaneSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
 import type { ResourceStore, WriteOp } from "../src/store/contract.ts";
-import { createTypeRegistry } from "../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../src/kinds/builtin-types.ts";
 import { openDatabase, openStore, type StoreKind } from "./bench-store.ts";
 import { SKIPPED } from "./summary.ts";
 

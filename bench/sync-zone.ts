@@ -7,7 +7,7 @@
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { toBinary } from "@bufbuild/protobuf";
 import { createInterface } from "node:readline";
-import { MessageSchema } from "../src/gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema } from "../src/gen/kds/mux/v1/mux_pb.ts";
 import {
   DEFAULT_HTTP2_WINDOW_BYTES,
   windowedSessionManager,
@@ -54,7 +54,7 @@ const transport: MuxTransport = !count
         const inbound = await base.open(request);
         return (async function* () {
           for await (const frame of inbound) {
-            tally.bytes += toBinary(MessageSchema, frame).byteLength;
+            tally.bytes += toBinary(FrameSchema, frame).byteLength;
             tally.resources += resourcesIn(frame, KIND_CATALOG_TYPE_URL);
             yield frame;
           }

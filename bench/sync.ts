@@ -13,7 +13,7 @@ import { serveGlobal } from "../src/adapters/node/serve-global.ts";
 import { TrafficPolicySpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
 import { GlobalControlPlane } from "../src/global/global-control-plane.ts";
 import { silentLogger } from "../src/log.ts";
-import { createTypeRegistry } from "../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../src/kinds/builtin-types.ts";
 import type { WriteOp } from "../src/store/contract.ts";
 import { openDatabase, openStore, type StoreKind } from "./bench-store.ts";
 import { childNodeArgs, isMain } from "./fresh.ts";

@@ -14,6 +14,7 @@ import { spawn } from "node:child_process";
 const STEPS = [
   ["check:gen", "check:gen"],
   ["exports", "check:exports"],
+  ["layers", "check:layers"],
   ["typecheck", "typecheck"],
   ["bench", "test:bench"],
   ["vitest", "test:node"],

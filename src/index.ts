@@ -5,8 +5,8 @@
  * entry points of their own, for bundles that want only one of them:
  * `kds-mux/mux`, `kds-mux/transport`, `kds-mux/zone` and `kds-mux/fetch`.
  *
- * The mux frame type is `MuxMessage` (schema `MuxMessageSchema`); the names
- * `Message` and `MessageSchema` remain as deprecated aliases.
+ * The mux frame type is `Frame` (schema `FrameSchema`), so `Message` stays
+ * protobuf-es's type.
  *
  * @module
  */
@@ -15,7 +15,6 @@ export { consoleLogger, silentLogger, type Logger, type LogFields, type LogLevel
 export { CLIENT_ID_HEADER, ZONE_NAME_PATTERN, assertZoneName } from "./names.ts";
 export { systemClock, type Clock } from "./util/clock.ts";
 export * from "./mux/index.ts";
-export { type Message, MessageSchema } from "./deprecated-names.ts";
 export * from "./transport/index.ts";
 export {
   HalfDuplexHub,
@@ -32,7 +31,7 @@ export {
   type DrainOptions,
   type GlobalServerOptions,
 } from "./global/global-server.ts";
-export { muxJsonRegistry } from "./sync/json-registry.ts";
+export { muxJsonRegistry } from "./kinds/json-registry.ts";
 export { multiplexServiceImpl, registerGlobal } from "./global/connect-service.ts";
 export * from "./adapters/fetch/index.ts";
 export {
@@ -77,7 +76,7 @@ export {
   type ResourceTypeInit,
   type StoredResource,
   type SyncDirection,
-} from "./sync/resource-types.ts";
+} from "./kinds/resource-types.ts";
 export type {
   ApplyResult,
   ListOptions,
@@ -103,7 +102,7 @@ export {
   createTypeRegistry,
   zoneInsightType,
   zoneType,
-} from "./sync/builtin-types.ts";
+} from "./kinds/builtin-types.ts";
 export {
   declarationOf,
   describeDeclaration,
@@ -113,7 +112,7 @@ export {
   parseDescriptorSet,
   typesFromDescriptors,
   type KindDeclaration,
-} from "./sync/descriptor-types.ts";
+} from "./kinds/descriptor-types.ts";
 export {
   KIND_CATALOG_KEY,
   KIND_CATALOG_TYPE_URL,
@@ -150,14 +149,14 @@ export {
   type DiscoveryEvent,
   type MetricLane,
   type Metrics,
-} from "./observe/metrics.ts";
+} from "./metrics.ts";
 export { instrumentStore } from "./observe/store.ts";
 export {
   combineClientObservers,
   combineServerObservers,
   streamObservers,
   type StreamObservers,
-} from "./observe/sync-observers.ts";
+} from "./sync/sync-observers.ts";
 export { observeHandler, type MetricsText, type ObserveOptions } from "./observe/http.ts";
 export {
   StatusFeed,
@@ -186,6 +185,7 @@ export {
   logWrite,
   type AdminBackend,
 } from "./admin/admin-service.ts";
+export { globalAdminBackend, zoneAdminBackend } from "./admin/role-backends.ts";
 export {
   registerTokenService,
   tokenServiceImpl,
@@ -259,9 +259,9 @@ export * from "./gen/kds/v1/discovery_pb.ts";
 // Types the API above takes or returns, exported so a caller can name them.
 export type { KnownZones, ZoneFacts } from "./sync/cross-zone.ts";
 export type { RebalanceOptions } from "./global/rebalancer.ts";
-export type { ZoneRequirement, ZoneSelector } from "./sync/zone-selector.ts";
+export type { ZoneRequirement, ZoneSelector } from "./kinds/zone-selector.ts";
 export type { SyncError } from "./sync/status.ts";
-export type { ConnectionEvent, ListenerName, PeerVersion } from "./observe/metrics.ts";
+export type { ConnectionEvent, ListenerName, PeerVersion } from "./metrics.ts";
 export type { TypeSyncStatusJson } from "./observe/status-feed.ts";
 export type { Readiness } from "./observe/probes.ts";
 export type { ResourceName } from "./store/contract.ts";

@@ -39,19 +39,19 @@ import {
   ZoneInsightSchema,
   type AdminResource,
 } from "../gen/kds/admin/v1/admin_pb.ts";
-import { ZONE_KIND } from "../sync/builtin-types.ts";
+import { ZONE_KIND } from "../kinds/builtin-types.ts";
 import { validateInput } from "../store/validate.ts";
-import { ZONES_LABEL, parseZoneSelector } from "../sync/zone-selector.ts";
+import { ZONES_LABEL, parseZoneSelector } from "../kinds/zone-selector.ts";
 import {
   LABELS,
   resourceKey,
   type ResourceType,
   type StoredResource,
   type TypeRegistry,
-} from "../sync/resource-types.ts";
+} from "../kinds/resource-types.ts";
 import { sideOf, type SyncCounters, type ZoneStatus } from "../sync/status.ts";
 import type { ResourceInput, ResourceStore } from "../store/contract.ts";
-import { toConnectError } from "../transport/connect-errors.ts";
+import { toConnectError } from "../connect-errors.ts";
 
 /** What the admin API serves from. */
 export interface AdminBackend {

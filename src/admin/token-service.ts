@@ -15,7 +15,7 @@ import { ADMIN_ROLES, type AdminRole } from "../auth/tokens.ts";
 import { KdsError } from "../errors.ts";
 import { TokenService } from "../gen/kds/admin/v1/tokens_pb.ts";
 import type { Logger } from "../log.ts";
-import { toConnectError } from "../transport/connect-errors.ts";
+import { toConnectError } from "../connect-errors.ts";
 import { logWrite } from "./admin-service.ts";
 
 /** What the token admin API serves from. */

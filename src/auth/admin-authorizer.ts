@@ -11,7 +11,7 @@
  */
 import { createContextKey, type ContextKey, type Interceptor } from "@connectrpc/connect";
 import { KdsError } from "../errors.ts";
-import { toConnectError } from "../transport/connect-errors.ts";
+import { toConnectError } from "../connect-errors.ts";
 import type { TokenAuthority } from "./token-authority.ts";
 import { bearerToken, type AdminRole } from "./tokens.ts";
 

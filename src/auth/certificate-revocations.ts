@@ -16,7 +16,7 @@ import {
   type CertificateRevocationSpec,
 } from "../gen/kds/v1/auth_pb.ts";
 import type { ResourceStore } from "../store/contract.ts";
-import { CERTIFICATE_REVOCATION_KIND } from "../sync/builtin-types.ts";
+import { CERTIFICATE_REVOCATION_KIND } from "../kinds/builtin-types.ts";
 
 /** How a certificate is named for revocation: its serial number or its SHA-256 fingerprint, in hex. */
 export type CertificateTarget = { readonly serial: string } | { readonly fingerprint: string };

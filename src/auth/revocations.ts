@@ -11,7 +11,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { TokenRevocationSpecSchema, type TokenRevocationSpec } from "../gen/kds/v1/auth_pb.ts";
 import type { ResourceStore } from "../store/contract.ts";
-import { TOKEN_REVOCATION_KIND } from "../sync/builtin-types.ts";
+import { TOKEN_REVOCATION_KIND } from "../kinds/builtin-types.ts";
 
 /** What a revocation check needs to know about a token. */
 export interface RevocableToken {

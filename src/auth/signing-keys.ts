@@ -12,8 +12,8 @@ import { exportJWK, generateKeyPair, importJWK, type JWK } from "jose";
 import { KdsError } from "../errors.ts";
 import { SigningKeySpecSchema, type SigningKeySpec } from "../gen/kds/v1/auth_pb.ts";
 import type { ResourceStore } from "../store/contract.ts";
-import { SIGNING_KEY_KIND } from "../sync/builtin-types.ts";
-import type { StoredResource } from "../sync/resource-types.ts";
+import { SIGNING_KEY_KIND } from "../kinds/builtin-types.ts";
+import type { StoredResource } from "../kinds/resource-types.ts";
 
 /** The one algorithm kds-mux signs with: ECDSA P-256, available in WebCrypto on every runtime. */
 export const SIGNING_ALGORITHM = "ES256";

@@ -18,8 +18,8 @@ import {
   SIGNING_KEY_KIND,
   TOKEN_REVOCATION_KIND,
   authTypes,
-} from "../sync/builtin-types.ts";
-import { TypeRegistry } from "../sync/resource-types.ts";
+} from "../kinds/builtin-types.ts";
+import { TypeRegistry } from "../kinds/resource-types.ts";
 import type { CertificateRevocationSpec, TokenRevocationSpec } from "../gen/kds/v1/auth_pb.ts";
 import {
   CertificateRevocations,

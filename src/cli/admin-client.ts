@@ -11,7 +11,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { KdsError } from "../errors.ts";
 import { AdminService } from "../gen/kds/admin/v1/admin_pb.ts";
 import { TokenService } from "../gen/kds/admin/v1/tokens_pb.ts";
-import { fromConnectError } from "../transport/connect-errors.ts";
+import { fromConnectError } from "../connect-errors.ts";
 
 /** Where and how the CLI calls an admin API. */
 export interface AdminTarget {

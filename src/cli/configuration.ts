@@ -53,7 +53,7 @@ export interface EffectiveSetting {
 
 const OWN_KEYS = new Set(["config", "print-config"]);
 
-/** The setting of `option`, or undefined for a hidden flag (an old name), a short-only one and --config / --print-config themselves. */
+/** The setting of `option`, or undefined for a hidden flag, a short-only one and --config / --print-config themselves. */
 export function settingOf(option: Option): Setting | undefined {
   if (option.hidden || option.long === undefined) return undefined;
   const flag = option.long;

@@ -7,7 +7,7 @@
  * @module
  */
 import type { Command } from "commander";
-import { createTypeRegistry } from "../sync/builtin-types.ts";
+import { createTypeRegistry } from "../kinds/builtin-types.ts";
 import { conformanceDialer, listenForZone } from "../adapters/node/conformance-link.ts";
 import { checkGlobal, checkZone, formatTable, type CheckResult } from "../conformance/index.ts";
 import { KdsError } from "../errors.ts";

@@ -19,7 +19,7 @@ import {
   DEFAULT_MAX_HANDSHAKES_PER_ZONE,
 } from "../global/global-server.ts";
 import type { Logger } from "../log.ts";
-import type { Metrics } from "../observe/metrics.ts";
+import type { Metrics } from "../metrics.ts";
 import { parseDuration } from "./address.ts";
 
 /** The CLI's default idle timeout. */

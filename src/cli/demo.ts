@@ -15,8 +15,8 @@ import { adminListenerInterceptor, registerAdminRoutes } from "../admin/admin-ro
 import { serveGlobal, serveRoutes } from "../adapters/node/serve-global.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";
-import { createTypeRegistry } from "../sync/builtin-types.ts";
-import { LABELS, resourceKey, type TypeRegistry } from "../sync/resource-types.ts";
+import { createTypeRegistry } from "../kinds/builtin-types.ts";
+import { LABELS, resourceKey, type TypeRegistry } from "../kinds/resource-types.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { connectMuxTransport } from "../transport/connect.ts";
 import { ZoneControlPlane } from "../zone/zone-control-plane.ts";
@@ -24,6 +24,7 @@ import { adminClient } from "./admin-client.ts";
 import { formatZones } from "./format.ts";
 import { EXAMPLE_KINDS_FILE, describeKinds, loadKindsFile } from "./kinds-file.ts";
 import { aborted } from "./signals.ts";
+import { globalAdminBackend } from "../admin/role-backends.ts";
 
 /** Options of the demo. */
 export interface DemoOptions {
@@ -55,10 +56,13 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   setMaxListeners(0, stop.signal); // one global and two zones tie themselves to it
   global.start(stop.signal);
   const served = await serveGlobal(global.server, { port: 0 });
-  const adminApi = await serveRoutes((router) => registerAdminRoutes(router, global.admin()), {
-    port: 0,
-    interceptors: [adminListenerInterceptor(global.admin(), "127.0.0.1")],
-  });
+  const adminApi = await serveRoutes(
+    (router) => registerAdminRoutes(router, globalAdminBackend(global)),
+    {
+      port: 0,
+      interceptors: [adminListenerInterceptor(globalAdminBackend(global), "127.0.0.1")],
+    },
+  );
   print(
     `kds-mux demo: one global and two zones on loopback, synced over gRPC (h2c) at ${served.url}, each zone with its zone token; admin API at ${adminApi.url}`,
   );

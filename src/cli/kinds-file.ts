@@ -24,21 +24,21 @@ import { fileURLToPath } from "node:url";
 import { parseDocument } from "yaml";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { createTypeRegistry, ZONE_INSIGHT_KIND } from "../sync/builtin-types.ts";
+import { createTypeRegistry, ZONE_INSIGHT_KIND } from "../kinds/builtin-types.ts";
 import {
   describeDeclaration,
   descriptorRegistry,
   messageIn,
   parseDescriptorSet,
   type KindDeclaration,
-} from "../sync/descriptor-types.ts";
+} from "../kinds/descriptor-types.ts";
 import {
   KIND_PATTERN,
   RESOURCE_SCOPES,
   SYNC_DIRECTIONS,
   type ResourceTypeInit,
   type TypeRegistry,
-} from "../sync/resource-types.ts";
+} from "../kinds/resource-types.ts";
 
 /** The kinds file of the example kinds (Mesh, TrafficPolicy, Dataplane, ZoneIngress): the CLI's default. */
 export const EXAMPLE_KINDS_FILE = fileURLToPath(

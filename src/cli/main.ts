@@ -201,7 +201,6 @@ export function program(): Command {
 
   type ZoneFlags = Omit<ZoneCommandOptions, "logger" | "signal" | "adminListen"> & {
     adminListen?: string;
-    listen?: string;
     logFormat: LogFormat;
     logLevel: LogLevel;
   };
@@ -241,7 +240,6 @@ export function program(): Command {
       "--admin-listen <host:port>",
       "address of this zone's admin API (default 127.0.0.1:5682; a global's is 5681)",
     )
-    .addOption(new Option("--listen <host:port>", "old name of --admin-listen").hideHelp())
     .option(
       "--admin-token-file <file>",
       "with a non-loopback --admin-listen: write a first admin token (role admin) here",
@@ -257,10 +255,10 @@ export function program(): Command {
     .action(async (o: ZoneFlags) => {
       const stop = stopSignal();
       try {
-        const { logFormat, logLevel, listen, adminListen, ...flags } = o;
+        const { logFormat, logLevel, adminListen, ...flags } = o;
         await runZone({
           ...flags,
-          adminListen: adminListen ?? listen ?? "127.0.0.1:5682",
+          adminListen: adminListen ?? "127.0.0.1:5682",
           logger: cliLogger(logFormat, logLevel),
           signal: stop.signal,
         });

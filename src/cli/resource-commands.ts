@@ -6,8 +6,8 @@
  */
 import { stringify } from "yaml";
 import { KdsError } from "../errors.ts";
-import { ZONE_KIND } from "../sync/builtin-types.ts";
-import { resourceKey } from "../sync/resource-types.ts";
+import { ZONE_KIND } from "../kinds/builtin-types.ts";
+import { resourceKey } from "../kinds/resource-types.ts";
 import { ZONE_NAME_PATTERN } from "../names.ts";
 import { adminClient, call, type AdminTarget } from "./admin-client.ts";
 import { parseResourceFile, type ResourceDocument } from "./documents.ts";

@@ -27,7 +27,7 @@ import { isLoopback } from "../auth/admin-authorizer.ts";
 import { TokenAuthority } from "../auth/token-authority.ts";
 import { insecureZoneAuthenticator } from "../auth/zone-authenticator.ts";
 import { observeHandler } from "../observe/http.ts";
-import { fanOutMetrics, type Metrics } from "../observe/metrics.ts";
+import { fanOutMetrics, type Metrics } from "../metrics.ts";
 import { PrometheusMetrics } from "../observe/prometheus.ts";
 import { StatusFeed } from "../observe/status-feed.ts";
 import { STATUS_PAGE_HTML } from "../observe/status-page-html.ts";
@@ -64,6 +64,7 @@ import { anySignal } from "../util/abort.ts";
 import { isSharedStore, openCliStore, type StoreChoice } from "./store-option.ts";
 import { readTokenFile, writeSecretFile } from "./secret-files.ts";
 import { ignoreHangup, ReloadingTls, type TlsMaterial } from "./tls-reload.ts";
+import { globalAdminBackend, zoneAdminBackend } from "../admin/role-backends.ts";
 
 /** TLS flags of a listener: PEM files. */
 export interface TlsFlags {
@@ -328,7 +329,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       zoneUrl: () => zoneUrl,
     });
     global.start(running.signal);
-    const admin = await serveAdminApi(global.admin(), options.adminListen, {
+    const admin = await serveAdminApi(globalAdminBackend(global), options.adminListen, {
       tls,
       tokenFile: options.adminTokenFile,
       flag: "--admin-listen",
@@ -604,7 +605,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       logger: options.logger,
       metrics: observe.metrics,
       // The global may call the zone's own admin API inside the session (get --zone, inspect zone).
-      reverseCalls: (router) => registerAdmin(router, zone.admin()),
+      reverseCalls: (router) => registerAdmin(router, zoneAdminBackend(zone)),
     });
     if (tokenFile === undefined && clientTls.cert === undefined) {
       options.logger.warn(
@@ -613,7 +614,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
     }
     // The zone signs its own admin tokens, with a key kept in its own store.
     const backend = {
-      ...zone.admin(),
+      ...zoneAdminBackend(zone),
       tokens: new TokenAuthority({
         store: zone.store,
         issuer: options.name,

@@ -13,7 +13,7 @@ import type { Logger } from "../log.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
 import { describeTarget } from "../store/postgres/errors.ts";
-import type { TypeRegistry } from "../sync/resource-types.ts";
+import type { TypeRegistry } from "../kinds/resource-types.ts";
 
 /** `--store`: embedded (default), memory, or a PostgreSQL URL. */
 export const storeOption = (): Option =>

@@ -7,10 +7,10 @@
  * @module
  */
 import { KdsError } from "../errors.ts";
-import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import { KindDirection } from "../gen/kds/v1/kinds_pb.ts";
 import { catalogOf } from "../sync/kind-catalog.ts";
-import { TYPE_URL_PREFIX } from "../sync/resource-types.ts";
+import { TYPE_URL_PREFIX } from "../kinds/resource-types.ts";
 import type { Lane } from "../mux/frames.ts";
 import { ANSWER_MS, Conversation, laneOf } from "./conversation.ts";
 import {
@@ -448,7 +448,7 @@ class GlobalRun {
       await c.drain(400);
       const credit = c.credit("responses");
       const max = Math.min((c.peerHello?.maxMessageBytes ?? 1024) - 64, 1 << 20);
-      let frames: Message[];
+      let frames: Frame[];
       if (unit === "frame") {
         if (credit.frames * 300 >= credit.bytes) {
           this.report.add(
@@ -572,7 +572,7 @@ class GlobalRun {
   }
 
   async badHellos(): Promise<void> {
-    const cases: [RuleName, Message[], Expectation["extra"]?][] = [
+    const cases: [RuleName, Frame[], Expectation["extra"]?][] = [
       [
         "refuse.version",
         [hello(this.#o.zone, { protocolVersion: 1 })],

@@ -10,7 +10,7 @@
  */
 import { create } from "@bufbuild/protobuf";
 import { AnySchema } from "@bufbuild/protobuf/wkt";
-import { GoAwayReason, MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import {
   DeltaDiscoveryResponseSchema,
   DiscoveryResponseSchema,
@@ -18,7 +18,7 @@ import {
 } from "../gen/kds/v1/discovery_pb.ts";
 import { KindCatalogSchema, KindDirection, type KindCatalog } from "../gen/kds/v1/kinds_pb.ts";
 import { catalogResource } from "../sync/kind-catalog.ts";
-import { TYPE_URL_PREFIX } from "../sync/resource-types.ts";
+import { TYPE_URL_PREFIX } from "../kinds/resource-types.ts";
 import type { Lane } from "../mux/frames.ts";
 import { ANSWER_MS, Conversation, encodedLength, laneOf } from "./conversation.ts";
 import { checkHello, expectProtocolError } from "./expectations.ts";
@@ -250,7 +250,7 @@ class ZoneRun {
     );
     if (request?.value.case !== "request") return undefined;
     c.write(
-      create(MessageSchema, {
+      create(FrameSchema, {
         value: {
           case: "response",
           value: create(DiscoveryResponseSchema, {
@@ -271,7 +271,7 @@ class ZoneRun {
     typeUrl: string,
     nonce: string,
     ms: number,
-  ): Promise<Message | undefined> {
+  ): Promise<Frame | undefined> {
     return c.waitFor(
       (f) =>
         (f.value.case === "request" || f.value.case === "deltaRequest") &&
@@ -492,7 +492,7 @@ class ZoneRun {
       return true;
     }
     const count = h.responseWindow + 1;
-    const catalog = create(MessageSchema, {
+    const catalog = create(FrameSchema, {
       value: {
         case: "response",
         value: create(DiscoveryResponseSchema, {
@@ -504,7 +504,7 @@ class ZoneRun {
       },
     });
     const frames = Array.from({ length: count - 1 }, (_, i) =>
-      create(MessageSchema, {
+      create(FrameSchema, {
         value: {
           case: "deltaResponse",
           value: create(DeltaDiscoveryResponseSchema, {

@@ -6,24 +6,24 @@
  * @module
  */
 import { create, toBinary } from "@bufbuild/protobuf";
-import { GoAwayReason, MessageSchema, type Hello, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema, type Hello, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import { laneOf as muxLaneOf, type Lane } from "../mux/frames.ts";
 import { anySignal } from "../util/abort.ts";
 import type { LinkEnd, MuxLink } from "./link.ts";
 
 /** The lane of a request or response frame, or undefined for any other (control frames, and calls, which the kit does not script). */
-export function laneOf(frame: Message): Lane | undefined {
+export function laneOf(frame: Frame): Lane | undefined {
   const lane = frame.value.case === "call" ? "control" : muxLaneOf(frame);
   return lane === "control" ? undefined : lane;
 }
 
 /**
- * A frame's credit size: its encoded length as a `kds.mux.v1.Message`
+ * A frame's credit size: its encoded length as a `kds.mux.v1.Frame`
  * (docs/protocol.md, Flow control), by encoding it: the kit computes the
  * rule as an outside implementation would, not with the mux's own sizer.
  */
-export function encodedLength(frame: Message): number {
-  return toBinary(MessageSchema, frame).length;
+export function encodedLength(frame: Frame): number {
+  return toBinary(FrameSchema, frame).length;
 }
 
 /** Credit per lane, in frames and bytes. */
@@ -40,7 +40,7 @@ export class Conversation {
   readonly link: MuxLink;
   readonly #signal: AbortSignal;
   /** Every frame the peer sent, in order. */
-  readonly received: Message[] = [];
+  readonly received: Frame[] = [];
   /** The peer's hello, once it arrived. */
   peerHello: Hello | undefined;
   /** What the peer granted the kit per lane (its hello plus every window update read). */
@@ -56,11 +56,11 @@ export class Conversation {
   /** True once the peer's direction ended. */
   peerEnded = false;
   /** Frames a wait has taken. */
-  readonly #taken = new Set<Message>();
+  readonly #taken = new Set<Frame>();
   /** True once the kit wrote its hello (zone mode's window accounting starts there). */
   sentHello = false;
   /** Sees every frame as it is read (zone mode: accounting, pongs). */
-  onFrame: ((frame: Message) => void) | undefined;
+  onFrame: ((frame: Frame) => void) | undefined;
 
   constructor(link: MuxLink, signal: AbortSignal) {
     this.link = link;
@@ -68,7 +68,7 @@ export class Conversation {
   }
 
   /** Writes `frames` in one write, counting data frames against the lanes. */
-  write(...frames: Message[]): void {
+  write(...frames: Frame[]): void {
     for (const frame of frames) {
       const lane = laneOf(frame);
       if (lane === undefined) continue;
@@ -87,10 +87,10 @@ export class Conversation {
   }
 
   /** The next frame within `ms`; undefined when none came in time or the peer's direction ended. */
-  async next(ms: number): Promise<Message | undefined> {
+  async next(ms: number): Promise<Frame | undefined> {
     if (this.peerEnded) return undefined;
     const timeout = AbortSignal.timeout(ms);
-    let frame: Message | undefined;
+    let frame: Frame | undefined;
     try {
       frame = await this.link.read(anySignal([this.#signal, timeout]));
     } catch (error) {
@@ -124,7 +124,7 @@ export class Conversation {
    * already or arriving within `ms`; undefined when none did in time or the
    * peer's direction ended. Frames a wait passes over stay for later waits.
    */
-  async waitFor(match: (frame: Message) => boolean, ms: number): Promise<Message | undefined> {
+  async waitFor(match: (frame: Frame) => boolean, ms: number): Promise<Frame | undefined> {
     for (const frame of this.received) {
       if (!this.#taken.has(frame) && match(frame)) {
         this.#taken.add(frame);
@@ -146,7 +146,7 @@ export class Conversation {
   }
 
   /** Reads whatever comes for `ms` (or until the peer's direction ends); returns the frames read. */
-  async drain(ms: number): Promise<Message[]> {
+  async drain(ms: number): Promise<Frame[]> {
     const from = this.received.length;
     await this.waitFor(() => false, ms);
     return this.received.slice(from);
@@ -200,7 +200,7 @@ export class Conversation {
   /** Sends goaway SHUTDOWN and ends the kit's direction. */
   shutdown(message: string): void {
     this.write(
-      create(MessageSchema, {
+      create(FrameSchema, {
         value: { case: "goaway", value: { reason: GoAwayReason.SHUTDOWN, message } },
       }),
     );

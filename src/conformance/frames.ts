@@ -5,12 +5,7 @@
  * @module
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import {
-  GoAwayReason,
-  HelloSchema,
-  MessageSchema,
-  type Message,
-} from "../gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, HelloSchema, FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import {
   DeltaDiscoveryRequestSchema,
   DeltaDiscoveryResponseSchema,
@@ -32,7 +27,7 @@ export const CATALOG_TYPE = KIND_CATALOG_TYPE_URL;
 export const UNKNOWN_TYPE = "type.googleapis.com/kds.conformance.v1.NoSuchKind";
 
 /** The kit's hello: generous defaults, overridden by `init`. */
-export function hello(peerId: string, init: MessageInitShape<typeof HelloSchema> = {}): Message {
+export function hello(peerId: string, init: MessageInitShape<typeof HelloSchema> = {}): Frame {
   const value = create(HelloSchema, {
     protocolVersion: KIT_PROTOCOL_VERSION,
     peerId,
@@ -45,17 +40,17 @@ export function hello(peerId: string, init: MessageInitShape<typeof HelloSchema>
     heartbeatTimeoutMs: 1_200_000,
     ...init,
   });
-  return create(MessageSchema, { value: { case: "hello", value } });
+  return create(FrameSchema, { value: { case: "hello", value } });
 }
 
 /** A ping with `id`. */
-export function ping(id: bigint): Message {
-  return create(MessageSchema, { value: { case: "ping", value: { id } } });
+export function ping(id: bigint): Frame {
+  return create(FrameSchema, { value: { case: "ping", value: { id } } });
 }
 
 /** A pong answering `id`. */
-export function pong(id: bigint): Message {
-  return create(MessageSchema, { value: { case: "pong", value: { id } } });
+export function pong(id: bigint): Frame {
+  return create(FrameSchema, { value: { case: "pong", value: { id } } });
 }
 
 /** A window update granting `requests`/`responses` frames and bytes. */
@@ -64,33 +59,33 @@ export function windowUpdate(
   responses: number,
   requestBytes: number,
   responseBytes: number,
-): Message {
-  return create(MessageSchema, {
+): Frame {
+  return create(FrameSchema, {
     value: { case: "windowUpdate", value: { requests, responses, requestBytes, responseBytes } },
   });
 }
 
 /** A goaway. */
-export function goaway(reason: GoAwayReason, message: string): Message {
-  return create(MessageSchema, { value: { case: "goaway", value: { reason, message } } });
+export function goaway(reason: GoAwayReason, message: string): Frame {
+  return create(FrameSchema, { value: { case: "goaway", value: { reason, message } } });
 }
 
 /** A SotW request frame. */
-export function sotwRequest(init: MessageInitShape<typeof DiscoveryRequestSchema>): Message {
-  return create(MessageSchema, {
+export function sotwRequest(init: MessageInitShape<typeof DiscoveryRequestSchema>): Frame {
+  return create(FrameSchema, {
     value: { case: "request", value: create(DiscoveryRequestSchema, init) },
   });
 }
 
 /** A delta request frame. */
-export function deltaRequest(init: MessageInitShape<typeof DeltaDiscoveryRequestSchema>): Message {
-  return create(MessageSchema, {
+export function deltaRequest(init: MessageInitShape<typeof DeltaDiscoveryRequestSchema>): Frame {
+  return create(FrameSchema, {
     value: { case: "deltaRequest", value: create(DeltaDiscoveryRequestSchema, init) },
   });
 }
 
 /** The SotW request for the catalog a zone sends first. */
-export function catalogRequest(zone: string, nonce = "", version = ""): Message {
+export function catalogRequest(zone: string, nonce = "", version = ""): Frame {
   return sotwRequest({
     typeUrl: CATALOG_TYPE,
     responseNonce: nonce,
@@ -105,8 +100,8 @@ export function catalogRequest(zone: string, nonce = "", version = ""): Message 
  * user_agent_name carries the padding. Throws when no such frame exists
  * (below about 60 bytes).
  */
-export function paddedRequest(bytes: number, tag: string): Message {
-  const base = (pad: number): Message =>
+export function paddedRequest(bytes: number, tag: string): Frame {
+  const base = (pad: number): Frame =>
     sotwRequest({
       typeUrl: CATALOG_TYPE,
       responseNonce: `stale-${tag}`,
@@ -129,9 +124,9 @@ export function paddedRequest(bytes: number, tag: string): Message {
  * it removes one resource the receiver does not hold (work for its store,
  * nothing changed), and its system_version_info carries the padding.
  */
-export function paddedResponse(typeUrl: string, bytes: number, tag: string): Message {
-  const base = (pad: number): Message =>
-    create(MessageSchema, {
+export function paddedResponse(typeUrl: string, bytes: number, tag: string): Frame {
+  const base = (pad: number): Frame =>
+    create(FrameSchema, {
       value: {
         case: "deltaResponse",
         value: create(DeltaDiscoveryResponseSchema, {
@@ -154,7 +149,7 @@ export function paddedResponse(typeUrl: string, bytes: number, tag: string): Mes
 }
 
 /** The request inside a request frame, SotW or delta. */
-export function requestOf(frame: Message): DiscoveryRequest | DeltaDiscoveryRequest | undefined {
+export function requestOf(frame: Frame): DiscoveryRequest | DeltaDiscoveryRequest | undefined {
   return frame.value.case === "request" || frame.value.case === "deltaRequest"
     ? frame.value.value
     : undefined;

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 
 /** How a mux call ended, as far as the kit could see. */
 export interface LinkEnd {
@@ -23,9 +23,9 @@ export interface MuxLink {
   /** The request headers of the call, lower-case names (zone mode: what the zone sent; global mode: what the kit sent). */
   readonly headers: ReadonlyMap<string, string>;
   /** Encodes `frames` and writes them in one transport write, in order. Errors show in {@link MuxLink.ended}. */
-  write(frames: readonly Message[]): void;
+  write(frames: readonly Frame[]): void;
   /** The next frame from the peer; undefined once its direction has ended. Rejects when `signal` aborts. */
-  read(signal: AbortSignal): Promise<Message | undefined>;
+  read(signal: AbortSignal): Promise<Frame | undefined>;
   /** Ends the kit's direction of the stream (zone mode: with this status and trailer). */
   close(status?: { grpcStatus: number; kdsErrorCode?: string; message?: string }): void;
   /** Cancels the call at once. */

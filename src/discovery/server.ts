@@ -106,13 +106,6 @@ export interface DiscoveryServerInit {
    * Default {@link systemClock}; tests step a manual one.
    */
   readonly clock?: Clock;
-  /**
-   * Monotonic clock in ms.
-   *
-   * @deprecated Use `clock`, which also times the waits. When set (and
-   * `clock` is not), this `now` is used with real timers.
-   */
-  readonly now?: () => number;
 }
 
 /** Serves one client on one stream. */
@@ -149,9 +142,7 @@ export class DiscoveryServer {
     this.#options = { ...defaultDiscoveryOptions, ...init.options };
     assertMaxResponseResources(this.#options.maxResponseResources);
     this.#observer = init.observer ?? {};
-    this.#clock =
-      init.clock ??
-      (init.now === undefined ? systemClock : { now: init.now, setTimer: systemClock.setTimer });
+    this.#clock = init.clock ?? systemClock;
     this.#served = new Set(init.source.typeUrls);
   }
 

@@ -8,8 +8,8 @@
 import { Code, ConnectError, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
 import { peerInfoKey } from "../auth/peer.ts";
 import { KdsError } from "../errors.ts";
-import { MultiplexService, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
-import { toConnectError } from "../transport/connect-errors.ts";
+import { MultiplexService, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
+import { toConnectError } from "../connect-errors.ts";
 import type { GlobalServer } from "./global-server.ts";
 import {
   HalfDuplexHub,
@@ -49,15 +49,15 @@ export function multiplexServiceImpl(global: GlobalServer): ServiceImpl<typeof M
  * cancelled or lost stream) passes unchanged.
  */
 async function* decodedFrames(
-  requests: AsyncIterable<Message>,
-): AsyncGenerator<Message, void, undefined> {
+  requests: AsyncIterable<Frame>,
+): AsyncGenerator<Frame, void, undefined> {
   try {
     yield* requests;
   } catch (error) {
     if (error instanceof ConnectError && isDecodeFailure(error)) {
       throw new KdsError(
         "protocol_error",
-        `the zone sent a frame the global cannot read (${error.rawMessage}); it must be one kds.mux.v1.Message in the call's codec`,
+        `the zone sent a frame the global cannot read (${error.rawMessage}); it must be one kds.mux.v1.Frame in the call's codec`,
         { cause: error },
       );
     }
@@ -67,7 +67,7 @@ async function* decodedFrames(
 
 function isDecodeFailure(error: ConnectError): boolean {
   switch (error.code) {
-    case Code.InvalidArgument: // JSON that is not a Message, a broken envelope
+    case Code.InvalidArgument: // JSON that is not a Frame, a broken envelope
     case Code.ResourceExhausted: // larger than the read limit
       return true;
     case Code.Internal: // connect's binary codec reports "parse binary: ...", its envelope reader a compressed flag without an encoding

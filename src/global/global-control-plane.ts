@@ -10,7 +10,6 @@
  * @module
  */
 import { create } from "@bufbuild/protobuf";
-import type { AdminBackend } from "../admin/admin-service.ts";
 import { TokenAuthority } from "../auth/token-authority.ts";
 import { TokenZoneAuthenticator, type ZoneAuthenticator } from "../auth/zone-authenticator.ts";
 import { assertZoneName } from "../names.ts";
@@ -32,19 +31,19 @@ import {
   createTypeRegistry,
   globalInstanceType,
   zoneInsightType,
-} from "../sync/builtin-types.ts";
+} from "../kinds/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
-import type { StoredResource, TypeRegistry } from "../sync/resource-types.ts";
+import type { StoredResource, TypeRegistry } from "../kinds/resource-types.ts";
 import type { ZoneStatus } from "../sync/status.ts";
 import { zoneMapping } from "../sync/store-sink.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { GlobalServer, type DrainOptions } from "./global-server.ts";
 import { Rebalancer, type RebalanceOptions } from "./rebalancer.ts";
 import { StoreZoneRegistry } from "./store-zone-registry.ts";
-import { muxJsonRegistry } from "../sync/json-registry.ts";
+import { muxJsonRegistry } from "../kinds/json-registry.ts";
 import { ZoneLifecycle } from "./zone-lifecycle.ts";
 import { ZoneOwnership } from "./zone-ownership.ts";
-import type { Metrics } from "../observe/metrics.ts";
+import type { Metrics } from "../metrics.ts";
 import { instrumentStore } from "../observe/store.ts";
 import { readinessOf, StoreHealth, type Readiness } from "../observe/probes.ts";
 
@@ -132,14 +131,15 @@ export class GlobalControlPlane {
   readonly tokens: TokenAuthority;
   readonly #lifecycle: ZoneLifecycle;
   readonly #rebalancer: Rebalancer | undefined;
-  readonly #logger: Logger;
+  /** Where this global logs (the `logger` option, or the console). */
+  readonly logger: Logger;
   #started = false;
   readonly #storeHealth: StoreHealth;
 
   /** @param options - types, store, names, callbacks */
   constructor(options: GlobalControlPlaneOptions = {}) {
     const logger = options.logger ?? consoleLogger();
-    this.#logger = logger;
+    this.logger = logger;
     this.types = options.types ?? createTypeRegistry();
     this.types.get(ZONE_KIND);
     if (this.types.find(ZONE_INSIGHT_KIND) === undefined) this.types.register(zoneInsightType);
@@ -258,7 +258,7 @@ export class GlobalControlPlane {
     void this.#rebalancer?.run(signal);
     this.server
       .followRevocations(signal)
-      .catch((error: unknown) => this.#logger.error("following revocations stopped", { error }));
+      .catch((error: unknown) => this.logger.error("following revocations stopped", { error }));
   }
 
   /**
@@ -341,19 +341,6 @@ export class GlobalControlPlane {
     });
   }
 
-  /** The admin API backend of this global (see `registerAdmin`). */
-  admin(): AdminBackend {
-    return {
-      role: "global",
-      types: this.types,
-      store: this.store,
-      tokens: this.tokens,
-      logger: this.#logger,
-      zoneStatuses: () => this.zoneStatuses(),
-      zoneTransport: (zone) => this.server.zoneTransport(zone),
-    };
-  }
-
   /**
    * Drains this instance (see `GlobalServer.drain`): it also tells the other
    * instances at once that it drains, so rebalancing sends it no zones.
@@ -363,7 +350,7 @@ export class GlobalControlPlane {
     await this.#rebalancer
       ?.round(options.signal ?? new AbortController().signal)
       .catch((error: unknown) => {
-        this.#logger.warn(
+        this.logger.warn(
           "telling the other instances that this one drains failed; they notice when it stops announcing itself",
           { error },
         );

@@ -14,7 +14,7 @@ import type {
   ZoneIdentity,
 } from "../auth/zone-authenticator.ts";
 import { KdsError } from "../errors.ts";
-import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import { MemoryBudget } from "../mux/budget.ts";
 import { resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
@@ -22,16 +22,16 @@ import { MuxSession } from "../mux/session.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
 import type { MuxAcceptor } from "../transport/transport.ts";
-import { noopMetrics, type AdmissionResult, type Metrics } from "../observe/metrics.ts";
+import { noopMetrics, type AdmissionResult, type Metrics } from "../metrics.ts";
 import type { Transport } from "@connectrpc/connect";
 import { callEndpoint } from "../rpc/endpoint.ts";
 import { reverseCallTransport, type ReverseCallTransportOptions } from "../rpc/transport.ts";
-import { toConnectError } from "../transport/connect-errors.ts";
+import { toConnectError } from "../connect-errors.ts";
 import { disabledMessage, missingClientIdMessage, notRegisteredMessage } from "./registration.ts";
 import type { ZoneRegistry } from "./zone-registry.ts";
 import { describeAgreement } from "../mux/negotiation.ts";
 import { CLIENT_ID_HEADER, ZONE_NAME_PATTERN } from "../names.ts";
-import { muxJsonRegistry } from "../sync/json-registry.ts";
+import { muxJsonRegistry } from "../kinds/json-registry.ts";
 import { BurstLog } from "../util/burst-log.ts";
 import { RefusalLog } from "./refusal-log.ts";
 import { sleep } from "../util/abort.ts";
@@ -266,10 +266,10 @@ export class GlobalServer implements MuxAcceptor {
 
   async accept(
     headers: Headers,
-    inbound: AsyncIterable<Message>,
+    inbound: AsyncIterable<Frame>,
     signal: AbortSignal,
     peer?: PeerInfo,
-  ): Promise<AsyncIterable<Message>> {
+  ): Promise<AsyncIterable<Frame>> {
     let slot: (() => void) | undefined;
     try {
       const identity = await this.#authenticate(headers, signal, peer);
@@ -343,9 +343,9 @@ export class GlobalServer implements MuxAcceptor {
 
   async #admit(
     identity: ZoneIdentity,
-    inbound: AsyncIterable<Message>,
+    inbound: AsyncIterable<Frame>,
     signal: AbortSignal,
-  ): Promise<{ outbound: AsyncIterable<Message>; session: MuxSession }> {
+  ): Promise<{ outbound: AsyncIterable<Frame>; session: MuxSession }> {
     const zone = identity.zone;
     const record = await this.#options.registry.get(zone, signal);
     if (record === undefined) {
@@ -629,9 +629,9 @@ export class GlobalServer implements MuxAcceptor {
  * matching non-OK status rather than OK.
  */
 async function* endsWithStatus(
-  frames: AsyncIterable<Message>,
+  frames: AsyncIterable<Frame>,
   session: MuxSession,
-): AsyncGenerator<Message, void, undefined> {
+): AsyncGenerator<Frame, void, undefined> {
   yield* frames;
   const error = session.end === undefined ? undefined : sessionEndError(session.end);
   if (error !== undefined) throw error;

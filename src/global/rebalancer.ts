@@ -18,7 +18,7 @@ import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Session } from "../mux/views.ts";
 import type { ResourceStore } from "../store/contract.ts";
-import { GLOBAL_INSTANCE_KIND } from "../sync/builtin-types.ts";
+import { GLOBAL_INSTANCE_KIND } from "../kinds/builtin-types.ts";
 import { sleep } from "../util/abort.ts";
 import type { ZoneLease } from "./zone-ownership.ts";
 

@@ -6,7 +6,7 @@
  * @module
  */
 import type { ZoneSpec } from "../gen/kds/v1/resource_pb.ts";
-import { ZONE_KIND } from "../sync/builtin-types.ts";
+import { ZONE_KIND } from "../kinds/builtin-types.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import type { ZoneRecord, ZoneRegistry } from "./zone-registry.ts";
 

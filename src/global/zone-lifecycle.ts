@@ -12,14 +12,14 @@
 import type { ZoneSpec } from "../gen/kds/v1/resource_pb.ts";
 import type { Logger } from "../log.ts";
 import type { ResourceStore, WriteOp } from "../store/contract.ts";
-import { ZONE_KIND } from "../sync/builtin-types.ts";
+import { ZONE_KIND } from "../kinds/builtin-types.ts";
 import type { KnownZones, ZoneFacts } from "../sync/cross-zone.ts";
 import {
   LABELS,
   type ResourceType,
   type StoredResource,
   type TypeRegistry,
-} from "../sync/resource-types.ts";
+} from "../kinds/resource-types.ts";
 import { followStore } from "../store/follow.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 

@@ -20,7 +20,7 @@ import type { Logger } from "../log.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
 import type { ResourceStore } from "../store/contract.ts";
-import { ZONE_INSIGHT_KIND } from "../sync/builtin-types.ts";
+import { ZONE_INSIGHT_KIND } from "../kinds/builtin-types.ts";
 import { followStore } from "../store/follow.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { sleep } from "../util/abort.ts";

@@ -11,7 +11,7 @@ import type { DescMessage } from "@bufbuild/protobuf";
 
 /** What measuring a frame found. */
 export interface FrameWeight {
-  /** The frame's exact protobuf-encoded length as a `kds.mux.v1.Message`. */
+  /** The frame's exact protobuf-encoded length as a `kds.mux.v1.Frame`. */
   wireBytes: number;
   /** Estimated bytes its decoded form holds beyond the wire bytes (objects, arrays, strings). */
   heapBytes: number;

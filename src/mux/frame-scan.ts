@@ -17,7 +17,7 @@
  */
 import { ScalarType, type DescField, type DescMessage } from "@bufbuild/protobuf";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
-import { MessageSchema } from "../gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema } from "../gen/kds/mux/v1/mux_pb.ts";
 import {
   BYTES_HEAP,
   DENSE_FRAME_ALLOWANCE_BYTES,
@@ -40,8 +40,13 @@ type FieldPlan =
 
 interface MessagePlan {
   readonly heap: number;
+  /** Fields by number: an array index for numbers up to {@link DIRECT_FIELDS}, the map for larger ones. */
+  readonly direct: readonly (FieldPlan | undefined)[];
   readonly fields: ReadonlyMap<number, FieldPlan>;
 }
+
+/** Field numbers below this are looked up by index. */
+const DIRECT_FIELDS = 64;
 
 const plans = new WeakMap<DescMessage, MessagePlan>();
 
@@ -49,12 +54,12 @@ const plans = new WeakMap<DescMessage, MessagePlan>();
 export const MAX_DEPTH = 32;
 
 /**
- * Why the encoded frame `bytes` (one `kds.mux.v1.Message`) is refused before
+ * Why the encoded frame `bytes` (one `kds.mux.v1.Frame`) is refused before
  * decoding, or undefined when the scan finds nothing wrong.
  */
 export function scanRefusal(bytes: Uint8Array): string | undefined {
   const weight = scanFrame(bytes);
-  if (typeof weight === "string") return `it is not a well-formed kds.mux.v1.Message: ${weight}`;
+  if (typeof weight === "string") return `it is not a well-formed kds.mux.v1.Frame: ${weight}`;
   return frameRefusal(weight);
 }
 
@@ -66,7 +71,7 @@ export function scanRefusal(bytes: Uint8Array): string | undefined {
  */
 export function scanFrame(bytes: Uint8Array): FrameWeight | string {
   const scan = new Scan(bytes);
-  const root = planOf(MessageSchema);
+  const root = planOf(FrameSchema);
   scan.heap += root.heap;
   return scan.message(root, 0, bytes.length, 0)
     ? { wireBytes: bytes.length, heapBytes: scan.heap, elements: scan.elements }
@@ -102,7 +107,7 @@ class Scan {
       if (tag === undefined) return false;
       const no = Math.floor(tag / 8);
       const wireType = tag % 8;
-      const field = plan.fields.get(no);
+      const field = no < DIRECT_FIELDS ? plan.direct[no] : plan.fields.get(no);
       if (field !== undefined) {
         const known = this.#known(field, wireType, end, depth);
         if (known === "unreadable") return false;
@@ -126,15 +131,15 @@ class Scan {
   ): "ok" | "mismatch" | "unreadable" {
     if (field.kind === "scalar") {
       if (field.repeated && wireType === 2) {
-        const range = this.#delimited(end);
-        if (range === undefined) return "unreadable";
+        const valueEnd = this.#delimited(end);
+        if (valueEnd < 0) return "unreadable";
         const n =
           field.fixedBytes > 0
-            ? Math.floor((range.end - range.start) / field.fixedBytes)
-            : this.#countVarints(range.start, range.end);
+            ? Math.floor((valueEnd - this.pos) / field.fixedBytes)
+            : this.#countVarints(this.pos, valueEnd);
         this.elements += n;
         this.heap += SLOT_HEAP * n;
-        this.pos = range.end;
+        this.pos = valueEnd;
         return "ok";
       }
       if (wireType !== (field.fixedBytes === 8 ? 1 : field.fixedBytes === 4 ? 5 : 0))
@@ -147,12 +152,13 @@ class Scan {
       return "ok";
     }
     if (wireType !== 2) return "mismatch";
-    const range = this.#delimited(end);
-    if (range === undefined) return "unreadable";
+    const valueEnd = this.#delimited(end);
+    if (valueEnd < 0) return "unreadable";
+    const valueStart = this.pos;
     this.elements++;
     switch (field.kind) {
       case "string":
-        this.heap += stringHeap(range.end - range.start) + (field.repeated ? SLOT_HEAP : 0);
+        this.heap += stringHeap(valueEnd - valueStart) + (field.repeated ? SLOT_HEAP : 0);
         break;
       case "bytes":
         this.heap += BYTES_HEAP + (field.repeated ? SLOT_HEAP : 0);
@@ -160,15 +166,15 @@ class Scan {
       case "message": {
         const child = field.child();
         this.heap += child.heap + (field.repeated ? SLOT_HEAP : 0);
-        if (!this.message(child, range.start, range.end, depth + 1)) return "unreadable";
+        if (!this.message(child, valueStart, valueEnd, depth + 1)) return "unreadable";
         break;
       }
       case "map":
         this.heap += SLOT_HEAP;
-        if (!this.#mapEntry(field.value, range.start, range.end, depth + 1)) return "unreadable";
+        if (!this.#mapEntry(field.value, valueStart, valueEnd, depth + 1)) return "unreadable";
         break;
     }
-    this.pos = range.end;
+    this.pos = valueEnd;
     return "ok";
   }
 
@@ -186,16 +192,17 @@ class Scan {
       const no = Math.floor(tag / 8);
       const wireType = tag % 8;
       if (wireType === 2 && (no === 1 || no === 2)) {
-        const range = this.#delimited(end);
-        if (range === undefined) return false;
-        if (no === 1 || value === "string") this.heap += stringHeap(range.end - range.start);
+        const valueEnd = this.#delimited(end);
+        if (valueEnd < 0) return false;
+        const valueStart = this.pos;
+        if (no === 1 || value === "string") this.heap += stringHeap(valueEnd - valueStart);
         else if (value === "bytes") this.heap += BYTES_HEAP;
         else if (typeof value === "function") {
           const child = value();
           this.heap += child.heap;
-          if (!this.message(child, range.start, range.end, depth + 1)) return false;
+          if (!this.message(child, valueStart, valueEnd, depth + 1)) return false;
         }
-        this.pos = range.end;
+        this.pos = valueEnd;
       } else if (!this.#skip(wireType, no, end, depth)) {
         return false;
       }
@@ -212,9 +219,9 @@ class Scan {
         this.pos += 8;
         return this.pos <= end;
       case 2: {
-        const range = this.#delimited(end);
-        if (range === undefined) return false;
-        this.pos = range.end;
+        const valueEnd = this.#delimited(end);
+        if (valueEnd < 0) return false;
+        this.pos = valueEnd;
         return true;
       }
       case 3: {
@@ -240,10 +247,11 @@ class Scan {
     return false;
   }
 
-  #delimited(end: number): { start: number; end: number } | undefined {
+  /** Reads a length prefix: the end of the value that starts at `pos`, or -1 when it does not fit before `end`. */
+  #delimited(end: number): number {
     const length = this.#varint(end);
-    if (length === undefined || this.pos + length > end) return undefined;
-    return { start: this.pos, end: this.pos + length };
+    if (length === undefined || this.pos + length > end) return -1;
+    return this.pos + length;
   }
 
   /** A varint of up to 10 bytes, as a number (exact up to 2^53, which bounds every length and tag here). */
@@ -271,10 +279,15 @@ function planOf(desc: DescMessage): MessagePlan {
   const known = plans.get(desc);
   if (known !== undefined) return known;
   const fields = new Map<number, FieldPlan>();
-  const plan: MessagePlan = { heap: objectHeap(desc), fields };
+  const direct: (FieldPlan | undefined)[] = new Array(DIRECT_FIELDS).fill(undefined);
+  const plan: MessagePlan = { heap: objectHeap(desc), direct, fields };
   // Registered before its fields, so a recursive type (a batch of frames) finds itself.
   plans.set(desc, plan);
-  for (const field of desc.fields) fields.set(field.number, fieldPlan(field));
+  for (const field of desc.fields) {
+    const planned = fieldPlan(field);
+    fields.set(field.number, planned);
+    if (field.number < DIRECT_FIELDS) direct[field.number] = planned;
+  }
   return plan;
 }
 

@@ -31,7 +31,7 @@ import {
 } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
-import { MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import {
   BYTES_HEAP,
   SLOT_HEAP,
@@ -52,23 +52,23 @@ type Sizer = (message: Record<string, unknown>, tally: Tally) => number;
 const sizers = new WeakMap<DescMessage, Sizer>();
 
 /**
- * Measures `frame`: its exact encoded length as a `kds.mux.v1.Message` and
+ * Measures `frame`: its exact encoded length as a `kds.mux.v1.Frame` and
  * the estimated memory its decoded form holds. For a batch, measure each
  * inner frame (the credit of a batch is the sum of its frames').
  */
-export function weighFrame(frame: Message): FrameWeight {
+export function weighFrame(frame: Frame): FrameWeight {
   const tally: Tally = { heapBytes: 0, elements: 0 };
-  const wireBytes = sizerOf(MessageSchema)(frame as unknown as Record<string, unknown>, tally);
+  const wireBytes = sizerOf(FrameSchema)(frame as unknown as Record<string, unknown>, tally);
   return { wireBytes, heapBytes: tally.heapBytes, elements: tally.elements };
 }
 
 /**
  * The credit size of a data frame: its exact protobuf-encoded length as a
- * `kds.mux.v1.Message`, what it takes from its lane's byte window (see
+ * `kds.mux.v1.Frame`, what it takes from its lane's byte window (see
  * docs/protocol.md, "Flow control"). A frame inside a batch counts alone.
  */
-export function creditSize(frame: Message): number {
-  return sizerOf(MessageSchema)(frame as unknown as Record<string, unknown>, {
+export function creditSize(frame: Frame): number {
+  return sizerOf(FrameSchema)(frame as unknown as Record<string, unknown>, {
     heapBytes: 0,
     elements: 0,
   });
@@ -117,6 +117,34 @@ function fieldSizer(field: DescField): Sizer {
       const value = scalarSizer(type);
       const zero = field.fieldKind === "enum" ? (field.enum.values[0]?.number ?? 0) : undefined;
       const present = presence(field, type, zero);
+      if (
+        field.oneof === undefined &&
+        type === ScalarType.STRING &&
+        field.presence === IMPLICIT_PRESENCE
+      ) {
+        // The most common field of all (names, versions, type URLs): read and measured inline.
+        return (message, tally) => {
+          const v = message[name] as string;
+          if (v === "") return 0;
+          tally.elements++;
+          const bytes = utf8Length(v);
+          tally.heapBytes += stringHeap(bytes);
+          return tag + varintSize(bytes) + bytes;
+        };
+      }
+      if (
+        field.oneof === undefined &&
+        type === ScalarType.BYTES &&
+        field.presence === IMPLICIT_PRESENCE
+      ) {
+        return (message, tally) => {
+          const bytes = (message[name] as Uint8Array).byteLength;
+          if (bytes === 0) return 0;
+          tally.elements++;
+          tally.heapBytes += BYTES_HEAP;
+          return tag + varintSize(bytes) + bytes;
+        };
+      }
       const counts = type === ScalarType.STRING || type === ScalarType.BYTES ? 1 : 0;
       return (message, tally) => {
         const v = read(message, field, name);
@@ -129,7 +157,7 @@ function fieldSizer(field: DescField): Sizer {
       const tag = tagSize(field.number, WIRE_DELIMITED);
       const child = childSizer(field);
       return (message, tally) => {
-        const v = read(message, field, name);
+        const v = field.oneof === undefined ? message[name] : read(message, field, name);
         if (v === undefined) return 0;
         tally.elements++;
         const inner = child(v, tally);

@@ -6,7 +6,7 @@
  * @module
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { GoAwayReason, MessageSchema, type Call, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema, type Call, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import type {
   DeltaDiscoveryRequest,
   DeltaDiscoveryResponse,
@@ -24,29 +24,29 @@ export type MuxResponse = DiscoveryResponse | DeltaDiscoveryResponse;
 export type Lane = "requests" | "responses";
 
 /** Wraps a request in a mux frame. */
-export function requestFrame(request: MuxRequest): Message {
+export function requestFrame(request: MuxRequest): Frame {
   return request.$typeName === "kds.v1.DiscoveryRequest"
-    ? create(MessageSchema, { value: { case: "request", value: request } })
-    : create(MessageSchema, { value: { case: "deltaRequest", value: request } });
+    ? create(FrameSchema, { value: { case: "request", value: request } })
+    : create(FrameSchema, { value: { case: "deltaRequest", value: request } });
 }
 
 /** Wraps a response in a mux frame. */
-export function responseFrame(response: MuxResponse): Message {
+export function responseFrame(response: MuxResponse): Frame {
   return response.$typeName === "kds.v1.DiscoveryResponse"
-    ? create(MessageSchema, { value: { case: "response", value: response } })
-    : create(MessageSchema, { value: { case: "deltaResponse", value: response } });
+    ? create(FrameSchema, { value: { case: "response", value: response } })
+    : create(FrameSchema, { value: { case: "deltaResponse", value: response } });
 }
 
 /** The oneof of a frame in its init form (plain objects accepted for nested messages). */
-export type FrameValueInit = NonNullable<MessageInitShape<typeof MessageSchema>["value"]>;
+export type FrameValueInit = NonNullable<MessageInitShape<typeof FrameSchema>["value"]>;
 
 /** Builds a control frame from its oneof case and value. */
-export function controlFrame(value: FrameValueInit): Message {
-  return create(MessageSchema, { value });
+export function controlFrame(value: FrameValueInit): Frame {
+  return create(FrameSchema, { value });
 }
 
 /** Human-readable name of a frame's kind, for error messages. */
-export function frameKind(frame: Message): string {
+export function frameKind(frame: Frame): string {
   return frame.value.case ?? "empty frame";
 }
 
@@ -66,7 +66,7 @@ export const goAwayReasons = {
  * How many resources (and removals) a frame carries, looking inside batches,
  * leaving out responses of type `except`; for metrics and tests.
  */
-export function resourcesIn(frame: Message, except?: string): number {
+export function resourcesIn(frame: Frame, except?: string): number {
   const v = frame.value;
   if (v.case === "deltaResponse")
     return v.value.typeUrl === except
@@ -79,7 +79,7 @@ export function resourcesIn(frame: Message, except?: string): number {
 }
 
 /** The lane a frame travels on, as metrics count it (a batch is counted by its frames). */
-export function laneOf(frame: Message): Lane | "control" {
+export function laneOf(frame: Frame): Lane | "control" {
   switch (frame.value.case) {
     case "request":
     case "deltaRequest":

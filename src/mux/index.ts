@@ -2,7 +2,7 @@
  * `kds-mux/mux`: the mux layer on its own. A {@link MuxSession} multiplexes
  * discovery in both directions, with per-lane windows, heartbeats and a
  * graceful goaway, over the frames of any `MuxTransport`
- * (`kds-mux/transport`); the mux wire schema comes with it as `MuxMessage`,
+ * (`kds-mux/transport`); the mux wire schema comes with it as `Frame`,
  * `HelloSchema` and so on. Web standards only: no `node:` import.
  *
  * @module

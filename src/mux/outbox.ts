@@ -18,7 +18,7 @@
  */
 import { create } from "@bufbuild/protobuf";
 import { KdsError, abortError } from "../errors.ts";
-import { BatchSchema, MessageSchema, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { BatchSchema, FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import { Ring } from "../util/ring.ts";
 import { Waker } from "../util/wake.ts";
 import { creditSize } from "./frame-size.ts";
@@ -26,7 +26,7 @@ import { controlFrame, type FrameValueInit, type Lane } from "./frames.ts";
 import { MAX_WINDOW } from "./options.ts";
 
 interface PendingSend {
-  readonly frame: Message;
+  readonly frame: Frame;
   /** Encoded size: what it takes from the lane's byte window (its credit size). */
   readonly bytes: number;
   readonly enqueuedAt: number;
@@ -68,8 +68,8 @@ export class Outbox {
   };
   /** How many frames at the head of each lane's queue are accepted (their send resolved). */
   readonly #accepted: Record<Lane, number> = { requests: 0, responses: 0 };
-  #hello: Message | undefined;
-  #goaway: Message | undefined;
+  #hello: Frame | undefined;
+  #goaway: Frame | undefined;
   #pongId: bigint | undefined;
   #pingId: bigint | undefined;
   #grant: Record<Lane, number> = { requests: 0, responses: 0 };
@@ -116,7 +116,7 @@ export class Outbox {
   }
 
   /** Queues this side's hello; it leaves before anything else. */
-  setHello(frame: Message): void {
+  setHello(frame: Frame): void {
     this.#hello = frame;
     this.#controlQueued();
   }
@@ -198,7 +198,7 @@ export class Outbox {
    * the peer, too many sends already wait, `signal` aborts first, or the
    * session ends first.
    */
-  send(lane: Lane, frame: Message, signal?: AbortSignal): Promise<void> {
+  send(lane: Lane, frame: Frame, signal?: AbortSignal): Promise<void> {
     if (this.#ended || this.#goaway !== undefined) {
       return Promise.reject(
         new KdsError("session_closed", "the session has ended; wait for the next session to send"),
@@ -294,7 +294,7 @@ export class Outbox {
   }
 
   /** The frames to write, pulled by the transport one at a time. Ends after the goaway. */
-  async *frames(): AsyncGenerator<Message, void, undefined> {
+  async *frames(): AsyncGenerator<Frame, void, undefined> {
     try {
       for (;;) {
         const frame = this.#take();
@@ -364,7 +364,7 @@ export class Outbox {
     pending.resolve();
   }
 
-  #take(): Message | "end" | undefined {
+  #take(): Frame | "end" | undefined {
     if (this.#ended) return "end";
     if (this.#hello !== undefined) {
       const hello = this.#hello;
@@ -412,7 +412,7 @@ export class Outbox {
     }
     if (frames.length === 1) return first.frame;
     this.counters.batches++;
-    return create(MessageSchema, {
+    return create(FrameSchema, {
       value: { case: "batch", value: create(BatchSchema, { frames }) },
     });
   }
@@ -441,7 +441,7 @@ export class Outbox {
     return undefined;
   }
 
-  #tookControl(frame: Message): Message {
+  #tookControl(frame: Frame): Frame {
     this.counters.control++;
     this.#onSent("control", creditSize(frame));
     if (

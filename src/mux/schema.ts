@@ -1,14 +1,13 @@
 /**
- * The mux wire schema, generated from proto/kds/mux/v1/mux.proto, under names
- * that do not collide with protobuf-es: the frame type `kds.mux.v1.Message`
- * is exported as `MuxMessage` (and its schema as `MuxMessageSchema`), so
- * `Message` in user code stays protobuf-es's `Message` type.
+ * The mux wire schema, generated from proto/kds/mux/v1/mux.proto: the frame
+ * `kds.mux.v1.Frame` (schema `FrameSchema`), its control messages and the
+ * service.
  *
  * @module
  */
 export {
-  type Message as MuxMessage,
-  MessageSchema as MuxMessageSchema,
+  type Frame,
+  FrameSchema,
   type Batch,
   BatchSchema,
   type Hello,

@@ -16,13 +16,13 @@ import { create } from "@bufbuild/protobuf";
 import {
   CallSchema,
   GoAwayReason,
-  MessageSchema,
+  FrameSchema,
   type Call,
-  type Message,
+  type Frame,
 } from "../gen/kds/mux/v1/mux_pb.ts";
 import { raceAbort } from "../util/abort.ts";
 import { deferred } from "../util/deferred.ts";
-import { noopMetrics, type Metrics } from "../observe/metrics.ts";
+import { noopMetrics, type Metrics } from "../metrics.ts";
 import { frameRefusal } from "./frame-limits.ts";
 import { weighFrame } from "./frame-size.ts";
 import {
@@ -249,7 +249,7 @@ export class MuxSession implements Session {
     send: (call, signal) =>
       this.#outbox.send(
         callLane(call),
-        create(MessageSchema, { value: { case: "call", value: call } }),
+        create(FrameSchema, { value: { case: "call", value: call } }),
         signal,
       ),
     listen: (listener) => {
@@ -297,7 +297,7 @@ export class MuxSession implements Session {
   }
 
   /** The frames this side writes. The transport pulls them; it may be taken once. */
-  get outbound(): AsyncIterable<Message> {
+  get outbound(): AsyncIterable<Frame> {
     if (this.#outboundUsed)
       throw new KdsError(
         "invalid_argument",
@@ -316,7 +316,7 @@ export class MuxSession implements Session {
   }
 
   /** Starts the one reader on `inbound` (the frames the peer writes). */
-  attach(inbound: AsyncIterable<Message>): void {
+  attach(inbound: AsyncIterable<Frame>): void {
     void this.#read(inbound);
   }
 
@@ -363,7 +363,7 @@ export class MuxSession implements Session {
     this.#finish({ code, message, initiator: "local", graceful: false, cause }, undefined);
   }
 
-  async #read(inbound: AsyncIterable<Message>): Promise<void> {
+  async #read(inbound: AsyncIterable<Frame>): Promise<void> {
     const iterator = inbound[Symbol.asyncIterator]();
     // Each read races the transport's release, through one abort listener for the whole stream (one per frame cost more than the frame).
     const released = this.#transportAbort.signal;
@@ -371,7 +371,7 @@ export class MuxSession implements Session {
     const onReleased = (): void => failRead?.(abortError(released, "reading the mux stream"));
     released.addEventListener("abort", onReleased, { once: true });
     const read = (
-      resolve: (r: IteratorResult<Message>) => void,
+      resolve: (r: IteratorResult<Frame>) => void,
       reject: (reason: unknown) => void,
     ): void => {
       failRead = reject;
@@ -428,7 +428,7 @@ export class MuxSession implements Session {
    * decoded form is out of proportion to its length. Returns its weight, or
    * undefined once the session is ended for it.
    */
-  #weigh(frame: Message, lane: Lane): { bytes: number; memory: number } | undefined {
+  #weigh(frame: Frame, lane: Lane): { bytes: number; memory: number } | undefined {
     const weight = weighFrame(frame);
     this.#metrics.frames("received", lane, 1, weight.wireBytes);
     const refused = frameRefusal(weight);
@@ -439,7 +439,7 @@ export class MuxSession implements Session {
     return { bytes: weight.wireBytes, memory: weight.wireBytes + weight.heapBytes };
   }
 
-  #dispatch(frame: Message): void {
+  #dispatch(frame: Frame): void {
     const ended = this.end !== undefined;
     const value = frame.value;
     if (this.#state.kind === "handshaking" && value.case !== "hello") {

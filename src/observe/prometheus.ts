@@ -21,7 +21,7 @@ import type {
   MetricLane,
   Metrics,
   PeerVersion,
-} from "./metrics.ts";
+} from "../metrics.ts";
 
 /** The names of every series {@link PrometheusMetrics} exposes (for docs and tests). */
 export const METRIC_NAMES = Object.freeze([

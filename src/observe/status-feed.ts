@@ -8,7 +8,7 @@
  * @module
  */
 import { sideOf, type TypeSyncStatus, type ZoneStatus } from "../sync/status.ts";
-import { noopMetrics, type Metrics } from "./metrics.ts";
+import { noopMetrics, type Metrics } from "../metrics.ts";
 import { Pulse } from "../util/wake.ts";
 
 /** How many recent sessions the page lists. */

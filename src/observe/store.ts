@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Metrics } from "./metrics.ts";
+import type { Metrics } from "../metrics.ts";
 
 /**
  * Returns a view of `store` whose asynchronous calls report their duration

@@ -20,7 +20,7 @@
  * @module
  */
 import type { Message } from "@bufbuild/protobuf";
-import type { StoredResource } from "../sync/resource-types.ts";
+import type { StoredResource } from "../kinds/resource-types.ts";
 
 /** A resource to write. */
 export interface ResourceInput<T extends Message = Message> {

@@ -14,7 +14,7 @@ import {
   type ResourceMeta,
   type StoredResource,
   type TypeRegistry,
-} from "../sync/resource-types.ts";
+} from "../kinds/resource-types.ts";
 import { Waker } from "../util/wake.ts";
 import type {
   ApplyResult,

@@ -25,7 +25,7 @@
 import postgres, { type Sql, type TransactionSql } from "postgres";
 import { KdsError, abortError } from "../errors.ts";
 import { consoleLogger, type Logger } from "../log.ts";
-import { resourceKey, type StoredResource, type TypeRegistry } from "../sync/resource-types.ts";
+import { resourceKey, type StoredResource, type TypeRegistry } from "../kinds/resource-types.ts";
 import { sleep } from "../util/abort.ts";
 import { backoffDelay, resolveBackoff } from "../util/backoff.ts";
 import { Waker, timer } from "../util/wake.ts";

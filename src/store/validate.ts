@@ -5,7 +5,7 @@
  * @module
  */
 import { KdsError } from "../errors.ts";
-import { RESOURCE_NAME_PATTERN, resourceKey, type TypeRegistry } from "../sync/resource-types.ts";
+import { RESOURCE_NAME_PATTERN, resourceKey, type TypeRegistry } from "../kinds/resource-types.ts";
 import type { ResourceInput } from "./contract.ts";
 
 /** Checks a resource against its registered type; throws `unknown_type` or `invalid_resource`. */

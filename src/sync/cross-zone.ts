@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { LABELS, type StoredResource } from "./resource-types.ts";
+import { LABELS, type StoredResource } from "../kinds/resource-types.ts";
 
 /** Whether a zone serves `resource` to the global: only what it made, never a copy the global sent it. */
 export function zoneServes(resource: StoredResource): boolean {

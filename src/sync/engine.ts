@@ -21,25 +21,25 @@ import {
 } from "../discovery/types.ts";
 import type { Logger } from "../log.ts";
 import type { Session } from "../mux/views.ts";
-import { noopMetrics, type Metrics } from "../observe/metrics.ts";
+import { noopMetrics, type Metrics } from "../metrics.ts";
 import {
   combineClientObservers,
   combineServerObservers,
   streamObservers,
-} from "../observe/sync-observers.ts";
+} from "./sync-observers.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { CatalogGate } from "./catalog-gate.ts";
 import { KindAgreement } from "./kind-agreement.ts";
 import { catalogSource, endSessionOnRefusal, learnKinds } from "./kinds-exchange.ts";
 import { crossZoneFilter, KnownZones, zoneServes } from "./cross-zone.ts";
-import { SelectorMemo, ZONES_LABEL, selectedFor } from "./zone-selector.ts";
+import { SelectorMemo, ZONES_LABEL, selectedFor } from "../kinds/zone-selector.ts";
 import {
   sentBy,
   type ResourceType,
   type StoredResource,
   type TypeRegistry,
-} from "./resource-types.ts";
+} from "../kinds/resource-types.ts";
 import { SnapshotCache, type ServedKindState } from "./snapshot-cache.ts";
 import { ZoneStatusRecord, type ZoneStatus } from "./status.ts";
 import { StoreSink, type SinkMapping } from "./store-sink.ts";

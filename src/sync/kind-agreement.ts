@@ -15,9 +15,9 @@ import {
   descriptorRegistry,
   messageIn,
   type KindDeclaration,
-} from "./descriptor-types.ts";
+} from "../kinds/descriptor-types.ts";
 import { declarationsOf } from "./kind-catalog.ts";
-import { TYPE_URL_PREFIX, TypeRegistry, type ResourceType } from "./resource-types.ts";
+import { TYPE_URL_PREFIX, TypeRegistry, type ResourceType } from "../kinds/resource-types.ts";
 
 /** The kinds of one side, checked against and extended from its peer's catalogs. */
 export class KindAgreement {

@@ -17,13 +17,13 @@ import {
   type KindCatalog,
 } from "../gen/kds/v1/kinds_pb.ts";
 import type { WireResource } from "../discovery/types.ts";
-import { filesDefining, type KindDeclaration } from "./descriptor-types.ts";
+import { filesDefining, type KindDeclaration } from "../kinds/descriptor-types.ts";
 import {
   TYPE_URL_PREFIX,
   type ResourceScope,
   type ResourceType,
   type SyncDirection,
-} from "./resource-types.ts";
+} from "../kinds/resource-types.ts";
 
 /** Discovery type URL under which a global serves its catalog. */
 export const KIND_CATALOG_TYPE_URL = TYPE_URL_PREFIX + KindCatalogSchema.typeName;

@@ -13,10 +13,10 @@ import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Session } from "../mux/views.ts";
 import { anySignal, sleep } from "../util/abort.ts";
-import { declarationOf, describeDeclaration } from "./descriptor-types.ts";
+import { declarationOf, describeDeclaration } from "../kinds/descriptor-types.ts";
 import type { KindAgreement } from "./kind-agreement.ts";
 import { KIND_CATALOG_TYPE_URL, catalogOf, catalogResource, kindCatalog } from "./kind-catalog.ts";
-import type { ResourceType, TypeRegistry } from "./resource-types.ts";
+import type { ResourceType, TypeRegistry } from "../kinds/resource-types.ts";
 
 /** How long a zone waits for the global's kinds at the start of a session. */
 const KINDS_TIMEOUT_MS = 30_000;

@@ -18,7 +18,7 @@ import type { Logger } from "../log.ts";
 import type { ResourceStore, StoreChange } from "../store/contract.ts";
 import { followStore } from "../store/follow.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
-import { resourceKey, type ResourceType, type StoredResource } from "./resource-types.ts";
+import { resourceKey, type ResourceType, type StoredResource } from "../kinds/resource-types.ts";
 import { toWire } from "./wire.ts";
 
 interface Entry {

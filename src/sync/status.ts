@@ -10,9 +10,9 @@
  */
 import type { ClientObserver, ServerObserver } from "../discovery/types.ts";
 import type { SessionEnd } from "../mux/state.ts";
-import type { PeerVersion } from "../observe/metrics.ts";
+import type { PeerVersion } from "../metrics.ts";
 import { KIND_CATALOG_TYPE_URL } from "./kind-catalog.ts";
-import type { ResourceType } from "./resource-types.ts";
+import type { ResourceType } from "../kinds/resource-types.ts";
 import type { ServedKindState } from "./snapshot-cache.ts";
 
 /** Most resource rejections kept per type. */

@@ -30,7 +30,7 @@ import {
   type ResourceType,
   type StoredResource,
   type TypeRegistry,
-} from "./resource-types.ts";
+} from "../kinds/resource-types.ts";
 import { resolveBackoff, type BackoffOptions, type ResolvedBackoff } from "../util/backoff.ts";
 import { retrying } from "../util/retry.ts";
 import { fromWire, type DecodedResource } from "./wire.ts";

@@ -18,7 +18,7 @@ import {
   resourceKey,
   type ResourceType,
   type StoredResource,
-} from "./resource-types.ts";
+} from "../kinds/resource-types.ts";
 
 /** Type URL of the envelope every synced resource travels in. */
 export const KDS_RESOURCE_TYPE_URL = TYPE_URL_PREFIX + KdsResourceSchema.typeName;

@@ -11,9 +11,9 @@
  * @module
  */
 import type { Transport } from "@connectrpc/connect";
-import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import { MultiplexService } from "../gen/kds/mux/v1/mux_pb.ts";
-import { fromConnectError } from "./connect-errors.ts";
+import { fromConnectError } from "../connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "./transport.ts";
 
 /** Options of {@link connectMuxTransport}. */
@@ -35,7 +35,7 @@ export function connectMuxTransport(
   const target = options.target ?? "the global";
   return {
     name: options.name ?? "connect",
-    async open({ headers, outbound, signal }: MuxDialRequest): Promise<AsyncIterable<Message>> {
+    async open({ headers, outbound, signal }: MuxDialRequest): Promise<AsyncIterable<Frame>> {
       try {
         const response = await transport.stream(
           MultiplexService.method.streamMessage,
@@ -54,9 +54,9 @@ export function connectMuxTransport(
 }
 
 async function* mapErrors(
-  messages: AsyncIterable<Message>,
+  messages: AsyncIterable<Frame>,
   target: string,
-): AsyncGenerator<Message, void, undefined> {
+): AsyncGenerator<Frame, void, undefined> {
   try {
     yield* messages;
   } catch (error) {

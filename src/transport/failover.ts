@@ -7,7 +7,7 @@
  * @module
  */
 import { KdsError } from "../errors.ts";
-import { GoAwayReason, type Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import type { MuxDialRequest, MuxTransport } from "./transport.ts";
 
 /** Errors that mean "no instance will take the zone" (they share one store), not "this instance is unreachable". */
@@ -68,10 +68,10 @@ export function failoverMuxTransport(
   };
   return {
     name: transports.map((t) => t.name).join(","),
-    async open(request: MuxDialRequest): Promise<AsyncIterable<Message>> {
+    async open(request: MuxDialRequest): Promise<AsyncIterable<Frame>> {
       const index = current;
       const transport = transports[index] as MuxTransport;
-      let inbound: AsyncIterable<Message>;
+      let inbound: AsyncIterable<Frame>;
       try {
         inbound = await transport.open(request);
       } catch (error) {

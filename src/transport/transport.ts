@@ -4,14 +4,14 @@
  * @module
  */
 import type { PeerInfo } from "../auth/peer.ts";
-import type { Message } from "../gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 
 /** What a zone hands a transport to open the mux stream. */
 export interface MuxDialRequest {
   /** Request headers; carries `client-id` (the zone's name) and `authorization` (its zone token). */
   readonly headers: Headers;
   /** The frames the zone writes, pulled by the transport one at a time. */
-  readonly outbound: AsyncIterable<Message>;
+  readonly outbound: AsyncIterable<Frame>;
   /** Aborting it cancels the stream. */
   readonly signal: AbortSignal;
 }
@@ -36,7 +36,7 @@ export interface MuxTransport {
    * failure or an unreachable global rejects with a `KdsError`, either here or
    * from the first read of the returned iterable.
    */
-  open(request: MuxDialRequest): Promise<AsyncIterable<Message>>;
+  open(request: MuxDialRequest): Promise<AsyncIterable<Frame>>;
 }
 
 /** The global's side of the seam: accepts one zone's stream. */
@@ -55,8 +55,8 @@ export interface MuxAcceptor {
    */
   accept(
     headers: Headers,
-    inbound: AsyncIterable<Message>,
+    inbound: AsyncIterable<Frame>,
     signal: AbortSignal,
     peer?: PeerInfo,
-  ): Promise<AsyncIterable<Message>>;
+  ): Promise<AsyncIterable<Frame>>;
 }

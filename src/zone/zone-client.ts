@@ -15,7 +15,7 @@ import { describeAgreement } from "../mux/negotiation.ts";
 import type { Session } from "../mux/views.ts";
 import { anySignal, sleep } from "../util/abort.ts";
 import type { MuxTransport } from "../transport/transport.ts";
-import type { Metrics } from "../observe/metrics.ts";
+import type { Metrics } from "../metrics.ts";
 import { createConnectRouter, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { callEndpoint, type CallEndpointOptions } from "../rpc/endpoint.ts";

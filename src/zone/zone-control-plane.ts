@@ -4,22 +4,21 @@
  *
  * @module
  */
-import type { AdminBackend } from "../admin/admin-service.ts";
 import { consoleLogger, type Logger } from "../log.ts";
 import type { SessionOptions } from "../mux/options.ts";
 import type { Session } from "../mux/views.ts";
 import type { DiscoveryOptions } from "../discovery/types.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import { InMemoryStore } from "../store/memory.ts";
-import { authTypes, createTypeRegistry } from "../sync/builtin-types.ts";
+import { authTypes, createTypeRegistry } from "../kinds/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
-import type { TypeRegistry } from "../sync/resource-types.ts";
+import type { TypeRegistry } from "../kinds/resource-types.ts";
 import type { ZoneStatus } from "../sync/status.ts";
 import { mirrorMapping } from "../sync/store-sink.ts";
 import type { MuxTransport } from "../transport/transport.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { ZoneClient, type RetryInfo } from "./zone-client.ts";
-import type { Metrics } from "../observe/metrics.ts";
+import type { Metrics } from "../metrics.ts";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { instrumentStore } from "../observe/store.ts";
 
@@ -66,7 +65,7 @@ export interface ZoneControlPlaneOptions {
   readonly metrics?: Metrics;
   /**
    * Connect services the global may call inside the session (for example
-   * `(router) => registerAdmin(router, zone.admin())`, which `kds-mux zone`
+   * `(router) => registerAdmin(router, zoneAdminBackend(zone))`, which `kds-mux zone`
    * does). Default: none.
    */
   readonly reverseCalls?: (router: ConnectRouter) => void;
@@ -83,12 +82,13 @@ export class ZoneControlPlane {
   /** Resource sync over each session. */
   readonly sync: SyncEngine;
   readonly #name: string;
-  readonly #logger: Logger;
+  /** Where this zone logs (the `logger` option, or the console). */
+  readonly logger: Logger;
 
   /** @param options - name, transport, types, store */
   constructor(options: ZoneControlPlaneOptions) {
     const logger = options.logger ?? consoleLogger();
-    this.#logger = logger;
+    this.logger = logger;
     this.types = options.types ?? createTypeRegistry();
     const store = options.store ?? new InMemoryStore(this.types);
     this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
@@ -135,22 +135,6 @@ export class ZoneControlPlane {
   /** This zone's connection and sync status. */
   status(): ZoneStatus {
     return this.sync.status(this.#name);
-  }
-
-  /**
-   * The admin API backend of this zone (see `registerAdmin`). To serve it on
-   * an admin listener with admin tokens, add a `TokenAuthority` over this
-   * zone's store (`kds-mux zone` does; a zone in a browser needs none, and
-   * leaves the JWT library out of its bundle).
-   */
-  admin(): AdminBackend {
-    return {
-      role: "zone",
-      types: this.types,
-      store: this.store,
-      logger: this.#logger,
-      zoneStatuses: () => Promise.resolve([this.status()]),
-    };
   }
 
   /** Syncs with the global, reconnecting after every end, until `signal` aborts. */

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ConnectionGuard } from "../../src/adapters/node/connection-guard.ts";
 import { resolveConnectionLimits } from "../../src/cli/connection-flags.ts";
 import { silentLogger } from "../../src/log.ts";
-import { noopMetrics, type ConnectionEvent } from "../../src/observe/metrics.ts";
+import { noopMetrics, type ConnectionEvent } from "../../src/metrics.ts";
 
 /** A stand-in for an accepted socket: an address and port, and destroy() that emits close. */
 class FakeSocket extends EventEmitter {

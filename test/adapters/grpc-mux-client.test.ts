@@ -10,9 +10,9 @@ import { describe, expect, it } from "vitest";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { grpcMuxTransport } from "../../src/adapters/node/grpc-mux-client.ts";
 import { KdsError } from "../../src/errors.ts";
-import { MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { silentLogger } from "../../src/log.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
@@ -22,7 +22,7 @@ import { eventually } from "../contract/harness.ts";
 import { dataplane, mesh } from "../sync/helpers.ts";
 
 /** Outbound frames that never end until `signal` aborts. */
-async function* silent(signal: AbortSignal): AsyncGenerator<Message, void, undefined> {
+async function* silent(signal: AbortSignal): AsyncGenerator<Frame, void, undefined> {
   await new Promise<void>((resolve) =>
     signal.addEventListener("abort", () => resolve(), { once: true }),
   );
@@ -238,8 +238,8 @@ describe("grpcMuxTransport", () => {
     let first = true;
     const fake = await fakeGlobal((stream, session) => {
       stream.respond({ ":status": 200, "content-type": "application/grpc" });
-      const pong = create(MessageSchema, { value: { case: "pong", value: { id: 1n } } });
-      const body = toBinary(MessageSchema, pong);
+      const pong = create(FrameSchema, { value: { case: "pong", value: { id: 1n } } });
+      const body = toBinary(FrameSchema, pong);
       const b = Buffer.alloc(5 + body.length);
       b.writeUInt32BE(body.length, 1);
       b.set(body, 5);

@@ -10,7 +10,7 @@ import { isPlainGrpcMuxStream } from "../../src/adapters/node/mux-stream.ts";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
 import { insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
 import { KdsError } from "../../src/errors.ts";
-import { MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { PROTOCOL_VERSION } from "../../src/mux/session.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
@@ -101,8 +101,8 @@ describe("serveGlobal's direct mux stream", () => {
     await session.close({ message: "test over" });
     // A gzip frame of 600,000 empty strings: 6 KB compressed, 1.2 MB and over 2^19 elements decompressed.
     const hello = toBinary(
-      MessageSchema,
-      create(MessageSchema, {
+      FrameSchema,
+      create(FrameSchema, {
         value: {
           case: "hello",
           value: {
@@ -120,8 +120,8 @@ describe("serveGlobal's direct mux stream", () => {
       }),
     );
     const dense = toBinary(
-      MessageSchema,
-      create(MessageSchema, {
+      FrameSchema,
+      create(FrameSchema, {
         value: {
           case: "deltaResponse",
           value: { typeUrl: "t", removedResources: Array.from({ length: 600_000 }, () => "") },
@@ -181,14 +181,14 @@ describe("serveGlobal's direct mux stream", () => {
   });
 
   it("reads frames that arrive one byte per HTTP/2 DATA frame", async () => {
-    const framed = (message: Message): Uint8Array => {
-      const body = toBinary(MessageSchema, message);
+    const framed = (message: Frame): Uint8Array => {
+      const body = toBinary(FrameSchema, message);
       const bytes = new Uint8Array(5 + body.length);
       new DataView(bytes.buffer).setUint32(1, body.length);
       bytes.set(body, 5);
       return bytes;
     };
-    const hello = create(MessageSchema, {
+    const hello = create(FrameSchema, {
       value: {
         case: "hello",
         value: {
@@ -204,7 +204,7 @@ describe("serveGlobal's direct mux stream", () => {
         },
       },
     });
-    const ping = create(MessageSchema, { value: { case: "ping", value: { id: 42n } } });
+    const ping = create(FrameSchema, { value: { case: "ping", value: { id: 42n } } });
     const client = http2.connect(both.direct.url);
     try {
       const stream = client.request({
@@ -219,7 +219,7 @@ describe("serveGlobal's direct mux stream", () => {
         stream.on("data", (chunk: Buffer) => {
           got = Buffer.concat([got, chunk]);
           while (got.length >= 5 && got.length >= 5 + got.readUInt32BE(1)) {
-            const frame = fromBinary(MessageSchema, got.subarray(5, 5 + got.readUInt32BE(1)));
+            const frame = fromBinary(FrameSchema, got.subarray(5, 5 + got.readUInt32BE(1)));
             got = got.subarray(5 + got.readUInt32BE(1));
             if (frame.value.case === "pong") resolve(frame.value.value.id);
           }

@@ -10,7 +10,7 @@ import { AdminService } from "../../src/gen/kds/admin/v1/admin_pb.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import type { ResourceStore } from "../../src/store/contract.ts";
 import { FaultyStore } from "../support/faulty-store.ts";
-import { fromConnectError } from "../../src/transport/connect-errors.ts";
+import { fromConnectError } from "../../src/connect-errors.ts";
 import { postgresServerVariant, types, type StoreSpace } from "../store/fixtures.ts";
 
 const meshes = (prefix: string, count = 50) =>

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { eventually } from "../contract/harness.ts";

@@ -10,7 +10,7 @@ import {
   insecureZoneAuthenticator,
 } from "../../src/auth/zone-authenticator.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { eventually } from "../contract/harness.ts";
 
 function clock(start = Date.parse("2030-01-01T00:00:00Z")) {

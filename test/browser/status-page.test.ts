@@ -3,7 +3,7 @@
 // event stream without a reload. Saves a screenshot in the test's temp folder
 // (and to docs/status-page.png with KDS_UPDATE_SCREENSHOT=1).
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -16,7 +16,7 @@ import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/serve-gl
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { observeHandler } from "../../src/observe/http.ts";
-import { fanOutMetrics } from "../../src/observe/metrics.ts";
+import { fanOutMetrics } from "../../src/metrics.ts";
 import { PrometheusMetrics } from "../../src/observe/prometheus.ts";
 import { StatusFeed } from "../../src/observe/status-feed.ts";
 import { STATUS_PAGE_HTML } from "../../src/observe/status-page-html.ts";

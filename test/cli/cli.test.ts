@@ -418,7 +418,7 @@ describe("kds-mux CLI", { timeout: 120_000 }, () => {
       muxUrl,
       "--token-file",
       await zoneToken(globalUrl, "zone-hd"),
-      "--listen",
+      "--admin-listen",
       "127.0.0.1:0",
       "--transport",
       "half-duplex",

@@ -21,7 +21,7 @@ import {
 } from "../../examples/example-kinds/index.ts";
 import { silentLogger } from "../../src/log.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
 import type { FleetConfig, FleetZone } from "../support/zone-fleet.ts";
 import { KdsProcess, run, until } from "./process.ts";

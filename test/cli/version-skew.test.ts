@@ -13,11 +13,11 @@ import { DataplaneSpecSchema } from "../../examples/example-kinds/gen/kds/exampl
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { adminClient, tokenClient, type AdminTarget } from "../../src/cli/admin-client.ts";
 import { KdsError } from "../../src/errors.ts";
-import { GoAwayReason, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { silentLogger } from "../../src/log.ts";
 import { SOFTWARE_VERSION } from "../../src/mux/negotiation.ts";
 import type { SessionOptions } from "../../src/mux/options.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { KdsProcess, run, until } from "./process.ts";
@@ -183,8 +183,8 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
     versions: { min: number; max: number },
     features: string[],
     signal: AbortSignal,
-  ): Promise<AsyncIterable<Message>> {
-    const hello: MessageInitShape<typeof MessageSchema> = {
+  ): Promise<AsyncIterable<Frame>> {
+    const hello: MessageInitShape<typeof FrameSchema> = {
       value: {
         case: "hello",
         value: {
@@ -216,7 +216,7 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
       headers,
       signal,
       outbound: (async function* () {
-        yield create(MessageSchema, hello);
+        yield create(FrameSchema, hello);
         // Keep the zone's side open until the global ends the stream or the test lets go (bounded by the signal).
         await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
       })(),
@@ -262,7 +262,7 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
       ["batching", "calls"],
       AbortSignal.timeout(60_000),
     );
-    const frames: Message[] = [];
+    const frames: Frame[] = [];
     let ended: unknown;
     try {
       for await (const frame of inbound) frames.push(frame);

@@ -9,7 +9,7 @@ import {
 } from "../../src/adapters/node/conformance-link.ts";
 import { Conversation, encodedLength, laneOf } from "../../src/conformance/conversation.ts";
 import { deltaRequest, goaway, hello, pong, windowUpdate } from "../../src/conformance/frames.ts";
-import { GoAwayReason, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { DiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { KindCatalogSchema, KindDirection } from "../../src/gen/kds/v1/kinds_pb.ts";
 import { KIND_CATALOG_TYPE_URL, catalogResource } from "../../src/sync/kind-catalog.ts";
@@ -97,7 +97,7 @@ async function serve(c: Conversation, zone: string, f: GlobalFaults): Promise<vo
   const received = { requests: { frames: 0, bytes: 0 }, responses: { frames: 0, bytes: 0 } };
   let nonce = 0;
   let requestCredit = 0;
-  const unacked: Message[] = [];
+  const unacked: Frame[] = [];
   let consumedRequests = 0;
   for (let i = 0; i < 10_000; i++) {
     const frame = await c.next(30_000);
@@ -149,7 +149,7 @@ async function serve(c: Conversation, zone: string, f: GlobalFaults): Promise<vo
         nonce++;
         const n = f.reuseNonce ? "1" : String(nonce);
         c.write(
-          create(MessageSchema, {
+          create(FrameSchema, {
             value: {
               case: "response",
               value: create(DiscoveryResponseSchema, {
@@ -175,7 +175,7 @@ async function serve(c: Conversation, zone: string, f: GlobalFaults): Promise<vo
       // ACK it (within the zone's request credit); its credit goes back with the ACK, so a response waits while an ACK cannot leave.
       unacked.push(frame);
       while (unacked.length > 0 && requestCredit > 0) {
-        const r = unacked.shift() as Message;
+        const r = unacked.shift() as Frame;
         requestCredit--;
         if (r.value.case === "deltaResponse")
           c.write(

@@ -6,7 +6,7 @@ import { AnySchema } from "@bufbuild/protobuf/wkt";
 import { conformanceDialer } from "../../src/adapters/node/conformance-link.ts";
 import { Conversation } from "../../src/conformance/conversation.ts";
 import { catalogRequest, goaway, hello, pong, sotwRequest } from "../../src/conformance/frames.ts";
-import { GoAwayReason, MessageSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { DeltaDiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { catalogOf } from "../../src/sync/kind-catalog.ts";
 
@@ -150,7 +150,7 @@ async function session(c: Conversation, name: string, f: ZoneFaults): Promise<vo
           resource: create(AnySchema, { typeUrl: "type.googleapis.com/kds.v1.KdsResource" }),
         };
         c.write(
-          create(MessageSchema, {
+          create(FrameSchema, {
             value: {
               case: "deltaResponse",
               value: create(DeltaDiscoveryResponseSchema, {

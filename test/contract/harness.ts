@@ -11,7 +11,7 @@ import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
 import { registerGlobal } from "../../src/global/connect-service.ts";
 import { GlobalServer, type GlobalServerOptions } from "../../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
-import { HelloSchema, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { HelloSchema, FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import {
   DiscoveryRequestSchema,
   DiscoveryResponseSchema,
@@ -236,10 +236,10 @@ export function sessionPair(
  * what the session writes, to break the protocol on purpose.
  */
 export class RawPeer {
-  readonly #queue: Message[] = [];
+  readonly #queue: Frame[] = [];
   #wake: (() => void) | undefined;
   #ended = false;
-  readonly #reader: AsyncIterator<Message>;
+  readonly #reader: AsyncIterator<Frame>;
 
   constructor(session: MuxSession) {
     const self = this;
@@ -259,8 +259,8 @@ export class RawPeer {
     this.#reader = session.outbound[Symbol.asyncIterator]();
   }
 
-  write(value: Message["value"]): void {
-    this.#queue.push(create(MessageSchema, { value }));
+  write(value: Frame["value"]): void {
+    this.#queue.push(create(FrameSchema, { value }));
     this.#wake?.();
   }
 
@@ -288,16 +288,16 @@ export class RawPeer {
   }
 
   /** The next frame the session wrote (undefined once its stream ended). */
-  async read(): Promise<Message | undefined> {
+  async read(): Promise<Frame | undefined> {
     const r = await this.#reader.next();
     return r.done === true ? undefined : r.value;
   }
 
   /** Reads until a frame of `kind` arrives (or the stream ends). */
   async readUntil(
-    kind: NonNullable<Message["value"]["case"]>,
+    kind: NonNullable<Frame["value"]["case"]>,
     limit = 1000,
-  ): Promise<Message | undefined> {
+  ): Promise<Frame | undefined> {
     for (let i = 0; i < limit; i++) {
       const frame = await this.read();
       if (frame === undefined || frame.value.case === kind) return frame;

@@ -5,13 +5,13 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { KdsError } from "../../src/errors.ts";
 import { create } from "@bufbuild/protobuf";
-import { GoAwayReason, MessageSchema, MultiplexService } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema, MultiplexService } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import type { MuxRequest, MuxResponse } from "../../src/mux/frames.ts";
 import { MuxSession } from "../../src/mux/session.ts";
 import type { Session } from "../../src/mux/views.ts";
 import { silentLogger } from "../../src/log.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
-import { LABELS } from "../../src/sync/resource-types.ts";
+import { LABELS } from "../../src/kinds/resource-types.ts";
 import { dataplane, mesh, startCluster } from "../sync/helpers.ts";
 import {
   RawPeer,
@@ -349,7 +349,7 @@ export const scenarios: Scenario[] = [
         value: {
           $typeName: "kds.mux.v1.Batch",
           frames: Array.from({ length: 5 }, (_, i) =>
-            create(MessageSchema, { value: { case: "request", value: request("t", String(i)) } }),
+            create(FrameSchema, { value: { case: "request", value: request("t", String(i)) } }),
           ),
         },
       });
@@ -364,7 +364,7 @@ export const scenarios: Scenario[] = [
         case: "batch",
         value: {
           $typeName: "kds.mux.v1.Batch",
-          frames: [create(MessageSchema, { value: { case: "ping", value: { id: 1n } } })],
+          frames: [create(FrameSchema, { value: { case: "ping", value: { id: 1n } } })],
         },
       });
       const end2 = await other.closed;

@@ -10,7 +10,7 @@ import {
   type DeltaDiscoveryRequest,
   type DiscoveryRequest,
 } from "../../src/gen/kds/v1/discovery_pb.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import type { ResourceStore } from "../../src/store/contract.ts";
 import { FaultyStore } from "../support/faulty-store.ts";

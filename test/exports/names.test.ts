@@ -1,6 +1,6 @@
 // The root entry point re-exports every layer entry point unchanged (so the
-// subpaths add names, never move them), and the mux frame is `MuxMessage`,
-// with `Message`/`MessageSchema` kept as deprecated aliases of the same thing.
+// subpaths add names, never move them), and the mux frame is `Frame`, so it
+// never takes the name of protobuf-es's `Message`.
 import { create, type Message as ProtobufMessage } from "@bufbuild/protobuf";
 import { describe, expect, expectTypeOf, it } from "vitest";
 import * as rootEntry from "../../src/index.ts";
@@ -9,8 +9,8 @@ import * as muxEntry from "../../src/mux/index.ts";
 import * as transportEntry from "../../src/transport/index.ts";
 import * as zoneEntry from "../../src/zone/index.ts";
 import {
-  MessageSchema as GeneratedMessageSchema,
-  type Message as GeneratedMessage,
+  FrameSchema as GeneratedFrameSchema,
+  type Frame as GeneratedFrame,
 } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 
 describe("entry point names", () => {
@@ -31,20 +31,20 @@ describe("entry point names", () => {
     });
   }
 
-  it("exports the mux frame as MuxMessage, and Message only as a deprecated alias", () => {
-    expect(muxEntry.MuxMessageSchema).toBe(GeneratedMessageSchema);
-    expect(rootEntry.MuxMessageSchema).toBe(GeneratedMessageSchema);
-    expect(rootEntry.MessageSchema).toBe(GeneratedMessageSchema);
+  it("exports the mux frame as Frame, and no deprecated Message alias", () => {
+    expect(muxEntry.FrameSchema).toBe(GeneratedFrameSchema);
+    expect(rootEntry.FrameSchema).toBe(GeneratedFrameSchema);
+    expect("MessageSchema" in rootEntry).toBe(false);
+    expect("MuxMessageSchema" in rootEntry).toBe(false);
     expect("MessageSchema" in muxEntry).toBe(false);
-    expectTypeOf<rootEntry.MuxMessage>().toEqualTypeOf<GeneratedMessage>();
-    expectTypeOf<rootEntry.Message>().toEqualTypeOf<GeneratedMessage>();
-    expectTypeOf<muxEntry.MuxMessage>().toEqualTypeOf<GeneratedMessage>();
+    expectTypeOf<rootEntry.Frame>().toEqualTypeOf<GeneratedFrame>();
+    expectTypeOf<muxEntry.Frame>().toEqualTypeOf<GeneratedFrame>();
 
-    // MuxMessage and protobuf-es's Message live side by side without renaming.
-    const frame: rootEntry.MuxMessage = create(rootEntry.MuxMessageSchema, {
+    // Frame and protobuf-es's Message live side by side without renaming.
+    const frame: rootEntry.Frame = create(rootEntry.FrameSchema, {
       value: { case: "ping", value: { id: 7n } },
     });
     const generic: ProtobufMessage = frame;
-    expect(generic.$typeName).toBe("kds.mux.v1.Message");
+    expect(generic.$typeName).toBe("kds.mux.v1.Frame");
   });
 });

@@ -7,7 +7,7 @@ import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { failoverMuxTransport } from "../../src/transport/failover.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
 import { ZoneClient, type RetryInfo } from "../../src/zone/zone-client.ts";

@@ -8,7 +8,7 @@ import { KdsError } from "../../src/errors.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { failoverMuxTransport } from "../../src/transport/failover.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";

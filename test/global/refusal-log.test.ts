@@ -7,7 +7,7 @@ import { GlobalServer } from "../../src/global/global-server.ts";
 import { refusalReason } from "../../src/global/refusal-log.ts";
 import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import type { Logger, LogFields } from "../../src/log.ts";
-import type { Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 
 const N = 1_000;
 
@@ -25,7 +25,7 @@ function recorder(): { logger: Logger; warns: { message: string; fields?: LogFie
   };
 }
 
-async function* nothing(): AsyncIterable<Message> {}
+async function* nothing(): AsyncIterable<Frame> {}
 
 const b64 = (value: unknown): string =>
   btoa(JSON.stringify(value)).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_");

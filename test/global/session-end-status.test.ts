@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { KdsError } from "../../src/errors.ts";
 import { sessionEndError } from "../../src/global/global-server.ts";
 import type { SessionEnd, SessionEndCode } from "../../src/mux/state.ts";
-import { KDS_ERROR_CODE_HEADER, toConnectError } from "../../src/transport/connect-errors.ts";
+import { KDS_ERROR_CODE_HEADER, toConnectError } from "../../src/connect-errors.ts";
 
 const end = (code: SessionEndCode, initiator: "local" | "peer", cause?: unknown): SessionEnd => ({
   code,

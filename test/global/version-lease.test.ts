@@ -8,7 +8,7 @@ import { silentLogger } from "../../src/log.ts";
 import { SOFTWARE_VERSION } from "../../src/mux/negotiation.ts";
 import type { SessionOptions } from "../../src/mux/options.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { eventually } from "../contract/harness.ts";

@@ -14,7 +14,7 @@ import {
   ZONE_INSIGHT_KIND,
   createTypeRegistry,
   zoneInsightType,
-} from "../../src/sync/builtin-types.ts";
+} from "../../src/kinds/builtin-types.ts";
 import { eventually } from "../contract/harness.ts";
 
 const cleanups: (() => void)[] = [];

@@ -25,10 +25,10 @@ import {
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { Session } from "../../src/mux/views.ts";
-import { noopMetrics } from "../../src/observe/metrics.ts";
+import { noopMetrics } from "../../src/metrics.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { KIND_CATALOG_TYPE_URL } from "../../src/sync/kind-catalog.ts";
 import { toWire } from "../../src/sync/wire.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";

@@ -9,9 +9,9 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   HelloSchema,
-  MessageSchema,
+  FrameSchema,
   MultiplexService,
-  type Message,
+  type Frame,
 } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import {
   DiscoveryRequestSchema,
@@ -35,9 +35,9 @@ const SERVED_TYPE = "type.googleapis.com/kds.example.v1.MeshSpec";
 
 /** A frame of the largest size on the request or response lane (a NACK-like request, an unasked response); the payload is built once and shared. */
 const payload = new Uint8Array(PAYLOAD).fill(7);
-function bigFrame(i: number): Message {
+function bigFrame(i: number): Frame {
   return i % 2 === 0
-    ? create(MessageSchema, {
+    ? create(FrameSchema, {
         value: {
           case: "request",
           value: create(DiscoveryRequestSchema, {
@@ -47,7 +47,7 @@ function bigFrame(i: number): Message {
           }),
         },
       })
-    : create(MessageSchema, {
+    : create(FrameSchema, {
         value: {
           case: "response",
           value: create(DiscoveryResponseSchema, {
@@ -71,8 +71,8 @@ function hostile(transport: Transport, zone: string, frames: number): { sent: ()
   const controller = new AbortController();
   calls.push(controller);
   let sent = 0;
-  async function* outbound(): AsyncGenerator<Message> {
-    yield create(MessageSchema, {
+  async function* outbound(): AsyncGenerator<Frame> {
+    yield create(FrameSchema, {
       value: {
         case: "hello",
         value: create(HelloSchema, {

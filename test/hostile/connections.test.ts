@@ -10,7 +10,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GoAwayReason, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { parseMetrics } from "../observe/scrape.ts";
 import { KdsProcess, run, until } from "../cli/process.ts";
 import { rssMiB } from "./floods.ts";
@@ -122,11 +122,11 @@ interface StreamEnd {
 }
 
 /** gRPC messages (5-byte prefix) in `data`. */
-function grpcMessages(data: Buffer): Message[] {
-  const out: Message[] = [];
+function grpcMessages(data: Buffer): Frame[] {
+  const out: Frame[] = [];
   for (let at = 0; at + 5 <= data.length; ) {
     const length = data.readUInt32BE(at + 1);
-    out.push(fromBinary(MessageSchema, data.subarray(at + 5, at + 5 + length)));
+    out.push(fromBinary(FrameSchema, data.subarray(at + 5, at + 5 + length)));
     at += 5 + length;
   }
   return out;

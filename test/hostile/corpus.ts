@@ -6,15 +6,16 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { setTimeout as sleep } from "node:timers/promises";
-import { GoAwayReason, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { registerAdmin } from "../../src/admin/admin-service.ts";
 import { adminClient } from "../../src/cli/admin-client.ts";
 import { silentLogger } from "../../src/log.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { DataplaneSpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
+import { zoneAdminBackend } from "../../src/admin/role-backends.ts";
 
 /** One recorded frame: which side sent it, its kind, and its bytes. */
 export interface SeedFrame {
@@ -27,8 +28,8 @@ export interface SeedFrame {
 
 /** A transport that records every frame crossing it, both ways. */
 function recording(inner: MuxTransport, frames: SeedFrame[]): MuxTransport {
-  const record = (from: SeedFrame["from"], frame: Message): void => {
-    frames.push({ from, kind: frame.value.case ?? "empty", bytes: toBinary(MessageSchema, frame) });
+  const record = (from: SeedFrame["from"], frame: Frame): void => {
+    frames.push({ from, kind: frame.value.case ?? "empty", bytes: toBinary(FrameSchema, frame) });
   };
   return {
     name: `recording ${inner.name}`,
@@ -78,7 +79,7 @@ export async function recordCorpus(options: {
     types: createTypeRegistry(exampleTypes),
     logger: silentLogger,
     session: { heartbeatIntervalMs: 200, heartbeatTimeoutMs: 5_000 },
-    reverseCalls: (router) => registerAdmin(router, zone.admin()),
+    reverseCalls: (router) => registerAdmin(router, zoneAdminBackend(zone)),
   });
   await zone.store.put({
     kind: "Dataplane",
@@ -117,9 +118,9 @@ export async function recordCorpus(options: {
     await running.catch(() => undefined); // the recording run ends by our abort; its error, if any, is that
     options.signal.removeEventListener("abort", onAbort);
   }
-  const zoneFrame = (value: Message["value"]): SeedFrame => {
-    const frame = create(MessageSchema, { value });
-    return { from: "zone", kind: value.case ?? "empty", bytes: toBinary(MessageSchema, frame) };
+  const zoneFrame = (value: Frame["value"]): SeedFrame => {
+    const frame = create(FrameSchema, { value });
+    return { from: "zone", kind: value.case ?? "empty", bytes: toBinary(FrameSchema, frame) };
   };
   const dataFrames = frames.filter(
     (f) =>
@@ -131,7 +132,7 @@ export async function recordCorpus(options: {
       case: "batch",
       value: {
         $typeName: "kds.mux.v1.Batch",
-        frames: dataFrames.slice(0, 4).map((f) => fromBinary(MessageSchema, f.bytes)),
+        frames: dataFrames.slice(0, 4).map((f) => fromBinary(FrameSchema, f.bytes)),
       },
     }),
     zoneFrame({

@@ -9,7 +9,7 @@
 import * as http2 from "node:http2";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { afterAll, describe, expect, it } from "vitest";
-import { HelloSchema, MessageSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { HelloSchema, FrameSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import {
   DeltaDiscoveryResponseSchema,
   DiscoveryRequestSchema,
@@ -32,7 +32,7 @@ const SERVED_TYPE = "type.googleapis.com/kds.example.v1.MeshSpec";
 function emptyStringFrames(count: number): Uint8Array[] {
   const empties = Array.from({ length: count }, () => "");
   return [
-    create(MessageSchema, {
+    create(FrameSchema, {
       value: {
         case: "request",
         value: create(DiscoveryRequestSchema, {
@@ -42,7 +42,7 @@ function emptyStringFrames(count: number): Uint8Array[] {
         }),
       },
     }),
-    create(MessageSchema, {
+    create(FrameSchema, {
       value: {
         case: "deltaResponse",
         value: create(DeltaDiscoveryResponseSchema, {
@@ -52,7 +52,7 @@ function emptyStringFrames(count: number): Uint8Array[] {
         }),
       },
     }),
-  ].map((frame) => envelope(toBinary(MessageSchema, frame)));
+  ].map((frame) => envelope(toBinary(FrameSchema, frame)));
 }
 /** The issue's frame: 1.9 million empty strings, 3.8 MiB. */
 const ISSUE_FRAMES = emptyStringFrames(1_900_000);
@@ -113,7 +113,7 @@ function amplify(
     te: "trailers",
     "client-id": zone,
   });
-  const hello = create(MessageSchema, {
+  const hello = create(FrameSchema, {
     value: {
       case: "hello",
       value: create(HelloSchema, {
@@ -133,7 +133,7 @@ function amplify(
   stream.pause();
   // Written as fast as HTTP/2 flow control lets them go (a write beyond it would only grow this client's own buffers).
   void (async () => {
-    stream.write(envelope(toBinary(MessageSchema, hello)));
+    stream.write(envelope(toBinary(FrameSchema, hello)));
     for (let i = 0; i < 2 * perLane && !stream.destroyed; i++) {
       if (!stream.write(frames[i % 2] as Uint8Array))
         await new Promise(

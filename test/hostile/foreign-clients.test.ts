@@ -15,10 +15,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DataplaneSpecSchema } from "../../examples/example-kinds/gen/kds/example/v1/example_pb.ts";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { adminClient, tokenClient, type AdminTarget } from "../../src/cli/admin-client.ts";
-import { GoAwayReason, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { silentLogger } from "../../src/log.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
-import { muxJsonRegistry } from "../../src/sync/json-registry.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
+import { muxJsonRegistry } from "../../src/kinds/json-registry.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { KdsProcess, until } from "../cli/process.ts";
@@ -33,7 +33,7 @@ interface CallEnd {
 
 /** One `StreamMessage` call of a grpc-js client that writes and reads raw frames. */
 class ForeignCall {
-  readonly frames: Message[] = [];
+  readonly frames: Frame[] = [];
   readonly ended: Promise<CallEnd>;
   readonly #call: grpc.ClientDuplexStream<Uint8Array, Buffer>;
 
@@ -46,7 +46,7 @@ class ForeignCall {
       (bytes) => bytes,
       metadata,
     );
-    this.#call.on("data", (bytes: Buffer) => this.frames.push(fromBinary(MessageSchema, bytes)));
+    this.#call.on("data", (bytes: Buffer) => this.frames.push(fromBinary(FrameSchema, bytes)));
     this.#call.on("error", () => undefined); // reported through "status" below
     this.ended = new Promise((resolve) =>
       this.#call.on("status", (s: grpc.StatusObject) => {
@@ -68,15 +68,15 @@ class ForeignCall {
   }
 
   /** Writes one frame. */
-  write(frame: MessageInitShape<typeof MessageSchema>): void {
-    this.writeBytes(toBinary(MessageSchema, create(MessageSchema, frame)));
+  write(frame: MessageInitShape<typeof FrameSchema>): void {
+    this.writeBytes(toBinary(FrameSchema, create(FrameSchema, frame)));
   }
 
   /** Waits (bounded) until a frame of `kind` arrived; returns it. */
   async frame(
-    kind: NonNullable<Message["value"]["case"]>,
+    kind: NonNullable<Frame["value"]["case"]>,
     timeoutMs = 30_000,
-  ): Promise<Message["value"]["value"]> {
+  ): Promise<Frame["value"]["value"]> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const found = this.frames.find((f) => f.value.case === kind);
@@ -98,7 +98,7 @@ class ForeignCall {
 function hello(
   zone: string,
   init: Partial<{ requestWindow: number; responseWindow: number; maxMessageBytes: number }> = {},
-): MessageInitShape<typeof MessageSchema> {
+): MessageInitShape<typeof FrameSchema> {
   return {
     value: {
       case: "hello",
@@ -194,7 +194,7 @@ describe("foreign clients against a kds-mux global (real processes)", { timeout:
     });
   });
 
-  it("bytes that are no Message: goaway PROTOCOL_ERROR, then INVALID_ARGUMENT with a message", async () => {
+  it("bytes that are no Frame: goaway PROTOCOL_ERROR, then INVALID_ARGUMENT with a message", async () => {
     const call = new ForeignCall(grpcClient, headers("garbage"));
     call.writeBytes(new Uint8Array([0x52, 0x05, 0x01])); // field 10 (hello), 5 bytes long, then only one byte
     const end = await call.ended;

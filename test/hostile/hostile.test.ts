@@ -8,7 +8,7 @@ import * as http2 from "node:http2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/serve-global.ts";
 import { insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
-import { MessageSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { formatReport, runFuzz } from "./fuzz.ts";
@@ -16,8 +16,8 @@ import { envelope } from "./mutate.ts";
 import { hostileCall, type Protocol } from "./peer.ts";
 
 const hello = toBinary(
-  MessageSchema,
-  create(MessageSchema, {
+  FrameSchema,
+  create(FrameSchema, {
     value: {
       case: "hello",
       value: {

@@ -5,7 +5,7 @@
 // sequences (frames before hello, a second hello, window overrun, duplicates,
 // wrong lanes, frames after a goaway).
 import { create, fromBinary, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
-import { CallSchema, GoAwayReason, MessageSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { CallSchema, GoAwayReason, FrameSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import type { FrameValueInit } from "../../src/mux/frames.ts";
 import type { SeedFrame } from "./corpus.ts";
 import type { Protocol } from "./peer.ts";
@@ -219,7 +219,7 @@ export function semanticMutation(r: Random, zone: string): Uint8Array {
         case: "batch",
         value: {
           frames: [
-            create(MessageSchema, {
+            create(FrameSchema, {
               value:
                 r.next() < 0.5
                   ? { case: "ping", value: { id: 1n } }
@@ -235,17 +235,17 @@ export function semanticMutation(r: Random, zone: string): Uint8Array {
     default:
       value = { case: undefined };
   }
-  return toBinary(MessageSchema, create(MessageSchema, { value }));
+  return toBinary(FrameSchema, create(FrameSchema, { value }));
 }
 
 /** The hello a hostile peer opens with: the recorded one, renamed to the zone it was admitted as. */
 export function helloFor(corpus: readonly SeedFrame[], zone: string): Uint8Array {
   const seed = corpus.find((f) => f.from === "zone" && f.kind === "hello");
   if (seed === undefined) throw new Error("the corpus holds no zone hello");
-  const hello = fromBinary(MessageSchema, seed.bytes);
+  const hello = fromBinary(FrameSchema, seed.bytes);
   if (hello.value.case !== "hello") throw new Error("unreachable: the seed is a hello");
   hello.value.value.peerId = zone;
-  return toBinary(MessageSchema, hello);
+  return toBinary(FrameSchema, hello);
 }
 
 /** One envelope: flags, then the message length (big-endian), then the message. */
@@ -302,7 +302,7 @@ export interface SessionPlan {
 function sendsGoaway(messages: readonly Uint8Array[]): boolean {
   return messages.some((m) => {
     try {
-      return fromBinary(MessageSchema, m).value.case === "goaway";
+      return fromBinary(FrameSchema, m).value.case === "goaway";
     } catch {
       return false; // not a frame at all: the global ends the stream there, as the report shows
     }
@@ -362,7 +362,7 @@ export class Planner {
     for (let i = 0; i < 5; i++) {
       const bytes = this.#mutatedFrame(zone);
       try {
-        fromBinary(MessageSchema, bytes);
+        fromBinary(FrameSchema, bytes);
         return bytes;
       } catch {
         // Does not decode: try another mutation.
@@ -464,8 +464,8 @@ export class Planner {
           case "pingFlood": {
             plain(hello);
             const ping = toBinary(
-              MessageSchema,
-              create(MessageSchema, { value: { case: "ping", value: { id: 1n } } }),
+              FrameSchema,
+              create(FrameSchema, { value: { case: "ping", value: { id: 1n } } }),
             );
             for (let i = 0, n = 50 + r.int(400); i < n; i++) bad(ping);
             break;
@@ -474,8 +474,8 @@ export class Planner {
             plain(hello);
             plain(
               toBinary(
-                MessageSchema,
-                create(MessageSchema, {
+                FrameSchema,
+                create(FrameSchema, {
                   value: {
                     case: "goaway",
                     value: { reason: GoAwayReason.SHUTDOWN, message: "bye" },
@@ -487,7 +487,7 @@ export class Planner {
               bad(r.next() < 0.5 ? recorded() : this.#mutatedFrame(identity.zone));
             break;
           case "wrongPeer": {
-            const other = fromBinary(MessageSchema, hello);
+            const other = fromBinary(FrameSchema, hello);
             if (other.value.case === "hello")
               other.value.value.peerId = r.pick([
                 "global",
@@ -495,7 +495,7 @@ export class Planner {
                 "",
                 identity.zone.toUpperCase(),
               ]);
-            bad(toBinary(MessageSchema, other));
+            bad(toBinary(FrameSchema, other));
             for (let i = 0, n = r.int(5); i < n; i++) plain(recorded());
             break;
           }
@@ -511,8 +511,8 @@ export class Planner {
             for (let i = 0, n = 2 + r.int(10); i < n; i++) {
               bad(
                 toBinary(
-                  MessageSchema,
-                  create(MessageSchema, {
+                  FrameSchema,
+                  create(FrameSchema, {
                     value: {
                       case: "windowUpdate",
                       value: { requests: 2 ** 32 - 1, responses: 2 ** 32 - 1 },
@@ -653,8 +653,8 @@ export class Planner {
         plain(hello);
         // A real frame over the global's 4 MiB limit (a response carrying one huge resource).
         const big = toBinary(
-          MessageSchema,
-          create(MessageSchema, {
+          FrameSchema,
+          create(FrameSchema, {
             value: {
               case: "deltaResponse",
               value: {

@@ -4,7 +4,7 @@
 // frames it answered (a goaway, with its reason) and the final status.
 import { fromBinary } from "@bufbuild/protobuf";
 import * as http2 from "node:http2";
-import { GoAwayReason, MessageSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 
 /** The wire protocols a hostile session may speak. */
 export type Protocol = "grpc" | "grpc-web" | "connect";
@@ -208,7 +208,7 @@ function interpret(
       continue;
     }
     try {
-      const frame = fromBinary(MessageSchema, data);
+      const frame = fromBinary(FrameSchema, data);
       framesReceived++;
       if (frame.value.case === "goaway") {
         goaway = GoAwayReason[frame.value.value.reason] ?? String(frame.value.value.reason);

@@ -7,7 +7,7 @@ import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
 import { insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { consoleLogger } from "../../src/log.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 
 const stop = new AbortController();

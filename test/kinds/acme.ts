@@ -8,7 +8,7 @@ import {
   FileDescriptorProtoSchema,
   type FileDescriptorProto,
 } from "@bufbuild/protobuf/wkt";
-import type { ResourceTypeInit } from "../../src/sync/resource-types.ts";
+import type { ResourceTypeInit } from "../../src/kinds/resource-types.ts";
 
 const { STRING: TYPE_STRING, UINT32: TYPE_UINT32 } = FieldDescriptorProto_Type;
 const { OPTIONAL: LABEL_OPTIONAL, REPEATED: LABEL_REPEATED } = FieldDescriptorProto_Label;

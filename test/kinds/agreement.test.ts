@@ -2,7 +2,7 @@
 import { create, fromBinary, toBinary, type Message } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { KdsError } from "../../src/errors.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { KindDirection } from "../../src/gen/kds/v1/kinds_pb.ts";
 import { KindAgreement } from "../../src/sync/kind-agreement.ts";
 import {
@@ -11,7 +11,7 @@ import {
   catalogResource,
   kindCatalog,
 } from "../../src/sync/kind-catalog.ts";
-import type { ResourceTypeInit } from "../../src/sync/resource-types.ts";
+import type { ResourceTypeInit } from "../../src/kinds/resource-types.ts";
 import { acmeKinds } from "./acme.ts";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 

@@ -5,7 +5,7 @@
 // { ok, ms, passed, skipped, failed: [rule: detail] }.
 import { conformanceDialer, listenForZone } from "../../src/adapters/node/conformance-link.ts";
 import { checkGlobal, checkZone, type CheckResult } from "../../src/conformance/index.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { kindCatalog } from "../../src/sync/kind-catalog.ts";
 import { loadKindsFile } from "../../src/cli/kinds-file.ts";
 

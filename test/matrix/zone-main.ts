@@ -13,7 +13,7 @@ import {
 import { AdminService } from "../../src/gen/kds/admin/v1/admin_pb.ts";
 import { TokenService } from "../../src/gen/kds/admin/v1/tokens_pb.ts";
 import { DataplaneSpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { silentLogger } from "../../src/log.ts";
 import { grpcMuxTransport } from "../../src/adapters/node/grpc-mux-client.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";

@@ -2,7 +2,7 @@
 // per-process memory budget; and the bound on pongs a ping flood can queue.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { GoAwayReason, MessageSchema, PingSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { GoAwayReason, FrameSchema, PingSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import {
   DeltaDiscoveryResponseSchema,
   DiscoveryRequestSchema,
@@ -64,15 +64,15 @@ describe("creditSize", () => {
       ),
     ];
     for (const frame of frames) {
-      const decoded = fromBinary(MessageSchema, toBinary(MessageSchema, frame));
+      const decoded = fromBinary(FrameSchema, toBinary(FrameSchema, frame));
       expect(creditSize(decoded)).toBe(creditSize(frame));
     }
     expect(creditSize(frames[0]!)).toBeGreaterThan(5000);
     expect(creditSize(frames[1]!)).toBeGreaterThan(300); // free-form node metadata counts too
     // Fields this version does not know (a hostile or newer peer) still count.
-    const known = toBinary(MessageSchema, requestFrame(request("t")));
+    const known = toBinary(FrameSchema, requestFrame(request("t")));
     const unknownField = new Uint8Array([0xfa, 0x3e, 0x90, 0x4e, ...new Uint8Array(10_000)]); // field 999 (length-delimited), 10000 bytes
-    const withUnknown = fromBinary(MessageSchema, new Uint8Array([...known, ...unknownField]));
+    const withUnknown = fromBinary(FrameSchema, new Uint8Array([...known, ...unknownField]));
     expect(creditSize(withUnknown)).toBeGreaterThan(10_000);
   });
 });

@@ -5,7 +5,7 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CallSchema, MessageSchema, type Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { CallSchema, FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import {
   DeltaDiscoveryRequestSchema,
   DeltaDiscoveryResponseSchema,
@@ -117,13 +117,13 @@ const frameValue = fc.oneof(
     })),
 );
 
-const frame = frameValue.map((value) => create(MessageSchema, { value }) as Message);
+const frame = frameValue.map((value) => create(FrameSchema, { value }) as Frame);
 
 describe("creditSize", () => {
   it("is the length protobuf-es encodes the frame to, for any frame", () => {
     fc.assert(
       fc.property(frame, (f) => {
-        expect(creditSize(f)).toBe(toBinary(MessageSchema, f).byteLength);
+        expect(creditSize(f)).toBe(toBinary(FrameSchema, f).byteLength);
       }),
       { numRuns: 400 },
     );
@@ -132,8 +132,8 @@ describe("creditSize", () => {
   it("is the length of a batch and of every frame inside it", () => {
     fc.assert(
       fc.property(fc.array(frame, { maxLength: 6 }), (frames) => {
-        const batch = create(MessageSchema, { value: { case: "batch", value: { frames } } });
-        expect(creditSize(batch)).toBe(toBinary(MessageSchema, batch).byteLength);
+        const batch = create(FrameSchema, { value: { case: "batch", value: { frames } } });
+        expect(creditSize(batch)).toBe(toBinary(FrameSchema, batch).byteLength);
       }),
       { numRuns: 100 },
     );
@@ -142,16 +142,13 @@ describe("creditSize", () => {
   it("is the canonical length of a frame decoded from any bytes that decode, unknown fields included", () => {
     fc.assert(
       fc.property(frame, fc.uint8Array({ maxLength: 64 }), (f, tail) => {
-        let decoded: Message;
+        let decoded: Frame;
         try {
-          decoded = fromBinary(
-            MessageSchema,
-            new Uint8Array([...toBinary(MessageSchema, f), ...tail]),
-          );
+          decoded = fromBinary(FrameSchema, new Uint8Array([...toBinary(FrameSchema, f), ...tail]));
         } catch {
           return; // the appended bytes do not decode: nothing to measure
         }
-        expect(creditSize(decoded)).toBe(toBinary(MessageSchema, decoded).byteLength);
+        expect(creditSize(decoded)).toBe(toBinary(FrameSchema, decoded).byteLength);
       }),
       { numRuns: 400 },
     );
@@ -171,7 +168,7 @@ describe("creditSize", () => {
 
 describe("weighFrame", () => {
   it("estimates far more memory than wire bytes for a frame of empty elements, and little more for a real response", () => {
-    const empties = create(MessageSchema, {
+    const empties = create(FrameSchema, {
       value: {
         case: "deltaResponse",
         value: create(DeltaDiscoveryResponseSchema, {
@@ -180,7 +177,7 @@ describe("weighFrame", () => {
         }),
       },
     });
-    const emptyMessages = create(MessageSchema, {
+    const emptyMessages = create(FrameSchema, {
       value: {
         case: "deltaResponse",
         value: create(DeltaDiscoveryResponseSchema, {
@@ -189,7 +186,7 @@ describe("weighFrame", () => {
         }),
       },
     });
-    const real = create(MessageSchema, {
+    const real = create(FrameSchema, {
       value: {
         case: "deltaResponse",
         value: create(DeltaDiscoveryResponseSchema, {
@@ -206,7 +203,7 @@ describe("weighFrame", () => {
         }),
       },
     });
-    const ratio = (f: Message): number => {
+    const ratio = (f: Frame): number => {
       const w = weighFrame(f);
       return (w.wireBytes + w.heapBytes) / w.wireBytes;
     };
@@ -225,14 +222,14 @@ describe("scanFrame", () => {
   it("finds in the encoded bytes the same weight weighFrame finds in the decoded frame", () => {
     fc.assert(
       fc.property(plainFrame, (f) => {
-        expect(scanFrame(toBinary(MessageSchema, f))).toEqual(weighFrame(f));
+        expect(scanFrame(toBinary(FrameSchema, f))).toEqual(weighFrame(f));
       }),
       { numRuns: 400 },
     );
     fc.assert(
       fc.property(fc.array(plainFrame, { maxLength: 5 }), (frames) => {
-        const batch = create(MessageSchema, { value: { case: "batch", value: { frames } } });
-        expect(scanFrame(toBinary(MessageSchema, batch))).toEqual(weighFrame(batch));
+        const batch = create(FrameSchema, { value: { case: "batch", value: { frames } } });
+        expect(scanFrame(toBinary(FrameSchema, batch))).toEqual(weighFrame(batch));
       }),
       { numRuns: 100 },
     );
@@ -242,14 +239,14 @@ describe("scanFrame", () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
         scanRefusal(bytes); // may refuse bytes the lenient decoder reads (a known field with another wire type), but never throws
-        let decoded: Message | undefined;
+        let decoded: Frame | undefined;
         try {
-          decoded = fromBinary(MessageSchema, bytes);
+          decoded = fromBinary(FrameSchema, bytes);
         } catch {
           decoded = undefined;
         }
         if (decoded === undefined) return;
-        const canonical = toBinary(MessageSchema, decoded);
+        const canonical = toBinary(FrameSchema, decoded);
         if (scanRefusal(canonical) !== undefined)
           expect(frameRefusal(weighFrame(decoded))).toBeDefined();
       }),
@@ -262,20 +259,20 @@ describe("scanFrame", () => {
     const inner = new Uint8Array(400_000);
     for (let i = 0; i < inner.length; i += 2) inner[i] = 0x10; // field 2, varint 0
     const ping = concat(tagAndLength(0x5a, concat(tagAndLength(0x0a, inner))));
-    expect(fromBinary(MessageSchema, ping).value.case).toBe("ping"); // the decoder takes it
+    expect(fromBinary(FrameSchema, ping).value.case).toBe("ping"); // the decoder takes it
     expect(scanRefusal(ping)).toMatch(
-      /not a well-formed kds.mux.v1.Message: field 1 arrives with wire type 2, not its own/,
+      /not a well-formed kds.mux.v1.Frame: field 1 arrives with wire type 2, not its own/,
     );
     // Batches nested 40 deep (the decoder reads up to 100).
     let nested = toBinary(
-      MessageSchema,
-      create(MessageSchema, { value: { case: "ping", value: { id: 1n } } }),
+      FrameSchema,
+      create(FrameSchema, { value: { case: "ping", value: { id: 1n } } }),
     );
     for (let i = 0; i < 40; i++)
       nested = toBinary(
-        MessageSchema,
-        create(MessageSchema, {
-          value: { case: "batch", value: { frames: [fromBinary(MessageSchema, nested)] } },
+        FrameSchema,
+        create(FrameSchema, {
+          value: { case: "batch", value: { frames: [fromBinary(FrameSchema, nested)] } },
         }),
       );
     expect(scanRefusal(nested)).toMatch(/nests deeper than 32/);
@@ -283,7 +280,7 @@ describe("scanFrame", () => {
   });
 
   it("refuses, without decoding, a frame of too many empty strings and one of empty messages", () => {
-    const strings = create(MessageSchema, {
+    const strings = create(FrameSchema, {
       value: {
         case: "deltaResponse",
         value: create(DeltaDiscoveryResponseSchema, {
@@ -292,10 +289,8 @@ describe("scanFrame", () => {
         }),
       },
     });
-    expect(scanRefusal(toBinary(MessageSchema, strings))).toMatch(
-      /over the 524288 a frame may hold/,
-    );
-    const messages = create(MessageSchema, {
+    expect(scanRefusal(toBinary(FrameSchema, strings))).toMatch(/over the 524288 a frame may hold/);
+    const messages = create(FrameSchema, {
       value: {
         case: "deltaResponse",
         value: create(DeltaDiscoveryResponseSchema, {
@@ -304,7 +299,7 @@ describe("scanFrame", () => {
         }),
       },
     });
-    expect(scanRefusal(toBinary(MessageSchema, messages))).toMatch(/over 16 times its length/);
+    expect(scanRefusal(toBinary(FrameSchema, messages))).toMatch(/over 16 times its length/);
     // The same frames, decoded, are refused alike.
     expect(frameRefusal(weighFrame(strings))).toMatch(/over the 524288/);
     expect(frameRefusal(weighFrame(messages))).toMatch(/over 16 times/);

@@ -3,7 +3,7 @@
 // a newer version with unknown features, and a range outside this side's.
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { HelloSchema, MessageSchema, type Hello } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { HelloSchema, FrameSchema, type Hello } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 
 type HelloFields = Omit<Partial<Hello>, "$typeName" | "$unknown">;
 import {
@@ -274,7 +274,7 @@ describe("a session negotiates in its hello", () => {
       case: "batch",
       value: {
         $typeName: "kds.mux.v1.Batch",
-        frames: [create(MessageSchema, { value: { case: "request", value: request("t") } })],
+        frames: [create(FrameSchema, { value: { case: "request", value: request("t") } })],
       },
     });
     const end = await session.closed;

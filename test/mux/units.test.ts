@@ -7,7 +7,7 @@ import { Inbox } from "../../src/mux/inbox.ts";
 import { resolveSessionOptions } from "../../src/mux/options.ts";
 import { Outbox } from "../../src/mux/outbox.ts";
 import { transition, type SessionEnd, type SessionState } from "../../src/mux/state.ts";
-import { fromConnectError, toConnectError } from "../../src/transport/connect-errors.ts";
+import { fromConnectError, toConnectError } from "../../src/connect-errors.ts";
 import { Ring } from "../../src/util/ring.ts";
 import { backoffCeiling, backoffDelay, resolveBackoff } from "../../src/util/backoff.ts";
 import { request, response } from "../contract/harness.ts";

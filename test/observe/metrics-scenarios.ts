@@ -4,7 +4,7 @@
 // with HTTP/1.1 beside h2c on Node, Deno.serve or Bun.serve on those), a zone
 // syncs both ways with it, and the scrape is read by a real parser.
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { fetchFallback } from "../../src/adapters/node/fetch-fallback.ts";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";

@@ -2,7 +2,7 @@
 // event stream it follows, as a zone connects, a resource changes and the
 // zone goes offline.
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { fetchFallback } from "../../src/adapters/node/fetch-fallback.ts";

@@ -23,7 +23,7 @@ import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import { silentLogger } from "../../src/log.ts";
 import { CALLER_HEADER, callEndpoint } from "../../src/rpc/endpoint.ts";
 import { reverseCallTransport } from "../../src/rpc/transport.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
@@ -31,6 +31,7 @@ import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { get, inspectZone } from "../../src/cli/resource-commands.ts";
 import { eventually, startGlobal as startMuxGlobal } from "../contract/harness.ts";
 import { dataplane } from "../sync/helpers.ts";
+import { globalAdminBackend, zoneAdminBackend } from "../../src/admin/role-backends.ts";
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -217,7 +218,7 @@ async function cluster(kind: "grpc" | "grpc-web" | "connect" | "half-duplex") {
   // The half-duplex zone speaks HTTP/1.1 as a browser would; the CLI's admin client speaks h2c on the same port.
   const served = await serveGlobal(global.server, {
     httpVersion: kind === "half-duplex" ? "both" : "2",
-    routes: (router) => registerAdmin(router, global.admin()),
+    routes: (router) => registerAdmin(router, globalAdminBackend(global)),
   });
   await global.registerZone("zone-1");
   await global.registerZone("zone-2");
@@ -254,7 +255,7 @@ async function cluster(kind: "grpc" | "grpc-web" | "connect" | "half-duplex") {
       transport: transport(),
       types: createTypeRegistry([...exampleTypes, noteType]),
       logger: silentLogger,
-      reverseCalls: (router) => registerAdmin(router, zone.admin()),
+      reverseCalls: (router) => registerAdmin(router, zoneAdminBackend(zone)),
     });
     zones.push(zone);
     running.push(zone.run(stop.signal));
@@ -361,7 +362,7 @@ describe("get --zone against a zone's admin API", () => {
       logger: silentLogger,
     });
     const served = await serveGlobal(global, {
-      routes: (router) => registerAdmin(router, zone.admin()),
+      routes: (router) => registerAdmin(router, zoneAdminBackend(zone)),
     });
     cleanups.push(() => served.close());
     const error = await get(served.url, "Dataplane", undefined, undefined, "json", "zone-2").catch(

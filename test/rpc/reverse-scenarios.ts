@@ -3,7 +3,7 @@
 // A global over connect-node h2c and a zone serving its admin API: the global
 // asks the zone what it holds, and a zone without a session is named.
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { registerAdmin } from "../../src/admin/admin-service.ts";
@@ -16,6 +16,7 @@ import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { check, eventually, rejects } from "../contract/harness.ts";
 import type { Scenario } from "../contract/scenarios.ts";
 import { dataplane } from "../sync/helpers.ts";
+import { globalAdminBackend, zoneAdminBackend } from "../../src/admin/role-backends.ts";
 
 const runtime = "Deno" in globalThis ? "deno" : "Bun" in globalThis ? "bun" : "node";
 
@@ -30,7 +31,7 @@ export const reverseCallScenarios: Scenario[] = [
       });
       global.start(stop.signal);
       const served = await serveGlobal(global.server, {
-        routes: (router) => registerAdmin(router, global.admin()),
+        routes: (router) => registerAdmin(router, globalAdminBackend(global)),
       });
       await global.registerZone("zone-1");
       const zone: ZoneControlPlane = new ZoneControlPlane({
@@ -41,7 +42,7 @@ export const reverseCallScenarios: Scenario[] = [
         ),
         types: createTypeRegistry(exampleTypes),
         logger: silentLogger,
-        reverseCalls: (router) => registerAdmin(router, zone.admin()),
+        reverseCalls: (router) => registerAdmin(router, zoneAdminBackend(zone)),
       });
       const running = zone.run(stop.signal);
       try {

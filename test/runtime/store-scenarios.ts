@@ -14,7 +14,7 @@ import { MeshSpecSchema, exampleTypes } from "../../examples/example-kinds/index
 import { silentLogger } from "../../src/log.ts";
 import type { StoreChange } from "../../src/store/contract.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { equal } from "../contract/harness.ts";
 import type { Scenario } from "../contract/scenarios.ts";
 

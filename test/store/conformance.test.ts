@@ -9,7 +9,7 @@ import { silentLogger } from "../../src/log.ts";
 import type { StoreChange } from "../../src/store/contract.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";
 import { SCHEMA_VERSION } from "../../src/store/postgres/migrations.ts";
-import type { StoredResource } from "../../src/sync/resource-types.ts";
+import type { StoredResource } from "../../src/kinds/resource-types.ts";
 import {
   collect,
   dataplane,

@@ -18,7 +18,7 @@ import { silentLogger } from "../../src/log.ts";
 import type { ResourceInput, ResourceStore, StoreChange } from "../../src/store/contract.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { PostgresStore, type PostgresStoreOptions } from "../../src/store/postgres.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
 import { TEST_SERVER_SETTINGS } from "../support/postgres-settings.ts";
 

@@ -12,7 +12,7 @@ import {
   ZONE_INSIGHT_KIND,
   createTypeRegistry,
   zoneInsightType,
-} from "../../src/sync/builtin-types.ts";
+} from "../../src/kinds/builtin-types.ts";
 import { MeshSpecSchema } from "../../examples/example-kinds/index.ts";
 import { types } from "./fixtures.ts";
 

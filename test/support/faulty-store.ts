@@ -13,7 +13,7 @@ import type {
   WriteOp,
   WriteOptions,
 } from "../../src/store/contract.ts";
-import type { StoredResource } from "../../src/sync/resource-types.ts";
+import type { StoredResource } from "../../src/kinds/resource-types.ts";
 
 export type StoreMethod =
   | "get"

@@ -6,7 +6,7 @@ import { serveGlobal, type ServedGlobal } from "../../src/adapters/node/serve-gl
 import { insecureZoneAuthenticator } from "../../src/auth/zone-authenticator.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
-import type { TypeRegistry } from "../../src/sync/resource-types.ts";
+import type { TypeRegistry } from "../../src/kinds/resource-types.ts";
 
 /** The global and its two servers; set in the file's beforeAll. */
 export interface ServedBothWays {

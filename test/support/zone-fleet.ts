@@ -19,7 +19,7 @@ import {
 } from "../../examples/example-kinds/index.ts";
 import { grpcMuxTransport } from "../../src/adapters/node/grpc-mux-client.ts";
 import { silentLogger } from "../../src/log.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { failoverMuxTransport } from "../../src/transport/failover.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 

@@ -8,7 +8,7 @@ import {
   DeltaDiscoveryRequestSchema,
   DiscoveryRequestSchema,
 } from "../../src/gen/kds/v1/discovery_pb.ts";
-import type { Message } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import type { ServerStreamView } from "../../src/mux/views.ts";
 import type { MuxRequest } from "../../src/mux/frames.ts";
 import { CatalogGate } from "../../src/sync/catalog-gate.ts";
@@ -18,13 +18,13 @@ import { eventually } from "../contract/harness.ts";
 import { dataplane, startCluster } from "./helpers.ts";
 
 /** The data frames of `frame` (a batch's inner frames, or the frame itself). */
-function dataFrames(frame: Message): Message[] {
+function dataFrames(frame: Frame): Frame[] {
   return frame.value.case === "batch" ? frame.value.value.frames : [frame];
 }
 
 /** `inner`, logging every request frame either way, in the order they pass. */
 function loggingRequests(inner: MuxTransport, log: string[]): MuxTransport {
-  const note = (frame: Message, from: "zone" | "global"): void => {
+  const note = (frame: Frame, from: "zone" | "global"): void => {
     for (const f of dataFrames(frame)) {
       if (f.value.case !== "request" && f.value.case !== "deltaRequest") continue;
       const r = f.value.value;

@@ -13,7 +13,7 @@
 import { describe, expect, it } from "vitest";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { eventually } from "../contract/harness.ts";
 import type { Session } from "../../src/mux/views.ts";
 import { collectGarbage, heapAfterGc } from "../support/heap.ts";

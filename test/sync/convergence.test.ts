@@ -8,9 +8,9 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { MuxSession } from "../../src/mux/session.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
-import { LABELS } from "../../src/sync/resource-types.ts";
+import { LABELS } from "../../src/kinds/resource-types.ts";
 import { FaultyStore, countDeletes } from "../support/faulty-store.ts";
 import { dataplane, mesh, policy, contents, startCluster, type Cluster } from "./helpers.ts";
 

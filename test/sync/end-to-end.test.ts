@@ -1,7 +1,7 @@
 // One global and two zones: resources created, updated and deleted on either
 // side reach the right places, over memory and over gRPC on HTTP/2.
 import { describe, expect, it } from "vitest";
-import { LABELS } from "../../src/sync/resource-types.ts";
+import { LABELS } from "../../src/kinds/resource-types.ts";
 import { eventually } from "../contract/harness.ts";
 import { dataplane, mesh, policy, startCluster } from "./helpers.ts";
 

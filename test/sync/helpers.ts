@@ -8,7 +8,7 @@ import {
   TrafficPolicySpecSchema,
   exampleTypes,
 } from "../../examples/example-kinds/index.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import {
   GlobalControlPlane,
   type GlobalControlPlaneOptions,

@@ -1,7 +1,7 @@
 // Delta resume: after a reconnect with 10k resources each way of which 10
 // changed, fewer than 100 resources cross the wire (counted on the wire).
 import { describe, expect, it } from "vitest";
-import { LABELS } from "../../src/sync/resource-types.ts";
+import { LABELS } from "../../src/kinds/resource-types.ts";
 import { eventually } from "../contract/harness.ts";
 import { dataplane, policy, startCluster } from "./helpers.ts";
 import { counting, type WireCount } from "./wire-count.ts";

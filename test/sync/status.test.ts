@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import type { SessionEnd } from "../../src/mux/state.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { KIND_CATALOG_TYPE_URL } from "../../src/sync/kind-catalog.ts";
 import { sideOf, ZoneStatusRecord } from "../../src/sync/status.ts";
 

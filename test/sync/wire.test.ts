@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { ResourceSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { KdsResourceSchema } from "../../src/gen/kds/v1/resource_pb.ts";
 import { TrafficPolicySpecSchema, exampleTypes } from "../../examples/example-kinds/index.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { KDS_RESOURCE_TYPE_URL, fromWire, toWire } from "../../src/sync/wire.ts";
 

@@ -9,8 +9,8 @@ import {
   TrafficPolicySpecSchema,
 } from "../../examples/example-kinds/index.ts";
 import { KdsError } from "../../src/errors.ts";
-import { createTypeRegistry } from "../../src/sync/builtin-types.ts";
-import { parseZoneSelector, selectsZone } from "../../src/sync/zone-selector.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
+import { parseZoneSelector, selectsZone } from "../../src/kinds/zone-selector.ts";
 import { startCluster, type Cluster } from "./helpers.ts";
 
 describe("zone selector syntax", () => {

@@ -11,7 +11,7 @@ import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import type { AcceptLink, DialLink, LinkEnd, MuxLink } from "../../conformance/link.ts";
 import { KdsError } from "../../errors.ts";
-import { MessageSchema, type Message } from "../../gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { raceAbort } from "../../util/abort.ts";
 import { grpcEnvelope, readGrpcFrames } from "./grpc-frames.ts";
 
@@ -25,8 +25,8 @@ class StreamLink implements MuxLink {
   readonly headers: ReadonlyMap<string, string>;
   readonly ended: Promise<LinkEnd>;
   readonly #stream: http2.ClientHttp2Stream | http2.ServerHttp2Stream;
-  readonly #frames: AsyncGenerator<Message, void, undefined>;
-  #pending: Promise<Message | undefined> | undefined;
+  readonly #frames: AsyncGenerator<Frame, void, undefined>;
+  #pending: Promise<Frame | undefined> | undefined;
   #readError = "";
   #trailers: http2.OutgoingHttpHeaders = { "grpc-status": "0" };
 
@@ -49,12 +49,12 @@ class StreamLink implements MuxLink {
     );
   }
 
-  write(frames: readonly Message[]): void {
+  write(frames: readonly Frame[]): void {
     if (this.#stream.destroyed || this.#stream.writableEnded) return; // the call is over: how it ended is in `ended`
-    this.#stream.write(Buffer.concat(frames.map((f) => grpcEnvelope(toBinary(MessageSchema, f)))));
+    this.#stream.write(Buffer.concat(frames.map((f) => grpcEnvelope(toBinary(FrameSchema, f)))));
   }
 
-  read(signal: AbortSignal): Promise<Message | undefined> {
+  read(signal: AbortSignal): Promise<Frame | undefined> {
     this.#pending ??= this.#frames.next().then(
       (r) => (r.done === true ? undefined : r.value),
       (error: unknown) => {

@@ -15,7 +15,7 @@
  */
 import type * as net from "node:net";
 import type { Logger } from "../../log.ts";
-import type { ListenerName, Metrics } from "../../observe/metrics.ts";
+import type { ListenerName, Metrics } from "../../metrics.ts";
 import { BurstLog } from "../../util/burst-log.ts";
 
 /** Options of {@link ConnectionGuard}. */

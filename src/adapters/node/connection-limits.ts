@@ -20,7 +20,7 @@ import { constants as http2constants } from "node:http2";
 import type * as net from "node:net";
 import { KdsError } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
-import type { ListenerName, Metrics } from "../../observe/metrics.ts";
+import type { ListenerName, Metrics } from "../../metrics.ts";
 import { ConnectionGuard } from "./connection-guard.ts";
 
 /** How many connections a listener holds and for how long an idle one stays. */

@@ -7,7 +7,7 @@
  */
 import { fromBinary } from "@bufbuild/protobuf";
 import type { Readable, Writable } from "node:stream";
-import { MessageSchema, type Message } from "../../gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { scanRefusal } from "../../mux/frame-scan.ts";
 
 /** gRPC's length-prefixed message header: a flags byte and a 32-bit big-endian length. */
@@ -122,15 +122,15 @@ export async function* readGrpcFrames(
   stream: Readable,
   maxBytes: number,
   unreadable: UnreadableFrame,
-): AsyncGenerator<Message, void, undefined> {
+): AsyncGenerator<Frame, void, undefined> {
   const splitter = new EnvelopeSplitter(maxBytes, unreadable, false);
   for await (const chunk of chunksOf(stream)) {
     for (const { body } of splitter.push(chunk)) {
       const refused = scanRefusal(body);
       if (refused !== undefined) throw unreadable(refused);
-      let message: Message;
+      let message: Frame;
       try {
-        message = fromBinary(MessageSchema, body);
+        message = fromBinary(FrameSchema, body);
       } catch (error) {
         throw unreadable(
           `parse binary: ${error instanceof Error ? error.message : String(error)}`,

@@ -19,9 +19,9 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { findTrailerError, parseContentType } from "@connectrpc/connect/protocol-grpc";
 import * as http2 from "node:http2";
 import { KdsError } from "../../errors.ts";
-import { MessageSchema, type Message } from "../../gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { defaultSessionOptions } from "../../mux/index.ts";
-import { fromConnectError } from "../../transport/connect-errors.ts";
+import { fromConnectError } from "../../connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "../../transport/transport.ts";
 import { drained, grpcEnvelope, readGrpcFrames } from "./grpc-frames.ts";
 import { DEFAULT_HTTP2_WINDOW_BYTES, http2Window } from "./http2-windows.ts";
@@ -140,7 +140,7 @@ async function openStream(
   target: string,
   maxBytes: number,
   { headers, outbound, signal }: MuxDialRequest,
-): Promise<AsyncIterable<Message>> {
+): Promise<AsyncIterable<Frame>> {
   if (signal.aborted) throw cancelled(target, signal.reason);
   const requestHeaders: http2.OutgoingHttpHeaders = {};
   headers.forEach((value, name) => (requestHeaders[name] = value));
@@ -185,7 +185,7 @@ async function openStream(
     throw failure(error, signal, writes.error, target);
   }
 
-  return (async function* read(): AsyncGenerator<Message, void, undefined> {
+  return (async function* read(): AsyncGenerator<Frame, void, undefined> {
     try {
       yield* readGrpcFrames(stream, maxBytes, (reason, cause) => unreadable(target, reason, cause));
       if (signal.aborted) throw cancelled(target, signal.reason);
@@ -213,13 +213,13 @@ async function openStream(
 /** Writes each frame of `outbound` as it is pulled, waiting out backpressure; an error of `outbound` cancels the call and is kept in `writes`. */
 async function writeAll(
   stream: http2.ClientHttp2Stream,
-  outbound: AsyncIterable<Message>,
+  outbound: AsyncIterable<Frame>,
   writes: { error?: unknown },
 ): Promise<void> {
   try {
     for await (const message of outbound) {
       if (stream.destroyed || stream.writableEnded) break;
-      if (!stream.write(grpcEnvelope(toBinary(MessageSchema, message)))) await drained(stream);
+      if (!stream.write(grpcEnvelope(toBinary(FrameSchema, message)))) await drained(stream);
     }
     if (!stream.destroyed && !stream.writableEnded) stream.end();
   } catch (error) {

@@ -41,7 +41,7 @@ export function scanMuxRequestBody(request: NodeRequest, maxBytes: number): void
   const unreadable = (reason: string, cause?: unknown): KdsError =>
     new KdsError(
       "protocol_error",
-      `the zone sent a frame the global cannot read (${reason}); it must be one kds.mux.v1.Message in the call's codec`,
+      `the zone sent a frame the global cannot read (${reason}); it must be one kds.mux.v1.Frame in the call's codec`,
       { cause },
     );
   const chunks = request[Symbol.asyncIterator].bind(request);

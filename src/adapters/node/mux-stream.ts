@@ -22,9 +22,9 @@ import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { PeerInfo } from "../../auth/peer.ts";
 import { KdsError } from "../../errors.ts";
-import { MessageSchema, MultiplexService } from "../../gen/kds/mux/v1/mux_pb.ts";
+import { FrameSchema, MultiplexService } from "../../gen/kds/mux/v1/mux_pb.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
-import { toConnectError } from "../../transport/connect-errors.ts";
+import { toConnectError } from "../../connect-errors.ts";
 import { drained, grpcEnvelope, readGrpcFrames } from "./grpc-frames.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
 import { CLIENT_ID_HEADER } from "../../names.ts";
@@ -112,7 +112,7 @@ async function serveMuxStream(
     for await (const message of outbound) {
       if (stream.closed || stream.destroyed) continue; // the session ends through `gone`; its frames go nowhere
       if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
-      if (!response.write(grpcEnvelope(toBinary(MessageSchema, message)))) await drained(stream);
+      if (!response.write(grpcEnvelope(toBinary(FrameSchema, message)))) await drained(stream);
     }
   } catch (error) {
     failure = error;
@@ -132,7 +132,7 @@ async function serveMuxStream(
 function unreadable(reason: string, cause?: unknown): KdsError {
   return new KdsError(
     "protocol_error",
-    `the zone sent a frame the global cannot read (${reason}); it must be one kds.mux.v1.Message in the call's codec`,
+    `the zone sent a frame the global cannot read (${reason}); it must be one kds.mux.v1.Frame in the call's codec`,
     { cause },
   );
 }

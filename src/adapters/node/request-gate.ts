@@ -18,7 +18,7 @@ import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import { constants as http2constants } from "node:http2";
 import type { PeerInfo } from "../../auth/peer.ts";
-import { toConnectError } from "../../transport/connect-errors.ts";
+import { toConnectError } from "../../connect-errors.ts";
 import type { ConnectionGuard, GuardedConnection } from "./connection-guard.ts";
 
 /** What a gate sees of a request: never its body. */

@@ -12,7 +12,7 @@ import {
   type ResourceMeta,
   type StoredResource,
   type TypeRegistry,
-} from "../../sync/resource-types.ts";
+} from "../../kinds/resource-types.ts";
 import type { StoreChange } from "../contract.ts";
 
 /** A row of `kds_resources` as the store selects it. */

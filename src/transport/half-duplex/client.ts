@@ -22,12 +22,12 @@ import {
   PushRequestSchema,
   type PullResponse,
 } from "../../gen/kds/mux/v1/half_duplex_pb.ts";
-import type { Message } from "../../gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { anySignal, sleep } from "../../util/abort.ts";
 import { backoffCeiling, type ResolvedBackoff } from "../../util/backoff.ts";
 import { systemClock, type Clock } from "../../util/clock.ts";
 import { Waker } from "../../util/wake.ts";
-import { fromConnectError } from "../connect-errors.ts";
+import { fromConnectError } from "../../connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "../transport.ts";
 
 /** Delays between attempts to re-open a broken Pull or to retry a Push: 50 ms doubling to 2 s. */
@@ -86,7 +86,7 @@ class HalfDuplexLink {
   /** Highest seq of the global's frames acknowledged to it. */
   #reported = 0n;
   /** The zone's frames not yet acknowledged; seqs consecutive from #firstUnacked. */
-  readonly #outgoing: Message[] = [];
+  readonly #outgoing: Frame[] = [];
   #firstUnacked = 1n;
   #outboundDone = false;
   /** Wakes the push loop: frames to push or receipts to report. */
@@ -118,7 +118,7 @@ class HalfDuplexLink {
   }
 
   /** Opens the link (admission happens here) and starts pushing. */
-  async open(): Promise<AsyncIterable<Message>> {
+  async open(): Promise<AsyncIterable<Frame>> {
     const first = await this.#openPull();
     void this.#readOutbound().catch((error: unknown) =>
       this.#fail(
@@ -149,7 +149,7 @@ class HalfDuplexLink {
   }
 
   /** The global's frames, in order, exactly once; resumes a dropped Pull. */
-  async *#inbound(first: AsyncIterator<PullResponse>): AsyncGenerator<Message, void, undefined> {
+  async *#inbound(first: AsyncIterator<PullResponse>): AsyncGenerator<Frame, void, undefined> {
     let stream = first;
     for (;;) {
       let response: IteratorResult<PullResponse>;

@@ -24,13 +24,13 @@ import {
   type PullResponse,
   type PushRequest,
 } from "../../gen/kds/mux/v1/half_duplex_pb.ts";
-import type { Message } from "../../gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { peerInfoKey } from "../../auth/peer.ts";
 import { CLIENT_ID_HEADER } from "../../names.ts";
 import { AsyncQueue } from "../../util/async-queue.ts";
 import { Pulse } from "../../util/wake.ts";
 import type { UniversalHandlerOptions } from "@connectrpc/connect/protocol";
-import { toConnectError } from "../connect-errors.ts";
+import { toConnectError } from "../../connect-errors.ts";
 import type { MuxAcceptor } from "../transport.ts";
 
 /** Options of {@link HalfDuplexHub}. */
@@ -47,11 +47,11 @@ interface Link {
   /** The `authorization` header the link was admitted with; every later call must carry the same. */
   readonly credential: string;
   readonly controller: AbortController;
-  readonly inbound: AsyncQueue<Message>;
+  readonly inbound: AsyncQueue<Frame>;
   receivedSeq: bigint;
-  readonly outbound: AsyncIterator<Message>;
+  readonly outbound: AsyncIterator<Frame>;
   /** Frames sent down, not yet acknowledged; seqs are consecutive. */
-  readonly buffer: { seq: bigint; frame: Message }[];
+  readonly buffer: { seq: bigint; frame: Frame }[];
   nextSeq: bigint;
   outboundDone: boolean;
   pullGeneration: number;
@@ -127,7 +127,7 @@ export class HalfDuplexHub {
     if (link.resumeTimer !== undefined) clearTimeout(link.resumeTimer);
     link.resumeTimer = undefined;
     link.changed.notify();
-    const response = (init: { seq?: bigint; frame?: Message; end?: boolean }): PullResponse =>
+    const response = (init: { seq?: bigint; frame?: Frame; end?: boolean }): PullResponse =>
       create(PullResponseSchema, { linkId: link.id, pushAckedSeq: link.receivedSeq, ...init });
     try {
       yield response({});
@@ -182,7 +182,7 @@ export class HalfDuplexHub {
 
   async #open(context: HandlerContext): Promise<Link> {
     const controller = new AbortController();
-    const inbound = new AsyncQueue<Message>(this.#maxUnacked);
+    const inbound = new AsyncQueue<Frame>(this.#maxUnacked);
     const outbound = await this.#global.accept(
       context.requestHeader,
       inbound,

@@ -10,7 +10,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Message as Message$1 } from "./mux_pb.ts";
+import type { Frame } from "./mux_pb.ts";
 import { file_kds_mux_v1_mux } from "./mux_pb.ts";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/mux/v1/half_duplex.proto.
  */
 export const file_kds_mux_v1_half_duplex: GenFile = /*@__PURE__*/
-  fileDesc("ChxrZHMvbXV4L3YxL2hhbGZfZHVwbGV4LnByb3RvEgprZHMubXV4LnYxIjEKC1B1bGxSZXF1ZXN0Eg8KB2xpbmtfaWQYASABKAkSEQoJYWNrZWRfc2VxGAIgASgEInUKDFB1bGxSZXNwb25zZRIPCgdsaW5rX2lkGAEgASgJEgsKA3NlcRgCIAEoBBIiCgVmcmFtZRgDIAEoCzITLmtkcy5tdXgudjEuTWVzc2FnZRIWCg5wdXNoX2Fja2VkX3NlcRgEIAEoBBILCgNlbmQYBSABKAgibgoLUHVzaFJlcXVlc3QSDwoHbGlua19pZBgBIAEoCRIRCglmaXJzdF9zZXEYAiABKAQSIwoGZnJhbWVzGAMgAygLMhMua2RzLm11eC52MS5NZXNzYWdlEhYKDnB1bGxfYWNrZWRfc2VxGAQgASgEIiEKDFB1c2hSZXNwb25zZRIRCglhY2tlZF9zZXEYASABKAQyiwEKEUhhbGZEdXBsZXhTZXJ2aWNlEjsKBFB1bGwSFy5rZHMubXV4LnYxLlB1bGxSZXF1ZXN0Ghgua2RzLm11eC52MS5QdWxsUmVzcG9uc2UwARI5CgRQdXNoEhcua2RzLm11eC52MS5QdXNoUmVxdWVzdBoYLmtkcy5tdXgudjEuUHVzaFJlc3BvbnNlYgZwcm90bzM", [file_kds_mux_v1_mux]);
+  fileDesc("ChxrZHMvbXV4L3YxL2hhbGZfZHVwbGV4LnByb3RvEgprZHMubXV4LnYxIjEKC1B1bGxSZXF1ZXN0Eg8KB2xpbmtfaWQYASABKAkSEQoJYWNrZWRfc2VxGAIgASgEInMKDFB1bGxSZXNwb25zZRIPCgdsaW5rX2lkGAEgASgJEgsKA3NlcRgCIAEoBBIgCgVmcmFtZRgDIAEoCzIRLmtkcy5tdXgudjEuRnJhbWUSFgoOcHVzaF9hY2tlZF9zZXEYBCABKAQSCwoDZW5kGAUgASgIImwKC1B1c2hSZXF1ZXN0Eg8KB2xpbmtfaWQYASABKAkSEQoJZmlyc3Rfc2VxGAIgASgEEiEKBmZyYW1lcxgDIAMoCzIRLmtkcy5tdXgudjEuRnJhbWUSFgoOcHVsbF9hY2tlZF9zZXEYBCABKAQiIQoMUHVzaFJlc3BvbnNlEhEKCWFja2VkX3NlcRgBIAEoBDKLAQoRSGFsZkR1cGxleFNlcnZpY2USOwoEUHVsbBIXLmtkcy5tdXgudjEuUHVsbFJlcXVlc3QaGC5rZHMubXV4LnYxLlB1bGxSZXNwb25zZTABEjkKBFB1c2gSFy5rZHMubXV4LnYxLlB1c2hSZXF1ZXN0Ghgua2RzLm11eC52MS5QdXNoUmVzcG9uc2ViBnByb3RvMw", [file_kds_mux_v1_mux]);
 
 /**
  * Request of Pull.
@@ -71,9 +71,9 @@ export type PullResponse = Message<"kds.mux.v1.PullResponse"> & {
   /**
    * The frame.
    *
-   * @generated from field: kds.mux.v1.Message frame = 3;
+   * @generated from field: kds.mux.v1.Frame frame = 3;
    */
-  frame?: Message$1 | undefined;
+  frame?: Frame | undefined;
 
   /**
    * The highest sequence number of the zone's frames the global has received.
@@ -120,9 +120,9 @@ export type PushRequest = Message<"kds.mux.v1.PushRequest"> & {
   /**
    * The zone's frames, in order; may be empty (an acknowledgement only).
    *
-   * @generated from field: repeated kds.mux.v1.Message frames = 3;
+   * @generated from field: repeated kds.mux.v1.Frame frames = 3;
    */
-  frames: Message$1[];
+  frames: Frame[];
 
   /**
    * The highest sequence number of the global's frames the zone has received.

@@ -15,22 +15,22 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { DeltaDiscoveryRequest, DeltaDiscoveryResponse, DiscoveryRequest, DiscoveryResponse } from "../../v1/discovery_pb.ts";
 import { file_kds_v1_discovery } from "../../v1/discovery_pb.ts";
-import type { Message as Message$1 } from "@bufbuild/protobuf";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file kds/mux/v1/mux.proto.
  */
 export const file_kds_mux_v1_mux: GenFile = /*@__PURE__*/
-  fileDesc("ChRrZHMvbXV4L3YxL211eC5wcm90bxIKa2RzLm11eC52MSLnAwoHTWVzc2FnZRIrCgdyZXF1ZXN0GAEgASgLMhgua2RzLnYxLkRpc2NvdmVyeVJlcXVlc3RIABItCghyZXNwb25zZRgCIAEoCzIZLmtkcy52MS5EaXNjb3ZlcnlSZXNwb25zZUgAEjYKDWRlbHRhX3JlcXVlc3QYAyABKAsyHS5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXF1ZXN0SAASOAoOZGVsdGFfcmVzcG9uc2UYBCABKAsyHi5rZHMudjEuRGVsdGFEaXNjb3ZlcnlSZXNwb25zZUgAEiIKBWhlbGxvGAogASgLMhEua2RzLm11eC52MS5IZWxsb0gAEiAKBHBpbmcYCyABKAsyEC5rZHMubXV4LnYxLlBpbmdIABIgCgRwb25nGAwgASgLMhAua2RzLm11eC52MS5Qb25nSAASMQoNd2luZG93X3VwZGF0ZRgNIAEoCzIYLmtkcy5tdXgudjEuV2luZG93VXBkYXRlSAASJAoGZ29hd2F5GA4gASgLMhIua2RzLm11eC52MS5Hb0F3YXlIABIiCgViYXRjaBgPIAEoCzIRLmtkcy5tdXgudjEuQmF0Y2hIABIgCgRjYWxsGBAgASgLMhAua2RzLm11eC52MS5DYWxsSABCBwoFdmFsdWUi1gEKBENhbGwSCgoCaWQYASABKAQSJAoEb3BlbhgCIAEoCzIULmtkcy5tdXgudjEuQ2FsbE9wZW5IABIkCgRoZWFkGAMgASgLMhQua2RzLm11eC52MS5DYWxsSGVhZEgAEg4KBGRhdGEYBCABKAxIABIiCgNlbmQYBSABKAsyEy5rZHMubXV4LnYxLkNhbGxFbmRIABIoCgZjYW5jZWwYBiABKAsyFi5rZHMubXV4LnYxLkNhbGxDYW5jZWxIABIQCgZjcmVkaXQYByABKA1IAEIGCgRraW5kIpoBCghDYWxsT3BlbhIMCgRwYXRoGAEgASgJEjIKB2hlYWRlcnMYAiADKAsyIS5rZHMubXV4LnYxLkNhbGxPcGVuLkhlYWRlcnNFbnRyeRIMCgRib2R5GAMgASgMEg4KBndpbmRvdxgEIAEoDRouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJ+CghDYWxsSGVhZBIOCgZzdGF0dXMYASABKA0SMgoHaGVhZGVycxgCIAMoCzIhLmtkcy5tdXgudjEuQ2FsbEhlYWQuSGVhZGVyc0VudHJ5Gi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIowBCgdDYWxsRW5kEjMKCHRyYWlsZXJzGAEgAygLMiEua2RzLm11eC52MS5DYWxsRW5kLlRyYWlsZXJzRW50cnkSDQoFZXJyb3IYAiABKAkSDAoEY29kZRgDIAEoCRovCg1UcmFpbGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiDAoKQ2FsbENhbmNlbCIsCgVCYXRjaBIjCgZmcmFtZXMYASADKAsyEy5rZHMubXV4LnYxLk1lc3NhZ2Ui4wIKBUhlbGxvEhgKEHByb3RvY29sX3ZlcnNpb24YASABKA0SDwoHcGVlcl9pZBgCIAEoCRIWCg5yZXF1ZXN0X3dpbmRvdxgDIAEoDRIXCg9yZXNwb25zZV93aW5kb3cYBCABKA0SGQoRbWF4X21lc3NhZ2VfYnl0ZXMYBSABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAcgASgNEhAKCGJhdGNoaW5nGAggASgIEg0KBWNhbGxzGAkgASgIEhwKFHJlcXVlc3Rfd2luZG93X2J5dGVzGAogASgNEh0KFXJlc3BvbnNlX3dpbmRvd19ieXRlcxgLIAEoDRIcChRtYXhfcHJvdG9jb2xfdmVyc2lvbhgMIAEoDRIQCghmZWF0dXJlcxgNIAMoCRIYChBzb2Z0d2FyZV92ZXJzaW9uGA4gASgJIhIKBFBpbmcSCgoCaWQYASABKAQiEgoEUG9uZxIKCgJpZBgBIAEoBCJiCgxXaW5kb3dVcGRhdGUSEAoIcmVxdWVzdHMYASABKA0SEQoJcmVzcG9uc2VzGAIgASgNEhUKDXJlcXVlc3RfYnl0ZXMYAyABKA0SFgoOcmVzcG9uc2VfYnl0ZXMYBCABKA0iWQoGR29Bd2F5EigKBnJlYXNvbhgBIAEoDjIYLmtkcy5tdXgudjEuR29Bd2F5UmVhc29uEg8KB21lc3NhZ2UYAiABKAkSFAoMcmVjb25uZWN0X3RvGAMgASgJKrgCCgxHb0F3YXlSZWFzb24SHgoaR09fQVdBWV9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdHT19BV0FZX1JFQVNPTl9TSFVURE9XThABEhsKF0dPX0FXQVlfUkVBU09OX1JFUExBQ0VEEAISIQodR09fQVdBWV9SRUFTT05fUFJPVE9DT0xfRVJST1IQAxIkCiBHT19BV0FZX1JFQVNPTl9IRUFSVEJFQVRfVElNRU9VVBAEEh8KG0dPX0FXQVlfUkVBU09OX1NFTkRfVElNRU9VVBAFEh8KG0dPX0FXQVlfUkVBU09OX1pPTkVfUkVWT0tFRBAGEiUKIUdPX0FXQVlfUkVBU09OX1JFU09VUkNFX0VYSEFVU1RFRBAHEhwKGEdPX0FXQVlfUkVBU09OX1JFQ09OTkVDVBAIMlEKEE11bHRpcGxleFNlcnZpY2USPQoNU3RyZWFtTWVzc2FnZRITLmtkcy5tdXgudjEuTWVzc2FnZRoTLmtkcy5tdXgudjEuTWVzc2FnZSgBMAFiBnByb3RvMw", [file_kds_v1_discovery]);
+  fileDesc("ChRrZHMvbXV4L3YxL211eC5wcm90bxIKa2RzLm11eC52MSLlAwoFRnJhbWUSKwoHcmVxdWVzdBgBIAEoCzIYLmtkcy52MS5EaXNjb3ZlcnlSZXF1ZXN0SAASLQoIcmVzcG9uc2UYAiABKAsyGS5rZHMudjEuRGlzY292ZXJ5UmVzcG9uc2VIABI2Cg1kZWx0YV9yZXF1ZXN0GAMgASgLMh0ua2RzLnYxLkRlbHRhRGlzY292ZXJ5UmVxdWVzdEgAEjgKDmRlbHRhX3Jlc3BvbnNlGAQgASgLMh4ua2RzLnYxLkRlbHRhRGlzY292ZXJ5UmVzcG9uc2VIABIiCgVoZWxsbxgKIAEoCzIRLmtkcy5tdXgudjEuSGVsbG9IABIgCgRwaW5nGAsgASgLMhAua2RzLm11eC52MS5QaW5nSAASIAoEcG9uZxgMIAEoCzIQLmtkcy5tdXgudjEuUG9uZ0gAEjEKDXdpbmRvd191cGRhdGUYDSABKAsyGC5rZHMubXV4LnYxLldpbmRvd1VwZGF0ZUgAEiQKBmdvYXdheRgOIAEoCzISLmtkcy5tdXgudjEuR29Bd2F5SAASIgoFYmF0Y2gYDyABKAsyES5rZHMubXV4LnYxLkJhdGNoSAASIAoEY2FsbBgQIAEoCzIQLmtkcy5tdXgudjEuQ2FsbEgAQgcKBXZhbHVlItYBCgRDYWxsEgoKAmlkGAEgASgEEiQKBG9wZW4YAiABKAsyFC5rZHMubXV4LnYxLkNhbGxPcGVuSAASJAoEaGVhZBgDIAEoCzIULmtkcy5tdXgudjEuQ2FsbEhlYWRIABIOCgRkYXRhGAQgASgMSAASIgoDZW5kGAUgASgLMhMua2RzLm11eC52MS5DYWxsRW5kSAASKAoGY2FuY2VsGAYgASgLMhYua2RzLm11eC52MS5DYWxsQ2FuY2VsSAASEAoGY3JlZGl0GAcgASgNSABCBgoEa2luZCKaAQoIQ2FsbE9wZW4SDAoEcGF0aBgBIAEoCRIyCgdoZWFkZXJzGAIgAygLMiEua2RzLm11eC52MS5DYWxsT3Blbi5IZWFkZXJzRW50cnkSDAoEYm9keRgDIAEoDBIOCgZ3aW5kb3cYBCABKA0aLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEifgoIQ2FsbEhlYWQSDgoGc3RhdHVzGAEgASgNEjIKB2hlYWRlcnMYAiADKAsyIS5rZHMubXV4LnYxLkNhbGxIZWFkLkhlYWRlcnNFbnRyeRouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKMAQoHQ2FsbEVuZBIzCgh0cmFpbGVycxgBIAMoCzIhLmtkcy5tdXgudjEuQ2FsbEVuZC5UcmFpbGVyc0VudHJ5Eg0KBWVycm9yGAIgASgJEgwKBGNvZGUYAyABKAkaLwoNVHJhaWxlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIgwKCkNhbGxDYW5jZWwiKgoFQmF0Y2gSIQoGZnJhbWVzGAEgAygLMhEua2RzLm11eC52MS5GcmFtZSLjAgoFSGVsbG8SGAoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoDRIPCgdwZWVyX2lkGAIgASgJEhYKDnJlcXVlc3Rfd2luZG93GAMgASgNEhcKD3Jlc3BvbnNlX3dpbmRvdxgEIAEoDRIZChFtYXhfbWVzc2FnZV9ieXRlcxgFIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBiABKA0SHAoUaGVhcnRiZWF0X3RpbWVvdXRfbXMYByABKA0SEAoIYmF0Y2hpbmcYCCABKAgSDQoFY2FsbHMYCSABKAgSHAoUcmVxdWVzdF93aW5kb3dfYnl0ZXMYCiABKA0SHQoVcmVzcG9uc2Vfd2luZG93X2J5dGVzGAsgASgNEhwKFG1heF9wcm90b2NvbF92ZXJzaW9uGAwgASgNEhAKCGZlYXR1cmVzGA0gAygJEhgKEHNvZnR3YXJlX3ZlcnNpb24YDiABKAkiEgoEUGluZxIKCgJpZBgBIAEoBCISCgRQb25nEgoKAmlkGAEgASgEImIKDFdpbmRvd1VwZGF0ZRIQCghyZXF1ZXN0cxgBIAEoDRIRCglyZXNwb25zZXMYAiABKA0SFQoNcmVxdWVzdF9ieXRlcxgDIAEoDRIWCg5yZXNwb25zZV9ieXRlcxgEIAEoDSJZCgZHb0F3YXkSKAoGcmVhc29uGAEgASgOMhgua2RzLm11eC52MS5Hb0F3YXlSZWFzb24SDwoHbWVzc2FnZRgCIAEoCRIUCgxyZWNvbm5lY3RfdG8YAyABKAkquAIKDEdvQXdheVJlYXNvbhIeChpHT19BV0FZX1JFQVNPTl9VTlNQRUNJRklFRBAAEhsKF0dPX0FXQVlfUkVBU09OX1NIVVRET1dOEAESGwoXR09fQVdBWV9SRUFTT05fUkVQTEFDRUQQAhIhCh1HT19BV0FZX1JFQVNPTl9QUk9UT0NPTF9FUlJPUhADEiQKIEdPX0FXQVlfUkVBU09OX0hFQVJUQkVBVF9USU1FT1VUEAQSHwobR09fQVdBWV9SRUFTT05fU0VORF9USU1FT1VUEAUSHwobR09fQVdBWV9SRUFTT05fWk9ORV9SRVZPS0VEEAYSJQohR09fQVdBWV9SRUFTT05fUkVTT1VSQ0VfRVhIQVVTVEVEEAcSHAoYR09fQVdBWV9SRUFTT05fUkVDT05ORUNUEAgyTQoQTXVsdGlwbGV4U2VydmljZRI5Cg1TdHJlYW1NZXNzYWdlEhEua2RzLm11eC52MS5GcmFtZRoRLmtkcy5tdXgudjEuRnJhbWUoATABYgZwcm90bzM", [file_kds_v1_discovery]);
 
 /**
  * One frame of the multiplexed stream.
  *
- * @generated from message kds.mux.v1.Message
+ * @generated from message kds.mux.v1.Frame
  */
-export type Message = Message$1<"kds.mux.v1.Message"> & {
+export type Frame = Message<"kds.mux.v1.Frame"> & {
   /**
-   * @generated from oneof kds.mux.v1.Message.value
+   * @generated from oneof kds.mux.v1.Frame.value
    */
   value: {
     /**
@@ -126,10 +126,10 @@ export type Message = Message$1<"kds.mux.v1.Message"> & {
 };
 
 /**
- * Describes the message kds.mux.v1.Message.
- * Use `create(MessageSchema)` to create a new message.
+ * Describes the message kds.mux.v1.Frame.
+ * Use `create(FrameSchema)` to create a new message.
  */
-export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
+export const FrameSchema: GenMessage<Frame> = /*@__PURE__*/
   messageDesc(file_kds_mux_v1_mux, 0);
 
 /**
@@ -141,7 +141,7 @@ export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
  *
  * @generated from message kds.mux.v1.Call
  */
-export type Call = Message$1<"kds.mux.v1.Call"> & {
+export type Call = Message<"kds.mux.v1.Call"> & {
   /**
    * Chosen by the caller, unique among its calls on this session.
    *
@@ -215,7 +215,7 @@ export const CallSchema: GenMessage<Call> = /*@__PURE__*/
  *
  * @generated from message kds.mux.v1.CallOpen
  */
-export type CallOpen = Message$1<"kds.mux.v1.CallOpen"> & {
+export type CallOpen = Message<"kds.mux.v1.CallOpen"> & {
   /**
    * The request path, for example "/kds.admin.v1.AdminService/Get".
    *
@@ -258,7 +258,7 @@ export const CallOpenSchema: GenMessage<CallOpen> = /*@__PURE__*/
  *
  * @generated from message kds.mux.v1.CallHead
  */
-export type CallHead = Message$1<"kds.mux.v1.CallHead"> & {
+export type CallHead = Message<"kds.mux.v1.CallHead"> & {
   /**
    * HTTP status as the Connect protocol uses it.
    *
@@ -286,7 +286,7 @@ export const CallHeadSchema: GenMessage<CallHead> = /*@__PURE__*/
  *
  * @generated from message kds.mux.v1.CallEnd
  */
-export type CallEnd = Message$1<"kds.mux.v1.CallEnd"> & {
+export type CallEnd = Message<"kds.mux.v1.CallEnd"> & {
   /**
    * Response trailers.
    *
@@ -322,7 +322,7 @@ export const CallEndSchema: GenMessage<CallEnd> = /*@__PURE__*/
  *
  * @generated from message kds.mux.v1.CallCancel
  */
-export type CallCancel = Message$1<"kds.mux.v1.CallCancel"> & {
+export type CallCancel = Message<"kds.mux.v1.CallCancel"> & {
 };
 
 /**
@@ -339,13 +339,13 @@ export const CallCancelSchema: GenMessage<CallCancel> = /*@__PURE__*/
  *
  * @generated from message kds.mux.v1.Batch
  */
-export type Batch = Message$1<"kds.mux.v1.Batch"> & {
+export type Batch = Message<"kds.mux.v1.Batch"> & {
   /**
    * The frames, in the order they were sent.
    *
-   * @generated from field: repeated kds.mux.v1.Message frames = 1;
+   * @generated from field: repeated kds.mux.v1.Frame frames = 1;
    */
-  frames: Message[];
+  frames: Frame[];
 };
 
 /**
@@ -361,7 +361,7 @@ export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
  *
  * @generated from message kds.mux.v1.Hello
  */
-export type Hello = Message$1<"kds.mux.v1.Hello"> & {
+export type Hello = Message<"kds.mux.v1.Hello"> & {
   /**
    * The lowest version of the mux protocol the sender speaks (a peer that
    * knows no version range, as version 2 peers do, must match it exactly);
@@ -430,7 +430,7 @@ export type Hello = Message$1<"kds.mux.v1.Hello"> & {
 
   /**
    * How many bytes of requests (by credit size: each frame's encoded length
-   * as a Message, see docs/protocol.md) the peer may send before receiving
+   * as a Frame, see docs/protocol.md) the peer may send before receiving
    * window updates; from 1024 to 2^30, required.
    *
    * @generated from field: uint32 request_window_bytes = 10;
@@ -484,7 +484,7 @@ export const HelloSchema: GenMessage<Hello> = /*@__PURE__*/
  *
  * @generated from message kds.mux.v1.Ping
  */
-export type Ping = Message$1<"kds.mux.v1.Ping"> & {
+export type Ping = Message<"kds.mux.v1.Ping"> & {
   /**
    * Echoed in the pong.
    *
@@ -505,7 +505,7 @@ export const PingSchema: GenMessage<Ping> = /*@__PURE__*/
  *
  * @generated from message kds.mux.v1.Pong
  */
-export type Pong = Message$1<"kds.mux.v1.Pong"> & {
+export type Pong = Message<"kds.mux.v1.Pong"> & {
   /**
    * The id of the ping answered.
    *
@@ -526,7 +526,7 @@ export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
  *
  * @generated from message kds.mux.v1.WindowUpdate
  */
-export type WindowUpdate = Message$1<"kds.mux.v1.WindowUpdate"> & {
+export type WindowUpdate = Message<"kds.mux.v1.WindowUpdate"> & {
   /**
    * Additional requests the peer may send.
    *
@@ -568,7 +568,7 @@ export const WindowUpdateSchema: GenMessage<WindowUpdate> = /*@__PURE__*/
  *
  * @generated from message kds.mux.v1.GoAway
  */
-export type GoAway = Message$1<"kds.mux.v1.GoAway"> & {
+export type GoAway = Message<"kds.mux.v1.GoAway"> & {
   /**
    * Why.
    *
@@ -694,8 +694,8 @@ export const MultiplexService: GenService<{
    */
   streamMessage: {
     methodKind: "bidi_streaming";
-    input: typeof MessageSchema;
-    output: typeof MessageSchema;
+    input: typeof FrameSchema;
+    output: typeof FrameSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_kds_mux_v1_mux, 0);

@@ -6,7 +6,7 @@
  * @module
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { KDS_ERROR_CODES, KdsError, type KdsErrorCode } from "../errors.ts";
+import { KDS_ERROR_CODES, KdsError, type KdsErrorCode } from "./errors.ts";
 
 /** Response header that carries the {@link KdsErrorCode} of a rejected stream. */
 export const KDS_ERROR_CODE_HEADER = "kds-error-code";

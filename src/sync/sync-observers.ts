@@ -13,7 +13,7 @@
  * @module
  */
 import type { ClientObserver, ServerObserver, SnapshotSource } from "../discovery/types.ts";
-import type { Metrics } from "./metrics.ts";
+import type { Metrics } from "../metrics.ts";
 
 /** Most keys per type whose clock runs at once; the oldest is dropped beyond it (bounds memory for changes never sent). */
 const MAX_TRACKED_KEYS = 10_000;
