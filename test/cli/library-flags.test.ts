@@ -9,6 +9,7 @@ import { join, relative, resolve } from "node:path";
 import ts from "typescript";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Command } from "commander";
+import { cliLogger } from "../../src/cli/logger.ts";
 import { program } from "../../src/cli/main.ts";
 import { OPTION_FLAGS, withFlags } from "../../src/cli/option-flags.ts";
 
@@ -149,6 +150,24 @@ describe("library messages name options, not CLI flags", () => {
 });
 
 describe("the CLI names the flag of an option a library error names", () => {
+  it("in its log lines, text and JSON, message and fields", () => {
+    const lines: string[] = [];
+    const refusal = new Error("the zone retries (raise `maxHandshakes`)");
+    for (const format of ["text", "json"] as const) {
+      cliLogger(format, "info", (line) => lines.push(line)).warn("refused: raise `maxHandshakes`", {
+        error: refusal,
+        hint: "lower `handshakeTimeoutMs`",
+      });
+    }
+    expect(lines).toHaveLength(2);
+    for (const line of lines) {
+      expect(line).toContain("refused: raise --max-handshakes");
+      expect(line).toContain("the zone retries (raise --max-handshakes)");
+      expect(line).toContain("lower --hello-timeout");
+      expect(line).not.toContain("`");
+    }
+  });
+
   const dirs: string[] = [];
   afterAll(() => {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
