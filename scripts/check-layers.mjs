@@ -20,11 +20,10 @@ export const FLOORS = [
   ["admin"],
   ["global", "zone"],
   ["transport", "rpc"],
-  ["observe"],
   ["sync", "auth"],
   ["discovery"],
   ["mux"],
-  ["store", "kinds", "util"],
+  ["store", "kinds", "observe", "util"],
   ["errors.ts", "log.ts", "metrics.ts", "connect-errors.ts", "names.ts", "version.ts", "gen"],
 ];
 
@@ -32,6 +31,8 @@ export const FLOORS = [
 export const SIBLINGS = new Set([
   "store -> kinds", // a store holds resources of the kind model
   "store -> util",
+  "observe -> store", // the readiness probe checks a store
+  "observe -> util",
   "names.ts -> errors.ts",
   "connect-errors.ts -> errors.ts", // maps KdsError codes to Connect codes
 ]);

@@ -129,7 +129,8 @@ export {
 } from "./sync/snapshot-cache.ts";
 export { StoreSink, mirrorMapping, zoneMapping, type SinkMapping } from "./sync/store-sink.ts";
 export { KDS_RESOURCE_TYPE_URL, fromWire, toWire, type DecodedResource } from "./sync/wire.ts";
-export { ZoneStatusRecord, sideOf, type TypeSyncStatus, type ZoneStatus } from "./sync/status.ts";
+export { ZoneStatusRecord } from "./sync/status.ts";
+export { sideOf, type TypeSyncStatus, type ZoneStatus } from "./observe/zone-status.ts";
 export { SyncEngine, type SyncEngineOptions, type SyncPeer } from "./sync/engine.ts";
 export { ZoneLifecycle, type ZoneLifecycleOptions } from "./global/zone-lifecycle.ts";
 export {
@@ -260,7 +261,7 @@ export * from "./gen/kds/v1/discovery_pb.ts";
 export type { KnownZones, ZoneFacts } from "./sync/cross-zone.ts";
 export type { RebalanceOptions } from "./global/rebalancer.ts";
 export type { ZoneRequirement, ZoneSelector } from "./kinds/zone-selector.ts";
-export type { SyncError } from "./sync/status.ts";
+export type { SyncError } from "./observe/zone-status.ts";
 export type { ConnectionEvent, ListenerName, PeerVersion } from "./metrics.ts";
 export type { TypeSyncStatusJson } from "./observe/status-feed.ts";
 export type { Readiness } from "./observe/probes.ts";

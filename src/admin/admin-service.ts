@@ -49,7 +49,7 @@ import {
   type StoredResource,
   type TypeRegistry,
 } from "../kinds/resource-types.ts";
-import { sideOf, type SyncCounters, type ZoneStatus } from "../sync/status.ts";
+import { sideOf, type SyncCounters, type ZoneStatus } from "../observe/zone-status.ts";
 import type { ResourceInput, ResourceStore } from "../store/contract.ts";
 import { toConnectError } from "../connect-errors.ts";
 

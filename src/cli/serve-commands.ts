@@ -31,7 +31,7 @@ import { fanOutMetrics, type Metrics } from "../metrics.ts";
 import { PrometheusMetrics } from "../observe/prometheus.ts";
 import { StatusFeed } from "../observe/status-feed.ts";
 import { STATUS_PAGE_HTML } from "../observe/status-page-html.ts";
-import type { ZoneStatus } from "../sync/status.ts";
+import type { ZoneStatus } from "../observe/zone-status.ts";
 import { KdsError } from "../errors.ts";
 import { GlobalControlPlane } from "../global/global-control-plane.ts";
 import type { Logger } from "../log.ts";

@@ -34,7 +34,7 @@ import {
 } from "../kinds/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
 import type { StoredResource, TypeRegistry } from "../kinds/resource-types.ts";
-import type { ZoneStatus } from "../sync/status.ts";
+import type { ZoneStatus } from "../observe/zone-status.ts";
 import { zoneMapping } from "../sync/store-sink.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { GlobalServer, type DrainOptions } from "./global-server.ts";

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { sideOf, type TypeSyncStatus, type ZoneStatus } from "../sync/status.ts";
+import { sideOf, type TypeSyncStatus, type ZoneStatus } from "./zone-status.ts";
 import { noopMetrics, type Metrics } from "../metrics.ts";
 import { Pulse } from "../util/wake.ts";
 

@@ -41,7 +41,8 @@ import {
   type TypeRegistry,
 } from "../kinds/resource-types.ts";
 import { SnapshotCache, type ServedKindState } from "./snapshot-cache.ts";
-import { ZoneStatusRecord, type ZoneStatus } from "./status.ts";
+import type { ZoneStatus } from "../observe/zone-status.ts";
+import { ZoneStatusRecord } from "./status.ts";
 import { StoreSink, type SinkMapping } from "./store-sink.ts";
 
 /** Bytes the mux adds around a discovery message in one frame (oneof tag and length, with room to spare). */

@@ -11,6 +11,12 @@
 import type { ClientObserver, ServerObserver } from "../discovery/types.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { PeerVersion } from "../metrics.ts";
+import type {
+  SyncCounters,
+  SyncError,
+  TypeSyncStatus,
+  ZoneStatus,
+} from "../observe/zone-status.ts";
 import { KIND_CATALOG_TYPE_URL } from "./kind-catalog.ts";
 import type { ResourceType } from "../kinds/resource-types.ts";
 import type { ServedKindState } from "./snapshot-cache.ts";
@@ -20,126 +26,6 @@ const MAX_REJECTIONS = 20;
 
 /** Which session-end codes say only that the connection went away: they show in `lastEnd`, never as `lastError`. */
 const CONNECTION_LOST: ReadonlySet<string> = new Set(["transport", "peer_eof", "aborted"]);
-
-/** Response counters of one type, over one session or over all of them. */
-export interface SyncCounters {
-  /** As sender: responses sent. */
-  readonly sent: number;
-  /** As sender: resources sent in them. */
-  readonly resourcesSent: number;
-  /** As sender: responses the peer ACKed. */
-  readonly acked: number;
-  /** As sender: responses the peer NACKed. */
-  readonly nacked: number;
-  /** As receiver: responses accepted. */
-  readonly accepted: number;
-  /** As receiver: resources received in accepted responses. */
-  readonly resourcesReceived: number;
-  /** As receiver: responses rejected (NACKed). */
-  readonly rejected: number;
-}
-
-/** A failure a side named, kept apart from how the last session ended. */
-export interface SyncError {
-  /** A session-end code ("protocol_error", "heartbeat_timeout", ...), or "kinds_refused" or "sync_failed". */
-  readonly code: string;
-  /** What happened. */
-  readonly message: string;
-  /** When. */
-  readonly at: Date;
-}
-
-/** Status of one type on one zone's connection. */
-export interface TypeSyncStatus extends SyncCounters {
-  /** The kind. */
-  readonly kind: string;
-  /** Its type URL. */
-  readonly typeUrl: string;
-  /** Which way it flows. */
-  readonly direction: "global-to-zone" | "zone-to-global" | "zone-to-zones";
-  /**
-   * The counters of the current session (of the last one while offline);
-   * zero before the first. The counters of this interface itself are the
-   * totals since this side started, over every session. Which of them move
-   * depends on the side: see {@link sideOf}.
-   */
-  readonly session: SyncCounters;
-  /** As sender: the last version the peer ACKed. */
-  readonly lastAckedVersion: string | undefined;
-  /** As sender: the peer's last NACK reason. */
-  readonly lastNackError: string | undefined;
-  /** As sender: a response is waiting past the ACK timeout. */
-  readonly stalled: boolean;
-  /** As sender: resources left out because they are larger than a message may be. */
-  readonly oversized: readonly string[];
-  /** As receiver: the last version accepted. */
-  readonly lastAcceptedVersion: string | undefined;
-  /** As receiver: why the last rejected response was rejected. */
-  readonly lastRejectError: string | undefined;
-  /** As receiver: resources of accepted responses left out, newest last (at most 20). */
-  readonly rejectedResources: ReadonlyArray<{ readonly key: string; readonly reason: string }>;
-  /**
-   * As sender: the resources the peer rejected (applied the rest of their
-   * response without them) and has not since accepted, with its reasons, as
-   * its last ACK reported them (at most 100; a later good version or a
-   * removal clears one).
-   */
-  readonly peerRejectedResources: ReadonlyArray<{ readonly key: string; readonly reason: string }>;
-  /** As sender: how many more the peer rejected beyond those listed. */
-  readonly peerRejectedOmitted: number;
-  /** As sender: the kind has loaded from this side's store (until then nothing of it is sent). */
-  readonly storeLoaded: boolean | undefined;
-  /** As sender: the last failure reading this side's store, while it lasts. */
-  readonly storeError: string | undefined;
-}
-
-/**
- * This side's part in syncing a kind of `direction`: the "sender" (its
- * counters are sent, ACKed and NACKed), the "receiver" (received, that is
- * accepted plus rejected, accepted and rejected), or "both" for a
- * zone-to-zones kind (each side sends its part and receives the others').
- */
-export function sideOf(
-  role: "global" | "zone",
-  direction: TypeSyncStatus["direction"],
-): "sender" | "receiver" | "both" {
-  if (direction === "zone-to-zones") return "both";
-  return (direction === "global-to-zone") === (role === "global") ? "sender" : "receiver";
-}
-
-/** Status of one zone (on the global), or of the zone's own connection (on the zone). */
-export interface ZoneStatus {
-  /** The zone's name. */
-  readonly zone: string;
-  /** A session is up. */
-  readonly online: boolean;
-  /** On a global with several instances: the instance holding (or that last held) the zone's session. */
-  readonly instance?: string;
-  /** When the current (or last) session started. */
-  readonly connectedAt: Date | undefined;
-  /** When the last session ended. */
-  readonly disconnectedAt: Date | undefined;
-  /** Why the last session ended, whatever the reason (a clean close and a lost connection included). */
-  readonly lastEnd: { readonly code: string; readonly message: string } | undefined;
-  /**
-   * The last failure a side named: a refusal (of the kinds, of a type), a
-   * protocol error, a timeout, a failed sync. A later clean close or lost
-   * connection does not replace it (those show in `lastEnd`); only the next
-   * named failure does.
-   */
-  readonly lastError: SyncError | undefined;
-  /** Round trip of the last heartbeat, in ms. */
-  readonly heartbeatRttMs: number | undefined;
-  /**
-   * What the hellos of the current (or last) session agreed on: the peer's
-   * software version (on a global the zone's, on a zone the global's; empty
-   * from a version 2 peer), the protocol version and the features the
-   * session uses. Undefined before the first session.
-   */
-  readonly peer?: PeerVersion;
-  /** Per type. */
-  readonly types: readonly TypeSyncStatus[];
-}
 
 type MutableCounters = { -readonly [K in keyof SyncCounters]: SyncCounters[K] };
 type MutableType = { -readonly [K in keyof Omit<TypeSyncStatus, "session">]: TypeSyncStatus[K] } & {

@@ -13,7 +13,7 @@ import { InMemoryStore } from "../store/memory.ts";
 import { authTypes, createTypeRegistry } from "../kinds/builtin-types.ts";
 import { SyncEngine } from "../sync/engine.ts";
 import type { TypeRegistry } from "../kinds/resource-types.ts";
-import type { ZoneStatus } from "../sync/status.ts";
+import type { ZoneStatus } from "../observe/zone-status.ts";
 import { mirrorMapping } from "../sync/store-sink.ts";
 import type { MuxTransport } from "../transport/transport.ts";
 import type { BackoffOptions } from "../util/backoff.ts";

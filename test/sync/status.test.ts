@@ -5,7 +5,8 @@ import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import type { SessionEnd } from "../../src/mux/state.ts";
 import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { KIND_CATALOG_TYPE_URL } from "../../src/sync/kind-catalog.ts";
-import { sideOf, ZoneStatusRecord } from "../../src/sync/status.ts";
+import { sideOf } from "../../src/observe/zone-status.ts";
+import { ZoneStatusRecord } from "../../src/sync/status.ts";
 
 const types = createTypeRegistry(exampleTypes);
 const meshUrl = types.get("Mesh").typeUrl;

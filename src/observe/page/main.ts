@@ -2,7 +2,7 @@
 // /status/events (server-sent events) and redraws on every snapshot. No
 // framework: plain DOM, every text set through textContent (zone names and
 // error texts come from peers). Bundled by scripts/status-page.mjs.
-import type { SyncCounters } from "../../sync/status.ts";
+import type { SyncCounters } from "../zone-status.ts";
 import type { LagPoint, SessionEntry, StatusSnapshot } from "../status-feed.ts";
 
 const SVG = "http://www.w3.org/2000/svg";
