@@ -21,16 +21,9 @@ export default {
   disableSources: true, // no source links: a checkout has no remote to point them at
   // protoc-gen-es marks generated declarations with @generated
   blockTags: [...(await import("typedoc")).OptionDefaults.blockTags, "@generated"],
-  // Three types the API refers to that share a name with another export of the root entry
-  // point, which keeps the other: the generated messages RejectedResource and ResourceMeta
-  // (kds-mux's own types of those names are exported; the messages are reached through
-  // their exported Schemas), and the zone status's SyncCounters (the name is the admin
-  // API's generated message). Exporting them would change what those names mean.
-  intentionallyNotExported: [
-    "src/gen/kds/admin/v1/admin_pb.ts:RejectedResource",
-    "src/gen/kds/v1/resource_pb.ts:ResourceMeta",
-    "src/observe/zone-status.ts:SyncCounters",
-  ],
+  // The zone status's SyncCounters shares its name with the admin API's generated message,
+  // which kds-mux/schema exports; exporting both from one entry point cannot be.
+  intentionallyNotExported: ["src/observe/zone-status.ts:SyncCounters"],
   treatWarningsAsErrors: false,
   validation: { notExported: true, invalidLink: true, notDocumented: false },
 };

@@ -2,17 +2,11 @@
 // Run: npm run example (or: npx tsx examples/quickstart.ts, bun examples/quickstart.ts)
 import { create } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import {
-  DiscoveryRequestSchema,
-  DiscoveryResponseSchema,
-  GlobalServer,
-  InMemoryZoneRegistry,
-  TokenAuthority,
-  TokenZoneAuthenticator,
-  ZoneClient,
-  connectMuxTransport,
-  type Session,
-} from "../src/index.ts";
+import { TokenAuthority, TokenZoneAuthenticator, connectMuxTransport } from "../src/index.ts";
+import { GlobalServer, InMemoryZoneRegistry } from "../src/global/index.ts";
+import type { Session } from "../src/mux/index.ts";
+import { DiscoveryRequestSchema, DiscoveryResponseSchema } from "../src/schema.ts";
+import { ZoneClient } from "../src/zone/index.ts";
 import { serveGlobal } from "../src/adapters/node/index.ts";
 
 // The global: admits registered zones that prove their name with a zone token, and serves the mux on node:http2.

@@ -10,9 +10,9 @@ import {
   ZoneControlPlane,
   consoleLogger,
   createTypeRegistry,
-  halfDuplexMuxTransport,
   resourceKey,
 } from "../../src/index.ts";
+import { halfDuplexMuxTransport } from "../../src/transport/index.ts";
 import { DataplaneSpecSchema, exampleTypes } from "../example-kinds/index.ts";
 
 const zoneName = new URLSearchParams(location.search).get("zone") ?? "browser";

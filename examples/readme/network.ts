@@ -6,16 +6,10 @@
 // #region readme
 import { create } from "@bufbuild/protobuf";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import {
-  DiscoveryRequestSchema,
-  DiscoveryResponseSchema,
-  GlobalServer,
-  InMemoryZoneRegistry,
-  TokenAuthority,
-  TokenZoneAuthenticator,
-  ZoneClient,
-  connectMuxTransport,
-} from "../../src/index.ts";
+import { TokenAuthority, TokenZoneAuthenticator, connectMuxTransport } from "../../src/index.ts";
+import { GlobalServer, InMemoryZoneRegistry } from "../../src/global/index.ts";
+import { DiscoveryRequestSchema, DiscoveryResponseSchema } from "../../src/schema.ts";
+import { ZoneClient } from "../../src/zone/index.ts";
 import { serveGlobal } from "../../src/adapters/node/index.ts";
 
 const tokens = new TokenAuthority({ issuer: "global" }); // signs zone tokens (key in memory here)

@@ -12,7 +12,7 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { anyPack, anyUnpack } from "@bufbuild/protobuf/wkt";
 import { ResourceErrorsSchema, type StatusSchema } from "../gen/kds/v1/discovery_pb.ts";
-import type { RejectedResource } from "./types.ts";
+import type { ResourceRejection } from "./types.ts";
 
 /** Most resources one ACK names; the rest are counted as omitted. */
 export const MAX_RESOURCE_ERRORS = 100;
@@ -32,7 +32,7 @@ export class RejectedSet {
       replaced: boolean;
       received: readonly string[];
       removed: readonly string[];
-      rejected: readonly RejectedResource[];
+      rejected: readonly ResourceRejection[];
     },
   ): void {
     let set = this.#byType.get(typeUrl);
@@ -70,7 +70,7 @@ export function resourceErrorsOf(
   detail:
     | { readonly details: readonly { readonly typeUrl: string; readonly value: Uint8Array }[] }
     | undefined,
-): { errors: RejectedResource[]; omitted: number } {
+): { errors: ResourceRejection[]; omitted: number } {
   for (const any of detail?.details ?? []) {
     const unpacked = anyUnpack(
       { $typeName: "google.protobuf.Any", typeUrl: any.typeUrl, value: any.value },

@@ -73,7 +73,7 @@ export interface ReceivedResource {
 }
 
 /** A resource the sink could not take, while it took the rest of the response. */
-export interface RejectedResource {
+export interface ResourceRejection {
   /** Its discovery key. */
   readonly key: string;
   /** Why, for logs and status. */
@@ -83,7 +83,7 @@ export interface RejectedResource {
 /** What a sink did with a response it accepted. */
 export interface SinkResult {
   /** Resources left out, each for its own reason (the response is still ACKed). */
-  readonly rejected: readonly RejectedResource[];
+  readonly rejected: readonly ResourceRejection[];
 }
 
 /**
@@ -134,7 +134,7 @@ export interface ServerObserver {
    * (an ACK that names none clears them), and how many more it left
    * unnamed (see resource-errors.ts).
    */
-  resourceErrors?(typeUrl: string, errors: readonly RejectedResource[], omitted: number): void;
+  resourceErrors?(typeUrl: string, errors: readonly ResourceRejection[], omitted: number): void;
   /** A response has waited longer than the ACK timeout; the server resends. */
   stalled?(typeUrl: string, nonce: string, waitedMs: number): void;
   /** A resource is larger than a whole message may be; it is left out until it changes. */

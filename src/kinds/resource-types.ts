@@ -215,7 +215,7 @@ export function receivedBy(role: "global" | "zone", direction: SyncDirection): b
 }
 
 /** Identity and bookkeeping of a stored resource. */
-export interface ResourceMeta {
+export interface StoredResourceMeta {
   /** Name, unique per kind and mesh. */
   readonly name: string;
   /** Mesh for mesh-scoped kinds; "" for cluster-scoped ones. */
@@ -235,7 +235,7 @@ export interface StoredResource<T extends Message = Message> {
   /** The kind ({@link ResourceType.kind}). */
   readonly kind: string;
   /** Identity and bookkeeping. */
-  readonly meta: ResourceMeta;
+  readonly meta: StoredResourceMeta;
   /** The typed spec. */
   readonly spec: T;
 }

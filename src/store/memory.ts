@@ -11,7 +11,7 @@ import { toBinary } from "@bufbuild/protobuf";
 import { KdsError, abortError } from "../errors.ts";
 import {
   resourceKey,
-  type ResourceMeta,
+  type StoredResourceMeta,
   type StoredResource,
   type TypeRegistry,
 } from "../kinds/resource-types.ts";
@@ -201,7 +201,7 @@ export class InMemoryStore implements ResourceStore {
             op.expectedVersion,
           );
           if (conflict !== undefined) throw conflict;
-          const meta: ResourceMeta = Object.freeze({
+          const meta: StoredResourceMeta = Object.freeze({
             name: op.input.name,
             mesh,
             labels: keptLabels(op),

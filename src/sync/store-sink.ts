@@ -17,7 +17,7 @@ import type { Any } from "@bufbuild/protobuf/wkt";
 import { KdsError } from "../errors.ts";
 import type {
   ReceivedResource,
-  RejectedResource,
+  ResourceRejection,
   ResourceSink,
   SinkResult,
 } from "../discovery/types.ts";
@@ -175,7 +175,7 @@ export class StoreSink implements ResourceSink {
     });
     for (const local of held) existing.set(this.#mapping.keyOf(local), local);
     const ops: WriteOp[] = [];
-    const rejected: RejectedResource[] = [];
+    const rejected: ResourceRejection[] = [];
     const puts: {
       key: string;
       input: ResourceInput;
@@ -238,7 +238,7 @@ export class StoreSink implements ResourceSink {
   ): Promise<SinkResult> {
     const type = this.#type(typeUrl);
     const ops: WriteOp[] = [];
-    const rejected: RejectedResource[] = [];
+    const rejected: ResourceRejection[] = [];
     const puts: { key: string; input: ResourceInput; specBytes: Uint8Array | undefined }[] = [];
     for (const r of resources) {
       const decoded = fromWire(type, r.any, r.key);
@@ -285,7 +285,7 @@ export class StoreSink implements ResourceSink {
   async #notForeign<P extends { key: string; input: ResourceInput }>(
     type: ResourceType,
     puts: P[],
-    rejected: RejectedResource[],
+    rejected: ResourceRejection[],
     signal: AbortSignal,
   ): Promise<P[]> {
     if (type.direction !== "zone-to-zones" || puts.length === 0) return puts;
@@ -319,7 +319,7 @@ export class StoreSink implements ResourceSink {
   #input(
     type: ResourceType,
     decoded: DecodedResource,
-    rejected: RejectedResource[],
+    rejected: ResourceRejection[],
   ): ResourceInput | undefined {
     const user: Record<string, string> = {};
     for (const [k, v] of Object.entries(decoded.labels)) if (!k.startsWith("kds.io/")) user[k] = v;

@@ -16,3 +16,8 @@ export { failoverMuxTransport, type FailoverOptions } from "./failover.ts";
 export { halfDuplexMuxTransport, type HalfDuplexTransportOptions } from "./half-duplex/client.ts";
 export { connectMuxTransport, type ConnectMuxTransportOptions } from "./connect.ts";
 export { KDS_ERROR_CODE_HEADER, fromConnectError, toConnectError } from "../connect-errors.ts";
+export {
+  HalfDuplexHub,
+  registerHalfDuplex,
+  type HalfDuplexHubOptions,
+} from "./half-duplex/server.ts";

@@ -20,8 +20,9 @@ export interface MuxDialRequest {
  * Opens the zone's one bidirectional stream to the global. Implementations:
  * - {@link connectMuxTransport}: over any Connect `Transport` (gRPC, gRPC-web
  *   and the Connect protocol over HTTP/2);
- * - {@link halfDuplexMuxTransport}: unary and server-streaming calls only, for
- *   clients that cannot stream a request body (fetch, HTTP/1.1);
+ * - `halfDuplexMuxTransport` (`kds-mux/transport`): unary and
+ *   server-streaming calls only, for clients that cannot stream a request
+ *   body (fetch, HTTP/1.1);
  * - {@link memoryMuxTransport}: in process, straight to a `MuxAcceptor`;
  * - {@link failoverMuxTransport}: several of the above, one per global
  *   instance, moving on when a dial fails or the global says RECONNECT;

@@ -9,7 +9,7 @@ import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { KdsError } from "../../errors.ts";
 import {
   resourceKey,
-  type ResourceMeta,
+  type StoredResourceMeta,
   type StoredResource,
   type TypeRegistry,
 } from "../../kinds/resource-types.ts";
@@ -74,7 +74,7 @@ export function decodeResource(types: TypeRegistry, row: ResourceRow): StoredRes
       { cause: error },
     );
   }
-  const meta: ResourceMeta = Object.freeze({
+  const meta: StoredResourceMeta = Object.freeze({
     name: row.name,
     mesh: row.mesh,
     labels: Object.freeze(parseLabels(row.labels)),

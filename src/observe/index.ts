@@ -1,0 +1,39 @@
+/**
+ * Observing a control plane: the `Metrics` interface, store instrumentation, the status feed and page, and the HTTP handler that serves them.
+ *
+ * @module
+ */
+export {
+  sideOf,
+  type SyncError,
+  type TypeSyncStatus,
+  type ZoneStatus,
+} from "./zone-status.ts";
+export {
+  fanOutMetrics,
+  noopMetrics,
+  type AdmissionResult,
+  type DiscoveryEvent,
+  type ConnectionEvent,
+  type ListenerName,
+  type MetricLane,
+  type Metrics,
+  type PeerVersion,
+} from "../metrics.ts";
+export { instrumentStore } from "./store.ts";
+export {
+  observeHandler,
+  type MetricsText,
+  type ObserveOptions,
+} from "./http.ts";
+export {
+  StatusFeed,
+  type LagPoint,
+  type SessionEntry,
+  type StatusFeedOptions,
+  type StatusSnapshot,
+  type TypeSyncStatusJson,
+  type ZoneStatusJson,
+} from "./status-feed.ts";
+export { STATUS_PAGE_HTML } from "./status-page-html.ts";
+export type { Readiness } from "./probes.ts";

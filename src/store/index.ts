@@ -1,0 +1,27 @@
+/**
+ * The store contract and the in-memory store; the PostgreSQL store is `kds-mux/postgres`.
+ *
+ * @module
+ */
+export type {
+  ApplyResult,
+  ListOptions,
+  ListResult,
+  ResourceInput,
+  ResourceRef,
+  ResourceStore,
+  StoreChange,
+  WatchOptions,
+  WriteOp,
+  WriteOptions,
+} from "./contract.ts";
+export {
+  InMemoryStore,
+  type InMemoryStoreOptions,
+} from "./memory.ts";
+export { validateInput } from "./validate.ts";
+export {
+  followStore,
+  type FollowOptions,
+} from "./follow.ts";
+export type { ResourceName } from "./contract.ts";
