@@ -14,10 +14,10 @@ import { insecureZoneAuthenticator } from "../src/auth/zone-authenticator.ts";
 import { GlobalServer } from "../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../src/global/zone-registry.ts";
 import { silentLogger } from "../src/log.ts";
-import type { Session } from "../src/mux/views.ts";
 import { serveGlobal } from "../src/adapters/node/serve-global.ts";
 import { connectMuxTransport } from "../src/transport/connect.ts";
 import { ZoneClient } from "../src/zone/zone-client.ts";
+import { untilSession } from "./session.ts";
 
 export interface EchoResult {
   readonly messages: number;
@@ -106,8 +106,7 @@ export async function muxEcho(size: number, count: number): Promise<EchoResult> 
       ),
       logger: silentLogger,
     }).dial();
-    let gs: Session | undefined;
-    while ((gs = global.session("bench")) === undefined) await new Promise((r) => setTimeout(r, 1));
+    const gs = await untilSession(global, "bench");
     const data = payload(size);
     const request = benchRequest(data);
     const response = create(DiscoveryResponseSchema, {

@@ -11,10 +11,10 @@ import { insecureZoneAuthenticator } from "../src/auth/zone-authenticator.ts";
 import { GlobalServer } from "../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../src/global/zone-registry.ts";
 import { silentLogger } from "../src/log.ts";
-import type { Session } from "../src/mux/views.ts";
 import { connectMuxTransport } from "../src/transport/connect.ts";
 import { ZoneClient } from "../src/zone/zone-client.ts";
 import { isMain } from "./fresh.ts";
+import { untilSession } from "./session.ts";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -56,9 +56,7 @@ export async function memoryBench(total: number, samples = 10): Promise<MemoryRe
       ),
       logger: silentLogger,
     }).dial();
-    let gs: Session | undefined;
-    while ((gs = global.session("zone-1")) === undefined)
-      await new Promise((r) => setTimeout(r, 1));
+    const gs = await untilSession(global, "zone-1");
     const msg = create(DiscoveryResponseSchema, {
       typeUrl: "bench",
       resources: [{ typeUrl: "bench", value: new Uint8Array(64).fill(7) }],

@@ -348,7 +348,10 @@ export function valueAt(summary: unknown, path: string): unknown {
 export function setAt(summary: Record<string, unknown>, path: string, value: unknown): void {
   const parts = path.split(".");
   let node = summary;
-  for (const part of parts.slice(0, -1)) node = (node[part] ??= {}) as Record<string, unknown>;
+  for (const part of parts.slice(0, -1)) {
+    node[part] ??= {};
+    node = node[part] as Record<string, unknown>;
+  }
   node[parts.at(-1) as string] = value;
 }
 

@@ -1,5 +1,5 @@
 // Fails when the npm exports map (package.json) and the JSR/Deno one
-// (deno.json) publish different entry points or versions. npm points at the
+// (deno.json) publish different entry points, versions or licences. npm points at the
 // compiled dist/*.js, Deno and JSR at the src/*.ts it is compiled from.
 import { readFileSync, existsSync } from "node:fs";
 
@@ -9,6 +9,8 @@ const deno = JSON.parse(readFileSync(new URL("deno.json", root), "utf8"));
 const problems = [];
 if (pkg.version !== deno.version)
   problems.push(`version: package.json has ${pkg.version}, deno.json has ${deno.version}`);
+if (pkg.license !== deno.license)
+  problems.push(`license: package.json has ${pkg.license}, deno.json has ${deno.license}`);
 const npmEntries = Object.keys(pkg.exports).sort();
 const denoEntries = Object.keys(deno.exports).sort();
 if (JSON.stringify(npmEntries) !== JSON.stringify(denoEntries)) {

@@ -24,7 +24,16 @@ export const FLOORS = [
   ["discovery"],
   ["mux"],
   ["store", "kinds", "observe", "util"],
-  ["errors.ts", "log.ts", "metrics.ts", "connect-errors.ts", "names.ts", "version.ts", "gen"],
+  [
+    "errors.ts",
+    "log.ts",
+    "metrics.ts",
+    "connect-errors.ts",
+    "names.ts",
+    "version.ts",
+    "schema.ts",
+    "gen",
+  ],
 ];
 
 /** Imports allowed between siblings on one floor ("from -> to"); the reverse arrow is not. */
@@ -35,6 +44,7 @@ export const SIBLINGS = new Set([
   "observe -> util",
   "names.ts -> errors.ts",
   "connect-errors.ts -> errors.ts", // maps KdsError codes to Connect codes
+  "schema.ts -> gen", // the kds-mux/schema entry point re-exports the generated messages
 ]);
 
 /** The root entry point re-exports every layer. */

@@ -12,9 +12,12 @@ import { spawn } from "node:child_process";
 
 /** name shown in the log -> npm script it runs. */
 const STEPS = [
+  ["lint", "lint"],
   ["check:gen", "check:gen"],
   ["exports", "check:exports"],
   ["layers", "check:layers"],
+  ["api", "check:api"],
+  ["package", "check:package"],
   ["typecheck", "typecheck"],
   ["bench", "test:bench"],
   ["vitest", "test:node"],

@@ -123,16 +123,32 @@ export const noopMetrics: Metrics = Object.freeze({
 export function fanOutMetrics(...sinks: Metrics[]): Metrics {
   if (sinks.length === 1) return sinks[0] as Metrics;
   return {
-    sessionOpened: (peer, version) => sinks.forEach((s) => s.sessionOpened(peer, version)),
-    sessionClosed: (peer, code, version) =>
-      sinks.forEach((s) => s.sessionClosed(peer, code, version)),
-    admission: (result) => sinks.forEach((s) => s.admission(result)),
-    connection: (listener, event) => sinks.forEach((s) => s.connection(listener, event)),
-    frames: (direction, lane, frames, bytes) =>
-      sinks.forEach((s) => s.frames(direction, lane, frames, bytes)),
-    creditWait: (lane, ms) => sinks.forEach((s) => s.creditWait(lane, ms)),
-    discovery: (event, peer, kind) => sinks.forEach((s) => s.discovery(event, peer, kind)),
-    syncLag: (peer, kind, ms) => sinks.forEach((s) => s.syncLag(peer, kind, ms)),
-    storeOperation: (op, ms, ok) => sinks.forEach((s) => s.storeOperation(op, ms, ok)),
+    sessionOpened: (peer, version) => {
+      for (const s of sinks) s.sessionOpened(peer, version);
+    },
+    sessionClosed: (peer, code, version) => {
+      for (const s of sinks) s.sessionClosed(peer, code, version);
+    },
+    admission: (result) => {
+      for (const s of sinks) s.admission(result);
+    },
+    connection: (listener, event) => {
+      for (const s of sinks) s.connection(listener, event);
+    },
+    frames: (direction, lane, frames, bytes) => {
+      for (const s of sinks) s.frames(direction, lane, frames, bytes);
+    },
+    creditWait: (lane, ms) => {
+      for (const s of sinks) s.creditWait(lane, ms);
+    },
+    discovery: (event, peer, kind) => {
+      for (const s of sinks) s.discovery(event, peer, kind);
+    },
+    syncLag: (peer, kind, ms) => {
+      for (const s of sinks) s.syncLag(peer, kind, ms);
+    },
+    storeOperation: (op, ms, ok) => {
+      for (const s of sinks) s.storeOperation(op, ms, ok);
+    },
   };
 }

@@ -115,10 +115,11 @@ export async function verifyToken(
   let keyId: string | undefined;
   try {
     keyId = decodeProtectedHeader(token).kid;
-  } catch {
+  } catch (error) {
     throw new KdsError(
       "unauthenticated",
       `the ${name} is not a JWT (a token is three base64url parts joined by '.'); check the token file`,
+      { cause: error },
     );
   }
   if (keyId === undefined || keyId === "")

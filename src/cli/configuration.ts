@@ -16,7 +16,7 @@
  * @module
  */
 import { readFileSync } from "node:fs";
-import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { type Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { KdsError } from "../errors.ts";
 
@@ -122,21 +122,20 @@ function assign(
   const form = isSwitch(option)
     ? "true or false"
     : `${/[<[][^>\]]+[>\]]/.exec(option.flags)?.[0] ?? "a value"}, as for ${setting.flag}`;
-  const refuse = (why: string): never => {
-    throw new KdsError("invalid_argument", `${where}: ${why} (expected ${form})`);
-  };
+  const refuse = (why: string): KdsError =>
+    new KdsError("invalid_argument", `${where}: ${why} (expected ${form})`);
   if (isSwitch(option)) {
     let on: boolean;
     if (typeof raw === "boolean") on = raw;
     else if (source === "env" && typeof raw === "string" && /^(true|1|false|0)$/i.test(raw.trim()))
       on = /^(true|1)$/i.test(raw.trim());
-    else return refuse(`${JSON.stringify(raw)} is not true or false`);
+    else throw refuse(`${JSON.stringify(raw)} is not true or false`);
     // A negatable --no-x sets x itself; a plain switch is either on or unset.
     command.setOptionValueWithSource(attribute, option.negate ? on : on ? true : undefined, source);
     return;
   }
   if (typeof raw !== "string" && typeof raw !== "number")
-    return refuse(
+    throw refuse(
       raw === null
         ? "it is empty"
         : Array.isArray(raw)
@@ -151,7 +150,7 @@ function assign(
     try {
       value = option.parseArg(text, undefined);
     } catch (error) {
-      if (error instanceof InvalidArgumentError) return refuse(error.message);
+      if (error instanceof InvalidArgumentError) throw refuse(error.message);
       throw error;
     }
   }

@@ -178,10 +178,20 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   ];
   let step = 0;
   const ticker = setInterval(() => {
-    const run = steps[step % steps.length];
+    const index = step % steps.length;
+    const run = steps[index];
     const round = Math.floor(step / steps.length) + 1;
     step++;
-    void run?.(round).catch(() => undefined);
+    run?.(round).catch((error: unknown) => {
+      // A change still running when the demo stops may fail with its stores: nothing is lost then.
+      if (!stop.signal.aborted)
+        options.logger.warn(
+          `demo: change ${index + 1} of round ${round} failed; the next one runs as planned`,
+          {
+            error,
+          },
+        );
+    });
   }, 2_000);
   const admin = adminClient(adminApi.url);
   const showStatus = async (): Promise<void> => {
@@ -190,12 +200,16 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       `\n${stamp()} zone status (kds-mux inspect zones --server ${adminApi.url}):\n${formatZones(insights, "table")}\n`,
     );
   };
-  const statusTimer = setInterval(() => void showStatus().catch(() => undefined), 10_000);
+  const statusFailed = (error: unknown): void =>
+    options.logger.warn("demo: showing the zone status failed", { error });
+  const statusTimer = setInterval(() => {
+    showStatus().catch(statusFailed);
+  }, 10_000);
 
   await aborted(signal);
   clearInterval(ticker);
   clearInterval(statusTimer);
-  await showStatus().catch(() => undefined);
+  await showStatus().catch(statusFailed);
   stop.abort();
   await Promise.all(zones.map((z) => z.done));
   await Promise.all([served.close(), adminApi.close()]);

@@ -42,10 +42,12 @@ export function parseResourceFile(text: string, file: string): ResourceDocument[
       throw new KdsError(
         "invalid_resource",
         `${file}: invalid JSON: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
       );
     }
     if (Array.isArray(value))
-      value.forEach((v, i) => items.push({ where: `${file}: item ${i + 1}`, value: v }));
+      for (const [i, v] of value.entries())
+        items.push({ where: `${file}: item ${i + 1}`, value: v });
     else items.push({ where: file, value });
   } else {
     const docs = parseAllDocuments(text);
@@ -63,7 +65,8 @@ export function parseResourceFile(text: string, file: string): ResourceDocument[
       const value: unknown = doc.toJS();
       if (value === null || value === undefined) return;
       if (Array.isArray(value))
-        value.forEach((v, i) => items.push({ where: `${where}: item ${i + 1}`, value: v }));
+        for (const [i, v] of value.entries())
+          items.push({ where: `${where}: item ${i + 1}`, value: v });
       else items.push({ where, value });
     });
   }

@@ -119,7 +119,7 @@ export function loadKindsFile(file: string): KindsFile {
       error,
     );
   }
-  let registry;
+  let registry: ReturnType<typeof descriptorRegistry>;
   try {
     registry = descriptorRegistry(parseDescriptorSet(bytes));
   } catch (error) {

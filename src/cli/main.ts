@@ -118,6 +118,7 @@ function readInput(file: string): { name: string; text: string } {
     throw new KdsError(
       "invalid_argument",
       `cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`,
+      { cause: error },
     );
   }
 }

@@ -72,15 +72,18 @@ export async function generateAdminToken(
 
 /** The id (`jti`) of the token in `file`, read without verifying it (the server checks nothing it says but the id). */
 export function tokenIdOf(file: string): string {
+  let cause: unknown;
   try {
     const jti = decodeJwt(readTokenFile(file)).jti;
     if (typeof jti === "string" && jti !== "") return jti;
   } catch (error) {
     if (KdsError.is(error)) throw error;
+    cause = error; // not a JWT: said below, with the decoder's error as the cause
   }
   throw new KdsError(
     "invalid_argument",
     `--token-file ${file} holds no kds-mux token (a JWT with a jti claim)`,
+    { cause },
   );
 }
 

@@ -480,8 +480,11 @@ class GlobalRun {
           return void c.link.cancel();
         }
         const sizes = Array.from({ length: count }, () => Math.floor((credit.bytes + 1) / count));
-        sizes[0]! += credit.bytes + 1 - sizes.reduce((a, b) => a + b, 0);
-        frames = sizes.map((size, i) => paddedResponse(typeUrl, size, `b${attempt}-${i}`));
+        // The first frame takes the remainder the even split left over.
+        const remainder = credit.bytes + 1 - sizes.reduce((a, b) => a + b, 0);
+        frames = sizes.map((size, i) =>
+          paddedResponse(typeUrl, i === 0 ? size + remainder : size, `b${attempt}-${i}`),
+        );
       }
       c.write(...frames);
       const lane: Lane = "responses";
@@ -625,7 +628,7 @@ class GlobalRun {
     c.link.cancel();
     this.report.expect(
       "nack.catalog-ends-session",
-      goaway !== undefined && goaway.message.includes(reason),
+      goaway?.message.includes(reason) === true,
       goaway === undefined
         ? `no goaway within ${ANSWER_MS + 5_000} ms of the NACK`
         : `goaway ${goaway.reason} "${goaway.message}"`,

@@ -5,7 +5,12 @@
  * @module
  */
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { GoAwayReason, HelloSchema, FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
+import {
+  type GoAwayReason,
+  HelloSchema,
+  FrameSchema,
+  type Frame,
+} from "../gen/kds/mux/v1/mux_pb.ts";
 import {
   DeltaDiscoveryRequestSchema,
   DeltaDiscoveryResponseSchema,

@@ -60,11 +60,11 @@ export function formatTable(results: readonly CheckResult[]): string {
     r.detail.replace(/\s+/g, " "),
   ]);
   const header = ["RULE", "SECTION (docs/protocol.md)", "RESULT", "DETAIL"];
-  const widths = [0, 1, 2].map((i) =>
-    Math.max(header[i]!.length, ...rows.map((row) => row[i]!.length)),
+  const widths = header.map((title, i) =>
+    Math.max(title.length, ...rows.map((row) => row[i]?.length ?? 0)),
   );
   const line = (cells: string[]): string =>
-    cells.map((c, i) => (i < 3 ? c.padEnd(widths[i]!) : c)).join("  ");
+    cells.map((c, i) => (i < 3 ? c.padEnd(widths[i] ?? 0) : c)).join("  ");
   const failed = results.filter((r) => r.outcome === "fail").length;
   const skipped = results.filter((r) => r.outcome === "skip").length;
   const summary = `${results.length - failed - skipped} passed, ${failed} failed, ${skipped} skipped`;

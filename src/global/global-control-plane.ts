@@ -104,7 +104,7 @@ export interface GlobalControlPlaneOptions {
   readonly storeRetry?: BackoffOptions;
   /** Called when a zone's session is ready, after sync attached to it. A throw is logged and changes nothing. */
   readonly onSession?: (session: Session) => void;
-  /** Called when a zone's session ends. */
+  /** Called when a zone's session ends. A throw is logged and changes nothing. */
   readonly onSessionEnded?: (session: Session, end: SessionEnd) => void;
   /** Where to log. */
   readonly logger?: Logger;

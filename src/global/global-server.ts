@@ -106,7 +106,7 @@ export interface GlobalServerOptions {
   maxHandshakesPerZone?: number;
   /** Called when a zone's session is ready (hellos exchanged). Errors are logged. */
   onSession?: (session: Session) => void | Promise<void>;
-  /** Called when a zone's session ends. */
+  /** Called when a zone's session ends. Errors are logged. */
   onSessionEnded?: (session: Session, end: SessionEnd) => void;
   /** Where to log. Default: warnings and errors to the console. */
   logger?: Logger;
@@ -616,7 +616,13 @@ export class GlobalServer implements MuxAcceptor {
         code: end.code,
       });
     }
-    if (ready) this.#options.onSessionEnded?.(session, end);
+    if (ready) {
+      try {
+        this.#options.onSessionEnded?.(session, end);
+      } catch (error) {
+        this.#logger.error(`onSessionEnded failed for zone "${zone}"`, { zone, error });
+      }
+    }
     await session.released;
     this.#live.delete(session);
   }

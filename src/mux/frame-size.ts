@@ -266,8 +266,8 @@ function presence(
     case ScalarType.FLOAT:
       return (v) => !Object.is(v, 0);
     default:
-      // Loose comparison matches 0, 0n and "0" (a 64-bit integer as a string).
-      return (v) => v != 0;
+      // A 64-bit integer is a bigint, or a string under the jstype option.
+      return (v) => v !== 0 && v !== 0n && v !== "0";
   }
 }
 

@@ -154,6 +154,8 @@ export class MuxSession implements Session {
     this.#lastPingAt = this.#lastHeard;
     this.signal = this.#abort.signal;
     this.ready = this.#ready.promise;
+    // Only marks the rejection handled for a caller that never awaits ready: whoever awaits it gets the
+    // rejection, and the same end is on `end` and `closed`, so nothing is lost.
     this.ready.catch(() => undefined);
     this.closed = this.#closed.promise;
 
@@ -351,7 +353,7 @@ export class MuxSession implements Session {
       this.#released.promise,
       options.signal,
       "waiting for the session to release its transport",
-    ).catch(() => undefined);
+    ).catch(() => undefined); // rejects only when the caller's signal aborts: it stops waiting, the session is ended either way
     return this.#closed.promise;
   }
 
@@ -418,6 +420,7 @@ export class MuxSession implements Session {
     } finally {
       released.removeEventListener("abort", onReleased);
       this.#inboundDone = true;
+      // Only stops the peer's stream; what it failed with was read above (or the session already ended).
       void Promise.resolve(iterator.return?.()).catch(() => undefined);
       this.#maybeRelease();
     }

@@ -70,7 +70,7 @@ function softwareLabel(software: string): string {
 /** Prometheus-backed metrics of one control plane. */
 export class PrometheusMetrics implements Metrics {
   /** The registry holding this instance's series. */
-  readonly registry = new Registry();
+  readonly registry: Registry = new Registry();
   readonly #sessionsOpen: Gauge<string>;
   readonly #sessionsClosed: Counter<"code">;
   readonly #byVersion: Gauge<"protocol_version" | "software_version">;

@@ -153,6 +153,7 @@ export class CallEndpoint {
       failure: undefined,
       wake: new Waker(),
     };
+    // Marks the rejection handled for a caller that stopped waiting; a caller that waits gets it.
     call.head.promise.catch(() => undefined);
     this.#outgoing.set(id, call);
     const signal = request.signal;
@@ -489,7 +490,9 @@ function codeOf(name: string): Code {
 
 function toRecord(headers: Headers): Record<string, string> {
   const out: Record<string, string> = {};
-  headers.forEach((value, name) => (out[name] = value));
+  headers.forEach((value, name) => {
+    out[name] = value;
+  });
   return out;
 }
 

@@ -122,28 +122,41 @@ export function streamObservers(
 /** One server observer calling each of `observers` in order. */
 export function combineServerObservers(...observers: ServerObserver[]): ServerObserver {
   return {
-    sent: (typeUrl, info) => observers.forEach((o) => o.sent?.(typeUrl, info)),
-    acked: (typeUrl, version, nonce) =>
-      observers.forEach((o) => o.acked?.(typeUrl, version, nonce)),
-    nacked: (typeUrl, version, error, nonce) =>
-      observers.forEach((o) => o.nacked?.(typeUrl, version, error, nonce)),
-    stalled: (typeUrl, nonce, waitedMs) =>
-      observers.forEach((o) => o.stalled?.(typeUrl, nonce, waitedMs)),
-    oversized: (typeUrl, key, bytes, limit) =>
-      observers.forEach((o) => o.oversized?.(typeUrl, key, bytes, limit)),
-    resourceErrors: (typeUrl, errors, omitted) =>
-      observers.forEach((o) => o.resourceErrors?.(typeUrl, errors, omitted)),
-    unknownType: (typeUrl) => observers.forEach((o) => o.unknownType?.(typeUrl)),
+    sent: (typeUrl, info) => {
+      for (const o of observers) o.sent?.(typeUrl, info);
+    },
+    acked: (typeUrl, version, nonce) => {
+      for (const o of observers) o.acked?.(typeUrl, version, nonce);
+    },
+    nacked: (typeUrl, version, error, nonce) => {
+      for (const o of observers) o.nacked?.(typeUrl, version, error, nonce);
+    },
+    stalled: (typeUrl, nonce, waitedMs) => {
+      for (const o of observers) o.stalled?.(typeUrl, nonce, waitedMs);
+    },
+    oversized: (typeUrl, key, bytes, limit) => {
+      for (const o of observers) o.oversized?.(typeUrl, key, bytes, limit);
+    },
+    resourceErrors: (typeUrl, errors, omitted) => {
+      for (const o of observers) o.resourceErrors?.(typeUrl, errors, omitted);
+    },
+    unknownType: (typeUrl) => {
+      for (const o of observers) o.unknownType?.(typeUrl);
+    },
   };
 }
 
 /** One client observer calling each of `observers` in order. */
 export function combineClientObservers(...observers: ClientObserver[]): ClientObserver {
   return {
-    accepted: (typeUrl, info) => observers.forEach((o) => o.accepted?.(typeUrl, info)),
-    rejected: (typeUrl, version, error) =>
-      observers.forEach((o) => o.rejected?.(typeUrl, version, error)),
-    resourceRejected: (typeUrl, key, reason) =>
-      observers.forEach((o) => o.resourceRejected?.(typeUrl, key, reason)),
+    accepted: (typeUrl, info) => {
+      for (const o of observers) o.accepted?.(typeUrl, info);
+    },
+    rejected: (typeUrl, version, error) => {
+      for (const o of observers) o.rejected?.(typeUrl, version, error);
+    },
+    resourceRejected: (typeUrl, key, reason) => {
+      for (const o of observers) o.resourceRejected?.(typeUrl, key, reason);
+    },
   };
 }

@@ -298,15 +298,13 @@ function readMeta(reader: BinaryReader, end: number, meta: Meta): void {
     else if (field === 2) meta.mesh = reader.string(true);
     else if (field === 3) readLabel(reader, nestedEnd(reader), meta.labels);
     else if (field === 4) meta.version = reader.string(true);
-    else if (field === 5)
-      readTimestamp(reader, nestedEnd(reader), (meta.creationTime ??= { seconds: 0, nanos: 0 }));
-    else if (field === 6)
-      readTimestamp(
-        reader,
-        nestedEnd(reader),
-        (meta.modificationTime ??= { seconds: 0, nanos: 0 }),
-      );
-    else reader.skip(wireType, field);
+    else if (field === 5) {
+      meta.creationTime ??= { seconds: 0, nanos: 0 };
+      readTimestamp(reader, nestedEnd(reader), meta.creationTime);
+    } else if (field === 6) {
+      meta.modificationTime ??= { seconds: 0, nanos: 0 };
+      readTimestamp(reader, nestedEnd(reader), meta.modificationTime);
+    } else reader.skip(wireType, field);
   }
   ended(reader, end);
 }

@@ -33,7 +33,7 @@ function normalUrl(url: string): string {
   try {
     return new URL(url).href.replace(/\/+$/, "");
   } catch {
-    return url;
+    return url; // not a URL: compared as written, which is what the caller asked for
   }
 }
 

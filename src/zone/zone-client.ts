@@ -256,7 +256,7 @@ export class ZoneClient {
       try {
         await sleep(delayMs, signal);
       } catch {
-        break;
+        break; // sleep rejects only when `signal` aborts: the zone is shutting down, nothing is pending
       }
     }
     await this.#current?.close({ message: `zone "${this.name}" is shutting down` });

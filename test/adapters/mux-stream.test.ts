@@ -294,7 +294,12 @@ describe("serveGlobal's direct mux stream", () => {
     global.start(abort.signal);
     await global.registerZone("zone-1");
     const served = await serveGlobal(global.server, {
-      interceptors: [(next) => (request) => (seen.push(request.url), next(request))],
+      interceptors: [
+        (next) => (request) => {
+          seen.push(request.url);
+          return next(request);
+        },
+      ],
     });
     try {
       const transport = connectMuxTransport(

@@ -5,7 +5,7 @@ import { createClient, createRouterTransport, type Client } from "@connectrpc/co
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { registerAdmin, type AdminBackend } from "../../src/admin/admin-service.ts";
-import { KdsError } from "../../src/errors.ts";
+import type { KdsError } from "../../src/errors.ts";
 import { AdminService } from "../../src/gen/kds/admin/v1/admin_pb.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import type { ResourceStore } from "../../src/store/contract.ts";

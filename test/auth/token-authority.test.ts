@@ -15,7 +15,12 @@ import { eventually } from "../contract/harness.ts";
 
 function clock(start = Date.parse("2030-01-01T00:00:00Z")) {
   let now = start;
-  return { now: () => new Date(now), advance: (ms: number) => void (now += ms) };
+  return {
+    now: () => new Date(now),
+    advance: (ms: number): void => {
+      now += ms;
+    },
+  };
 }
 
 const bearer = (token: string) => new Headers({ authorization: `Bearer ${token}` });

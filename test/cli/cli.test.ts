@@ -481,6 +481,8 @@ describe("kds-mux CLI", { timeout: 120_000 }, () => {
     );
     expect(demo.stdout).not.toMatch(/zone-east <- got ZoneIngress zone-east\./);
     expect(demo.stdout).toMatch(/zone-east {3}online/);
+    // A change or status query that fails is reported on stderr (it used to be dropped); none fails here.
+    expect(demo.stderr).not.toMatch(/demo: .* failed/);
     expect(demo.stdout).toMatch(
       /demo finished: \d+ changes reached the zones from the global, \d+ reached the global from the zones/,
     );

@@ -46,7 +46,7 @@ describe("identity: zone tokens, TLS and mutual TLS (real processes)", { timeout
   const connectedAt = async (zone: string): Promise<string | undefined> => {
     const insight = (await adminClient(admin).inspectZones({})).zones.find((z) => z.zone === zone);
     return insight?.online === true
-      ? String(insight.connectedAt?.seconds) + ":" + String(insight.connectedAt?.nanos)
+      ? `${String(insight.connectedAt?.seconds)}:${String(insight.connectedAt?.nanos)}`
       : undefined;
   };
 

@@ -112,10 +112,11 @@ describe("library messages name options, not CLI flags", () => {
     const dir = mkdtempSync(join(tmpdir(), "kds-flags-"));
     try {
       const file = join(dir, "x.ts");
-      writeFileSync(
-        file,
-        'const a = `raise --max-handshakes to ${n}`;\nconst b = "run: kds-mux rotate signing-key --retire-previous";\n',
-      );
+      const source = [
+        "const a = `raise --max-handshakes to $" + "{n}`;", // a template with a substitution
+        'const b = "run: kds-mux rotate signing-key --retire-previous";',
+      ];
+      writeFileSync(file, `${source.join("\n")}\n`);
       const hits = literals(file).flatMap(({ text }) =>
         [...text.matchAll(FLAG)].filter((m) => !inQuotedCommand(text, m.index)).map((m) => m[0]),
       );

@@ -69,9 +69,8 @@ async function serve(c: Conversation, zone: string, f: GlobalFaults): Promise<vo
   if (id !== zone) return refuse(9, "zone_not_registered", `zone ${id} is not registered`);
   const fail = (message: string, code = "protocol_error"): void => {
     c.write(goaway(GoAwayReason.PROTOCOL_ERROR, message));
-    if (f.unknownTypeWithoutTrailer && code === "unknown_type")
-      return c.link.close({ grpcStatus: 3 });
-    c.link.close({ grpcStatus: 3, kdsErrorCode: code, message });
+    if (f.unknownTypeWithoutTrailer && code === "unknown_type") c.link.close({ grpcStatus: 3 });
+    else c.link.close({ grpcStatus: 3, kdsErrorCode: code, message });
   };
   if (f.dataBeforeHello)
     c.write(deltaRequest({ typeUrl: ZONE_KIND, resourceNamesSubscribe: ["*"] }));

@@ -510,7 +510,10 @@ export const scenarios: Scenario[] = [
         );
         const error = await rejects(
           (async () => {
-            for await (const _ of client.streamMessage((async function* () {})())) {
+            const none = (async function* () {
+              // No frame: the stream is refused for its headers.
+            })();
+            for await (const _ of client.streamMessage(none)) {
               /* none */
             }
           })(),

@@ -1,4 +1,4 @@
-// Every relative link and #anchor in README.md and docs/*.md resolves: the
+// Every relative link and #anchor in README.md, CHANGELOG.md, SECURITY.md and docs/*.md resolves: the
 // file exists, and the anchor is a heading of it, slugged as GitHub does.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -6,12 +6,12 @@ import { describe, expect, it } from "vitest";
 
 const root = resolve(import.meta.dirname, "../..");
 
-/** The Markdown files checked: README.md and docs/*.md. */
+/** The Markdown files checked: README.md, CHANGELOG.md, SECURITY.md and docs/*.md. */
 function documents(): string[] {
   const docs = readdirSync(join(root, "docs"))
     .filter((f) => f.endsWith(".md"))
     .map((f) => join(root, "docs", f));
-  return [join(root, "README.md"), ...docs];
+  return [join(root, "README.md"), join(root, "CHANGELOG.md"), join(root, "SECURITY.md"), ...docs];
 }
 
 /** `text` without fenced code blocks (their lines blanked, so line numbers hold). */
@@ -24,7 +24,7 @@ function withoutFences(text: string): string[] {
       return "";
     }
     if (fence !== undefined) {
-      if (marker !== undefined && marker.startsWith(fence)) fence = undefined;
+      if (marker?.startsWith(fence) === true) fence = undefined;
       return "";
     }
     return line;
@@ -105,7 +105,7 @@ describe("documentation links", () => {
     expect(broken(protocol, "kinds.md")).toBeUndefined();
   });
 
-  it("resolves every relative link and anchor in README.md and docs/*.md", () => {
+  it("resolves every relative link and anchor in README.md, CHANGELOG.md, SECURITY.md and docs/*.md", () => {
     const problems: string[] = [];
     let checked = 0;
     for (const file of documents()) {

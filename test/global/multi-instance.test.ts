@@ -123,7 +123,7 @@ describe("several global instances on one store", () => {
 
     // Instance a goes down for new dials, and its session drops: the zone moves to b.
     toA.up = false;
-    a.server.session("zone-1")?.close({ message: "a is going away" });
+    await a.server.session("zone-1")?.close({ message: "a is going away" });
     await eventually(() => b.server.session("zone-1") !== undefined, "zone-1 on b");
     await eventually(
       async () => (await a.zoneStatus("zone-1"))?.instance === "g1",

@@ -13,7 +13,7 @@ const N = 1_000;
 
 function recorder(): { logger: Logger; warns: { message: string; fields?: LogFields }[] } {
   const warns: { message: string; fields?: LogFields }[] = [];
-  const none = (): void => {};
+  const none = (): void => undefined;
   return {
     warns,
     logger: {
@@ -25,7 +25,9 @@ function recorder(): { logger: Logger; warns: { message: string; fields?: LogFie
   };
 }
 
-async function* nothing(): AsyncIterable<Frame> {}
+async function* nothing(): AsyncIterable<Frame> {
+  // A zone that sends no frame at all.
+}
 
 const b64 = (value: unknown): string =>
   btoa(JSON.stringify(value)).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_");

@@ -4,7 +4,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
 import { GlobalServer } from "../../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
-import { silentLogger } from "../../src/log.ts";
+import { silentLogger, type Logger } from "../../src/log.ts";
 import { connectMuxTransport } from "../../src/transport/connect.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { TokenAuthority } from "../../src/auth/token-authority.ts";
@@ -199,7 +199,13 @@ describe("GlobalServer", () => {
     try {
       const bad = new Headers({ "client-id": "Not A Zone" });
       await expect(
-        t.global.accept(bad, (async function* () {})(), new AbortController().signal),
+        t.global.accept(
+          bad,
+          (async function* () {
+            // No frame: the headers are refused before any is read.
+          })(),
+          new AbortController().signal,
+        ),
       ).rejects.toMatchObject({ code: "invalid_argument" });
       const zone = await new ZoneClient({
         name: "zone-1",
@@ -208,6 +214,39 @@ describe("GlobalServer", () => {
       }).dial();
       await zone.server.send(response("x"));
       await zone.close();
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("logs an onSessionEnded callback that throws, and still forgets the session", async () => {
+    const errors: string[] = [];
+    const logger: Logger = { ...silentLogger, error: (message) => void errors.push(message) };
+    const t = await startGlobal("memory", {
+      logger,
+      onSessionEnded: () => {
+        throw new Error("callback broke (test)");
+      },
+    });
+    try {
+      const zone = await new ZoneClient({
+        name: "zone-1",
+        transport: t.transport(),
+        logger: silentLogger,
+      }).dial();
+      await eventually(() => t.global.session("zone-1") !== undefined, "session listed");
+      const session = t.global.session("zone-1");
+      expect(session).toBeDefined();
+      await zone.close();
+      await eventually(
+        () => errors.includes('onSessionEnded failed for zone "zone-1"'),
+        "the callback's failure is logged",
+      );
+      // The session's bookkeeping ran past the callback (it used to stop at the throw).
+      await eventually(
+        () => session !== undefined && t.global.identity(session) === undefined,
+        "the ended session is forgotten",
+      );
     } finally {
       await t.close();
     }

@@ -49,7 +49,7 @@ describe("certificates: a global admitting zones by client certificate (real pro
   const connectedAt = async (zone: string): Promise<string | undefined> => {
     const insight = (await adminClient(admin).inspectZones({})).zones.find((z) => z.zone === zone);
     return insight?.online === true
-      ? String(insight.connectedAt?.seconds) + ":" + String(insight.connectedAt?.nanos)
+      ? `${String(insight.connectedAt?.seconds)}:${String(insight.connectedAt?.nanos)}`
       : undefined;
   };
 

@@ -136,9 +136,10 @@ function amplify(
     stream.write(envelope(toBinary(FrameSchema, hello)));
     for (let i = 0; i < 2 * perLane && !stream.destroyed; i++) {
       if (!stream.write(frames[i % 2] as Uint8Array))
-        await new Promise(
-          (resolve) => (stream.once("drain", resolve), stream.once("close", resolve)),
-        );
+        await new Promise((resolve) => {
+          stream.once("drain", resolve);
+          stream.once("close", resolve);
+        });
     }
   })();
   const status = new Promise<string>((resolve) => {

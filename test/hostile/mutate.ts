@@ -5,7 +5,7 @@
 // sequences (frames before hello, a second hello, window overrun, duplicates,
 // wrong lanes, frames after a goaway).
 import { create, fromBinary, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
-import { CallSchema, GoAwayReason, FrameSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { type CallSchema, GoAwayReason, FrameSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import type { FrameValueInit } from "../../src/mux/frames.ts";
 import type { SeedFrame } from "./corpus.ts";
 import type { Protocol } from "./peer.ts";

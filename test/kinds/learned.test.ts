@@ -112,7 +112,7 @@ describe("kinds learned from the global", () => {
       'zone "zone-1" learned 2 kinds from global "global": Gateway (acme.v1.GatewaySpec, global-to-zone, cluster-scoped), Workload (acme.v1.WorkloadSpec, zone-to-global, mesh-scoped)',
     );
     const stored = await zone.store.get("Gateway", "", "edge");
-    expect((stored?.spec as { hosts?: string[] }).hosts).toEqual(["a.example"]);
+    expect((stored?.spec as { hosts?: string[] } | undefined)?.hosts).toEqual(["a.example"]);
 
     // It serves the learned zone-to-global kind to the global.
     const workload = create(zone.types.get("Workload").schema, {
@@ -228,7 +228,8 @@ describe("kinds learned from the global", () => {
     });
     await eventually(
       async () =>
-        ((await zone.store.get("Gateway", "", "edge"))?.spec as { port?: number }).port === 8443,
+        ((await zone.store.get("Gateway", "", "edge"))?.spec as { port?: number } | undefined)
+          ?.port === 8443,
       "the change in the older zone",
     );
     const again = fromBinary(

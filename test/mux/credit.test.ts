@@ -29,7 +29,7 @@ function requestOfSize(bytes: number, nonce: string): ReturnType<typeof request>
   for (let pad = 0; pad < 8; pad++) {
     for (let n = Math.max(0, bytes - 40); n <= bytes; n++) {
       const r = create(DiscoveryRequestSchema, {
-        typeUrl: "type.x" + "y".repeat(pad),
+        typeUrl: `type.x${"y".repeat(pad)}`,
         responseNonce: nonce,
         resourceNames: ["n".repeat(n)],
       });
@@ -173,9 +173,8 @@ describe("byte credit", () => {
     const peer = new RawPeer(session);
     peer.hello("zone-1", 64);
     // Three requests of exactly the window's bytes, by encoded length; then, with one of them consumed, one byte more than is left.
-    [1500, 1500, 1096].forEach((bytes, i) =>
-      peer.write({ case: "request", value: requestOfSize(bytes, String(i)) }),
-    );
+    for (const [i, bytes] of [1500, 1500, 1096].entries())
+      peer.write({ case: "request", value: requestOfSize(bytes, String(i)) });
     await eventually(
       () => session.stats().buffered.requests === 3,
       "the window's 4096 bytes arrive",

@@ -130,7 +130,9 @@ describe("Outbox", () => {
     const order: string[] = [];
     for (let i = 0; i < 2; i++) {
       const f = (await frames.next()).value;
-      order.push(`${f?.value.case}:${(f?.value.value as { typeUrl: string }).typeUrl}`);
+      order.push(
+        `${f?.value.case}:${(f?.value.value as { typeUrl: string } | undefined)?.typeUrl}`,
+      );
     }
     expect(order).toEqual(["request:a", "response:c"]);
     // The request lane is out of credit: "b" waits until a window update arrives,
@@ -140,7 +142,7 @@ describe("Outbox", () => {
     const next = frames.next();
     outbox.addCredit(1, 0);
     const f = (await next).value;
-    expect((f?.value.value as { typeUrl: string }).typeUrl).toBe("b");
+    expect((f?.value.value as { typeUrl: string } | undefined)?.typeUrl).toBe("b");
   });
 
   it("bounds each lane's queue and fails sends on finish", async () => {

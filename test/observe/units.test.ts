@@ -40,7 +40,9 @@ function manualSource(): { source: SnapshotSource; change(typeUrl: string, key?:
     source: {
       typeUrls: ["t"],
       snapshot: () => Promise.resolve(empty),
-      onChange: (l) => void (listener = l),
+      onChange: (l) => {
+        listener = l;
+      },
     },
     change: (typeUrl, key) => listener?.(typeUrl, key),
   };

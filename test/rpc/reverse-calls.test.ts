@@ -73,7 +73,11 @@ async function pair(options: { items?: number; hang?: boolean } = {}) {
         });
       },
     });
-    router.service(MultiplexService, { streamMessage: async function* () {} });
+    router.service(MultiplexService, {
+      streamMessage: async function* () {
+        // This global's mux stream is never used: the test calls its reverse unary routes.
+      },
+    });
   };
   const t = await startMuxGlobal("memory", { zones: ["zone-1", "zone-2"] });
   const zone = new ZoneClient({
@@ -166,7 +170,10 @@ describe("reverse call endpoint", () => {
     const { global } = await pair();
     const mux = createClient(MultiplexService, global.zoneTransport("zone-1"));
     const bidi = await (async () => {
-      for await (const _ of mux.streamMessage((async function* () {})())) void _;
+      const none = (async function* () {
+        // No frame: the route is refused before any is read.
+      })();
+      for await (const _ of mux.streamMessage(none)) void _;
     })().catch((e: unknown) => e);
     expect((bidi as ConnectError).code).toBe(Code.Unimplemented);
     const admin = createClient(AdminService, global.zoneTransport("zone-1"));

@@ -1,6 +1,6 @@
 // Dialing a global as a zone from the test process, and reading what a
 // refused dial says: its KdsError and the Connect code it carried on the wire.
-import { Code, ConnectError } from "@connectrpc/connect";
+import { type Code, ConnectError } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { KdsError } from "../../src/errors.ts";
 import { silentLogger } from "../../src/log.ts";

@@ -172,7 +172,10 @@ describe("convergence under random changes, session drops and store failures", (
           };
           const types = createTypeRegistry(exampleTypes);
           let state = rngSeed >>> 0;
-          const rng = (): number => (state = (state * 1664525 + 1013904223) >>> 0) / 2 ** 32;
+          const rng = (): number => {
+            state = (state * 1664525 + 1013904223) >>> 0;
+            return state / 2 ** 32;
+          };
           // A short change history makes followers fall behind and list again (compaction).
           const faulty = [0, 1, 2].map(
             () => new FaultyStore(new InMemoryStore(types, { historyLimit: 8 }), rng),
@@ -202,7 +205,7 @@ describe("convergence under random changes, session drops and store failures", (
           try {
             for (const z of zones) await cluster.global.registerZone(z);
             await cluster.global.store.put(mesh("default"));
-            zones.forEach((_z, i) => stores.startZone(i));
+            for (const i of zones.keys()) stores.startZone(i);
             for (const c of commands) await apply(cluster, stores, c);
             // Let the faults act on live sessions for a while before they stop.
             await new Promise((r) => setTimeout(r, 100));

@@ -121,8 +121,8 @@ describe("sync over a failing store", () => {
     );
     await eventually(
       async () =>
-        ((await zone.store.get("Mesh", "", "m-0"))?.spec as { description?: string })
-          .description === "changed",
+        ((await zone.store.get("Mesh", "", "m-0"))?.spec as { description?: string } | undefined)
+          ?.description === "changed",
       "m-0 update mirrored",
     );
   });
@@ -214,7 +214,10 @@ describe("sync over a failing store", () => {
     await c.global.registerZone("zone-a");
     const types = createTypeRegistry(exampleTypes);
     let seed = 7;
-    const random = (): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    const random = (): number => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
     const inner = new InMemoryStore(types);
     const zoneStore = new FaultyStore(inner, random).failRate("apply", 0.02);
     c.startZone("zone-a", {

@@ -1,8 +1,16 @@
 // The half-duplex transport over fetch and HTTP/1.1 when its legs break: Pull
 // streams cut mid-flight, Push calls lost before or after the server saw
 // them. Every frame must still arrive exactly once, in order.
-import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
-import { HalfDuplexService } from "../../src/gen/kds/mux/v1/half_duplex_pb.ts";
+import { create } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createRouterTransport,
+  type Transport,
+} from "@connectrpc/connect";
+import { HalfDuplexService, type PullResponse } from "../../src/gen/kds/mux/v1/half_duplex_pb.ts";
+import { FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { describe, expect, it } from "vitest";
 import { serveGlobal } from "../../src/adapters/node/serve-global.ts";
@@ -11,7 +19,10 @@ import { GlobalServer } from "../../src/global/global-server.ts";
 import { InMemoryZoneRegistry } from "../../src/global/zone-registry.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { Session } from "../../src/mux/views.ts";
+import { KDS_ERROR_CODE_HEADER } from "../../src/connect-errors.ts";
 import { halfDuplexMuxTransport } from "../../src/transport/half-duplex/client.ts";
+import { HalfDuplexHub, registerHalfDuplex } from "../../src/transport/half-duplex/server.ts";
+import type { MuxAcceptor } from "../../src/transport/transport.ts";
 import { ZoneClient } from "../../src/zone/zone-client.ts";
 import { eventually, request, response } from "../contract/harness.ts";
 import { ManualClock } from "../support/manual-clock.ts";
@@ -294,4 +305,129 @@ describe("half-duplex transport", () => {
       await served.close();
     }
   }, 30_000);
+
+  it("ends the Pull with the session's failure as its status, not the end marker", async () => {
+    // The raw client opens a link and never says hello: the global ends the session for a handshake timeout.
+    const global = new GlobalServer({
+      registry: new InMemoryZoneRegistry(["zone-1"]),
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+      session: { handshakeTimeoutMs: 200 },
+    });
+    const served = await serveGlobal(global, { httpVersion: "1.1" });
+    try {
+      const web = createConnectTransport({ baseUrl: served.url, useBinaryFormat: true });
+      const client = createClient(HalfDuplexService, web);
+      const received: PullResponse[] = [];
+      const failure = await (async () => {
+        for await (const r of client.pull({}, { headers: { "client-id": "zone-1" } })) {
+          received.push(r);
+          if (received.length > 100) throw new Error("more responses than the session can send");
+        }
+      })().catch((e: unknown) => e);
+      expect(received.map((r) => r.frame?.value.case)).toEqual([undefined, "hello", "goaway"]);
+      expect(received.some((r) => r.end)).toBe(false);
+      expect(failure).toBeInstanceOf(ConnectError);
+      expect((failure as ConnectError).metadata.get(KDS_ERROR_CODE_HEADER)).toBe(
+        "handshake_timeout",
+      );
+      expect((failure as ConnectError).rawMessage).toMatch(/the global ended the session/);
+      // The link is gone: resuming it says so.
+      const linkId = received[0]?.linkId ?? "";
+      const resumed = await (async () => {
+        for await (const _ of client.pull(
+          { linkId, ackedSeq: 2n },
+          { headers: { "client-id": "zone-1" } },
+        ))
+          void _;
+      })().catch((e: unknown) => e);
+      expect((resumed as ConnectError).rawMessage).toMatch(/has ended/);
+    } finally {
+      await served.close();
+    }
+  });
+
+  it("ends the session with a reason when the push loop fails unexpectedly", async () => {
+    const global = new GlobalServer({
+      registry: new InMemoryZoneRegistry(["zone-1"]),
+      authenticator: insecureZoneAuthenticator(),
+      logger: silentLogger,
+    });
+    const served = await serveGlobal(global, { httpVersion: "1.1" });
+    // After `broken`, every Push fails (retryable) and reading the clock to time the retry throws:
+    // an error the push loop does not expect.
+    let broken = false;
+    const clock = new (class extends ManualClock {
+      override now(): number {
+        if (broken) throw new Error("clock unreadable (test)");
+        return super.now();
+      }
+    })();
+    const inner = createConnectTransport({ baseUrl: served.url, useBinaryFormat: true });
+    const web: Transport = {
+      unary: (...args) => {
+        if (broken) throw new ConnectError("push refused (test)", Code.Unavailable);
+        return inner.unary(...args);
+      },
+      stream: (...args) => inner.stream(...args),
+    };
+    try {
+      const zone = await new ZoneClient({
+        name: "zone-1",
+        transport: halfDuplexMuxTransport(web, { clock }),
+        logger: silentLogger,
+      }).dial();
+      await eventually(() => global.session("zone-1") !== undefined, "session listed");
+      broken = true;
+      void zone.server.send(response("x", "1", 8)).catch(() => undefined); // fails when the session ends
+      const end = await zone.closed;
+      expect(end.code).toBe("transport");
+      expect(end.message).toMatch(/pushing the zone's frames stopped: Error: clock unreadable/);
+    } finally {
+      await served.close();
+    }
+  }, 30_000);
+
+  it("ends the zone's stream with the global's writer failure, without resuming a link that is gone", async () => {
+    // A global whose frames fail after the hello with an error that is no session end.
+    const acceptor: MuxAcceptor = {
+      accept: async () =>
+        (async function* (): AsyncGenerator<Frame> {
+          yield create(FrameSchema, { value: { case: "hello", value: {} } });
+          throw new Error("writer broke (test)");
+        })(),
+    };
+    const hub = new HalfDuplexHub(acceptor);
+    const router = createRouterTransport((r) => registerHalfDuplex(r, hub));
+    let pulls = 0;
+    const counted: Transport = {
+      unary: (...args) => router.unary(...args),
+      stream: (...args) => {
+        pulls++;
+        return router.stream(...args);
+      },
+    };
+    const abort = new AbortController();
+    const frames = await halfDuplexMuxTransport(counted).open({
+      headers: new Headers({ "client-id": "zone-1" }),
+      outbound: (async function* (): AsyncGenerator<Frame> {
+        // The zone writes nothing in this test.
+      })(),
+      signal: abort.signal,
+    });
+    const cases: (string | undefined)[] = [];
+    const failure = await (async () => {
+      for await (const frame of frames) cases.push(frame.value.case);
+    })().catch((e: unknown) => e);
+    abort.abort();
+    expect(cases).toEqual(["hello"]);
+    expect(failure).toMatchObject({
+      code: "transport",
+      message: expect.stringMatching(
+        /the global's frames for zone "zone-1" stopped: writer broke \(test\)/,
+      ),
+    });
+    expect(pulls).toBe(1);
+    expect(hub.links).toBe(0);
+  });
 });

@@ -212,7 +212,10 @@ export class ConnectionGuard {
     const cap = this.#options.maxConnectionsPerIdentity;
     if (identity === undefined || cap === undefined) return;
     let held = this.#byIdentity.get(identity);
-    if (held === undefined) this.#byIdentity.set(identity, (held = new Set()));
+    if (held === undefined) {
+      held = new Set();
+      this.#byIdentity.set(identity, held);
+    }
     held.add(tracked);
     while (held.size > cap) {
       const oldest = held.values().next().value as Tracked;

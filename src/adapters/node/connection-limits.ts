@@ -288,7 +288,10 @@ function closeWhenIdle(
     if (open > 0 || session.closed || session.destroyed) return;
     // A timer may fire a fraction of a millisecond early (the loop's clock counts whole milliseconds).
     const left = idleTimeoutMs - (performance.now() - idleSince);
-    if (left > 0) return wait(Math.ceil(left));
+    if (left > 0) {
+      wait(Math.ceil(left));
+      return;
+    }
     onIdle();
     session.close();
     setTimeout(() => {

@@ -55,7 +55,9 @@ async function serve(
     (await handler(request)) ??
     new Response("not found\n", { status: 404, headers: { "content-type": "text/plain" } });
   const head: Record<string, string> = {};
-  response.headers.forEach((value, name) => (head[name] = value));
+  response.headers.forEach((value, name) => {
+    head[name] = value;
+  });
   res.writeHead(response.status, head);
   if (response.body === null) {
     res.end();

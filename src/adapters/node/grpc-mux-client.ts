@@ -143,7 +143,9 @@ async function openStream(
 ): Promise<AsyncIterable<Frame>> {
   if (signal.aborted) throw cancelled(target, signal.reason);
   const requestHeaders: http2.OutgoingHttpHeaders = {};
-  headers.forEach((value, name) => (requestHeaders[name] = value));
+  headers.forEach((value, name) => {
+    requestHeaders[name] = value;
+  });
   Object.assign(requestHeaders, {
     ":method": "POST",
     ":path": path,
@@ -176,8 +178,9 @@ async function openStream(
       cancel();
       done();
       if (headerError !== undefined) throw fromConnectError(headerError, target);
-      // Trailers-only OK: the global ended the stream before sending anything.
-      return (async function* () {})();
+      return (async function* () {
+        // Trailers-only OK: the global ended the stream before sending anything, so there is nothing to yield.
+      })();
     }
   } catch (error) {
     cancel();

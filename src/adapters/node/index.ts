@@ -15,7 +15,7 @@ export {
   type ServeGlobalOptions,
   type ServedGlobal,
 } from "./serve-global.ts";
-export { type GateDecision, type GateRequest, type RequestGate } from "./request-gate.ts";
+export type { GateDecision, GateRequest, RequestGate } from "./request-gate.ts";
 export {
   DEFAULT_AUTH_TIMEOUT_MS,
   DEFAULT_MAX_CONNECTIONS_PER_ADMIN_TOKEN,

@@ -123,7 +123,9 @@ async function serveMuxStream(
   setTrailerStatus(
     new Headers(),
     failure === undefined ? undefined : toConnectError(failure),
-  ).forEach((value, name) => (trailers[name] = value));
+  ).forEach((value, name) => {
+    trailers[name] = value;
+  });
   response.addTrailers(trailers);
   response.end();
 }

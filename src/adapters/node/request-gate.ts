@@ -75,7 +75,9 @@ export function refuseRequest(request: NodeRequest, response: NodeResponse, erro
   if (response.headersSent || response.writableEnded) return;
   const connectError = toConnectError(error);
   const extra: Record<string, string> = {};
-  connectError.metadata.forEach((value, name) => (extra[name] = value));
+  connectError.metadata.forEach((value, name) => {
+    extra[name] = value;
+  });
   if (request.httpVersionMajor === 1) extra.connection = "close";
   const type = String(request.headers["content-type"] ?? "");
   const message = connectError.rawMessage;
@@ -179,7 +181,10 @@ export function guardRequestBody(
   request.once("close", finish);
   response.once("finish", finish);
   response.once("close", finish);
-  if (isComplete(request)) return finish();
+  if (isComplete(request)) {
+    finish();
+    return;
+  }
   timer = setTimeout(check, timeoutMs);
   timer.unref();
 }

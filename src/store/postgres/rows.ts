@@ -64,7 +64,7 @@ export function decodeResource(types: TypeRegistry, row: ResourceRow): StoredRes
       `the store holds ${row.kind} "${resourceKey(row.mesh, row.name)}", a kind this process does not register; register it or read another kind`,
     );
   }
-  let spec;
+  let spec: StoredResource["spec"];
   try {
     spec = fromBinary(type.schema, row.spec);
   } catch (error) {

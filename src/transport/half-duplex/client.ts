@@ -27,7 +27,7 @@ import { anySignal, sleep } from "../../util/abort.ts";
 import { backoffCeiling, type ResolvedBackoff } from "../../util/backoff.ts";
 import { systemClock, type Clock } from "../../util/clock.ts";
 import { Waker } from "../../util/wake.ts";
-import { fromConnectError } from "../../connect-errors.ts";
+import { fromConnectError, KDS_ERROR_CODE_HEADER } from "../../connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "../transport.ts";
 
 /** Delays between attempts to re-open a broken Pull or to retry a Push: 50 ms doubling to 2 s. */
@@ -127,7 +127,14 @@ class HalfDuplexLink {
         }),
       ),
     );
-    void this.#pushLoop().catch(() => undefined);
+    // The loop handles a failed Push itself; an error escaping it is unexpected, and ends the link with its reason rather than leaving the zone's frames unsent.
+    void this.#pushLoop().catch((error: unknown) =>
+      this.#fail(
+        new KdsError("transport", `pushing the zone's frames stopped: ${String(error)}`, {
+          cause: error,
+        }),
+      ),
+    );
     return this.#inbound(first);
   }
 
@@ -158,6 +165,9 @@ class HalfDuplexLink {
       } catch (error) {
         if (this.#fatal !== undefined) throw this.#fatal;
         if (this.#request.signal.aborted) throw error;
+        // The global ended the Pull with the session's end (a status carrying a kds-mux error code): there is nothing to resume.
+        if (error instanceof ConnectError && error.metadata.has(KDS_ERROR_CODE_HEADER))
+          throw fromConnectError(error, this.#target);
         stream = await this.#resume(error);
         continue;
       }

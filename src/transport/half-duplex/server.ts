@@ -54,6 +54,13 @@ interface Link {
   readonly buffer: { seq: bigint; frame: Frame }[];
   nextSeq: bigint;
   outboundDone: boolean;
+  /**
+   * Why the session's frames stopped, when they stopped with an error (the
+   * session ended for a failure or a revocation, or its writer failed): the
+   * Pull then ends with it as its status, as a `StreamMessage` call would,
+   * instead of the end marker.
+   */
+  failure: KdsError | undefined;
   pullGeneration: number;
   pullActive: boolean;
   resumeTimer: ReturnType<typeof setTimeout> | undefined;
@@ -142,6 +149,10 @@ export class HalfDuplexHub {
           continue;
         }
         if (link.outboundDone) {
+          if (link.failure !== undefined) {
+            this.#drop(link);
+            throw toConnectError(link.failure);
+          }
           yield response({ end: true });
           // Everything before the end marker has been written: the link is done.
           this.#drop(link);
@@ -201,6 +212,7 @@ export class HalfDuplexHub {
       buffer: [],
       nextSeq: 1n,
       outboundDone: false,
+      failure: undefined,
       pullGeneration: 0,
       pullActive: false,
       resumeTimer: undefined,
@@ -246,12 +258,22 @@ export class HalfDuplexHub {
         link.buffer.push({ seq: link.nextSeq++, frame: r.value });
         link.changed.notify();
       }
-    } catch {
-      // The session's writer failed, or the session ended for a failure (its
-      // goaway, already in the buffer, tells the zone why); the link ends below.
+    } catch (error) {
+      // The session ended for a failure (its goaway, already in the buffer,
+      // tells the zone why) or its writer failed: the Pull ends with it.
+      link.failure =
+        error instanceof KdsError
+          ? error
+          : new KdsError(
+              "transport",
+              `the global's frames for zone "${link.zone}" stopped: ${error instanceof Error ? error.message : String(error)}`,
+              { cause: error },
+            );
     }
     link.outboundDone = true;
     link.changed.notify();
+    // With no Pull open and nothing left to send, the zone already has the goaway (when there was one):
+    // the link ends now rather than staying admitted for a Pull that may never come.
     if (link.buffer.length === 0 && !link.pullActive) this.#drop(link);
   }
 

@@ -83,7 +83,8 @@ export type PullResponse = Message<"kds.mux.v1.PullResponse"> & {
   pushAckedSeq: bigint;
 
   /**
-   * The global's frames are complete (its session ended); the Pull ends after this.
+   * The global's frames are complete (its session ended, not for a failure: a failure ends
+   * the Pull with its status instead); the Pull ends after this.
    *
    * @generated from field: bool end = 5;
    */
