@@ -45,7 +45,11 @@ import {
 } from "./serve-commands.ts";
 import { stopSignal } from "./signals.ts";
 import { drainTimeoutOption } from "./drain.ts";
-import { rebalanceIntervalOption, rebalanceMovesOption } from "./rebalance-flags.ts";
+import {
+  advertiseUrlOption,
+  rebalanceIntervalOption,
+  rebalanceMovesOption,
+} from "./rebalance-flags.ts";
 import { dataDirOption, storeOption } from "./store-option.ts";
 import {
   generateAdminToken,
@@ -184,6 +188,7 @@ export function program(): Command {
     .addOption(drainTimeoutOption())
     .addOption(rebalanceIntervalOption())
     .addOption(rebalanceMovesOption())
+    .addOption(advertiseUrlOption())
     .addOption(maxHandshakesOption())
     .addOption(maxHandshakesPerZoneOption())
     .addOption(authTimeoutOption())
