@@ -41,3 +41,5 @@ export {
   streamObservers,
   type StreamObservers,
 } from "./sync-observers.ts";
+export type { KnownZones, ZoneFacts } from "./cross-zone.ts";
+export type { StoreSinkOptions } from "./store-sink.ts";
