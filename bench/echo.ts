@@ -1,14 +1,19 @@
 // Throughput of one logical stream of a mux session vs a raw Connect bidi
 // echo vs a grpc-js bidi echo, all gRPC over h2c on loopback, same proto,
-// incompressible payloads. Each side echoes what it receives; a window of
-// messages is in flight.
+// incompressible payloads, and the floor: plain node:http2 carrying the same
+// encoded frame, length-prefixed, with no protobuf per message. Each side
+// echoes what it receives; a window of messages is in flight.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient, type ConnectRouter } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
 import { serveRoutes } from "../src/adapters/node/serve-global.ts";
+import { DEFAULT_HTTP2_WINDOW_BYTES } from "../src/adapters/node/http2-windows.ts";
 import { FrameSchema, MultiplexService, type Frame } from "../src/gen/kds/mux/v1/mux_pb.ts";
 import { DiscoveryRequestSchema, DiscoveryResponseSchema } from "../src/gen/kds/v1/discovery_pb.ts";
+import { PrefixedReader, lengthPrefixed } from "./floor-wire.ts";
 // The mux is measured without zone authentication (a token check happens once per connect, not per frame).
 import { insecureZoneAuthenticator } from "../src/auth/zone-authenticator.ts";
 import { GlobalServer } from "../src/global/global-server.ts";
@@ -194,5 +199,65 @@ export async function grpcJsEcho(size: number, count: number, window = 64): Prom
   } finally {
     client.close();
     await new Promise<void>((r) => server.tryShutdown(() => r()));
+  }
+}
+
+/**
+ * The echo's floor: plain node:http2 (one connection, one stream), the
+ * client writing the same encoded frame (gRPC length-prefixed, encoded once)
+ * with `window` in flight, the server splitting the stream into frames and
+ * writing each back length-prefixed, the client counting whole frames.
+ */
+export async function http2Echo(size: number, count: number, window = 64): Promise<EchoResult> {
+  // Windows as large as the zone's and the global's (src/adapters/node/http2-windows.ts): Node's 64 KiB default would stall a window of 64 KiB frames.
+  const settings = { initialWindowSize: DEFAULT_HTTP2_WINDOW_BYTES };
+  const server = http2.createServer({ settings });
+  server.on("session", (s) => s.setLocalWindowSize(DEFAULT_HTTP2_WINDOW_BYTES));
+  server.on("stream", (stream) => {
+    stream.respond({ ":status": 200 });
+    const reader = new PrefixedReader(size + 1024);
+    stream.on("data", (chunk: Buffer) => {
+      for (const body of reader.push(chunk)) stream.write(lengthPrefixed(body));
+    });
+    stream.on("end", () => stream.end());
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const session = http2.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, {
+    settings,
+  });
+  session.once("connect", () => session.setLocalWindowSize(DEFAULT_HTTP2_WINDOW_BYTES));
+  try {
+    const frame = lengthPrefixed(
+      toBinary(
+        FrameSchema,
+        create(FrameSchema, { value: { case: "request", value: benchRequest(payload(size)) } }),
+      ),
+    );
+    const stream = session.request({ ":method": "POST", ":path": "/echo" });
+    const reader = new PrefixedReader(size + 1024);
+    const started = performance.now();
+    let sent = 0;
+    let received = 0;
+    await new Promise<void>((resolve, reject) => {
+      const pump = (): void => {
+        while (sent < count && sent - received < window) {
+          sent++;
+          stream.write(frame);
+        }
+      };
+      stream.on("data", (chunk: Buffer) => {
+        received += reader.push(chunk).length;
+        if (received === count) {
+          stream.end();
+          resolve();
+        } else pump();
+      });
+      stream.on("error", reject);
+      pump();
+    });
+    return result(count, size, performance.now() - started);
+  } finally {
+    session.close();
+    await new Promise<void>((r) => server.close(() => r()));
   }
 }

@@ -2,11 +2,20 @@
 // `from + count - 1`, zone i dialing urls[i mod urls.length], every
 // `zonesPerConnection` zones of one url sharing one HTTP/2 connection (one
 // Connect transport), at most `dialsInFlight` zones connecting at once.
-// Prints JSON lines: {"progress", "at"} (zones synced so far) at most once a
-// second while connecting, {"ready", "startedAt", "readyAt", "connections"}
-// once every zone mirrors the Mesh, then {"seq", "arrivals"}
-// for each change the parent makes (times as performance.timeOrigin +
-// performance.now(), comparable across processes on one machine).
+// It acts on JSON lines on stdin:
+//   {"floorOpen": url}  opens one plain node:http2 stream per zone to the
+//                       floor server at url (connections shared as the
+//                       zones' are), replies {"floorOpened", "heapBytes",
+//                       "rssBytes"} (this process's growth, after GC)
+//   {"startZones": 1}   starts the zones
+//   {"stopZones": 1}    stops them, replies {"zonesStopped"}
+// and prints JSON lines: {"progress", "at"} (zones synced so far) at most
+// once a second while connecting, {"ready", "startedAt", "readyAt",
+// "connections"} once every zone mirrors the Mesh, then {"seq", "arrivals"}
+// for each change the parent makes and {"floorSeq", "arrivals"} for each
+// write of `floorBytes` bytes to every floor stream (times as
+// performance.timeOrigin + performance.now(), comparable across processes
+// on one machine). End of stdin: stop and exit.
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
 import { setMaxListeners } from "node:events";
@@ -19,8 +28,15 @@ import type { ResourceStore, StoreChange } from "../src/store/contract.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
 import type { RetryInfo } from "../src/zone/zone-client.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
+import * as http2 from "node:http2";
+import { createInterface } from "node:readline";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 
-const { urls, from, count, zonesPerConnection, tokensFile, dialsInFlight } = JSON.parse(
+setFlagsFromString("--expose-gc");
+const gc = runInNewContext("gc") as () => void;
+
+const { urls, from, count, zonesPerConnection, tokensFile, dialsInFlight, floorBytes } = JSON.parse(
   process.argv[2] as string,
 ) as {
   urls: string[];
@@ -29,15 +45,22 @@ const { urls, from, count, zonesPerConnection, tokensFile, dialsInFlight } = JSO
   count: number;
   zonesPerConnection: number;
   tokensFile: string;
+  /** Bytes the parent writes to every floor stream per floor round. */
+  floorBytes: number;
 };
 const tokens = JSON.parse(readFileSync(tokensFile, "utf8")) as string[];
 const stop = new AbortController();
 setMaxListeners(0, stop.signal);
-/** Calls `onChange` for every Mesh and ZoneIngress change of `store` until the bench stops (a cross-zone run changes another zone's ZoneIngress). */
+/** Stops the zones' sessions and connections (stopZones, or the end). */
+const zonesStop = new AbortController();
+setMaxListeners(0, zonesStop.signal);
+stop.signal.addEventListener("abort", () => zonesStop.abort(), { once: true });
+/** Calls `onChange` for every Mesh change of `store` until the bench stops. */
 async function follow(
   store: ResourceStore,
   onChange: (change: StoreChange) => void,
 ): Promise<void> {
+  // ZoneIngress too: a cross-zone run changes another zone's ZoneIngress instead of the Mesh.
   for await (const change of store.watch(0, {
     signal: stop.signal,
     kinds: ["Mesh", "ZoneIngress"],
@@ -49,7 +72,8 @@ const now = (): number => performance.timeOrigin + performance.now();
 const arrivals = new Map<number, number[]>();
 const transports = new Map<string, MuxTransport>();
 let ready = 0;
-const startedAt = now();
+/** When this process started dialing its zones (startZones). */
+let startedAt = now();
 const trace = process.env.KDS_BENCH_TRACE === "1";
 /** Retries by the code that ended the dial or session (session_closed: the end's own code). */
 const retries = new Map<string, number>();
@@ -94,7 +118,7 @@ function startZone(i: number): void {
               sessionManager: windowedSessionManager(urls[u] as string),
             }),
           )
-        : grpcMuxTransport(urls[u] as string, { signal: stop.signal });
+        : grpcMuxTransport(urls[u] as string, { signal: zonesStop.signal });
     transports.set(key, transport);
   }
   const zone = new ZoneControlPlane({
@@ -128,9 +152,8 @@ function startZone(i: number): void {
     arrivals.set(seq, list);
     if (list.length === count) process.stdout.write(`${JSON.stringify({ seq, arrivals: list })}\n`);
   });
-  void zone.run(stop.signal);
+  void zone.run(zonesStop.signal);
 }
-startNext();
 // How many zones are synced, once a second while it changes, so the parent can report a run that does not finish.
 let reported = 0;
 const progressLines = setInterval(() => {
@@ -155,10 +178,71 @@ const progress = setInterval(
   },
   trace ? 5_000 : 30_000,
 );
-process.stdin.on("data", () => undefined);
-process.stdin.on("end", () => {
+/** Heap and RSS after GC. */
+function memory(): { heap: number; rss: number } {
+  for (let i = 0; i < 3; i++) gc();
+  const m = process.memoryUsage();
+  return { heap: m.heapUsed, rss: m.rss };
+}
+
+const floorSessions: http2.ClientHttp2Session[] = [];
+const floorArrivals = new Map<number, number[]>();
+/** Opens one held stream per zone to the floor server; records when each has read each round's bytes. */
+async function openFloor(url: string): Promise<void> {
+  const before = memory();
+  let session: http2.ClientHttp2Session | undefined;
+  const open = async (j: number): Promise<void> => {
+    if (j % zonesPerConnection === 0 || session === undefined) {
+      session = http2.connect(url);
+      session.on("error", () => undefined); // a stream's error below says what failed
+      floorSessions.push(session);
+    }
+    const stream = session.request({ ":method": "POST", ":path": "/floor" });
+    await new Promise<void>((resolve, reject) => {
+      stream.once("response", () => resolve());
+      stream.once("error", reject);
+    });
+    let received = 0;
+    let round = 1;
+    stream.on("data", (chunk: Buffer) => {
+      received += chunk.byteLength;
+      for (; received >= round * floorBytes; round++) {
+        const list = floorArrivals.get(round) ?? [];
+        list.push(now());
+        floorArrivals.set(round, list);
+        if (list.length === count)
+          process.stdout.write(`${JSON.stringify({ floorSeq: round, arrivals: list })}\n`);
+      }
+    });
+  };
+  // 200 at a time: a burst of thousands of dials overflows the listener's accept queue.
+  for (let j = 0; j < count; j += 200) {
+    const batch: Promise<void>[] = [];
+    for (let k = j; k < Math.min(count, j + 200); k++) batch.push(open(k));
+    await Promise.all(batch);
+  }
+  const after = memory();
+  process.stdout.write(
+    `${JSON.stringify({ floorOpened: count, heapBytes: after.heap - before.heap, rssBytes: after.rss - before.rss })}\n`,
+  );
+}
+
+void (async () => {
+  for await (const line of createInterface({ input: process.stdin })) {
+    const command = JSON.parse(line) as { floorOpen?: string; startZones?: 1; stopZones?: 1 };
+    if (command.floorOpen !== undefined) await openFloor(command.floorOpen);
+    else if (command.startZones !== undefined) {
+      startedAt = now();
+      startNext();
+    } else if (command.stopZones !== undefined) {
+      zonesStop.abort();
+      await new Promise((r) => setTimeout(r, 500));
+      process.stdout.write(`${JSON.stringify({ zonesStopped: true })}\n`);
+    }
+  }
   stop.abort();
   clearInterval(progress);
   clearInterval(progressLines);
+  for (const s of floorSessions) s.destroy();
   setTimeout(() => process.exit(0), 500);
-});
+})();

@@ -8,9 +8,22 @@
 // long one change takes to reach every zone (p50 and p99 over zones and
 // rounds; arrival times on the common clock performance.timeOrigin + now).
 //
+// The floor, in the same processes: a plain node:http2 server in this
+// process, one stream per zone held open by the same zone processes (its
+// connections shared as the zones' are); each floor round writes the bytes of
+// one change's mux frame (bench/floor-wire.ts) once to every stream, and the
+// latency is until each stream has read them. Its memory per held stream (this
+// process, and the zone processes' side) is the idle zone's floor. With room
+// for both sets of sockets (`floor: "interleaved"`) the floor streams open
+// before the zones and stay open, and each change is followed by a floor
+// round; without (10,000 zones need about 20,000 open files on this process,
+// `floor: "after"`) the floor runs after the zones stopped.
+//
 //   npx tsx bench/fanout.ts '{"zones":1000,"rounds":5,"processes":4}'
 import { create } from "@bufbuild/protobuf";
-import { spawn, type ChildProcessByStdio } from "node:child_process";
+import { execFileSync, spawn, type ChildProcessByStdio } from "node:child_process";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
 import { setMaxListeners } from "node:events";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -36,6 +49,7 @@ import { openDatabase, openStore, type BenchDatabase, type StoreKind } from "./b
 import { childNodeArgs, isMain } from "./fresh.ts";
 import { SKIPPED } from "./summary.ts";
 import { percentile } from "./percentile.ts";
+import { meshChangeFrame } from "./floor-wire.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { noopMetrics, type Metrics } from "../src/metrics.ts";
 
@@ -63,6 +77,8 @@ export interface FanoutOptions {
   readonly roundTimeoutMs?: number;
   /** serveGlobal's `directMuxStream` (false: every zone through connect-node's handler, for A/B runs). Default true. */
   readonly directMuxStream?: boolean;
+  /** How the floor runs (see the top of this file): "interleaved", "after" or "none". Default: "interleaved" when this process may open twice the zones' sockets, else "after". */
+  readonly floor?: FloorMode;
   /**
    * The cross-zone flow: what changes is not the Mesh on the global but a
    * ZoneIngress (zone-to-zones) made in one more zone, the origin (in this
@@ -70,6 +86,30 @@ export interface FanoutOptions {
    * other zone through the global: zone, global, zones. Default false.
    */
   readonly crossZone?: boolean;
+}
+
+/** When the fan-out's floor runs: beside the zones, after them, or not at all. */
+export type FloorMode = "interleaved" | "after" | "none";
+
+/** The fan-out's floor: the same bytes to plain node:http2 streams held by the same zone processes. */
+export interface FanoutFloor {
+  readonly mode: FloorMode;
+  /** Bytes written to every stream per round (one change's mux frame). */
+  readonly bytes: number;
+  /** Write to every stream until a stream has read the bytes: p50 over every stream and round. */
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+  /** This process's heap growth per held stream (after GC). With "after" it also holds what the stopped zones released (often below zero): a floor only with "interleaved". */
+  readonly heapPerStreamKiB: number;
+  /** This process's RSS growth per held stream. */
+  readonly rssPerStreamKiB: number;
+  /** The zone processes' heap growth per held stream (after GC). */
+  readonly clientHeapPerStreamKiB: number;
+  /** The zone processes' RSS growth per held stream. */
+  readonly clientRssPerStreamKiB: number;
+  /** CPU time of this process per round and stream, microseconds. */
+  readonly cpuUsPerStream: number;
 }
 
 /** One fan-out run's figures. */
@@ -87,7 +127,7 @@ export interface FanoutResult {
   readonly connected: number;
   /** From the first zone process starting to dial until every zone mirrors the Mesh. */
   readonly connectMs: number;
-  /** Growth of the global process's heap (after GC) from before any zone dialed to all connected (to the deadline when not complete), per connected zone. */
+  /** Growth of the global process's heap (after GC) from before any zone dialed (with "interleaved", after the floor's streams opened) to all connected (to the deadline when not complete), per connected zone. */
   readonly heapPerZoneKiB: number;
   /** The same for RSS. */
   readonly rssPerZoneKiB: number;
@@ -97,6 +137,13 @@ export interface FanoutResult {
   readonly maxMs: number;
   /** CPU time (user + system) of the global's process from each change until every zone has it, per change and zone, in microseconds: the global's work per zone, which wall-clock times hide on a loaded machine. */
   readonly globalCpuUsPerZoneChange: number;
+  /** The floor; undefined when `floor` was "none". */
+  readonly floor?: FanoutFloor;
+}
+
+/** This process's soft limit on open files. */
+function fdSoftLimit(): number {
+  return Number(execFileSync("sh", ["-c", "ulimit -Sn"], { encoding: "utf8" }).trim());
 }
 
 function memory(): { heap: number; rss: number } {
@@ -141,7 +188,23 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
   const children: Child[] = [];
   const dir = mkdtempSync(join(tmpdir(), "kds-mux-fanout-"));
   let traceTimer: ReturnType<typeof setInterval> | undefined;
+  // Twice the zones' sockets (theirs and the floor's) plus room for the store, the children and the files.
+  const floorMode: FloorMode =
+    options.floor ?? (2 * zones + 1_000 <= fdSoftLimit() ? "interleaved" : "after");
+  const floorFrame = meshChangeFrame("seq-1");
+  const floorStreams: http2.ServerHttp2Stream[] = [];
+  const floorServer = http2.createServer();
+  floorServer.on("stream", (stream) => {
+    // A zone process that ends destroys its streams: that reset is the end of the bench, not a fault to report.
+    stream.on("error", () => undefined);
+    stream.respond({ ":status": 200 });
+    floorStreams.push(stream);
+  });
   try {
+    await new Promise<void>((r) =>
+      floorServer.listen({ port: 0, host: "127.0.0.1", backlog: 4096 }, r),
+    );
+    const floorUrl = `http://127.0.0.1:${(floorServer.address() as AddressInfo).port}`;
     const trace = process.env.KDS_BENCH_TRACE === "1";
     const counts = new Map<string, number>();
     const count = (key: string): void => void counts.set(key, (counts.get(key) ?? 0) + 1);
@@ -222,6 +285,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         zonesPerConnection,
         tokensFile,
         dialsInFlight: options.dialsInFlight,
+        floorBytes: floorFrame.byteLength,
       };
       const child = spawn(
         process.execPath,
@@ -248,6 +312,60 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         else return line;
       }
     };
+    const tell = (command: unknown): void => {
+      for (const child of children) child.stdin.write(`${JSON.stringify(command)}\n`);
+    };
+    const roundTimeoutMs = options.roundTimeoutMs ?? 60_000;
+    /** Opens the floor's streams; their memory per stream on both sides. */
+    const openFloor = async () => {
+      const base = memory();
+      tell({ floorOpen: floorUrl });
+      const opened = await within(Promise.all(children.map((_, p) => next(p))), 300_000);
+      if (opened === undefined) throw new Error("the floor's streams did not open within 300 s");
+      if (floorStreams.length !== zones)
+        throw new Error(`the floor server holds ${floorStreams.length} of ${zones} streams`);
+      await new Promise((r) => setTimeout(r, 1_000));
+      const held = memory();
+      const sum = (k: string): number => opened.reduce((a, o) => a + (o[k] as number), 0);
+      return {
+        held,
+        heapPerStreamKiB: (held.heap - base.heap) / zones / 1024,
+        rssPerStreamKiB: (held.rss - base.rss) / zones / 1024,
+        clientHeapPerStreamKiB: sum("heapBytes") / zones / 1024,
+        clientRssPerStreamKiB: sum("rssBytes") / zones / 1024,
+      };
+    };
+    const floorLatencies: number[] = [];
+    let floorCpuUs = 0;
+    let floorRounds = 0;
+    /** Writes the frame once to every floor stream; false when a stream did not read it in time. */
+    const floorRound = async (seq: number): Promise<boolean> => {
+      const sentAt = performance.timeOrigin + performance.now();
+      const cpuBefore = process.cpuUsage();
+      for (const stream of floorStreams) stream.write(floorFrame);
+      const done = await within(Promise.all(children.map((_, p) => next(p))), roundTimeoutMs);
+      const cpu = process.cpuUsage(cpuBefore);
+      if (done === undefined) {
+        process.stderr.write(
+          `fan-out floor: write ${seq} did not reach every stream within ${roundTimeoutMs / 1000} s\n`,
+        );
+        return false;
+      }
+      floorCpuUs += cpu.user + cpu.system;
+      floorRounds++;
+      for (const d of done) {
+        if (d.floorSeq !== seq)
+          throw new Error(
+            `expected the floor's arrivals of write ${seq}, got ${JSON.stringify(d).slice(0, 200)}`,
+          );
+        for (const at of d.arrivals as number[]) floorLatencies.push(at - sentAt);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      return true;
+    };
+    const floorMemory = floorMode === "interleaved" ? await openFloor() : undefined;
+    const zonesBase = floorMemory?.held ?? before;
+    tell({ startZones: 1 });
     const connectTimeoutMs = options.connectTimeoutMs ?? 300_000;
     const ready = await within(Promise.all(children.map((_, p) => next(p))), connectTimeoutMs);
     let complete = ready !== undefined;
@@ -271,7 +389,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     const latencies: number[] = [];
     let cpuUs = 0;
     let measuredRounds = 0;
-    const roundTimeoutMs = options.roundTimeoutMs ?? 60_000;
+    let floorComplete = true;
     for (let seq = 1; complete && seq <= rounds; seq++) {
       const sentAt = performance.timeOrigin + performance.now();
       const cpuBefore = process.cpuUsage();
@@ -306,8 +424,35 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         for (const at of d.arrivals as number[]) latencies.push(at - sentAt);
       }
       await new Promise((r) => setTimeout(r, 200));
+      if (floorMode === "interleaved" && floorComplete) floorComplete = await floorRound(seq);
+    }
+    let afterMemory: Awaited<ReturnType<typeof openFloor>> | undefined;
+    if (floorMode === "after") {
+      tell({ stopZones: 1 });
+      const stopped = await within(Promise.all(children.map((_, p) => next(p))), 60_000);
+      if (stopped === undefined) throw new Error("the zones did not stop within 60 s");
+      afterMemory = await openFloor();
+      for (let seq = 1; floorComplete && seq <= rounds; seq++)
+        floorComplete = await floorRound(seq);
     }
     latencies.sort((a, b) => a - b);
+    floorLatencies.sort((a, b) => a - b);
+    const floorHeld = floorMemory ?? afterMemory;
+    const floor: FanoutFloor | undefined =
+      floorHeld === undefined || !floorComplete
+        ? undefined
+        : {
+            mode: floorMode,
+            bytes: floorFrame.byteLength,
+            p50Ms: percentile(floorLatencies, 50),
+            p99Ms: percentile(floorLatencies, 99),
+            maxMs: floorLatencies.at(-1) ?? Number.NaN,
+            heapPerStreamKiB: floorHeld.heapPerStreamKiB,
+            rssPerStreamKiB: floorHeld.rssPerStreamKiB,
+            clientHeapPerStreamKiB: floorHeld.clientHeapPerStreamKiB,
+            clientRssPerStreamKiB: floorHeld.clientRssPerStreamKiB,
+            cpuUsPerStream: floorRounds === 0 ? Number.NaN : floorCpuUs / floorRounds / zones,
+          };
     return {
       zones,
       rounds,
@@ -318,12 +463,13 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       complete,
       connected,
       connectMs,
-      heapPerZoneKiB: (after.heap - before.heap) / Math.max(1, connected) / 1024,
-      rssPerZoneKiB: (after.rss - before.rss) / Math.max(1, connected) / 1024,
+      heapPerZoneKiB: (after.heap - zonesBase.heap) / Math.max(1, connected) / 1024,
+      rssPerZoneKiB: (after.rss - zonesBase.rss) / Math.max(1, connected) / 1024,
       p50Ms: percentile(latencies, 50),
       p99Ms: percentile(latencies, 99),
       maxMs: latencies.at(-1) ?? Number.NaN,
       globalCpuUsPerZoneChange: measuredRounds === 0 ? Number.NaN : cpuUs / measuredRounds / zones,
+      floor: floorMode === "none" ? undefined : floor,
     };
   } finally {
     clearInterval(traceTimer);
@@ -335,6 +481,8 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     );
     stop.abort();
     for (const s of served) await s.close();
+    for (const stream of floorStreams) stream.destroy();
+    await new Promise<void>((r) => floorServer.close(() => r()));
     for (const g of globals) await (g.store as { close?: () => Promise<void> }).close?.();
     await database?.close();
     rmSync(dir, { recursive: true, force: true });

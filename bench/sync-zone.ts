@@ -1,8 +1,10 @@
 // Child process of the sync benchmark: the zone, in its own process (as in a
 // real deployment), so the global and the zone do not share an event loop.
 // Protocol on stdin/stdout, one JSON line each:
-//   start -> {"done": ms, "cpuMs": c, "bytes": b, "resources": r} once `expect` holds
-//            (cpuMs: this process's CPU time meanwhile, user + system, every thread)
+//   start -> {"done": ms, "cpuMs": c, "bytes": b, "resources": r, "phase", "startupCpuMs"}
+//            once `expect` holds (cpuMs: this process's CPU time meanwhile, user +
+//            system, every thread; phase: that and its GC time, bench/cpu-phase.ts;
+//            startupCpuMs: CPU time from the process's start to this command)
 //   stop  -> {"stopped": true}
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { toBinary } from "@bufbuild/protobuf";
@@ -20,6 +22,7 @@ import { KIND_CATALOG_TYPE_URL } from "../src/sync/kind-catalog.ts";
 import { connectMuxTransport } from "../src/transport/connect.ts";
 import type { MuxTransport } from "../src/transport/transport.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
+import { cpuSinceStartMs, phase, settle } from "./cpu-phase.ts";
 
 const [url, mode, maxText, countText, token] = process.argv.slice(2) as [
   string,
@@ -113,20 +116,26 @@ for await (const line of createInterface({ input: process.stdin })) {
     const { total, changedName, changedValue } = command.start;
     tally.bytes = 0;
     tally.resources = 0;
+    const startupCpuMs = cpuSinceStartMs();
+    settle(); // untimed, as the global did before this command
     const t0 = performance.now();
     const cpu0 = process.cpuUsage();
+    const cost = phase();
     run = new AbortController();
     running = zone.run(run.signal);
     const done = (): boolean =>
       changedName === undefined ? seen.size >= total : seen.get(changedName) === changedValue;
     while (!done()) await new Promise((r) => setTimeout(r, 2));
     const cpu = process.cpuUsage(cpu0);
+    const doneMs = performance.now() - t0;
     console.log(
       JSON.stringify({
-        done: performance.now() - t0,
+        done: doneMs,
         cpuMs: (cpu.user + cpu.system) / 1000,
         bytes: tally.bytes,
         resources: tally.resources,
+        phase: await cost(),
+        startupCpuMs,
       }),
     );
   } else if (command.stop !== undefined) {

@@ -3,7 +3,9 @@
 // serves all of them (as a deployed global has long loaded its resources when
 // a zone connects), time from the zone dialing until it holds all of them,
 // and bytes on the wire; then resume after a reconnect with 0.1% changed.
-// Run alone (a fresh process, as `npm run bench` does):
+// Both processes collect their garbage (untimed) before the zone dials, and
+// each phase's CPU and GC time is reported beside its wall clock
+// (bench/cpu-phase.ts). Run alone (a fresh process, as `npm run bench` does):
 // `npx tsx bench/sync.ts 100000 delta time memory`.
 import { create } from "@bufbuild/protobuf";
 import { spawn } from "node:child_process";
@@ -18,6 +20,7 @@ import type { WriteOp } from "../src/store/contract.ts";
 import { openDatabase, openStore, type StoreKind } from "./bench-store.ts";
 import { childNodeArgs, isMain } from "./fresh.ts";
 import { SKIPPED } from "./summary.ts";
+import { phase, settle, type PhaseCost } from "./cpu-phase.ts";
 
 export interface SyncResult {
   readonly resources: number;
@@ -37,6 +40,25 @@ export interface SyncResult {
   readonly resumeZoneCpuMs: number;
   readonly resumeBytes: number;
   readonly resumeResources: number;
+  /** Where the time went, per process and phase (CPU and GC time beside the wall clock; bench/cpu-phase.ts). */
+  readonly phases: SyncPhases;
+}
+
+/** CPU and GC time of the sync's phases in the global's process and the zone's. */
+export interface SyncPhases {
+  /** The global: writing the `resources` (memory store: in this process), its catch-up, serving the initial sync, the resume. */
+  readonly global: {
+    readonly write: PhaseCost;
+    readonly catchUp: PhaseCost;
+    readonly initial: PhaseCost;
+    readonly resume: PhaseCost;
+  };
+  /** The zone: CPU time spent starting (module loading) before it dialed; the initial sync; the resume. */
+  readonly zone: {
+    readonly startupCpuMs: number;
+    readonly initial: PhaseCost;
+    readonly resume: PhaseCost;
+  };
 }
 
 /** `n` policies, written in transactions of 1,000. */
@@ -126,17 +148,32 @@ export async function syncBench(
     },
   );
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-  const ask = async (command: unknown): Promise<Record<string, number>> => {
+  interface Answer {
+    done: number;
+    cpuMs: number;
+    bytes: number;
+    resources: number;
+    phase: PhaseCost;
+    startupCpuMs: number;
+  }
+  const ask = async (command: unknown): Promise<Answer> => {
     child.stdin.write(`${JSON.stringify(command)}\n`);
     const r = await lines.next();
     if (r.done === true) throw new Error("the zone process ended early");
-    return JSON.parse(r.value) as Record<string, number>;
+    return JSON.parse(r.value) as Answer;
   };
   try {
     await global.registerZone("zone-1");
+    let end = phase();
     await writePolicies(global, n);
+    const write = await end();
+    end = phase();
     const catchUpMs = await untilServed(global, n);
+    const catchUp = await end();
+    settle(); // untimed: the zone process settles too before it dials
+    end = phase();
     const initial = await ask({ start: { total: n } });
+    const initialGlobal = await end();
     await ask({ stop: true });
     const changed = Math.max(1, Math.round(n / 1000));
     for (let i = 0; i < changed; i++) {
@@ -147,23 +184,29 @@ export async function syncBench(
         spec: create(TrafficPolicySpecSchema, { services: ["changed"], timeoutMs: 2000 }),
       });
     }
+    end = phase();
     const resume = await ask({
       start: { total: n, changedName: `policy-${changed - 1}`, changedValue: 2000 },
     });
+    const resumeGlobal = await end();
     await ask({ stop: true });
     return {
       resources: n,
       store: storeKind,
       mode,
       catchUpMs,
-      initialMs: initial.done as number,
-      initialZoneCpuMs: initial.cpuMs as number,
-      initialBytes: initial.bytes as number,
+      initialMs: initial.done,
+      initialZoneCpuMs: initial.cpuMs,
+      initialBytes: initial.bytes,
       resumeChanged: changed,
-      resumeMs: resume.done as number,
-      resumeZoneCpuMs: resume.cpuMs as number,
-      resumeBytes: resume.bytes as number,
-      resumeResources: resume.resources as number,
+      resumeMs: resume.done,
+      resumeZoneCpuMs: resume.cpuMs,
+      resumeBytes: resume.bytes,
+      resumeResources: resume.resources,
+      phases: {
+        global: { write, catchUp, initial: initialGlobal, resume: resumeGlobal },
+        zone: { startupCpuMs: initial.startupCpuMs, initial: initial.phase, resume: resume.phase },
+      },
     };
   } finally {
     child.stdin.end(`${JSON.stringify({ exit: true })}\n`);

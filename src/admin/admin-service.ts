@@ -109,7 +109,7 @@ function zoneClient(backend: AdminBackend, zone: string): Client<typeof AdminSer
   if (backend.zoneTransport === undefined) {
     throw new KdsError(
       "invalid_argument",
-      `this is a zone's admin API; --zone "${zone}" asks a global to forward to a zone, so point --server at the global`,
+      `this is a zone's admin API; \`zone\` "${zone}" asks a global to forward to a zone, so send the request to the global's admin API`,
     );
   }
   return createClient(AdminService, backend.zoneTransport(zone));
@@ -134,7 +134,7 @@ export function assertWritable(role: "global" | "zone", type: ResourceType): voi
   if (role === "zone" && (type.direction === "global-to-zone" || type.kind === ZONE_KIND)) {
     throw new KdsError(
       "invalid_argument",
-      `${type.kind} resources are managed on the global and synced to zones; apply them with --server pointing at the global`,
+      `${type.kind} resources are managed on the global and synced to zones; apply them through the global's admin API`,
     );
   }
   if (
@@ -143,7 +143,7 @@ export function assertWritable(role: "global" | "zone", type: ResourceType): voi
   ) {
     throw new KdsError(
       "invalid_argument",
-      `${type.kind} resources are created in zones and synced to the global; apply them with --server pointing at a zone`,
+      `${type.kind} resources are created in zones and synced to the global; apply them through a zone's admin API`,
     );
   }
 }
@@ -158,7 +158,7 @@ export function assertNotCopy(role: "global" | "zone", found: StoredResource | u
   const origin = found.meta.labels[LABELS.zone] ?? "another zone";
   throw new KdsError(
     "invalid_argument",
-    `${found.kind} "${resourceKey(found.meta.mesh, found.meta.name)}" is a read-only copy of a resource of zone "${origin}"; change or delete it there (--server pointing at that zone), or pick another name`,
+    `${found.kind} "${resourceKey(found.meta.mesh, found.meta.name)}" is a read-only copy of a resource of zone "${origin}"; change or delete it there (through that zone's admin API), or pick another name`,
   );
 }
 
@@ -364,7 +364,7 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
             const where = request.mesh === "" ? "" : ` in mesh "${request.mesh}"`;
             const hint =
               type.scope === "mesh" && request.mesh === ""
-                ? `; ${type.kind} is mesh-scoped, pass --mesh`
+                ? `; ${type.kind} is mesh-scoped: give \`mesh\``
                 : "";
             throw new KdsError(
               "not_found",

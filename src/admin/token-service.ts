@@ -51,7 +51,7 @@ export function tokenServiceImpl(backend: TokenBackend): ServiceImpl<typeof Toke
         if (backend.role !== "global")
           throw new KdsError(
             "invalid_argument",
-            "zone tokens are issued by the global; pass --server with the global's admin API address",
+            "zone tokens are issued by the global; send the request to the global's admin API",
           );
         const issued = await tokens.issueZoneToken(request.zone, {
           validForMs: validFor(request.validForSeconds),
@@ -73,7 +73,7 @@ export function tokenServiceImpl(backend: TokenBackend): ServiceImpl<typeof Toke
         if (!(ADMIN_ROLES as readonly string[]).includes(request.role))
           throw new KdsError(
             "invalid_argument",
-            `--role must be one of ${ADMIN_ROLES.join(", ")}, got "${request.role}"`,
+            `\`role\` must be one of ${ADMIN_ROLES.join(", ")}, got "${request.role}"`,
           );
         const issued = await tokens.issueAdminToken(request.name, request.role as AdminRole, {
           validForMs: validFor(request.validForSeconds),

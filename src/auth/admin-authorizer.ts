@@ -86,7 +86,7 @@ export class TokenAdminAuthorizer implements AdminAuthorizer {
       throw new KdsError(
         "unauthenticated",
         `this admin API${this.#options.listen === undefined ? "" : ` (${this.#options.listen})`} is not bound to a loopback address, so every call needs an admin token: ` +
-          "pass --token TOKEN or set KDS_MUX_TOKEN (create one with: kds-mux generate admin-token --name NAME --role read-only|admin --server URL --token ADMIN_TOKEN)",
+          "send one as `authorization: Bearer TOKEN` (create one with: kds-mux generate admin-token --name NAME --role read-only|admin --server URL --token ADMIN_TOKEN)",
       );
     }
     const claims = await this.#authority.verifyAdminToken(token, signal);

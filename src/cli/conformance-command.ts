@@ -12,6 +12,7 @@ import { conformanceDialer, listenForZone } from "../adapters/node/conformance-l
 import { checkGlobal, checkZone, formatTable, type CheckResult } from "../conformance/index.ts";
 import { KdsError } from "../errors.ts";
 import { kindCatalog } from "../sync/kind-catalog.ts";
+import { withFlags } from "./option-flags.ts";
 import { parseDuration, parseListen } from "./address.ts";
 import { loadKindsFile } from "./kinds-file.ts";
 import { readPem, readTokenFile } from "./secret-files.ts";
@@ -103,7 +104,7 @@ function finish(
           null,
           2,
         )
-      : formatTable(results),
+      : withFlags(formatTable(results)),
   );
   const failed = results.filter((r) => r.outcome === "fail");
   if (failed.length > 0) {

@@ -5,6 +5,7 @@
  */
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { stringify } from "yaml";
+import { withFlags } from "./option-flags.ts";
 import type {
   AdminResource,
   SyncCounters,
@@ -190,7 +191,7 @@ function protocolText(z: ZoneInsight): string {
   return `${z.protocolVersion} (${z.features.length === 0 ? "no features" : z.features.join(", ")})`;
 }
 
-/** The lines under the zone table: each zone's last error, and how an offline zone's last session ended. */
+/** The lines under the zone table: each zone's last error, and how an offline zone's last session ended (options named as flags). */
 function zoneNotes(zones: ZoneInsight[], now: number): string[] {
   const notes: string[] = [];
   for (const z of zones) {
@@ -210,11 +211,11 @@ function zoneNotes(zones: ZoneInsight[], now: number): string[] {
       );
     if (z.lastErrorCode !== "")
       notes.push(
-        `${z.zone}: last error (${z.lastErrorCode}, ${age(z.lastErrorAt, now)} ago): ${z.lastErrorMessage}`,
+        `${z.zone}: last error (${z.lastErrorCode}, ${age(z.lastErrorAt, now)} ago): ${withFlags(z.lastErrorMessage)}`,
       );
     if (!z.online && z.lastEndCode !== "" && z.lastEndMessage !== z.lastErrorMessage)
       notes.push(
-        `${z.zone}: last session ended (${z.lastEndCode}, ${age(z.disconnectedAt, now)} ago): ${z.lastEndMessage}`,
+        `${z.zone}: last session ended (${z.lastEndCode}, ${age(z.disconnectedAt, now)} ago): ${withFlags(z.lastEndMessage)}`,
       );
   }
   return notes;

@@ -25,7 +25,11 @@ import { fileURLToPath } from "node:url";
 import { parseDocument } from "yaml";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { createTypeRegistry, ZONE_INSIGHT_KIND } from "../kinds/builtin-types.ts";
+import {
+  GLOBAL_INSTANCE_KIND,
+  ZONE_INSIGHT_KIND,
+  createTypeRegistry,
+} from "../kinds/builtin-types.ts";
 import {
   describeDeclaration,
   descriptorRegistry,
@@ -206,13 +210,14 @@ function declaration(
   };
 }
 
-/** The kinds kds-mux defines itself (Zone, ZoneInsight, the identity kinds): no kinds file may reuse their names. */
+/** The kinds kds-mux defines itself (Zone, ZoneInsight, GlobalInstance, the identity kinds): no kinds file may reuse their names. */
 function builtinKinds(): string[] {
   return [
     ...createTypeRegistry()
       .list()
       .map((t) => t.kind),
     ZONE_INSIGHT_KIND,
+    GLOBAL_INSTANCE_KIND,
   ];
 }
 

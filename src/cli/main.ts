@@ -19,6 +19,7 @@ import {
   requestTimeoutOption,
 } from "./connection-flags.ts";
 import { configurable, explainSettings } from "./configuration.ts";
+import { withFlags } from "./option-flags.ts";
 import { registerConformance } from "./conformance-command.ts";
 import { runDemo } from "./demo.ts";
 import { cliLogger, type LogFormat } from "./logger.ts";
@@ -45,7 +46,11 @@ import {
 } from "./serve-commands.ts";
 import { stopSignal } from "./signals.ts";
 import { drainTimeoutOption } from "./drain.ts";
-import { rebalanceIntervalOption, rebalanceMovesOption } from "./rebalance-flags.ts";
+import {
+  advertiseUrlOption,
+  rebalanceIntervalOption,
+  rebalanceMovesOption,
+} from "./rebalance-flags.ts";
 import { resetGuardOptions, zoneExpireAfterOption, zoneStaleAfterOption } from "./offline-flags.ts";
 import { dataDirOption, storeOption } from "./store-option.ts";
 import {
@@ -185,6 +190,7 @@ export function program(): Command {
     .addOption(drainTimeoutOption())
     .addOption(rebalanceIntervalOption())
     .addOption(rebalanceMovesOption())
+    .addOption(advertiseUrlOption())
     .addOption(zoneStaleAfterOption())
     .addOption(zoneExpireAfterOption());
   for (const option of resetGuardOptions("global")) globalCommand.addOption(option);
@@ -505,7 +511,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       return error.exitCode === 0 ? 0 : 2;
     }
     if (error instanceof KdsError) {
-      process.stderr.write(`error: ${explainSettings(error.message)}\n`);
+      process.stderr.write(`error: ${explainSettings(withFlags(error.message))}\n`);
       return error.code === "invalid_argument" ? 2 : 1;
     }
     process.stderr.write(

@@ -18,6 +18,35 @@ export interface RebalanceFlags {
   readonly rebalanceInterval?: number;
   /** --rebalance-moves. */
   readonly rebalanceMoves?: number;
+  /** --advertise-url. */
+  readonly advertiseUrl?: string;
+}
+
+/** `--advertise-url`. */
+export const advertiseUrlOption = (): Option =>
+  new Option(
+    "--advertise-url <url>",
+    "the URL zones dial to reach this instance, named in rebalancing's goaway RECONNECT to the zones moved here (default: the zone listener's own URL, which is only dialable where the listen address is; set it behind a load balancer, NAT or a 0.0.0.0 listener)",
+  ).argParser((text: string) => {
+    let url: URL;
+    try {
+      url = new URL(text);
+    } catch {
+      throw new InvalidArgumentError(
+        `--advertise-url "${text}" is not a URL; use for example https://global-1.example.com:5685`,
+      );
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:")
+      throw new InvalidArgumentError(
+        `--advertise-url must be an http:// or https:// URL, got "${text}"`,
+      );
+    return text;
+  });
+
+/** Whether zones could dial `url`: not a wildcard listen address (0.0.0.0 or ::). */
+export function isDialable(url: string): boolean {
+  const host = new URL(url).hostname;
+  return host !== "0.0.0.0" && host !== "[::]" && host !== "::";
 }
 
 /** `--rebalance-interval`. */

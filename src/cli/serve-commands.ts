@@ -52,7 +52,7 @@ import { resolveConnectionLimits, type ConnectionFlags } from "./connection-flag
 import { globalKinds, zoneKinds } from "./kinds-file.ts";
 import { aborted } from "./signals.ts";
 import { drainRoute, drainWithin } from "./drain.ts";
-import { rebalanceOption, type RebalanceFlags } from "./rebalance-flags.ts";
+import { isDialable, rebalanceOption, type RebalanceFlags } from "./rebalance-flags.ts";
 import { resetGuardOption, type OfflineFlags, type ResetGuardFlags } from "./offline-flags.ts";
 import {
   probeHandler,
@@ -358,7 +358,16 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       limits: limits.zones,
     });
     listening = true;
-    zoneUrl = served.url;
+    zoneUrl = options.advertiseUrl ?? served.url;
+    if (
+      options.advertiseUrl === undefined &&
+      isSharedStore(options) &&
+      rebalanceOption(options) !== false &&
+      !isDialable(served.url)
+    )
+      options.logger.warn(
+        `rebalancing names this instance to zones by its listener's URL ${served.url}, which they cannot dial; set --advertise-url to the URL zones reach it by`,
+      );
     reloading?.onReload((m) => {
       setSecureContext(served, { cert: m.cert, key: m.key, ca: m.ca });
       setSecureContext(admin, { cert: m.cert, key: m.key });

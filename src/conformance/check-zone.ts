@@ -132,7 +132,7 @@ class ZoneRun {
       this.report.add(
         rule,
         "fail",
-        `the zone did not dial the kit within ${wait} ms; point its --global at the kit's address, or raise the wait`,
+        `the zone did not dial the kit within ${wait} ms; point the zone at the kit's address, or raise the wait (\`dialWaitMs\`)`,
       );
       return undefined;
     }
@@ -327,7 +327,7 @@ class ZoneRun {
         this.report.add(
           "ack.echo",
           "fail",
-          `the zone NACKed the kit's catalog: ${a.errorDetail.message} (give the kit the zone's kinds with --kinds)`,
+          `the zone NACKed the kit's catalog: ${a.errorDetail.message} (give the kit the zone's kinds: its \`catalog\`)`,
         );
       else
         this.report.expect(
@@ -358,7 +358,7 @@ class ZoneRun {
         "nonce.unique",
         "skip",
         this.#zoneToGlobal.length === 0
-          ? "no zone-to-global kinds (give the kit the kinds with --kinds)"
+          ? "no zone-to-global kinds (give the kit the kinds: its `catalog`)"
           : `the zone sent ${nonces.length} responses`,
       );
     else
@@ -421,7 +421,7 @@ class ZoneRun {
       this.report.add(
         "resume.initial-versions",
         "skip",
-        "the zone sent no resources (give the kit its kinds with --kinds, and the zone resources of a zone-to-global kind)",
+        "the zone sent no resources (give the kit its kinds: its `catalog`, and the zone resources of a zone-to-global kind)",
       );
       return true;
     }

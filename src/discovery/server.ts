@@ -150,7 +150,7 @@ export class DiscoveryServer {
    * Serves until `signal` aborts or the stream ends; resolves then. Rejects
    * only on an unexpected failure (a bug or a failing source).
    *
-   * The loop waits on one {@link Waker}: a change of the source, a request
+   * The loop waits on one `Waker` (src/util/wake.ts): a change of the source, a request
    * (taken by `#read`), a send accepted or failed, and
    * the deadline timer all wake it, and each iteration looks at everything.
    */

@@ -325,7 +325,7 @@ export class GlobalServer implements MuxAcceptor {
       this.#overloadLog.note();
       throw new KdsError(
         "overloaded",
-        `global "${this.id}" already has ${this.#maxHandshakes} streams in admission or waiting for their hello; the zone retries with backoff (an operator may raise --max-handshakes, or lower --hello-timeout)`,
+        `global "${this.id}" already has ${this.#maxHandshakes} streams in admission or waiting for their hello; the zone retries with backoff (an operator may raise the global's \`maxHandshakes\` option, or lower its \`handshakeTimeoutMs\`)`,
       );
     }
     this.#handshaking += 1;

@@ -39,3 +39,10 @@ export {
   type GlobalControlPlaneOptions,
 } from "./global-control-plane.ts";
 export { StoreZoneRegistry } from "./store-zone-registry.ts";
+export {
+  DEFAULT_DRAIN_MAX_GAP_MS,
+  DEFAULT_MAX_HANDSHAKES,
+  DEFAULT_MAX_HANDSHAKES_PER_ZONE,
+  type DrainOptions,
+} from "./global-server.ts";
+export type { RebalanceOptions } from "./rebalancer.ts";

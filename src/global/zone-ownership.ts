@@ -39,7 +39,7 @@ export interface ZoneOwnershipOptions {
   readonly store: ResourceStore;
   /** This instance's id (unique among the instances sharing the store). */
   readonly instance: string;
-  /** How often the holder renews its leases (in batches of {@link RENEW_BATCH}). Default 10 s; a lease not renewed for 3 periods reads as offline. */
+  /** How often the holder renews its leases (in batches of `RENEW_BATCH`, 100). Default 10 s; a lease not renewed for 3 periods reads as offline. */
   readonly renewMs?: number;
   /** Delays between retries of a failed store read. */
   readonly retry?: BackoffOptions;

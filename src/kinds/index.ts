@@ -44,3 +44,4 @@ export {
   typesFromDescriptors,
   type KindDeclaration,
 } from "./descriptor-types.ts";
+export type { ZoneRequirement, ZoneSelector } from "./zone-selector.ts";

@@ -126,4 +126,4 @@ export class MemoryBudget {
 }
 
 const REMEDY =
-  "a peer must consume what it is sent; if the peers are well-behaved and simply many, raise the process's memory budget (kds-mux global --max-buffer-bytes)";
+  "a peer must consume what it is sent; if the peers are well-behaved and simply many, raise the process's memory budget (the global's `memoryBudget` option)";

@@ -3,19 +3,24 @@
  *
  * @module
  */
-export type {
-  HeldKind,
-  HeldReset,
-  TypeSyncStatus,
-  ZoneStatus,
+export {
+  sideOf,
+  type HeldKind,
+  type HeldReset,
+  type SyncError,
+  type TypeSyncStatus,
+  type ZoneStatus,
 } from "./zone-status.ts";
 export {
   fanOutMetrics,
   noopMetrics,
   type AdmissionResult,
   type DiscoveryEvent,
+  type ConnectionEvent,
+  type ListenerName,
   type MetricLane,
   type Metrics,
+  type PeerVersion,
 } from "../metrics.ts";
 export { instrumentStore } from "./store.ts";
 export {
@@ -29,6 +34,8 @@ export {
   type SessionEntry,
   type StatusFeedOptions,
   type StatusSnapshot,
+  type TypeSyncStatusJson,
   type ZoneStatusJson,
 } from "./status-feed.ts";
 export { STATUS_PAGE_HTML } from "./status-page-html.ts";
+export type { Readiness } from "./probes.ts";

@@ -138,13 +138,13 @@ export class PrometheusMetrics implements Metrics {
     });
     this.#connectionsRefused = new Counter({
       name: "kds_connections_refused_total",
-      help: "Connections closed at once because the listener already held its maximum (--max-connections, --admin-max-connections).",
+      help: "Connections closed at once because the listener already held its maximum of connections.",
       labelNames: ["listener"],
       registers,
     });
     this.#connectionsIdleClosed = new Counter({
       name: "kds_connections_idle_closed_total",
-      help: "Connections closed because they carried no request or stream for the idle timeout (--idle-timeout).",
+      help: "Connections closed because they carried no request or stream for the listener's idle timeout.",
       labelNames: ["listener"],
       registers,
     });
@@ -156,13 +156,13 @@ export class PrometheusMetrics implements Metrics {
     });
     this.#connectionsUnauthenticated = new Counter({
       name: "kds_connections_unauthenticated_closed_total",
-      help: "Connections closed because they presented no valid credentials within the authentication timeout (--auth-timeout), whatever their streams were doing.",
+      help: "Connections closed because they presented no valid credentials within the listener's authentication timeout, whatever their streams were doing.",
       labelNames: ["listener"],
       registers,
     });
     this.#requestsTimedOut = new Counter({
       name: "kds_requests_timed_out_total",
-      help: "Requests cut because their body did not arrive within the request timeout (--request-timeout, plus 1 s per 64 KiB received).",
+      help: "Requests cut because their body did not arrive within the listener's request timeout (plus 1 s per 64 KiB received).",
       labelNames: ["listener"],
       registers,
     });

@@ -24,3 +24,4 @@ export {
   followStore,
   type FollowOptions,
 } from "./follow.ts";
+export type { ResourceName } from "./contract.ts";

@@ -58,6 +58,8 @@ import { transaction } from "./postgres/transaction.ts";
 import { keptLabels, keptSpec } from "./kept.ts";
 import { validateInput, versionConflict } from "./validate.ts";
 
+export type { MigrationReport } from "./postgres/migrations.ts";
+
 /**
  * Names one `getMany` statement reads at most; a longer list is read in
  * statements of this many, inside one read-only transaction (one snapshot).
@@ -228,7 +230,7 @@ export class PostgresStore implements ResourceStore {
     return row === undefined ? undefined : decodeResource(this.#types, row);
   }
 
-  /** One statement per {@link GET_MANY_CHUNK} names (a join against the names passed as arrays), all in one snapshot. */
+  /** One statement per 10,000 names (`GET_MANY_CHUNK`) (a join against the names passed as arrays), all in one snapshot. */
   async getMany(
     kind: string,
     refs: readonly ResourceName[],

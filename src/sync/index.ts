@@ -51,3 +51,5 @@ export {
   streamObservers,
   type StreamObservers,
 } from "./sync-observers.ts";
+export type { KnownZones, ZoneFacts } from "./cross-zone.ts";
+export type { StoreSinkOptions } from "./store-sink.ts";

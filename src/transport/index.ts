@@ -12,7 +12,7 @@
  */
 export type { MuxAcceptor, MuxDialRequest, MuxTransport } from "./transport.ts";
 export { memoryMuxTransport } from "./memory.ts";
-export { failoverMuxTransport } from "./failover.ts";
+export { failoverMuxTransport, type FailoverOptions } from "./failover.ts";
 export { halfDuplexMuxTransport, type HalfDuplexTransportOptions } from "./half-duplex/client.ts";
 export { connectMuxTransport, type ConnectMuxTransportOptions } from "./connect.ts";
 export { KDS_ERROR_CODE_HEADER, fromConnectError, toConnectError } from "../connect-errors.ts";

@@ -18,8 +18,16 @@ export interface MuxDialRequest {
 
 /**
  * Opens the zone's one bidirectional stream to the global. Implementations:
- * {@link connectMuxTransport} (any Connect `Transport`: gRPC, gRPC-web and
- * Connect over HTTP/2) and {@link memoryMuxTransport} (in process).
+ * - {@link connectMuxTransport}: over any Connect `Transport` (gRPC, gRPC-web
+ *   and the Connect protocol over HTTP/2);
+ * - `halfDuplexMuxTransport` (`kds-mux/transport`): unary and
+ *   server-streaming calls only, for clients that cannot stream a request
+ *   body (fetch, HTTP/1.1);
+ * - {@link memoryMuxTransport}: in process, straight to a `MuxAcceptor`;
+ * - {@link failoverMuxTransport}: several of the above, one per global
+ *   instance, moving on when a dial fails or the global says RECONNECT;
+ * - `grpcMuxTransport` (`kds-mux/node`): plain gRPC on one `node:http2`
+ *   connection, what the CLI zone's `--transport grpc` uses.
  */
 export interface MuxTransport {
   /** Short name for logs ("grpc", "memory", ...). */

@@ -7,7 +7,12 @@
  *
  * @module
  */
-export { ZoneClient, type RetryInfo, type ZoneClientOptions } from "./zone-client.ts";
+export {
+  DEFAULT_RECONNECT_JITTER_MS,
+  ZoneClient,
+  type RetryInfo,
+  type ZoneClientOptions,
+} from "./zone-client.ts";
 export {
   backoffCeiling,
   backoffDelay,

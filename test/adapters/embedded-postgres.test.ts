@@ -85,7 +85,7 @@ describe("embedded PostgreSQL", () => {
       );
       expect(KdsError.is(error, "invalid_argument")).toBe(true);
       expect((error as Error).message).toMatch(
-        /cannot be written .*choose a --data-dir this user can write/,
+        /cannot be written .*choose a `dataDir` this user can write/,
       );
     }
   });

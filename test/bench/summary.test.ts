@@ -1,15 +1,37 @@
 // The bench summary (bench/summary.ts): the smoke run in `npm test` fails
 // when a key is missing or not sane, and bench/README.md documents exactly
-// the keys a run writes.
+// the keys a run writes. The performance table (bench/table.ts) is made from
+// a summary alone and replaces only its own section of docs/performance.md.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { SKIPPED, SUMMARY_KEYS, setAt, summaryProblems, valueAt } from "../../bench/summary.ts";
+import {
+  SKIPPED,
+  SUMMARY_KEYS,
+  ratioOf,
+  setAt,
+  spreadOf,
+  summaryProblems,
+  valueAt,
+} from "../../bench/summary.ts";
+import { BEGIN_MARKER, END_MARKER, meets, performanceTable, withTable } from "../../bench/table.ts";
+
+const spread = (median: number) => ({ median, min: median / 2, max: median * 2, runs: 3 });
 
 /** A summary with a sane value under every key. */
 function complete(): Record<string, unknown> {
   const summary: Record<string, unknown> = {};
   for (const { key, rule } of SUMMARY_KEYS)
-    setAt(summary, key, rule === "text" ? "x" : rule === "boolean" ? false : 2);
+    setAt(
+      summary,
+      key,
+      rule === "text"
+        ? "x"
+        : rule === "boolean"
+          ? false
+          : rule.startsWith("spread")
+            ? spread(2)
+            : 2,
+    );
   return summary;
 }
 
@@ -18,26 +40,47 @@ describe("bench summary", () => {
     expect(summaryProblems(complete())).toEqual([]);
     const skipped = complete();
     for (const { key, rule } of SUMMARY_KEYS)
-      if (rule === "positiveOrSkipped") setAt(skipped, key, SKIPPED);
+      if (rule === "positiveOrSkipped" || rule === "spreadOrSkipped") setAt(skipped, key, SKIPPED);
     expect(summaryProblems(skipped)).toEqual([]);
+    // Memory growth over a few zones is noise: an idle zone's ratio to its floor may come out below zero.
+    const noisy = complete();
+    setAt(noisy, "idleZone.rssPerFloor", { median: -12, min: -12, max: -12, runs: 1 });
+    expect(summaryProblems(noisy)).toEqual([]);
   });
 
-  it("reports a missing key, NaN, zero, a string where a number belongs, and a p99 below its p50", () => {
+  it("reports a missing key, NaN, zero, a string where a number belongs, a bad spread and a p99 below its p50", () => {
     const run = complete();
     delete (run.zones10k as Record<string, unknown>).p50Ms;
-    setAt(run, "sync.delta.initialSeconds", Number.NaN);
-    setAt(run, "fanout.connectSeconds", 0);
-    setAt(run, "zones10k.heapPerZoneKiB", "77");
+    setAt(run, "sync.resources", Number.NaN);
+    setAt(run, "fanout.zones", 0);
+    setAt(run, "memory.heapGrowthMiB", "77");
     setAt(run, "stores.sync.embedded.initialSeconds", SKIPPED); // only the server's rows may be skipped
-    setAt(run, "fanout.p99Ms", 1);
+    setAt(run, "sync.delta.initialSeconds", { median: 3, min: 4, max: 5, runs: 5 });
+    setAt(run, "sync.floor.seconds", 1.2); // a plain number where a spread belongs
+    setAt(run, "idleZone.rssPerFloor", null); // allowed: a floor of no RSS growth
+    setAt(run, "idleZone.heapKiB", null); // not allowed there
+    setAt(run, "fanout.p99Ms", spread(1));
     expect(summaryProblems(run)).toEqual([
-      "sync.delta.initialSeconds: NaN (expected positive)",
-      "fanout.connectSeconds: 0 (expected positive)",
-      'zones10k.heapPerZoneKiB: "77" (expected finite)',
-      "zones10k.p50Ms: missing (expected positive)",
-      'stores.sync.embedded.initialSeconds: "skipped: no server" (expected positive)',
+      "sync.resources: NaN (expected positive)",
+      "sync.floor.seconds: 1.2 (expected spread)",
+      'sync.delta.initialSeconds: {"median":3,"min":4,"max":5,"runs":5} (expected spread)',
+      "fanout.zones: 0 (expected positive)",
+      "idleZone.heapKiB: null (expected spreadFinite)",
+      "zones10k.p50Ms: missing (expected spread)",
+      'stores.sync.embedded.initialSeconds: "skipped: no server" (expected spread)',
+      'memory.heapGrowthMiB: "77" (expected finite)',
       "fanout.p99Ms: 1 is below its p50 2",
     ]);
+  });
+
+  it("makes spreads and per-repetition ratios", () => {
+    expect(spreadOf([3, 1, 2])).toEqual({ median: 2, min: 1, max: 3, runs: 3 });
+    expect(spreadOf([4, 1, 2, 3])).toEqual({ median: 2.5, min: 1, max: 4, runs: 4 });
+    expect(spreadOf([1, Number.NaN]).median).toBeNaN();
+    expect(spreadOf([]).median).toBeNaN();
+    // Each figure over the floor of its own repetition, not median over median.
+    expect(ratioOf([10, 40, 20], [5, 10, 20])).toEqual({ median: 2, min: 1, max: 4, runs: 3 });
+    expect(ratioOf([10, 20], [5, 0])).toBeNull();
   });
 
   it("reads and writes dotted keys", () => {
@@ -52,5 +95,43 @@ describe("bench summary", () => {
     const readme = readFileSync(new URL("../../bench/README.md", import.meta.url), "utf8");
     const documented = [...readme.matchAll(/^\| `([a-z][\w.]+)` \|/gm)].map((m) => m[1]);
     expect(documented).toEqual(SUMMARY_KEYS.map((k) => k.key));
+  });
+});
+
+describe("performance table", () => {
+  it("judges a target on the median", () => {
+    expect(meets({ median: 0.9, min: 0.5, max: 3, runs: 5 }, "<= 1.0")).toBe(true);
+    expect(meets({ median: 1.1, min: 0.5, max: 1.2, runs: 5 }, "<= 1.0")).toBe(false);
+    expect(meets(1.2, ">= 1")).toBe(true);
+    expect(meets(spread(2), "-")).toBeUndefined();
+    expect(meets(SKIPPED, "<= 250")).toBeUndefined();
+  });
+
+  it("shows each figure as median [min–max] beside its floor and ratio, and the load", () => {
+    const summary = complete();
+    setAt(summary, "stores.sync.memory.initialSeconds", {
+      median: 1.25,
+      min: 1.1,
+      max: 3.5,
+      runs: 5,
+    });
+    setAt(summary, "load.sync.busy", true);
+    setAt(summary, "run.busyScenarios", 1);
+    const table = performanceTable(summary);
+    expect(table).toContain(
+      "| 2 delta sync, global on memory | **1.25** s [1.10–3.50] | 2.00 s | **2.00**x [1.00–4.00] | <= 1.0 s | **no** | `stores.sync.memory.initialSeconds` |",
+    );
+    expect(table).toContain("| sync | 2.00 | 2.00 | 2.00 | **yes** |");
+    expect(table).toContain("**1 scenario(s) ran on a busy machine**");
+  });
+
+  it("replaces only the section between its markers", () => {
+    const doc = `# Performance\n\nintro\n\n${BEGIN_MARKER}\nold\n${END_MARKER}\n\nafter\n`;
+    expect(withTable(doc, "new")).toBe(
+      `# Performance\n\nintro\n\n${BEGIN_MARKER}\n\nnew\n\n${END_MARKER}\n\nafter\n`,
+    );
+    expect(withTable("# Performance\n", "new")).toBe(
+      `# Performance\n\n${BEGIN_MARKER}\n\nnew\n\n${END_MARKER}\n`,
+    );
   });
 });

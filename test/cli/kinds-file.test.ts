@@ -125,6 +125,11 @@ describe("kinds files", () => {
       'kind "gateway" must start with an upper-case letter',
     ],
     [
+      "a kind named like kds-mux's own GlobalInstance",
+      `descriptorSet: kinds.binpb\nkinds:\n${gateway.replace("Gateway\n", "GlobalInstance\n")}`,
+      'kind "GlobalInstance" is kds-mux\'s own; choose another name',
+    ],
+    [
       "kinds differing only in case",
       `descriptorSet: kinds.binpb\nkinds:\n${gateway}${gateway.replace("Gateway\n", "GATEWAY\n").replace("GatewaySpec", "WorkloadSpec")}`,
       'kind "GATEWAY" is listed twice (kinds[0] and kinds[1])',

@@ -31,7 +31,7 @@ const workload =
   "  - kind: Workload\n    message: acme.v1.WorkloadSpec\n    direction: zone-to-global\n    scope: mesh\n";
 
 beforeAll(() => {
-  // The user's buf workspace: the own-kinds example's protos, built the way the README says.
+  // The user's buf workspace: the own-kinds example's protos, built the way docs/cli.md says.
   cpSync(join(root, "examples/own-kinds/buf.yaml"), join(dir, "buf.yaml"));
   cpSync(join(root, "examples/own-kinds/proto"), join(dir, "proto"), { recursive: true });
   execFileSync(join(root, "node_modules/.bin/buf"), ["build", "-o", "kinds.binpb"], {

@@ -1,4 +1,4 @@
-// The workflow kds-mux is for, as the README walks through it: a project of
+// The workflow kds-mux is for, as docs/library.md walks through it: a project of
 // its own (examples/own-kinds) copied into a fresh directory, kds-mux
 // installed from this checkout's `npm pack`, `buf generate` with
 // protoc-gen-es, a typecheck, and a global and a zone syncing both kinds.
@@ -145,7 +145,7 @@ describe("examples/own-kinds in a fresh directory", () => {
     );
     expect(out).toContain("both kinds synced");
 
-    // 6. The packed CLI, as the README runs it: the project's kinds file over `buf build`, and
+    // 6. The packed CLI, as docs/cli.md runs it: the project's kinds file over `buf build`, and
     //    the example kinds it falls back to (shipped in the tarball).
     await sh(project, "npx", ["--no-install", "buf", "build", "-o", "kinds.binpb"]);
     const cli = join(project, "node_modules/kds-mux/bin/kds-mux.mjs");

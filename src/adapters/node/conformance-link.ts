@@ -162,7 +162,7 @@ export function conformanceDialer(options: ConformanceDialOptions): DialLink {
       const unreachable = (why: string, cause?: Error): KdsError =>
         new KdsError(
           "transport",
-          `cannot reach the global under test at ${options.url} (${why}); check the URL (the global's zone-facing address, --listen) and that it is running`,
+          `cannot reach the global under test at ${options.url} (${why}); check the URL (the address the global serves zones on) and that it is running`,
           { cause },
         );
       const connectFailed = (error: Error): void => fail(unreachable(error.message, error));

@@ -61,7 +61,7 @@ export interface EmbeddedPostgresOptions {
 
 /** A running embedded server. */
 export interface EmbeddedPostgres {
-  /** `postgres://kds:<password>@127.0.0.1:<port>/postgres`: hand it to {@link PostgresStore.open}. */
+  /** `postgres://kds:<password>@127.0.0.1:<port>/postgres`: hand it to `PostgresStore.open` (`kds-mux/postgres`). */
   readonly url: string;
   /** The port it listens on (127.0.0.1 only). */
   readonly port: number;
@@ -149,7 +149,7 @@ async function ensureWritable(dir: string): Promise<void> {
     new KdsError(
       "invalid_argument",
       `the data directory ${dir} cannot be written (${(error as { code?: string }).code ?? (error as Error).message}): ` +
-        `choose a --data-dir this user can write, fix its permissions, or run with --store memory`,
+        `choose a \`dataDir\` this user can write, fix its permissions, or use another \`store\``,
       { cause: error },
     );
   try {
@@ -219,7 +219,7 @@ async function lockDataDir(dir: string): Promise<() => Promise<void>> {
     if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && alive(holder)) {
       throw new KdsError(
         "invalid_argument",
-        `the data directory ${dir} is in use by process ${holder}: stop that process first, or give this one another --data-dir ` +
+        `the data directory ${dir} is in use by process ${holder}: stop that process first, or give this one another \`dataDir\` ` +
           `(if no kds-mux runs there, delete ${path})`,
       );
     }
@@ -262,7 +262,7 @@ async function binaries(): Promise<{ initdb: string; postgres: string }> {
     throw new KdsError(
       "store_unavailable",
       `the embedded PostgreSQL needs the npm package ${name}, which is not installed (it is an optional dependency of kds-mux for this platform): ` +
-        `install it, or use --store postgres://... or --store memory`,
+        `install it, or use another \`store\``,
       { cause: error },
     );
   }
@@ -336,7 +336,7 @@ async function serverUser(
     if (options.createSystemUser !== true) {
       throw new KdsError(
         "store_unavailable",
-        `PostgreSQL does not run as root, and the system user "${name}" it would run as does not exist: create it (useradd --system ${name}), run kds-mux as another user, or use --store memory`,
+        `PostgreSQL does not run as root, and the system user "${name}" it would run as does not exist: create it (useradd --system ${name}), run kds-mux as another user, or use another \`store\``,
         { cause: missing },
       );
     }
@@ -349,7 +349,7 @@ async function serverUser(
     } catch (error) {
       throw new KdsError(
         "store_unavailable",
-        `could not create the system user "${name}" for PostgreSQL (${(error as Error).message}): create it by hand, or use --store memory`,
+        `could not create the system user "${name}" for PostgreSQL (${(error as Error).message}): create it by hand, or use another \`store\``,
         { cause: error },
       );
     }
@@ -373,7 +373,7 @@ async function letThrough(
     throw new KdsError(
       "invalid_argument",
       `the embedded PostgreSQL runs as the system user "${user}" (it refuses to run as root), which cannot pass through ${above.blocked} (mode ${(above.mode & 0o777).toString(8)}) to reach ${dir}: ` +
-        `choose a --data-dir outside it (for example /var/lib/kds-mux/<name>), or let others through it (chmod o+x ${above.blocked})`,
+        `choose a \`dataDir\` outside it (for example /var/lib/kds-mux/<name>), or let others through it (chmod o+x ${above.blocked})`,
     );
   }
   const { mode } = await stat(dir);
@@ -569,7 +569,7 @@ function startServer(
         return fail(
           new KdsError(
             "invalid_argument",
-            `another PostgreSQL server already runs on ${pgDir}: stop it, or use another --data-dir\n${log}`,
+            `another PostgreSQL server already runs on ${pgDir}: stop it, or use another \`dataDir\`\n${log}`,
           ),
         );
       }

@@ -11,13 +11,16 @@ export {
   serveGlobal,
   serveRoutes,
   type ListenOptions,
+  type NodeRequest,
   type ServeGlobalOptions,
   type ServedGlobal,
 } from "./serve-global.ts";
 export type { GateDecision, GateRequest, RequestGate } from "./request-gate.ts";
 export {
   DEFAULT_AUTH_TIMEOUT_MS,
+  DEFAULT_MAX_CONNECTIONS_PER_ADMIN_TOKEN,
   DEFAULT_MAX_CONNECTIONS_PER_ZONE,
+  DEFAULT_MAX_STREAMS_PER_CONNECTION,
   DEFAULT_REQUEST_TIMEOUT_MS,
   type ConnectionLimits,
 } from "./connection-limits.ts";
@@ -34,3 +37,4 @@ export {
   type GrpcMuxTransport,
   type GrpcMuxTransportOptions,
 } from "./grpc-mux-client.ts";
+export type { GuardedConnection } from "./connection-guard.ts";

@@ -91,7 +91,8 @@ export interface ListenOptions {
   gate?: RequestGate;
 }
 
-type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
+/** A request as node:http or node:http2 hands it to a handler. */
+export type NodeRequest = http.IncomingMessage | http2.Http2ServerRequest;
 
 /** The default of {@link ListenOptions.backlog}: Linux's default net.core.somaxconn since 5.4. */
 export const DEFAULT_LISTEN_BACKLOG = 4096;

@@ -69,7 +69,7 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
 /** The newest schema version this code knows. */
 export const SCHEMA_VERSION: number = MIGRATIONS.reduce((max, m) => Math.max(max, m.version), 0);
 
-/** What {@link migrate} did. */
+/** What the schema migration did when the store opened (`PostgresStore.migration`). */
 export interface MigrationReport {
   /** The schema version before. */
   readonly from: number;
