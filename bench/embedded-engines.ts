@@ -3,7 +3,7 @@
 // process). Not part of `npm run bench`: PGlite is not a dependency.
 //
 //   npm install --no-save @electric-sql/pglite@0.5.16
-//   npx tsx bench/embedded-engines.ts [resources=10000]
+//   node --import ./bench/loader/register.mjs bench/embedded-engines.ts [resources=10000]
 //
 // Prints start times and the time to write `resources` rows the way the store
 // does (upserts of protobuf bytes + jsonb labels, in transactions of 1,000).

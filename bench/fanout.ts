@@ -19,7 +19,7 @@
 // round; without (10,000 zones need about 20,000 open files on this process,
 // `floor: "after"`) the floor runs after the zones stopped.
 //
-//   npx tsx bench/fanout.ts '{"zones":1000,"rounds":5,"processes":4}'
+//   node --import ./bench/loader/register.mjs bench/fanout.ts '{"zones":1000,"rounds":5,"processes":4}'
 import { create } from "@bufbuild/protobuf";
 import { execFileSync, spawn, type ChildProcessByStdio } from "node:child_process";
 import * as http2 from "node:http2";
@@ -46,7 +46,7 @@ import { GlobalControlPlane } from "../src/global/global-control-plane.ts";
 import { silentLogger } from "../src/log.ts";
 import { ZONE_KIND, createTypeRegistry } from "../src/kinds/builtin-types.ts";
 import { openDatabase, openStore, type BenchDatabase, type StoreKind } from "./bench-store.ts";
-import { childNodeArgs, isMain } from "./fresh.ts";
+import { childNodeArgs, isMain, BENCH_LOADER } from "./fresh.ts";
 import { SKIPPED } from "./summary.ts";
 import { percentile } from "./percentile.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
@@ -292,7 +292,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         [
           ...childNodeArgs(),
           "--import",
-          "tsx",
+          BENCH_LOADER,
           fileURLToPath(new URL("./fanout-zones.ts", import.meta.url)),
           JSON.stringify(config),
         ],

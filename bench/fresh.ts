@@ -14,7 +14,15 @@ export function childNodeArgs(): string[] {
   return (process.env.KDS_BENCH_CHILD_ARGS ?? "").split(" ").filter((arg) => arg !== "");
 }
 
-/** Runs `module` (a file URL) with `args` under tsx (and `nodeArgs`, e.g. a larger heap) and parses its last stdout line. */
+/**
+ * How the benchmarks load TypeScript: bench/loader compiles it as tsc does
+ * for the published package (tsx's keepNames would add a property
+ * dictionary to every closure; see bench/loader/hooks.mjs). Pass it to
+ * every Node process a scenario starts: `node --import <BENCH_LOADER>`.
+ */
+export const BENCH_LOADER = new URL("./loader/register.mjs", import.meta.url).href;
+
+/** Runs `module` (a file URL) with `args` under the bench's loader (and `nodeArgs`, e.g. a larger heap) and parses its last stdout line. */
 export async function inFreshProcess<T>(
   module: string,
   args: readonly (string | number)[],
@@ -26,7 +34,7 @@ export async function inFreshProcess<T>(
       ...childNodeArgs(),
       ...nodeArgs,
       "--import",
-      "tsx",
+      BENCH_LOADER,
       fileURLToPath(module),
       ...args.map(String),
     ],

@@ -5,13 +5,14 @@
 // total and peak per second), and what was resent: Meshes the zones received
 // again, Dataplanes the global received again.
 //
-//   npx tsx bench/restart-storm.ts [zones=2000] [zone processes=2]
+//   node --import ./bench/loader/register.mjs bench/restart-storm.ts [zones=2000] [zone processes=2]
 //
 // The zones use the default reconnect backoff (1 s doubling to 60 s, full
 // jitter) and run in child processes (test/support/zone-fleet.ts), one
 // HTTP/2 connection each. KDS_BENCH_DATABASE_URL (else KDS_TEST_DATABASE_URL,
 // else postgres://postgres@127.0.0.1:5432/postgres) names the server; a
 // fresh database is created and dropped.
+import { BENCH_LOADER } from "./fresh.ts";
 import { spawn, type ChildProcessByStdio } from "node:child_process";
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
@@ -135,7 +136,7 @@ try {
       [
         "--max-old-space-size=2048",
         "--import",
-        "tsx",
+        BENCH_LOADER,
         fileURLToPath(new URL("../test/support/zone-fleet.ts", import.meta.url)),
         JSON.stringify(config),
       ],

@@ -3,7 +3,7 @@
 // around a sequence (and, for scale, a bare sequence, which does NOT keep
 // commit order). 4 writers x 400 one-row transactions each.
 //
-//   KDS_TEST_DATABASE_URL=postgres://... npx tsx bench/revision-lock.ts
+//   KDS_TEST_DATABASE_URL=postgres://... node --import ./bench/loader/register.mjs bench/revision-lock.ts
 import postgres, { type TransactionSql } from "postgres";
 
 const url = process.env.KDS_TEST_DATABASE_URL;

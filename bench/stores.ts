@@ -2,7 +2,7 @@
 // and a watch catching up from revision 0, on memory, the embedded PostgreSQL
 // and a PostgreSQL server (bench/bench-store.ts: a fresh schema, dropped after).
 //
-//   npx tsx bench/stores.ts [resources=10000]     (also part of bench/run.ts)
+//   node --import ./bench/loader/register.mjs bench/stores.ts [resources=10000]     (also part of bench/run.ts)
 import { create } from "@bufbuild/protobuf";
 import { DataplaneSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
 import type { ResourceStore, WriteOp } from "../src/store/contract.ts";

@@ -10,7 +10,7 @@
 // first encode and decode 1,000 policies untimed, so the floor does not pay
 // the JIT's warm-up: it is the best case.
 //
-//   npx tsx bench/sync-floor.ts 100000
+//   node --import ./bench/loader/register.mjs bench/sync-floor.ts 100000
 import { spawn } from "node:child_process";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
@@ -18,7 +18,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { DEFAULT_HTTP2_WINDOW_BYTES } from "../src/adapters/node/http2-windows.ts";
 import { PrefixedReader, decodePolicyFrame, encodeFrames, policyFrames } from "./floor-wire.ts";
-import { childNodeArgs, isMain } from "./fresh.ts";
+import { childNodeArgs, isMain, BENCH_LOADER } from "./fresh.ts";
 
 /** One floor measurement. */
 export interface SyncFloorResult {
@@ -70,7 +70,7 @@ export async function syncFloor(n: number): Promise<SyncFloorResult> {
     [
       ...childNodeArgs(),
       "--import",
-      "tsx",
+      BENCH_LOADER,
       fileURLToPath(import.meta.url),
       "receive",
       url,

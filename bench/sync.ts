@@ -6,7 +6,7 @@
 // Both processes collect their garbage (untimed) before the zone dials, and
 // each phase's CPU and GC time is reported beside its wall clock
 // (bench/cpu-phase.ts). Run alone (a fresh process, as `npm run bench` does):
-// `npx tsx bench/sync.ts 100000 delta time memory`.
+// `node --import ./bench/loader/register.mjs bench/sync.ts 100000 delta time memory`.
 import { create } from "@bufbuild/protobuf";
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
@@ -18,7 +18,7 @@ import { silentLogger } from "../src/log.ts";
 import { createTypeRegistry } from "../src/kinds/builtin-types.ts";
 import type { WriteOp } from "../src/store/contract.ts";
 import { openDatabase, openStore, type StoreKind } from "./bench-store.ts";
-import { childNodeArgs, isMain } from "./fresh.ts";
+import { childNodeArgs, isMain, BENCH_LOADER } from "./fresh.ts";
 import { SKIPPED } from "./summary.ts";
 import { phase, settle, type PhaseCost } from "./cpu-phase.ts";
 
@@ -135,7 +135,7 @@ export async function syncBench(
     [
       ...childNodeArgs(),
       "--import",
-      "tsx",
+      BENCH_LOADER,
       fileURLToPath(new URL("./sync-zone.ts", import.meta.url)),
       served.url,
       mode,

@@ -6,7 +6,7 @@
 // (or `npm run bench -- --markdown`) writes it into docs/performance.md
 // between the marker comments below, leaving the rest of that file alone.
 //
-//   npx tsx bench/table.ts [summary.json] [--write]
+//   node --import ./bench/loader/register.mjs bench/table.ts [summary.json] [--write]
 //     (default: the newest bench/results/full-*.json; --write: update docs/performance.md)
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
