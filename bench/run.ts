@@ -196,6 +196,8 @@ const storeFanout: Partial<Record<StoreKind, FanoutResult | typeof SKIPPED>> = {
 const multiRuns: (FanoutResult | typeof SKIPPED)[] = [];
 let storeWrites: Awaited<ReturnType<typeof storesBench>> = [];
 let memory: MemoryResult | undefined;
+/** The cross-zone fan-out run, once it ran (flush runs before it, after every scenario). */
+let crossZone: FanoutResult | undefined;
 const zones10kRuns: FanoutResult[] = [];
 const summaryFile = fileURLToPath(
   new URL(
@@ -289,7 +291,7 @@ for (const kind of ["embedded", "postgres"] as const) {
 }
 // The cross-zone flow at the fan-out's size: one zone's zone-to-zones change reaching every other zone through the global (one run).
 log(`fan-out ${plan.fanout} zones, cross-zone (one run)`);
-const crossZone = onMemory(
+crossZone = onMemory(
   await fanout({
     zones: plan.fanout,
     rounds: plan.rounds,
@@ -540,8 +542,8 @@ function flush(complete: boolean): Record<string, unknown> {
   set("fanout.zones", plan.fanout);
   set("fanout.repetitions", plan.fanoutReps);
   fanoutFigures("fanout", fanoutRuns);
-  set("fanout.crossZone.p50Ms", crossZone.p50Ms);
-  set("fanout.crossZone.p99Ms", crossZone.p99Ms);
+  set("fanout.crossZone.p50Ms", crossZone?.p50Ms ?? Number.NaN);
+  set("fanout.crossZone.p99Ms", crossZone?.p99Ms ?? Number.NaN);
   set("idleZone.heapKiB", spreadOf(fanoutRuns.map((r) => r.heapPerZoneKiB)));
   set("idleZone.rssKiB", spreadOf(fanoutRuns.map((r) => r.rssPerZoneKiB)));
   const idleFloor = (figure: (f: NonNullable<FanoutResult["floor"]>) => number) =>
