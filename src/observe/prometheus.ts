@@ -231,7 +231,7 @@ export class PrometheusMetrics implements Metrics {
     this.#stale = new ZoneSums(
       new Gauge({
         name: "kds_stale_resources",
-        help: "Zone resources marked stale on the global (their zone offline past zoneStaleAfter, --zone-stale-after), by kind, summed over zones.",
+        help: "Zone resources marked stale on the global (their zone offline past zoneStaleAfterMs), by kind, summed over zones.",
         labelNames: ["kind"],
         registers,
       }),

@@ -357,7 +357,7 @@ describe.each(["grpc", "grpc-web", "connect", "half-duplex"] as const)(
 );
 
 describe("get --zone against a zone's admin API", () => {
-  it("says to point --server at the global", async () => {
+  it("says to send the request to the global's admin API", async () => {
     const global = new GlobalServer({
       registry: new InMemoryZoneRegistry(["zone-1"]),
       authenticator: insecureZoneAuthenticator(),
@@ -375,6 +375,6 @@ describe("get --zone against a zone's admin API", () => {
     const error = await get(served.url, "Dataplane", undefined, undefined, "json", "zone-2").catch(
       (e: unknown) => e,
     );
-    expect((error as KdsError).message).toContain("point --server at the global");
+    expect((error as KdsError).message).toContain("send the request to the global's admin API");
   });
 });
