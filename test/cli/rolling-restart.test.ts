@@ -244,6 +244,8 @@ describe("a rolling restart of global instances with drain", {
             ),
           );
           return {
+            // Rebalancing may move a zone at any time, even after the roll: wait until none is between sessions.
+            allOnline: Object.values(report).every((z) => z.online),
             meshesEqual: Object.values(report).every(
               (z) => JSON.stringify(z.meshes) === JSON.stringify(meshes),
             ),
@@ -251,8 +253,8 @@ describe("a rolling restart of global instances with drain", {
               JSON.stringify(sorted(zoneDataplanes)) === JSON.stringify(sorted(dataplanes)),
           };
         },
-        (v) => v.meshesEqual && v.dataplanesEqual,
-        "zones and store agree",
+        (v) => v.allOnline && v.meshesEqual && v.dataplanesEqual,
+        "every zone online, and zones and store agree",
         60_000,
       );
       const zones = Object.entries(report);

@@ -53,6 +53,8 @@ export interface FleetZone {
   readonly meshes: Readonly<Record<string, string>>;
   /** Mesh resources received over all sessions. */
   readonly meshesReceived: number;
+  /** A session is up now (false between a session's end and the next one's start). */
+  readonly online: boolean;
 }
 
 const config = JSON.parse(process.argv[2] as string) as FleetConfig;
@@ -66,6 +68,7 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
   const name = `zone-${i}`;
   const urls = config.urls.map((_, k) => config.urls[(i + k) % config.urls.length] as string);
   const stats = {
+    online: false,
     connects: 0,
     asked: 0,
     drainAsked: 0,
@@ -83,8 +86,12 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
     backoff:
       config.backoff === "default" ? undefined : (config.backoff ?? { baseMs: 200, capMs: 2_000 }),
     reconnectJitterMs: 500,
-    onSession: () => stats.connects++,
+    onSession: () => {
+      stats.connects++;
+      stats.online = true;
+    },
     onRetry: (info) => {
+      stats.online = false;
       if (info.asked) {
         stats.asked++;
         if (/draining/.test(info.error.message)) stats.drainAsked++;
