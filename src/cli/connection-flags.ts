@@ -64,7 +64,8 @@ function count(flag: string): (text: string) => number {
   };
 }
 
-function duration(flag: string): (text: string) => number {
+/** Commander's parser for the duration flag `flag`: from 1 ms to setTimeout's limit (about 24 days). */
+export function durationFlag(flag: string): (text: string) => number {
   return (text) => {
     let ms: number;
     try {
@@ -100,7 +101,7 @@ export const idleTimeoutOption = (): Option =>
     "--idle-timeout <duration>",
     `close a connection with no open stream or request (HTTP/2, HTTP/1.1 keep-alive) after this long`,
   )
-    .argParser(duration("--idle-timeout"))
+    .argParser(durationFlag("--idle-timeout"))
     .default(parseDuration(DEFAULT_IDLE_TIMEOUT), DEFAULT_IDLE_TIMEOUT);
 /** --hello-timeout (global). */
 export const helloTimeoutOption = (): Option =>
@@ -108,7 +109,7 @@ export const helloTimeoutOption = (): Option =>
     "--hello-timeout <duration>",
     "end an admitted zone stream that sends no hello within this long (goaway PROTOCOL_ERROR, handshake_timeout)",
   )
-    .argParser(duration("--hello-timeout"))
+    .argParser(durationFlag("--hello-timeout"))
     .default(parseDuration(DEFAULT_HELLO_TIMEOUT), DEFAULT_HELLO_TIMEOUT);
 /** --max-handshakes (global). */
 export const maxHandshakesOption = (): Option =>
@@ -133,7 +134,7 @@ export const authTimeoutOption = (): Option =>
     "--auth-timeout <duration>",
     "close a connection that has carried no call with valid credentials (a zone's token or certificate; on a non-loopback admin listener an admin token) within this long, whatever its streams are doing",
   )
-    .argParser(duration("--auth-timeout"))
+    .argParser(durationFlag("--auth-timeout"))
     .default(parseDuration(DEFAULT_AUTH_TIMEOUT), DEFAULT_AUTH_TIMEOUT);
 /** --request-timeout. */
 export const requestTimeoutOption = (): Option =>
@@ -141,7 +142,7 @@ export const requestTimeoutOption = (): Option =>
     "--request-timeout <duration>",
     "cut a request whose headers or body have not arrived within this long (plus 1 s per 64 KiB of body received); the zone mux stream is exempt",
   )
-    .argParser(duration("--request-timeout"))
+    .argParser(durationFlag("--request-timeout"))
     .default(parseDuration(DEFAULT_REQUEST_TIMEOUT), DEFAULT_REQUEST_TIMEOUT);
 
 /** The limits of a process's listeners, resolved from its flags and the descriptor limit. */

@@ -9,7 +9,7 @@
  */
 import { InvalidArgumentError, Option } from "commander";
 import { DEFAULT_RESET_GUARD, type ResetGuardOptions } from "../sync/reset-guard.ts";
-import { parseDuration } from "./address.ts";
+import { durationFlag } from "./connection-flags.ts";
 
 /** The flags, as commander parsed them. */
 export interface OfflineFlags {
@@ -31,40 +31,19 @@ export interface ResetGuardFlags {
   readonly resetGuardHoldFor?: number;
 }
 
-/** The longest a timer can wait (setTimeout's limit). */
-const MAX_MS = 2 ** 31 - 1;
-
-function durationParser(flag: string): (text: string) => number {
-  return (text) => {
-    let ms: number;
-    try {
-      ms = parseDuration(text);
-    } catch {
-      throw new InvalidArgumentError(
-        `${flag} "${text}" is not a duration; use for example 5m, 1h or 30s`,
-      );
-    }
-    if (ms <= 0 || ms > MAX_MS)
-      throw new InvalidArgumentError(
-        `${flag} must be more than 0 and at most ${MAX_MS}ms (about 24 days), got "${text}"`,
-      );
-    return ms;
-  };
-}
-
 /** `--zone-stale-after`. */
 export const zoneStaleAfterOption = (): Option =>
   new Option(
     "--zone-stale-after <duration>",
     "a zone offline this long has its resources marked stale (label kds.io/origin-last-online, shown in get, inspect zones, the status page and metrics); zone-to-zones kinds with whenStale: withhold stop reaching the other zones. Cleared when the zone connects again (default: never)",
-  ).argParser(durationParser("--zone-stale-after"));
+  ).argParser(durationFlag("--zone-stale-after"));
 
 /** `--zone-expire-after`. */
 export const zoneExpireAfterOption = (): Option =>
   new Option(
     "--zone-expire-after <duration>",
     "a zone offline this long has its resources deleted on the global and so in the other zones; they come back if it connects again (default: never)",
-  ).argParser(durationParser("--zone-expire-after"));
+  ).argParser(durationFlag("--zone-expire-after"));
 
 /** The reset guard flags of `role` (on by default on the global, off on a zone). */
 export function resetGuardOptions(role: "global" | "zone"): Option[] {
@@ -110,7 +89,7 @@ export function resetGuardOptions(role: "global" | "zone"): Option[] {
     new Option(
       "--reset-guard-hold-for <duration>",
       "reset guard: apply held deletions by themselves after this long (default: only when an operator runs kds-mux zone accept-reset)",
-    ).argParser(durationParser("--reset-guard-hold-for")),
+    ).argParser(durationFlag("--reset-guard-hold-for")),
   ];
 }
 

@@ -6,13 +6,11 @@
 // Mesh again: the zones resume by versions.
 // Small in `npm test` (30 zones); KDS_FLEET_FULL=1 runs the issue's size
 // (300 zones).
-import { spawn } from "node:child_process";
 import { createServer } from "node:net";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
-import type { FleetConfig, FleetZone } from "../support/zone-fleet.ts";
+import { startFleet } from "../support/fleet.ts";
+import type { FleetConfig } from "../support/zone-fleet.ts";
 import { KdsProcess, run, until } from "./process.ts";
 
 const FULL = process.env.KDS_FLEET_FULL === "1";
@@ -94,34 +92,14 @@ describe("rebalancing when an instance joins", { timeout: FULL ? 600_000 : 300_0
       dataplanes: 2,
       churnMs: 3_600_000,
     };
-    const fleet = spawn(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        fileURLToPath(new URL("../support/zone-fleet.ts", import.meta.url)),
-        JSON.stringify(config),
-      ],
-      { stdio: ["pipe", "pipe", "inherit"] },
-    );
-    fleetEnd = () => fleet.stdin.end();
-    const lines = createInterface({ input: fleet.stdout })[Symbol.asyncIterator]();
-    const next = async (key: string): Promise<Record<string, unknown>> => {
-      for (;;) {
-        const { value, done } = await lines.next();
-        if (done === true) throw new Error(`the zone fleet ended before printing ${key}`);
-        const parsed = JSON.parse(value as string) as Record<string, unknown>;
-        if (key in parsed) return parsed;
-      }
-    };
+    const fleet = startFleet(config);
+    fleetEnd = () => fleet.end();
+    const next = fleet.next;
     await next("synced");
     // The zones whose first address is the third instance failed over while it was down: not part of the move.
-    fleet.stdin.write("mark\n");
+    fleet.send("mark");
     await next("marked");
-    const report = async (): Promise<Record<string, FleetZone>> => {
-      fleet.stdin.write("report\n");
-      return (await next("report")).report as Record<string, FleetZone>;
-    };
+    const report = fleet.report;
     await until(
       () => perInstance(first.admin),
       (c) => c.length === 2 && c[0]! + c[1]! === ZONES,

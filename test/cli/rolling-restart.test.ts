@@ -10,9 +10,6 @@
 // zones across the instances again.
 // Small in `npm test` (3 instances, 20 zones); KDS_FLEET_FULL=1 runs the
 // issue's size (3 instances, 300 zones).
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   exampleTypes,
@@ -23,6 +20,7 @@ import { silentLogger } from "../../src/log.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";
 import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
+import { startFleet } from "../support/fleet.ts";
 import type { FleetConfig, FleetZone } from "../support/zone-fleet.ts";
 import { KdsProcess, run, until } from "./process.ts";
 
@@ -123,30 +121,13 @@ describe("a rolling restart of global instances with drain", {
       dataplanes: DATAPLANES,
       churnMs: FULL ? 50 : 200,
     };
-    const fleet = spawn(
-      process.execPath,
-      [
-        "--import",
-        "tsx",
-        fileURLToPath(new URL("../support/zone-fleet.ts", import.meta.url)),
-        JSON.stringify(config),
-      ],
-      { stdio: ["pipe", "pipe", "inherit"] },
-    );
-    fleetEnd = () => fleet.stdin.end();
-    const lines = createInterface({ input: fleet.stdout })[Symbol.asyncIterator]();
-    const next = async (key: string): Promise<Record<string, unknown>> => {
-      for (;;) {
-        const { value, done } = await lines.next();
-        if (done === true) throw new Error(`the zone fleet ended before printing ${key}`);
-        const parsed = JSON.parse(value as string) as Record<string, unknown>;
-        if (key in parsed) return parsed;
-      }
-    };
+    const fleet = startFleet(config);
+    fleetEnd = () => fleet.end();
+    const next = fleet.next;
     const syncStarted = performance.now();
     await next("synced");
     // What failed while the fleet first connected is not part of the roll: set it apart (it is logged below).
-    fleet.stdin.write("mark\n");
+    fleet.send("mark");
     await next("marked");
     console.log(
       `rolling restart: ${ZONES} zones synced in ${Math.round(performance.now() - syncStarted)} ms`,
@@ -208,7 +189,7 @@ describe("a rolling restart of global instances with drain", {
     }
     churning = false;
     await globalChurn;
-    fleet.stdin.write("stop-churn\n");
+    fleet.send("stop-churn");
     await next("churnStopped");
 
     // Converged: every zone holds the store's Meshes, and the store holds every zone's Dataplanes, as they are.
@@ -234,8 +215,7 @@ describe("a rolling restart of global instances with drain", {
       let report: Record<string, FleetZone> = {};
       await until(
         async () => {
-          fleet.stdin.write("report\n");
-          report = (await next("report")).report as Record<string, FleetZone>;
+          report = await fleet.report();
           const meshes = await storeMeshes();
           const dataplanes = await storeDataplanes();
           const zoneDataplanes = Object.fromEntries(
