@@ -29,6 +29,8 @@ export {
 export {
   OfflineZones,
   nextOfflineState,
+  type OfflineAction,
+  type OfflineObservation,
   type OfflineState,
   type OfflineTimes,
   type OfflineZonesOptions,

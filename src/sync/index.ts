@@ -36,7 +36,9 @@ export {
   nextKindState,
   resolveResetGuard,
   type DeletionGate,
+  type KindGuardEvent,
   type KindGuardState,
+  type ResetGuardInit,
   type ResetGuardOptions,
   type ResolvedResetGuardOptions,
 } from "./reset-guard.ts";
