@@ -221,7 +221,8 @@ export const scenarios: Scenario[] = [
         try {
           const stalled = stalledSide === "zone" ? c.zone : c.global; // its client view never reads
           const feeder = stalledSide === "zone" ? c.global : c.zone; // serves responses into the stall
-          // Responses pile up towards the stalled client view.
+          // Responses pile up towards the stalled client view. Those past its window wait until the session
+          // closes at the end of the scenario and then reject; what is checked is the buffer, not them.
           const blocked: Promise<void>[] = [];
           for (let i = 0; i < window * 3; i++)
             blocked.push(
