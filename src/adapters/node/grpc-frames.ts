@@ -8,6 +8,7 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import type { Readable, Writable } from "node:stream";
 import { FrameSchema, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
+import { copyPieces, type EncodedPieces } from "../../mux/frame-bytes.ts";
 import { scanRefusal } from "../../mux/frame-scan.ts";
 
 /** gRPC's length-prefixed message header: a flags byte and a 32-bit big-endian length. */
@@ -18,10 +19,15 @@ export type UnreadableFrame = (reason: string, cause?: unknown) => Error;
 
 /** `body` as one uncompressed gRPC message: flag byte 0, big-endian length, body. */
 export function grpcEnvelope(body: Uint8Array): Buffer {
-  const frame = Buffer.allocUnsafe(GRPC_PREFIX_BYTES + body.length);
+  return grpcEnvelopeOf({ pieces: [body], byteLength: body.byteLength });
+}
+
+/** A body given in pieces (see src/mux/frame-bytes.ts) as one uncompressed gRPC message, in one buffer. */
+export function grpcEnvelopeOf(body: EncodedPieces): Buffer {
+  const frame = Buffer.allocUnsafe(GRPC_PREFIX_BYTES + body.byteLength);
   frame[0] = 0;
-  frame.writeUInt32BE(body.length, 1);
-  frame.set(body, GRPC_PREFIX_BYTES);
+  frame.writeUInt32BE(body.byteLength, 1);
+  copyPieces(body, frame, GRPC_PREFIX_BYTES);
   return frame;
 }
 
