@@ -70,8 +70,9 @@ export function resourceErrorsOf(
   detail:
     | { readonly details: readonly { readonly typeUrl: string; readonly value: Uint8Array }[] }
     | undefined,
-): { errors: ResourceRejection[]; omitted: number } {
-  for (const any of detail?.details ?? []) {
+): { readonly errors: readonly ResourceRejection[]; readonly omitted: number } {
+  if (detail === undefined || detail.details.length === 0) return NO_ERRORS; // a plain ACK, nearly every one
+  for (const any of detail.details) {
     const unpacked = anyUnpack(
       { $typeName: "google.protobuf.Any", typeUrl: any.typeUrl, value: any.value },
       ResourceErrorsSchema,
@@ -82,5 +83,9 @@ export function resourceErrorsOf(
         omitted: unpacked.omitted,
       };
   }
-  return { errors: [], omitted: 0 };
+  return NO_ERRORS;
 }
+
+/** What an ACK without per-resource errors carries: shared, since nothing may change it. */
+const NO_ERRORS: { readonly errors: readonly ResourceRejection[]; readonly omitted: number } =
+  Object.freeze({ errors: Object.freeze([]), omitted: 0 });

@@ -9,6 +9,7 @@
  * @module
  */
 import type { ServerObserver } from "../discovery/types.ts";
+import type { MuxRequest } from "../mux/frames.ts";
 import type { ServerStreamView } from "../mux/views.ts";
 import { deferred, type Deferred } from "../util/deferred.ts";
 import { KIND_CATALOG_TYPE_URL } from "./kind-catalog.ts";
@@ -21,17 +22,25 @@ import { KIND_CATALOG_TYPE_URL } from "./kind-catalog.ts";
  */
 export class CatalogGate {
   readonly #settled: Deferred<void> = deferred<void>();
+  /** Whether `#settled` has resolved: from then on the view's requests pass straight through. */
+  #done = false;
 
-  /** `view`, telling this gate about every request the zone sends. */
+  /** `view`, telling this gate about every request the zone sends (until it has settled). */
   watch(view: ServerStreamView): ServerStreamView {
+    const look = (request: MuxRequest): MuxRequest => {
+      if (request.typeUrl !== KIND_CATALOG_TYPE_URL) this.#settle();
+      return request;
+    };
     return {
-      recv: async (signal) => {
-        const request = await view.recv(signal);
-        if (request.typeUrl !== KIND_CATALOG_TYPE_URL) this.#settled.resolve();
-        return request;
-      },
+      // Once settled, every ACK of every change reads through here: no extra step for it.
+      recv: (signal) => (this.#done ? view.recv(signal) : view.recv(signal).then(look)),
       send: (response, signal) => view.send(response, signal),
     };
+  }
+
+  #settle(): void {
+    this.#done = true;
+    this.#settled.resolve();
   }
 
   /** `observer`, telling this gate when the zone ACKs the catalog. */
@@ -40,7 +49,7 @@ export class CatalogGate {
       ...observer,
       acked: (typeUrl, version, nonce) => {
         observer.acked?.(typeUrl, version, nonce);
-        if (typeUrl === KIND_CATALOG_TYPE_URL) this.#settled.resolve();
+        if (typeUrl === KIND_CATALOG_TYPE_URL) this.#settle();
       },
     };
   }

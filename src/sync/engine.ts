@@ -435,6 +435,9 @@ export class SyncEngine {
     const omittedBefore = new Map<string, number>();
     return {
       resourceErrors: (typeUrl, errors, omitted) => {
+        // Nearly every ACK: nothing rejected now, nothing before. Nothing to log, nothing to keep.
+        if (errors.length === 0 && omitted === 0 && !reported.has(typeUrl) && !omittedBefore.has(typeUrl))
+          return;
         const before = reported.get(typeUrl) ?? new Map<string, string>();
         const now = new Map(errors.map((e) => [e.key, e.reason]));
         const kind = kindOf(typeUrl);
@@ -454,8 +457,10 @@ export class SyncEngine {
             zone,
             typeUrl,
           });
-        omittedBefore.set(typeUrl, omitted);
-        reported.set(typeUrl, now);
+        if (omitted > 0) omittedBefore.set(typeUrl, omitted);
+        else omittedBefore.delete(typeUrl);
+        if (now.size > 0) reported.set(typeUrl, now);
+        else reported.delete(typeUrl);
       },
     };
   }

@@ -167,7 +167,9 @@ export class ZoneStatusRecord {
       },
       resourceErrors: (typeUrl, errors, omitted) =>
         void this.#with(typeUrl, (t) => {
-          t.peerRejectedResources = errors.map((e) => ({ key: e.key, reason: e.reason }));
+          // Most ACKs reject nothing and find nothing rejected before: no new array for those.
+          if (errors.length > 0 || t.peerRejectedResources.length > 0)
+            t.peerRejectedResources = errors.map((e) => ({ key: e.key, reason: e.reason }));
           t.peerRejectedOmitted = omitted;
         }),
       stalled: (typeUrl) => void this.#with(typeUrl, (t) => (t.stalled = true)),
