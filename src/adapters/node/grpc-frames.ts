@@ -84,7 +84,11 @@ export class EnvelopeSplitter {
     this.#parts.push(chunk);
     this.#partBytes += chunk.length;
     if (this.#pending.length + this.#partBytes < this.#need) return [];
-    let pending = Buffer.concat([this.#pending, ...this.#parts]);
+    // A chunk that starts with a message (nothing left over before it), as nearly every ACK does: no copy.
+    let pending =
+      this.#pending.length === 0 && this.#parts.length === 1
+        ? (this.#parts[0] as Buffer)
+        : Buffer.concat([this.#pending, ...this.#parts]);
     this.#parts.length = 0;
     this.#partBytes = 0;
     const out: Envelope[] = [];
@@ -164,8 +168,12 @@ async function* chunksOf(stream: Readable): AsyncGenerator<Buffer, void, undefin
   let wake: (() => void) | undefined;
   const onData = (chunk: Buffer): void => {
     waiting.push(chunk);
-    stream.pause();
-    wake?.();
+    // A reader already waiting takes this chunk next: no pause and resume for it (one per ACK of every zone).
+    // Any further chunk before it runs pauses the stream, as one does while the reader is busy.
+    const waiter = wake;
+    wake = undefined;
+    if (waiter === undefined) stream.pause();
+    else waiter();
   };
   const onEnd = (): void => {
     ended = true;
@@ -189,7 +197,7 @@ async function* chunksOf(stream: Readable): AsyncGenerator<Buffer, void, undefin
       const chunk = waiting.shift();
       if (chunk !== undefined) {
         yield chunk;
-        if (waiting.length === 0) stream.resume();
+        if (waiting.length === 0 && stream.isPaused()) stream.resume();
         continue;
       }
       if (failure !== undefined) throw failure;
