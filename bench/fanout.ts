@@ -137,6 +137,8 @@ export interface FanoutResult {
   readonly maxMs: number;
   /** CPU time (user + system) of the global's process from each change until every zone has it, per change and zone, in microseconds: the global's work per zone, which wall-clock times hide on a loaded machine. */
   readonly globalCpuUsPerZoneChange: number;
+  /** The same up to 200 ms after every zone has it (the ACKs handled by then): the global's whole work per zone and change. */
+  readonly globalSettledCpuUsPerZoneChange: number;
   /** The floor; undefined when `floor` was "none". */
   readonly floor?: FanoutFloor;
 }
@@ -388,6 +390,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
 
     const latencies: number[] = [];
     let cpuUs = 0;
+    let settledCpuUs = 0;
     let measuredRounds = 0;
     let floorComplete = true;
     for (let seq = 1; complete && seq <= rounds; seq++) {
@@ -424,6 +427,8 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         for (const at of d.arrivals as number[]) latencies.push(at - sentAt);
       }
       await new Promise((r) => setTimeout(r, 200));
+      const settled = process.cpuUsage(cpuBefore);
+      settledCpuUs += settled.user + settled.system;
       if (floorMode === "interleaved" && floorComplete) floorComplete = await floorRound(seq);
     }
     let afterMemory: Awaited<ReturnType<typeof openFloor>> | undefined;
@@ -469,6 +474,8 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       p99Ms: percentile(latencies, 99),
       maxMs: latencies.at(-1) ?? Number.NaN,
       globalCpuUsPerZoneChange: measuredRounds === 0 ? Number.NaN : cpuUs / measuredRounds / zones,
+      globalSettledCpuUsPerZoneChange:
+        measuredRounds === 0 ? Number.NaN : settledCpuUs / measuredRounds / zones,
       floor: floorMode === "none" ? undefined : floor,
     };
   } finally {

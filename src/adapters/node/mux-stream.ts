@@ -12,7 +12,10 @@
  * what a client can read, and identity is always readable): compressing
  * every response once per zone is what the fan-out cannot afford, and on a
  * fast link it cost 3-8x throughput (docs/transports.md). The status
- * trailers are connect's own.
+ * trailers are connect's own. Frames are written from their preset pieces
+ * where the sender recorded them (src/mux/frame-bytes.ts: a change's
+ * resources encoded once for every zone), else encoded here; the bytes are
+ * the same either way.
  *
  * @module
  */
