@@ -13,6 +13,33 @@ export type Runner = <T extends readonly (object | undefined)[] = Row[]>(
 ) => Promise<T>;
 
 /**
+ * The statements in flight under each signal, each with the store's cancel
+ * requests that sends its cancel, behind one abort listener per signal. A
+ * global's watchers, leases and sweeps share its stop signal, so a listener
+ * per statement would put dozens on it at once (and Node warns of a leak past
+ * 10); one per signal keeps it at one, whatever the concurrency.
+ */
+const inFlightBySignal = new WeakMap<AbortSignal, Map<Cancellable, CancelRequests>>();
+
+function inFlightUnder(signal: AbortSignal): Map<Cancellable, CancelRequests> {
+  let statements = inFlightBySignal.get(signal);
+  if (statements === undefined) {
+    const map = new Map<Cancellable, CancelRequests>();
+    statements = map;
+    inFlightBySignal.set(signal, map);
+    signal.addEventListener(
+      "abort",
+      () => {
+        for (const [statement, cancels] of map) cancels.send(statement);
+        map.clear();
+      },
+      { once: true },
+    );
+  }
+  return statements;
+}
+
+/**
  * Calls `body` with a statement runner bound to `signal`: an abort cancels
  * the statement in flight (a transaction around it then rolls back), and no
  * further statement starts. The cancel request goes through `cancels`, which
@@ -25,23 +52,16 @@ export async function guarded<T>(
   body: (run: Runner) => Promise<T>,
 ): Promise<T> {
   if (signal?.aborted) throw abortError(signal, what);
-  let inFlight: Cancellable | undefined;
-  const onAbort = (): void => {
-    if (inFlight !== undefined) cancels.send(inFlight);
-  };
-  signal?.addEventListener("abort", onAbort, { once: true });
   const run: Runner = async (query) => {
-    if (signal?.aborted) throw abortError(signal, what);
-    inFlight = query;
+    if (signal === undefined) return await query;
+    if (signal.aborted) throw abortError(signal, what);
+    const statements = inFlightUnder(signal);
+    statements.set(query, cancels);
     try {
       return await query;
     } finally {
-      inFlight = undefined;
+      statements.delete(query);
     }
   };
-  try {
-    return await body(run);
-  } finally {
-    signal?.removeEventListener("abort", onAbort);
-  }
+  return await body(run);
 }
