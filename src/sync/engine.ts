@@ -460,7 +460,12 @@ export class SyncEngine {
       },
       resourceErrors: (typeUrl, errors, omitted) => {
         // Nearly every ACK: nothing rejected now, nothing before. Nothing to log, nothing to keep.
-        if (errors.length === 0 && omitted === 0 && !reported.has(typeUrl) && !omittedBefore.has(typeUrl))
+        if (
+          errors.length === 0 &&
+          omitted === 0 &&
+          !reported.has(typeUrl) &&
+          !omittedBefore.has(typeUrl)
+        )
           return;
         const before = reported.get(typeUrl) ?? new Map<string, string>();
         const now = new Map(errors.map((e) => [e.key, e.reason]));

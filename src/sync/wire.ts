@@ -123,7 +123,6 @@ function fieldBytes(length: number): number {
   return 1 + varintSize(length) + length;
 }
 
-
 /** A resource decoded and validated from the wire. */
 export interface DecodedResource {
   /** Discovery key ("mesh/name" or "name"). */

@@ -140,9 +140,27 @@ describe("preset frame bytes", () => {
 
   it("share each resource's bytes between responses and keep what differs per response their own", () => {
     const [a, b, c] = fc.sample(wireResource, 3) as [WireResource, WireResource, WireResource];
-    const zone1 = presetResponse({ version: "v", typeUrl: "t", nonce: "1", upserts: [a, b], removed: [] });
-    const zone2 = presetResponse({ version: "v", typeUrl: "t", nonce: "17", upserts: [a, b], removed: ["gone"] });
-    const zone3 = presetResponse({ version: "w", typeUrl: "t", nonce: "1", upserts: [c], removed: [] });
+    const zone1 = presetResponse({
+      version: "v",
+      typeUrl: "t",
+      nonce: "1",
+      upserts: [a, b],
+      removed: [],
+    });
+    const zone2 = presetResponse({
+      version: "v",
+      typeUrl: "t",
+      nonce: "17",
+      upserts: [a, b],
+      removed: ["gone"],
+    });
+    const zone3 = presetResponse({
+      version: "w",
+      typeUrl: "t",
+      nonce: "1",
+      upserts: [c],
+      removed: [],
+    });
     expect(zone1.encoding.pieces).toContain(a.deltaEntry);
     expect(zone2.encoding.pieces).toContain(a.deltaEntry);
     expect(zone3.encoding.pieces).not.toContain(a.deltaEntry);
