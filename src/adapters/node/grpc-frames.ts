@@ -8,6 +8,7 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import type { Readable, Writable } from "node:stream";
 import { FrameSchema, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
+import { encodeFrame } from "../../mux/frame-encode.ts";
 import { scanRefusal } from "../../mux/frame-scan.ts";
 
 /** gRPC's length-prefixed message header: a flags byte and a 32-bit big-endian length. */
@@ -24,6 +25,20 @@ export function grpcEnvelope(body: Uint8Array): Buffer {
   frame.set(body, GRPC_PREFIX_BYTES);
   return frame;
 }
+
+/**
+ * `frame` as one uncompressed gRPC message, encoded straight behind its
+ * prefix (`encodeFrame`: a delta response is written once, not copied per
+ * nesting level and then again behind the prefix).
+ */
+export function grpcFrame(frame: Frame): Buffer {
+  const out = encodeFrame(frame, GRPC_PREFIX_BYTES, allocate) as Buffer;
+  out[0] = 0;
+  out.writeUInt32BE(out.length - GRPC_PREFIX_BYTES, 1);
+  return out;
+}
+
+const allocate = (bytes: number): Uint8Array => Buffer.allocUnsafe(bytes);
 
 /** Resolves when `stream` can take more writes, or has closed. */
 export function drained(stream: Writable): Promise<void> {

@@ -16,16 +16,15 @@
  *
  * @module
  */
-import { toBinary } from "@bufbuild/protobuf";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { PeerInfo } from "../../auth/peer.ts";
 import { KdsError } from "../../errors.ts";
-import { FrameSchema, MultiplexService } from "../../gen/kds/mux/v1/mux_pb.ts";
+import { MultiplexService } from "../../gen/kds/mux/v1/mux_pb.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
 import { toConnectError } from "../../connect-errors.ts";
-import { drained, grpcEnvelope, readGrpcFrames } from "./grpc-frames.ts";
+import { drained, grpcFrame, readGrpcFrames } from "./grpc-frames.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
 import { CLIENT_ID_HEADER } from "../../names.ts";
 
@@ -112,7 +111,7 @@ async function serveMuxStream(
     for await (const message of outbound) {
       if (stream.closed || stream.destroyed) continue; // the session ends through `gone`; its frames go nowhere
       if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
-      if (!response.write(grpcEnvelope(toBinary(FrameSchema, message)))) await drained(stream);
+      if (!response.write(grpcFrame(message))) await drained(stream);
     }
   } catch (error) {
     failure = error;
