@@ -148,11 +148,11 @@ export interface DecodedResource {
  * `invalid_resource` with a message naming the resource and the problem.
  */
 export function fromWire(type: ResourceType, any: Any, expectedKey?: string): DecodedResource {
-  const where = expectedKey === undefined ? type.kind : `${type.kind} "${expectedKey}"`;
+  // Messages name the resource only when it is refused (named()): this runs for every resource received.
   if (any.typeUrl !== KDS_RESOURCE_TYPE_URL) {
     throw new KdsError(
       "invalid_resource",
-      `${where}: expected a ${KDS_RESOURCE_TYPE_URL}, got ${any.typeUrl || "an empty type URL"}`,
+      `${named(type.kind, expectedKey)}: expected a ${KDS_RESOURCE_TYPE_URL}, got ${any.typeUrl || "an empty type URL"}`,
     );
   }
   let envelope: Envelope;
@@ -161,35 +161,40 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
   } catch (error) {
     throw new KdsError(
       "invalid_resource",
-      `${where}: malformed resource envelope (${String(error)})`,
+      `${named(type.kind, expectedKey)}: malformed resource envelope (${String(error)})`,
       { cause: error },
     );
   }
   const meta = envelope.meta;
   if (meta === undefined || envelope.specTypeUrl === undefined)
-    throw new KdsError("invalid_resource", `${where}: the envelope lacks meta or spec`);
+    throw new KdsError(
+      "invalid_resource",
+      `${named(type.kind, expectedKey)}: the envelope lacks meta or spec`,
+    );
   const built = resourceKey(meta.mesh, meta.name);
   // The response's own key when it matches: one string per resource kept, not two.
   const key = built === expectedKey ? expectedKey : built;
-  const label = `${type.kind} "${key}"`;
   if (!RESOURCE_NAME_PATTERN.test(meta.name))
-    throw new KdsError("invalid_resource", `${label}: invalid name`);
+    throw new KdsError("invalid_resource", `${named(type.kind, key)}: invalid name`);
   if (type.scope === "mesh" && !RESOURCE_NAME_PATTERN.test(meta.mesh))
     throw new KdsError(
       "invalid_resource",
-      `${label}: ${type.kind} is mesh-scoped but has no valid mesh`,
+      `${named(type.kind, key)}: ${type.kind} is mesh-scoped but has no valid mesh`,
     );
   if (type.scope === "cluster" && meta.mesh !== "")
     throw new KdsError(
       "invalid_resource",
-      `${label}: ${type.kind} is cluster-scoped but names a mesh`,
+      `${named(type.kind, key)}: ${type.kind} is cluster-scoped but names a mesh`,
     );
   if (expectedKey !== undefined && key !== expectedKey)
-    throw new KdsError("invalid_resource", `${label}: sent under the name "${expectedKey}"`);
+    throw new KdsError(
+      "invalid_resource",
+      `${named(type.kind, key)}: sent under the name "${expectedKey}"`,
+    );
   if (envelope.specTypeUrl !== type.typeUrl)
     throw new KdsError(
       "invalid_resource",
-      `${label}: the spec is a ${envelope.specTypeUrl}, expected ${type.typeUrl}`,
+      `${named(type.kind, key)}: the spec is a ${envelope.specTypeUrl}, expected ${type.typeUrl}`,
     );
   // A copy of just the spec's bytes: the decoded spec keeps views into what it was decoded from (its bytes and
   // unknown fields), and the received bytes belong to a whole response, which a stored spec must not pin.
@@ -198,9 +203,13 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
   try {
     decoded = fromBinary(type.schema, specBytes);
   } catch (error) {
-    throw new KdsError("invalid_resource", `${label}: malformed spec (${String(error)})`, {
-      cause: error,
-    });
+    throw new KdsError(
+      "invalid_resource",
+      `${named(type.kind, key)}: malformed spec (${String(error)})`,
+      {
+        cause: error,
+      },
+    );
   }
   return new Decoded(
     key,
@@ -404,6 +413,11 @@ function readAny(reader: BinaryReader, end: number, envelope: Envelope): void {
     else reader.skip(wireType, field);
   }
   ended(reader, end);
+}
+
+/** A resource in a message: its kind and, when known, its key. */
+function named(kind: string, key: string | undefined): string {
+  return key === undefined ? kind : `${kind} "${key}"`;
 }
 
 /** Milliseconds of a timestamp, as protobuf-es's timestampDate computes them. */
