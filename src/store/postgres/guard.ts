@@ -11,6 +11,37 @@ export type Runner = <T extends readonly (object | undefined)[] = Row[]>(
   query: PendingQuery<T>,
 ) => Promise<T>;
 
+/** A statement in flight that an abort cancels. */
+interface Cancellable {
+  cancel(): void;
+}
+
+/**
+ * The statements in flight under each signal, behind one abort listener per
+ * signal. A global's watchers, leases and sweeps share its stop signal, so a
+ * listener per statement would put dozens on it at once (and Node warns of a
+ * leak past 10); one per signal keeps it at one, whatever the concurrency.
+ */
+const inFlightBySignal = new WeakMap<AbortSignal, Set<Cancellable>>();
+
+function inFlightUnder(signal: AbortSignal): Set<Cancellable> {
+  let statements = inFlightBySignal.get(signal);
+  if (statements === undefined) {
+    const set = new Set<Cancellable>();
+    statements = set;
+    inFlightBySignal.set(signal, set);
+    signal.addEventListener(
+      "abort",
+      () => {
+        for (const statement of set) statement.cancel();
+        set.clear();
+      },
+      { once: true },
+    );
+  }
+  return statements;
+}
+
 /**
  * Calls `body` with a statement runner bound to `signal`: an abort cancels
  * the statement in flight (a transaction around it then rolls back), and no
@@ -22,21 +53,16 @@ export async function guarded<T>(
   body: (run: Runner) => Promise<T>,
 ): Promise<T> {
   if (signal?.aborted) throw abortError(signal, what);
-  let inFlight: { cancel(): void } | undefined;
-  const onAbort = (): void => inFlight?.cancel();
-  signal?.addEventListener("abort", onAbort, { once: true });
   const run: Runner = async (query) => {
-    if (signal?.aborted) throw abortError(signal, what);
-    inFlight = query;
+    if (signal === undefined) return await query;
+    if (signal.aborted) throw abortError(signal, what);
+    const statements = inFlightUnder(signal);
+    statements.add(query);
     try {
       return await query;
     } finally {
-      inFlight = undefined;
+      statements.delete(query);
     }
   };
-  try {
-    return await body(run);
-  } finally {
-    signal?.removeEventListener("abort", onAbort);
-  }
+  return await body(run);
 }
