@@ -1,7 +1,11 @@
 import { getEventListeners } from "node:events";
 import type { PendingQuery, Row } from "postgres";
 import { describe, expect, it } from "vitest";
+import { silentLogger } from "../../src/log.ts";
+import { CancelRequests } from "../../src/store/postgres/cancels.ts";
 import { guarded } from "../../src/store/postgres/guard.ts";
+
+const cancels = new CancelRequests(silentLogger, "test");
 
 /** A statement in flight until `finish()` or its cancel, as postgres.js's PendingQuery is awaited and cancelled. */
 class FakeStatement {
@@ -36,7 +40,7 @@ describe("guarded statements", () => {
     const stop = new AbortController();
     const statements = Array.from({ length: 25 }, () => new FakeStatement());
     const runs = statements.map((s) =>
-      guarded(stop.signal, "test statement", (run) => run(s.query)),
+      guarded(stop.signal, "test statement", cancels, (run) => run(s.query)),
     );
     await Promise.resolve();
     expect(getEventListeners(stop.signal, "abort")).toHaveLength(1);
@@ -53,9 +57,9 @@ describe("guarded statements", () => {
     const stop = new AbortController();
     stop.abort();
     const s = new FakeStatement();
-    await expect(guarded(stop.signal, "late statement", (run) => run(s.query))).rejects.toThrow(
-      /late statement/,
-    );
+    await expect(
+      guarded(stop.signal, "late statement", cancels, (run) => run(s.query)),
+    ).rejects.toThrow(/late statement/);
     expect(s.cancelled).toBe(false);
   });
 });
