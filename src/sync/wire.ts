@@ -198,7 +198,7 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
     );
   // A copy of just the spec's bytes: the decoded spec keeps views into what it was decoded from (its bytes and
   // unknown fields), and the received bytes belong to a whole response, which a stored spec must not pin.
-  const specBytes = envelope.specValue.slice();
+  const specBytes = new Uint8Array(envelope.specValue); // a copy: on Node the bytes are a Buffer, whose slice() is a view
   let decoded: Message;
   try {
     decoded = fromBinary(type.schema, specBytes);
