@@ -6,8 +6,8 @@
  * hands to a view, its exact protobuf encoding as a list of pieces (see
  * {@link presetEncoding}): the shared ones are the same `Uint8Array`s for
  * every zone, and a transport that writes bytes itself copies them into one
- * write ({@link frameEncoding}) instead of encoding the message reflectively
- * per zone. The bytes are exactly what protobuf-es's `toBinary` writes for
+ * write ({@link presetFrameEncoding}) instead of encoding the message per
+ * zone (`encodeFrame` writes every other frame). The bytes are exactly what protobuf-es's `toBinary` writes for
  * the frame (fields in the schema's order), so nothing on the wire changes:
  * a peer decodes the same message, and the credit size (the encoded length,
  * docs/protocol.md) is the same number.
@@ -17,8 +17,8 @@
  *
  * @module
  */
-import { toBinary } from "@bufbuild/protobuf";
-import { FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../gen/kds/mux/v1/mux_pb.ts";
+import { encodeFrame } from "./frame-encode.ts";
 import { utf8Length, varintSize } from "./frame-size.ts";
 import type { MuxResponse } from "./frames.ts";
 
@@ -62,30 +62,33 @@ export function presetFrameLength(frame: Frame): number | undefined {
 }
 
 /**
- * `frame` encoded as a `kds.mux.v1.Frame`: from the preset pieces of the
- * response it carries (or of the responses in a batch), else by `toBinary`.
+ * `frame` encoded as a `kds.mux.v1.Frame` from the preset pieces of the
+ * response it carries (or of the responses in a batch, the batch's other
+ * frames encoded by `encodeFrame`); undefined when it holds none, for the
+ * caller to encode it whole.
  */
-export function frameEncoding(frame: Frame): EncodedPieces {
+export function presetFrameEncoding(frame: Frame): EncodedPieces | undefined {
   const value = frame.value;
-  if (frame.$unknown === undefined) {
-    if (value.case === "deltaResponse" || value.case === "response") {
-      const inner = preset.get(value.value);
-      if (inner !== undefined) return delimited(RESPONSE_FIELD[value.case], inner);
-    } else if (value.case === "batch" && value.value.$unknown === undefined) {
-      const frames = value.value.frames;
-      if (frames.some((f) => presetFrameLength(f) !== undefined)) {
-        const pieces: Uint8Array[] = [];
-        let byteLength = 0;
-        for (const f of frames) {
-          const one = delimited(BATCH_FRAMES_FIELD, frameEncoding(f));
-          for (const piece of one.pieces) pieces.push(piece);
-          byteLength += one.byteLength;
-        }
-        return delimited(BATCH_FIELD, { pieces, byteLength });
-      }
-    }
+  if (frame.$unknown !== undefined) return undefined;
+  if (value.case === "deltaResponse" || value.case === "response") {
+    const inner = preset.get(value.value);
+    return inner === undefined ? undefined : delimited(RESPONSE_FIELD[value.case], inner);
   }
-  const bytes = toBinary(FrameSchema, frame);
+  if (value.case !== "batch" || value.value.$unknown !== undefined) return undefined;
+  const frames = value.value.frames;
+  if (!frames.some((f) => presetFrameLength(f) !== undefined)) return undefined;
+  const pieces: Uint8Array[] = [];
+  let byteLength = 0;
+  for (const f of frames) {
+    const bytes = presetFrameEncoding(f) ?? whole(encodeFrame(f));
+    const one = delimited(BATCH_FRAMES_FIELD, bytes);
+    for (const piece of one.pieces) pieces.push(piece);
+    byteLength += one.byteLength;
+  }
+  return delimited(BATCH_FIELD, { pieces, byteLength });
+}
+
+function whole(bytes: Uint8Array): EncodedPieces {
   return { pieces: [bytes], byteLength: bytes.byteLength };
 }
 

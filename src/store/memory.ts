@@ -62,7 +62,9 @@ function changeBytes(change: StoreChange, specBytes: number): number {
     );
   const meta = change.resource.meta;
   let chars = meta.name.length + meta.mesh.length + meta.version.length;
-  for (const [k, v] of Object.entries(meta.labels)) chars += k.length + v.length;
+  const labels = meta.labels;
+  for (const k in labels)
+    if (Object.hasOwn(labels, k)) chars += k.length + (labels[k] as string).length;
   return CHANGE_OVERHEAD_BYTES + 2 * specBytes + 2 * chars;
 }
 
@@ -161,11 +163,8 @@ export class InMemoryStore implements ResourceStore {
     // Each op writes straight into its kind's map and keeps the value it replaced in `undo`; when an op fails, the
     // batch's writes are put back, newest first. Nothing runs in between (apply does not yield), so no reader sees
     // a part of a batch.
-    const undo: Array<{
-      bucket: Map<string, StoredResource>;
-      key: string;
-      replaced: StoredResource | undefined;
-    }> = [];
+    // Flat triples (bucket, key, replaced value), not an object per op: a sync writes batches of thousands.
+    const undo: Array<Map<string, StoredResource> | string | StoredResource | undefined> = [];
     const write = (
       kind: string,
       key: string,
@@ -177,7 +176,7 @@ export class InMemoryStore implements ResourceStore {
         bucket = new Map();
         this.#byKind.set(kind, bucket);
       }
-      undo.push({ bucket, key, replaced });
+      undo.push(bucket, key, replaced);
       if (resource === undefined) bucket.delete(key);
       else bucket.set(key, resource);
     };
@@ -249,8 +248,10 @@ export class InMemoryStore implements ResourceStore {
         }
       }
     } catch (error) {
-      for (let i = undo.length - 1; i >= 0; i--) {
-        const { bucket, key, replaced } = undo[i] as (typeof undo)[number];
+      for (let i = undo.length - 3; i >= 0; i -= 3) {
+        const bucket = undo[i] as Map<string, StoredResource>;
+        const key = undo[i + 1] as string;
+        const replaced = undo[i + 2] as StoredResource | undefined;
         if (replaced === undefined) bucket.delete(key);
         else bucket.set(key, replaced);
       }

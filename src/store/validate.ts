@@ -12,28 +12,35 @@ import type { ResourceInput } from "./contract.ts";
 export function validateInput(types: TypeRegistry, input: ResourceInput): void {
   const type = types.get(input.kind);
   const mesh = input.mesh ?? "";
-  const what = `${type.kind} "${resourceKey(mesh, input.name)}"`;
   if (!RESOURCE_NAME_PATTERN.test(input.name)) {
     throw new KdsError(
       "invalid_resource",
-      `${what}: a name is 1 to 253 letters, digits, '.', '-' or '_', starting with a letter or digit`,
+      `${what(type.kind, mesh, input.name)}: a name is 1 to 253 letters, digits, '.', '-' or '_', starting with a letter or digit`,
     );
   }
   if (type.scope === "mesh" && !RESOURCE_NAME_PATTERN.test(mesh)) {
-    throw new KdsError("invalid_resource", `${what}: ${type.kind} is mesh-scoped; give it a mesh`);
+    throw new KdsError(
+      "invalid_resource",
+      `${what(type.kind, mesh, input.name)}: ${type.kind} is mesh-scoped; give it a mesh`,
+    );
   }
   if (type.scope === "cluster" && mesh !== "") {
     throw new KdsError(
       "invalid_resource",
-      `${what}: ${type.kind} is cluster-scoped and belongs to no mesh; drop the mesh`,
+      `${what(type.kind, mesh, input.name)}: ${type.kind} is cluster-scoped and belongs to no mesh; drop the mesh`,
     );
   }
   if (input.spec.$typeName !== type.schema.typeName) {
     throw new KdsError(
       "invalid_resource",
-      `${what}: the spec is a ${input.spec.$typeName}, but ${type.kind} takes a ${type.schema.typeName}`,
+      `${what(type.kind, mesh, input.name)}: the spec is a ${input.spec.$typeName}, but ${type.kind} takes a ${type.schema.typeName}`,
     );
   }
+}
+
+/** The resource a validation message names (built only for a refused resource: sync validates every one it receives). */
+function what(kind: string, mesh: string, name: string): string {
+  return `${kind} "${resourceKey(mesh, name)}"`;
 }
 
 /**

@@ -63,19 +63,17 @@ export function mirrorMapping(): SinkMapping {
   return {
     scope: { [LABELS.origin]: "global" },
     localName: (name) => name,
+    // `user` is a new object per call (it holds no kds.io/ label): the copy's labels are added to it, not to a copy of it.
     labels: (r, user) => {
-      const labels: Record<string, string> = {
-        ...user,
-        [LABELS.origin]: "global",
-        [LABELS.originVersion]: r.version,
-      };
+      user[LABELS.origin] = "global";
+      user[LABELS.originVersion] = r.version;
       const zone = r.labels[LABELS.zone];
       const display = r.labels[LABELS.displayName];
       const lastOnline = r.labels[LABELS.originLastOnline];
-      if (zone !== undefined) labels[LABELS.zone] = zone;
-      if (display !== undefined) labels[LABELS.displayName] = display;
-      if (lastOnline !== undefined) labels[LABELS.originLastOnline] = lastOnline;
-      return labels;
+      if (zone !== undefined) user[LABELS.zone] = zone;
+      if (display !== undefined) user[LABELS.displayName] = display;
+      if (lastOnline !== undefined) user[LABELS.originLastOnline] = lastOnline;
+      return user;
     },
     keyOf: (local) => resourceKey(local.meta.mesh, local.meta.name),
   };
@@ -251,7 +249,10 @@ export class StoreSink implements ResourceSink {
     const type = this.#type(typeUrl);
     const ops: WriteOp[] = [];
     const rejected: ResourceRejection[] = [];
-    const puts: { key: string; input: ResourceInput; specBytes: Uint8Array | undefined }[] = [];
+    // Only zone-to-zones puts are read against the store first (#notForeign); the others go straight into `ops`.
+    const puts:
+      | { key: string; input: ResourceInput; specBytes: Uint8Array | undefined }[]
+      | undefined = type.direction === "zone-to-zones" ? [] : undefined;
     for (const r of resources) {
       const decoded = fromWire(type, r.any, r.key);
       if (decoded.version !== r.version)
@@ -260,10 +261,14 @@ export class StoreSink implements ResourceSink {
           `${type.kind} "${r.key}": version ${r.version} in the response but ${decoded.version} in the resource`,
         );
       const input = this.#input(type, decoded, rejected);
-      if (input !== undefined) puts.push({ key: r.key, input, specBytes: decoded.specBytes });
+      if (input === undefined) continue;
+      if (puts === undefined)
+        ops.push({ op: "put", input, handOver: true, specBytes: decoded.specBytes });
+      else puts.push({ key: r.key, input, specBytes: decoded.specBytes });
     }
-    for (const p of await this.#notForeign(type, puts, rejected, signal))
-      ops.push({ op: "put", input: p.input, handOver: true, specBytes: p.specBytes });
+    if (puts !== undefined)
+      for (const p of await this.#notForeign(type, puts, rejected, signal))
+        ops.push({ op: "put", input: p.input, handOver: true, specBytes: p.specBytes });
     // The local copies of every removed key, read in one go (not one read per name); a key named twice is read and deleted once.
     const keys = [...new Set(removed)];
     const gone = keys.map((key) => {
@@ -347,7 +352,9 @@ export class StoreSink implements ResourceSink {
     rejected: ResourceRejection[],
   ): ResourceInput | undefined {
     const user: Record<string, string> = {};
-    for (const [k, v] of Object.entries(decoded.labels)) if (!k.startsWith("kds.io/")) user[k] = v;
+    const sent = decoded.labels;
+    for (const k in sent)
+      if (Object.hasOwn(sent, k) && !k.startsWith("kds.io/")) user[k] = sent[k] as string;
     const input: ResourceInput = {
       kind: type.kind,
       mesh: decoded.mesh,

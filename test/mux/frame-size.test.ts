@@ -5,119 +5,12 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CallSchema, FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
-import {
-  DeltaDiscoveryRequestSchema,
-  DeltaDiscoveryResponseSchema,
-  DiscoveryRequestSchema,
-  DiscoveryResponseSchema,
-} from "../../src/gen/kds/v1/discovery_pb.ts";
+import { FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { DeltaDiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
+import { frame } from "../support/frame-arbitraries.ts";
 import { scanFrame, scanRefusal } from "../../src/mux/frame-scan.ts";
 import { MAX_FRAME_ELEMENTS, frameRefusal } from "../../src/mux/frame-limits.ts";
 import { creditSize, utf8Length, weighFrame } from "../../src/mux/frame-size.ts";
-
-const text = fc.oneof(
-  fc.string(),
-  fc.string({ unit: "binary" }),
-  fc.string({ unit: "grapheme" }),
-  fc.constant(""),
-);
-const bytes = fc.uint8Array({ maxLength: 300 });
-
-const anyMessage = fc.record({ typeUrl: text, value: bytes });
-const node = fc.record({
-  id: text,
-  cluster: text,
-  userAgentName: text,
-  clientFeatures: fc.array(text, { maxLength: 3 }),
-  metadata: fc.option(
-    fc.dictionary(fc.string(), fc.oneof(fc.string(), fc.double({ noNaN: true }), fc.boolean())),
-    { nil: undefined },
-  ),
-});
-const status = fc.record({
-  code: fc.integer(),
-  message: text,
-  details: fc.array(anyMessage, { maxLength: 2 }),
-});
-
-const frameValue = fc.oneof(
-  fc
-    .record({
-      typeUrl: text,
-      versionInfo: text,
-      responseNonce: text,
-      resourceNames: fc.array(text, { maxLength: 5 }),
-      node: fc.option(node, { nil: undefined }),
-      errorDetail: fc.option(status, { nil: undefined }),
-    })
-    .map((v) => ({ case: "request" as const, value: create(DiscoveryRequestSchema, v) })),
-  fc
-    .record({
-      typeUrl: text,
-      versionInfo: text,
-      nonce: text,
-      resources: fc.array(anyMessage, { maxLength: 5 }),
-    })
-    .map((v) => ({ case: "response" as const, value: create(DiscoveryResponseSchema, v) })),
-  fc
-    .record({
-      typeUrl: text,
-      responseNonce: text,
-      resourceNamesSubscribe: fc.array(text, { maxLength: 5 }),
-      resourceNamesUnsubscribe: fc.array(text, { maxLength: 5 }),
-      initialResourceVersions: fc.dictionary(fc.string(), text, { maxKeys: 5 }),
-      errorDetail: fc.option(status, { nil: undefined }),
-    })
-    .map((v) => ({ case: "deltaRequest" as const, value: create(DeltaDiscoveryRequestSchema, v) })),
-  fc
-    .record({
-      typeUrl: text,
-      systemVersionInfo: text,
-      nonce: text,
-      removedResources: fc.array(text, { maxLength: 5 }),
-      resources: fc.array(
-        fc.record({
-          name: text,
-          version: text,
-          aliases: fc.array(text, { maxLength: 2 }),
-          resource: fc.option(anyMessage, { nil: undefined }),
-          ttl: fc.option(
-            fc.record({
-              seconds: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
-              nanos: fc.integer(),
-            }),
-            { nil: undefined },
-          ),
-        }),
-        { maxLength: 5 },
-      ),
-    })
-    .map((v) => ({
-      case: "deltaResponse" as const,
-      value: create(DeltaDiscoveryResponseSchema, v),
-    })),
-  fc
-    .record({
-      id: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
-      path: text,
-      headers: fc.dictionary(fc.string(), text, { maxKeys: 3 }),
-      body: bytes,
-      window: fc.nat(),
-    })
-    .map(({ id, ...open }) => ({
-      case: "call" as const,
-      value: create(CallSchema, { id, kind: { case: "open", value: open } }),
-    })),
-  fc
-    .record({ id: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), credit: fc.nat() })
-    .map(({ id, credit }) => ({
-      case: "call" as const,
-      value: create(CallSchema, { id, kind: { case: "credit", value: credit } }),
-    })),
-);
-
-const frame = frameValue.map((value) => create(FrameSchema, { value }) as Frame);
 
 describe("creditSize", () => {
   it("is the length protobuf-es encodes the frame to, for any frame", () => {

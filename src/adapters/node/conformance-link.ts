@@ -6,14 +6,13 @@
  *
  * @module
  */
-import { toBinary } from "@bufbuild/protobuf";
 import * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
 import type { AcceptLink, DialLink, LinkEnd, MuxLink } from "../../conformance/link.ts";
 import { KdsError } from "../../errors.ts";
-import { FrameSchema, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { raceAbort } from "../../util/abort.ts";
-import { grpcEnvelope, readGrpcFrames } from "./grpc-frames.ts";
+import { grpcFrame, readGrpcFrames } from "./grpc-frames.ts";
 
 /** The path of the mux call. */
 const STREAM_PATH = "/kds.mux.v1.MultiplexService/StreamMessage";
@@ -51,7 +50,7 @@ class StreamLink implements MuxLink {
 
   write(frames: readonly Frame[]): void {
     if (this.#stream.destroyed || this.#stream.writableEnded) return; // the call is over: how it ended is in `ended`
-    this.#stream.write(Buffer.concat(frames.map((f) => grpcEnvelope(toBinary(FrameSchema, f)))));
+    this.#stream.write(Buffer.concat(frames.map((f) => grpcFrame(f))));
   }
 
   read(signal: AbortSignal): Promise<Frame | undefined> {

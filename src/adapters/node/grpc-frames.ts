@@ -8,7 +8,8 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import type { Readable, Writable } from "node:stream";
 import { FrameSchema, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
-import { copyPieces, type EncodedPieces } from "../../mux/frame-bytes.ts";
+import { copyPieces, presetFrameEncoding } from "../../mux/frame-bytes.ts";
+import { encodeFrame } from "../../mux/frame-encode.ts";
 import { scanRefusal } from "../../mux/frame-scan.ts";
 
 /** gRPC's length-prefixed message header: a flags byte and a 32-bit big-endian length. */
@@ -19,17 +20,35 @@ export type UnreadableFrame = (reason: string, cause?: unknown) => Error;
 
 /** `body` as one uncompressed gRPC message: flag byte 0, big-endian length, body. */
 export function grpcEnvelope(body: Uint8Array): Buffer {
-  return grpcEnvelopeOf({ pieces: [body], byteLength: body.byteLength });
-}
-
-/** A body given in pieces (see src/mux/frame-bytes.ts) as one uncompressed gRPC message, in one buffer. */
-export function grpcEnvelopeOf(body: EncodedPieces): Buffer {
-  const frame = Buffer.allocUnsafe(GRPC_PREFIX_BYTES + body.byteLength);
+  const frame = Buffer.allocUnsafe(GRPC_PREFIX_BYTES + body.length);
   frame[0] = 0;
-  frame.writeUInt32BE(body.byteLength, 1);
-  copyPieces(body, frame, GRPC_PREFIX_BYTES);
+  frame.writeUInt32BE(body.length, 1);
+  frame.set(body, GRPC_PREFIX_BYTES);
   return frame;
 }
+
+/**
+ * `frame` as one uncompressed gRPC message, encoded straight behind its
+ * prefix (`encodeFrame`: a delta response is written once, not copied per
+ * nesting level and then again behind the prefix).
+ */
+export function grpcFrame(frame: Frame): Buffer {
+  // A response whose bytes the sender preset from pieces shared across zones (src/mux/frame-bytes.ts): copied, not encoded.
+  const preset = presetFrameEncoding(frame);
+  if (preset !== undefined) {
+    const framed = Buffer.allocUnsafe(GRPC_PREFIX_BYTES + preset.byteLength);
+    framed[0] = 0;
+    framed.writeUInt32BE(preset.byteLength, 1);
+    copyPieces(preset, framed, GRPC_PREFIX_BYTES);
+    return framed;
+  }
+  const out = encodeFrame(frame, GRPC_PREFIX_BYTES, allocate) as Buffer;
+  out[0] = 0;
+  out.writeUInt32BE(out.length - GRPC_PREFIX_BYTES, 1);
+  return out;
+}
+
+const allocate = (bytes: number): Uint8Array => Buffer.allocUnsafe(bytes);
 
 /** Resolves when `stream` can take more writes, or has closed. */
 export function drained(stream: Writable): Promise<void> {

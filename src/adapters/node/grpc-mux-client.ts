@@ -19,11 +19,10 @@ import { findTrailerError, parseContentType } from "@connectrpc/connect/protocol
 import * as http2 from "node:http2";
 import { KdsError } from "../../errors.ts";
 import type { Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
-import { frameEncoding } from "../../mux/frame-bytes.ts";
 import { defaultSessionOptions } from "../../mux/index.ts";
 import { fromConnectError } from "../../connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "../../transport/transport.ts";
-import { drained, grpcEnvelopeOf, readGrpcFrames } from "./grpc-frames.ts";
+import { drained, grpcFrame, readGrpcFrames } from "./grpc-frames.ts";
 import { DEFAULT_HTTP2_WINDOW_BYTES, http2Window } from "./http2-windows.ts";
 import { MUX_PATH } from "./mux-stream.ts";
 
@@ -222,7 +221,7 @@ async function writeAll(
   try {
     for await (const message of outbound) {
       if (stream.destroyed || stream.writableEnded) break;
-      if (!stream.write(grpcEnvelopeOf(frameEncoding(message)))) await drained(stream);
+      if (!stream.write(grpcFrame(message))) await drained(stream);
     }
     if (!stream.destroyed && !stream.writableEnded) stream.end();
   } catch (error) {

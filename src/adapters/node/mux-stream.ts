@@ -12,10 +12,10 @@
  * what a client can read, and identity is always readable): compressing
  * every response once per zone is what the fan-out cannot afford, and on a
  * fast link it cost 3-8x throughput (docs/transports.md). The status
- * trailers are connect's own. Frames are written from their preset pieces
- * where the sender recorded them (src/mux/frame-bytes.ts: a change's
- * resources encoded once for every zone), else encoded here; the bytes are
- * the same either way.
+ * trailers are connect's own. A response whose bytes the sender preset
+ * (src/mux/frame-bytes.ts: a change's resources encoded once for every
+ * zone) is copied from those pieces instead of encoded; the bytes are the
+ * same either way.
  *
  * @module
  */
@@ -25,10 +25,9 @@ import type * as http2 from "node:http2";
 import type { PeerInfo } from "../../auth/peer.ts";
 import { KdsError } from "../../errors.ts";
 import { MultiplexService } from "../../gen/kds/mux/v1/mux_pb.ts";
-import { frameEncoding } from "../../mux/frame-bytes.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
 import { toConnectError } from "../../connect-errors.ts";
-import { drained, grpcEnvelopeOf, readGrpcFrames } from "./grpc-frames.ts";
+import { drained, grpcFrame, readGrpcFrames } from "./grpc-frames.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
 import { CLIENT_ID_HEADER } from "../../names.ts";
 
@@ -115,7 +114,7 @@ async function serveMuxStream(
     for await (const message of outbound) {
       if (stream.closed || stream.destroyed) continue; // the session ends through `gone`; its frames go nowhere
       if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
-      if (!response.write(grpcEnvelopeOf(frameEncoding(message)))) await drained(stream);
+      if (!response.write(grpcFrame(message))) await drained(stream);
     }
   } catch (error) {
     failure = error;
