@@ -26,7 +26,6 @@ import {
 } from "../gen/kds/v1/discovery_pb.ts";
 import type { Status } from "../gen/kds/v1/discovery_pb.ts";
 import type { MuxRequest, MuxResponse } from "../mux/frames.ts";
-import { presetEncoding } from "../mux/frame-bytes.ts";
 import { utf8Length } from "../mux/frame-size.ts";
 import type { ServerStreamView } from "../mux/views.ts";
 import {
@@ -38,7 +37,6 @@ import {
   type DeltaDiffState,
 } from "./delta-diff.ts";
 import { resourceErrorsOf } from "./resource-errors.ts";
-import { deltaResponseEncoding } from "./response-bytes.ts";
 import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
 import {
   assertMaxResponseResources,
@@ -520,14 +518,6 @@ export class DiscoveryServer {
       resources: upserts.map((r) => r.resource),
       removedResources: removed,
     });
-    const encoding = deltaResponseEncoding(
-      snapshot.version,
-      state.typeUrl,
-      nonce,
-      upserts,
-      removed,
-    );
-    if (encoding !== undefined) presetEncoding(response, encoding);
     this.#send(response, signal, () => {
       if (this.#observer.sent === undefined) return;
       const keys = upserts.map((r) => r.key);

@@ -24,14 +24,6 @@ export interface WireResource {
   readonly anyBytes: number;
   /** Encoded size of a delta `Resource` holding it, in bytes. */
   readonly resourceBytes: number;
-  /**
-   * `resource` encoded as one element of a DeltaDiscoveryResponse's
-   * `resources` (field 2: its tag, its length, then exactly what `toBinary`
-   * writes for the Resource), encoded once and shared by every response that
-   * carries it; never written to. Optional: a response holding a resource
-   * without it is encoded whole for each stream.
-   */
-  readonly deltaEntry?: Uint8Array;
 }
 
 /** A read-only view of a set of resources, by key. */

@@ -372,7 +372,7 @@ function tagSize(fieldNo: number, wireType: number): number {
 }
 
 /** Bytes of an unsigned 32-bit varint. */
-export function varintSize(n: number): number {
+function varintSize(n: number): number {
   if (n < 0x80) return 1;
   if (n < 0x4000) return 2;
   if (n < 0x200000) return 3;

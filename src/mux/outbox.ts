@@ -21,7 +21,6 @@ import { KdsError, abortError } from "../errors.ts";
 import { BatchSchema, FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import { Ring } from "../util/ring.ts";
 import { Waker } from "../util/wake.ts";
-import { presetFrameLength } from "./frame-bytes.ts";
 import { creditSize } from "./frame-size.ts";
 import { controlFrame, type FrameValueInit, type Lane } from "./frames.ts";
 import { MAX_WINDOW } from "./options.ts";
@@ -206,7 +205,7 @@ export class Outbox {
       );
     }
     if (signal?.aborted) return Promise.reject(abortError(signal, "send"));
-    const bytes = presetFrameLength(frame) ?? creditSize(frame);
+    const bytes = creditSize(frame);
     if (bytes > this.#peerMaxBytes) {
       return Promise.reject(
         new KdsError(

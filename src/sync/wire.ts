@@ -12,7 +12,6 @@ import { KdsError } from "../errors.ts";
 import type { Resource } from "../gen/kds/v1/discovery_pb.ts";
 import { KdsResourceSchema } from "../gen/kds/v1/resource_pb.ts";
 import type { WireResource } from "../discovery/types.ts";
-import { utf8Length, varintSize } from "../mux/frame-size.ts";
 import {
   RESOURCE_NAME_PATTERN,
   TYPE_URL_PREFIX,
@@ -60,26 +59,10 @@ export function toWire(
     .tag(2, WireType.LengthDelimited)
     .bytes(toBinary(type.schema, resource.spec))
     .join();
-  const envelope = w.finish();
-  const key = resourceKey(meta.mesh, meta.name);
-  // The delta Resource as one element of a response's `resources` (field 2), encoded once for every zone it goes to.
-  // The Any's value is a view into it, so the cache holds the envelope's bytes once.
-  // Fields as protobuf writes them: in order, an empty string left out (the envelope never is empty).
-  w.tag(2, WireType.LengthDelimited).fork();
-  if (meta.version !== "") w.tag(1, WireType.LengthDelimited).string(meta.version);
-  w.tag(2, WireType.LengthDelimited)
-    .fork()
-    .tag(1, WireType.LengthDelimited)
-    .string(KDS_RESOURCE_TYPE_URL)
-    .tag(2, WireType.LengthDelimited)
-    .bytes(envelope)
-    .join();
-  if (key !== "") w.tag(3, WireType.LengthDelimited).string(key);
-  const deltaEntry = w.join().finish();
-  const valueEnd = deltaEntry.byteLength - (key === "" ? 0 : fieldBytes(utf8Length(key)));
-  const value = deltaEntry.subarray(valueEnd - envelope.byteLength, valueEnd);
+  const value = w.finish();
   // Plain message objects, as create() would make them (proto3, no defaults to fill): create() walks the schema every time.
   const any: Any = { $typeName: "google.protobuf.Any", typeUrl: KDS_RESOURCE_TYPE_URL, value };
+  const key = resourceKey(meta.mesh, meta.name);
   const wrapped: Resource = {
     $typeName: "kds.v1.Resource",
     name: key,
@@ -90,15 +73,7 @@ export function toWire(
   const anyBytes = fieldBytes(utf8Length(KDS_RESOURCE_TYPE_URL)) + fieldBytes(value.byteLength);
   const resourceBytes =
     fieldBytes(utf8Length(meta.version)) + fieldBytes(anyBytes) + fieldBytes(utf8Length(key));
-  return {
-    key,
-    version: meta.version,
-    any,
-    resource: wrapped,
-    anyBytes,
-    resourceBytes,
-    deltaEntry,
-  };
+  return { key, version: meta.version, any, resource: wrapped, anyBytes, resourceBytes };
 }
 
 /**
@@ -120,7 +95,30 @@ function writeTimestamp(w: BinaryWriter, field: number, date: Date): void {
 
 /** Bytes of a length-delimited field of `length` bytes with a one-byte tag. */
 function fieldBytes(length: number): number {
-  return 1 + varintSize(length) + length;
+  return 1 + varintLength(length) + length;
+}
+
+function varintLength(n: number): number {
+  let bytes = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 0x80);
+    bytes++;
+  }
+  return bytes;
+}
+
+function utf8Length(text: string): number {
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) bytes += 1;
+    else if (c < 0x800) bytes += 2;
+    else if (c >= 0xd800 && c <= 0xdbff) {
+      bytes += 4;
+      i++;
+    } else bytes += 3;
+  }
+  return bytes;
 }
 
 /** A resource decoded and validated from the wire. */

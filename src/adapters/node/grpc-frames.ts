@@ -8,7 +8,6 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import type { Readable, Writable } from "node:stream";
 import { FrameSchema, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
-import { copyPieces, presetFrameEncoding } from "../../mux/frame-bytes.ts";
 import { encodeFrame } from "../../mux/frame-encode.ts";
 import { scanRefusal } from "../../mux/frame-scan.ts";
 
@@ -33,15 +32,6 @@ export function grpcEnvelope(body: Uint8Array): Buffer {
  * nesting level and then again behind the prefix).
  */
 export function grpcFrame(frame: Frame): Buffer {
-  // A response whose bytes the sender preset from pieces shared across zones (src/mux/frame-bytes.ts): copied, not encoded.
-  const preset = presetFrameEncoding(frame);
-  if (preset !== undefined) {
-    const framed = Buffer.allocUnsafe(GRPC_PREFIX_BYTES + preset.byteLength);
-    framed[0] = 0;
-    framed.writeUInt32BE(preset.byteLength, 1);
-    copyPieces(preset, framed, GRPC_PREFIX_BYTES);
-    return framed;
-  }
   const out = encodeFrame(frame, GRPC_PREFIX_BYTES, allocate) as Buffer;
   out[0] = 0;
   out.writeUInt32BE(out.length - GRPC_PREFIX_BYTES, 1);

@@ -12,10 +12,7 @@
  * what a client can read, and identity is always readable): compressing
  * every response once per zone is what the fan-out cannot afford, and on a
  * fast link it cost 3-8x throughput (docs/transports.md). The status
- * trailers are connect's own. A response whose bytes the sender preset
- * (src/mux/frame-bytes.ts: a change's resources encoded once for every
- * zone) is copied from those pieces instead of encoded; the bytes are the
- * same either way.
+ * trailers are connect's own.
  *
  * @module
  */
