@@ -48,3 +48,10 @@ export {
   type DrainOptions,
 } from "./global-server.ts";
 export type { RebalanceOptions } from "./rebalancer.ts";
+export {
+  AdmissionPacer,
+  DEFAULT_PACER_MAX_RETRY_AFTER_MS,
+  DEFAULT_PACER_MIN_RATE,
+  DEFAULT_PACER_WINDOW_MS,
+  type AdmissionPacerOptions,
+} from "./admission-pacer.ts";
