@@ -292,7 +292,7 @@ try {
   );
   let json = "";
   inspect.stdout.on("data", (d: Buffer) => (json += d.toString()));
-  await new Promise((resolve) => inspect.once("exit", resolve));
+  await new Promise((resolve) => inspect.once("close", resolve));
   const zones = JSON.parse(json) as {
     types: { kind: string; resourcesReceived?: number | string }[];
   }[];

@@ -27,6 +27,16 @@ import {
   type ResolvedBackoff,
 } from "../util/backoff.ts";
 
+/**
+ * After a healthy session, the highest backoff ceiling while the global's
+ * address refuses connections (nothing listens there: it is restarting), so
+ * every zone dials within this long of the global listening again; the
+ * global then admits them at its pace, telling the ones it refuses when to
+ * come back. A refusal costs the global nothing, so this does not weaken the
+ * backoff against a global that is up but overloaded.
+ */
+export const REFUSED_CEILING_MS = 5_000;
+
 /** The default of {@link ZoneClientOptions.reconnectJitterMs}. */
 export const DEFAULT_RECONNECT_JITTER_MS = 1_000;
 
@@ -313,7 +323,9 @@ export interface RetryDelayInput {
  * - the global unreachable (`transport`) after a healthy session: the
  *   backoff's full jitter, but the ceiling no higher than the time since that
  *   session ended (at least the base), so a zone whose early draws were short
- *   does not escalate far past a short outage, such as a global's restart;
+ *   does not escalate far past a short outage, and, while the connection is
+ *   refused (nothing listens: the global restarts), no higher than
+ *   {@link REFUSED_CEILING_MS};
  * - anything else: the backoff's full jitter for `attempt`.
  */
 export function retryDelay(input: RetryDelayInput): {
@@ -333,7 +345,25 @@ export function retryDelay(input: RetryDelayInput): {
     return { delayMs, ceilingMs: delayMs, told: true };
   }
   let ceilingMs = backoffCeiling(input.attempt, backoff);
-  if (error.code === "transport" && input.downMs !== undefined)
-    ceilingMs = Math.min(ceilingMs, Math.max(backoff.baseMs, Math.round(input.downMs)));
+  if (error.code === "transport" && input.downMs !== undefined) {
+    let bound = Math.round(input.downMs);
+    if (connectionRefused(error)) bound = Math.min(bound, REFUSED_CEILING_MS);
+    ceilingMs = Math.min(ceilingMs, Math.max(backoff.baseMs, bound));
+  }
   return { delayMs: fullJitter(ceilingMs, random), ceilingMs, told: false };
+}
+
+/**
+ * True when `error` (or a cause under it) says the connection was refused:
+ * nothing listens at the address (code `ECONNREFUSED` on Node and Bun, name
+ * `ConnectionRefused` on Deno).
+ */
+export function connectionRefused(error: unknown): boolean {
+  let e: unknown = error;
+  for (let depth = 0; depth < 8 && typeof e === "object" && e !== null; depth++) {
+    const { code, name, cause } = e as { code?: unknown; name?: unknown; cause?: unknown };
+    if (code === "ECONNREFUSED" || name === "ConnectionRefused") return true;
+    e = cause;
+  }
+  return false;
 }

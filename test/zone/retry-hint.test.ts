@@ -6,7 +6,13 @@ import { KdsError } from "../../src/errors.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
 import { resolveBackoff } from "../../src/util/backoff.ts";
-import { ZoneClient, retryDelay, type RetryInfo } from "../../src/zone/zone-client.ts";
+import {
+  REFUSED_CEILING_MS,
+  ZoneClient,
+  connectionRefused,
+  retryDelay,
+  type RetryInfo,
+} from "../../src/zone/zone-client.ts";
 
 const backoff = resolveBackoff({ baseMs: 1_000, capMs: 60_000 });
 const overloaded = (retryAfterMs?: number): KdsError =>
@@ -63,6 +69,18 @@ describe("retryDelay", () => {
     // Never below the base, never above the exponential ceiling.
     expect(retryDelay(input(unreachable, { attempt: 2, downMs: 10 })).ceilingMs).toBe(1_000);
     expect(retryDelay(input(unreachable, { attempt: 2, downMs: 30_000 })).ceilingMs).toBe(4_000);
+    // Refused connections (nothing listens): at most REFUSED_CEILING_MS, however long it has been down.
+    const refused = new KdsError("transport", "unreachable", {
+      cause: new Error("connect", {
+        cause: Object.assign(new Error("refused"), { code: "ECONNREFUSED" }),
+      }),
+    });
+    expect(connectionRefused(refused)).toBe(true);
+    expect(connectionRefused(unreachable)).toBe(false);
+    expect(retryDelay(input(refused, { attempt: 9, downMs: 600_000 })).ceilingMs).toBe(
+      REFUSED_CEILING_MS,
+    );
+    expect(retryDelay(input(unreachable, { attempt: 9, downMs: 600_000 })).ceilingMs).toBe(60_000);
     // Before any healthy session, and for a refusal, the backoff alone.
     expect(retryDelay(input(unreachable, { attempt: 4 })).ceilingMs).toBe(16_000);
     expect(retryDelay(input(overloaded(), { attempt: 4, downMs: 3_000 })).ceilingMs).toBe(16_000);
