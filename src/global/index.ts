@@ -40,7 +40,7 @@ export {
   GlobalControlPlane,
   type GlobalControlPlaneOptions,
 } from "./global-control-plane.ts";
-export { StoreZoneRegistry } from "./store-zone-registry.ts";
+export { StoreZoneRegistry, type FollowedZones } from "./store-zone-registry.ts";
 export {
   DEFAULT_DRAIN_MAX_GAP_MS,
   DEFAULT_MAX_HANDSHAKES,
