@@ -11,8 +11,9 @@
 //   {"stopZones": 1}    stops them, replies {"zonesStopped"}
 // and prints JSON lines: {"progress", "at"} (zones synced so far) at most
 // once a second while connecting, {"ready", "startedAt", "readyAt",
-// "connections"} once every zone mirrors the Mesh, then {"seq", "arrivals"}
-// for each change the parent makes and {"floorSeq", "arrivals"} for each
+// "connections"} once every zone mirrors the Mesh, then {"seq", "arrivals",
+// "instances"} for each change the parent makes (instances[j]: the index in
+// urls of the instance that zone of arrivals[j] dials) and {"floorSeq", "arrivals"} for each
 // write of `floorBytes` bytes to every floor stream (times as
 // performance.timeOrigin + performance.now(), comparable across processes
 // on one machine). End of stdin: stop and exit.
@@ -70,6 +71,8 @@ async function follow(
 
 const now = (): number => performance.timeOrigin + performance.now();
 const arrivals = new Map<number, number[]>();
+/** For each change, the url index (global instance) of each arrival's zone, in arrival order. */
+const arrivalInstances = new Map<number, number[]>();
 const transports = new Map<string, MuxTransport>();
 let ready = 0;
 /** When this process started dialing its zones (startZones). */
@@ -148,9 +151,13 @@ function startZone(i: number): void {
     if (m === null) return;
     const seq = Number(m[1]);
     const list = arrivals.get(seq) ?? [];
+    const instances = arrivalInstances.get(seq) ?? [];
     list.push(now());
+    instances.push(u);
     arrivals.set(seq, list);
-    if (list.length === count) process.stdout.write(`${JSON.stringify({ seq, arrivals: list })}\n`);
+    arrivalInstances.set(seq, instances);
+    if (list.length === count)
+      process.stdout.write(`${JSON.stringify({ seq, arrivals: list, instances })}\n`);
   });
   void zone.run(zonesStop.signal);
 }

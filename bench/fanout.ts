@@ -47,7 +47,7 @@ import { silentLogger } from "../src/log.ts";
 import { ZONE_KIND, createTypeRegistry } from "../src/kinds/builtin-types.ts";
 import { openDatabase, openStore, type BenchDatabase, type StoreKind } from "./bench-store.ts";
 import { childNodeArgs, isMain, BENCH_LOADER } from "./fresh.ts";
-import { SKIPPED } from "./summary.ts";
+import { SKIPPED, spreadOf } from "./summary.ts";
 import { percentile } from "./percentile.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
@@ -139,6 +139,32 @@ export interface FanoutResult {
   readonly globalCpuUsPerZoneChange: number;
   /** The floor; undefined when `floor` was "none". */
   readonly floor?: FanoutFloor;
+  /** With several instances, each instance's part of a change's way (instance 0 wrote it); undefined with one. */
+  readonly path?: readonly InstancePath[];
+}
+
+/**
+ * Where one change's time goes with several instances on one PostgreSQL
+ * (the change written through instance 0): each figure from the write's start,
+ * median (or percentile) over the rounds.
+ */
+export interface InstancePath {
+  /** Its index; 0 wrote the change. */
+  readonly instance: number;
+  /** Zones connected to it. */
+  readonly zones: number;
+  /** Until instance 0's write committed (the store's `put` returned), the same for every instance. */
+  readonly committedMs: number;
+  /**
+   * Until a watcher on this instance's store yielded the change: its own
+   * commit for instance 0; for the others the NOTIFY, their LISTEN
+   * connection waking and the catch-up query that reads the change. The
+   * instance's engine wakes from the same NOTIFY with a query of its own.
+   */
+  readonly seenMs: number;
+  /** Until its zones' stores had the change, p50 and p99 over its zones and the rounds. */
+  readonly p50Ms: number;
+  readonly p99Ms: number;
 }
 
 /** This process's soft limit on open files. */
@@ -153,6 +179,9 @@ function memory(): { heap: number; rss: number } {
 }
 
 type Line = Record<string, unknown>;
+
+/** The common clock of this process and the zone processes (see the top of this file). */
+const clock = (): number => performance.timeOrigin + performance.now();
 
 /** What `promise` resolves to, or undefined when it takes longer than `ms`. */
 async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
@@ -389,9 +418,34 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     const latencies: number[] = [];
     let cpuUs = 0;
     let measuredRounds = 0;
+    // Several instances: when each instance's store yields each round's change, and its zones' latencies.
+    const committed: number[] = [];
+    const sentAtOf = new Map<number, number>();
+    const seenAt = globals.map(() => new Map<number, number>());
+    const instanceLatencies = globals.map((): number[] => []);
+    if (instanceCount > 1 && origin === undefined)
+      for (const [k, g] of globals.entries()) {
+        const from = await g.store.revision({ signal: stop.signal });
+        void (async () => {
+          for await (const change of g.store.watch(from, { signal: stop.signal, kinds: ["Mesh"] }))
+            if (change.op === "put") {
+              const m = /^seq-(\d+)$/.exec(
+                (change.resource.spec as { description?: string } | undefined)?.description ?? "",
+              );
+              if (m !== null) (seenAt[k] as Map<number, number>).set(Number(m[1]), clock());
+            }
+        })().catch((error: unknown) => {
+          // The bench stopping ends the watch; anything else leaves this instance's path figures NaN, so say why.
+          if (!stop.signal.aborted)
+            process.stderr.write(
+              `fan-out: the watch of instance ${k}'s store failed: ${String(error)}\n`,
+            );
+        });
+      }
     let floorComplete = true;
     for (let seq = 1; complete && seq <= rounds; seq++) {
-      const sentAt = performance.timeOrigin + performance.now();
+      const sentAt = clock();
+      sentAtOf.set(seq, sentAt);
       const cpuBefore = process.cpuUsage();
       if (origin !== undefined)
         await origin.store.put({
@@ -399,12 +453,14 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
           name: "ingress",
           spec: create(ZoneIngressSpecSchema, { address: `seq-${seq}`, port: 10001 }),
         });
-      else
+      else {
         await first.store.put({
           kind: "Mesh",
           name: "default",
           spec: create(MeshSpecSchema, { description: `seq-${seq}` }),
         });
+        committed.push(clock() - sentAt);
+      }
       const done = await within(Promise.all(children.map((_, p) => next(p))), roundTimeoutMs);
       const cpu = process.cpuUsage(cpuBefore);
       if (done === undefined) {
@@ -421,7 +477,11 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
           throw new Error(
             `expected the arrivals of change ${seq}, got ${JSON.stringify(d).slice(0, 200)}`,
           );
-        for (const at of d.arrivals as number[]) latencies.push(at - sentAt);
+        const instances = d.instances as number[];
+        for (const [j, at] of (d.arrivals as number[]).entries()) {
+          latencies.push(at - sentAt);
+          instanceLatencies[instances[j] as number]?.push(at - sentAt);
+        }
       }
       await new Promise((r) => setTimeout(r, 200));
       if (floorMode === "interleaved" && floorComplete) floorComplete = await floorRound(seq);
@@ -470,6 +530,26 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       maxMs: latencies.at(-1) ?? Number.NaN,
       globalCpuUsPerZoneChange: measuredRounds === 0 ? Number.NaN : cpuUs / measuredRounds / zones,
       floor: floorMode === "none" ? undefined : floor,
+      path:
+        instanceCount > 1 && origin === undefined
+          ? globals.map((_, k) => {
+              const own = (instanceLatencies[k] as number[]).sort((a, b) => a - b);
+              return {
+                instance: k,
+                zones: Math.ceil((zones - k) / instanceCount),
+                committedMs: spreadOf(committed).median,
+                seenMs: spreadOf(
+                  Array.from(
+                    { length: measuredRounds },
+                    (_, r) =>
+                      (seenAt[k]?.get(r + 1) ?? Number.NaN) - (sentAtOf.get(r + 1) ?? Number.NaN),
+                  ),
+                ).median,
+                p50Ms: percentile(own, 50),
+                p99Ms: percentile(own, 99),
+              };
+            })
+          : undefined,
     };
   } finally {
     clearInterval(traceTimer);

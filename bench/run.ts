@@ -25,7 +25,7 @@ import { fileURLToPath } from "node:url";
 import { grpcJsEcho, http2Echo, muxEcho, rawConnectEcho, type EchoResult } from "./echo.ts";
 import type { SyncResult } from "./sync.ts";
 import type { SyncFloorResult } from "./sync-floor.ts";
-import type { FanoutOptions, FanoutResult } from "./fanout.ts";
+import type { FanoutOptions, FanoutResult, InstancePath } from "./fanout.ts";
 import { inFreshProcess } from "./fresh.ts";
 import type { MemoryResult } from "./memory.ts";
 import {
@@ -609,6 +609,33 @@ function flush(complete: boolean): Record<string, unknown> {
   set("multiInstance.zones", plan.multiZones);
   set("multiInstance.repetitions", plan.multiReps);
   fanoutFigures("multiInstance", multiRuns);
+  // The change's way through PostgreSQL: instance 0 wrote it, the others learn of it by NOTIFY (the slowest of them).
+  const others = (r: FanoutResult, figure: (p: InstancePath) => number): number =>
+    Math.max(...(r.path ?? []).filter((p) => p.instance > 0).map(figure));
+  const writer = (r: FanoutResult, figure: (p: InstancePath) => number): number => {
+    const own = r.path?.find((p) => p.instance === 0);
+    return own === undefined ? Number.NaN : figure(own);
+  };
+  set(
+    "multiInstance.path.committedMs",
+    spreadOrSkipped(multiRuns, (r) => writer(r, (p) => p.committedMs)),
+  );
+  set(
+    "multiInstance.path.writerSeenMs",
+    spreadOrSkipped(multiRuns, (r) => writer(r, (p) => p.seenMs)),
+  );
+  set(
+    "multiInstance.path.writerP99Ms",
+    spreadOrSkipped(multiRuns, (r) => writer(r, (p) => p.p99Ms)),
+  );
+  set(
+    "multiInstance.path.othersSeenMs",
+    spreadOrSkipped(multiRuns, (r) => others(r, (p) => p.seenMs)),
+  );
+  set(
+    "multiInstance.path.othersP99Ms",
+    spreadOrSkipped(multiRuns, (r) => others(r, (p) => p.p99Ms)),
+  );
   set("memory.messages", memory?.messages ?? Number.NaN);
   set("memory.heapGrowthMiB", memory?.heapGrowthMiB ?? Number.NaN);
   set("memory.rssGrowthMiB", memory?.rssGrowthMiB ?? Number.NaN);

@@ -528,6 +528,36 @@ export const SUMMARY_KEYS: readonly SummaryKey[] = [
     "<= 250",
     "spreadOrSkipped",
   ),
+  key(
+    "multiInstance.path.committedMs",
+    "ms",
+    "spreadOrSkipped",
+    "the change's way through PostgreSQL, each figure from the write's start, median over rounds, spread over repetitions: until instance 0's write committed",
+  ),
+  key(
+    "multiInstance.path.writerSeenMs",
+    "ms",
+    "spreadOrSkipped",
+    "until a watcher on instance 0's (the writer's) store yielded the change",
+  ),
+  key(
+    "multiInstance.path.writerP99Ms",
+    "ms",
+    "spreadOrSkipped",
+    "until instance 0's zones had it, p99 over its zones and rounds",
+  ),
+  key(
+    "multiInstance.path.othersSeenMs",
+    "ms",
+    "spreadOrSkipped",
+    "until a watcher on another instance's store yielded it (NOTIFY, LISTEN wake, catch-up query), the slowest other instance",
+  ),
+  key(
+    "multiInstance.path.othersP99Ms",
+    "ms",
+    "spreadOrSkipped",
+    "until the other instances' zones had it, p99 of the slowest other instance",
+  ),
 
   key(
     "memory.messages",

@@ -24,13 +24,19 @@ import type { MuxTransport } from "../src/transport/transport.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
 import { cpuSinceStartMs, phase, settle } from "./cpu-phase.ts";
 
-const [url, mode, maxText, countText, token] = process.argv.slice(2) as [
+const [url, mode, maxText, countText, token, maxResourcesText] = process.argv.slice(2) as [
   string,
   "sotw" | "delta",
   string,
   string,
   string,
+  string | undefined,
 ];
+/** The most resources a response may hold ("": the default), as the global's. */
+const maxResponseResources =
+  maxResourcesText === undefined || maxResourcesText === "" ? undefined : Number(maxResourcesText);
+/** How long one sync may take before this process gives up and says so (a hung sync must not hang the bench). */
+const SYNC_DEADLINE_MS = 300_000;
 const maxMessageBytes = Number(maxText);
 const count = countText === "count";
 const tally = { bytes: 0, resources: 0 };
@@ -71,7 +77,7 @@ const zone = new ZoneControlPlane({
   logger: silentLogger,
   mode,
   session: { maxMessageBytes },
-  discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024 },
+  discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024, maxResponseResources },
   backoff: { baseMs: 1, capMs: 5 },
 });
 // Arrivals from the change feed: name -> timeoutMs of the policy.
@@ -125,7 +131,15 @@ for await (const line of createInterface({ input: process.stdin })) {
     running = zone.run(run.signal);
     const done = (): boolean =>
       changedName === undefined ? seen.size >= total : seen.get(changedName) === changedValue;
-    while (!done()) await new Promise((r) => setTimeout(r, 2));
+    while (!done()) {
+      if (performance.now() - t0 > SYNC_DEADLINE_MS) {
+        process.stderr.write(
+          `sync-zone: the zone holds ${seen.size} of ${total} resources after ${SYNC_DEADLINE_MS / 1000} s; giving up\n`,
+        );
+        process.exit(1);
+      }
+      await new Promise((r) => setTimeout(r, 2));
+    }
     const cpu = process.cpuUsage(cpu0);
     const doneMs = performance.now() - t0;
     console.log(

@@ -113,8 +113,10 @@ export async function syncBench(
   count: boolean,
   storeKind: StoreKind = "memory",
 ): Promise<SyncResult | typeof SKIPPED> {
-  // SotW cannot split a set: give it room for the whole set in one message.
+  // SotW cannot split a set: give it room for the whole set in one message, in bytes and in resources
+  // (over maxResponseResources, 10,000 by default, the global reports the set as oversized and sends nothing).
   const maxMessageBytes = mode === "sotw" ? 256 * 1024 * 1024 : 4 * 1024 * 1024;
+  const maxResponseResources = mode === "sotw" ? Math.max(10_000, n) : undefined;
   const database = storeKind === "memory" ? undefined : await openDatabase(storeKind);
   if (storeKind !== "memory" && database === undefined) return SKIPPED;
   const types = createTypeRegistry(exampleTypes);
@@ -125,7 +127,7 @@ export async function syncBench(
     store,
     logger: silentLogger,
     session: { maxMessageBytes },
-    discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024 },
+    discovery: { maxMessageBytes: maxMessageBytes - 16 * 1024, maxResponseResources },
   });
   global.start(stop.signal);
   const served = await serveGlobal(global.server);
@@ -142,6 +144,7 @@ export async function syncBench(
       String(maxMessageBytes),
       count ? "count" : "time",
       token,
+      String(maxResponseResources ?? ""),
     ],
     {
       stdio: ["pipe", "pipe", "inherit"],

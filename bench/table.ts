@@ -127,8 +127,11 @@ function label(summary: unknown, text: string): string {
   });
 }
 
-/** The generated section: headline table, then the machine and the load of each scenario. */
-export function performanceTable(summary: unknown): string {
+/**
+ * The generated section: headline table, then the machine and (unless
+ * `loads` is false, as in the README) the load of each scenario.
+ */
+export function performanceTable(summary: unknown, { loads = true } = {}): string {
   const at = (k: string): unknown => valueAt(summary, k);
   const lines: string[] = [];
   const quick = at("run.quick") === true;
@@ -154,9 +157,9 @@ export function performanceTable(summary: unknown): string {
     `Machine: ${String(at("machine.cpus"))} x ${String(at("machine.cpuModel"))}, ${fmt(Number(at("machine.memoryGiB")), 0)} GiB, Node ${String(at("machine.node"))}, @connectrpc/connect ${String(at("machine.connect"))}; load average ${fmt(Number(at("machine.loadAverage1m")), 2)} (1 min) / ${fmt(Number(at("machine.loadAverage5m")), 2)} (5 min) at the start.`,
   );
   lines.push("");
-  lines.push("| scenario | load before | after | highest | busy |");
-  lines.push("|---|---:|---:|---:|:---:|");
-  for (const s of LOAD_SCENARIOS) {
+  if (loads) lines.push("| scenario | load before | after | highest | busy |");
+  if (loads) lines.push("|---|---:|---:|---:|:---:|");
+  for (const s of loads ? LOAD_SCENARIOS : []) {
     const n = (k: string): string => {
       const v = at(`load.${s}.${k}`);
       return typeof v === "number" ? fmt(v, 2) : "-";
@@ -165,7 +168,7 @@ export function performanceTable(summary: unknown): string {
       `| ${s} | ${n("before1m")} | ${n("after1m")} | ${n("max1m")} | ${at(`load.${s}.busy`) === true ? "**yes**" : "no"} |`,
     );
   }
-  lines.push("");
+  if (loads) lines.push("");
   const busy = Number(at("run.busyScenarios"));
   lines.push(
     busy > 0
@@ -185,16 +188,24 @@ export function withTable(doc: string, table: string): string {
   return doc.slice(0, begin) + section + doc.slice(end + END_MARKER.length);
 }
 
-/** Where the generated section lives. */
+/** Where the generated section lives: with the load of each scenario. */
 export const PERFORMANCE_DOC = new URL("../docs/performance.md", import.meta.url);
+/** And in the README's "Performance" section, without the loads. */
+export const README = new URL("../README.md", import.meta.url);
 
-/** Writes `summary`'s table into docs/performance.md (creating it with a title when absent). */
+/** Writes `summary`'s table into docs/performance.md (creating it with a title when absent) and the README's section; returns the paths. */
 export function writePerformanceDoc(summary: unknown): string {
   const doc = existsSync(PERFORMANCE_DOC)
     ? readFileSync(PERFORMANCE_DOC, "utf8")
     : "# Performance\n";
   writeFileSync(PERFORMANCE_DOC, withTable(doc, performanceTable(summary)));
-  return fileURLToPath(PERFORMANCE_DOC);
+  const readme = readFileSync(README, "utf8");
+  if (!readme.includes(BEGIN_MARKER))
+    throw new Error(
+      `README.md has no "${BEGIN_MARKER}" marker: put the markers into its Performance section`,
+    );
+  writeFileSync(README, withTable(readme, performanceTable(summary, { loads: false })));
+  return `${fileURLToPath(PERFORMANCE_DOC)} and ${fileURLToPath(README)}`;
 }
 
 /** The newest full-run summary in bench/results (undefined when there is none). */

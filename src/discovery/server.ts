@@ -46,6 +46,7 @@ import {
   type SnapshotSource,
 } from "./types.ts";
 import { backoffCeiling } from "../util/backoff.ts";
+import { definedOnly } from "../util/defined.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 import { Waker } from "../util/wake.ts";
 
@@ -139,7 +140,7 @@ export class DiscoveryServer {
   constructor(init: DiscoveryServerInit) {
     this.#view = init.view;
     this.#source = init.source;
-    this.#options = { ...defaultDiscoveryOptions, ...init.options };
+    this.#options = { ...defaultDiscoveryOptions, ...definedOnly(init.options ?? {}) };
     assertMaxResponseResources(this.#options.maxResponseResources);
     this.#observer = init.observer ?? {};
     this.#clock = init.clock ?? systemClock;

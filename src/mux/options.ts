@@ -4,6 +4,7 @@
  * @module
  */
 import { KdsError } from "../errors.ts";
+import { definedOnly } from "../util/defined.ts";
 import {
   FEATURES,
   MAX_SOFTWARE_VERSION,
@@ -128,7 +129,7 @@ const limits: Record<NumericOption, [min: number, max: number]> = {
 
 /** Fills in defaults and checks ranges; throws `invalid_argument` naming the bad option. */
 export function resolveSessionOptions(options: SessionOptions = {}): ResolvedSessionOptions {
-  const given = stripUndefined(options);
+  const given: SessionOptions = definedOnly(options);
   const resolved = { ...defaultSessionOptions, ...given };
   // A larger largest frame raises the default byte windows with it, so one such frame always fits.
   if (Number.isInteger(resolved.maxMessageBytes)) {
@@ -195,10 +196,4 @@ function checkNegotiation(resolved: ResolvedSessionOptions): void {
       `session option softwareVersion must be 1 to ${MAX_SOFTWARE_VERSION} characters, got ${JSON.stringify(software)}`,
     );
   }
-}
-
-function stripUndefined(options: SessionOptions): SessionOptions {
-  return Object.fromEntries(
-    Object.entries(options).filter(([, v]) => v !== undefined),
-  ) as SessionOptions;
 }

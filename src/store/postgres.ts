@@ -43,6 +43,7 @@ import type {
 } from "./contract.ts";
 import { describeTarget, isConnectionError, storeError } from "./postgres/errors.ts";
 import { guarded, type Runner } from "./postgres/guard.ts";
+import { CancelRequests } from "./postgres/cancels.ts";
 import { migrate, quoteIdent, type MigrationReport } from "./postgres/migrations.ts";
 import {
   CHANGE_COLUMNS,
@@ -108,6 +109,7 @@ export class PostgresStore implements ResourceStore {
   readonly #logger: Logger;
   readonly #watchers = new Set<Waker>();
   readonly #closed = new AbortController();
+  readonly #cancels: CancelRequests;
   #listening: Promise<void> | undefined;
   /** What the start-up migration did. */
   readonly migration: MigrationReport;
@@ -162,13 +164,18 @@ export class PostgresStore implements ResourceStore {
       },
     };
     const listenSql = postgres(options.url, listenOptions);
+    const cancels = new CancelRequests(options.logger ?? consoleLogger(), target);
     let migration: MigrationReport;
     try {
-      migration = await guarded(options.signal, "opening the PostgreSQL store", (run) =>
+      migration = await guarded(options.signal, "opening the PostgreSQL store", cancels, (run) =>
         transaction(sql, "", (tx) => migrate(tx, schema, target, undefined, run)),
       );
     } catch (error) {
-      await Promise.allSettled([sql.end({ timeout: 1 }), listenSql.end({ timeout: 1 })]);
+      await Promise.allSettled([
+        sql.end({ timeout: 1 }),
+        listenSql.end({ timeout: 1 }),
+        cancels.settled(AbortSignal.timeout(1_000)),
+      ]);
       if (options.signal?.aborted) throw abortError(options.signal, "opening the PostgreSQL store");
       throw storeError(error, target, "opening the PostgreSQL store");
     }
@@ -178,6 +185,7 @@ export class PostgresStore implements ResourceStore {
       historyLimit,
       target,
       migration,
+      cancels,
     });
     return store;
   }
@@ -191,6 +199,7 @@ export class PostgresStore implements ResourceStore {
       historyLimit: number;
       target: string;
       migration: MigrationReport;
+      cancels: CancelRequests;
     },
   ) {
     this.#types = types;
@@ -205,6 +214,7 @@ export class PostgresStore implements ResourceStore {
     this.#pageSize = options.watchPageSize ?? 1_000;
     this.#logger = options.logger ?? consoleLogger();
     this.migration = options.migration;
+    this.#cancels = options.cancels;
   }
 
   /** The schema this store keeps its tables in. */
@@ -382,7 +392,18 @@ export class PostgresStore implements ResourceStore {
       new KdsError("store_unavailable", `the PostgreSQL store (${this.#target}) was closed`),
     );
     for (const w of this.#watchers) w.wake();
-    await Promise.all([this.#sql.end({ timeout: 5 }), this.#listenSql.end({ timeout: 5 })]);
+    if (this.#cancels.pending > 0)
+      this.#logger.debug(
+        `PostgreSQL store: closing waits for ${this.#cancels.pending} cancel requests to end`,
+        { target: this.#target },
+      );
+    await Promise.all([
+      this.#sql.end({ timeout: 5 }),
+      this.#listenSql.end({ timeout: 5 }),
+      // Cancel requests go on connections of their own, which end() does not wait for: wait for them here, so a
+      // caller that stops the server next (the embedded engine) stops it under none (see postgres/cancels.ts).
+      this.#cancels.settled(AbortSignal.timeout(5_000)),
+    ]);
   }
 
   /** Stages `ops` against the rows they touch, then writes rows, change log, counter and notification. */
@@ -628,7 +649,7 @@ export class PostgresStore implements ResourceStore {
     kinds: readonly string[],
     signal: AbortSignal,
   ): Promise<{ head: number; compacted: number; changes: StoreChange[] }> {
-    const rows = await guarded(signal, "watch", (run) =>
+    const rows = await guarded(signal, "watch", this.#cancels, (run) =>
       run(this.#sql<
         Array<{ head: string; compacted: string } & { [K in keyof ChangeRow]: ChangeRow[K] | null }>
       >`
@@ -676,7 +697,7 @@ export class PostgresStore implements ResourceStore {
   ): Promise<T> {
     if (this.#closed.signal.aborted) throw this.#closed.signal.reason;
     try {
-      return await guarded(signal, what, body);
+      return await guarded(signal, what, this.#cancels, body);
     } catch (error) {
       if (signal?.aborted) throw abortError(signal, what);
       throw storeError(error, this.#target, what);

@@ -51,6 +51,7 @@ import {
   type ResolvedResetGuardOptions,
 } from "./reset-guard.ts";
 import { KdsError } from "../errors.ts";
+import { BurstLog } from "../util/burst-log.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 
 /** Bytes the mux adds around a discovery message in one frame (oneof tag and length, with room to spare). */
@@ -140,6 +141,10 @@ export class SyncEngine {
   readonly #resetGuard: ResolvedResetGuardOptions | undefined;
   /** Per zone, the reset guard of its running session. */
   readonly #guards = new Map<string, ResetGuard>();
+  /** Responses too large to send, logged once per burst (every session of a large set reports it). */
+  readonly #oversizedLog: BurstLog;
+  /** The last oversized response reported, for {@link #oversizedLog}'s line. */
+  #oversized = { peer: "", kind: "", key: "", bytes: 0, limit: 0 };
 
   /** @param options - store, types, role */
   constructor(options: SyncEngineOptions) {
@@ -148,6 +153,21 @@ export class SyncEngine {
       options.resetGuard === undefined || options.resetGuard === false
         ? undefined
         : resolveResetGuard(options.resetGuard);
+    this.#oversizedLog = new BurstLog((count, windowMs) => {
+      const o = this.#oversized;
+      const what =
+        o.key === "*" ? `the whole ${o.kind} set (state of the world)` : `${o.kind} "${o.key}"`;
+      this.#options.logger.warn(
+        count === 1 && windowMs === 0
+          ? `${what}, ${o.bytes} bytes, is not sent to ${o.peer}: ${
+              o.key === "*"
+                ? `one response may hold ${o.limit} bytes and at most maxResponseResources resources, and a state-of-the-world set cannot be split; raise the discovery options maxMessageBytes or maxResponseResources on both sides, or sync in delta mode, which splits a set`
+                : `the resource alone exceeds the ${o.limit} bytes one response may hold; raise the discovery option maxMessageBytes (and the session's) on both sides, or make the resource smaller`
+            }. It is sent once it fits; further cases are logged at most every 10 s and listed as oversized in the zone's status`
+          : `${count} more responses were too large to send in the last ${Math.round(windowMs / 1000)} s (last: ${what} to ${o.peer}, ${o.bytes} bytes)`,
+        { kind: o.kind, key: o.key, bytes: o.bytes, limit: o.limit, count },
+      );
+    });
     this.zones = new KnownZones(() => {
       for (const c of this.#caches) c.cache.touch();
     });
@@ -434,6 +454,10 @@ export class SyncEngine {
     const reported = new Map<string, Map<string, string>>();
     const omittedBefore = new Map<string, number>();
     return {
+      oversized: (typeUrl, key, bytes, limit) => {
+        this.#oversized = { peer, kind: kindOf(typeUrl), key, bytes, limit };
+        this.#oversizedLog.note();
+      },
       resourceErrors: (typeUrl, errors, omitted) => {
         const before = reported.get(typeUrl) ?? new Map<string, string>();
         const now = new Map(errors.map((e) => [e.key, e.reason]));

@@ -24,6 +24,7 @@ import type { Logger } from "../log.ts";
 import type { Metrics } from "../metrics.ts";
 import type { HeldKind, HeldReset } from "../observe/zone-status.ts";
 import type { Clock } from "../util/clock.ts";
+import { definedOnly } from "../util/defined.ts";
 
 /** Options of the reset guard. */
 export interface ResetGuardOptions {
@@ -54,7 +55,7 @@ export const DEFAULT_RESET_GUARD: ResolvedResetGuardOptions = Object.freeze({
 
 /** Checks and completes `options`; throws `invalid_argument` naming the bad option. */
 export function resolveResetGuard(options: ResetGuardOptions = {}): ResolvedResetGuardOptions {
-  const r = { ...DEFAULT_RESET_GUARD, ...stripUndefined(options) };
+  const r = { ...DEFAULT_RESET_GUARD, ...definedOnly(options) };
   if (!(r.threshold >= 0 && r.threshold < 1))
     throw new KdsError(
       "invalid_argument",
@@ -71,10 +72,6 @@ export function resolveResetGuard(options: ResetGuardOptions = {}): ResolvedRese
       `resetGuard.holdForMs must be a positive number of milliseconds (leave it out to hold until accepted), got ${String(options.holdForMs)}`,
     );
   return r;
-}
-
-function stripUndefined<T extends object>(o: T): Partial<T> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
 /** Whether deleting `deleting` of `total` resources is a reset to hold under `options`. */

@@ -123,6 +123,19 @@ describe("performance table", () => {
     );
     expect(table).toContain("| sync | 2.00 | 2.00 | 2.00 | **yes** |");
     expect(table).toContain("**1 scenario(s) ran on a busy machine**");
+    // The README's copy: the same figures and the busy warning, without the load of each scenario.
+    const short = performanceTable(summary, { loads: false });
+    expect(short).toContain("`stores.sync.memory.initialSeconds` |");
+    expect(short).not.toContain("| sync | 2.00 |");
+    expect(short).toContain("**1 scenario(s) ran on a busy machine**");
+  });
+
+  it("the README and docs/performance.md each hold the generated section's markers once", () => {
+    for (const file of ["../../README.md", "../../docs/performance.md"]) {
+      const text = readFileSync(new URL(file, import.meta.url), "utf8");
+      expect(text.split(BEGIN_MARKER)).toHaveLength(2);
+      expect(text.split(END_MARKER)).toHaveLength(2);
+    }
   });
 
   it("replaces only the section between its markers", () => {

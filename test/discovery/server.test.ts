@@ -172,16 +172,31 @@ describe("discovery server, delta", () => {
       await s.delta({ nonce: r2?.nonce });
       source.delete("c");
       const r3 = await s.recvDelta();
-      console.log(
-        "R3",
-        r3.resources.map((x) => `${x.name}@${x.version}`),
-        s.recorded,
-      );
       expect(r3?.resources).toHaveLength(0);
       expect(r3?.removedResources).toEqual(["c"]);
       await s.delta({ nonce: r3?.nonce });
       expect(await s.waiting()).toBe(0);
       expect(s.recorded.sent).toBe(3);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("takes an option given as undefined as its default, as if absent", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    source.set("b", "1");
+    // What a caller passing its own optional settings through writes; this threw invalid_argument on every stream.
+    const s = startServer(source, {
+      maxResponseResources: undefined,
+      deltaResponseBytes: undefined,
+      maxDeltaInFlight: undefined,
+      maxMessageBytes: undefined,
+    });
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const r1 = await s.recvDelta();
+      expect(r1?.resources.map((r) => r.name).sort()).toEqual(["a", "b"]);
     } finally {
       await s.close();
     }
