@@ -11,6 +11,16 @@ import { KDS_ERROR_CODES, KdsError, type KdsErrorCode } from "./errors.ts";
 /** Response header that carries the {@link KdsErrorCode} of a rejected stream. */
 export const KDS_ERROR_CODE_HEADER = "kds-error-code";
 
+/**
+ * Response header (error metadata, next to {@link KDS_ERROR_CODE_HEADER})
+ * that tells a refused zone when to try again: a non-negative decimal
+ * integer of milliseconds. The global sets it on `overloaded` refusals.
+ */
+export const KDS_RETRY_AFTER_MS_HEADER = "kds-retry-after-ms";
+
+/** The longest retry hint read from a peer (a larger value is read as this): one hour. */
+export const MAX_RETRY_AFTER_MS = 3_600_000;
+
 const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
   invalid_argument: Code.InvalidArgument,
   missing_client_id: Code.InvalidArgument,
@@ -43,10 +53,13 @@ const kdsCodes: ReadonlySet<string> = new Set<string>(KDS_ERROR_CODES);
 export function toConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return error;
   if (error instanceof KdsError) {
+    const metadata: Record<string, string> = { [KDS_ERROR_CODE_HEADER]: error.code };
+    if (error.retryAfterMs !== undefined)
+      metadata[KDS_RETRY_AFTER_MS_HEADER] = String(error.retryAfterMs);
     return new ConnectError(
       error.message,
       connectCodes[error.code] ?? Code.Internal,
-      { [KDS_ERROR_CODE_HEADER]: error.code },
+      metadata,
       undefined,
       error,
     );
@@ -60,7 +73,10 @@ export function fromConnectError(error: unknown, target: string): KdsError {
   const connectError = ConnectError.from(error);
   const code = connectError.metadata.get(KDS_ERROR_CODE_HEADER);
   if (code !== null && kdsCodes.has(code))
-    return new KdsError(code as KdsErrorCode, connectError.rawMessage, { cause: connectError });
+    return new KdsError(code as KdsErrorCode, connectError.rawMessage, {
+      cause: connectError,
+      retryAfterMs: retryAfter(connectError.metadata.get(KDS_RETRY_AFTER_MS_HEADER)),
+    });
   if (connectError.code === Code.Canceled)
     return new KdsError("aborted", `the stream to ${target} was cancelled`, {
       cause: connectError,
@@ -70,4 +86,17 @@ export function fromConnectError(error: unknown, target: string): KdsError {
     `the stream to ${target} failed: ${connectError.message}; check that the global is running and reachable at that address, with a matching protocol (gRPC, gRPC-web or Connect over HTTP/2)`,
     { cause: connectError },
   );
+}
+
+/**
+ * The milliseconds a {@link KDS_RETRY_AFTER_MS_HEADER} value asks for, or
+ * undefined when it is absent or not a non-negative decimal integer (a
+ * malformed hint is ignored: the zone falls back to its backoff). Values
+ * above {@link MAX_RETRY_AFTER_MS} read as that.
+ */
+export function retryAfter(value: string | null | undefined): number | undefined {
+  if (value === null || value === undefined) return undefined;
+  const text = value.trim();
+  if (!/^[0-9]{1,15}$/.test(text)) return undefined;
+  return Math.min(Number(text), MAX_RETRY_AFTER_MS);
 }

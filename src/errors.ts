@@ -73,22 +73,35 @@ export type KdsErrorCode = (typeof KDS_ERROR_CODES)[number];
 export interface KdsErrorOptions {
   /** The underlying error, kept for diagnosis. */
   cause?: unknown;
+  /** When the caller should try again, in milliseconds from now (see {@link KdsError.retryAfterMs}). */
+  retryAfterMs?: number;
 }
 
 /** The error class of kds-mux. */
 export class KdsError extends Error {
   /** Machine-readable code; stable across releases. */
   readonly code: KdsErrorCode;
+  /**
+   * When the caller should try again, in whole milliseconds from when the
+   * error was raised; undefined when the error says nothing about it. The
+   * global sets it on an `overloaded` refusal (the `kds-retry-after-ms`
+   * header of docs/protocol.md), and the zone waits that long instead of
+   * growing its backoff.
+   */
+  readonly retryAfterMs: number | undefined;
 
   /**
    * @param code - stable error code
    * @param message - what happened and what to do next
-   * @param options - the underlying cause, if any
+   * @param options - the underlying cause, and when to retry, if any
    */
   constructor(code: KdsErrorCode, message: string, options?: KdsErrorOptions) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "KdsError";
     this.code = code;
+    const retry = options?.retryAfterMs;
+    this.retryAfterMs =
+      retry === undefined || !Number.isFinite(retry) ? undefined : Math.max(0, Math.round(retry));
   }
 
   /** True when `value` is a {@link KdsError}, optionally with the given code. */

@@ -199,7 +199,7 @@ export class GlobalControlPlane {
       logger,
     });
     this.server = new GlobalServer({
-      registry: new StoreZoneRegistry(this.store),
+      registry: new StoreZoneRegistry(this.store, this.sync.zones),
       authenticator:
         options.authenticator ??
         new TokenZoneAuthenticator(this.tokens, {

@@ -35,6 +35,7 @@ import { muxJsonRegistry } from "../kinds/json-registry.ts";
 import { BurstLog } from "../util/burst-log.ts";
 import { RefusalLog } from "./refusal-log.ts";
 import { sleep } from "../util/abort.ts";
+import { AdmissionPacer, type AdmissionPacerOptions } from "./admission-pacer.ts";
 
 /** The default of {@link GlobalServerOptions.maxHandshakes}. */
 export const DEFAULT_MAX_HANDSHAKES = 512;
@@ -89,8 +90,9 @@ export interface GlobalServerOptions {
   /**
    * How many authenticated streams may be in admission or waiting for their
    * hello at once, all zones together. A stream beyond it is refused at once
-   * with `overloaded` (Connect code resource_exhausted); the zone retries
-   * with backoff. A stream counts from the moment its credentials are proven
+   * with `overloaded` (Connect code resource_exhausted) and told when to
+   * retry (see `admissionPacer`); the zone waits that long, or, when it
+   * does not read the hint, retries with backoff. A stream counts from the moment its credentials are proven
    * (a stream that presents none, or a bad one, is refused without taking a
    * slot); sessions that finished their handshake are never counted nor
    * ended by it. Default {@link DEFAULT_MAX_HANDSHAKES}.
@@ -104,6 +106,14 @@ export interface GlobalServerOptions {
    * Default {@link DEFAULT_MAX_HANDSHAKES_PER_ZONE}.
    */
   maxHandshakesPerZone?: number;
+  /**
+   * How a stream refused for `maxHandshakes` is told when to come back (the
+   * `kds-retry-after-ms` header of docs/protocol.md): from the rate at which
+   * handshake slots freed up lately, each refused zone one slot after the
+   * previous one, jittered within it. A refusal for `maxHandshakesPerZone`
+   * carries no hint. Default: see {@link AdmissionPacerOptions}.
+   */
+  admissionPacer?: AdmissionPacerOptions;
   /** Called when a zone's session is ready (hellos exchanged). Errors are logged. */
   onSession?: (session: Session) => void | Promise<void>;
   /** Called when a zone's session ends. Errors are logged. */
@@ -151,6 +161,8 @@ export class GlobalServer implements MuxAcceptor {
   /** Refusals for credentials, each reason logged once per burst (a flood of tokenless streams must not flood the log). */
   readonly #refusals: RefusalLog;
   readonly #helloTimeoutLog: BurstLog;
+  /** Tells zones refused for `maxHandshakes` when to come back. */
+  readonly #pacer: AdmissionPacer;
 
   /** @param options - registry, names, callbacks */
   constructor(options: GlobalServerOptions) {
@@ -181,6 +193,7 @@ export class GlobalServer implements MuxAcceptor {
         `maxHandshakesPerZone must be a positive integer, got ${String(options.maxHandshakesPerZone)}`,
       );
     }
+    this.#pacer = new AdmissionPacer(options.admissionPacer);
     this.#overloadLog = new BurstLog((count, windowMs) =>
       this.#logger.warn(
         count === 1 && windowMs === 0
@@ -323,9 +336,11 @@ export class GlobalServer implements MuxAcceptor {
     }
     if (this.#handshaking >= this.#maxHandshakes) {
       this.#overloadLog.note();
+      const retryAfterMs = this.#pacer.retryAfterMs();
       throw new KdsError(
         "overloaded",
-        `global "${this.id}" already has ${this.#maxHandshakes} streams in admission or waiting for their hello; the zone retries with backoff (an operator may raise the global's \`maxHandshakes\` option, or lower its \`handshakeTimeoutMs\`)`,
+        `global "${this.id}" already has ${this.#maxHandshakes} streams in admission or waiting for their hello; the zone retries in ${retryAfterMs} ms (kds-retry-after-ms; a zone that does not read it retries with backoff; an operator may raise the global's \`maxHandshakes\` option, or lower its \`handshakeTimeoutMs\`)`,
+        { retryAfterMs },
       );
     }
     this.#handshaking += 1;
@@ -334,6 +349,7 @@ export class GlobalServer implements MuxAcceptor {
     return () => {
       if (!counted) return;
       counted = false;
+      this.#pacer.freed();
       this.#handshaking -= 1;
       const left = (this.#handshakingByZone.get(zone) ?? 1) - 1;
       if (left > 0) this.#handshakingByZone.set(zone, left);

@@ -40,7 +40,7 @@ export {
   GlobalControlPlane,
   type GlobalControlPlaneOptions,
 } from "./global-control-plane.ts";
-export { StoreZoneRegistry } from "./store-zone-registry.ts";
+export { StoreZoneRegistry, type FollowedZones } from "./store-zone-registry.ts";
 export {
   DEFAULT_DRAIN_MAX_GAP_MS,
   DEFAULT_MAX_HANDSHAKES,
@@ -48,3 +48,10 @@ export {
   type DrainOptions,
 } from "./global-server.ts";
 export type { RebalanceOptions } from "./rebalancer.ts";
+export {
+  AdmissionPacer,
+  DEFAULT_PACER_MAX_RETRY_AFTER_MS,
+  DEFAULT_PACER_MIN_RATE,
+  DEFAULT_PACER_WINDOW_MS,
+  type AdmissionPacerOptions,
+} from "./admission-pacer.ts";

@@ -67,6 +67,11 @@ export class KnownZones {
     return this.#known;
   }
 
+  /** What is known of `zone`: undefined when it is not registered, or the Zone resources were not listed yet (see {@link known}). */
+  facts(zone: string): ZoneFacts | undefined {
+    return this.#zones.get(zone);
+  }
+
   /** Whether `zone`'s zone-to-zones resources are withheld (it is disabled). */
   withheld(zone: string): boolean {
     return this.#zones.get(zone)?.enabled === false;

@@ -15,7 +15,12 @@ export { memoryMuxTransport } from "./memory.ts";
 export { failoverMuxTransport, type FailoverOptions } from "./failover.ts";
 export { halfDuplexMuxTransport, type HalfDuplexTransportOptions } from "./half-duplex/client.ts";
 export { connectMuxTransport, type ConnectMuxTransportOptions } from "./connect.ts";
-export { KDS_ERROR_CODE_HEADER, fromConnectError, toConnectError } from "../connect-errors.ts";
+export {
+  KDS_ERROR_CODE_HEADER,
+  KDS_RETRY_AFTER_MS_HEADER,
+  fromConnectError,
+  toConnectError,
+} from "../connect-errors.ts";
 export {
   HalfDuplexHub,
   registerHalfDuplex,

@@ -53,11 +53,16 @@ export function backoffCeiling(attempt: number, backoff: ResolvedBackoff): numbe
   return Math.min(backoff.capMs, backoff.baseMs * 2 ** Math.min(attempt, 52));
 }
 
+/** Full jitter: a uniformly random whole number of milliseconds from 0 up to (not including) `ceilingMs`. */
+export function fullJitter(ceilingMs: number, random: () => number = Math.random): number {
+  return Math.floor(random() * ceilingMs);
+}
+
 /** Full jitter: a uniformly random delay from 0 to the attempt's ceiling. */
 export function backoffDelay(
   attempt: number,
   backoff: ResolvedBackoff,
   random: () => number = Math.random,
 ): number {
-  return Math.floor(random() * backoffCeiling(attempt, backoff));
+  return fullJitter(backoffCeiling(attempt, backoff), random);
 }

@@ -21,11 +21,21 @@ import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { callEndpoint, type CallEndpointOptions } from "../rpc/endpoint.ts";
 import {
   backoffCeiling,
-  backoffDelay,
+  fullJitter,
   resolveBackoff,
   type BackoffOptions,
   type ResolvedBackoff,
 } from "../util/backoff.ts";
+
+/**
+ * After a healthy session, the highest backoff ceiling while the global's
+ * address refuses connections (nothing listens there: it is restarting), so
+ * every zone dials within this long of the global listening again; the
+ * global then admits them at its pace, telling the ones it refuses when to
+ * come back. A refusal costs the global nothing, so this does not weaken the
+ * backoff against a global that is up but overloaded.
+ */
+export const REFUSED_CEILING_MS = 5_000;
 
 /** The default of {@link ZoneClientOptions.reconnectJitterMs}. */
 export const DEFAULT_RECONNECT_JITTER_MS = 1_000;
@@ -44,6 +54,12 @@ export interface RetryInfo {
   readonly error: KdsError;
   /** True when the global asked the zone to reconnect (goaway RECONNECT): not a failure, and the backoff was not used. */
   readonly asked: boolean;
+  /**
+   * True when the global refused the zone as `overloaded` and said when to
+   * come back (`kds-retry-after-ms`): the delay is the global's (at most the
+   * backoff's cap), and the backoff did not grow.
+   */
+  readonly told: boolean;
 }
 
 /** Options of {@link ZoneClient}. */
@@ -204,6 +220,8 @@ export class ZoneClient {
    */
   async run(signal: AbortSignal): Promise<void> {
     let attempt = 0;
+    /** When the last healthy session (one that lasted `resetAfterMs`) ended. */
+    let healthyEndedAt: number | undefined;
     const random = this.#options.random ?? Math.random;
     while (!signal.aborted) {
       let error: KdsError;
@@ -228,11 +246,16 @@ export class ZoneClient {
       }
       if (signal.aborted) break;
       if (upMs >= this.#backoff.resetAfterMs || asked) attempt = 0;
-      // Asked to reconnect: the global spreads these requests itself, a small jitter is enough, and the backoff starts afresh.
-      const ceilingMs = asked ? this.#reconnectJitterMs : backoffCeiling(attempt, this.#backoff);
-      const delayMs = asked
-        ? Math.floor(random() * ceilingMs)
-        : backoffDelay(attempt, this.#backoff, random);
+      if (upMs >= this.#backoff.resetAfterMs) healthyEndedAt = performance.now();
+      const { delayMs, ceilingMs, told } = retryDelay({
+        error,
+        asked,
+        attempt,
+        backoff: this.#backoff,
+        reconnectJitterMs: this.#reconnectJitterMs,
+        downMs: healthyEndedAt === undefined ? undefined : performance.now() - healthyEndedAt,
+        random,
+      });
       const info: RetryInfo = {
         attempt,
         delayMs,
@@ -240,12 +263,13 @@ export class ZoneClient {
         nextAttemptAt: new Date(Date.now() + delayMs),
         error,
         asked,
+        told,
       };
-      if (!asked) attempt++;
+      if (!asked && !told) attempt++;
       const log = asked ? this.#logger.info : this.#logger.warn;
       log.call(
         this.#logger,
-        `${error.message}\nzone "${this.name}" ${asked ? "reconnects as asked" : "retries"} in ${delayMs} ms (at ${info.nextAttemptAt.toISOString()}, attempt ${info.attempt + 1})`,
+        `${error.message}\nzone "${this.name}" ${asked ? "reconnects as asked" : told ? "retries when the global said" : "retries"} in ${delayMs} ms (at ${info.nextAttemptAt.toISOString()}, attempt ${info.attempt + 1})`,
         {
           zone: this.name,
           code: error.code,
@@ -269,4 +293,77 @@ export class ZoneClient {
       this.#logger.error(`onSession failed for zone "${this.name}"`, { error });
     }
   }
+}
+
+/** What {@link retryDelay} decides from. */
+export interface RetryDelayInput {
+  /** Why the zone retries. */
+  readonly error: KdsError;
+  /** The global asked the zone to reconnect (goaway RECONNECT). */
+  readonly asked: boolean;
+  /** Retry number since the last healthy session, from 0. */
+  readonly attempt: number;
+  /** The zone's backoff. */
+  readonly backoff: ResolvedBackoff;
+  /** The zone's `reconnectJitterMs`. */
+  readonly reconnectJitterMs: number;
+  /** How long ago the zone's last healthy session (one that lasted `resetAfterMs`) ended; undefined before there was one. */
+  readonly downMs: number | undefined;
+  /** Random source in [0, 1). */
+  readonly random: () => number;
+}
+
+/**
+ * How long a zone waits before it dials again:
+ * - asked to reconnect (goaway RECONNECT): a uniform jitter up to
+ *   `reconnectJitterMs` (the global spreads these requests itself);
+ * - refused as `overloaded` with a retry hint: the hint, at most the
+ *   backoff's cap (`told`; the backoff does not grow: the global spreads the
+ *   refused zones over the time it needs to admit them);
+ * - the global unreachable (`transport`) after a healthy session: the
+ *   backoff's full jitter, but the ceiling no higher than the time since that
+ *   session ended (at least the base), so a zone whose early draws were short
+ *   does not escalate far past a short outage, and, while the connection is
+ *   refused (nothing listens: the global restarts), no higher than
+ *   {@link REFUSED_CEILING_MS};
+ * - anything else: the backoff's full jitter for `attempt`.
+ */
+export function retryDelay(input: RetryDelayInput): {
+  delayMs: number;
+  ceilingMs: number;
+  told: boolean;
+} {
+  const { error, backoff, random } = input;
+  if (input.asked)
+    return {
+      delayMs: fullJitter(input.reconnectJitterMs, random),
+      ceilingMs: input.reconnectJitterMs,
+      told: false,
+    };
+  if (error.code === "overloaded" && error.retryAfterMs !== undefined) {
+    const delayMs = Math.min(error.retryAfterMs, backoff.capMs);
+    return { delayMs, ceilingMs: delayMs, told: true };
+  }
+  let ceilingMs = backoffCeiling(input.attempt, backoff);
+  if (error.code === "transport" && input.downMs !== undefined) {
+    let bound = Math.round(input.downMs);
+    if (connectionRefused(error)) bound = Math.min(bound, REFUSED_CEILING_MS);
+    ceilingMs = Math.min(ceilingMs, Math.max(backoff.baseMs, bound));
+  }
+  return { delayMs: fullJitter(ceilingMs, random), ceilingMs, told: false };
+}
+
+/**
+ * True when `error` (or a cause under it) says the connection was refused:
+ * nothing listens at the address (code `ECONNREFUSED` on Node and Bun, name
+ * `ConnectionRefused` on Deno).
+ */
+export function connectionRefused(error: unknown): boolean {
+  let e: unknown = error;
+  for (let depth = 0; depth < 8 && typeof e === "object" && e !== null; depth++) {
+    const { code, name, cause } = e as { code?: unknown; name?: unknown; cause?: unknown };
+    if (code === "ECONNREFUSED" || name === "ConnectionRefused") return true;
+    e = cause;
+  }
+  return false;
 }

@@ -74,6 +74,12 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
     drainAsked: 0,
     failures: [] as string[],
     initialFailures: [] as string[],
+    /** Connects at the last "mark". */
+    markConnects: 0,
+    /** Retries since the last "mark": every one, those the global said when to make, those refused as overloaded. */
+    retries: 0,
+    told: 0,
+    overloaded: 0,
   };
   const zone = new ZoneControlPlane({
     name,
@@ -92,6 +98,9 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
     },
     onRetry: (info) => {
       stats.online = false;
+      stats.retries++;
+      if (info.told) stats.told++;
+      if (info.error.code === "overloaded") stats.overloaded++;
       if (info.asked) {
         stats.asked++;
         if (/draining/.test(info.error.message)) stats.drainAsked++;
@@ -107,6 +116,27 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
   });
   return { name, zone, stats };
 });
+
+/** Progress since the last "mark", without the per-zone detail of "report". */
+async function progress(mesh: string, description: string): Promise<Record<string, number>> {
+  let reconnected = 0;
+  let resynced = 0;
+  let retries = 0;
+  let told = 0;
+  let overloaded = 0;
+  let maxRetries = 0;
+  for (const { zone, stats } of zones) {
+    retries += stats.retries;
+    told += stats.told;
+    overloaded += stats.overloaded;
+    maxRetries = Math.max(maxRetries, stats.retries);
+    if (stats.connects <= stats.markConnects || !stats.online) continue;
+    reconnected++;
+    const held = await zone.store.get("Mesh", "", mesh);
+    if (held !== undefined && (held.spec as MeshSpec).description === description) resynced++;
+  }
+  return { zones: zones.length, reconnected, resynced, retries, maxRetries, told, overloaded };
+}
 
 for (const { zone } of zones) {
   for (let d = 0; d < config.dataplanes; d++)
@@ -167,8 +197,15 @@ async function report(): Promise<Record<string, FleetZone>> {
 
 for await (const line of createInterface({ input: process.stdin })) {
   if (line === "mark") {
-    for (const { stats } of zones) stats.initialFailures.push(...stats.failures.splice(0));
+    for (const { stats } of zones) {
+      stats.initialFailures.push(...stats.failures.splice(0));
+      stats.markConnects = stats.connects;
+      stats.retries = stats.told = stats.overloaded = 0;
+    }
     process.stdout.write(`${JSON.stringify({ marked: true })}\n`);
+  } else if (line.startsWith("progress ")) {
+    const [, mesh = "", description = ""] = line.split(" ");
+    process.stdout.write(`${JSON.stringify({ progress: await progress(mesh, description) })}\n`);
   } else if (line === "stop-churn") {
     clearInterval(churnTimer);
     process.stdout.write(`${JSON.stringify({ churnStopped: churn })}\n`);
