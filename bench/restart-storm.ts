@@ -210,6 +210,27 @@ try {
   console.log(
     `restart storm: ${ZONES} zones synced in ${Math.round(performance.now() - syncStarted)} ms`,
   );
+  // The global must hold every zone's Dataplanes before the kill, or those it had not yet written are not
+  // resends when they come again: wait (bounded) until its database has them all.
+  const store = postgres(storeUrl, { max: 1, onnotice: () => undefined });
+  const heldStarted = performance.now();
+  try {
+    for (;;) {
+      const [row] = await store<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM kds_resources WHERE kind = 'Dataplane'`;
+      if ((row?.n ?? 0) >= ZONES * DATAPLANES) break;
+      if (performance.now() - heldStarted > LIMIT_MS)
+        throw new Error(
+          `the global held ${row?.n ?? 0} of ${ZONES * DATAPLANES} Dataplanes after ${LIMIT_MS / 1000} s`,
+        );
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    await store.end();
+  }
+  console.log(
+    `restart storm: the global holds all ${ZONES * DATAPLANES} Dataplanes ${Math.round(performance.now() - syncStarted)} ms after the zones started`,
+  );
   const all = async (): Promise<FleetZone[]> =>
     (await Promise.all(fleets.map((f) => f.report()))).flat();
   const before = await all();
