@@ -121,7 +121,7 @@ describe("performance table", () => {
     expect(table).toContain(
       "| 2 delta sync, global on memory | **1.25** s [1.10–3.50] | 2.00 s | **2.00**x [1.00–4.00] | <= 1.0 s | **no** | `stores.sync.memory.initialSeconds` |",
     );
-    expect(table).toContain("| sync | 2.00 | 2.00 | 2.00 | **yes** |");
+    expect(table).toContain("| sync | 2.00 | 2.00 | 2.00 | 2.00 | **yes** |");
     expect(table).toContain("**1 scenario(s) ran on a busy machine**");
     // The README's copy: the same figures and the busy warning, without the load of each scenario.
     const short = performanceTable(summary, { loads: false });
