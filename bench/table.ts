@@ -170,11 +170,20 @@ export function performanceTable(summary: unknown, { loads = true } = {}): strin
   }
   if (loads) lines.push("");
   const busy = Number(at("run.busyScenarios"));
-  lines.push(
-    busy > 0
-      ? `**${busy} scenario(s) ran on a busy machine** (other work kept more than ${fmt(Number(at("run.busyOtherCpus")), 1)} CPUs busy on average): their times are inflated; refresh this table from a quiet run.`
-      : `No scenario ran while other work kept more than ${fmt(Number(at("run.busyOtherCpus")), 1)} CPUs busy on average (the load average counts the bench's own processes too: two or three are busy in most scenarios).`,
-  );
+  const otherLimit = at("run.busyOtherCpus");
+  if (typeof otherLimit === "number")
+    lines.push(
+      busy > 0
+        ? `**${busy} scenario(s) ran on a busy machine** (other work kept more than ${fmt(otherLimit, 1)} CPUs busy on average): their times are inflated; refresh this table from a quiet run.`
+        : `No scenario ran while other work kept more than ${fmt(otherLimit, 1)} CPUs busy on average (the load average counts the bench's own processes too: two or three are busy in most scenarios).`,
+    );
+  // A summary from before other work was measured: its busy flags read the load average, the bench's own processes included.
+  else
+    lines.push(
+      busy > 0
+        ? `${busy} scenario(s) had a 1-minute load above ${fmt(Number(at("run.busyThreshold1m")), 1)}; this run measured the load average only, which counts the bench's own processes (two or three busy in most scenarios), so a busy flag here does not by itself mean other work ran.`
+        : `No scenario ran with a 1-minute load above ${fmt(Number(at("run.busyThreshold1m")), 1)}.`,
+    );
   return lines.join("\n");
 }
 
