@@ -27,6 +27,7 @@ import type { SyncResult } from "./sync.ts";
 import type { SyncFloorResult } from "./sync-floor.ts";
 import type { FanoutOptions, FanoutResult, InstancePath } from "./fanout.ts";
 import { inFreshProcess } from "./fresh.ts";
+import { cpuMark, otherCpus, type CpuMark } from "./other-work.ts";
 import type { MemoryResult } from "./memory.ts";
 import {
   embeddedUrl,
@@ -135,24 +136,41 @@ const rotate = <T>(list: readonly T[], by: number): T[] =>
 
 // Load average before and after each scenario and between its repetitions.
 const busyThreshold = cpus().length * 0.5;
-type Scenario = (typeof LOAD_SCENARIOS)[number];
-const loads: Partial<Record<Scenario, { before: number; after: number; max: number }>> = {};
+/** Other work (bench/other-work.ts) above this many CPUs on average makes a scenario busy: a quarter of the machine. */
+const busyOtherCpus = cpus().length * 0.25;
+interface ScenarioLoad {
+  before: number;
+  after: number;
+  max: number;
+  /** CPU counters when the scenario started (undefined without /proc). */
+  readonly start: CpuMark | undefined;
+  /** CPUs other work kept busy on average over the scenario (NaN until it ended, or without /proc). */
+  otherCpus: number;
+}
+const loads: Partial<Record<Scenario, ScenarioLoad>> = {};
+/** Whether a scenario ran on a busy machine: by other work where /proc tells it, else by the load average. */
+const busy = (l: ScenarioLoad): boolean =>
+  Number.isFinite(l.otherCpus) ? l.otherCpus > busyOtherCpus : l.max > busyThreshold;
 const loadStart = (s: Scenario): void => {
   const l = loadavg()[0] as number;
-  loads[s] = { before: l, after: l, max: l };
+  loads[s] = { before: l, after: l, max: l, start: cpuMark(), otherCpus: Number.NaN };
 };
 const loadSample = (s: Scenario): void => {
   const l = loadavg()[0] as number;
-  const entry = loads[s] as { before: number; after: number; max: number };
+  const entry = loads[s] as ScenarioLoad;
   entry.after = l;
   entry.max = Math.max(entry.max, l);
 };
 const loadEnd = (s: Scenario): void => {
   loadSample(s);
-  const entry = loads[s] as { before: number; max: number };
-  if (entry.max > busyThreshold)
+  const entry = loads[s] as ScenarioLoad;
+  const end = cpuMark();
+  if (entry.start !== undefined && end !== undefined) entry.otherCpus = otherCpus(entry.start, end);
+  if (busy(entry))
     log(
-      `warning: the machine was busy during ${s} (1-minute load up to ${entry.max.toFixed(2)}, above ${busyThreshold} = half of ${cpus().length} CPUs): its figures are inflated`,
+      Number.isFinite(entry.otherCpus)
+        ? `warning: the machine was busy during ${s} (other work kept ${entry.otherCpus.toFixed(2)} CPUs busy on average, above ${busyOtherCpus} = a quarter of ${cpus().length} CPUs): its figures are inflated`
+        : `warning: the machine was busy during ${s} (1-minute load up to ${entry.max.toFixed(2)}, above ${busyThreshold} = half of ${cpus().length} CPUs): its figures are inflated`,
     );
 };
 
@@ -384,7 +402,8 @@ function flush(complete: boolean): Record<string, unknown> {
   set("run.startedAt", startedAt.toISOString());
   set("run.durationSeconds", (performance.now() - started) / 1000);
   set("run.busyThreshold1m", busyThreshold);
-  set("run.busyScenarios", Object.values(loads).filter((l) => l.max > busyThreshold).length);
+  set("run.busyOtherCpus", busyOtherCpus);
+  set("run.busyScenarios", Object.values(loads).filter(busy).length);
   set("machine.cpus", cpus().length);
   set("machine.cpuModel", cpus()[0]?.model ?? "?");
   set("machine.memoryGiB", totalmem() / 2 ** 30);
@@ -399,7 +418,8 @@ function flush(complete: boolean): Record<string, unknown> {
     set(`load.${s}.before1m`, l?.before ?? Number.NaN);
     set(`load.${s}.after1m`, l?.after ?? Number.NaN);
     set(`load.${s}.max1m`, l?.max ?? Number.NaN);
-    set(`load.${s}.busy`, l !== undefined && l.max > busyThreshold);
+    set(`load.${s}.otherCpus`, l?.otherCpus ?? Number.NaN);
+    set(`load.${s}.busy`, l !== undefined && busy(l));
   }
 
   set("echo.repetitions", plan.echoReps);

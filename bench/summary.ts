@@ -106,10 +106,16 @@ const loadKeys = (scenario: string): SummaryKey[] => [
     "the highest 1-minute load average sampled before and after each of its repetitions",
   ),
   key(
+    `load.${scenario}.otherCpus`,
+    "CPUs",
+    "finite",
+    "CPUs kept busy on average during the scenario by work other than the bench's (all CPU time from /proc/stat minus that of the bench's processes, their children and the PostgreSQL server's; bench/other-work.ts)",
+  ),
+  key(
     `load.${scenario}.busy`,
     "boolean",
     "boolean",
-    "whether that maximum was above `run.busyThreshold1m`: its figures are inflated by other work",
+    "whether `otherCpus` was above `run.busyOtherCpus` (without /proc: whether the load maximum was above `run.busyThreshold1m`): its figures are inflated by other work",
     "false",
   ),
 ];
@@ -222,7 +228,13 @@ export const SUMMARY_KEYS: readonly SummaryKey[] = [
     "run.busyThreshold1m",
     "load",
     "positive",
-    "the 1-minute load average above which a scenario counts as run on a busy machine: half the logical CPUs",
+    "where /proc is missing (not Linux), the 1-minute load average above which a scenario counts as run on a busy machine: half the logical CPUs (the bench's own processes count in it)",
+  ),
+  key(
+    "run.busyOtherCpus",
+    "CPUs",
+    "positive",
+    "the CPUs other work may keep busy on average during a scenario before it counts as run on a busy machine: a quarter of the logical CPUs (bench/other-work.ts)",
   ),
   key(
     "run.busyScenarios",

@@ -157,24 +157,33 @@ export function performanceTable(summary: unknown, { loads = true } = {}): strin
     `Machine: ${String(at("machine.cpus"))} x ${String(at("machine.cpuModel"))}, ${fmt(Number(at("machine.memoryGiB")), 0)} GiB, Node ${String(at("machine.node"))}, @connectrpc/connect ${String(at("machine.connect"))}; load average ${fmt(Number(at("machine.loadAverage1m")), 2)} (1 min) / ${fmt(Number(at("machine.loadAverage5m")), 2)} (5 min) at the start.`,
   );
   lines.push("");
-  if (loads) lines.push("| scenario | load before | after | highest | busy |");
-  if (loads) lines.push("|---|---:|---:|---:|:---:|");
+  if (loads) lines.push("| scenario | load before | after | highest | other work, CPUs | busy |");
+  if (loads) lines.push("|---|---:|---:|---:|---:|:---:|");
   for (const s of loads ? LOAD_SCENARIOS : []) {
     const n = (k: string): string => {
       const v = at(`load.${s}.${k}`);
       return typeof v === "number" ? fmt(v, 2) : "-";
     };
     lines.push(
-      `| ${s} | ${n("before1m")} | ${n("after1m")} | ${n("max1m")} | ${at(`load.${s}.busy`) === true ? "**yes**" : "no"} |`,
+      `| ${s} | ${n("before1m")} | ${n("after1m")} | ${n("max1m")} | ${n("otherCpus")} | ${at(`load.${s}.busy`) === true ? "**yes**" : "no"} |`,
     );
   }
   if (loads) lines.push("");
   const busy = Number(at("run.busyScenarios"));
-  lines.push(
-    busy > 0
-      ? `**${busy} scenario(s) ran on a busy machine** (1-minute load above ${fmt(Number(at("run.busyThreshold1m")), 1)}): their times are inflated by other work; refresh this table from a quiet run.`
-      : `No scenario ran with a 1-minute load above ${fmt(Number(at("run.busyThreshold1m")), 1)}.`,
-  );
+  const otherLimit = at("run.busyOtherCpus");
+  if (typeof otherLimit === "number")
+    lines.push(
+      busy > 0
+        ? `**${busy} scenario(s) ran on a busy machine** (other work kept more than ${fmt(otherLimit, 1)} CPUs busy on average): their times are inflated; refresh this table from a quiet run.`
+        : `No scenario ran while other work kept more than ${fmt(otherLimit, 1)} CPUs busy on average (the load average counts the bench's own processes too: two or three are busy in most scenarios).`,
+    );
+  // A summary from before other work was measured: its busy flags read the load average, the bench's own processes included.
+  else
+    lines.push(
+      busy > 0
+        ? `${busy} scenario(s) had a 1-minute load above ${fmt(Number(at("run.busyThreshold1m")), 1)}; this run measured the load average only, which counts the bench's own processes (two or three busy in most scenarios), so a busy flag here does not by itself mean other work ran.`
+        : `No scenario ran with a 1-minute load above ${fmt(Number(at("run.busyThreshold1m")), 1)}.`,
+    );
   return lines.join("\n");
 }
 
