@@ -134,8 +134,9 @@ const bigHeap = ["--max-old-space-size=8192"];
 const rotate = <T>(list: readonly T[], by: number): T[] =>
   list.map((_, i) => list[(i + by) % list.length] as T);
 
-// Load average before and after each scenario and between its repetitions.
+// Load average before and after each scenario and between its repetitions; other work over each scenario.
 const busyThreshold = cpus().length * 0.5;
+type Scenario = (typeof LOAD_SCENARIOS)[number];
 /** Other work (bench/other-work.ts) above this many CPUs on average makes a scenario busy: a quarter of the machine. */
 const busyOtherCpus = cpus().length * 0.25;
 interface ScenarioLoad {
@@ -149,7 +150,7 @@ interface ScenarioLoad {
 }
 const loads: Partial<Record<Scenario, ScenarioLoad>> = {};
 /** Whether a scenario ran on a busy machine: by other work where /proc tells it, else by the load average. */
-const busy = (l: ScenarioLoad): boolean =>
+const isBusy = (l: ScenarioLoad): boolean =>
   Number.isFinite(l.otherCpus) ? l.otherCpus > busyOtherCpus : l.max > busyThreshold;
 const loadStart = (s: Scenario): void => {
   const l = loadavg()[0] as number;
@@ -166,7 +167,7 @@ const loadEnd = (s: Scenario): void => {
   const entry = loads[s] as ScenarioLoad;
   const end = cpuMark();
   if (entry.start !== undefined && end !== undefined) entry.otherCpus = otherCpus(entry.start, end);
-  if (busy(entry))
+  if (isBusy(entry))
     log(
       Number.isFinite(entry.otherCpus)
         ? `warning: the machine was busy during ${s} (other work kept ${entry.otherCpus.toFixed(2)} CPUs busy on average, above ${busyOtherCpus} = a quarter of ${cpus().length} CPUs): its figures are inflated`
@@ -403,7 +404,7 @@ function flush(complete: boolean): Record<string, unknown> {
   set("run.durationSeconds", (performance.now() - started) / 1000);
   set("run.busyThreshold1m", busyThreshold);
   set("run.busyOtherCpus", busyOtherCpus);
-  set("run.busyScenarios", Object.values(loads).filter(busy).length);
+  set("run.busyScenarios", Object.values(loads).filter(isBusy).length);
   set("machine.cpus", cpus().length);
   set("machine.cpuModel", cpus()[0]?.model ?? "?");
   set("machine.memoryGiB", totalmem() / 2 ** 30);
@@ -419,7 +420,7 @@ function flush(complete: boolean): Record<string, unknown> {
     set(`load.${s}.after1m`, l?.after ?? Number.NaN);
     set(`load.${s}.max1m`, l?.max ?? Number.NaN);
     set(`load.${s}.otherCpus`, l?.otherCpus ?? Number.NaN);
-    set(`load.${s}.busy`, l !== undefined && busy(l));
+    set(`load.${s}.busy`, l !== undefined && isBusy(l));
   }
 
   set("echo.repetitions", plan.echoReps);
@@ -822,10 +823,10 @@ console.log(
   `bench ${quick ? "smoke" : "run"} (${fmt(durationSeconds, 1)} s): summary in ${summaryFile}, report in ${fileURLToPath(new URL(`./results/${kind}-latest.md`, import.meta.url))}`,
 );
 if (markdown) console.log(`bench: table written into ${writePerformanceDoc(summary)}`);
-const busy = Object.entries(loads).filter(([, l]) => l.max > busyThreshold);
-if (busy.length > 0)
+const busyScenarios = Object.entries(loads).filter(([, l]) => isBusy(l));
+if (busyScenarios.length > 0)
   console.log(
-    `bench: busy machine during ${busy.map(([s, l]) => `${s} (load up to ${fmt(l.max, 1)})`).join(", ")}: figures inflated, not for publishing`,
+    `bench: busy machine during ${busyScenarios.map(([s, l]) => (Number.isFinite(l.otherCpus) ? `${s} (other work ${fmt(l.otherCpus, 2)} CPUs)` : `${s} (load up to ${fmt(l.max, 1)})`)).join(", ")}: figures inflated, not for publishing`,
   );
 const problems = summaryProblems(summary);
 if (problems.length > 0) {
