@@ -115,10 +115,6 @@ async function serveMuxStream(
     }
   } catch (error) {
     failure = error;
-    // Refused as overloaded: the global proved the credentials before it looked for a slot. The connection counts as authenticated, so
-    // the zone retries on it when told, instead of the guard closing it after the authentication timeout (mid-retry, at worst).
-    if (KdsError.is(error, "overloaded"))
-      connection.authenticated(headers.get(CLIENT_ID_HEADER)?.trim());
   }
   if (stream.closed || stream.destroyed) return;
   if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
