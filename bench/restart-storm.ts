@@ -29,6 +29,7 @@ import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
+import { fleetDocuments } from "../test/support/fleet.ts";
 import type { FleetConfig, FleetZone } from "../test/support/zone-fleet.ts";
 
 const ZONES = Number(process.argv[2] ?? 2000);
@@ -155,17 +156,7 @@ let current: ReturnType<typeof global> | undefined;
 try {
   current = global(storeUrl, "127.0.0.1:0");
   const first = await current.urls;
-  const docs = [
-    ...Array.from(
-      { length: ZONES },
-      (_, i) => `type: Zone\nname: zone-${i}\nspec:\n  enabled: true\n`,
-    ),
-    ...Array.from(
-      { length: MESHES },
-      (_, i) => `type: Mesh\nname: m-${i}\nspec:\n  description: v0\n`,
-    ),
-  ];
-  await run(["apply", "-f", "-", "--server", first.admin], docs.join("---\n"));
+  await run(["apply", "-f", "-", "--server", first.admin], fleetDocuments(ZONES, MESHES));
   const per = Math.ceil(ZONES / PROCESSES);
   const fleets = Array.from({ length: PROCESSES }, (_, k) => {
     const config: FleetConfig = {

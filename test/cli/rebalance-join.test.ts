@@ -9,7 +9,7 @@
 import { createServer } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
-import { startFleet } from "../support/fleet.ts";
+import { fleetDocuments, startFleet } from "../support/fleet.ts";
 import type { FleetConfig } from "../support/zone-fleet.ts";
 import { KdsProcess, run, until } from "./process.ts";
 
@@ -71,18 +71,9 @@ describe("rebalancing when an instance joins", { timeout: FULL ? 600_000 : 300_0
     const second = await startGlobal(db.url, "127.0.0.1:0");
     const third = await heldPort();
     const urls = [first.mux, second.mux, `http://127.0.0.1:${third.port}`];
-    const docs = [
-      ...Array.from(
-        { length: ZONES },
-        (_, i) => `type: Zone\nname: zone-${i}\nspec:\n  enabled: true\n`,
-      ),
-      ...Array.from(
-        { length: MESHES },
-        (_, i) => `type: Mesh\nname: m-${i}\nspec:\n  description: v0\n`,
-      ),
-    ];
     expect(
-      (await run(["apply", "-f", "-", "--server", first.admin], docs.join("---\n"))).code,
+      (await run(["apply", "-f", "-", "--server", first.admin], fleetDocuments(ZONES, MESHES)))
+        .code,
     ).toBe(0);
 
     const config: FleetConfig = {

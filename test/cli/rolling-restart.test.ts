@@ -20,7 +20,7 @@ import { silentLogger } from "../../src/log.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";
 import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
-import { startFleet } from "../support/fleet.ts";
+import { fleetDocuments, startFleet } from "../support/fleet.ts";
 import type { FleetConfig, FleetZone } from "../support/zone-fleet.ts";
 import { KdsProcess, run, until } from "./process.ts";
 
@@ -96,19 +96,11 @@ describe("a rolling restart of global instances with drain", {
         `${g.admin} ready`,
         60_000,
       );
-    const zoneDocs = Array.from(
-      { length: ZONES },
-      (_, i) => `type: Zone\nname: zone-${i}\nspec:\n  enabled: true\n`,
-    );
-    const meshDocs = Array.from(
-      { length: MESHES },
-      (_, i) => `type: Mesh\nname: m-${i}\nspec:\n  description: v0\n`,
-    );
     expect(
       (
         await run(
           ["apply", "-f", "-", "--server", (instances[0] as Instance).admin],
-          [...zoneDocs, ...meshDocs].join("---\n"),
+          fleetDocuments(ZONES, MESHES),
         )
       ).code,
     ).toBe(0);

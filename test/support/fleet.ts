@@ -17,6 +17,20 @@ export interface Fleet {
   end(): void;
 }
 
+/** The documents a fleet's global starts with, for `kds-mux apply -f -`: Zones zone-0.. and Meshes m-0.. (description v0). */
+export function fleetDocuments(zones: number, meshes: number): string {
+  return [
+    ...Array.from(
+      { length: zones },
+      (_, i) => `type: Zone\nname: zone-${i}\nspec:\n  enabled: true\n`,
+    ),
+    ...Array.from(
+      { length: meshes },
+      (_, i) => `type: Mesh\nname: m-${i}\nspec:\n  description: v0\n`,
+    ),
+  ].join("---\n");
+}
+
 /** Starts the zones of `config` in a child process under tsx. */
 export function startFleet(config: FleetConfig): Fleet {
   const child = spawn(
