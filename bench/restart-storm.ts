@@ -19,10 +19,19 @@
 // database is created and dropped. The global runs under bench/loader with
 // KDS_BENCH_CHILD_ARGS (e.g. --cpu-prof --cpu-prof-dir=DIR: the restarted
 // global stops with SIGTERM at the end, so its profile is written);
-// KDS_STORM_GLOBAL_LOG=FILE appends both globals' logs to FILE.
+// KDS_STORM_GLOBAL_LOG=FILE appends both globals' logs to FILE;
+// KDS_STORM_METRICS=FILE writes the restarted global's /metrics once every
+// zone resynced (its store calls by operation, for one).
 import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
 import { spawn, type ChildProcessByStdio } from "node:child_process";
-import { closeSync, createWriteStream, openSync, readFileSync, rmSync } from "node:fs";
+import {
+  closeSync,
+  createWriteStream,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -30,6 +39,7 @@ import type { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
 import { fleetDocuments } from "../test/support/fleet.ts";
+import { defaultBackoff } from "../src/util/backoff.ts";
 import type { FleetConfig, FleetZone } from "../test/support/zone-fleet.ts";
 
 const ZONES = Number(process.argv[2] ?? 2000);
@@ -86,13 +96,20 @@ function global(
     child.stderr.pipe(sink);
   }
   const urls = new Promise<{ mux: string; admin: string }>((resolve, reject) => {
+    let listening = false;
     const seen = (d: Buffer): void => {
+      // Only the lines up to "listening" are kept and searched: matching the whole log again on every
+      // chunk made this process slow to drain the pipe, and the global blocked writing its log into it.
+      if (listening) return;
       out += d.toString();
       const m =
         /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/.exec(
           out,
         );
-      if (m !== null) resolve({ mux: m[1] as string, admin: m[2] as string });
+      if (m !== null) {
+        listening = true;
+        resolve({ mux: m[1] as string, admin: m[2] as string });
+      }
     };
     child.stdout.on("data", seen);
     child.stderr.on("data", (d: Buffer) => {
@@ -198,6 +215,7 @@ try {
   });
   const syncStarted = performance.now();
   await Promise.all(fleets.map((f) => f.next("synced")));
+  const syncedAt = performance.now();
   console.log(
     `restart storm: ${ZONES} zones synced in ${Math.round(performance.now() - syncStarted)} ms`,
   );
@@ -222,6 +240,15 @@ try {
   console.log(
     `restart storm: the global holds all ${ZONES * DATAPLANES} Dataplanes ${Math.round(performance.now() - syncStarted)} ms after the zones started`,
   );
+  // The zones of a fleet that held a global for a while: each session has lasted the backoff's
+  // resetAfterMs (60 s by default), so a zone treats the kill as the end of a healthy session.
+  const healthyMs = defaultBackoff.resetAfterMs + 1_000 - (performance.now() - syncedAt);
+  if (healthyMs > 0) {
+    console.log(
+      `restart storm: waiting ${Math.round(healthyMs)} ms until every session has been up ${defaultBackoff.resetAfterMs} ms`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, healthyMs));
+  }
   const all = async (): Promise<FleetZone[]> =>
     (await Promise.all(fleets.map((f) => f.report()))).flat();
   const before = await all();
@@ -241,6 +268,8 @@ try {
   const restartedAt = performance.now();
   const globalPid = current.child.pid as number;
   const cpuAtRestart = cpuSeconds(globalPid);
+  const zonesCpu = (): number => children.reduce((n, c) => n + cpuSeconds(c.pid as number), 0);
+  const zonesCpuAtRestart = zonesCpu();
   const upMs = Math.round(restartedAt - killedAt);
   // One Mesh changes while the zones come back: a zone counts as resynced once it holds the change, proof that its new session syncs.
   let appliedMs: number | undefined;
@@ -306,8 +335,18 @@ try {
   const resyncedAt = performance.now();
   const load = loadavg().map((l) => Number(l.toFixed(2)));
   const globalCpuSeconds = Number((cpuSeconds(globalPid) - cpuAtRestart).toFixed(1));
+  const zonesCpuSeconds = Number((zonesCpu() - zonesCpuAtRestart).toFixed(1));
   await changing;
   const refusedTotal = await overloaded(second.admin);
+  // KDS_STORM_METRICS=FILE keeps the restarted global's /metrics as they stand once every zone resynced.
+  const metricsFile = process.env.KDS_STORM_METRICS;
+  if (metricsFile !== undefined && metricsFile !== "")
+    writeFileSync(
+      metricsFile,
+      await (
+        await fetch(`${second.admin}/metrics`, { signal: AbortSignal.timeout(10_000) })
+      ).text(),
+    );
   const back = await all();
   // Each zone receives the one changed Mesh once: that is not a resend.
   const meshesResent = back.reduce((n, z) => n + z.meshesReceived, 0) - receivedBefore - ZONES;
@@ -352,6 +391,7 @@ try {
     dataplanesResentShare: dataplanesResent / dataplanesHeld,
     resentShare: (meshesResent + dataplanesResent) / (meshesHeld + dataplanesHeld),
     globalCpuSeconds,
+    zonesCpuSeconds,
     loadAverage: load,
   };
   const pct = (x: number): string => `${(x * 100).toFixed(2)}%`;
@@ -359,7 +399,7 @@ try {
     `restart storm: ${ZONES} zones in ${PROCESSES} processes; the global listened again ${upMs} ms after SIGKILL; every zone had a new session ${reconnectedMs} ms, the Mesh change was applied ${appliedMs} ms (a CLI process), and every zone was resynced ${summary.resyncMs} ms after SIGKILL (${summary.resyncAfterRestartMs} ms after the restart); ` +
       `${refusedTotal} handshakes refused as overloaded (peak ${summary.refusedPeakPerSecond}/s); the zones dialed ${progress.retries} more times (at most ${progress.maxRetries} one zone; ${progress.overloaded} refused as overloaded, ${progress.told} when the global said); ` +
       `resent ${meshesResent} of ${meshesHeld} Meshes (${pct(summary.meshesResentShare)}) and ${dataplanesResent} of ${dataplanesHeld} Dataplanes (${pct(summary.dataplanesResentShare)}), ${pct(summary.resentShare)} in all; ` +
-      `the restarted global used ${globalCpuSeconds} s CPU until then; load average ${load.join(" ")}`,
+      `the restarted global used ${globalCpuSeconds} s CPU until then, the zone processes ${zonesCpuSeconds} s; load average ${load.join(" ")}`,
   );
   console.log(JSON.stringify(summary));
 } finally {
