@@ -19,19 +19,13 @@
 // database is created and dropped. The global runs under bench/loader with
 // KDS_BENCH_CHILD_ARGS (e.g. --cpu-prof --cpu-prof-dir=DIR: the restarted
 // global stops with SIGTERM at the end, so its profile is written);
-// KDS_STORM_GLOBAL_LOG=FILE appends both globals' logs to FILE;
+// KDS_STORM_GLOBAL_LOG=FILE appends both globals' logs to FILE (else a temporary file; their
+// ERROR lines are printed at the end);
 // KDS_STORM_METRICS=FILE writes the restarted global's /metrics once every
 // zone resynced (its store calls by operation, for one).
 import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
-import { spawn, type ChildProcessByStdio } from "node:child_process";
-import {
-  closeSync,
-  createWriteStream,
-  openSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { spawn, type ChildProcess, type ChildProcessByStdio } from "node:child_process";
+import { closeSync, statSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -55,13 +49,22 @@ const serverUrl =
   process.env.KDS_TEST_DATABASE_URL ||
   "postgres://postgres@127.0.0.1:5432/postgres";
 
+/** Where the globals log: KDS_STORM_GLOBAL_LOG, else a temporary file removed at the end. */
+const globalLog =
+  process.env.KDS_STORM_GLOBAL_LOG || join(tmpdir(), `kds_storm_${process.pid}.log`);
+
 function global(
   storeUrl: string,
   listen: string,
 ): {
-  child: ChildProcessByStdio<null, Readable, Readable>;
+  child: ChildProcess;
   urls: Promise<{ mux: string; admin: string }>;
 } {
+  // The global logs into a file, not a pipe: a pipe blocks the global's log writes whenever this
+  // process, busy and on a loaded machine, is slow to read it (a 1,000-zone resume spent 7-9% of its
+  // CPU blocked writing its "connected" lines). Both globals append to the same file.
+  const from = statSync(globalLog, { throwIfNoEntry: false })?.size ?? 0;
+  const log = openSync(globalLog, "a");
   // The global runs as the package ships it (bench/loader, not tsx), with KDS_BENCH_CHILD_ARGS (e.g. --cpu-prof).
   const child = spawn(
     process.execPath,
@@ -83,43 +86,27 @@ function global(
       "--log-level",
       "info",
     ],
-    {
-      stdio: ["ignore", "pipe", "pipe"],
-    },
+    { stdio: ["ignore", log, log] },
   );
-  let out = "";
-  // KDS_STORM_GLOBAL_LOG=FILE keeps the globals' whole log (both runs, appended).
-  const logFile = process.env.KDS_STORM_GLOBAL_LOG;
-  if (logFile !== undefined && logFile !== "") {
-    const sink = createWriteStream(logFile, { flags: "a" });
-    child.stdout.pipe(sink);
-    child.stderr.pipe(sink);
-  }
-  const urls = new Promise<{ mux: string; admin: string }>((resolve, reject) => {
-    let listening = false;
-    const seen = (d: Buffer): void => {
-      // Only the lines up to "listening" are kept and searched: matching the whole log again on every
-      // chunk made this process slow to drain the pipe, and the global blocked writing its log into it.
-      if (listening) return;
-      out += d.toString();
+  closeSync(log);
+  const urls = (async () => {
+    const started = performance.now();
+    for (;;) {
+      const text = readFileSync(globalLog, "utf8").slice(from);
       const m =
         /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/.exec(
-          out,
+          text,
         );
-      if (m !== null) {
-        listening = true;
-        resolve({ mux: m[1] as string, admin: m[2] as string });
-      }
-    };
-    child.stdout.on("data", seen);
-    child.stderr.on("data", (d: Buffer) => {
-      seen(d);
-      if (/ ERROR /.test(d.toString())) process.stderr.write(d);
-    });
-    child.once("exit", (code) =>
-      reject(new Error(`the global exited (${code}) before listening:\n${out}`)),
-    );
-  });
+      if (m !== null) return { mux: m[1] as string, admin: m[2] as string };
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(
+          `the global exited (${child.exitCode ?? child.signalCode}) before listening:\n${text}`,
+        );
+      if (performance.now() - started > LIMIT_MS)
+        throw new Error(`the global did not listen within ${LIMIT_MS / 1000} s:\n${text}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
   return { child, urls };
 }
 
@@ -415,4 +402,17 @@ try {
   }
   await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
   await admin.end({ timeout: 5 });
+  // The globals' errors are shown here (their log is a file, see global()).
+  const errors = (
+    statSync(globalLog, { throwIfNoEntry: false }) === undefined
+      ? ""
+      : readFileSync(globalLog, "utf8")
+  )
+    .split("\n")
+    .filter((line) => / ERROR /.test(line));
+  if (errors.length > 0)
+    process.stderr.write(
+      `restart storm: the globals logged ${errors.length} errors; the first:\n${errors.slice(0, 5).join("\n")}\n`,
+    );
+  if (!process.env.KDS_STORM_GLOBAL_LOG) rmSync(globalLog, { force: true });
 }
