@@ -320,26 +320,32 @@ export class PostgresStore implements ResourceStore {
     });
   }
 
+  /**
+   * One statement, so one snapshot: the revision and the rows agree (a
+   * transaction of two statements cost four round trips, and a global
+   * resuming thousands of zones lists for each).
+   */
   async list(kind: string, options: ListOptions = {}): Promise<ListResult> {
     const k = this.#kindName(kind);
-    return this.#call("list", options.signal, (run) =>
-      transaction(this.#sql, "isolation level repeatable read read only", async (tx) => {
-        // One snapshot: the revision and the rows agree.
-        const [state] = await run(
-          tx<Array<{ revision: string }>>`SELECT revision::text AS revision FROM kds_state`,
-        );
-        const rows = await run(tx<ResourceRow[]>`
-          SELECT ${tx.unsafe(RESOURCE_COLUMNS)} FROM kds_resources
+    const rows = await this.#call("list", options.signal, (run) =>
+      run(this.#sql<Array<Partial<ResourceRow> & { state_revision: string }>>`
+        SELECT s.revision::text AS state_revision, r.* FROM kds_state s LEFT JOIN LATERAL (
+          SELECT ${this.#sql.unsafe(RESOURCE_COLUMNS)} FROM kds_resources
           WHERE kind = ${k}
-            ${options.mesh !== undefined ? tx`AND mesh = ${options.mesh}` : tx``}
-            ${options.labels !== undefined ? tx`AND labels @> ${tx.json({ ...options.labels })}` : tx``}
-          ORDER BY mesh, name`);
-        return {
-          revision: Number(state?.revision ?? 0),
-          resources: rows.map((r) => decodeResource(this.#types, r)),
-        };
-      }),
+            ${options.mesh !== undefined ? this.#sql`AND mesh = ${options.mesh}` : this.#sql``}
+            ${options.labels !== undefined ? this.#sql`AND labels @> ${this.#sql.json({ ...options.labels })}` : this.#sql``}
+        ) r ON true
+        WHERE s.id
+        ORDER BY r.mesh, r.name`),
     );
+    // No resource matched: one row, the state's, with the resource's columns null.
+    const found = rows.filter(
+      (r): r is ResourceRow & { state_revision: string } => r.kind !== null,
+    );
+    return {
+      revision: Number(rows[0]?.state_revision ?? 0),
+      resources: found.map((r) => decodeResource(this.#types, r)),
+    };
   }
 
   async put(input: ResourceInput, options: WriteOptions = {}): Promise<StoredResource> {
