@@ -19,10 +19,13 @@
 // database is created and dropped. The global runs under bench/loader with
 // KDS_BENCH_CHILD_ARGS (e.g. --cpu-prof --cpu-prof-dir=DIR: the restarted
 // global stops with SIGTERM at the end, so its profile is written);
-// KDS_STORM_GLOBAL_LOG=FILE appends both globals' logs to FILE.
+// KDS_STORM_GLOBAL_LOG=FILE appends both globals' logs to FILE (else a temporary file; their
+// ERROR lines are printed at the end);
+// KDS_STORM_METRICS=FILE writes the restarted global's /metrics once every
+// zone resynced (its store calls by operation, for one).
 import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
-import { spawn, type ChildProcessByStdio } from "node:child_process";
-import { closeSync, createWriteStream, openSync, readFileSync, rmSync } from "node:fs";
+import { spawn, type ChildProcess, type ChildProcessByStdio } from "node:child_process";
+import { closeSync, statSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -30,6 +33,7 @@ import type { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
 import { fleetDocuments } from "../test/support/fleet.ts";
+import { defaultBackoff } from "../src/util/backoff.ts";
 import type { FleetConfig, FleetZone } from "../test/support/zone-fleet.ts";
 
 const ZONES = Number(process.argv[2] ?? 2000);
@@ -45,13 +49,22 @@ const serverUrl =
   process.env.KDS_TEST_DATABASE_URL ||
   "postgres://postgres@127.0.0.1:5432/postgres";
 
+/** Where the globals log: KDS_STORM_GLOBAL_LOG, else a temporary file removed at the end. */
+const globalLog =
+  process.env.KDS_STORM_GLOBAL_LOG || join(tmpdir(), `kds_storm_${process.pid}.log`);
+
 function global(
   storeUrl: string,
   listen: string,
 ): {
-  child: ChildProcessByStdio<null, Readable, Readable>;
+  child: ChildProcess;
   urls: Promise<{ mux: string; admin: string }>;
 } {
+  // The global logs into a file, not a pipe: a pipe blocks the global's log writes whenever this
+  // process, busy and on a loaded machine, is slow to read it (a 1,000-zone resume spent 7-9% of its
+  // CPU blocked writing its "connected" lines). Both globals append to the same file.
+  const from = statSync(globalLog, { throwIfNoEntry: false })?.size ?? 0;
+  const log = openSync(globalLog, "a");
   // The global runs as the package ships it (bench/loader, not tsx), with KDS_BENCH_CHILD_ARGS (e.g. --cpu-prof).
   const child = spawn(
     process.execPath,
@@ -73,36 +86,27 @@ function global(
       "--log-level",
       "info",
     ],
-    {
-      stdio: ["ignore", "pipe", "pipe"],
-    },
+    { stdio: ["ignore", log, log] },
   );
-  let out = "";
-  // KDS_STORM_GLOBAL_LOG=FILE keeps the globals' whole log (both runs, appended).
-  const logFile = process.env.KDS_STORM_GLOBAL_LOG;
-  if (logFile !== undefined && logFile !== "") {
-    const sink = createWriteStream(logFile, { flags: "a" });
-    child.stdout.pipe(sink);
-    child.stderr.pipe(sink);
-  }
-  const urls = new Promise<{ mux: string; admin: string }>((resolve, reject) => {
-    const seen = (d: Buffer): void => {
-      out += d.toString();
+  closeSync(log);
+  const urls = (async () => {
+    const started = performance.now();
+    for (;;) {
+      const text = readFileSync(globalLog, "utf8").slice(from);
       const m =
         /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/.exec(
-          out,
+          text,
         );
-      if (m !== null) resolve({ mux: m[1] as string, admin: m[2] as string });
-    };
-    child.stdout.on("data", seen);
-    child.stderr.on("data", (d: Buffer) => {
-      seen(d);
-      if (/ ERROR /.test(d.toString())) process.stderr.write(d);
-    });
-    child.once("exit", (code) =>
-      reject(new Error(`the global exited (${code}) before listening:\n${out}`)),
-    );
-  });
+      if (m !== null) return { mux: m[1] as string, admin: m[2] as string };
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(
+          `the global exited (${child.exitCode ?? child.signalCode}) before listening:\n${text}`,
+        );
+      if (performance.now() - started > LIMIT_MS)
+        throw new Error(`the global did not listen within ${LIMIT_MS / 1000} s:\n${text}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
   return { child, urls };
 }
 
@@ -198,6 +202,7 @@ try {
   });
   const syncStarted = performance.now();
   await Promise.all(fleets.map((f) => f.next("synced")));
+  const syncedAt = performance.now();
   console.log(
     `restart storm: ${ZONES} zones synced in ${Math.round(performance.now() - syncStarted)} ms`,
   );
@@ -222,6 +227,15 @@ try {
   console.log(
     `restart storm: the global holds all ${ZONES * DATAPLANES} Dataplanes ${Math.round(performance.now() - syncStarted)} ms after the zones started`,
   );
+  // The zones of a fleet that held a global for a while: each session has lasted the backoff's
+  // resetAfterMs (60 s by default), so a zone treats the kill as the end of a healthy session.
+  const healthyMs = defaultBackoff.resetAfterMs + 1_000 - (performance.now() - syncedAt);
+  if (healthyMs > 0) {
+    console.log(
+      `restart storm: waiting ${Math.round(healthyMs)} ms until every session has been up ${defaultBackoff.resetAfterMs} ms`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, healthyMs));
+  }
   const all = async (): Promise<FleetZone[]> =>
     (await Promise.all(fleets.map((f) => f.report()))).flat();
   const before = await all();
@@ -241,6 +255,8 @@ try {
   const restartedAt = performance.now();
   const globalPid = current.child.pid as number;
   const cpuAtRestart = cpuSeconds(globalPid);
+  const zonesCpu = (): number => children.reduce((n, c) => n + cpuSeconds(c.pid as number), 0);
+  const zonesCpuAtRestart = zonesCpu();
   const upMs = Math.round(restartedAt - killedAt);
   // One Mesh changes while the zones come back: a zone counts as resynced once it holds the change, proof that its new session syncs.
   let appliedMs: number | undefined;
@@ -306,8 +322,18 @@ try {
   const resyncedAt = performance.now();
   const load = loadavg().map((l) => Number(l.toFixed(2)));
   const globalCpuSeconds = Number((cpuSeconds(globalPid) - cpuAtRestart).toFixed(1));
+  const zonesCpuSeconds = Number((zonesCpu() - zonesCpuAtRestart).toFixed(1));
   await changing;
   const refusedTotal = await overloaded(second.admin);
+  // KDS_STORM_METRICS=FILE keeps the restarted global's /metrics as they stand once every zone resynced.
+  const metricsFile = process.env.KDS_STORM_METRICS;
+  if (metricsFile !== undefined && metricsFile !== "")
+    writeFileSync(
+      metricsFile,
+      await (
+        await fetch(`${second.admin}/metrics`, { signal: AbortSignal.timeout(10_000) })
+      ).text(),
+    );
   const back = await all();
   // Each zone receives the one changed Mesh once: that is not a resend.
   const meshesResent = back.reduce((n, z) => n + z.meshesReceived, 0) - receivedBefore - ZONES;
@@ -352,6 +378,7 @@ try {
     dataplanesResentShare: dataplanesResent / dataplanesHeld,
     resentShare: (meshesResent + dataplanesResent) / (meshesHeld + dataplanesHeld),
     globalCpuSeconds,
+    zonesCpuSeconds,
     loadAverage: load,
   };
   const pct = (x: number): string => `${(x * 100).toFixed(2)}%`;
@@ -359,7 +386,7 @@ try {
     `restart storm: ${ZONES} zones in ${PROCESSES} processes; the global listened again ${upMs} ms after SIGKILL; every zone had a new session ${reconnectedMs} ms, the Mesh change was applied ${appliedMs} ms (a CLI process), and every zone was resynced ${summary.resyncMs} ms after SIGKILL (${summary.resyncAfterRestartMs} ms after the restart); ` +
       `${refusedTotal} handshakes refused as overloaded (peak ${summary.refusedPeakPerSecond}/s); the zones dialed ${progress.retries} more times (at most ${progress.maxRetries} one zone; ${progress.overloaded} refused as overloaded, ${progress.told} when the global said); ` +
       `resent ${meshesResent} of ${meshesHeld} Meshes (${pct(summary.meshesResentShare)}) and ${dataplanesResent} of ${dataplanesHeld} Dataplanes (${pct(summary.dataplanesResentShare)}), ${pct(summary.resentShare)} in all; ` +
-      `the restarted global used ${globalCpuSeconds} s CPU until then; load average ${load.join(" ")}`,
+      `the restarted global used ${globalCpuSeconds} s CPU until then, the zone processes ${zonesCpuSeconds} s; load average ${load.join(" ")}`,
   );
   console.log(JSON.stringify(summary));
 } finally {
@@ -375,4 +402,17 @@ try {
   }
   await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
   await admin.end({ timeout: 5 });
+  // The globals' errors are shown here (their log is a file, see global()).
+  const errors = (
+    statSync(globalLog, { throwIfNoEntry: false }) === undefined
+      ? ""
+      : readFileSync(globalLog, "utf8")
+  )
+    .split("\n")
+    .filter((line) => / ERROR /.test(line));
+  if (errors.length > 0)
+    process.stderr.write(
+      `restart storm: the globals logged ${errors.length} errors; the first:\n${errors.slice(0, 5).join("\n")}\n`,
+    );
+  if (!process.env.KDS_STORM_GLOBAL_LOG) rmSync(globalLog, { force: true });
 }

@@ -57,6 +57,8 @@ interface Held {
   version: string | undefined;
   /** A claim by another session seen before our first write landed: decided once it has. */
   other: { readonly revision: number; readonly instance: string } | undefined;
+  /** The first write (the claim, or its retry at a renewal) is under way. */
+  claiming: boolean;
 }
 
 /** What the store says about a zone's session, as any instance sees it. */
@@ -126,10 +128,15 @@ export class ZoneOwnership {
       connectedAt: new Date(this.#now()),
       version: undefined,
       other: undefined,
+      claiming: true,
     };
     this.#held.set(zone, held);
     void session.closed.then((end) => this.#release(zone, held, end));
-    await this.#write(zone, held, undefined, signal);
+    try {
+      await this.#write(zone, held, undefined, signal);
+    } finally {
+      held.claiming = false;
+    }
     const other = held.other;
     if (other !== undefined && held.version !== undefined && other.revision > Number(held.version))
       this.#lost(zone, held, other.instance);
@@ -196,6 +203,7 @@ export class ZoneOwnership {
     if (this.#renewing) return;
     this.#renewing = true;
     try {
+      await this.#claimAgain(signal);
       const zones = [...this.#held.keys()];
       for (let i = 0; i < zones.length && !signal.aborted; i += RENEW_BATCH) {
         if (i > 0) {
@@ -216,6 +224,36 @@ export class ZoneOwnership {
     } finally {
       this.#renewing = false;
     }
+  }
+
+  /**
+   * Writes again the leases whose claim failed (their first write never
+   * landed, so there is nothing to renew yet); a failure is logged once and
+   * left for the next renewal.
+   */
+  async #claimAgain(signal: AbortSignal): Promise<void> {
+    const unclaimed = [...this.#held].filter(([, h]) => h.version === undefined && !h.claiming);
+    if (unclaimed.length === 0) return;
+    let failed = 0;
+    let last: unknown;
+    await Promise.all(
+      unclaimed.map(async ([zone, held]) => {
+        held.claiming = true;
+        try {
+          await this.#write(zone, held, undefined, signal);
+        } catch (error) {
+          failed += 1;
+          last = error;
+        } finally {
+          held.claiming = false;
+        }
+      }),
+    );
+    if (failed > 0 && !signal.aborted)
+      this.#options.logger.warn(
+        `recording that this instance holds ${failed} zones failed again; the next renewal retries`,
+        { zones: failed, error: last },
+      );
   }
 
   /**

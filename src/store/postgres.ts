@@ -56,6 +56,7 @@ import {
   type ResourceRow,
 } from "./postgres/rows.ts";
 import { transaction } from "./postgres/transaction.ts";
+import { WriteQueue, type QueuedWrite } from "./postgres/write-queue.ts";
 import { keptLabels, keptSpec } from "./kept.ts";
 import { validateInput, versionConflict } from "./validate.ts";
 
@@ -94,6 +95,36 @@ export interface PostgresStoreOptions {
   readonly signal?: AbortSignal;
 }
 
+/** One call's batch as the write queue holds it: its ops and the rows they name. */
+interface QueuedBatch {
+  readonly ops: readonly WriteOp[];
+  readonly refs: ReadonlyArray<{ kind: string; mesh: string; name: string }>;
+}
+
+/** A batch's outcome in its group: its result, or why it was refused. */
+type Outcome = { readonly result: ApplyResult } | { readonly error: unknown };
+
+/** What a write sees of a row: its version and creation time, or undefined when it does not exist. */
+type Seen = { version: string; created: Date } | undefined;
+
+/** One batch staged: what it saw and wrote, by row key, its changes and results, and the revision after it. */
+interface Staged {
+  readonly seen: ReadonlyMap<string, Seen>;
+  readonly final: ReadonlyMap<
+    string,
+    StoredResource | { deleted: { kind: string; mesh: string; name: string } }
+  >;
+  readonly changes: readonly StoreChange[];
+  readonly results: Array<StoredResource | boolean>;
+  readonly passedBytes: ReadonlyMap<StoredResource, Uint8Array>;
+  readonly revision: number;
+}
+
+/** A row's identity within one transaction. */
+function rowKey(r: { kind: string; mesh: string; name: string }): string {
+  return `${r.kind}\u0000${r.mesh}\u0000${r.name}`;
+}
+
 /** Resources kept in PostgreSQL. Open one with {@link PostgresStore.open}. */
 export class PostgresStore implements ResourceStore {
   readonly #types: TypeRegistry;
@@ -110,6 +141,8 @@ export class PostgresStore implements ResourceStore {
   readonly #watchers = new Set<Waker>();
   readonly #closed = new AbortController();
   readonly #cancels: CancelRequests;
+  /** Writes waiting for the one writer, written in groups (postgres/write-queue.ts). */
+  readonly #writes = new WriteQueue<QueuedBatch, ApplyResult>((group) => this.#writeGroup(group));
   #listening: Promise<void> | undefined;
   /** What the start-up migration did. */
   readonly migration: MigrationReport;
@@ -287,26 +320,32 @@ export class PostgresStore implements ResourceStore {
     });
   }
 
+  /**
+   * One statement, so one snapshot: the revision and the rows agree (a
+   * transaction of two statements cost four round trips, and a global
+   * resuming thousands of zones lists for each).
+   */
   async list(kind: string, options: ListOptions = {}): Promise<ListResult> {
     const k = this.#kindName(kind);
-    return this.#call("list", options.signal, (run) =>
-      transaction(this.#sql, "isolation level repeatable read read only", async (tx) => {
-        // One snapshot: the revision and the rows agree.
-        const [state] = await run(
-          tx<Array<{ revision: string }>>`SELECT revision::text AS revision FROM kds_state`,
-        );
-        const rows = await run(tx<ResourceRow[]>`
-          SELECT ${tx.unsafe(RESOURCE_COLUMNS)} FROM kds_resources
+    const rows = await this.#call("list", options.signal, (run) =>
+      run(this.#sql<Array<Partial<ResourceRow> & { state_revision: string }>>`
+        SELECT s.revision::text AS state_revision, r.* FROM kds_state s LEFT JOIN LATERAL (
+          SELECT ${this.#sql.unsafe(RESOURCE_COLUMNS)} FROM kds_resources
           WHERE kind = ${k}
-            ${options.mesh !== undefined ? tx`AND mesh = ${options.mesh}` : tx``}
-            ${options.labels !== undefined ? tx`AND labels @> ${tx.json({ ...options.labels })}` : tx``}
-          ORDER BY mesh, name`);
-        return {
-          revision: Number(state?.revision ?? 0),
-          resources: rows.map((r) => decodeResource(this.#types, r)),
-        };
-      }),
+            ${options.mesh !== undefined ? this.#sql`AND mesh = ${options.mesh}` : this.#sql``}
+            ${options.labels !== undefined ? this.#sql`AND labels @> ${this.#sql.json({ ...options.labels })}` : this.#sql``}
+        ) r ON true
+        WHERE s.id
+        ORDER BY r.mesh, r.name`),
     );
+    // No resource matched: one row, the state's, with the resource's columns null.
+    const found = rows.filter(
+      (r): r is ResourceRow & { state_revision: string } => r.kind !== null,
+    );
+    return {
+      revision: Number(rows[0]?.state_revision ?? 0),
+      resources: found.map((r) => decodeResource(this.#types, r)),
+    };
   }
 
   async put(input: ResourceInput, options: WriteOptions = {}): Promise<StoredResource> {
@@ -348,30 +387,59 @@ export class PostgresStore implements ResourceStore {
       }
       return { kind: this.#types.get(op.kind).kind, mesh: op.mesh, name: op.name };
     });
-    const result = await this.#call("apply", signal, (run) =>
-      transaction(this.#sql, "", async (tx) => {
-        const [state] = await run(tx<Array<{ revision: string; compacted: string }>>`
-          SELECT revision::text AS revision, compacted_through::text AS compacted FROM kds_state WHERE id FOR UPDATE`);
-        if (state === undefined)
-          throw new KdsError(
-            "store_unavailable",
-            `the store's state row is missing in ${this.#target} (schema "${this.#schema}"); the schema was damaged by hand`,
+    if (this.#closed.signal.aborted) throw this.#closed.signal.reason;
+    return this.#writes.submit({ ops, refs }, ops.length, signal, "apply");
+  }
+
+  /**
+   * Writes a group of queued batches in one transaction, each batch decided
+   * on its own (a conflict rejects that batch and writes nothing of it). A
+   * batch alone keeps its signal on the statements, so an abort cancels them
+   * and writes nothing. When the server refuses a group of several (not a
+   * lost connection), each batch is written again alone, so only the batch at
+   * fault fails.
+   */
+  async #writeGroup(group: readonly QueuedWrite<QueuedBatch, ApplyResult>[]): Promise<void> {
+    const alone = group.length === 1 ? group[0] : undefined;
+    let written: { changed: boolean; outcomes: Outcome[] };
+    try {
+      written = await this.#call("apply", alone?.signal, (run) =>
+        transaction(this.#sql, "", async (tx) => {
+          const [state] = await run(tx<Array<{ revision: string; compacted: string }>>`
+            SELECT revision::text AS revision, compacted_through::text AS compacted FROM kds_state WHERE id FOR UPDATE`);
+          if (state === undefined)
+            throw new KdsError(
+              "store_unavailable",
+              `the store's state row is missing in ${this.#target} (schema "${this.#schema}"); the schema was damaged by hand`,
+            );
+          const staged = await this.#stageAndWrite(
+            tx,
+            run,
+            group,
+            Number(state.revision),
+            Number(state.compacted),
           );
-        const written = await this.#stageAndWrite(
-          tx,
-          run,
-          ops,
-          refs,
-          Number(state.revision),
-          Number(state.compacted),
-        );
-        // Last chance to cancel: past this point the transaction commits.
-        if (signal?.aborted) throw abortError(signal, "apply");
-        return written;
-      }),
-    );
-    if (result.changed) for (const w of this.#watchers) w.wake();
-    return { revision: result.revision, results: result.results };
+          // Last chance to cancel a batch alone: past this point the transaction commits.
+          if (alone?.signal?.aborted) throw abortError(alone.signal, "apply");
+          return staged;
+        }),
+      );
+    } catch (error) {
+      const lost =
+        isConnectionError(error) || isConnectionError((error as { cause?: unknown }).cause);
+      if (group.length > 1 && !lost) {
+        for (const batch of group) if (!batch.settled) await this.#writeGroup([batch]);
+        return;
+      }
+      for (const batch of group) batch.reject(error);
+      return;
+    }
+    if (written.changed) for (const w of this.#watchers) w.wake();
+    group.forEach((batch, i) => {
+      const outcome = written.outcomes[i] as Outcome;
+      if ("error" in outcome) batch.reject(outcome.error);
+      else batch.resolve(outcome.result);
+    });
   }
 
   async revision(options: { signal?: AbortSignal } = {}): Promise<number> {
@@ -406,19 +474,22 @@ export class PostgresStore implements ResourceStore {
     ]);
   }
 
-  /** Stages `ops` against the rows they touch, then writes rows, change log, counter and notification. */
+  /**
+   * Stages each batch of `group` in order against the rows they touch (and
+   * the batches before it), then writes rows, change log, counter and
+   * notification for all of them. A batch that conflicts, or was settled
+   * (its signal aborted) before it was staged, adds nothing.
+   */
   async #stageAndWrite(
     tx: TransactionSql,
     run: Runner,
-    ops: readonly WriteOp[],
-    refs: ReadonlyArray<{ kind: string; mesh: string; name: string }>,
+    group: readonly QueuedWrite<QueuedBatch, ApplyResult>[],
     startRevision: number,
     compactedThrough: number,
-  ): Promise<ApplyResult & { changed: boolean }> {
-    const id = (r: { kind: string; mesh: string; name: string }): string =>
-      `${r.kind}\u0000${r.mesh}\u0000${r.name}`;
-    // What the batch sees: the stored version and creation time of each touched key, updated as ops stage.
-    const current = new Map<string, { version: string; created: Date } | undefined>();
+  ): Promise<{ changed: boolean; outcomes: Outcome[] }> {
+    // What the group sees: the stored version and creation time of each touched key, updated as batches stage.
+    const current = new Map<string, Seen>();
+    const refs = group.flatMap((batch) => (batch.settled ? [] : batch.work.refs));
     if (refs.length > 0) {
       const existing = await run(tx<
         Array<{ kind: string; mesh: string; name: string; version: string; created_at: Date }>
@@ -426,59 +497,36 @@ export class PostgresStore implements ResourceStore {
         SELECT kind, mesh, name, version::text AS version, created_at FROM kds_resources
         WHERE (kind, mesh, name) IN (SELECT * FROM unnest(${refs.map((r) => r.kind)}::text[], ${refs.map((r) => r.mesh)}::text[], ${refs.map((r) => r.name)}::text[]))`);
       for (const row of existing)
-        current.set(id(row), { version: row.version, created: row.created_at });
+        current.set(rowKey(row), { version: row.version, created: row.created_at });
     }
     const final = new Map<
       string,
       StoredResource | { deleted: { kind: string; mesh: string; name: string } }
     >();
     const changes: StoreChange[] = [];
-    const results: Array<StoredResource | boolean> = [];
     // The bytes of specs the caller passed (WriteOp.specBytes): written as they came, not encoded again.
     const passedBytes = new Map<StoredResource, Uint8Array>();
+    const outcomes: Outcome[] = [];
     let revision = startRevision;
     const now = new Date();
-    ops.forEach((op, i) => {
-      const ref = refs[i] as { kind: string; mesh: string; name: string };
-      const key = id(ref);
-      const before = current.get(key);
-      const conflict = versionConflict(
-        ref.kind,
-        resourceKey(ref.mesh, ref.name),
-        before?.version ?? "",
-        op.expectedVersion,
-      );
-      if (conflict !== undefined) throw conflict;
-      if (op.op === "put") {
-        revision += 1;
-        const resource: StoredResource = Object.freeze({
-          kind: ref.kind,
-          meta: Object.freeze({
-            name: ref.name,
-            mesh: ref.mesh,
-            labels: keptLabels(op),
-            version: String(revision),
-            creationTime: before?.created ?? now,
-            modificationTime: now,
-          }),
-          spec: keptSpec(this.#types.get(ref.kind).schema, op),
-        });
-        if (op.specBytes !== undefined) passedBytes.set(resource, op.specBytes);
-        current.set(key, { version: resource.meta.version, created: resource.meta.creationTime });
-        final.set(key, resource);
-        changes.push({ op: "put", revision, resource });
-        results.push(resource);
-      } else if (before === undefined) {
-        results.push(false);
-      } else {
-        revision += 1;
-        current.set(key, undefined);
-        final.set(key, { deleted: ref });
-        changes.push({ op: "delete", revision, ref });
-        results.push(true);
+    for (const batch of group) {
+      if (batch.signal?.aborted) {
+        outcomes.push({ error: abortError(batch.signal, "apply") });
+        continue;
       }
-    });
-    if (changes.length === 0) return { revision: startRevision, results, changed: false };
+      const staged = this.#stage(batch.work, current, revision, now);
+      if ("error" in staged) {
+        outcomes.push(staged);
+        continue;
+      }
+      for (const [key, seen] of staged.seen) current.set(key, seen);
+      for (const [key, value] of staged.final) final.set(key, value);
+      for (const [resource, bytes] of staged.passedBytes) passedBytes.set(resource, bytes);
+      changes.push(...staged.changes);
+      revision = staged.revision;
+      outcomes.push({ result: { revision, results: staged.results } });
+    }
+    if (changes.length === 0) return { changed: false, outcomes };
 
     const puts: StoredResource[] = [];
     const deletes: Array<{ kind: string; mesh: string; name: string }> = [];
@@ -550,7 +598,66 @@ export class PostgresStore implements ResourceStore {
     );
     // Delivered to every listener when (and only if) the transaction commits.
     await run(tx`SELECT pg_notify(${this.#channel}, ${String(revision)})`);
-    return { revision, results, changed: true };
+    return { changed: true, outcomes };
+  }
+
+  /** Stages one batch over what the group has seen so far (`current`, not changed here); its changes take the revisions after `startRevision`. */
+  #stage(
+    batch: QueuedBatch,
+    current: ReadonlyMap<string, Seen>,
+    startRevision: number,
+    now: Date,
+  ): Staged | { error: KdsError } {
+    const seen = new Map<string, Seen>();
+    const final = new Map<
+      string,
+      StoredResource | { deleted: { kind: string; mesh: string; name: string } }
+    >();
+    const changes: StoreChange[] = [];
+    const results: Array<StoredResource | boolean> = [];
+    const passedBytes = new Map<StoredResource, Uint8Array>();
+    let revision = startRevision;
+    for (const [i, op] of batch.ops.entries()) {
+      const ref = batch.refs[i] as { kind: string; mesh: string; name: string };
+      const key = rowKey(ref);
+      const before = seen.has(key) ? seen.get(key) : current.get(key);
+      const conflict = versionConflict(
+        ref.kind,
+        resourceKey(ref.mesh, ref.name),
+        before?.version ?? "",
+        op.expectedVersion,
+      );
+      if (conflict !== undefined) return { error: conflict };
+      if (op.op === "put") {
+        revision += 1;
+        const resource: StoredResource = Object.freeze({
+          kind: ref.kind,
+          meta: Object.freeze({
+            name: ref.name,
+            mesh: ref.mesh,
+            labels: keptLabels(op),
+            version: String(revision),
+            creationTime: before?.created ?? now,
+            modificationTime: now,
+          }),
+          spec: keptSpec(this.#types.get(ref.kind).schema, op),
+        });
+        if (op.specBytes !== undefined) passedBytes.set(resource, op.specBytes);
+        seen.set(key, { version: resource.meta.version, created: resource.meta.creationTime });
+        final.set(key, resource);
+        changes.push({ op: "put", revision, resource });
+        results.push(resource);
+      } else if (before === undefined) {
+        results.push(false);
+      } else {
+        revision += 1;
+        seen.set(key, undefined);
+        final.set(key, { deleted: ref });
+        changes.push({ op: "delete", revision, ref });
+        results.push(true);
+      }
+    }
+    return { seen, final, changes, results, passedBytes, revision };
   }
 
   async *#follow(fromRevision: number, options: WatchOptions): AsyncGenerator<StoreChange> {

@@ -2,6 +2,7 @@
 // every zone is asked to reconnect (goaway RECONNECT) one at a time over the
 // spread, reconnects promptly to the other instance without counting it as a
 // failure, and nothing is resent to it there (it resumes by versions).
+import { getEventListeners } from "node:events";
 import { afterEach, describe, expect, it } from "vitest";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
@@ -157,5 +158,58 @@ describe("draining a global instance", () => {
     const status = await global.zoneStatus("zone-1");
     expect(status?.lastEnd?.code).toBe("shutdown");
     expect(status?.lastError).toBeUndefined();
+  });
+
+  /** A global with 12 zones connected (dialed once each, no reconnects); `ends` collects "zone code" as their sessions end. */
+  async function twelveZones(): Promise<{
+    global: GlobalControlPlane;
+    names: string[];
+    ends: string[];
+  }> {
+    const types = createTypeRegistry(exampleTypes);
+    const global = new GlobalControlPlane({ types, id: "global", logger: silentLogger });
+    global.start(stopper());
+    const names = Array.from({ length: 12 }, (_, i) => `zone-${i}`);
+    const ends: string[] = [];
+    for (const name of names) {
+      await global.registerZone(name);
+      const session = await new ZoneClient({
+        name,
+        token: (await global.tokens.issueZoneToken(name)).token,
+        transport: memoryMuxTransport(global.server),
+        logger: silentLogger,
+      }).dial(stopper());
+      void session.closed.then((end) => ends.push(`${name} ${end.code}`));
+    }
+    await eventually(async () => global.server.sessions().length === 12, "12 zones connected");
+    return { global, names, ends };
+  }
+
+  it("a drain whose signal aborts mid-spread asks the zones left at once and returns", async () => {
+    const { global, names, ends } = await twelveZones();
+    const abort = new AbortController();
+    // A spread of an hour: without the abort the drain would ask one zone every 250 ms (maxGapMs).
+    const drained = global.server.drain({
+      spreadMs: 3_600_000,
+      maxGapMs: 3_600_000,
+      signal: abort.signal,
+    });
+    await eventually(async () => ends.length === 1, "the first zone is asked at once");
+    abort.abort();
+    expect(await drained).toBe(12);
+    await eventually(async () => ends.length === 12, "every zone's session ended");
+    expect(ends.sort()).toEqual(names.map((n) => `${n} reconnect`).sort());
+  });
+
+  it("a drain holds one listener on its signal, not one per zone", async () => {
+    const { global, names, ends } = await twelveZones();
+    const stop = new AbortController();
+    // No spread: all 12 are asked before the drain's first await; Node warned of a leak past 10 listeners.
+    const drained = global.server.drain({ spreadMs: 0, signal: stop.signal });
+    expect(getEventListeners(stop.signal, "abort").length).toBeLessThanOrEqual(1);
+    expect(await drained).toBe(12);
+    await eventually(async () => ends.length === 12, "every zone's session ended");
+    expect(ends.sort()).toEqual(names.map((n) => `${n} reconnect`).sort());
+    expect(getEventListeners(stop.signal, "abort")).toHaveLength(0);
   });
 });

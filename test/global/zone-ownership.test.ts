@@ -1,9 +1,10 @@
 // Lease renewal of many zones: in store batches of RENEW_BATCH with the event
-// loop free between them, every live lease renewed, and a takeover in one
-// batch closing only that zone's session.
+// loop free between them, every live lease renewed, a takeover in one batch
+// closing only that zone's session, and a claim that failed written again.
 import { create } from "@bufbuild/protobuf";
 import { afterEach, describe, expect, it } from "vitest";
 import { ZoneInsightSpecSchema } from "../../src/gen/kds/v1/resource_pb.ts";
+import { KdsError } from "../../src/errors.ts";
 import { RENEW_BATCH, ZoneOwnership } from "../../src/global/zone-ownership.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { SessionEnd } from "../../src/mux/state.ts";
@@ -150,5 +151,46 @@ describe("ZoneOwnership renewal", () => {
     expect(sessions.find((s) => s.peerId === taken)?.closedWith).toBe("replaced");
     expect(batches[renewed]).toBe(RENEW_BATCH);
     expect((await store.get(ZONE_INSIGHT_KIND, "", taken))?.spec).toMatchObject({ instance: "g1" });
+  });
+
+  it("a claim whose write failed is written at the next renewal", async () => {
+    const types = createTypeRegistry();
+    types.register(zoneInsightType);
+    const inner = new InMemoryStore(types);
+    let failing = true;
+    const store = new Proxy(inner, {
+      get(target, key) {
+        if (key === "put")
+          return (...args: Parameters<InMemoryStore["put"]>) =>
+            failing
+              ? Promise.reject(new KdsError("store_unavailable", "the database is away"))
+              : target.put(...args);
+        const value = Reflect.get(target, key, target) as unknown;
+        return typeof value === "function"
+          ? (value as (...a: unknown[]) => unknown).bind(target)
+          : value;
+      },
+    });
+    const ownership = new ZoneOwnership({
+      store,
+      instance: "g0",
+      renewMs: 50,
+      logger: silentLogger,
+    });
+    const session = fakeSession("zone-1");
+    await expect(ownership.claim(session)).rejects.toThrow(/the database is away/);
+    expect(await inner.get(ZONE_INSIGHT_KIND, "", "zone-1")).toBeUndefined();
+    failing = false;
+    const stop = stopper();
+    ownership.start(stop.signal);
+    await eventually(
+      async () => (await inner.get(ZONE_INSIGHT_KIND, "", "zone-1")) !== undefined,
+      "the lease written by a renewal",
+    );
+    expect((await inner.get(ZONE_INSIGHT_KIND, "", "zone-1"))?.spec).toMatchObject({
+      instance: "g0",
+      online: true,
+    });
+    expect(session.closedWith).toBeUndefined();
   });
 });
