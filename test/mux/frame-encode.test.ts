@@ -117,7 +117,7 @@ describe("encodeFrame", () => {
 
   it("writes exactly toBinary's bytes for frames decoded from any bytes, unknown fields included", () => {
     fc.assert(
-      fc.property(sentResponse, fc.uint8Array({ maxLength: 64 }), (f, tail) => {
+      fc.property(anyFrame, fc.uint8Array({ maxLength: 64 }), (f, tail) => {
         let decoded: Frame;
         try {
           decoded = fromBinary(FrameSchema, new Uint8Array([...toBinary(FrameSchema, f), ...tail]));
@@ -127,23 +127,7 @@ describe("encodeFrame", () => {
         expectEncodes(decoded, 5);
         expectEncodes(batchOf([decoded, f]), 0);
       }),
-      { numRuns: 300 },
-    );
-  });
-
-  it("writes exactly toBinary's bytes for any frame decoded from its bytes and more, unknown fields included", () => {
-    fc.assert(
-      fc.property(anyFrame, fc.uint8Array({ maxLength: 64 }), (f, tail) => {
-        let decoded: Frame;
-        try {
-          decoded = fromBinary(FrameSchema, new Uint8Array([...toBinary(FrameSchema, f), ...tail]));
-        } catch {
-          return; // the appended bytes do not decode: nothing to write
-        }
-        expectEncodes(decoded, 5);
-        expectEncodes(batchOf([f, decoded]), 0);
-      }),
-      { numRuns: 300 },
+      { numRuns: 500 },
     );
   });
 
