@@ -23,6 +23,9 @@ import { serveGlobal } from "../src/adapters/node/serve-global.ts";
 import { connectMuxTransport } from "../src/transport/connect.ts";
 import { ZoneClient } from "../src/zone/zone-client.ts";
 import { untilSession } from "./session.ts";
+import { grpcMuxTransport } from "../src/adapters/node/grpc-mux-client.ts";
+import { windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
+import type { MuxTransport } from "../src/transport/transport.ts";
 
 export interface EchoResult {
   readonly messages: number;
@@ -95,6 +98,25 @@ export async function rawConnectEcho(
   }
 }
 
+/**
+ * The zone's client of the mux echo, as the sync and fan-out scenarios pick
+ * it: `grpcMuxTransport` (plain gRPC on node:http2, the CLI zone's default
+ * `--transport grpc`), or with `KDS_BENCH_ZONE_CLIENT=connect` connect-node's
+ * gRPC client with HTTP/2 windows sized to the mux's (`--transport
+ * grpc-connect`), for A/B runs.
+ */
+function zoneTransport(url: string): MuxTransport & { close?(): void } {
+  return process.env.KDS_BENCH_ZONE_CLIENT === "connect"
+    ? connectMuxTransport(
+        createGrpcTransport({
+          baseUrl: url,
+          acceptCompression: [],
+          sessionManager: windowedSessionManager(url),
+        }),
+      )
+    : grpcMuxTransport(url);
+}
+
 /** The same echo through one logical stream of a mux session: zone client view -> global server view -> back. */
 export async function muxEcho(size: number, count: number): Promise<EchoResult> {
   const global = new GlobalServer({
@@ -103,12 +125,11 @@ export async function muxEcho(size: number, count: number): Promise<EchoResult> 
     logger: silentLogger,
   });
   const served = await serveGlobal(global);
+  const transport = zoneTransport(served.url);
   try {
     const zone = await new ZoneClient({
       name: "bench",
-      transport: connectMuxTransport(
-        createGrpcTransport({ baseUrl: served.url, acceptCompression: [] }),
-      ),
+      transport,
       logger: silentLogger,
     }).dial();
     const gs = await untilSession(global, "bench");
@@ -134,6 +155,7 @@ export async function muxEcho(size: number, count: number): Promise<EchoResult> 
     await zone.close();
     return r;
   } finally {
+    transport.close?.();
     await served.close();
   }
 }

@@ -12,15 +12,17 @@
  * frame once more behind its prefix; a global serving a 100k-resource sync
  * spent a third of its CPU time there. Any other frame, and a delta response
  * holding anything this writer does not write (unknown fields, aliases, a
- * TTL), is encoded by `toBinary` and copied behind the prefix.
+ * TTL), is measured by its credit size (frame-size.ts) and written back to
+ * front in place by the generic writer (message-write.ts): a 64 KiB request
+ * or response is copied once, into the buffer the transport sends.
  *
  * @module
  */
-import { toBinary } from "@bufbuild/protobuf";
 import type { Any } from "@bufbuild/protobuf/wkt";
 import { FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import type { DeltaDiscoveryResponse, Resource } from "../gen/kds/v1/discovery_pb.ts";
-import { utf8Length } from "./frame-size.ts";
+import { creditSize, utf8Length, varintSize } from "./frame-size.ts";
+import { writeMessageBackwards, type Sink } from "./message-write.ts";
 
 /** Allocates the output buffer (a transport may pass an allocator that skips zero-filling, such as Node's `Buffer.allocUnsafe`). */
 export type Allocate = (bytes: number) => Uint8Array;
@@ -33,17 +35,31 @@ const newBytes: Allocate = (bytes) => new Uint8Array(bytes);
  * caller to fill).
  */
 export function encodeFrame(frame: Frame, prefix = 0, allocate: Allocate = newBytes): Uint8Array {
-  const plan: Plan = { sizes: [], blobs: [] };
+  const plan: Plan = { sizes: [], others: [] };
   const size = frameSize(frame, plan);
   if (size === undefined) {
-    const body = toBinary(FrameSchema, frame);
-    if (prefix === 0) return body;
-    const out = allocate(prefix + body.byteLength);
-    out.set(body, prefix);
+    const bytes = creditSize(frame);
+    const out = allocate(prefix + bytes);
+    const start = writeMessageBackwards(
+      FrameSchema,
+      frame,
+      { buf: out, view: undefined },
+      out.byteLength,
+    );
+    if (start !== prefix)
+      throw new Error(`frame-encode: wrote ${out.byteLength - start} of ${bytes} bytes`);
     return out;
   }
   const out = allocate(prefix + size);
-  const w: Writer = { buf: out, pos: prefix, sizes: plan.sizes, at: 0, blobs: plan.blobs, blob: 0 };
+  const w: Writer = {
+    buf: out,
+    pos: prefix,
+    sizes: plan.sizes,
+    at: 0,
+    others: plan.others,
+    other: 0,
+    sink: { buf: out, view: undefined },
+  };
   writeFrame(w, frame);
   if (w.pos !== out.byteLength)
     throw new Error(`frame-encode: wrote ${w.pos - prefix} of ${size} bytes`);
@@ -53,11 +69,11 @@ export function encodeFrame(frame: Frame, prefix = 0, allocate: Allocate = newBy
 /**
  * What the measuring pass leaves for the writing pass: lengths in the order
  * the writer needs them (a message's length before its fields'), and the
- * bytes of frames inside a batch that `toBinary` encoded.
+ * frames inside a batch that the generic writer writes (message-write.ts).
  */
 interface Plan {
   readonly sizes: number[];
-  readonly blobs: Uint8Array[];
+  readonly others: Frame[];
 }
 
 interface Writer {
@@ -65,8 +81,10 @@ interface Writer {
   pos: number;
   readonly sizes: readonly number[];
   at: number;
-  readonly blobs: readonly Uint8Array[];
-  blob: number;
+  readonly others: readonly Frame[];
+  other: number;
+  /** The same buffer, for the generic writer. */
+  readonly sink: Sink;
 }
 
 // Tags (field number << 3 | wire type 2), each one byte.
@@ -83,10 +101,6 @@ const TAG_RESOURCE_ANY = 0x12; // resource = 2
 const TAG_RESOURCE_NAME = 0x1a; // name = 3
 const TAG_ANY_TYPE_URL = 0x0a; // Any.type_url = 1
 const TAG_ANY_VALUE = 0x12; // value = 2
-
-function varintSize(n: number): number {
-  return n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5;
-}
 
 /** Bytes of a length-delimited field (one-byte tag) holding `length` bytes. */
 function fieldSize(length: number): number {
@@ -120,10 +134,9 @@ function frameSize(frame: Frame, plan: Plan): number | undefined {
       let size = frameSize(inner, plan);
       if (size === undefined) {
         plan.sizes.length = slot + 1;
-        const bytes = toBinary(FrameSchema, inner);
-        plan.blobs.push(bytes);
-        size = bytes.byteLength;
-        plan.sizes.push(-1); // marks a blob
+        plan.others.push(inner);
+        size = creditSize(inner);
+        plan.sizes.push(-1); // marks a frame for the generic writer
       }
       plan.sizes[slot] = size;
       body += fieldSize(size);
@@ -257,9 +270,11 @@ function writeFrame(w: Writer, frame: Frame): void {
     writeVarint(w, size);
     if (w.sizes[w.at] === -1) {
       w.at++;
-      const bytes = w.blobs[w.blob++] as Uint8Array;
-      w.buf.set(bytes, w.pos);
-      w.pos += bytes.byteLength;
+      const other = w.others[w.other++] as Frame;
+      const end = w.pos + size;
+      if (writeMessageBackwards(FrameSchema, other, w.sink, end) !== w.pos)
+        throw new Error("frame-encode: a batched frame's bytes differ from its measured size");
+      w.pos = end;
     } else writeFrame(w, inner);
   }
 }

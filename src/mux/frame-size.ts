@@ -240,14 +240,14 @@ function fieldSizer(field: DescField): Sizer {
 }
 
 /** The value of a singular field, looking inside its oneof. */
-function read(message: Record<string, unknown>, field: DescField, name: string): unknown {
+export function read(message: Record<string, unknown>, field: DescField, name: string): unknown {
   if (field.oneof === undefined) return message[name];
   const oneof = message[field.oneof.localName] as { case: string | undefined; value?: unknown };
   return oneof.case === name ? oneof.value : undefined;
 }
 
 /** Whether a singular scalar is written, as protobuf's presence rules say. */
-function presence(
+export function presence(
   field: DescField,
   type: ScalarType,
   enumZero: number | undefined,
@@ -275,10 +275,7 @@ function presence(
 function childSizer(
   field: DescField & { message: DescMessage },
 ): (v: unknown, tally: Tally) => number {
-  if (
-    field.message.typeName === "google.protobuf.Struct" &&
-    field.parent.typeName !== "google.protobuf.Value"
-  ) {
+  if (holdsJsonStruct(field)) {
     // Free-form metadata: rare and small; measured by encoding it.
     return (v, tally) => {
       const bytes = toBinary(StructSchema, fromJson(StructSchema, v as JsonObject)).byteLength;
@@ -290,7 +287,16 @@ function childSizer(
   return (v, tally) => sizer(v as Record<string, unknown>, tally);
 }
 
-function mapKeyOf(type: ScalarType): (key: string) => unknown {
+/** Whether a message-typed field holds a google.protobuf.Struct, which protobuf-es keeps as a JSON object. */
+export function holdsJsonStruct(field: DescField & { message: DescMessage }): boolean {
+  return (
+    field.message.typeName === "google.protobuf.Struct" &&
+    field.parent.typeName !== "google.protobuf.Value"
+  );
+}
+
+/** A map's key as its scalar type (the decoded map's keys are strings). */
+export function mapKeyOf(type: ScalarType): (key: string) => unknown {
   switch (type) {
     case ScalarType.STRING:
       return (key) => key;
@@ -307,7 +313,8 @@ function mapKeyOf(type: ScalarType): (key: string) => unknown {
   }
 }
 
-function wireTypeOf(type: ScalarType): number {
+/** The wire type a scalar of `type` is written with. */
+export function wireTypeOf(type: ScalarType): number {
   switch (type) {
     case ScalarType.STRING:
     case ScalarType.BYTES:
@@ -372,7 +379,7 @@ function tagSize(fieldNo: number, wireType: number): number {
 }
 
 /** Bytes of an unsigned 32-bit varint. */
-function varintSize(n: number): number {
+export function varintSize(n: number): number {
   if (n < 0x80) return 1;
   if (n < 0x4000) return 2;
   if (n < 0x200000) return 3;
