@@ -11,7 +11,12 @@ import { InMemoryStore } from "../../src/store/memory.ts";
 import type { ResourceStore } from "../../src/store/contract.ts";
 import { FaultyStore } from "../support/faulty-store.ts";
 import { fromConnectError } from "../../src/connect-errors.ts";
-import { postgresServerVariant, types, type StoreSpace } from "../store/fixtures.ts";
+import {
+  faultOnChangeLog,
+  postgresServerVariant,
+  types,
+  type StoreSpace,
+} from "../store/fixtures.ts";
 
 const meshes = (prefix: string, count = 50) =>
   Array.from({ length: count }, (_, i) => ({
@@ -88,11 +93,7 @@ describe("admin Apply", () => {
       const sql = postgres(url, { max: 1, onnotice: () => undefined });
       try {
         // The change-log insert of the 26th resource fails inside the apply's transaction, after all 50 resource rows went in.
-        await sql.unsafe(`
-          CREATE FUNCTION "${schema}".kds_admin_fault() RETURNS trigger LANGUAGE plpgsql AS $$
-          BEGIN RAISE EXCEPTION 'injected fault at %', NEW.name; END $$;
-          CREATE TRIGGER kds_admin_fault BEFORE INSERT ON "${schema}".kds_changes
-            FOR EACH ROW WHEN (NEW.name = 'pg-25') EXECUTE FUNCTION "${schema}".kds_admin_fault();`);
+        const removeFault = await faultOnChangeLog(sql, schema, "pg-25");
         const client = admin(space.store);
         const error = await failure(client.apply({ resources: meshes("pg") }));
         expect(error.code).toBe("store_unavailable");
@@ -104,7 +105,7 @@ describe("admin Apply", () => {
         );
         expect(counted?.n).toBe(0);
         expect(await space.store.revision()).toBe(0);
-        await sql.unsafe(`DROP TRIGGER kds_admin_fault ON "${schema}".kds_changes`);
+        await removeFault();
         expect((await client.apply({ resources: meshes("pg") })).resources).toHaveLength(50);
         expect((await space.store.list("Mesh")).resources).toHaveLength(50);
       } finally {

@@ -15,6 +15,7 @@ import {
   dataplane,
   describeChange,
   embeddedVariant,
+  faultOnChangeLog,
   memoryVariant,
   mesh,
   policy,
@@ -636,11 +637,7 @@ describe.each([embeddedVariant, postgresServerVariant])("PostgreSQL store: $name
     try {
       await space.store.put(mesh("before"));
       // A fault inside the transaction: the change-log insert fails at the 26th resource, after every resource row was written.
-      await admin.unsafe(`
-        CREATE FUNCTION "${schema}".kds_test_fault() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN RAISE EXCEPTION 'injected fault at %', NEW.name; END $$;
-        CREATE TRIGGER kds_test_fault BEFORE INSERT ON "${schema}".kds_changes
-          FOR EACH ROW WHEN (NEW.name = 'r-25') EXECUTE FUNCTION "${schema}".kds_test_fault();`);
+      const removeFault = await faultOnChangeLog(admin, schema, "r-25");
       const ops = Array.from({ length: 50 }, (_, i) => ({
         op: "put" as const,
         input: mesh(`r-${i}`),
@@ -654,7 +651,7 @@ describe.each([embeddedVariant, postgresServerVariant])("PostgreSQL store: $name
       expect(counted).toEqual({ resources: 0, changes: 1 });
       expect(await space.store.revision()).toBe(1);
       // Once the fault is gone the same batch goes in whole, at the next revisions.
-      await admin.unsafe(`DROP TRIGGER kds_test_fault ON "${schema}".kds_changes`);
+      await removeFault();
       expect((await space.store.apply(ops)).revision).toBe(51);
       expect((await space.store.list("Mesh")).resources).toHaveLength(51);
     } finally {

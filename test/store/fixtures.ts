@@ -199,3 +199,23 @@ export function describeChange(c: StoreChange): string {
     ? `put ${c.resource.kind} ${c.resource.meta.mesh}/${c.resource.meta.name}@${c.revision}`
     : `delete ${c.ref.kind} ${c.ref.mesh}/${c.ref.name}@${c.revision}`;
 }
+
+/**
+ * Makes the change-log insert of resource `name` fail in schema `schema`
+ * (`injected fault at <name>`), inside the write's transaction and after its
+ * resource rows were written; returns what removes the fault.
+ */
+export async function faultOnChangeLog(
+  sql: { unsafe(query: string): Promise<unknown> },
+  schema: string,
+  name: string,
+): Promise<() => Promise<void>> {
+  await sql.unsafe(`
+    CREATE FUNCTION "${schema}".kds_test_fault() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'injected fault at %', NEW.name; END $$;
+    CREATE TRIGGER kds_test_fault BEFORE INSERT ON "${schema}".kds_changes
+      FOR EACH ROW WHEN (NEW.name = '${name}') EXECUTE FUNCTION "${schema}".kds_test_fault();`);
+  return async () => {
+    await sql.unsafe(`DROP TRIGGER kds_test_fault ON "${schema}".kds_changes`);
+  };
+}

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KdsError } from "../../src/errors.ts";
 import type { ApplyResult } from "../../src/store/contract.ts";
 import type { StoredResource } from "../../src/kinds/resource-types.ts";
-import { mesh, postgresServerVariant, type StoreSpace } from "./fixtures.ts";
+import { faultOnChangeLog, mesh, postgresServerVariant, type StoreSpace } from "./fixtures.ts";
 
 const variant = postgresServerVariant;
 const spaces: StoreSpace[] = [];
@@ -106,11 +106,7 @@ describe("PostgreSQL store: group commit", () => {
     const { url, schema } = space.postgres as { url: string; schema: string };
     const admin = postgres(url, { max: 1, onnotice: () => undefined });
     try {
-      await admin.unsafe(`
-        CREATE FUNCTION "${schema}".kds_test_fault() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN RAISE EXCEPTION 'injected fault at %', NEW.name; END $$;
-        CREATE TRIGGER kds_test_fault BEFORE INSERT ON "${schema}".kds_changes
-          FOR EACH ROW WHEN (NEW.name = 'bad') EXECUTE FUNCTION "${schema}".kds_test_fault();`);
+      await faultOnChangeLog(admin, schema, "bad");
     } finally {
       await admin.end({ timeout: 5 });
     }
