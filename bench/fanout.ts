@@ -20,6 +20,21 @@
 // `floor: "after"`) the floor runs after the zones stopped.
 //
 //   node --import ./bench/loader/register.mjs bench/fanout.ts '{"zones":1000,"rounds":5,"processes":4}'
+//
+// Diagnostics of the global (this process), set in the environment:
+//   KDS_BENCH_CPU_PROFILE=<file>  a V8 CPU profile over the timed rounds only
+//                                 (not the connecting), for Chrome DevTools or
+//                                 any .cpuprofile reader; with
+//                                 KDS_BENCH_HEAP_SAMPLING=1 a sampling heap
+//                                 profile (allocations) instead
+//   KDS_BENCH_IDLE_MS=<ms>        before the rounds, the global's CPU time over
+//                                 that long with every zone connected and no
+//                                 change (heartbeats, lease renewals, timers),
+//                                 printed to stderr; KDS_BENCH_IDLE_PROFILE=<file>
+//                                 profiles it. This work grows with the zones
+//                                 and goes on during a round, so a round that
+//                                 lasts longer (more zones) counts more of it
+//                                 per zone in globalCpuUsPerZoneChange.
 import { create } from "@bufbuild/protobuf";
 import { execFileSync, spawn, type ChildProcessByStdio } from "node:child_process";
 import * as http2 from "node:http2";
@@ -51,6 +66,7 @@ import { SKIPPED, spreadOf } from "./summary.ts";
 import { percentile } from "./percentile.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
+import { Session as InspectorSession } from "node:inspector/promises";
 import { noopMetrics, type Metrics } from "../src/metrics.ts";
 
 setFlagsFromString("--expose-gc");
@@ -446,6 +462,19 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         });
       }
     let floorComplete = true;
+    const idleMs = Number(process.env.KDS_BENCH_IDLE_MS ?? 0);
+    if (complete && idleMs > 0) {
+      const idleProfile = await profileOf(process.env.KDS_BENCH_IDLE_PROFILE);
+      const idleBefore = process.cpuUsage();
+      await new Promise((r) => setTimeout(r, idleMs));
+      const idle = process.cpuUsage(idleBefore);
+      await idleProfile?.();
+      const usPerSecond = ((idle.user + idle.system) * 1000) / idleMs;
+      process.stderr.write(
+        `fan-out: the global idle with ${zones} zones: ${(usPerSecond / 1000).toFixed(1)} ms of CPU per second, ${(usPerSecond / zones).toFixed(1)} µs per zone and second\n`,
+      );
+    }
+    const profile = await profileOf(process.env.KDS_BENCH_CPU_PROFILE);
     for (let seq = 1; complete && seq <= rounds; seq++) {
       const sentAt = clock();
       sentAtOf.set(seq, sentAt);
@@ -491,6 +520,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       settledCpuUs += settled.user + settled.system;
       if (floorMode === "interleaved" && floorComplete) floorComplete = await floorRound(seq);
     }
+    await profile?.();
     let afterMemory: Awaited<ReturnType<typeof openFloor>> | undefined;
     if (floorMode === "after") {
       tell({ stopZones: 1 });
@@ -574,6 +604,37 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     await database?.close();
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Starts a CPU profile of this process when `file` is given (a sampling heap
+ * profile with KDS_BENCH_HEAP_SAMPLING=1); the returned function stops it and
+ * writes it to `file`.
+ */
+async function profileOf(file: string | undefined): Promise<(() => Promise<void>) | undefined> {
+  if (file === undefined || file === "") return undefined;
+  const session = new InspectorSession();
+  session.connect();
+  if (process.env.KDS_BENCH_HEAP_SAMPLING === "1") {
+    await session.post("HeapProfiler.enable");
+    await session.post("HeapProfiler.startSampling", {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
+    return async () => {
+      const { profile } = await session.post("HeapProfiler.stopSampling");
+      writeFileSync(file, JSON.stringify(profile));
+      session.disconnect();
+    };
+  }
+  await session.post("Profiler.enable");
+  await session.post("Profiler.start");
+  return async () => {
+    const { profile } = await session.post("Profiler.stop");
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+  };
 }
 
 /**

@@ -173,7 +173,8 @@ export class DiscoveryServer {
           this.#onRequest(request);
           this.#read(signal);
         }
-        await this.#pump(signal);
+        // Most wake-ups (an ACK) leave nothing to send: no async step for those.
+        if (this.#due()) await this.#pump(signal);
         this.#throwIfFailed();
         this.#armDeadline();
         await this.#waker.wait();
@@ -366,6 +367,24 @@ export class DiscoveryServer {
     state.assumed = new Map();
     state.dirty = true;
     state.full = true;
+  }
+
+  /**
+   * Whether `#pump` has anything to do: a type in backoff, one whose oldest
+   * response in flight is past the ACK timeout, or one with something new
+   * and room in flight. Errs on the side of true: `#pump` itself decides.
+   */
+  #due(): boolean {
+    const now = this.#now();
+    for (const state of this.#types.values()) {
+      const phase = state.phase;
+      if (phase.kind === "backoff") return true;
+      const oldest = phase.kind === "inflight" ? phase.sent[0] : undefined;
+      if (oldest !== undefined && now - oldest.sentAt > this.#options.ackTimeoutMs) return true;
+      const maxInFlight = state.mode === "delta" ? this.#options.maxDeltaInFlight : 1;
+      if (state.dirty && canSend(phase, maxInFlight)) return true;
+    }
+    return false;
   }
 
   async #pump(signal: AbortSignal): Promise<void> {

@@ -655,15 +655,27 @@ export class GlobalServer implements MuxAcceptor {
  * The global's frames of `session`, then, once its goaway is written, the
  * session's end as an error when the global ended it for a failure or a
  * revocation (see {@link sessionEndError}), so the stream ends with a
- * matching non-OK status rather than OK.
+ * matching non-OK status rather than OK. A plain iterator over the
+ * session's, not an async generator: each frame to each zone passes
+ * through it with one step, not a generator's several.
  */
-async function* endsWithStatus(
-  frames: AsyncIterable<Frame>,
-  session: MuxSession,
-): AsyncGenerator<Frame, void, undefined> {
-  yield* frames;
-  const error = session.end === undefined ? undefined : sessionEndError(session.end);
-  if (error !== undefined) throw error;
+function endsWithStatus(frames: AsyncIterable<Frame>, session: MuxSession): AsyncIterable<Frame> {
+  return {
+    [Symbol.asyncIterator]: () => {
+      const inner = frames[Symbol.asyncIterator]();
+      const last = (r: IteratorResult<Frame>): IteratorResult<Frame> => {
+        if (r.done !== true) return r;
+        const error = session.end === undefined ? undefined : sessionEndError(session.end);
+        if (error !== undefined) throw error;
+        return r;
+      };
+      return {
+        next: () => inner.next().then(last),
+        return: () => inner.return?.() ?? Promise.resolve({ done: true, value: undefined }),
+        throw: (error: unknown) => inner.throw?.(error) ?? Promise.reject(error),
+      };
+    },
+  };
 }
 
 const failureCodes = new Set([

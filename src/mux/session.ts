@@ -306,15 +306,7 @@ export class MuxSession implements Session {
         "the outbound frames of a session can be taken only once (one writer per stream)",
       );
     this.#outboundUsed = true;
-    const frames = this.#outbox.frames();
-    const finished = (): void => this.#outboundFinished();
-    return (async function* outbound() {
-      try {
-        yield* frames;
-      } finally {
-        finished();
-      }
-    })();
+    return this.#outbox.frames(() => this.#outboundFinished());
   }
 
   /** Starts the one reader on `inbound` (the frames the peer writes). */

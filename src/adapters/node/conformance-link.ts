@@ -24,7 +24,7 @@ class StreamLink implements MuxLink {
   readonly headers: ReadonlyMap<string, string>;
   readonly ended: Promise<LinkEnd>;
   readonly #stream: http2.ClientHttp2Stream | http2.ServerHttp2Stream;
-  readonly #frames: AsyncGenerator<Frame, void, undefined>;
+  readonly #frames: AsyncIterator<Frame>;
   #pending: Promise<Frame | undefined> | undefined;
   #readError = "";
   #trailers: http2.OutgoingHttpHeaders = { "grpc-status": "0" };

@@ -130,94 +130,196 @@ export class EnvelopeSplitter {
 
 /**
  * The mux frames in gRPC's length-prefixed messages on `stream`, decoded
- * one at a time as they are pulled, with at most one frame buffered (see
- * {@link EnvelopeSplitter}). Each frame is weighed before it is decoded
- * (`scanRefusal`: its elements and decoded size), so a frame of millions of
- * tiny elements costs its bytes, never its objects. A compressed flag is
- * refused: both users only read streams without `grpc-encoding`. Ends when
- * the stream ends or closes; a stream error is thrown as it is.
+ * one at a time as they are pulled, with at most one chunk's messages
+ * buffered (see {@link EnvelopeSplitter}). Each frame is weighed before it is
+ * decoded (`scanRefusal`: its elements and decoded size), so a frame of
+ * millions of tiny elements costs its bytes, never its objects. A compressed
+ * flag is refused: both users only read streams without `grpc-encoding`.
+ * Ends when the stream ends or closes; a stream error is thrown as it is.
+ *
+ * The stream is paused while a chunk waits to be read, so HTTP/2 flow
+ * control pushes back on a peer whose frames are not taken. Unlike Node's
+ * stream iterator, stopping early (`return`) leaves the stream open, so a
+ * server can still send its status trailers. A stream already destroyed when
+ * the reading starts ends at once (with its error, if any).
  */
-export async function* readGrpcFrames(
+export function readGrpcFrames(
   stream: Readable,
   maxBytes: number,
   unreadable: UnreadableFrame,
-): AsyncGenerator<Frame, void, undefined> {
-  const splitter = new EnvelopeSplitter(maxBytes, unreadable, false);
-  for await (const chunk of chunksOf(stream)) {
-    for (const { body } of splitter.push(chunk)) {
-      const refused = scanRefusal(body);
-      if (refused !== undefined) throw unreadable(refused);
-      let message: Frame;
-      try {
-        message = fromBinary(FrameSchema, body);
-      } catch (error) {
-        throw unreadable(
-          `parse binary: ${error instanceof Error ? error.message : String(error)}`,
-          error,
-        );
-      }
-      yield message;
-    }
-  }
-  if (splitter.left > 0)
-    throw unreadable(`the stream ended inside a frame (${splitter.left} bytes left)`);
+): AsyncIterableIterator<Frame> {
+  return new GrpcFrameReader(stream, maxBytes, unreadable);
+}
+
+/** What {@link GrpcFrameReader}'s pending `next` settles with. */
+interface ReadWaiter {
+  resolve(result: IteratorResult<Frame, undefined>): void;
+  reject(reason: unknown): void;
 }
 
 /**
- * The chunks of `stream` as they are asked for: it is paused while a chunk
- * waits, so HTTP/2 flow control pushes back on a peer whose frames are not
- * taken. Unlike Node's stream iterator, stopping early leaves the stream
- * open, so a server can still send its status trailers. A stream already
- * destroyed when the reading starts ends at once (with its error, if any).
+ * {@link readGrpcFrames}, written out by hand rather than as two async
+ * generators (chunks, then frames): a frame that arrives while the reader
+ * waits settles its `next` from the stream's data event directly. Every ACK
+ * of every zone comes through here, and the two generator layers cost
+ * several promise hops and allocations per frame.
  */
-async function* chunksOf(stream: Readable): AsyncGenerator<Buffer, void, undefined> {
-  const waiting: Buffer[] = [];
-  let ended = false;
-  let failure: unknown;
-  let wake: (() => void) | undefined;
-  const onData = (chunk: Buffer): void => {
-    waiting.push(chunk);
-    // A reader already waiting takes this chunk next: no pause and resume for it (one per ACK of every zone).
-    // Any further chunk before it runs pauses the stream, as one does while the reader is busy.
-    const waiter = wake;
-    wake = undefined;
-    if (waiter === undefined) stream.pause();
-    else waiter();
-  };
-  const onEnd = (): void => {
-    ended = true;
-    wake?.();
-  };
-  const onError = (error: unknown): void => {
-    failure = error;
-    wake?.();
-  };
-  stream.on("data", onData);
-  stream.once("end", onEnd);
-  stream.once("close", onEnd);
-  stream.once("error", onError);
-  // A stream destroyed before this reader started has emitted its end or error already.
-  if (stream.destroyed) {
-    ended = true;
-    failure = stream.errored ?? undefined;
-  }
-  try {
-    for (;;) {
-      const chunk = waiting.shift();
-      if (chunk !== undefined) {
-        yield chunk;
-        if (waiting.length === 0 && stream.isPaused()) stream.resume();
-        continue;
-      }
-      if (failure !== undefined) throw failure;
-      if (ended) return;
-      await new Promise<void>((resolve) => (wake = resolve));
-      wake = undefined;
+class GrpcFrameReader implements AsyncIterableIterator<Frame> {
+  readonly #stream: Readable;
+  readonly #splitter: EnvelopeSplitter;
+  readonly #unreadable: UnreadableFrame;
+  /** Chunks received and not yet split. */
+  readonly #chunks: Buffer[] = [];
+  /** The messages of the chunk split last, and how many of them were read. */
+  #envelopes: Envelope[] = [];
+  #next = 0;
+  #ended = false;
+  #failure: unknown;
+  /** Listeners removed: every read from now on is done. */
+  #finished = false;
+  #waiter: ReadWaiter | undefined;
+  /** Settles once the pending `next` has: a `next` called meanwhile reads after it. */
+  #pending: Promise<unknown> | undefined;
+
+  constructor(stream: Readable, maxBytes: number, unreadable: UnreadableFrame) {
+    this.#stream = stream;
+    this.#splitter = new EnvelopeSplitter(maxBytes, unreadable, false);
+    this.#unreadable = unreadable;
+    stream.on("data", this.#onData);
+    stream.once("end", this.#onEnd);
+    stream.once("close", this.#onEnd);
+    stream.once("error", this.#onError);
+    // A stream destroyed before this reader started has emitted its end or error already.
+    if (stream.destroyed) {
+      this.#ended = true;
+      this.#failure = stream.errored ?? undefined;
     }
-  } finally {
-    stream.off("data", onData);
-    stream.off("end", onEnd);
-    stream.off("close", onEnd);
-    stream.off("error", onError);
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<Frame> {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<Frame, undefined>> {
+    if (this.#waiter !== undefined) {
+      const after = (): Promise<IteratorResult<Frame, undefined>> => this.next();
+      return (this.#pending as Promise<unknown>).then(after, after);
+    }
+    let result: IteratorResult<Frame, undefined> | undefined;
+    try {
+      result = this.#pull();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (result !== undefined) return Promise.resolve(result);
+    const pending = new Promise<IteratorResult<Frame, undefined>>((resolve, reject) => {
+      this.#waiter = { resolve, reject };
+    });
+    this.#pending = pending;
+    return pending;
+  }
+
+  return(): Promise<IteratorResult<Frame, undefined>> {
+    this.#finish();
+    const waiter = this.#waiter;
+    this.#waiter = undefined;
+    waiter?.resolve({ done: true, value: undefined });
+    return Promise.resolve({ done: true, value: undefined });
+  }
+
+  throw(error: unknown): Promise<IteratorResult<Frame, undefined>> {
+    void this.return();
+    return Promise.reject(error);
+  }
+
+  /** The next frame, the end, or undefined when nothing is there yet; throws what the read fails with (and is done then). */
+  #pull(): IteratorResult<Frame, undefined> | undefined {
+    if (this.#finished) return { done: true, value: undefined };
+    try {
+      for (;;) {
+        const envelope = this.#envelopes[this.#next];
+        if (envelope !== undefined) {
+          this.#next++;
+          return { done: false, value: this.#decode(envelope.body) };
+        }
+        // Every message of the last chunk was read: the stream may flow again once no chunk waits.
+        const chunk = this.#chunks.shift();
+        if (chunk === undefined) {
+          if (this.#stream.isPaused()) this.#stream.resume();
+          break;
+        }
+        this.#envelopes = this.#splitter.push(chunk);
+        this.#next = 0;
+      }
+      if (this.#failure !== undefined) throw this.#failure;
+      if (this.#ended) {
+        const left = this.#splitter.left;
+        if (left > 0)
+          throw this.#unreadable(`the stream ended inside a frame (${left} bytes left)`);
+        this.#finish();
+        return { done: true, value: undefined };
+      }
+      return undefined;
+    } catch (error) {
+      this.#finish();
+      throw error;
+    }
+  }
+
+  #decode(body: Buffer): Frame {
+    const refused = scanRefusal(body);
+    if (refused !== undefined) throw this.#unreadable(refused);
+    try {
+      return fromBinary(FrameSchema, body);
+    } catch (error) {
+      throw this.#unreadable(
+        `parse binary: ${error instanceof Error ? error.message : String(error)}`,
+        error,
+      );
+    }
+  }
+
+  /** Settles the pending `next`, if any, with what can be read now. */
+  #wake(): void {
+    const waiter = this.#waiter;
+    if (waiter === undefined) return;
+    let result: IteratorResult<Frame, undefined> | undefined;
+    try {
+      result = this.#pull();
+    } catch (error) {
+      this.#waiter = undefined;
+      waiter.reject(error);
+      return;
+    }
+    if (result === undefined) return;
+    this.#waiter = undefined;
+    waiter.resolve(result);
+  }
+
+  readonly #onData = (chunk: Buffer): void => {
+    this.#chunks.push(chunk);
+    // A reader already waiting takes this chunk now: no pause and resume for it (one per ACK of every zone).
+    // Any further chunk before the reader asks again pauses the stream, as one does while the reader is busy.
+    if (this.#waiter === undefined) this.#stream.pause();
+    else this.#wake();
+  };
+
+  readonly #onEnd = (): void => {
+    this.#ended = true;
+    this.#wake();
+  };
+
+  readonly #onError = (error: unknown): void => {
+    this.#failure = error;
+    this.#wake();
+  };
+
+  #finish(): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    this.#stream.off("data", this.#onData);
+    this.#stream.off("end", this.#onEnd);
+    this.#stream.off("close", this.#onEnd);
+    this.#stream.off("error", this.#onError);
   }
 }
