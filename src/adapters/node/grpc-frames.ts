@@ -5,11 +5,10 @@
  *
  * @module
  */
-import { fromBinary } from "@bufbuild/protobuf";
 import type { Readable, Writable } from "node:stream";
-import { FrameSchema, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { encodeFrame } from "../../mux/frame-encode.ts";
-import { scanRefusal } from "../../mux/frame-scan.ts";
+import { readFrame } from "../../mux/frame-decode.ts";
 
 /** gRPC's length-prefixed message header: a flags byte and a 32-bit big-endian length. */
 export const GRPC_PREFIX_BYTES = 5;
@@ -132,7 +131,7 @@ export class EnvelopeSplitter {
  * The mux frames in gRPC's length-prefixed messages on `stream`, decoded
  * one at a time as they are pulled, with at most one frame buffered (see
  * {@link EnvelopeSplitter}). Each frame is weighed before it is decoded
- * (`scanRefusal`: its elements and decoded size), so a frame of millions of
+ * (`readFrame`: its elements and decoded size), so a frame of millions of
  * tiny elements costs its bytes, never its objects. A compressed flag is
  * refused: both users only read streams without `grpc-encoding`. Ends when
  * the stream ends or closes; a stream error is thrown as it is.
@@ -145,18 +144,7 @@ export async function* readGrpcFrames(
   const splitter = new EnvelopeSplitter(maxBytes, unreadable, false);
   for await (const chunk of chunksOf(stream)) {
     for (const { body } of splitter.push(chunk)) {
-      const refused = scanRefusal(body);
-      if (refused !== undefined) throw unreadable(refused);
-      let message: Frame;
-      try {
-        message = fromBinary(FrameSchema, body);
-      } catch (error) {
-        throw unreadable(
-          `parse binary: ${error instanceof Error ? error.message : String(error)}`,
-          error,
-        );
-      }
-      yield message;
+      yield readFrame(body, unreadable);
     }
   }
   if (splitter.left > 0)
