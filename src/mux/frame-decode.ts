@@ -24,6 +24,8 @@ import type { DeltaDiscoveryResponse, Resource } from "../gen/kds/v1/discovery_p
 import { frameRefusal } from "./frame-limits.ts";
 import { scanFrame } from "./frame-scan.ts";
 import { rememberWeight } from "./frame-size.ts";
+import * as tags from "./frame-tags.ts";
+import { utf8Text } from "../util/utf8.ts";
 
 /**
  * Weighs and decodes the encoded frame `bytes`: throws what `unreadable`
@@ -54,24 +56,6 @@ export function readFrame(
   }
 }
 
-// Tags (field number << 3 | wire type 2), each one byte.
-const TAG_FRAME_DELTA_RESPONSE = 0x22; // Frame.delta_response = 4
-const TAG_RESPONSE_VERSION = 0x0a; // DeltaDiscoveryResponse.system_version_info = 1
-const TAG_RESPONSE_RESOURCES = 0x12; // resources = 2
-const TAG_RESPONSE_TYPE_URL = 0x22; // type_url = 4
-const TAG_RESPONSE_NONCE = 0x2a; // nonce = 5
-const TAG_RESPONSE_REMOVED = 0x32; // removed_resources = 6
-const TAG_RESOURCE_VERSION = 0x0a; // Resource.version = 1
-const TAG_RESOURCE_ANY = 0x12; // resource = 2
-const TAG_RESOURCE_NAME = 0x1a; // name = 3
-const TAG_ANY_TYPE_URL = 0x0a; // Any.type_url = 1
-const TAG_ANY_VALUE = 0x12; // value = 2
-
-/** Up to this many ASCII bytes become a string from their char codes; longer ones go to the TextDecoder. */
-const ASCII_MAX_BYTES = 32;
-
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-
 /** A value this reader leaves to `fromBinary`. */
 class NotPlain extends Error {}
 const notPlain = new NotPlain();
@@ -81,7 +65,7 @@ const notPlain = new NotPlain();
  * they hold anything else or anything this reader leaves to `fromBinary`.
  */
 function deltaResponseFrame(bytes: Uint8Array): Frame | undefined {
-  if (bytes[0] !== TAG_FRAME_DELTA_RESPONSE) return undefined;
+  if (bytes[0] !== tags.TAG_FRAME_DELTA_RESPONSE) return undefined;
   // A plain Uint8Array view: views of a Node Buffer are Buffers, whose every subarray costs a species lookup.
   const r = new Reader(
     bytes.constructor === Uint8Array
@@ -121,13 +105,13 @@ class Reader {
     const removedResources: string[] = [];
     while (this.pos < end) {
       const tag = this.bytes[this.pos++];
-      if (tag === TAG_RESPONSE_RESOURCES) resources.push(this.resource(this.length()));
-      else if (tag === TAG_RESPONSE_REMOVED) removedResources.push(this.string(this.length()));
-      else if (tag === TAG_RESPONSE_VERSION && systemVersionInfo === undefined)
+      if (tag === tags.TAG_RESPONSE_RESOURCES) resources.push(this.resource(this.length()));
+      else if (tag === tags.TAG_RESPONSE_REMOVED) removedResources.push(this.string(this.length()));
+      else if (tag === tags.TAG_RESPONSE_VERSION && systemVersionInfo === undefined)
         systemVersionInfo = this.nonEmpty(this.length());
-      else if (tag === TAG_RESPONSE_TYPE_URL && typeUrl === undefined)
+      else if (tag === tags.TAG_RESPONSE_TYPE_URL && typeUrl === undefined)
         typeUrl = this.nonEmpty(this.length());
-      else if (tag === TAG_RESPONSE_NONCE && nonce === undefined)
+      else if (tag === tags.TAG_RESPONSE_NONCE && nonce === undefined)
         nonce = this.nonEmpty(this.length());
       else throw notPlain;
     }
@@ -147,10 +131,11 @@ class Reader {
     let resource: Any | undefined;
     while (this.pos < end) {
       const tag = this.bytes[this.pos++];
-      if (tag === TAG_RESOURCE_VERSION && version === undefined)
+      if (tag === tags.TAG_RESOURCE_VERSION && version === undefined)
         version = this.nonEmpty(this.length());
-      else if (tag === TAG_RESOURCE_NAME && name === undefined) name = this.nonEmpty(this.length());
-      else if (tag === TAG_RESOURCE_ANY && resource === undefined)
+      else if (tag === tags.TAG_RESOURCE_NAME && name === undefined)
+        name = this.nonEmpty(this.length());
+      else if (tag === tags.TAG_RESOURCE_ANY && resource === undefined)
         resource = this.any(this.length());
       else throw notPlain;
     }
@@ -170,8 +155,9 @@ class Reader {
     let value: Uint8Array | undefined;
     while (this.pos < end) {
       const tag = this.bytes[this.pos++];
-      if (tag === TAG_ANY_TYPE_URL && typeUrl === undefined) typeUrl = this.typeUrl(this.length());
-      else if (tag === TAG_ANY_VALUE && value === undefined) {
+      if (tag === tags.TAG_ANY_TYPE_URL && typeUrl === undefined)
+        typeUrl = this.typeUrl(this.length());
+      else if (tag === tags.TAG_ANY_VALUE && value === undefined) {
         const valueEnd = this.length();
         if (valueEnd === this.pos) throw notPlain;
         value = this.bytes.subarray(this.pos, valueEnd);
@@ -235,25 +221,10 @@ class Reader {
 
   /** The UTF-8 string up to `end`; invalid UTF-8 is left to `fromBinary` (which refuses it). */
   string(end: number): string {
-    const bytes = this.bytes;
     const start = this.pos;
     this.pos = end;
-    const length = end - start;
-    if (length <= ASCII_MAX_BYTES) {
-      const codes = new Array<number>(length);
-      let ascii = true;
-      for (let i = 0; i < length; i++) {
-        const b = bytes[start + i] as number;
-        if (b > 0x7f) {
-          ascii = false;
-          break;
-        }
-        codes[i] = b;
-      }
-      if (ascii) return String.fromCharCode.apply(String, codes);
-    }
     try {
-      return strictUtf8.decode(bytes.subarray(start, end));
+      return utf8Text(this.bytes, start, end);
     } catch {
       throw notPlain; // fromBinary decodes the frame again and reports the invalid UTF-8: nothing is lost
     }

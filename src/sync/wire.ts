@@ -12,6 +12,7 @@ import { KdsError } from "../errors.ts";
 import type { Resource } from "../gen/kds/v1/discovery_pb.ts";
 import { KdsResourceSchema } from "../gen/kds/v1/resource_pb.ts";
 import type { WireResource } from "../discovery/types.ts";
+import { utf8Text } from "../util/utf8.ts";
 import {
   RESOURCE_NAME_PATTERN,
   TYPE_URL_PREFIX,
@@ -294,11 +295,6 @@ const RECENT_MAX_BYTES = 64;
 /** How many recent strings are kept. */
 const RECENT_STRINGS = 8;
 
-/** Up to this many ASCII bytes become a string from their char codes; longer ones go to the TextDecoder. */
-const ASCII_MAX_BYTES = 32;
-
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-
 class EnvelopeReader {
   bytes: Uint8Array = EMPTY_BYTES;
   pos = 0;
@@ -510,7 +506,7 @@ class EnvelopeReader {
     const end = this.#nestedEnd();
     const start = this.pos;
     this.pos = end;
-    return utf8(this.bytes, start, end);
+    return utf8Text(this.bytes, start, end);
   }
 
   /** A string that likely repeats (a label, a mesh, a type URL): the same string as a recent one with these bytes. */
@@ -519,13 +515,13 @@ class EnvelopeReader {
     const start = this.pos;
     this.pos = end;
     const length = end - start;
-    if (length > RECENT_MAX_BYTES) return utf8(this.bytes, start, end);
+    if (length > RECENT_MAX_BYTES) return utf8Text(this.bytes, start, end);
     const recent = this.#recent;
     for (let i = 0; i < recent.length; i++) {
       const known = recent[i] as string;
       if (known.length === length && sameAscii(known, this.bytes, start)) return known;
     }
-    const text = utf8(this.bytes, start, end);
+    const text = utf8Text(this.bytes, start, end);
     // Only ASCII strings are kept (as many characters as bytes), so a match is byte for byte.
     if (text.length === length && length > 0) {
       recent[this.#nextRecent] = text;
@@ -573,25 +569,6 @@ const envelopeReader = new EnvelopeReader();
 function sameAscii(text: string, bytes: Uint8Array, start: number): boolean {
   for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) !== bytes[start + i]) return false;
   return true;
-}
-
-/** The UTF-8 text of `bytes` [start, end); throws for invalid UTF-8. */
-function utf8(bytes: Uint8Array, start: number, end: number): string {
-  const length = end - start;
-  if (length <= ASCII_MAX_BYTES) {
-    const codes = new Array<number>(length);
-    let ascii = true;
-    for (let i = 0; i < length; i++) {
-      const b = bytes[start + i] as number;
-      if (b > 0x7f) {
-        ascii = false;
-        break;
-      }
-      codes[i] = b;
-    }
-    if (ascii) return String.fromCharCode.apply(String, codes);
-  }
-  return strictUtf8.decode(bytes.subarray(start, end));
 }
 
 /** A 64-bit varint of more than 49 bits read exactly (BigInt), as a signed number. */

@@ -7,39 +7,11 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
-import { DeltaDiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { readFrame } from "../../src/mux/frame-decode.ts";
 import { encodeFrame } from "../../src/mux/frame-encode.ts";
 import { scanRefusal } from "../../src/mux/frame-scan.ts";
 import { weighFrame } from "../../src/mux/frame-size.ts";
-import { anyMessage, frame, text } from "../support/frame-arbitraries.ts";
-
-/** Delta responses as a server sends them, and with what it never sends (aliases, a resource without payload). */
-const deltaResponse = fc
-  .record({
-    typeUrl: text,
-    systemVersionInfo: text,
-    nonce: text,
-    removedResources: fc.array(text, { maxLength: 5 }),
-    resources: fc.array(
-      fc.record({
-        name: text,
-        version: text,
-        resource: fc.option(anyMessage, { nil: undefined, freq: 8 }),
-        aliases: fc.oneof(
-          { arbitrary: fc.constant<string[]>([]), weight: 9 },
-          { arbitrary: fc.array(text, { minLength: 1, maxLength: 2 }), weight: 1 },
-        ),
-      }),
-      { maxLength: 8 },
-    ),
-  })
-  .map(
-    (v) =>
-      create(FrameSchema, {
-        value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, v) },
-      }) as Frame,
-  );
+import { frame, sentResponse } from "../support/frame-arbitraries.ts";
 
 const unreadable = (reason: string): Error => new Error(`unreadable: ${reason}`);
 
@@ -84,7 +56,7 @@ function expectAsReflective(bytes: Uint8Array): void {
 describe("readFrame", () => {
   it("gives what fromBinary gives, and the same weight, for any frame as toBinary and encodeFrame write it", () => {
     fc.assert(
-      fc.property(fc.oneof(deltaResponse, frame), (f) => {
+      fc.property(fc.oneof(sentResponse, frame), (f) => {
         expectAsReflective(toBinary(FrameSchema, f));
         expectAsReflective(encodeFrame(f));
       }),
@@ -92,10 +64,10 @@ describe("readFrame", () => {
     );
   });
 
-  it("gives what fromBinary gives (or refuses what the scan or fromBinary refuse) for delta responses with any bytes changed or added", () => {
+  it("gives what fromBinary gives (or refuses what the scan or fromBinary refuse) for frames with any bytes changed or added", () => {
     fc.assert(
       fc.property(
-        deltaResponse,
+        fc.oneof(sentResponse, frame),
         fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { maxLength: 3 }),
         fc.uint8Array({ maxLength: 12 }),
         (f, changes, tail) => {
