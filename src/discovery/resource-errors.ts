@@ -40,8 +40,11 @@ export class RejectedSet {
       set = new Map();
       this.#byType.set(typeUrl, set);
     }
-    for (const key of outcome.received) set.delete(key);
-    for (const key of outcome.removed) set.delete(key);
+    // Nearly always empty: then no key is looked up (a sync's 100k lookups hashed 100k keys nothing else reads).
+    if (set.size > 0) {
+      for (const key of outcome.received) set.delete(key);
+      for (const key of outcome.removed) set.delete(key);
+    }
     for (const r of outcome.rejected) set.set(r.key, r.reason);
   }
 

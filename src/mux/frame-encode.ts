@@ -23,6 +23,7 @@ import { FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import type { DeltaDiscoveryResponse, Resource } from "../gen/kds/v1/discovery_pb.ts";
 import { creditSize, utf8Length, varintSize } from "./frame-size.ts";
 import { writeMessageBackwards, type Sink } from "./message-write.ts";
+import * as tags from "./frame-tags.ts";
 
 /** Allocates the output buffer (a transport may pass an allocator that skips zero-filling, such as Node's `Buffer.allocUnsafe`). */
 export type Allocate = (bytes: number) => Uint8Array;
@@ -86,21 +87,6 @@ interface Writer {
   /** The same buffer, for the generic writer. */
   readonly sink: Sink;
 }
-
-// Tags (field number << 3 | wire type 2), each one byte.
-const TAG_FRAME_DELTA_RESPONSE = 0x22; // Frame.delta_response = 4
-const TAG_FRAME_BATCH = 0x7a; // Frame.batch = 15
-const TAG_BATCH_FRAMES = 0x0a; // Batch.frames = 1
-const TAG_RESPONSE_VERSION = 0x0a; // DeltaDiscoveryResponse.system_version_info = 1
-const TAG_RESPONSE_RESOURCES = 0x12; // resources = 2
-const TAG_RESPONSE_TYPE_URL = 0x22; // type_url = 4
-const TAG_RESPONSE_NONCE = 0x2a; // nonce = 5
-const TAG_RESPONSE_REMOVED = 0x32; // removed_resources = 6
-const TAG_RESOURCE_VERSION = 0x0a; // Resource.version = 1
-const TAG_RESOURCE_ANY = 0x12; // resource = 2
-const TAG_RESOURCE_NAME = 0x1a; // name = 3
-const TAG_ANY_TYPE_URL = 0x0a; // Any.type_url = 1
-const TAG_ANY_VALUE = 0x12; // value = 2
 
 /** Bytes of a length-delimited field (one-byte tag) holding `length` bytes. */
 function fieldSize(length: number): number {
@@ -242,11 +228,11 @@ function typeUrlLength(typeUrl: string): number {
 function writeTypeUrl(w: Writer, typeUrl: string, length: number): void {
   if (length === 0) return;
   if (typeUrl !== lastTypeUrl) {
-    writeString(w, TAG_ANY_TYPE_URL, typeUrl, length);
+    writeString(w, tags.TAG_ANY_TYPE_URL, typeUrl, length);
     return;
   }
   const buf = w.buf;
-  buf[w.pos++] = TAG_ANY_TYPE_URL;
+  buf[w.pos++] = tags.TAG_ANY_TYPE_URL;
   writeVarint(w, length);
   const bytes = lastTypeUrlBytes;
   const pos = w.pos;
@@ -257,16 +243,16 @@ function writeTypeUrl(w: Writer, typeUrl: string, length: number): void {
 function writeFrame(w: Writer, frame: Frame): void {
   const value = frame.value;
   if (value.case === "deltaResponse") {
-    w.buf[w.pos++] = TAG_FRAME_DELTA_RESPONSE;
+    w.buf[w.pos++] = tags.TAG_FRAME_DELTA_RESPONSE;
     writeResponse(w, value.value);
     return;
   }
   if (value.case !== "batch") throw new Error("frame-encode: a frame the plan did not measure");
-  w.buf[w.pos++] = TAG_FRAME_BATCH;
+  w.buf[w.pos++] = tags.TAG_FRAME_BATCH;
   writeVarint(w, w.sizes[w.at++] as number);
   for (const inner of value.value.frames) {
     const size = w.sizes[w.at++] as number;
-    w.buf[w.pos++] = TAG_BATCH_FRAMES;
+    w.buf[w.pos++] = tags.TAG_BATCH_FRAMES;
     writeVarint(w, size);
     if (w.sizes[w.at] === -1) {
       w.at++;
@@ -284,16 +270,16 @@ function writeResponse(w: Writer, response: DeltaDiscoveryResponse): void {
   const at = w.at;
   w.at += 4;
   writeVarint(w, sizes[at] as number);
-  writeString(w, TAG_RESPONSE_VERSION, response.systemVersionInfo, sizes[at + 1] as number);
+  writeString(w, tags.TAG_RESPONSE_VERSION, response.systemVersionInfo, sizes[at + 1] as number);
   for (const resource of response.resources) writeResource(w, resource);
-  writeString(w, TAG_RESPONSE_TYPE_URL, response.typeUrl, sizes[at + 2] as number);
-  writeString(w, TAG_RESPONSE_NONCE, response.nonce, sizes[at + 3] as number);
+  writeString(w, tags.TAG_RESPONSE_TYPE_URL, response.typeUrl, sizes[at + 2] as number);
+  writeString(w, tags.TAG_RESPONSE_NONCE, response.nonce, sizes[at + 3] as number);
   for (const key of response.removedResources) {
     const length = sizes[w.at++] as number;
-    if (length > 0) writeString(w, TAG_RESPONSE_REMOVED, key, length);
+    if (length > 0) writeString(w, tags.TAG_RESPONSE_REMOVED, key, length);
     else {
       // An element of a repeated field is written even when empty.
-      w.buf[w.pos++] = TAG_RESPONSE_REMOVED;
+      w.buf[w.pos++] = tags.TAG_RESPONSE_REMOVED;
       w.buf[w.pos++] = 0;
     }
   }
@@ -303,22 +289,22 @@ function writeResource(w: Writer, resource: Resource): void {
   const sizes = w.sizes;
   const at = w.at;
   w.at += 5;
-  w.buf[w.pos++] = TAG_RESPONSE_RESOURCES;
+  w.buf[w.pos++] = tags.TAG_RESPONSE_RESOURCES;
   writeVarint(w, sizes[at] as number);
-  writeString(w, TAG_RESOURCE_VERSION, resource.version, sizes[at + 1] as number);
+  writeString(w, tags.TAG_RESOURCE_VERSION, resource.version, sizes[at + 1] as number);
   const anyBody = sizes[at + 2] as number;
   const any = resource.resource;
   if (any !== undefined && anyBody >= 0) {
-    w.buf[w.pos++] = TAG_RESOURCE_ANY;
+    w.buf[w.pos++] = tags.TAG_RESOURCE_ANY;
     writeVarint(w, anyBody);
     writeTypeUrl(w, any.typeUrl, sizes[at + 3] as number);
     const value = any.value;
     if (value.byteLength > 0) {
-      w.buf[w.pos++] = TAG_ANY_VALUE;
+      w.buf[w.pos++] = tags.TAG_ANY_VALUE;
       writeVarint(w, value.byteLength);
       w.buf.set(value, w.pos);
       w.pos += value.byteLength;
     }
   }
-  writeString(w, TAG_RESOURCE_NAME, resource.name, sizes[at + 4] as number);
+  writeString(w, tags.TAG_RESOURCE_NAME, resource.name, sizes[at + 4] as number);
 }

@@ -57,9 +57,24 @@ const sizers = new WeakMap<DescMessage, Sizer>();
  * inner frame (the credit of a batch is the sum of its frames').
  */
 export function weighFrame(frame: Frame): FrameWeight {
+  const known = scanned.get(frame);
+  if (known !== undefined) return known;
   const tally: Tally = { heapBytes: 0, elements: 0 };
   const wireBytes = sizerOf(FrameSchema)(frame as unknown as Record<string, unknown>, tally);
   return { wireBytes, heapBytes: tally.heapBytes, elements: tally.elements };
+}
+
+/** Weights found in the bytes of frames decoded from exactly those bytes (see {@link rememberWeight}). */
+const scanned = new WeakMap<Frame, FrameWeight>();
+
+/**
+ * Records the weight `scanFrame` found in the bytes `frame` was decoded
+ * from, for {@link weighFrame} to return instead of walking the frame: only
+ * for bytes that are exactly the frame's encoding (frame-decode.ts), where
+ * the two agree (a property test checks it).
+ */
+export function rememberWeight(frame: Frame, weight: FrameWeight): void {
+  scanned.set(frame, weight);
 }
 
 /**

@@ -7,11 +7,12 @@
  */
 import { fromBinary, toBinary, type Message } from "@bufbuild/protobuf";
 import type { Any } from "@bufbuild/protobuf/wkt";
-import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { KdsError } from "../errors.ts";
 import type { Resource } from "../gen/kds/v1/discovery_pb.ts";
 import { KdsResourceSchema } from "../gen/kds/v1/resource_pb.ts";
 import type { WireResource } from "../discovery/types.ts";
+import { utf8Text } from "../util/utf8.ts";
 import {
   RESOURCE_NAME_PATTERN,
   TYPE_URL_PREFIX,
@@ -155,9 +156,9 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
       `${named(type.kind, expectedKey)}: expected a ${KDS_RESOURCE_TYPE_URL}, got ${any.typeUrl || "an empty type URL"}`,
     );
   }
-  let envelope: Envelope;
+  const r = envelopeReader;
   try {
-    envelope = readEnvelope(any.value);
+    r.read(any.value);
   } catch (error) {
     throw new KdsError(
       "invalid_resource",
@@ -165,23 +166,23 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
       { cause: error },
     );
   }
-  const meta = envelope.meta;
-  if (meta === undefined || envelope.specTypeUrl === undefined)
+  if (!r.hasMeta || r.specTypeUrl === undefined)
     throw new KdsError(
       "invalid_resource",
       `${named(type.kind, expectedKey)}: the envelope lacks meta or spec`,
     );
-  const built = resourceKey(meta.mesh, meta.name);
+  const { name, mesh } = r;
+  const built = resourceKey(mesh, name);
   // The response's own key when it matches: one string per resource kept, not two.
   const key = built === expectedKey ? expectedKey : built;
-  if (!RESOURCE_NAME_PATTERN.test(meta.name))
+  if (!RESOURCE_NAME_PATTERN.test(name))
     throw new KdsError("invalid_resource", `${named(type.kind, key)}: invalid name`);
-  if (type.scope === "mesh" && !RESOURCE_NAME_PATTERN.test(meta.mesh))
+  if (type.scope === "mesh" && !RESOURCE_NAME_PATTERN.test(mesh))
     throw new KdsError(
       "invalid_resource",
       `${named(type.kind, key)}: ${type.kind} is mesh-scoped but has no valid mesh`,
     );
-  if (type.scope === "cluster" && meta.mesh !== "")
+  if (type.scope === "cluster" && mesh !== "")
     throw new KdsError(
       "invalid_resource",
       `${named(type.kind, key)}: ${type.kind} is cluster-scoped but names a mesh`,
@@ -191,14 +192,18 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
       "invalid_resource",
       `${named(type.kind, key)}: sent under the name "${expectedKey}"`,
     );
-  if (envelope.specTypeUrl !== type.typeUrl)
+  if (r.specTypeUrl !== type.typeUrl)
     throw new KdsError(
       "invalid_resource",
-      `${named(type.kind, key)}: the spec is a ${envelope.specTypeUrl}, expected ${type.typeUrl}`,
+      `${named(type.kind, key)}: the spec is a ${r.specTypeUrl}, expected ${type.typeUrl}`,
     );
+  const labels = r.labels;
+  const version = r.version;
+  const created = r.created ? timestampMs(r.createdSeconds, r.createdNanos) : undefined;
+  const modified = r.modified ? timestampMs(r.modifiedSeconds, r.modifiedNanos) : undefined;
   // A copy of just the spec's bytes: the decoded spec keeps views into what it was decoded from (its bytes and
   // unknown fields), and the received bytes belong to a whole response, which a stored spec must not pin.
-  const specBytes = new Uint8Array(envelope.specValue); // a copy: on Node the bytes are a Buffer, whose slice() is a view
+  const specBytes = r.specBytes;
   let decoded: Message;
   try {
     decoded = fromBinary(type.schema, specBytes);
@@ -211,17 +216,7 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
       },
     );
   }
-  return new Decoded(
-    key,
-    meta.name,
-    meta.mesh,
-    meta.labels,
-    meta.version,
-    meta.creationTime,
-    meta.modificationTime,
-    decoded,
-    specBytes,
-  );
+  return new Decoded(key, name, mesh, labels, version, created, modified, decoded, specBytes);
 }
 
 /**
@@ -237,8 +232,8 @@ class Decoded implements DecodedResource {
   readonly version: string;
   readonly spec: Message;
   readonly specBytes: Uint8Array;
-  readonly #created: Timestamp | undefined;
-  readonly #modified: Timestamp | undefined;
+  readonly #createdMs: number | undefined;
+  readonly #modifiedMs: number | undefined;
 
   constructor(
     key: string,
@@ -246,8 +241,8 @@ class Decoded implements DecodedResource {
     mesh: string,
     labels: Readonly<Record<string, string>>,
     version: string,
-    created: Timestamp | undefined,
-    modified: Timestamp | undefined,
+    createdMs: number | undefined,
+    modifiedMs: number | undefined,
     spec: Message,
     specBytes: Uint8Array,
   ) {
@@ -256,18 +251,18 @@ class Decoded implements DecodedResource {
     this.mesh = mesh;
     this.labels = labels;
     this.version = version;
-    this.#created = created;
-    this.#modified = modified;
+    this.#createdMs = createdMs;
+    this.#modifiedMs = modifiedMs;
     this.spec = spec;
     this.specBytes = specBytes;
   }
 
   get creationTime(): Date | undefined {
-    return this.#created === undefined ? undefined : new Date(timestampMs(this.#created));
+    return this.#createdMs === undefined ? undefined : new Date(this.#createdMs);
   }
 
   get modificationTime(): Date | undefined {
-    return this.#modified === undefined ? undefined : new Date(timestampMs(this.#modified));
+    return this.#modifiedMs === undefined ? undefined : new Date(this.#modifiedMs);
   }
 }
 
@@ -279,140 +274,309 @@ class Decoded implements DecodedResource {
  * skipped, a repeated scalar field's last value wins, a repeated message
  * field is merged, map entries default missing keys and values to "", and
  * strings must be valid UTF-8 (proto3).
+ *
+ * One reader serves every envelope (decoding never yields) and reads its
+ * fields into itself: no BinaryReader (whose DataView cost more than the
+ * fields it read), no object per nested message, no [field, wire type]
+ * pair per tag. Label keys and values, meshes and type URLs repeat across
+ * a response: each is looked up among the last few read before a new
+ * string is made.
  */
-
-interface Timestamp {
-  seconds: number;
-  nanos: number;
-}
-
-interface Meta {
-  name: string;
-  mesh: string;
-  labels: Record<string, string>;
-  version: string;
-  creationTime: Timestamp | undefined;
-  modificationTime: Timestamp | undefined;
-}
-
-interface Envelope {
-  meta: Meta | undefined;
-  specTypeUrl: string | undefined;
-  specValue: Uint8Array;
-}
 
 const EMPTY_BYTES = new Uint8Array(0);
+const WIRE_VARINT = 0;
+const WIRE_DELIMITED = 2;
 
-function readEnvelope(bytes: Uint8Array): Envelope {
-  const reader = new BinaryReader(bytes);
-  const envelope: Envelope = { meta: undefined, specTypeUrl: undefined, specValue: EMPTY_BYTES };
-  while (reader.pos < reader.len) {
-    const [field, wireType] = reader.tag();
-    if (field === 1 && wireType === WireType.LengthDelimited) {
-      envelope.meta ??= {
-        name: "",
-        mesh: "",
-        labels: {},
-        version: "",
-        creationTime: undefined,
-        modificationTime: undefined,
-      };
-      readMeta(reader, nestedEnd(reader), envelope.meta);
-    } else if (field === 2 && wireType === WireType.LengthDelimited) {
-      envelope.specTypeUrl ??= "";
-      readAny(reader, nestedEnd(reader), envelope);
-    } else reader.skip(wireType, field);
+/** How deep skipped groups may nest, as protobuf-es's decoder allows. */
+const SKIP_DEPTH = 100;
+
+/** Strings up to this many bytes are looked up among the recent ones. */
+const RECENT_MAX_BYTES = 64;
+/** How many recent strings are kept. */
+const RECENT_STRINGS = 8;
+
+class EnvelopeReader {
+  bytes: Uint8Array = EMPTY_BYTES;
+  pos = 0;
+  hasMeta = false;
+  name = "";
+  mesh = "";
+  version = "";
+  labels: Record<string, string> = {};
+  created = false;
+  createdSeconds = 0;
+  createdNanos = 0;
+  modified = false;
+  modifiedSeconds = 0;
+  modifiedNanos = 0;
+  specTypeUrl: string | undefined = undefined;
+  /** A copy of the spec's bytes (a view into the response would pin all of it). */
+  specBytes: Uint8Array = EMPTY_BYTES;
+  #specStart = 0;
+  #specEnd = 0;
+  readonly #recent: string[] = new Array<string>(RECENT_STRINGS).fill("");
+  #nextRecent = 0;
+
+  /** Reads the envelope `bytes` into this reader's fields (a new `labels` object each time); keeps no reference to `bytes`. */
+  read(bytes: Uint8Array): void {
+    try {
+      this.#read(bytes);
+    } finally {
+      this.bytes = EMPTY_BYTES;
+    }
   }
-  return envelope;
-}
 
-/*
- * Nested messages are read in place, up to their end: one reader per
- * envelope (a BinaryReader builds a DataView, which costs more than the
- * fields it would read).
- */
-
-/** Reads a length prefix; returns where the nested message ends. */
-function nestedEnd(reader: BinaryReader): number {
-  const end = reader.uint32() + reader.pos;
-  if (end > reader.len) throw new RangeError("premature EOF");
-  return end;
-}
-
-/** Checks that a nested message's fields ended exactly at its end. */
-function ended(reader: BinaryReader, end: number): void {
-  if (reader.pos !== end) throw new RangeError("a field runs past the end of its message");
-}
-
-function readMeta(reader: BinaryReader, end: number, meta: Meta): void {
-  while (reader.pos < end) {
-    const [field, wireType] = reader.tag();
-    if (wireType !== WireType.LengthDelimited) reader.skip(wireType, field);
-    else if (field === 1) meta.name = reader.string(true);
-    else if (field === 2) meta.mesh = internMesh(reader.string(true));
-    else if (field === 3) readLabel(reader, nestedEnd(reader), meta.labels);
-    else if (field === 4) meta.version = reader.string(true);
-    else if (field === 5) {
-      meta.creationTime ??= { seconds: 0, nanos: 0 };
-      readTimestamp(reader, nestedEnd(reader), meta.creationTime);
-    } else if (field === 6) {
-      meta.modificationTime ??= { seconds: 0, nanos: 0 };
-      readTimestamp(reader, nestedEnd(reader), meta.modificationTime);
-    } else reader.skip(wireType, field);
+  #read(bytes: Uint8Array): void {
+    this.bytes = bytes;
+    this.pos = 0;
+    this.hasMeta = false;
+    this.name = "";
+    this.mesh = "";
+    this.version = "";
+    this.labels = {};
+    this.created = false;
+    this.createdSeconds = 0;
+    this.createdNanos = 0;
+    this.modified = false;
+    this.modifiedSeconds = 0;
+    this.modifiedNanos = 0;
+    this.specTypeUrl = undefined;
+    this.#specStart = 0;
+    this.#specEnd = 0;
+    const end = bytes.length;
+    while (this.pos < end) {
+      const tag = this.#tag();
+      const field = tag >>> 3;
+      const wireType = tag & 7;
+      if (field === 1 && wireType === WIRE_DELIMITED) {
+        this.hasMeta = true;
+        this.#meta(this.#nestedEnd());
+      } else if (field === 2 && wireType === WIRE_DELIMITED) {
+        this.specTypeUrl ??= "";
+        this.#any(this.#nestedEnd());
+      } else this.#skip(wireType, field, SKIP_DEPTH);
+    }
+    const length = this.#specEnd - this.#specStart;
+    const spec = new Uint8Array(length);
+    if (length <= RECENT_MAX_BYTES)
+      for (let i = 0; i < length; i++) spec[i] = bytes[this.#specStart + i] as number;
+    else spec.set(bytes.subarray(this.#specStart, this.#specEnd));
+    this.specBytes = spec;
   }
-  ended(reader, end);
-}
 
-/** The mesh read last: a sync's resources name few meshes, and every stored copy then shares one string, not one each. */
-let lastMesh = "";
-
-function internMesh(mesh: string): string {
-  if (mesh === lastMesh) return lastMesh;
-  lastMesh = mesh;
-  return mesh;
-}
-
-function readLabel(reader: BinaryReader, end: number, labels: Record<string, string>): void {
-  let key = "";
-  let value = "";
-  while (reader.pos < end) {
-    const [field, wireType] = reader.tag();
-    if (field === 1 && wireType === WireType.LengthDelimited) key = reader.string(true);
-    else if (field === 2 && wireType === WireType.LengthDelimited) value = reader.string(true);
-    else reader.skip(wireType, field);
+  #meta(end: number): void {
+    while (this.pos < end) {
+      const tag = this.#tag();
+      const field = tag >>> 3;
+      const wireType = tag & 7;
+      if (wireType !== WIRE_DELIMITED) this.#skip(wireType, field, SKIP_DEPTH);
+      else if (field === 1) this.name = this.#string();
+      else if (field === 2) this.mesh = this.#recentString();
+      else if (field === 3) this.#label(this.#nestedEnd());
+      else if (field === 4) this.version = this.#string();
+      else if (field === 5) {
+        this.created = true;
+        this.#timestamp(this.#nestedEnd(), true);
+      } else if (field === 6) {
+        this.modified = true;
+        this.#timestamp(this.#nestedEnd(), false);
+      } else this.#skip(wireType, field, SKIP_DEPTH);
+    }
+    this.#ended(end);
   }
-  ended(reader, end);
-  // A plain record, as the reflective decoder gives; "__proto__" stays an ordinary key.
-  if (key === "__proto__")
-    Object.defineProperty(labels, key, {
-      value,
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
-  else labels[key] = value;
+
+  #label(end: number): void {
+    let key = "";
+    let value = "";
+    while (this.pos < end) {
+      const tag = this.#tag();
+      const field = tag >>> 3;
+      const wireType = tag & 7;
+      if (field === 1 && wireType === WIRE_DELIMITED) key = this.#recentString();
+      else if (field === 2 && wireType === WIRE_DELIMITED) value = this.#recentString();
+      else this.#skip(wireType, field, SKIP_DEPTH);
+    }
+    this.#ended(end);
+    // A plain record, as the reflective decoder gives; "__proto__" stays an ordinary key.
+    if (key === "__proto__")
+      Object.defineProperty(this.labels, key, {
+        value,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    else this.labels[key] = value;
+  }
+
+  #timestamp(end: number, created: boolean): void {
+    while (this.pos < end) {
+      const tag = this.#tag();
+      const field = tag >>> 3;
+      const wireType = tag & 7;
+      if (field === 1 && wireType === WIRE_VARINT) {
+        if (created) this.createdSeconds = this.#int64();
+        else this.modifiedSeconds = this.#int64();
+      } else if (field === 2 && wireType === WIRE_VARINT) {
+        if (created) this.createdNanos = this.#varint32() | 0;
+        else this.modifiedNanos = this.#varint32() | 0;
+      } else this.#skip(wireType, field, SKIP_DEPTH);
+    }
+    this.#ended(end);
+  }
+
+  #any(end: number): void {
+    while (this.pos < end) {
+      const tag = this.#tag();
+      const field = tag >>> 3;
+      const wireType = tag & 7;
+      if (field === 1 && wireType === WIRE_DELIMITED) this.specTypeUrl = this.#recentString();
+      else if (field === 2 && wireType === WIRE_DELIMITED) {
+        this.#specEnd = this.#nestedEnd();
+        this.#specStart = this.pos;
+        this.pos = this.#specEnd;
+      } else this.#skip(wireType, field, SKIP_DEPTH);
+    }
+    this.#ended(end);
+  }
+
+  /** Reads a length prefix; returns where the value after it ends. */
+  #nestedEnd(): number {
+    const end = this.#varint32() + this.pos;
+    if (end > this.bytes.length) throw new RangeError("premature EOF");
+    return end;
+  }
+
+  /** Checks that a nested message's fields ended exactly at its end. */
+  #ended(end: number): void {
+    if (this.pos !== end) throw new RangeError("a field runs past the end of its message");
+  }
+
+  /** A tag (field number << 3 | wire type), checked as protobuf-es's BinaryReader.tag() checks it. */
+  #tag(): number {
+    const start = this.pos;
+    const tag = this.#varint32();
+    const read = this.pos - start;
+    if (read > 5 || (read === 5 && (this.bytes[this.pos - 1] as number) > 0x0f))
+      throw new Error("illegal tag: varint overflows uint32");
+    const field = tag >>> 3;
+    const wireType = tag & 7;
+    if (field <= 0 || wireType > 5)
+      throw new Error(`illegal tag: field no ${field} wire type ${wireType}`);
+    return tag;
+  }
+
+  /** An unsigned 32-bit varint (up to 10 bytes, the high ones dropped), as protobuf-es reads it. */
+  #varint32(): number {
+    const bytes = this.bytes;
+    let result = 0;
+    for (let shift = 0; shift < 28; shift += 7) {
+      const b = this.#byte(bytes);
+      result |= (b & 0x7f) << shift;
+      if (b < 0x80) return result;
+    }
+    let b = this.#byte(bytes);
+    result |= (b & 0x0f) << 28;
+    for (let read = 5; b >= 0x80 && read < 10; read++) b = this.#byte(bytes);
+    if (b >= 0x80) throw new Error("invalid varint");
+    return result >>> 0;
+  }
+
+  /** A signed 64-bit varint as a number, as `Number()` of protobuf-es's int64 gives it. */
+  #int64(): number {
+    const bytes = this.bytes;
+    const start = this.pos;
+    let value = 0;
+    let scale = 1;
+    for (let read = 1; read <= 10; read++) {
+      const b = this.#byte(bytes);
+      if (read <= 7) value += (b & 0x7f) * scale;
+      scale *= 128;
+      if (b < 0x80) return read <= 7 ? value : wideInt64(bytes, start, read);
+    }
+    throw new Error("invalid varint");
+  }
+
+  #byte(bytes: Uint8Array): number {
+    if (this.pos >= bytes.length) throw new RangeError("premature EOF");
+    return bytes[this.pos++] as number;
+  }
+
+  /** A length-delimited string (strictly UTF-8). */
+  #string(): string {
+    const end = this.#nestedEnd();
+    const start = this.pos;
+    this.pos = end;
+    return utf8Text(this.bytes, start, end);
+  }
+
+  /** A string that likely repeats (a label, a mesh, a type URL): the same string as a recent one with these bytes. */
+  #recentString(): string {
+    const end = this.#nestedEnd();
+    const start = this.pos;
+    this.pos = end;
+    const length = end - start;
+    if (length > RECENT_MAX_BYTES) return utf8Text(this.bytes, start, end);
+    const recent = this.#recent;
+    for (let i = 0; i < recent.length; i++) {
+      const known = recent[i] as string;
+      if (known.length === length && sameAscii(known, this.bytes, start)) return known;
+    }
+    const text = utf8Text(this.bytes, start, end);
+    // Only ASCII strings are kept (as many characters as bytes), so a match is byte for byte.
+    if (text.length === length && length > 0) {
+      recent[this.#nextRecent] = text;
+      this.#nextRecent = (this.#nextRecent + 1) % recent.length;
+    }
+    return text;
+  }
+
+  /** Skips one value of `wireType` (a group up to its end tag), as protobuf-es's BinaryReader.skip() does. */
+  #skip(wireType: number, field: number, depth: number): void {
+    switch (wireType) {
+      case 0:
+        while (this.#byte(this.bytes) >= 0x80);
+        break;
+      case 1:
+        this.pos += 8;
+        break;
+      case 2:
+        this.pos = this.#nestedEnd();
+        break;
+      case 3:
+        if (depth <= 0) throw new Error("maximum recursion depth reached");
+        for (;;) {
+          const tag = this.#tag();
+          if ((tag & 7) === 4) {
+            if (tag >>> 3 !== field) throw new Error("invalid end group tag");
+            break;
+          }
+          this.#skip(tag & 7, tag >>> 3, depth - 1);
+        }
+        break;
+      case 5:
+        this.pos += 4;
+        break;
+      default:
+        throw new Error(`cant skip wire type ${wireType}`);
+    }
+    if (this.pos > this.bytes.length) throw new RangeError("premature EOF");
+  }
 }
 
-function readTimestamp(reader: BinaryReader, end: number, timestamp: Timestamp): void {
-  while (reader.pos < end) {
-    const [field, wireType] = reader.tag();
-    if (field === 1 && wireType === WireType.Varint) timestamp.seconds = Number(reader.int64());
-    else if (field === 2 && wireType === WireType.Varint) timestamp.nanos = reader.int32();
-    else reader.skip(wireType, field);
-  }
-  ended(reader, end);
+const envelopeReader = new EnvelopeReader();
+
+/** Whether the ASCII string `text` is what `bytes` hold from `start` on. */
+function sameAscii(text: string, bytes: Uint8Array, start: number): boolean {
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) !== bytes[start + i]) return false;
+  return true;
 }
 
-function readAny(reader: BinaryReader, end: number, envelope: Envelope): void {
-  while (reader.pos < end) {
-    const [field, wireType] = reader.tag();
-    if (field === 1 && wireType === WireType.LengthDelimited)
-      envelope.specTypeUrl = reader.string(true);
-    else if (field === 2 && wireType === WireType.LengthDelimited)
-      envelope.specValue = reader.bytes();
-    else reader.skip(wireType, field);
-  }
-  ended(reader, end);
+/** A 64-bit varint of more than 49 bits read exactly (BigInt), as a signed number. */
+function wideInt64(bytes: Uint8Array, start: number, length: number): number {
+  let value = 0n;
+  for (let i = 0; i < length; i++)
+    value |= BigInt((bytes[start + i] as number) & 0x7f) << BigInt(7 * i);
+  return Number(BigInt.asIntN(64, value));
 }
 
 /** A resource in a message: its kind and, when known, its key. */
@@ -421,6 +585,6 @@ function named(kind: string, key: string | undefined): string {
 }
 
 /** Milliseconds of a timestamp, as protobuf-es's timestampDate computes them. */
-function timestampMs(timestamp: Timestamp): number {
-  return timestamp.seconds * 1000 + Math.round(timestamp.nanos / 1000000);
+function timestampMs(seconds: number, nanos: number): number {
+  return seconds * 1000 + Math.round(nanos / 1000000);
 }

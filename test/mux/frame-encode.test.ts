@@ -12,30 +12,7 @@ import {
   DiscoveryResponseSchema,
 } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { encodeFrame } from "../../src/mux/frame-encode.ts";
-import { anyMessage, frame, text } from "../support/frame-arbitraries.ts";
-
-/** Delta responses as a server sends them: resources with an Any, no aliases nor TTL (the written path). */
-const sentResponse = fc
-  .record({
-    typeUrl: text,
-    systemVersionInfo: text,
-    nonce: text,
-    removedResources: fc.array(text, { maxLength: 5 }),
-    resources: fc.array(
-      fc.record({
-        name: text,
-        version: text,
-        resource: fc.option(anyMessage, { nil: undefined }),
-      }),
-      { maxLength: 8 },
-    ),
-  })
-  .map(
-    (v) =>
-      create(FrameSchema, {
-        value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, v) },
-      }) as Frame,
-  );
+import { frame, sentResponse, text } from "../support/frame-arbitraries.ts";
 
 /** Control frames, each field at any value (zero values included, which are left out). */
 const controlFrame = fc

@@ -37,6 +37,17 @@ const status = fc.record({
   details: fc.array(anyMessage, { maxLength: 2 }),
 });
 
+/** The fields of delta responses holding up to `max` of `resource`. */
+function deltaResponseOf<R>(resource: fc.Arbitrary<R>, max: number) {
+  return fc.record({
+    typeUrl: text,
+    systemVersionInfo: text,
+    nonce: text,
+    removedResources: fc.array(text, { maxLength: 5 }),
+    resources: fc.array(resource, { maxLength: max }),
+  });
+}
+
 export const frameValue = fc.oneof(
   fc
     .record({
@@ -66,33 +77,25 @@ export const frameValue = fc.oneof(
       errorDetail: fc.option(status, { nil: undefined }),
     })
     .map((v) => ({ case: "deltaRequest" as const, value: create(DeltaDiscoveryRequestSchema, v) })),
-  fc
-    .record({
-      typeUrl: text,
-      systemVersionInfo: text,
-      nonce: text,
-      removedResources: fc.array(text, { maxLength: 5 }),
-      resources: fc.array(
+  deltaResponseOf(
+    fc.record({
+      name: text,
+      version: text,
+      aliases: fc.array(text, { maxLength: 2 }),
+      resource: fc.option(anyMessage, { nil: undefined }),
+      ttl: fc.option(
         fc.record({
-          name: text,
-          version: text,
-          aliases: fc.array(text, { maxLength: 2 }),
-          resource: fc.option(anyMessage, { nil: undefined }),
-          ttl: fc.option(
-            fc.record({
-              seconds: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
-              nanos: fc.integer(),
-            }),
-            { nil: undefined },
-          ),
+          seconds: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+          nanos: fc.integer(),
         }),
-        { maxLength: 5 },
+        { nil: undefined },
       ),
-    })
-    .map((v) => ({
-      case: "deltaResponse" as const,
-      value: create(DeltaDiscoveryResponseSchema, v),
-    })),
+    }),
+    5,
+  ).map((v) => ({
+    case: "deltaResponse" as const,
+    value: create(DeltaDiscoveryResponseSchema, v),
+  })),
   fc
     .record({
       id: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
@@ -115,3 +118,18 @@ export const frameValue = fc.oneof(
 
 /** Any data frame (not a batch). */
 export const frame = frameValue.map((value) => create(FrameSchema, { value }) as Frame);
+
+/** Delta responses as a server sends them: resources with an Any, no aliases nor TTL (the written path). */
+export const sentResponse = deltaResponseOf(
+  fc.record({
+    name: text,
+    version: text,
+    resource: fc.option(anyMessage, { nil: undefined }),
+  }),
+  8,
+).map(
+  (v) =>
+    create(FrameSchema, {
+      value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, v) },
+    }) as Frame,
+);

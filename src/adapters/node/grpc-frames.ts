@@ -5,11 +5,10 @@
  *
  * @module
  */
-import { fromBinary } from "@bufbuild/protobuf";
 import type { Readable, Writable } from "node:stream";
-import { FrameSchema, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { encodeFrame } from "../../mux/frame-encode.ts";
-import { scanRefusal } from "../../mux/frame-scan.ts";
+import { readFrame } from "../../mux/frame-decode.ts";
 
 /** gRPC's length-prefixed message header: a flags byte and a 32-bit big-endian length. */
 export const GRPC_PREFIX_BYTES = 5;
@@ -132,7 +131,7 @@ export class EnvelopeSplitter {
  * The mux frames in gRPC's length-prefixed messages on `stream`, decoded
  * one at a time as they are pulled, with at most one chunk's messages
  * buffered (see {@link EnvelopeSplitter}). Each frame is weighed before it is
- * decoded (`scanRefusal`: its elements and decoded size), so a frame of
+ * decoded (`readFrame`: its elements and decoded size), so a frame of
  * millions of tiny elements costs its bytes, never its objects. A compressed
  * flag is refused: both users only read streams without `grpc-encoding`.
  * Ends when the stream ends or closes; a stream error is thrown as it is.
@@ -267,16 +266,7 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame> {
   }
 
   #decode(body: Buffer): Frame {
-    const refused = scanRefusal(body);
-    if (refused !== undefined) throw this.#unreadable(refused);
-    try {
-      return fromBinary(FrameSchema, body);
-    } catch (error) {
-      throw this.#unreadable(
-        `parse binary: ${error instanceof Error ? error.message : String(error)}`,
-        error,
-      );
-    }
+    return readFrame(body, this.#unreadable);
   }
 
   /** Settles the pending `next`, if any, with what can be read now. */

@@ -1,0 +1,232 @@
+/**
+ * Decodes a frame read from the wire, after weighing its bytes
+ * (`scanFrame`). A delta response is the bulk of a sync: one in the form a
+ * protobuf encoder writes (each singular field once and not empty, minimal
+ * lengths, no unknown fields, aliases or TTL) is read by hand, into the
+ * same objects protobuf-es's `fromBinary` makes (a property test checks
+ * it: test/mux/frame-decode.test.ts). The reflective decoder made a
+ * message, an unknown-field array and a [field, wire type] pair per tag for
+ * each resource, and a Node Buffer view per payload; a zone receiving a
+ * 100k-resource sync spent a tenth of its CPU time there. Anything else is
+ * decoded by `fromBinary`.
+ *
+ * A frame read by hand is the exact encoding of what was decoded, so the
+ * scan's weight is what `weighFrame` would find walking the decoded frame
+ * (test/mux/frame-size.test.ts checks the two agree on such bytes): it is
+ * kept for `weighFrame`, which then does not walk the frame again.
+ *
+ * @module
+ */
+import { fromBinary } from "@bufbuild/protobuf";
+import type { Any } from "@bufbuild/protobuf/wkt";
+import { FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
+import type { DeltaDiscoveryResponse, Resource } from "../gen/kds/v1/discovery_pb.ts";
+import { frameRefusal } from "./frame-limits.ts";
+import { scanFrame } from "./frame-scan.ts";
+import { rememberWeight } from "./frame-size.ts";
+import * as tags from "./frame-tags.ts";
+import { utf8Text } from "../util/utf8.ts";
+
+/**
+ * Weighs and decodes the encoded frame `bytes`: throws what `unreadable`
+ * builds when the weight is refused (`frameRefusal`) or the bytes do not
+ * decode as a `kds.mux.v1.Frame`.
+ */
+export function readFrame(
+  bytes: Uint8Array,
+  unreadable: (reason: string, cause?: unknown) => Error,
+): Frame {
+  const weight = scanFrame(bytes);
+  if (typeof weight === "string")
+    throw unreadable(`it is not a well-formed kds.mux.v1.Frame: ${weight}`);
+  const refused = frameRefusal(weight);
+  if (refused !== undefined) throw unreadable(refused);
+  const plain = deltaResponseFrame(bytes);
+  if (plain !== undefined) {
+    rememberWeight(plain, weight);
+    return plain;
+  }
+  try {
+    return fromBinary(FrameSchema, bytes);
+  } catch (error) {
+    throw unreadable(
+      `parse binary: ${error instanceof Error ? error.message : String(error)}`,
+      error,
+    );
+  }
+}
+
+/** A value this reader leaves to `fromBinary`. */
+class NotPlain extends Error {}
+const notPlain = new NotPlain();
+
+/**
+ * The delta response frame `bytes` hold, read by hand, or undefined when
+ * they hold anything else or anything this reader leaves to `fromBinary`.
+ */
+function deltaResponseFrame(bytes: Uint8Array): Frame | undefined {
+  if (bytes[0] !== tags.TAG_FRAME_DELTA_RESPONSE) return undefined;
+  // A plain Uint8Array view: views of a Node Buffer are Buffers, whose every subarray costs a species lookup.
+  const r = new Reader(
+    bytes.constructor === Uint8Array
+      ? bytes
+      : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+  );
+  try {
+    r.pos = 1;
+    const end = r.length();
+    if (end !== bytes.length) return undefined;
+    const response = r.response(end);
+    return {
+      $typeName: "kds.mux.v1.Frame",
+      value: { case: "deltaResponse", value: response },
+    };
+  } catch (error) {
+    if (error === notPlain) return undefined;
+    throw error;
+  }
+}
+
+class Reader {
+  readonly bytes: Uint8Array;
+  pos = 0;
+  /** The last Any type URL read: the resources of a response share one. */
+  #typeUrl = "";
+
+  constructor(bytes: Uint8Array) {
+    this.bytes = bytes;
+  }
+
+  response(end: number): DeltaDiscoveryResponse {
+    let systemVersionInfo: string | undefined;
+    let typeUrl: string | undefined;
+    let nonce: string | undefined;
+    const resources: Resource[] = [];
+    const removedResources: string[] = [];
+    while (this.pos < end) {
+      const tag = this.bytes[this.pos++];
+      if (tag === tags.TAG_RESPONSE_RESOURCES) resources.push(this.resource(this.length()));
+      else if (tag === tags.TAG_RESPONSE_REMOVED) removedResources.push(this.string(this.length()));
+      else if (tag === tags.TAG_RESPONSE_VERSION && systemVersionInfo === undefined)
+        systemVersionInfo = this.nonEmpty(this.length());
+      else if (tag === tags.TAG_RESPONSE_TYPE_URL && typeUrl === undefined)
+        typeUrl = this.nonEmpty(this.length());
+      else if (tag === tags.TAG_RESPONSE_NONCE && nonce === undefined)
+        nonce = this.nonEmpty(this.length());
+      else throw notPlain;
+    }
+    return {
+      $typeName: "kds.v1.DeltaDiscoveryResponse",
+      systemVersionInfo: systemVersionInfo ?? "",
+      resources,
+      typeUrl: typeUrl ?? "",
+      nonce: nonce ?? "",
+      removedResources,
+    };
+  }
+
+  resource(end: number): Resource {
+    let version: string | undefined;
+    let name: string | undefined;
+    let resource: Any | undefined;
+    while (this.pos < end) {
+      const tag = this.bytes[this.pos++];
+      if (tag === tags.TAG_RESOURCE_VERSION && version === undefined)
+        version = this.nonEmpty(this.length());
+      else if (tag === tags.TAG_RESOURCE_NAME && name === undefined)
+        name = this.nonEmpty(this.length());
+      else if (tag === tags.TAG_RESOURCE_ANY && resource === undefined)
+        resource = this.any(this.length());
+      else throw notPlain;
+    }
+    if (this.pos !== end || resource === undefined) throw notPlain;
+    // The fields in the order protobuf-es's decoder sets them (scalars and lists when it creates the message).
+    return {
+      $typeName: "kds.v1.Resource",
+      version: version ?? "",
+      name: name ?? "",
+      aliases: [],
+      resource,
+    };
+  }
+
+  any(end: number): Any {
+    let typeUrl: string | undefined;
+    let value: Uint8Array | undefined;
+    while (this.pos < end) {
+      const tag = this.bytes[this.pos++];
+      if (tag === tags.TAG_ANY_TYPE_URL && typeUrl === undefined)
+        typeUrl = this.typeUrl(this.length());
+      else if (tag === tags.TAG_ANY_VALUE && value === undefined) {
+        const valueEnd = this.length();
+        if (valueEnd === this.pos) throw notPlain;
+        value = this.bytes.subarray(this.pos, valueEnd);
+        this.pos = valueEnd;
+      } else throw notPlain;
+    }
+    if (this.pos !== end) throw notPlain;
+    return {
+      $typeName: "google.protobuf.Any",
+      typeUrl: typeUrl ?? "",
+      value: value ?? new Uint8Array(0),
+    };
+  }
+
+  /** Reads a minimal length prefix of up to 4 bytes (a frame is at most a few MiB); returns where its value ends. */
+  length(): number {
+    const bytes = this.bytes;
+    let value = 0;
+    for (let shift = 0; shift < 28; shift += 7) {
+      const b = bytes[this.pos++];
+      if (b === undefined) throw notPlain;
+      value |= (b & 0x7f) << shift;
+      if (b < 0x80) {
+        // A longer encoding than needed (a last byte of 0) would make the bytes longer than the frame's encoding.
+        if (b === 0 && shift > 0) throw notPlain;
+        const end = this.pos + value;
+        if (end > bytes.length) throw notPlain;
+        return end;
+      }
+    }
+    throw notPlain;
+  }
+
+  /** A string that is not empty (an empty one is not written by an encoder). */
+  nonEmpty(end: number): string {
+    if (end === this.pos) throw notPlain;
+    return this.string(end);
+  }
+
+  /** An Any's type URL: the same string as the last one when the bytes match. */
+  typeUrl(end: number): string {
+    const last = this.#typeUrl;
+    const start = this.pos;
+    if (last.length === end - start && last !== "") {
+      let same = true;
+      for (let i = 0; i < last.length; i++)
+        if (last.charCodeAt(i) !== this.bytes[start + i]) {
+          same = false;
+          break;
+        }
+      if (same) {
+        this.pos = end;
+        return last;
+      }
+    }
+    const text = this.nonEmpty(end);
+    // Only an ASCII one is kept (as many characters as bytes), so a match is byte for byte.
+    if (text.length === end - start) this.#typeUrl = text;
+    return text;
+  }
+
+  /** The UTF-8 string up to `end`; invalid UTF-8 is left to `fromBinary` (which refuses it). */
+  string(end: number): string {
+    const start = this.pos;
+    this.pos = end;
+    try {
+      return utf8Text(this.bytes, start, end);
+    } catch {
+      throw notPlain; // fromBinary decodes the frame again and reports the invalid UTF-8: nothing is lost
+    }
+  }
+}
