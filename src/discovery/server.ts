@@ -107,6 +107,13 @@ export interface DiscoveryServerInit {
    * Default {@link systemClock}; tests step a manual one.
    */
   readonly clock?: Clock;
+  /**
+   * Types the client fetches once (the kind catalog): a response of one of
+   * them whose ACK is late is not sent again. Such a client has moved on by
+   * then, and answers a second response with a NACK the server would take
+   * for a refusal. Default: none.
+   */
+  readonly fetchedOnce?: readonly string[];
 }
 
 /** Serves one client on one stream. */
@@ -116,6 +123,7 @@ export class DiscoveryServer {
   readonly #options: Required<DiscoveryOptions>;
   readonly #observer: ServerObserver;
   readonly #clock: Clock;
+  readonly #fetchedOnce: ReadonlySet<string>;
   readonly #types = new Map<string, TypeState>();
   readonly #served: ReadonlySet<string>;
   readonly #waker = new Waker();
@@ -144,6 +152,7 @@ export class DiscoveryServer {
     assertMaxResponseResources(this.#options.maxResponseResources);
     this.#observer = init.observer ?? {};
     this.#clock = init.clock ?? systemClock;
+    this.#fetchedOnce = new Set(init.fetchedOnce);
     this.#served = new Set(init.source.typeUrls);
   }
 
@@ -396,7 +405,7 @@ export class DiscoveryServer {
       if (oldest !== undefined && now - oldest.sentAt > this.#options.ackTimeoutMs) {
         this.#observer.stalled?.(state.typeUrl, oldest.nonce, now - oldest.sentAt);
         state.phase = nextPhase(state.phase, { type: "timeout" });
-        this.#startOver(state);
+        if (!this.#fetchedOnce.has(state.typeUrl)) this.#startOver(state);
       }
       // Send while there is something new and room in flight (a split change streams its parts), one response at a time.
       const maxInFlight = state.mode === "delta" ? this.#options.maxDeltaInFlight : 1;

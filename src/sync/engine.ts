@@ -378,6 +378,8 @@ export class SyncEngine {
       view: gate?.watch(session.server) ?? session.server,
       source,
       options: { ...discovery, maxMessageBytes },
+      // The zone fetches the catalog once: a late ACK must not bring it again (its NACK would end the session).
+      fetchedOnce: this.#catalog === undefined ? [] : this.#catalog.typeUrls,
       observer: endSessionOnRefusal(
         gate?.observe(serverObserver) ?? serverObserver,
         session,

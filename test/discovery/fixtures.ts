@@ -92,7 +92,11 @@ const SETTLE_TURNS = 1_000;
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** Starts a DiscoveryServer on a session pair; the test speaks for the client. */
-export function startServer(source: SnapshotSource, options: DiscoveryOptions = {}) {
+export function startServer(
+  source: SnapshotSource,
+  options: DiscoveryOptions = {},
+  fetchedOnce: readonly string[] = [],
+) {
   const { zone, global } = sessionPair(
     { requestWindow: 256, responseWindow: 256 },
     { requestWindow: 256, responseWindow: 256 },
@@ -106,7 +110,14 @@ export function startServer(source: SnapshotSource, options: DiscoveryOptions = 
     stalled: (_t, n) => void recorded.stalled.push(n),
     oversized: (_t, k) => void recorded.oversized.push(k),
   };
-  const server = new DiscoveryServer({ view: global.server, source, options, observer, clock });
+  const server = new DiscoveryServer({
+    view: global.server,
+    source,
+    options,
+    observer,
+    clock,
+    fetchedOnce,
+  });
   const running = server.run(global.signal);
   const client = zone.client;
   /**

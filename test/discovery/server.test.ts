@@ -152,6 +152,28 @@ describe("discovery server, state of the world", () => {
       await s.close();
     }
   });
+
+  it("does not resend a type fetched once (the kind catalog) when its ACK is late, and takes the late ACK as stale", async () => {
+    const source = new FakeSource();
+    source.set("a", "1");
+    const s = startServer(source, { ackTimeoutMs: 200 }, source.typeUrls);
+    try {
+      await s.sotw();
+      const r1 = await s.recvSotw();
+      s.advance(201);
+      expect(await s.waiting()).toBe(0); // late, but nothing is sent again
+      expect(s.recorded.stalled).toEqual([r1?.nonce]);
+      await s.sotw({ versionInfo: r1?.versionInfo, responseNonce: r1?.nonce });
+      expect(await s.waiting()).toBe(0);
+      expect(s.recorded.nacked).toEqual([]);
+      expect(s.recorded.sent).toBe(1);
+      // A new request is answered as any other.
+      await s.sotw();
+      expect((await s.recvSotw())?.resources).toHaveLength(1);
+    } finally {
+      await s.close();
+    }
+  });
 });
 
 describe("discovery server, delta", () => {
