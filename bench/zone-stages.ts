@@ -63,6 +63,7 @@ async function round(frames: Buffer[], total: number): Promise<Record<string, nu
   });
   settle();
   const end = phase();
+  // run() ends by rejecting once `stop` aborts after the last frame; a real failure shows in the count checked below.
   await client.run(stop.signal).catch(() => undefined);
   const cost = await end();
   const held = (await store.list("TrafficPolicy")).resources.length;
