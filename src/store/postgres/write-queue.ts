@@ -91,11 +91,6 @@ export class WriteQueue<W, R> {
     this.#write = write;
   }
 
-  /** Writes waiting for the writer now (not counting the group being written). */
-  get waiting(): number {
-    return this.#queue.length;
-  }
-
   /**
    * Queues `work` (`size` ops) and resolves with its outcome once its group
    * was written; rejects at once when `signal` aborts (see the module's
