@@ -58,8 +58,23 @@ export interface SessionOptions {
   maxQueuedSends?: number;
   /** After this side ends the session, how long to wait for the peer to close before cutting the transport. Default 2 s. */
   closeGraceMs?: number;
-  /** How long to wait for the peer's hello before failing. Default 30 s. */
+  /**
+   * How long to wait for the peer's hello before failing, counted from when
+   * the transport opened the stream (the session's `attach`). Default 30 s.
+   */
   handshakeTimeoutMs?: number;
+  /**
+   * How long the transport may take to open the stream, from the session's
+   * creation until it hands over the peer's frames (`attach`), before the
+   * session fails with `handshake_timeout`. A zone's transport opens the
+   * stream once the global has accepted its connection and answered the
+   * request (the gRPC response headers, which a kds-mux global sends as soon
+   * as it admits the stream); while a global works through a reconnect storm
+   * a connection may wait in its listen queue that long, and giving up sooner
+   * only dials again at the back of the queue. Default 120 s. (A global's
+   * session is opened as it is created.)
+   */
+  openTimeoutMs?: number;
   /**
    * The mux protocol versions this side offers in its hello: a part of
    * {@link MIN_PROTOCOL_VERSION} to {@link PROTOCOL_VERSION}. Default all
@@ -102,6 +117,7 @@ export const defaultSessionOptions: ResolvedSessionOptions = Object.freeze({
   maxQueuedSends: 1024,
   closeGraceMs: 2_000,
   handshakeTimeoutMs: 30_000,
+  openTimeoutMs: 120_000,
   protocolVersions: Object.freeze({ min: MIN_PROTOCOL_VERSION, max: PROTOCOL_VERSION }),
   features: FEATURES,
   softwareVersion: SOFTWARE_VERSION,
@@ -125,6 +141,7 @@ const limits: Record<NumericOption, [min: number, max: number]> = {
   maxQueuedSends: [1, 1_000_000],
   closeGraceMs: [0, 2 ** 31 - 1],
   handshakeTimeoutMs: [1, 2 ** 31 - 1],
+  openTimeoutMs: [1, 2 ** 31 - 1],
 };
 
 /** Fills in defaults and checks ranges; throws `invalid_argument` naming the bad option. */

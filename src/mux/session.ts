@@ -133,6 +133,10 @@ export class MuxSession implements Session {
   #timer: ReturnType<typeof setInterval> | undefined;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
   #lastHeard: number;
+  /** When the session was created: the transport's open is timed from here. */
+  readonly #startedAt: number;
+  /** When the transport handed over the peer's frames ({@link attach}): the hello is timed from here. */
+  #attachedAt: number | undefined;
   #lastPingAt: number;
   #nextPingId = 1n;
   #pingSentAt = new Map<bigint, number>();
@@ -151,6 +155,7 @@ export class MuxSession implements Session {
     this.#now = init.now ?? (() => performance.now());
     this.#metrics = init.metrics ?? noopMetrics;
     this.#lastHeard = this.#now();
+    this.#startedAt = this.#lastHeard;
     this.#lastPingAt = this.#lastHeard;
     this.signal = this.#abort.signal;
     this.ready = this.#ready.promise;
@@ -222,6 +227,7 @@ export class MuxSession implements Session {
           o.heartbeatTimeoutMs / 4,
           o.sendTimeoutMs / 4,
           o.handshakeTimeoutMs / 4,
+          o.openTimeoutMs / 4,
         ),
       ),
     );
@@ -309,8 +315,14 @@ export class MuxSession implements Session {
     return this.#outbox.frames(() => this.#outboundFinished());
   }
 
-  /** Starts the one reader on `inbound` (the frames the peer writes). */
+  /**
+   * Starts the one reader on `inbound` (the frames the peer writes). The
+   * peer's hello is timed from here (`handshakeTimeoutMs`); before it, from
+   * the session's creation, the transport has `openTimeoutMs` to open the
+   * stream.
+   */
   attach(inbound: AsyncIterable<Frame>): void {
+    this.#attachedAt = this.#lastHeard = this.#now();
     void this.#read(inbound);
   }
 
@@ -720,17 +732,34 @@ export class MuxSession implements Session {
     if (this.end !== undefined) return;
     const now = this.#now();
     const o = this.#options;
-    if (this.#state.kind === "handshaking" && now - this.#lastHeard > o.handshakeTimeoutMs) {
-      this.#finish(
-        {
-          code: "handshake_timeout",
-          message: `the peer sent no hello within ${o.handshakeTimeoutMs} ms; check that it runs kds-mux and is reachable`,
-          initiator: "local",
-          graceful: false,
-        },
-        GoAwayReason.PROTOCOL_ERROR,
-      );
-      return;
+    if (this.#state.kind === "handshaking") {
+      // Before the transport opened the stream, only the open is timed: a connection the peer has not accepted yet
+      // (its listen queue, in a reconnect storm) keeps its place rather than being given up and dialed again.
+      if (this.#attachedAt === undefined) {
+        if (now - this.#startedAt > o.openTimeoutMs)
+          this.#finish(
+            {
+              code: "handshake_timeout",
+              message: `the transport did not open the stream within ${o.openTimeoutMs} ms (the peer did not accept the connection or answer the request); check that it is reachable and not overloaded`,
+              initiator: "local",
+              graceful: false,
+            },
+            GoAwayReason.PROTOCOL_ERROR,
+          );
+        return;
+      }
+      if (now - this.#attachedAt > o.handshakeTimeoutMs) {
+        this.#finish(
+          {
+            code: "handshake_timeout",
+            message: `the peer sent no hello within ${o.handshakeTimeoutMs} ms; check that it runs kds-mux and is reachable`,
+            initiator: "local",
+            graceful: false,
+          },
+          GoAwayReason.PROTOCOL_ERROR,
+        );
+        return;
+      }
     }
     if (now - this.#lastHeard > o.heartbeatTimeoutMs) {
       this.#finish(

@@ -242,6 +242,32 @@ describe("serveGlobal's direct mux stream", () => {
     }
   });
 
+  it("answers an admitted stream at once (its hello, so its response headers), before the zone's hello", async () => {
+    const client = http2.connect(both.direct.url);
+    try {
+      const stream = client.request({
+        ":method": "POST",
+        ":path": PATH,
+        "content-type": "application/grpc",
+        te: "trailers",
+        "client-id": "zone-1",
+      });
+      stream.on("error", () => undefined); // the stream is cancelled below; its headers are what is checked
+      // Nothing is written: the zone's hello has not arrived, yet the global's answer tells the zone its stream was taken,
+      // which is when the zone's transport opens and its hello clock starts (SessionOptions.openTimeoutMs).
+      const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+        stream.once("response", resolve);
+        stream.once("close", () => reject(new Error("the stream closed without response headers")));
+      });
+      expect(headers[":status"]).toBe(200);
+      expect(headers["content-type"]).toBe("application/grpc+proto");
+      expect(headers["grpc-status"]).toBeUndefined(); // not a trailers-only refusal
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    } finally {
+      client.close();
+    }
+  });
+
   it("answers a refused stream with connect-node's status and trailers", async () => {
     const plain = await bareCall(both.direct.url, "zone-2");
     const connect = await bareCall(both.viaConnect.url, "zone-2");
