@@ -13,7 +13,7 @@ import { resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
 import { MuxSession } from "../mux/session.ts";
 import { describeAgreement } from "../mux/negotiation.ts";
 import type { Session } from "../mux/views.ts";
-import { anySignal, sleep } from "../util/abort.ts";
+import { anySignal, childSignal, sleep } from "../util/abort.ts";
 import type { MuxTransport } from "../transport/transport.ts";
 import type { Metrics } from "../metrics.ts";
 import { createConnectRouter, type ConnectRouter } from "@connectrpc/connect";
@@ -219,6 +219,16 @@ export class ZoneClient {
    * `signal` aborts and the last session has been closed with a goaway.
    */
   async run(signal: AbortSignal): Promise<void> {
+    // Every dial and backoff sleep listens on the zone's own signal, not on `signal`, which a process may share among thousands of zones.
+    const own = childSignal(signal);
+    try {
+      await this.#run(own.signal);
+    } finally {
+      own.release();
+    }
+  }
+
+  async #run(signal: AbortSignal): Promise<void> {
     let attempt = 0;
     /** When the last healthy session (one that lasted `resetAfterMs`) ended. */
     let healthyEndedAt: number | undefined;
