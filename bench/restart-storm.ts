@@ -22,7 +22,9 @@
 // KDS_STORM_GLOBAL_LOG=FILE appends both globals' logs to FILE (else a temporary file; their
 // ERROR lines are printed at the end);
 // KDS_STORM_METRICS=FILE writes the restarted global's /metrics once every
-// zone resynced (its store calls by operation, for one).
+// zone resynced (its store calls by operation, for one);
+// KDS_STORM_ZONE_PROFILE=DIR writes a V8 CPU profile of each zone process
+// from the SIGKILL until every zone resynced (DIR/zones-<k>.cpuprofile).
 import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
 import { spawn, type ChildProcess, type ChildProcessByStdio } from "node:child_process";
 import { closeSync, statSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -83,6 +85,9 @@ function global(
       "--insecure-no-zone-auth",
       "--rebalance-interval",
       "0",
+      // The restarted global stops with SIGTERM at the end: a short drain, so it exits (and writes a --cpu-prof) within the 30 s the bench gives it.
+      "--drain-timeout",
+      "2s",
       "--log-level",
       "info",
     ],
@@ -247,6 +252,14 @@ try {
     }),
   );
 
+  const zoneProfiles = process.env.KDS_STORM_ZONE_PROFILE;
+  if (zoneProfiles !== undefined && zoneProfiles !== "")
+    await Promise.all(
+      fleets.map((f) => {
+        f.send("profile-start");
+        return f.next("profiling");
+      }),
+    );
   const killedAt = performance.now();
   current.child.kill("SIGKILL");
   await new Promise((resolve) => current?.child.once("exit", resolve));
@@ -323,6 +336,13 @@ try {
   const load = loadavg().map((l) => Number(l.toFixed(2)));
   const globalCpuSeconds = Number((cpuSeconds(globalPid) - cpuAtRestart).toFixed(1));
   const zonesCpuSeconds = Number((zonesCpu() - zonesCpuAtRestart).toFixed(1));
+  if (zoneProfiles !== undefined && zoneProfiles !== "")
+    await Promise.all(
+      fleets.map((f, k) => {
+        f.send(`profile-stop ${join(zoneProfiles, `zones-${k}.cpuprofile`)}`);
+        return f.next("profiled");
+      }),
+    );
   await changing;
   const refusedTotal = await overloaded(second.admin);
   // KDS_STORM_METRICS=FILE keeps the restarted global's /metrics as they stand once every zone resynced.

@@ -7,9 +7,13 @@
 // (initialFailures), on "stop-churn" it stops changing, and on
 // "report" it prints {"report": {...}} with every zone's connects, the ends
 // it was asked to reconnect for, every other retry (a failure or refusal),
-// its Dataplanes and its Meshes. stdin closing stops it.
+// its Dataplanes and its Meshes; "profile-start" starts a V8 CPU profile of
+// this process and "profile-stop FILE" writes it to FILE (bench/restart-storm.ts,
+// KDS_STORM_ZONE_PROFILE). stdin closing stops it.
 import { create } from "@bufbuild/protobuf";
 import { setMaxListeners } from "node:events";
+import { writeFileSync } from "node:fs";
+import { Session as InspectorSession } from "node:inspector/promises";
 import { createInterface } from "node:readline";
 import {
   DataplaneSpecSchema,
@@ -80,6 +84,8 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
     retries: 0,
     told: 0,
     overloaded: 0,
+    /** The Mesh, description and connect count a progress check last found this zone holding. */
+    resyncedAs: "",
   };
   const zone = new ZoneControlPlane({
     name,
@@ -132,8 +138,17 @@ async function progress(mesh: string, description: string): Promise<Record<strin
     maxRetries = Math.max(maxRetries, stats.retries);
     if (stats.connects <= stats.markConnects || !stats.online) continue;
     reconnected++;
+    // A zone found holding the change on this session is not read again (this runs every 250 ms over thousands of zones).
+    const key = `${mesh}\0${description}\0${stats.connects}`;
+    if (stats.resyncedAs === key) {
+      resynced++;
+      continue;
+    }
     const held = await zone.store.get("Mesh", "", mesh);
-    if (held !== undefined && (held.spec as MeshSpec).description === description) resynced++;
+    if (held !== undefined && (held.spec as MeshSpec).description === description) {
+      stats.resyncedAs = key;
+      resynced++;
+    }
   }
   return { zones: zones.length, reconnected, resynced, retries, maxRetries, told, overloaded };
 }
@@ -195,6 +210,7 @@ async function report(): Promise<Record<string, FleetZone>> {
   return out;
 }
 
+let profiler: InspectorSession | undefined;
 for await (const line of createInterface({ input: process.stdin })) {
   if (line === "mark") {
     for (const { stats } of zones) {
@@ -211,6 +227,18 @@ for await (const line of createInterface({ input: process.stdin })) {
     process.stdout.write(`${JSON.stringify({ churnStopped: churn })}\n`);
   } else if (line === "report")
     process.stdout.write(`${JSON.stringify({ report: await report() })}\n`);
+  else if (line === "profile-start") {
+    profiler ??= new InspectorSession();
+    profiler.connect();
+    await profiler.post("Profiler.enable");
+    await profiler.post("Profiler.start");
+    process.stdout.write(`${JSON.stringify({ profiling: true })}\n`);
+  } else if (line.startsWith("profile-stop ") && profiler !== undefined) {
+    const { profile } = await profiler.post("Profiler.stop");
+    writeFileSync(line.slice("profile-stop ".length), JSON.stringify(profile));
+    profiler.disconnect();
+    process.stdout.write(`${JSON.stringify({ profiled: true })}\n`);
+  }
 }
 stop.abort();
 clearInterval(churnTimer);
