@@ -16,7 +16,8 @@
 // at most) and an open-files limit above the zone count (ulimit -n).
 // KDS_BENCH_DATABASE_URL (else KDS_TEST_DATABASE_URL, else
 // postgres://postgres@127.0.0.1:5432/postgres) names the server; a fresh
-// database is created and dropped. The global runs under bench/loader with
+// database is created and dropped. The global runs compiled to one file
+// (bench/results/storm-global.mjs, built with esbuild at the start) with
 // KDS_BENCH_CHILD_ARGS (e.g. --cpu-prof --cpu-prof-dir=DIR: the restarted
 // global stops with SIGTERM at the end, so its profile is written);
 // KDS_STORM_GLOBAL_LOG=FILE appends both globals' logs to FILE (else a temporary file; their
@@ -25,6 +26,7 @@
 // zone resynced (its store calls by operation, for one);
 // KDS_STORM_ZONE_PROFILE=DIR writes a V8 CPU profile of each zone process
 // from the SIGKILL until every zone resynced (DIR/zones-<k>.cpuprofile).
+import { build } from "esbuild";
 import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
 import { spawn, type ChildProcess, type ChildProcessByStdio } from "node:child_process";
 import { closeSync, statSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -46,6 +48,24 @@ const LIMIT_MS = Number(process.env.KDS_STORM_LIMIT_S ?? 300) * 1000;
 const DATAPLANES = 2;
 const bin = fileURLToPath(new URL("../bin/kds-mux.mjs", import.meta.url));
 const cli = fileURLToPath(new URL("../src/cli/run.ts", import.meta.url));
+/**
+ * The globals run the CLI compiled to one JavaScript file (its packages imported from node_modules),
+ * as a deployed global runs compiled code: through bench/loader every start first compiled each of the
+ * CLI's TypeScript modules, 1.4 s of a restart at a load of 9 and more under load, which a real
+ * restart does not spend. bench/results is not tracked; the kind file the CLI finds next to
+ * its sources (../../examples) resolves the same from there.
+ */
+const compiledCli = fileURLToPath(new URL("./results/storm-global.mjs", import.meta.url));
+await build({
+  entryPoints: [cli],
+  outfile: compiledCli,
+  bundle: true,
+  packages: "external",
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  logLevel: "error",
+});
 const serverUrl =
   process.env.KDS_BENCH_DATABASE_URL ||
   process.env.KDS_TEST_DATABASE_URL ||
@@ -67,14 +87,12 @@ function global(
   // CPU blocked writing its "connected" lines). Both globals append to the same file.
   const from = statSync(globalLog, { throwIfNoEntry: false })?.size ?? 0;
   const log = openSync(globalLog, "a");
-  // The global runs as the package ships it (bench/loader, not tsx), with KDS_BENCH_CHILD_ARGS (e.g. --cpu-prof).
+  // The global runs compiled (see compiledCli), with KDS_BENCH_CHILD_ARGS (e.g. --cpu-prof).
   const child = spawn(
     process.execPath,
     [
       ...childNodeArgs(),
-      "--import",
-      BENCH_LOADER,
-      cli,
+      compiledCli,
       "global",
       "--listen",
       listen,
