@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Pulse, Waker } from "../../src/util/wake.ts";
+import { Pulse, Ticker, Waker } from "../../src/util/wake.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 
 /** Lets every settled promise's callbacks run. */
@@ -70,5 +70,64 @@ describe("Pulse", () => {
     await flush();
     expect(timedOut).toBe(true);
     expect(pulse.waiting).toBe(0);
+  });
+});
+
+describe("Ticker", () => {
+  it("calls each owner once every period, spread over the period, from one timer per period", () => {
+    const clock = new ManualClock(0);
+    const ticker = new Ticker(clock);
+    const calls: [owner: number, at: number][] = [];
+    const stops = [0, 1, 2, 3, 4, 5, 6, 7].map((i) =>
+      ticker.every(8_000, () => calls.push([i, clock.now()])),
+    );
+    expect(ticker.periods).toBe(1);
+    expect(clock.pending).toBe(1); // one timer for all eight owners
+    clock.advance(8_000);
+    // Each owner in a slot of its own: one call per 1 s step, in the order they came.
+    expect(calls).toEqual([0, 1, 2, 3, 4, 5, 6, 7].map((i) => [i, (i + 1) * 1_000]));
+    calls.length = 0;
+    clock.advance(16_000);
+    for (const i of [0, 1, 2, 3, 4, 5, 6, 7]) {
+      const at = calls.filter(([o]) => o === i).map(([, t]) => t);
+      expect(at).toEqual([(i + 1) * 1_000 + 8_000, (i + 1) * 1_000 + 16_000]); // exactly a period apart
+    }
+    for (const stop of stops) stop();
+    expect(ticker.periods).toBe(0);
+    expect(clock.pending).toBe(0); // the timer goes with the last owner
+  });
+
+  it("stops calling an owner that stopped, keeps the others, and gives a short period one slot", () => {
+    const clock = new ManualClock(0);
+    const ticker = new Ticker(clock);
+    let a = 0;
+    let b = 0;
+    const stopA = ticker.every(50, () => a++);
+    const stopB = ticker.every(50, () => b++);
+    clock.advance(50); // one slot: both at each 50 ms
+    expect([a, b]).toEqual([1, 1]);
+    stopA();
+    stopA(); // a second stop changes nothing
+    clock.advance(100);
+    expect([a, b]).toEqual([1, 3]);
+    stopB();
+    expect(clock.pending).toBe(0);
+    clock.advance(1_000);
+    expect([a, b]).toEqual([1, 3]);
+  });
+
+  it("goes on with its next turns after a callback threw", () => {
+    const clock = new ManualClock(0);
+    const ticker = new Ticker(clock);
+    let calls = 0;
+    const stopBad = ticker.every(10, () => {
+      throw new Error("bug");
+    });
+    const stopGood = ticker.every(10, () => calls++);
+    expect(() => clock.advance(10)).toThrow("bug");
+    stopBad();
+    clock.advance(10);
+    expect(calls).toBe(1); // the next turn still comes
+    stopGood();
   });
 });
