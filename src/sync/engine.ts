@@ -424,10 +424,13 @@ export class SyncEngine {
         },
       },
     });
-    const subscribe = async (): Promise<void> => {
-      if (gate === undefined || (await gate.settled(session.signal)))
-        await client.run(session.signal);
-    };
+    // A promise chain, not an async function: once the gate settled, nothing of it stays pending for the session's life.
+    const subscribe = (): Promise<void> =>
+      gate === undefined
+        ? client.run(session.signal)
+        : gate
+            .settled(session.signal)
+            .then((settled) => (settled ? client.run(session.signal) : undefined));
     try {
       await Promise.all([server.run(session.signal), subscribe()]);
     } finally {
