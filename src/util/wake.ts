@@ -113,11 +113,13 @@ interface Wheel {
   readonly slots: Set<() => void>[];
   /** Time between two slots: the period over the slots. */
   readonly stepMs: number;
-  /** The slot the next step calls. */
+  /** The slot the armed timer calls. */
   next: number;
+  /** When the armed timer fires (on the ticker's clock). */
+  at: number;
   /** Callbacks in all slots. */
   size: number;
-  /** Cancels the timer of the next step. */
+  /** Cancels the armed timer. */
   cancel: () => void;
 }
 
@@ -125,9 +127,11 @@ interface Wheel {
  * Calls periodic callbacks from one timer per period, however many owners
  * ask for that period: a thousand sessions ticking every 7.5 s cost one timer
  * that fires every 7.5 s / 8 and calls an eighth of them, not a thousand
- * intervals (each a timer object and a timer-list entry). A callback is put in
- * the slot with the fewest, so the calls stay spread over the period as they
- * were with an interval each, instead of all at once.
+ * intervals, each a timer of its own that wakes the process (the global's
+ * idle CPU was mostly those wake-ups). A callback is put in the slot with the
+ * fewest, so the calls stay spread over the period in eight groups; empty
+ * slots are skipped, so one owner costs one wake-up per period, as its own
+ * interval would.
  *
  * A callback is called every `periodMs` (as an interval would: late when the
  * loop is busy, never early once started); its first call comes within
@@ -154,15 +158,29 @@ export class Ticker {
   every(periodMs: number, fire: () => void): () => void {
     const period = Math.max(1, periodMs);
     let wheel = this.#wheels.get(period);
+    let index = 0;
     if (wheel === undefined) {
       const count = Math.max(1, Math.min(TICK_SLOTS, Math.floor(period / MIN_SLOT_MS)));
       const slots = Array.from({ length: count }, () => new Set<() => void>());
-      wheel = { slots, stepMs: period / count, next: 0, size: 0, cancel: () => undefined };
+      const stepMs = period / count;
+      wheel = { slots, stepMs, next: 0, at: 0, size: 0, cancel: () => undefined };
       this.#wheels.set(period, wheel);
-      this.#arm(period, wheel);
+      this.#arm(period, wheel, 0, this.#clock.now() + period);
+    } else {
+      for (const [i, s] of wheel.slots.entries())
+        if (s.size < (wheel.slots[index] as Set<() => void>).size) index = i;
     }
-    let slot = wheel.slots[0] as Set<() => void>;
-    for (const s of wheel.slots) if (s.size < slot.size) slot = s;
+    const slot = wheel.slots[index] as Set<() => void>;
+    if (slot.size === 0 && index !== wheel.next) {
+      // An empty slot is skipped by the timer: bring the timer forward when this slot comes due before it.
+      const count = wheel.slots.length;
+      let due = wheel.at - ((wheel.next - index + count) % count) * wheel.stepMs;
+      if (due <= this.#clock.now()) due += period;
+      if (due < wheel.at) {
+        wheel.cancel();
+        this.#arm(period, wheel, index, due);
+      }
+    }
     if (!slot.has(fire)) {
       slot.add(fire);
       wheel.size++;
@@ -183,15 +201,30 @@ export class Ticker {
     return this.#wheels.size;
   }
 
-  #arm(period: number, wheel: Wheel): void {
+  /** Arms `wheel`'s timer to call slot `next` at `at`. */
+  #arm(period: number, wheel: Wheel, next: number, at: number): void {
+    wheel.next = next;
+    wheel.at = at;
     wheel.cancel = this.#clock.setTimer(() => {
-      // Armed before the calls: a callback that throws does not stop the others' next turns.
       if (this.#wheels.get(period) !== wheel) return;
-      this.#arm(period, wheel);
-      const slot = wheel.slots[wheel.next] as Set<() => void>;
-      wheel.next = (wheel.next + 1) % wheel.slots.length;
+      const slots = wheel.slots;
+      const slot = slots[next] as Set<() => void>;
+      // The next slot with callbacks (this one again after a whole period when it is the only one); armed
+      // before the calls, so a callback that throws does not stop the others' next turns.
+      let skip = 1;
+      while (
+        skip < slots.length &&
+        (slots[(next + skip) % slots.length] as Set<() => void>).size === 0
+      )
+        skip++;
+      this.#arm(
+        period,
+        wheel,
+        (next + skip) % slots.length,
+        this.#clock.now() + skip * wheel.stepMs,
+      );
       for (const fire of slot) fire();
-    }, wheel.stepMs);
+    }, at - this.#clock.now());
   }
 }
 

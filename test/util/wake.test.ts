@@ -84,17 +84,45 @@ describe("Ticker", () => {
     expect(ticker.periods).toBe(1);
     expect(clock.pending).toBe(1); // one timer for all eight owners
     clock.advance(8_000);
-    // Each owner in a slot of its own: one call per 1 s step, in the order they came.
-    expect(calls).toEqual([0, 1, 2, 3, 4, 5, 6, 7].map((i) => [i, (i + 1) * 1_000]));
+    // Each owner in a slot of its own, one slot per 1 s step: every owner called once within the period, none twice.
+    const first = new Map(calls.map(([o, t]) => [o, t]));
+    expect(calls).toHaveLength(8);
+    expect([...first.values()].sort((x, y) => x - y)).toEqual(
+      [1, 2, 3, 4, 5, 6, 7, 8].map((s) => s * 1_000),
+    );
     calls.length = 0;
     clock.advance(16_000);
     for (const i of [0, 1, 2, 3, 4, 5, 6, 7]) {
       const at = calls.filter(([o]) => o === i).map(([, t]) => t);
-      expect(at).toEqual([(i + 1) * 1_000 + 8_000, (i + 1) * 1_000 + 16_000]); // exactly a period apart
+      const t0 = first.get(i) as number;
+      expect(at).toEqual([t0 + 8_000, t0 + 16_000]); // exactly a period apart
     }
     for (const stop of stops) stop();
     expect(ticker.periods).toBe(0);
     expect(clock.pending).toBe(0); // the timer goes with the last owner
+  });
+
+  it("wakes once per period for one owner, and brings the timer forward for an owner whose slot comes sooner", () => {
+    const clock = new ManualClock(0);
+    const ticker = new Ticker(clock);
+    const calls: [owner: string, at: number][] = [];
+    const stopA = ticker.every(8_000, () => calls.push(["a", clock.now()]));
+    clock.advance(7_999);
+    expect(calls).toEqual([]); // the empty slots are skipped: no wake-up before the period
+    clock.advance(1);
+    expect(calls).toEqual([["a", 8_000]]);
+    clock.advance(500); // 8,500: a's next call is at 16,000; the next slot (b's) comes due at 9,000
+    const stopB = ticker.every(8_000, () => calls.push(["b", clock.now()]));
+    expect(clock.pending).toBe(1);
+    clock.advance(8_000);
+    expect(calls).toEqual([
+      ["a", 8_000],
+      ["b", 9_000],
+      ["a", 16_000],
+    ]);
+    stopA();
+    stopB();
+    expect(clock.pending).toBe(0);
   });
 
   it("stops calling an owner that stopped, keeps the others, and gives a short period one slot", () => {
