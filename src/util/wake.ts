@@ -127,8 +127,8 @@ interface Wheel {
  * Calls periodic callbacks from one timer per period, however many owners
  * ask for that period: a thousand sessions ticking every 7.5 s cost one timer
  * that fires every 7.5 s / 8 and calls an eighth of them, not a thousand
- * intervals, each a timer of its own that wakes the process (the global's
- * idle CPU was mostly those wake-ups). A callback is put in the slot with the
+ * intervals, each a timer of its own that wakes the process (about a third
+ * of the global's idle CPU went with them). A callback is put in the slot with the
  * fewest, so the calls stay spread over the period in eight groups; empty
  * slots are skipped, so one owner costs one wake-up per period, as its own
  * interval would.
