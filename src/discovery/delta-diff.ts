@@ -15,22 +15,22 @@ export const ENTRY_OVERHEAD = 6;
 export interface DeltaDiffState {
   /** What the client holds, key -> version (ACKed). */
   readonly known: Map<string, string>;
-  /** What the responses in flight will leave the client with, key -> version (null: removed). */
-  assumed: Map<string, string | null>;
+  /** What the responses in flight will leave the client with, key -> version (null: removed); made at the first response (most streams of a type never send one). */
+  assumed: Map<string, string | null> | undefined;
   /** Explicit subscriptions; undefined means all ("*"). */
   names: Set<string> | undefined;
-  /** Resources left out as too large, key -> version. */
-  readonly oversized: Map<string, string>;
+  /** Resources left out as too large, key -> version; made at the first. */
+  oversized: Map<string, string> | undefined;
   /** The next diff must look at every resource (first send, after a NACK, ...). */
   full: boolean;
-  /** Keys changed since the last diff (at most one entry per resource). */
-  changed: Set<string>;
+  /** Keys changed since the last diff (at most one entry per resource); made at the first change. */
+  changed: Set<string> | undefined;
   /** The rest of the last full diff's keys that no response has looked at yet, from `sweepAt`. */
   sweep: string[];
   /** Where the next response goes on in `sweep`. */
   sweepAt: number;
-  /** Changed keys taken for a diff that no response has looked at yet (looked at after the sweep). */
-  taken: Set<string>;
+  /** Changed keys taken for a diff that no response has looked at yet (looked at after the sweep); made at the first. */
+  taken: Set<string> | undefined;
 }
 
 /** One response's worth of a delta diff. */
@@ -45,12 +45,21 @@ export interface DeltaPart {
   readonly more: boolean;
 }
 
-/** The empty work of a new type: the first diff is full. */
-export function newDeltaDiffState(): Omit<
-  DeltaDiffState,
-  "known" | "names" | "oversized" | "assumed"
-> {
-  return { full: true, changed: new Set(), sweep: [], sweepAt: 0, taken: new Set() };
+/**
+ * The empty work of a new type: the first diff is full. The maps and sets
+ * are made when first needed: a server holds this for every type of every
+ * stream, and most stay empty.
+ */
+export function newDeltaDiffState(): Omit<DeltaDiffState, "known" | "names"> {
+  return {
+    full: true,
+    changed: undefined,
+    sweep: [],
+    sweepAt: 0,
+    taken: undefined,
+    oversized: undefined,
+    assumed: undefined,
+  };
 }
 
 /**
@@ -66,11 +75,11 @@ export function takeWork(state: DeltaDiffState): boolean {
     // A full diff looks at every key anyway.
     state.sweep = [];
     state.sweepAt = 0;
-    state.taken.clear();
-    state.changed.clear();
-  } else if (state.taken.size === 0) {
+    state.taken?.clear();
+    state.changed?.clear();
+  } else if (state.taken === undefined || state.taken.size === 0) {
     [state.taken, state.changed] = [state.changed, state.taken];
-  } else {
+  } else if (state.changed !== undefined) {
     for (const key of state.changed) state.taken.add(key);
     state.changed.clear();
   }
@@ -101,7 +110,7 @@ export function nextPart(
   let bytes = 0;
   // What the client will hold once the responses in flight are applied.
   const holds = (key: string): string | undefined => {
-    const assumed = state.assumed.get(key);
+    const assumed = state.assumed?.get(key);
     return assumed === undefined ? state.known.get(key) : (assumed ?? undefined);
   };
   /** Looks at one key (`r`: its resource, if in the set): "skip" (nothing to send), "taken" (in the response), or "full" (it waits for the next one). */
@@ -112,7 +121,8 @@ export function nextPart(
       if (holds(key) === r.version) return "skip";
       cost = r.resourceBytes + ENTRY_OVERHEAD;
       if (cost > size.limit) {
-        if (state.oversized.get(key) !== r.version) {
+        if (state.oversized?.get(key) !== r.version) {
+          state.oversized ??= new Map();
           state.oversized.set(key, r.version);
           oversized(key, r.resourceBytes);
         }
@@ -147,7 +157,7 @@ export function nextPart(
     for (const r of resources) visit(r.key, r);
     for (const key of state.known.keys())
       if (resources.get(key) === undefined) visit(key, undefined);
-    for (const key of state.assumed.keys())
+    for (const key of state.assumed?.keys() ?? [])
       if (resources.get(key) === undefined && !state.known.has(key)) visit(key, undefined);
   } else {
     let more = false;
@@ -162,9 +172,10 @@ export function nextPart(
       state.sweep = [];
       state.sweepAt = 0;
       // Deleting the visited keys while iterating is well defined for a Set.
-      for (const key of state.taken) {
+      const taken = state.taken;
+      for (const key of taken ?? []) {
         if (take(key, resources.get(key)) === "full") break;
-        state.taken.delete(key);
+        taken?.delete(key);
       }
     }
   }
@@ -172,6 +183,6 @@ export function nextPart(
     upserts,
     removed,
     bytes,
-    more: state.sweepAt < state.sweep.length || state.taken.size > 0,
+    more: state.sweepAt < state.sweep.length || (state.taken?.size ?? 0) > 0,
   };
 }

@@ -19,7 +19,8 @@ export const MAX_RESOURCE_ERRORS = 100;
 
 /** The resources of one type a client currently rejects, by key. */
 export class RejectedSet {
-  readonly #byType = new Map<string, Map<string, string>>();
+  /** Per type, the rejected keys and why; a type with none has no entry, and the map is made at the first (nearly every client has none). */
+  #byType: Map<string, Map<string, string>> | undefined;
 
   /**
    * Records the outcome of an applied response: `replaced` (a
@@ -35,22 +36,25 @@ export class RejectedSet {
       rejected: readonly ResourceRejection[];
     },
   ): void {
-    let set = this.#byType.get(typeUrl);
-    if (set === undefined || outcome.replaced) {
-      set = new Map();
-      this.#byType.set(typeUrl, set);
-    }
+    let set = outcome.replaced ? undefined : this.#byType?.get(typeUrl);
     // Nearly always empty: then no key is looked up (a sync's 100k lookups hashed 100k keys nothing else reads).
-    if (set.size > 0) {
+    if (set !== undefined) {
       for (const key of outcome.received) set.delete(key);
       for (const key of outcome.removed) set.delete(key);
     }
-    for (const r of outcome.rejected) set.set(r.key, r.reason);
+    if (outcome.rejected.length > 0) {
+      set ??= new Map();
+      for (const r of outcome.rejected) set.set(r.key, r.reason);
+    }
+    if (set !== undefined && set.size > 0) {
+      this.#byType ??= new Map();
+      this.#byType.set(typeUrl, set);
+    } else this.#byType?.delete(typeUrl);
   }
 
   /** The `error_detail` of an ACK for `typeUrl`: undefined when nothing is rejected. */
   detail(typeUrl: string): MessageInitShape<typeof StatusSchema> | undefined {
-    const set = this.#byType.get(typeUrl);
+    const set = this.#byType?.get(typeUrl);
     if (set === undefined || set.size === 0) return undefined;
     const errors = [...set]
       .slice(0, MAX_RESOURCE_ERRORS)

@@ -45,6 +45,9 @@ export type TypeEvent =
   | { readonly type: "expired"; readonly now: number }
   | { readonly type: "timeout" };
 
+/** The idle phase: one object shared by every type of every stream (a phase is never changed, only replaced). */
+export const IDLE: TypePhase = Object.freeze({ kind: "idle" });
+
 /** True when `phase` has room for one more response (at most `maxInFlight` unanswered). */
 export function canSend(phase: TypePhase, maxInFlight: number): boolean {
   return phase.kind === "idle" || (phase.kind === "inflight" && phase.sent.length < maxInFlight);
@@ -68,15 +71,15 @@ export function nextPhase(phase: TypePhase, event: TypeEvent): TypePhase {
       if (phase.kind !== "inflight" || !phase.sent.some((r) => r.nonce === event.nonce))
         return phase;
       const rest = phase.sent.filter((r) => r.nonce !== event.nonce);
-      return rest.length === 0 ? { kind: "idle" } : { kind: "inflight", sent: rest };
+      return rest.length === 0 ? IDLE : { kind: "inflight", sent: rest };
     }
     case "nack":
       return phase.kind === "inflight" && phase.sent.some((r) => r.nonce === event.nonce)
         ? { kind: "backoff", until: event.until }
         : phase;
     case "expired":
-      return phase.kind === "backoff" && event.now >= phase.until ? { kind: "idle" } : phase;
+      return phase.kind === "backoff" && event.now >= phase.until ? IDLE : phase;
     case "timeout":
-      return phase.kind === "inflight" ? { kind: "idle" } : phase;
+      return phase.kind === "inflight" ? IDLE : phase;
   }
 }

@@ -37,7 +37,7 @@ import {
   type DeltaDiffState,
 } from "./delta-diff.ts";
 import { resourceErrorsOf } from "./resource-errors.ts";
-import { canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
+import { IDLE, canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
 import {
   assertMaxResponseResources,
   defaultDiscoveryOptions,
@@ -123,7 +123,8 @@ export class DiscoveryServer {
   readonly #options: Required<DiscoveryOptions>;
   readonly #observer: ServerObserver;
   readonly #clock: Clock;
-  readonly #fetchedOnce: ReadonlySet<string>;
+  /** Checked only when an ACK is late; a list (most often of one type) costs a stream less than a set. */
+  readonly #fetchedOnce: readonly string[];
   readonly #types = new Map<string, TypeState>();
   readonly #served: ReadonlySet<string>;
   readonly #waker = new Waker();
@@ -152,7 +153,7 @@ export class DiscoveryServer {
     assertMaxResponseResources(this.#options.maxResponseResources);
     this.#observer = init.observer ?? {};
     this.#clock = init.clock ?? systemClock;
-    this.#fetchedOnce = new Set(init.fetchedOnce);
+    this.#fetchedOnce = init.fetchedOnce ?? [];
     this.#served = new Set(init.source.typeUrls);
   }
 
@@ -170,7 +171,10 @@ export class DiscoveryServer {
       if (state === undefined) return;
       state.dirty = true;
       if (key === undefined) state.full = true;
-      else if (!state.full) state.changed.add(key);
+      else if (!state.full) {
+        state.changed ??= new Set();
+        state.changed.add(key);
+      }
       this.#waker.wake();
     }, signal);
     this.#read(signal);
@@ -270,14 +274,12 @@ export class DiscoveryServer {
     const state: TypeState = {
       typeUrl,
       mode,
-      phase: { kind: "idle" },
+      phase: IDLE,
       dirty: true,
       nacks: 0,
       lastSentVersion: undefined,
       known: new Map(),
       names: undefined,
-      oversized: new Map(),
-      assumed: new Map(),
       ...newDeltaDiffState(),
     };
     this.#types.set(typeUrl, state);
@@ -340,10 +342,11 @@ export class DiscoveryServer {
         if (phase.kind === "inflight" && answered === phase.sent[0]) {
           // In order (as a client answers): drop what the overlay says only because of this response.
           // An entry a later response set differs, or says the same as `known` now does.
+          const assumed = state.assumed;
           for (const { key, version } of answered.delta.upserts)
-            if (state.assumed.get(key) === version) state.assumed.delete(key);
+            if (assumed?.get(key) === version) assumed.delete(key);
           for (const key of answered.delta.removed)
-            if (state.assumed.get(key) === null) state.assumed.delete(key);
+            if (assumed?.get(key) === null) assumed.delete(key);
         } else state.assumed = assumedAfter(state.phase);
       }
       this.#observer.acked?.(state.typeUrl, answered.version, nonce);
@@ -372,8 +375,8 @@ export class DiscoveryServer {
    */
   #startOver(state: TypeState): void {
     state.lastSentVersion = undefined;
-    for (const key of state.assumed.keys()) state.known.set(key, IN_DOUBT);
-    state.assumed = new Map();
+    for (const key of state.assumed?.keys() ?? []) state.known.set(key, IN_DOUBT);
+    state.assumed = undefined;
     state.dirty = true;
     state.full = true;
   }
@@ -405,7 +408,7 @@ export class DiscoveryServer {
       if (oldest !== undefined && now - oldest.sentAt > this.#options.ackTimeoutMs) {
         this.#observer.stalled?.(state.typeUrl, oldest.nonce, now - oldest.sentAt);
         state.phase = nextPhase(state.phase, { type: "timeout" });
-        if (!this.#fetchedOnce.has(state.typeUrl)) this.#startOver(state);
+        if (!this.#fetchedOnce.includes(state.typeUrl)) this.#startOver(state);
       }
       // Send while there is something new and room in flight (a split change streams its parts), one response at a time.
       const maxInFlight = state.mode === "delta" ? this.#options.maxDeltaInFlight : 1;
@@ -537,8 +540,10 @@ export class DiscoveryServer {
       response: { nonce, version: snapshot.version, sentAt: this.#now(), delta },
       maxInFlight: this.#options.maxDeltaInFlight,
     });
-    for (const r of upserts) state.assumed.set(r.key, r.version);
-    for (const key of removed) state.assumed.set(key, null);
+    state.assumed ??= new Map();
+    const assumed = state.assumed;
+    for (const r of upserts) assumed.set(r.key, r.version);
+    for (const key of removed) assumed.set(key, null);
     const response = create(DeltaDiscoveryResponseSchema, {
       systemVersionInfo: snapshot.version,
       typeUrl: state.typeUrl,
@@ -562,10 +567,10 @@ export class DiscoveryServer {
   }
 }
 
-/** The overlay of the delta responses still in flight, oldest first. */
-function assumedAfter(phase: TypePhase): Map<string, string | null> {
+/** The overlay of the delta responses still in flight, oldest first (undefined: none in flight). */
+function assumedAfter(phase: TypePhase): Map<string, string | null> | undefined {
+  if (phase.kind !== "inflight") return undefined;
   const assumed = new Map<string, string | null>();
-  if (phase.kind !== "inflight") return assumed;
   for (const response of phase.sent) {
     for (const { key, version } of response.delta?.upserts ?? []) assumed.set(key, version);
     for (const key of response.delta?.removed ?? []) assumed.set(key, null);

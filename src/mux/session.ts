@@ -22,6 +22,7 @@ import {
 } from "../gen/kds/mux/v1/mux_pb.ts";
 import { raceAbort } from "../util/abort.ts";
 import { deferred } from "../util/deferred.ts";
+import { sharedTicker } from "../util/wake.ts";
 import { noopMetrics, type Metrics } from "../metrics.ts";
 import { frameRefusal } from "./frame-limits.ts";
 import { weighFrame } from "./frame-size.ts";
@@ -130,7 +131,8 @@ export class MuxSession implements Session {
   #callListener: ((call: Call) => KdsError | undefined) | undefined;
   #expectedPeerId: string | undefined;
   #state: SessionState = { kind: "handshaking" };
-  #timer: ReturnType<typeof setInterval> | undefined;
+  /** Stops the session's tick (on the process's shared ticker); undefined once stopped. */
+  #stopTick: (() => void) | undefined;
   #graceTimer: ReturnType<typeof setTimeout> | undefined;
   #lastHeard: number;
   /** When the session was created: the transport's open is timed from here. */
@@ -231,7 +233,8 @@ export class MuxSession implements Session {
         ),
       ),
     );
-    this.#timer = setInterval(() => this.#tick(), tickMs);
+    // One timer per period for every session of the process, not an interval each (see Ticker).
+    this.#stopTick = sharedTicker.every(tickMs, () => this.#tick());
 
     if (init.signal !== undefined) {
       const owner = init.signal;
@@ -825,8 +828,8 @@ export class MuxSession implements Session {
         ? { case: "goaway", value: { reason: goaway, message: end.message, reconnectTo } }
         : undefined,
     );
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#stopTick?.();
+    this.#stopTick = undefined;
     this.#graceTimer = setTimeout(() => this.#release(), this.#options.closeGraceMs);
     this.#closed.resolve(end);
     this.#abort.abort(error);

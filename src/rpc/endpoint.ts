@@ -74,6 +74,9 @@ interface IncomingCall {
 
 const endpoints = new WeakMap<Session, CallEndpoint>();
 
+/** The handlers of an endpoint given none (the global's): one empty map for all of them. */
+const NO_HANDLERS: ReadonlyMap<string, UniversalHandler> = new Map();
+
 /**
  * The call endpoint of `session`, created on first use. Pass `handlers`
  * (for example `createConnectRouter(...).handlers`) once, before the peer
@@ -104,8 +107,10 @@ export class CallEndpoint {
   readonly #maxRequestBytes: number;
   readonly #handlers: ReadonlyMap<string, UniversalHandler>;
   readonly #serve: UniversalClientFn | undefined;
-  readonly #outgoing = new Map<bigint, OutgoingCall>();
-  readonly #incoming = new Map<bigint, IncomingCall>();
+  /** Calls this side made, made at the first (most sessions never call). */
+  #outgoing: Map<bigint, OutgoingCall> | undefined;
+  /** Calls the peer made, made at the first served. */
+  #incoming: Map<bigint, IncomingCall> | undefined;
   /** Refusals accepted by the session but not yet on their way. */
   #refusing = 0;
   #nextId = 1n;
@@ -120,7 +125,8 @@ export class CallEndpoint {
     this.#window = options.window ?? 8;
     this.#maxCalls = options.maxCalls ?? 16;
     this.#maxRequestBytes = options.maxRequestBytes ?? 1024 * 1024;
-    this.#handlers = new Map((handlers ?? []).map((h) => [h.requestPath, h]));
+    this.#handlers =
+      handlers === undefined ? NO_HANDLERS : new Map(handlers.map((h) => [h.requestPath, h]));
     this.#serve = handlers === undefined ? undefined : createUniversalHandlerClient([...handlers]);
     session.calls.listen((call) => this.#onFrame(call));
     session.signal.addEventListener("abort", () => this.#sessionEnded(), { once: true });
@@ -155,17 +161,18 @@ export class CallEndpoint {
     };
     // Marks the rejection handled for a caller that stopped waiting; a caller that waits gets it.
     call.head.promise.catch(() => undefined);
+    this.#outgoing ??= new Map();
     this.#outgoing.set(id, call);
     const signal = request.signal;
     const onAbort = (): void => {
-      if (!this.#outgoing.has(id)) return;
+      if (this.#outgoing?.has(id) !== true) return;
       this.#fail(id, call, abortReason(signal));
       this.#send({ id, kind: { case: "cancel", value: {} } });
     };
     signal?.addEventListener("abort", onAbort, { once: true });
     const finished = (): void => {
       signal?.removeEventListener("abort", onAbort);
-      this.#outgoing.delete(id);
+      this.#outgoing?.delete(id);
     };
     try {
       if (signal?.aborted) throw abortReason(signal);
@@ -268,7 +275,7 @@ export class CallEndpoint {
           kind.value.window,
         );
       case "credit": {
-        const incoming = this.#incoming.get(call.id);
+        const incoming = this.#incoming?.get(call.id);
         if (incoming !== undefined) {
           incoming.credit += kind.value;
           incoming.wake.wake();
@@ -277,15 +284,15 @@ export class CallEndpoint {
       }
       case "cancel":
         this.#incoming
-          .get(call.id)
+          ?.get(call.id)
           ?.abort.abort(new ConnectError("the caller cancelled the call", Code.Canceled));
         return undefined;
       case "head": {
-        this.#outgoing.get(call.id)?.head.resolve(kind.value);
+        this.#outgoing?.get(call.id)?.head.resolve(kind.value);
         return undefined;
       }
       case "data": {
-        const outgoing = this.#outgoing.get(call.id);
+        const outgoing = this.#outgoing?.get(call.id);
         if (outgoing === undefined) return undefined; // cancelled: frames already on their way
         if (outgoing.allowed <= 0) {
           return new KdsError(
@@ -299,7 +306,7 @@ export class CallEndpoint {
         return undefined;
       }
       case "end": {
-        const outgoing = this.#outgoing.get(call.id);
+        const outgoing = this.#outgoing?.get(call.id);
         if (outgoing === undefined) return undefined;
         const end = kind.value;
         for (const [name, value] of Object.entries(end.trailers)) outgoing.trailer.set(name, value);
@@ -343,7 +350,7 @@ export class CallEndpoint {
         .finally(() => this.#refusing--);
       return undefined;
     };
-    if (this.#incoming.has(id)) {
+    if (this.#incoming?.has(id) === true) {
       return refuse(`call ${id} is already open`, "invalid_argument");
     }
     if (this.#serve === undefined) {
@@ -369,7 +376,7 @@ export class CallEndpoint {
         "unimplemented",
       );
     }
-    if (this.#incoming.size >= this.#maxCalls) {
+    if ((this.#incoming?.size ?? 0) >= this.#maxCalls) {
       return refuse(
         `${this.#maxCalls} calls already run on this session; retry when one has ended`,
         "resource_exhausted",
@@ -377,9 +384,10 @@ export class CallEndpoint {
     }
     const abort = new AbortController();
     const incoming: IncomingCall = { abort, credit: window, wake: new Waker() };
+    this.#incoming ??= new Map();
     this.#incoming.set(id, incoming);
     void this.#serveCall(id, incoming, this.#serve, path, headers, body).finally(() =>
-      this.#incoming.delete(id),
+      this.#incoming?.delete(id),
     );
     return undefined;
   }
@@ -448,13 +456,13 @@ export class CallEndpoint {
     call.failure ??= error;
     call.head.reject(error);
     call.wake.wake();
-    this.#outgoing.delete(id);
+    this.#outgoing?.delete(id);
   }
 
   #sessionEnded(): void {
     const error = sessionGone(this.#session);
-    for (const [id, call] of [...this.#outgoing]) this.#fail(id, call, error);
-    for (const incoming of this.#incoming.values()) incoming.abort.abort(error);
+    for (const [id, call] of [...(this.#outgoing ?? [])]) this.#fail(id, call, error);
+    for (const incoming of this.#incoming?.values() ?? []) incoming.abort.abort(error);
   }
 }
 

@@ -21,7 +21,7 @@ import {
 } from "../discovery/types.ts";
 import type { Logger } from "../log.ts";
 import type { Session } from "../mux/views.ts";
-import { noopMetrics, type Metrics } from "../metrics.ts";
+import type { Metrics } from "../metrics.ts";
 import {
   combineClientObservers,
   combineServerObservers,
@@ -356,22 +356,26 @@ export class SyncEngine {
     // Responses must fit what the peer accepts, not only what this side would send.
     const maxMessageBytes =
       peerMax === undefined ? own : Math.min(own, peerMax - MUX_FRAME_OVERHEAD);
-    const observed = streamObservers(
-      this.#options.metrics ?? noopMetrics,
-      this.#options.role === "global" ? peer.zone : session.peerId,
-      (url) => types.byTypeUrl(url)?.kind ?? url,
-    );
+    // Without metrics nothing reports the stream's events: no lag clocks, no observers to call (per session, they cost memory and a map write per change).
+    const metrics = this.#options.metrics;
+    const observed =
+      metrics === undefined
+        ? undefined
+        : streamObservers(
+            metrics,
+            this.#options.role === "global" ? peer.zone : session.peerId,
+            (url) => types.byTypeUrl(url)?.kind ?? url,
+          );
     // The global requests the zone's kinds only once the zone has settled the catalog.
     const gate = this.#catalog === undefined ? undefined : new CatalogGate();
-    const source = observed.source(
-      mergeSources([
-        ...this.#caches.map((c) => this.#source(c, peer)),
-        ...(this.#catalog === undefined ? [] : [this.#catalog]),
-      ]),
-    );
+    const merged = mergeSources([
+      ...this.#caches.map((c) => this.#source(c, peer)),
+      ...(this.#catalog === undefined ? [] : [this.#catalog]),
+    ]);
+    const source = observed === undefined ? merged : observed.source(merged);
     const serverObserver = combineServerObservers(
       record.serverObserver(),
-      observed.server,
+      ...(observed === undefined ? [] : [observed.server]),
       this.#logResourceErrors(peer.zone, (url) => types.byTypeUrl(url)?.kind ?? url),
     );
     const server = new DiscoveryServer({
@@ -388,7 +392,10 @@ export class SyncEngine {
         source.typeUrls,
       ),
     });
-    const observer = combineClientObservers(record.clientObserver(), observed.client);
+    const observer =
+      observed === undefined
+        ? record.clientObserver()
+        : combineClientObservers(record.clientObserver(), observed.client);
     const guard = this.#guard(peer.zone, session.signal);
     const storeSink = new StoreSink(store, types, peer.mapping, {
       retry: this.#options.storeRetry,
@@ -417,10 +424,13 @@ export class SyncEngine {
         },
       },
     });
-    const subscribe = async (): Promise<void> => {
-      if (gate === undefined || (await gate.settled(session.signal)))
-        await client.run(session.signal);
-    };
+    // A promise chain, not an async function: once the gate settled, nothing of it stays pending for the session's life.
+    const subscribe = (): Promise<void> =>
+      gate === undefined
+        ? client.run(session.signal)
+        : gate
+            .settled(session.signal)
+            .then((settled) => (settled ? client.run(session.signal) : undefined));
     try {
       await Promise.all([server.run(session.signal), subscribe()]);
     } finally {
@@ -453,8 +463,9 @@ export class SyncEngine {
   #logResourceErrors(zone: string, kindOf: (typeUrl: string) => string): ServerObserver {
     const { logger } = this.#options;
     const peer = this.#options.role === "global" ? `zone "${zone}"` : "the global";
-    const reported = new Map<string, Map<string, string>>();
-    const omittedBefore = new Map<string, number>();
+    // Made at the first rejection: nearly every session never has one.
+    let reported: Map<string, Map<string, string>> | undefined;
+    let omittedBefore: Map<string, number> | undefined;
     return {
       oversized: (typeUrl, key, bytes, limit) => {
         this.#oversized = { peer, kind: kindOf(typeUrl), key, bytes, limit };
@@ -465,10 +476,12 @@ export class SyncEngine {
         if (
           errors.length === 0 &&
           omitted === 0 &&
-          !reported.has(typeUrl) &&
-          !omittedBefore.has(typeUrl)
+          reported?.has(typeUrl) !== true &&
+          omittedBefore?.has(typeUrl) !== true
         )
           return;
+        reported ??= new Map();
+        omittedBefore ??= new Map();
         const before = reported.get(typeUrl) ?? new Map<string, string>();
         const now = new Map(errors.map((e) => [e.key, e.reason]));
         const kind = kindOf(typeUrl);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Pulse, Waker } from "../../src/util/wake.ts";
+import { Pulse, Ticker, Waker } from "../../src/util/wake.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 
 /** Lets every settled promise's callbacks run. */
@@ -70,5 +70,92 @@ describe("Pulse", () => {
     await flush();
     expect(timedOut).toBe(true);
     expect(pulse.waiting).toBe(0);
+  });
+});
+
+describe("Ticker", () => {
+  it("calls each owner once every period, spread over the period, from one timer per period", () => {
+    const clock = new ManualClock(0);
+    const ticker = new Ticker(clock);
+    const calls: [owner: number, at: number][] = [];
+    const stops = [0, 1, 2, 3, 4, 5, 6, 7].map((i) =>
+      ticker.every(8_000, () => calls.push([i, clock.now()])),
+    );
+    expect(ticker.periods).toBe(1);
+    expect(clock.pending).toBe(1); // one timer for all eight owners
+    clock.advance(8_000);
+    // Each owner in a slot of its own, one slot per 1 s step: every owner called once within the period, none twice.
+    const first = new Map(calls.map(([o, t]) => [o, t]));
+    expect(calls).toHaveLength(8);
+    expect([...first.values()].sort((x, y) => x - y)).toEqual(
+      [1, 2, 3, 4, 5, 6, 7, 8].map((s) => s * 1_000),
+    );
+    calls.length = 0;
+    clock.advance(16_000);
+    for (const i of [0, 1, 2, 3, 4, 5, 6, 7]) {
+      const at = calls.filter(([o]) => o === i).map(([, t]) => t);
+      const t0 = first.get(i) as number;
+      expect(at).toEqual([t0 + 8_000, t0 + 16_000]); // exactly a period apart
+    }
+    for (const stop of stops) stop();
+    expect(ticker.periods).toBe(0);
+    expect(clock.pending).toBe(0); // the timer goes with the last owner
+  });
+
+  it("wakes once per period for one owner, and brings the timer forward for an owner whose slot comes sooner", () => {
+    const clock = new ManualClock(0);
+    const ticker = new Ticker(clock);
+    const calls: [owner: string, at: number][] = [];
+    const stopA = ticker.every(8_000, () => calls.push(["a", clock.now()]));
+    clock.advance(7_999);
+    expect(calls).toEqual([]); // the empty slots are skipped: no wake-up before the period
+    clock.advance(1);
+    expect(calls).toEqual([["a", 8_000]]);
+    clock.advance(500); // 8,500: a's next call is at 16,000; the next slot (b's) comes due at 9,000
+    const stopB = ticker.every(8_000, () => calls.push(["b", clock.now()]));
+    expect(clock.pending).toBe(1);
+    clock.advance(8_000);
+    expect(calls).toEqual([
+      ["a", 8_000],
+      ["b", 9_000],
+      ["a", 16_000],
+    ]);
+    stopA();
+    stopB();
+    expect(clock.pending).toBe(0);
+  });
+
+  it("stops calling an owner that stopped, keeps the others, and gives a short period one slot", () => {
+    const clock = new ManualClock(0);
+    const ticker = new Ticker(clock);
+    let a = 0;
+    let b = 0;
+    const stopA = ticker.every(50, () => a++);
+    const stopB = ticker.every(50, () => b++);
+    clock.advance(50); // one slot: both at each 50 ms
+    expect([a, b]).toEqual([1, 1]);
+    stopA();
+    stopA(); // a second stop changes nothing
+    clock.advance(100);
+    expect([a, b]).toEqual([1, 3]);
+    stopB();
+    expect(clock.pending).toBe(0);
+    clock.advance(1_000);
+    expect([a, b]).toEqual([1, 3]);
+  });
+
+  it("goes on with its next turns after a callback threw", () => {
+    const clock = new ManualClock(0);
+    const ticker = new Ticker(clock);
+    let calls = 0;
+    const stopBad = ticker.every(10, () => {
+      throw new Error("bug");
+    });
+    const stopGood = ticker.every(10, () => calls++);
+    expect(() => clock.advance(10)).toThrow("bug");
+    stopBad();
+    clock.advance(10);
+    expect(calls).toBe(1); // the next turn still comes
+    stopGood();
   });
 });
