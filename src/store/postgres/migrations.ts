@@ -64,6 +64,19 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
       );
     `,
   },
+  {
+    version: 2,
+    description: "an index on each resource's zone label, for a zone's resources of one kind",
+    sql: `
+      -- A zone's resources of one kind: what a global reads of each zone when its session starts (one list per
+      -- kind the zones send), and what it replaces. A lookup in this index whatever the table's statistics
+      -- say (on a table filled since its last ANALYZE the planner scanned the whole kind, 20,000 rows for 2)
+      -- and however many recent inserts wait in the GIN index's pending list (until a vacuum): 38 ms a list
+      -- against 0.1 ms in a 10,000-zone restart storm, one list per zone and kind. list() adds the matching
+      -- condition (labels ->> 'kds.io/zone') when its label filter names a zone.
+      CREATE INDEX kds_resources_zone ON kds_resources (kind, (labels ->> 'kds.io/zone'));
+    `,
+  },
 ]);
 
 /** The newest schema version this code knows. */
