@@ -121,8 +121,12 @@ describe("wire envelope", () => {
       name: "b",
       spec: create(AnySchema, { typeUrl: "x", value: new Uint8Array([1, 2, 3]) }),
     });
-    expect((blob.decoded.spec as { value: Uint8Array }).value).toEqual(new Uint8Array([1, 2, 3]));
-    expect((blob.decoded.spec as { value: Uint8Array }).value.buffer.byteLength).toBeLessThan(100);
+    expect((blob.decoded.spec as unknown as { value: Uint8Array }).value).toEqual(
+      new Uint8Array([1, 2, 3]),
+    );
+    expect(
+      (blob.decoded.spec as unknown as { value: Uint8Array }).value.buffer.byteLength,
+    ).toBeLessThan(100);
     expect(blob.decoded.specBytes.buffer.byteLength).toBeLessThan(100);
   });
 
