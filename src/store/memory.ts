@@ -299,7 +299,13 @@ export class InMemoryStore implements ResourceStore {
         ? undefined
         : new Set(options.kinds.map((k) => this.#types.find(k)?.kind ?? k));
     const waker = new Waker();
-    const onAbort = (): void => waker.wake();
+    // Read per change below: a local set by the abort event costs nothing, the signal's getter (Node checks its
+    // receiver each time) was a third of this loop's time in a profile of the zone in a 100k-resource sync.
+    let aborted = signal.aborted;
+    const onAbort = (): void => {
+      aborted = true;
+      waker.wake();
+    };
     this.#watchers.add(waker);
     signal.addEventListener("abort", onAbort, { once: true });
     try {
@@ -310,8 +316,8 @@ export class InMemoryStore implements ResourceStore {
           `the store is at revision ${this.#revision}, behind the revision ${cursor} asked for (it was reset); list again`,
         );
       }
-      while (!signal.aborted) {
-        while (cursor < this.#revision && !signal.aborted) {
+      while (!aborted) {
+        while (cursor < this.#revision && !aborted) {
           if (cursor + 1 < this.#logBase) {
             throw new KdsError(
               "store_compacted",
@@ -326,7 +332,7 @@ export class InMemoryStore implements ResourceStore {
           )
             yield change;
         }
-        if (!signal.aborted) await waker.wait();
+        if (!aborted) await waker.wait();
       }
     } finally {
       this.#watchers.delete(waker);
