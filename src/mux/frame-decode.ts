@@ -89,7 +89,10 @@ function plainFrame(bytes: Uint8Array): Frame | undefined {
       const start = r.pos;
       if (view[r.pos++] !== tags.TAG_FRAME_DELTA_RESPONSE) throw notPlain;
       if (r.length() !== frameEnd) throw notPlain;
-      const inner = deltaResponseFrame(r.response(frameEnd));
+      const response = r.response(frameEnd);
+      // A field running past its frame's end (but not past the batch's) would shift every frame after it.
+      if (r.pos !== frameEnd) throw notPlain;
+      const inner = deltaResponseFrame(response);
       // Within a frame the scan accepted, so this weighs, and is what weighFrame would find for `inner`.
       const weight = scanFrame(view.subarray(start, frameEnd));
       if (typeof weight === "string") throw notPlain;
