@@ -126,7 +126,7 @@ for await (const line of createInterface({ input: process.stdin })) {
     settle(); // untimed, as the global did before this command
     const t0 = performance.now();
     const cpu0 = process.cpuUsage();
-    const cost = phase();
+    const cost = phase(changedName === undefined ? "zone-initial" : "zone-resume");
     run = new AbortController();
     running = zone.run(run.signal);
     const done = (): boolean =>

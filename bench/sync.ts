@@ -174,7 +174,7 @@ export async function syncBench(
     const catchUpMs = await untilServed(global, n);
     const catchUp = await end();
     settle(); // untimed: the zone process settles too before it dials
-    end = phase();
+    end = phase("global-initial");
     const initial = await ask({ start: { total: n } });
     const initialGlobal = await end();
     await ask({ stop: true });
@@ -187,7 +187,7 @@ export async function syncBench(
         spec: create(TrafficPolicySpecSchema, { services: ["changed"], timeoutMs: 2000 }),
       });
     }
-    end = phase();
+    end = phase("global-resume");
     const resume = await ask({
       start: { total: n, changedName: `policy-${changed - 1}`, changedValue: 2000 },
     });

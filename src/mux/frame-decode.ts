@@ -4,16 +4,19 @@
  * protobuf encoder writes (each singular field once and not empty, minimal
  * lengths, no unknown fields, aliases or TTL) is read by hand, into the
  * same objects protobuf-es's `fromBinary` makes (a property test checks
- * it: test/mux/frame-decode.test.ts). The reflective decoder made a
- * message, an unknown-field array and a [field, wire type] pair per tag for
- * each resource, and a Node Buffer view per payload; a zone receiving a
- * 100k-resource sync spent a tenth of its CPU time there. Anything else is
- * decoded by `fromBinary`.
+ * it: test/mux/frame-decode.test.ts), and so is a batch of nothing but such
+ * responses (a global sends queued responses batched). The reflective
+ * decoder made a message, an unknown-field array and a [field, wire type]
+ * pair per tag for each resource, and a Node Buffer view per payload; a
+ * zone receiving a 100k-resource sync spent a tenth of its CPU time there.
+ * Anything else is decoded by `fromBinary`.
  *
  * A frame read by hand is the exact encoding of what was decoded, so the
  * scan's weight is what `weighFrame` would find walking the decoded frame
  * (test/mux/frame-size.test.ts checks the two agree on such bytes): it is
- * kept for `weighFrame`, which then does not walk the frame again.
+ * kept for `weighFrame`, which then does not walk the frame again. Each
+ * response in a batch read by hand is scanned on its own for its weight
+ * (the session weighs a batch's frames one by one).
  *
  * @module
  */
@@ -41,7 +44,7 @@ export function readFrame(
     throw unreadable(`it is not a well-formed kds.mux.v1.Frame: ${weight}`);
   const refused = frameRefusal(weight);
   if (refused !== undefined) throw unreadable(refused);
-  const plain = deltaResponseFrame(bytes);
+  const plain = plainFrame(bytes);
   if (plain !== undefined) {
     rememberWeight(plain, weight);
     return plain;
@@ -61,30 +64,53 @@ class NotPlain extends Error {}
 const notPlain = new NotPlain();
 
 /**
- * The delta response frame `bytes` hold, read by hand, or undefined when
- * they hold anything else or anything this reader leaves to `fromBinary`.
+ * The delta response frame, or batch of delta response frames, `bytes`
+ * hold, read by hand, or undefined when they hold anything else or anything
+ * this reader leaves to `fromBinary`.
  */
-function deltaResponseFrame(bytes: Uint8Array): Frame | undefined {
-  if (bytes[0] !== tags.TAG_FRAME_DELTA_RESPONSE) return undefined;
+function plainFrame(bytes: Uint8Array): Frame | undefined {
+  const tag = bytes[0];
+  if (tag !== tags.TAG_FRAME_DELTA_RESPONSE && tag !== tags.TAG_FRAME_BATCH) return undefined;
   // A plain Uint8Array view: views of a Node Buffer are Buffers, whose every subarray costs a species lookup.
-  const r = new Reader(
+  const view =
     bytes.constructor === Uint8Array
       ? bytes
-      : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength),
-  );
+      : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const r = new Reader(view);
   try {
     r.pos = 1;
     const end = r.length();
     if (end !== bytes.length) return undefined;
-    const response = r.response(end);
+    if (tag === tags.TAG_FRAME_DELTA_RESPONSE) return deltaResponseFrame(r.response(end));
+    const frames: Frame[] = [];
+    while (r.pos < end) {
+      if (view[r.pos++] !== tags.TAG_BATCH_FRAMES) throw notPlain;
+      const frameEnd = r.length();
+      const start = r.pos;
+      if (view[r.pos++] !== tags.TAG_FRAME_DELTA_RESPONSE) throw notPlain;
+      if (r.length() !== frameEnd) throw notPlain;
+      const response = r.response(frameEnd);
+      // A field running past its frame's end (but not past the batch's) would shift every frame after it.
+      if (r.pos !== frameEnd) throw notPlain;
+      const inner = deltaResponseFrame(response);
+      // Within a frame the scan accepted, so this weighs, and is what weighFrame would find for `inner`.
+      const weight = scanFrame(view.subarray(start, frameEnd));
+      if (typeof weight === "string") throw notPlain;
+      rememberWeight(inner, weight);
+      frames.push(inner);
+    }
     return {
       $typeName: "kds.mux.v1.Frame",
-      value: { case: "deltaResponse", value: response },
+      value: { case: "batch", value: { $typeName: "kds.mux.v1.Batch", frames } },
     };
   } catch (error) {
     if (error === notPlain) return undefined;
     throw error;
   }
+}
+
+function deltaResponseFrame(response: DeltaDiscoveryResponse): Frame {
+  return { $typeName: "kds.mux.v1.Frame", value: { case: "deltaResponse", value: response } };
 }
 
 class Reader {

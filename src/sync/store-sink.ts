@@ -355,13 +355,17 @@ export class StoreSink implements ResourceSink {
     const sent = decoded.labels;
     for (const k in sent)
       if (Object.hasOwn(sent, k) && !k.startsWith("kds.io/")) user[k] = sent[k] as string;
+    const name = this.#mapping.localName(decoded.name);
     const input: ResourceInput = {
       kind: type.kind,
       mesh: decoded.mesh,
-      name: this.#mapping.localName(decoded.name),
+      name,
       labels: this.#mapping.labels(decoded, user),
       spec: decoded.spec,
     };
+    // fromWire checked the sent name, mesh and scope as validateInput does, and decoded the spec as the kind's
+    // message: only a local name other than the sent one (zoneMapping's prefix) can make the copy unstorable.
+    if (name === decoded.name) return input;
     try {
       validateInput(this.#types, input);
       return input;

@@ -5,7 +5,13 @@
  *
  * @module
  */
-import { fromBinary, toBinary, type Message } from "@bufbuild/protobuf";
+import {
+  ScalarType,
+  fromBinary,
+  toBinary,
+  type DescMessage,
+  type Message,
+} from "@bufbuild/protobuf";
 import type { Any } from "@bufbuild/protobuf/wkt";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { KdsError } from "../errors.ts";
@@ -140,7 +146,13 @@ export interface DecodedResource {
   readonly modificationTime: Date | undefined;
   /** The typed spec. */
   readonly spec: Message;
-  /** The bytes `spec` was decoded from: a copy of just these, which `spec` may hold views into (bytes and unknown fields). */
+  /**
+   * The bytes `spec` was decoded from. When `spec` holds views into them
+   * (its kind's message has bytes or message fields, or unknown fields
+   * came), a copy of just these bytes; otherwise a view into the received
+   * bytes: keep it no longer than the write it is passed to
+   * (`WriteOp.specBytes`), or it keeps the whole received message alive.
+   */
   readonly specBytes: Uint8Array;
 }
 
@@ -157,6 +169,7 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
     );
   }
   const r = envelopeReader;
+  let specBytes: Uint8Array;
   try {
     r.read(any.value);
   } catch (error) {
@@ -165,6 +178,9 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
       `${named(type.kind, expectedKey)}: malformed resource envelope (${String(error)})`,
       { cause: error },
     );
+  } finally {
+    specBytes = r.specBytes;
+    r.specBytes = EMPTY_BYTES; // the reader must not keep the received bytes alive
   }
   if (!r.hasMeta || r.specTypeUrl === undefined)
     throw new KdsError(
@@ -201,12 +217,23 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
   const version = r.version;
   const created = r.created ? timestampMs(r.createdSeconds, r.createdNanos) : undefined;
   const modified = r.modified ? timestampMs(r.modifiedSeconds, r.modifiedNanos) : undefined;
-  // A copy of just the spec's bytes: the decoded spec keeps views into what it was decoded from (its bytes and
-  // unknown fields), and the received bytes belong to a whole response, which a stored spec must not pin.
-  const specBytes = r.specBytes;
   let decoded: Message;
   try {
-    decoded = fromBinary(type.schema, specBytes);
+    // A decoded spec keeps views into what it was decoded from (its bytes fields and unknown fields), and the
+    // received bytes belong to a whole response, which a stored spec must not pin: such a spec is decoded from a
+    // copy of just its bytes. A message of scalars and enums only holds none unless unknown fields came, so it is
+    // decoded from the received bytes themselves (a copy of each spec's few bytes, and the DataView protobuf-es
+    // makes over it, cost more than the decoding), and again from a copy when it holds unknown fields.
+    if (holdsNoViews(type.schema)) {
+      decoded = fromBinary(type.schema, specBytes);
+      if (decoded.$unknown !== undefined) {
+        specBytes = copyOf(specBytes);
+        decoded = fromBinary(type.schema, specBytes);
+      }
+    } else {
+      specBytes = copyOf(specBytes);
+      decoded = fromBinary(type.schema, specBytes);
+    }
   } catch (error) {
     throw new KdsError(
       "invalid_resource",
@@ -217,6 +244,41 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
     );
   }
   return new Decoded(key, name, mesh, labels, version, created, modified, decoded, specBytes);
+}
+
+/** Per message type: whether a decoded message holds no views into its bytes but through its own unknown fields. */
+const viewless = new WeakMap<DescMessage, boolean>();
+
+/** Whether `schema` has only scalar (not bytes) and enum fields, singular, repeated or in maps. */
+function holdsNoViews(schema: DescMessage): boolean {
+  let known = viewless.get(schema);
+  if (known === undefined) {
+    known = schema.fields.every((f) => {
+      switch (f.fieldKind) {
+        case "enum":
+          return true;
+        case "scalar":
+          return f.scalar !== ScalarType.BYTES;
+        case "list":
+          return (
+            f.listKind === "enum" || (f.listKind === "scalar" && f.scalar !== ScalarType.BYTES)
+          );
+        case "map":
+          return f.mapKind === "enum" || (f.mapKind === "scalar" && f.scalar !== ScalarType.BYTES);
+        default:
+          return false;
+      }
+    });
+    viewless.set(schema, known);
+  }
+  return known;
+}
+
+/** A copy of `bytes` in a buffer of its own. */
+function copyOf(bytes: Uint8Array): Uint8Array {
+  const copy = new Uint8Array(bytes.length);
+  copy.set(bytes);
+  return copy;
 }
 
 /**
@@ -310,7 +372,7 @@ class EnvelopeReader {
   modifiedSeconds = 0;
   modifiedNanos = 0;
   specTypeUrl: string | undefined = undefined;
-  /** A copy of the spec's bytes (a view into the response would pin all of it). */
+  /** A view of the spec's bytes in the envelope's (fromWire copies them when the decoded spec would keep a view). */
   specBytes: Uint8Array = EMPTY_BYTES;
   #specStart = 0;
   #specEnd = 0;
@@ -356,12 +418,7 @@ class EnvelopeReader {
         this.#any(this.#nestedEnd());
       } else this.#skip(wireType, field, SKIP_DEPTH);
     }
-    const length = this.#specEnd - this.#specStart;
-    const spec = new Uint8Array(length);
-    if (length <= RECENT_MAX_BYTES)
-      for (let i = 0; i < length; i++) spec[i] = bytes[this.#specStart + i] as number;
-    else spec.set(bytes.subarray(this.#specStart, this.#specEnd));
-    this.specBytes = spec;
+    this.specBytes = bytes.subarray(this.#specStart, this.#specEnd);
   }
 
   #meta(end: number): void {

@@ -51,12 +51,26 @@ function expectAsReflective(bytes: Uint8Array): void {
     });
   }
   expect(weighFrame(got)).toEqual(weighFrame(expected));
+  // The session weighs a batch's frames one by one.
+  if (got.value.case === "batch" && expected.value.case === "batch") {
+    const want = expected.value.value.frames;
+    got.value.value.frames.forEach((inner, i) => {
+      expect(weighFrame(inner)).toEqual(weighFrame(want[i] as Frame));
+    });
+  }
 }
+
+/** Batches of delta responses as a server sends them (and, now and then, another frame among them). */
+const sentBatch = fc
+  .array(fc.oneof({ weight: 6, arbitrary: sentResponse }, { weight: 1, arbitrary: frame }), {
+    maxLength: 4,
+  })
+  .map((frames) => create(FrameSchema, { value: { case: "batch", value: { frames } } }));
 
 describe("readFrame", () => {
   it("gives what fromBinary gives, and the same weight, for any frame as toBinary and encodeFrame write it", () => {
     fc.assert(
-      fc.property(fc.oneof(sentResponse, frame), (f) => {
+      fc.property(fc.oneof(sentResponse, sentBatch, frame), (f) => {
         expectAsReflective(toBinary(FrameSchema, f));
         expectAsReflective(encodeFrame(f));
       }),
@@ -67,7 +81,7 @@ describe("readFrame", () => {
   it("gives what fromBinary gives (or refuses what the scan or fromBinary refuse) for frames with any bytes changed or added", () => {
     fc.assert(
       fc.property(
-        fc.oneof(sentResponse, frame),
+        fc.oneof(sentResponse, sentBatch, frame),
         fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { maxLength: 3 }),
         fc.uint8Array({ maxLength: 12 }),
         (f, changes, tail) => {
@@ -103,5 +117,35 @@ describe("readFrame", () => {
         ? got.value.value.resources[0]?.resource?.value
         : undefined;
     expect(value?.constructor).toBe(Uint8Array);
+  });
+
+  it("reads a batch of delta responses by hand too (plain Uint8Array payloads, each response's weight kept)", () => {
+    const response = {
+      case: "deltaResponse" as const,
+      value: {
+        typeUrl: "t",
+        nonce: "1",
+        resources: [
+          { name: "a", version: "1", resource: { typeUrl: "x", value: new Uint8Array([1, 2]) } },
+        ],
+      },
+    };
+    const f = create(FrameSchema, {
+      value: { case: "batch", value: { frames: [{ value: response }, { value: response }] } },
+    });
+    const encoded = toBinary(FrameSchema, f);
+    const got = readFrame(Buffer.from(encoded), unreadable);
+    const expected = fromBinary(FrameSchema, encoded);
+    expect(got).toEqual(expected);
+    const frames = got.value.case === "batch" ? got.value.value.frames : [];
+    expect(frames).toHaveLength(2);
+    for (const inner of frames) {
+      const value =
+        inner.value.case === "deltaResponse"
+          ? inner.value.value.resources[0]?.resource?.value
+          : undefined;
+      expect(value?.constructor).toBe(Uint8Array);
+      expect(weighFrame(inner)).toEqual(weighFrame(create(FrameSchema, { value: response })));
+    }
   });
 });

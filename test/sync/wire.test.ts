@@ -84,6 +84,52 @@ describe("wire envelope", () => {
     },
   );
 
+  it("decodes a spec of scalars straight from the received bytes, and a spec with bytes fields from its own copy", async () => {
+    // TrafficPolicySpec has scalar fields only: without unknown fields the decoded spec holds no view, so no copy is made.
+    const types = createTypeRegistry([
+      ...exampleTypes,
+      { kind: "Blob", schema: AnySchema, direction: "global-to-zone", scope: "cluster" },
+    ]);
+    const store = new InMemoryStore(types);
+    const received = async (
+      input: Parameters<InMemoryStore["put"]>[0],
+    ): Promise<{ decoded: ReturnType<typeof fromWire>; response: Uint8Array }> => {
+      const type = types.get(input.kind);
+      const wire = toWire(type, await store.put(input));
+      const response = Buffer.alloc(1 << 20);
+      response.set(wire.any.value, 1000);
+      const value = new Uint8Array(
+        response.buffer,
+        response.byteOffset + 1000,
+        wire.any.value.length,
+      );
+      return { decoded: fromWire(type, { ...wire.any, value }), response };
+    };
+    const policy = await received({
+      kind: "TrafficPolicy",
+      mesh: "m",
+      name: "p",
+      spec: create(TrafficPolicySpecSchema, { services: ["a"], timeoutMs: 5 }),
+    });
+    expect(policy.decoded.spec).toEqual(
+      create(TrafficPolicySpecSchema, { services: ["a"], timeoutMs: 5 }),
+    );
+    expect(policy.decoded.specBytes.buffer).toBe(policy.response.buffer);
+    // google.protobuf.Any has a bytes field, which the decoded spec keeps as a view: decoded from a copy.
+    const blob = await received({
+      kind: "Blob",
+      name: "b",
+      spec: create(AnySchema, { typeUrl: "x", value: new Uint8Array([1, 2, 3]) }),
+    });
+    expect((blob.decoded.spec as unknown as { value: Uint8Array }).value).toEqual(
+      new Uint8Array([1, 2, 3]),
+    );
+    expect(
+      (blob.decoded.spec as unknown as { value: Uint8Array }).value.buffer.byteLength,
+    ).toBeLessThan(100);
+    expect(blob.decoded.specBytes.buffer.byteLength).toBeLessThan(100);
+  });
+
   it("decodes an envelope as the reflective decoder does: unknown fields, merged repeats, odd label keys; malformed bytes are invalid_resource", () => {
     const types = createTypeRegistry(exampleTypes);
     const type = types.get("TrafficPolicy");
