@@ -724,6 +724,14 @@ export class MuxSession implements Session {
     };
   }
 
+  /** Ends a session still without the peer's hello (goaway PROTOCOL_ERROR, `handshake_timeout`). */
+  #handshakeTimeout(message: string): void {
+    this.#finish(
+      { code: "handshake_timeout", message, initiator: "local", graceful: false },
+      GoAwayReason.PROTOCOL_ERROR,
+    );
+  }
+
   #protocolError(message: string, cause?: unknown): void {
     this.#finish(
       { code: "protocol_error", message, initiator: "local", graceful: false, cause },
@@ -740,26 +748,14 @@ export class MuxSession implements Session {
       // (its listen queue, in a reconnect storm) keeps its place rather than being given up and dialed again.
       if (this.#attachedAt === undefined) {
         if (now - this.#startedAt > o.openTimeoutMs)
-          this.#finish(
-            {
-              code: "handshake_timeout",
-              message: `the transport did not open the stream within ${o.openTimeoutMs} ms (the peer did not accept the connection or answer the request); check that it is reachable and not overloaded`,
-              initiator: "local",
-              graceful: false,
-            },
-            GoAwayReason.PROTOCOL_ERROR,
+          this.#handshakeTimeout(
+            `the transport did not open the stream within ${o.openTimeoutMs} ms (the peer did not accept the connection or answer the request); check that it is reachable and not overloaded`,
           );
         return;
       }
       if (now - this.#attachedAt > o.handshakeTimeoutMs) {
-        this.#finish(
-          {
-            code: "handshake_timeout",
-            message: `the peer sent no hello within ${o.handshakeTimeoutMs} ms; check that it runs kds-mux and is reachable`,
-            initiator: "local",
-            graceful: false,
-          },
-          GoAwayReason.PROTOCOL_ERROR,
+        this.#handshakeTimeout(
+          `the peer sent no hello within ${o.handshakeTimeoutMs} ms; check that it runs kds-mux and is reachable`,
         );
         return;
       }

@@ -51,6 +51,16 @@ function bareCall(
   });
 }
 
+/** A mux stream of zone-1 on `client`, as a plain gRPC zone opens it. */
+const muxStream = (client: http2.ClientHttp2Session): http2.ClientHttp2Stream =>
+  client.request({
+    ":method": "POST",
+    ":path": PATH,
+    "content-type": "application/grpc",
+    te: "trailers",
+    "client-id": "zone-1",
+  });
+
 /** The grpc-status and kds-error-code of a response (in its trailers, or its headers when trailers-only). */
 const status = (r: {
   headers: http2.IncomingHttpHeaders;
@@ -207,13 +217,7 @@ describe("serveGlobal's direct mux stream", () => {
     const ping = create(FrameSchema, { value: { case: "ping", value: { id: 42n } } });
     const client = http2.connect(both.direct.url);
     try {
-      const stream = client.request({
-        ":method": "POST",
-        ":path": PATH,
-        "content-type": "application/grpc",
-        te: "trailers",
-        "client-id": "zone-1",
-      });
+      const stream = muxStream(client);
       const pong = new Promise<bigint>((resolve, reject) => {
         let got = Buffer.alloc(0);
         stream.on("data", (chunk: Buffer) => {
@@ -245,13 +249,7 @@ describe("serveGlobal's direct mux stream", () => {
   it("answers an admitted stream at once (its hello, so its response headers), before the zone's hello", async () => {
     const client = http2.connect(both.direct.url);
     try {
-      const stream = client.request({
-        ":method": "POST",
-        ":path": PATH,
-        "content-type": "application/grpc",
-        te: "trailers",
-        "client-id": "zone-1",
-      });
+      const stream = muxStream(client);
       stream.on("error", () => undefined); // the stream is cancelled below; its headers are what is checked
       // Nothing is written: the zone's hello has not arrived, yet the global's answer tells the zone its stream was taken,
       // which is when the zone's transport opens and its hello clock starts (SessionOptions.openTimeoutMs).
