@@ -2,9 +2,12 @@
 // loopback address (bound to 0.0.0.0, reached through 127.0.0.1), so every call needs an admin token,
 // with 148 tokenless slow connections against its 128 slots: HTTP/2 requests that never finish, and
 // HTTP/1.1 requests at one byte per 15 s (from the first byte, or after a quick request line), each
-// opened again as soon as the global closes it. An operator's `get` must get a slot at once (the issue
-// says within 2 s; the test holds it to the 5 s authentication timeout it would otherwise wait for,
-// see CALL_BOUND_MS) and /metrics must answer throughout. The attack runs at the issue's full size in `npm test`.
+// opened again as soon as the global closes it. An operator's `get` must get a slot at once, by
+// evicting the oldest unauthenticated connection, and /metrics must answer throughout. The global's
+// authentication and request timeouts are set far beyond the attack (see HELD_TIMEOUT), so eviction
+// is the only way a call can get in: the test checks that mechanism (evictions counted, nothing closed
+// by a timeout), not a wall-clock figure (the issue's 2 s is logged beside the calls' times). The
+// attack runs at the issue's full size in `npm test`.
 import { readFileSync } from "node:fs";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -22,15 +25,24 @@ const BYTE_EVERY_MS = 15_000;
 /** The issue's acceptance figure for an operator's call during the attack (logged beside the calls' times). */
 const CALL_TARGET_MS = 2_000;
 /**
- * What the calls are held to: the listener's authentication timeout (the CLI's default, 5 s). A call
- * that waited for the attacker's connections to be closed by that timeout (or by their 15 s byte
- * interval), instead of getting a slot by eviction, would take at least this long; a call that got in
- * at once took 0.1-0.2 s here, and more than 2 s on a 2-core machine at a load of 19 (which failed a
- * 2 s bound once: that is a figure for bench/, not a test).
+ * The global's --auth-timeout and --request-timeout here: far longer than the attack and the test, so
+ * no attacking connection is closed by a timeout and a slot can only come from eviction at the cap.
  */
-const CALL_BOUND_MS = 5_000;
-/** How long the attack is held: past one byte interval and several authentication timeouts. */
+const HELD_TIMEOUT = "600s";
+/**
+ * What each call is held to: well below HELD_TIMEOUT, which a call that did not get a slot by eviction
+ * would wait for (the test's own timeout ends it first). A call that got in by eviction took 0.1-0.2 s
+ * on a quiet machine and more than 2 s at a load of 17-19 on 2 cores, which failed bounds of 2 s and
+ * 5 s: the figure is for bench/, the mechanism for the test.
+ */
+const CALL_BOUND_MS = 60_000;
+/** How long the attack is held at least: past one byte interval of the slow HTTP/1.1 connections. */
 const ATTACK_MS = 20_000;
+/**
+ * How many operator calls (and scrapes) are made during the attack, 2 s apart. A count, not "until
+ * ATTACK_MS": on a loaded machine the CLI call before them took 15 s once, which left fewer calls.
+ */
+const CALLS = 5;
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -67,6 +79,7 @@ describe(`admin slowloris: ${SLOW_CONNECTIONS} tokenless slow connections on a t
         "--store",
         "memory",
       ],
+      ...["--auth-timeout", HELD_TIMEOUT, "--request-timeout", HELD_TIMEOUT],
       ...["--admin-max-connections", String(ADMIN_MAX_CONNECTIONS)],
     ]);
     port = Number((await global.waitFor(/admin API on http:\/\/0\.0\.0\.0:(\d+)/, 120_000))[1]);
@@ -80,7 +93,7 @@ describe(`admin slowloris: ${SLOW_CONNECTIONS} tokenless slow connections on a t
     await global?.stop();
   });
 
-  it(`an operator's get gets a slot at once (within the ${CALL_BOUND_MS} ms authentication timeout; the issue's figure: ${CALL_TARGET_MS} ms) and /metrics answers while the attack holds the listener`, async () => {
+  it(`an operator's get gets a slot by eviction (not by a timeout, held at ${HELD_TIMEOUT}; the issue's figure: ${CALL_TARGET_MS} ms) and /metrics answers while the attack holds the listener`, async () => {
     const pid = global.child.pid as number;
     const token = admin.token as string;
     // Before: the same calls on a quiet listener, for comparison.
@@ -104,8 +117,8 @@ describe(`admin slowloris: ${SLOW_CONNECTIONS} tokenless slow connections on a t
     try {
       await sleep(3_000); // the attacker is established
       cli = await timed(() => run(["get", "Mesh", "--server", admin.url, "--token", token]));
-      // Bounded: one operator call and one scrape every 2 s for the rest of the attack.
-      while (performance.now() - started < ATTACK_MS) {
+      // Bounded by count: CALLS operator calls and scrapes, 2 s apart; the attack then lasts at least ATTACK_MS.
+      for (let call = 0; call < CALLS; call++) {
         const got = await timed(() => adminClient(admin).get({ type: "Mesh" }));
         expect(got.value.resources.map((r) => r.name)).toContain("default");
         gets.push(got.ms);
@@ -118,6 +131,7 @@ describe(`admin slowloris: ${SLOW_CONNECTIONS} tokenless slow connections on a t
         scrapes.push(scraped.ms);
         await sleep(2_000);
       }
+      await sleep(Math.max(0, ATTACK_MS - (performance.now() - started)));
     } finally {
       flood.stop();
       clearInterval(sampler);
@@ -131,9 +145,9 @@ describe(`admin slowloris: ${SLOW_CONNECTIONS} tokenless slow connections on a t
     });
     const refused = metrics.value("kds_connections_refused_total", { listener: "admin" });
     console.log(
-      `admin slowloris: ${SLOW_CONNECTIONS} tokenless connections at a time for ${ATTACK_MS} ms (HTTP/2 never-finished ${flood.byKind.h2}, HTTP/1.1 1 byte per ${BYTE_EVERY_MS} ms from the start ${flood.byKind["h1-line"]}, ` +
+      `admin slowloris: ${SLOW_CONNECTIONS} tokenless connections at a time for ${Math.round(performance.now() - started)} ms (HTTP/2 never-finished ${flood.byKind.h2}, HTTP/1.1 1 byte per ${BYTE_EVERY_MS} ms from the start ${flood.byKind["h1-line"]}, ` +
         `after a quick request line ${flood.byKind["h1-head"]} opened in all; ${flood.connections} connections, ${flood.closedByGlobal} closed by the global, at most ${peakHeld} looked open to the attacker at once); ` +
-        `global evicted ${evicted} at its cap of ${ADMIN_MAX_CONNECTIONS}, closed ${unauthenticated} after the 5 s authentication timeout, refused ${refused}; ` +
+        `global evicted ${evicted} at its cap of ${ADMIN_MAX_CONNECTIONS}, closed ${unauthenticated} after the authentication timeout (${HELD_TIMEOUT}), refused ${refused}; ` +
         `operator get (in-process) ${gets.join(", ")} ms (quiet: ${quietGet.ms} ms; the issue's figure ${CALL_TARGET_MS} ms); kds-mux get (CLI process) ${cli.ms} ms (quiet: ${quietCli.ms} ms); /metrics ${scrapes.join(", ")} ms; ` +
         `global descriptors ${fdsBefore} before, peak ${peakFds}; RSS ${rssMiB(pid)} MiB`,
     );
@@ -142,10 +156,12 @@ describe(`admin slowloris: ${SLOW_CONNECTIONS} tokenless slow connections on a t
     // The CLI's time is mostly starting a process (and compiling TypeScript in a checkout), which
     // swings by seconds on a loaded machine whatever the listener does: it is logged, not bounded. The
     // bound is on the calls themselves, made in this process against the attacked listener.
-    expect(gets.length).toBeGreaterThanOrEqual(3);
+    expect(gets).toHaveLength(CALLS);
     for (const ms of gets) expect(ms).toBeLessThan(CALL_BOUND_MS);
     for (const ms of scrapes) expect(ms).toBeLessThan(CALL_BOUND_MS);
-    expect(evicted + unauthenticated).toBeGreaterThan(0);
+    // Every slot the calls got came from eviction: no attacking connection reached a timeout.
+    expect(evicted).toBeGreaterThan(0);
+    expect(unauthenticated).toBe(0);
     expect(global.output).toMatch(
       /the admin listener holds 128 connections \(--admin-max-connections\): closing the oldest unauthenticated one/,
     );
