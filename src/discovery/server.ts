@@ -144,6 +144,13 @@ export class DiscoveryServer {
   #blocked = false;
   /** The request read off the view and not yet handled (see `#read`). */
   #incoming: MuxRequest | undefined;
+  /**
+   * The loop waits for a wake with nothing in hand (between two iterations):
+   * a request that arrives then is handled where it arrives (see `#received`).
+   */
+  #parked = false;
+  /** The signal `run` was given, for the reads `#received` starts. */
+  #signal: AbortSignal | undefined;
   /** Why the stream cannot go on: a read or a send failed. */
   #failure: { readonly error: unknown } | undefined;
   /** The timer that wakes the loop at a deadline: when it fires, and how to cancel it. */
@@ -168,8 +175,11 @@ export class DiscoveryServer {
    * The loop waits on one `Waker` (src/util/wake.ts): a change of the source, a request
    * (taken by `#read`), a send accepted or failed, and
    * the deadline timer all wake it, and each iteration looks at everything.
+   * A request that arrives while the loop waits is handled at once instead,
+   * and wakes the loop only when it leaves something to send.
    */
   async run(signal: AbortSignal): Promise<void> {
+    this.#signal = signal;
     this.#source.onChange((typeUrl, key) => {
       const state = this.#types.get(typeUrl);
       if (state === undefined) return;
@@ -194,7 +204,12 @@ export class DiscoveryServer {
         if (this.#due()) await this.#pump(signal);
         this.#throwIfFailed();
         this.#armDeadline();
-        await this.#waker.wait();
+        this.#parked = true;
+        try {
+          await this.#waker.wait();
+        } finally {
+          this.#parked = false;
+        }
         this.#throwIfFailed();
       }
     } catch (error) {
@@ -221,8 +236,23 @@ export class DiscoveryServer {
 
   /** `#read`'s handlers, made once per stream rather than per request (one request per ACK of every change). */
   readonly #received = (request: MuxRequest): void => {
-    this.#incoming = request;
-    this.#waker.wake();
+    const signal = this.#signal;
+    if (!this.#parked || this.#failure !== undefined || signal === undefined) {
+      this.#incoming = request;
+      this.#waker.wake();
+      return;
+    }
+    // The loop waits between iterations, holding nothing: handle the request as it would, and wake it
+    // only when there is something to send (an ACK, nearly every request, leaves nothing). Each zone
+    // ACKs each change: this spares a wake and a turn of the loop per zone and change.
+    try {
+      this.#onRequest(request);
+      this.#read(signal);
+      if (this.#due()) this.#waker.wake();
+      else this.#armDeadline();
+    } catch (error) {
+      this.#fail(error); // the loop throws it, as it would have thrown it handling the request itself
+    }
   };
   readonly #readFailed = (error: unknown): void => this.#fail(error);
 
@@ -269,7 +299,6 @@ export class DiscoveryServer {
     }
     if (request.$typeName === "kds.v1.DiscoveryRequest") this.#onSotw(request);
     else this.#onDelta(request);
-    this.#waker.wake();
   }
 
   #state(typeUrl: string, mode: "sotw" | "delta"): { state: TypeState; created: boolean } {
