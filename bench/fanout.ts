@@ -26,7 +26,10 @@
 //                                 (not the connecting), for Chrome DevTools or
 //                                 any .cpuprofile reader; with
 //                                 KDS_BENCH_HEAP_SAMPLING=1 a sampling heap
-//                                 profile (allocations) instead
+//                                 profile (allocations) instead;
+//                                 KDS_BENCH_CPU_PROFILE_INTERVAL_US=<µs> sets
+//                                 the CPU profile's sampling interval (V8's
+//                                 default is 1,000 µs)
 //   KDS_BENCH_IDLE_MS=<ms>        before the rounds, the global's CPU time over
 //                                 that long with every zone connected and no
 //                                 change (heartbeats, lease renewals, timers),
@@ -629,6 +632,8 @@ async function profileOf(file: string | undefined): Promise<(() => Promise<void>
     };
   }
   await session.post("Profiler.enable");
+  const intervalUs = Number(process.env.KDS_BENCH_CPU_PROFILE_INTERVAL_US ?? 0);
+  if (intervalUs > 0) await session.post("Profiler.setSamplingInterval", { interval: intervalUs });
   await session.post("Profiler.start");
   return async () => {
     const { profile } = await session.post("Profiler.stop");

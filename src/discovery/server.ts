@@ -19,9 +19,9 @@
 import { create } from "@bufbuild/protobuf";
 import { KdsError } from "../errors.ts";
 import {
-  DeltaDiscoveryResponseSchema,
   DiscoveryResponseSchema,
   type DeltaDiscoveryRequest,
+  type DeltaDiscoveryResponse,
   type DiscoveryRequest,
 } from "../gen/kds/v1/discovery_pb.ts";
 import type { Status } from "../gen/kds/v1/discovery_pb.ts";
@@ -67,10 +67,11 @@ function stringFieldBytes(text: string): number {
  * small messages, the kind catalog itself, and nothing synced past it).
  */
 function envelopeBytes(typeUrl: string, version: string): number {
-  return (
-    stringFieldBytes(typeUrl) + stringFieldBytes(version) + stringFieldBytes("0".repeat(16)) + 64
-  );
+  return stringFieldBytes(typeUrl) + stringFieldBytes(version) + NONCE_FIELD_BYTES + 64;
 }
+
+/** {@link stringFieldBytes} of the longest nonce, a counter of 16 digits. */
+const NONCE_FIELD_BYTES = 1 + 5 + 16;
 
 /**
  * The version `known` records for a key the client may or may not hold (it
@@ -90,6 +91,9 @@ interface TypeState extends DeltaDiffState {
   nacks: number;
   /** SotW: version of the last set sent (ACKed or in flight). */
   lastSentVersion: string | undefined;
+  /** Delta: the set version {@link envelopeBytes} was last worked out for, and its result (every zone's response to a change has the same). */
+  envelopeVersion: string | undefined;
+  envelopeBytes: number;
 }
 
 /** How a {@link DiscoveryServer} is created. */
@@ -140,6 +144,13 @@ export class DiscoveryServer {
   #blocked = false;
   /** The request read off the view and not yet handled (see `#read`). */
   #incoming: MuxRequest | undefined;
+  /**
+   * The loop waits for a wake with nothing in hand (between two iterations):
+   * a request that arrives then is handled where it arrives (see `#received`).
+   */
+  #parked = false;
+  /** The signal `run` was given, for the reads `#received` starts. */
+  #signal: AbortSignal | undefined;
   /** Why the stream cannot go on: a read or a send failed. */
   #failure: { readonly error: unknown } | undefined;
   /** The timer that wakes the loop at a deadline: when it fires, and how to cancel it. */
@@ -164,8 +175,11 @@ export class DiscoveryServer {
    * The loop waits on one `Waker` (src/util/wake.ts): a change of the source, a request
    * (taken by `#read`), a send accepted or failed, and
    * the deadline timer all wake it, and each iteration looks at everything.
+   * A request that arrives while the loop waits is handled at once instead,
+   * and wakes the loop only when it leaves something to send.
    */
   async run(signal: AbortSignal): Promise<void> {
+    this.#signal = signal;
     this.#source.onChange((typeUrl, key) => {
       const state = this.#types.get(typeUrl);
       if (state === undefined) return;
@@ -190,7 +204,12 @@ export class DiscoveryServer {
         if (this.#due()) await this.#pump(signal);
         this.#throwIfFailed();
         this.#armDeadline();
-        await this.#waker.wait();
+        this.#parked = true;
+        try {
+          await this.#waker.wait();
+        } finally {
+          this.#parked = false;
+        }
         this.#throwIfFailed();
       }
     } catch (error) {
@@ -212,14 +231,30 @@ export class DiscoveryServer {
    * throw.
    */
   #read(signal: AbortSignal): void {
-    this.#view.recv(signal).then(
-      (request) => {
-        this.#incoming = request;
-        this.#waker.wake();
-      },
-      (error: unknown) => this.#fail(error),
-    );
+    this.#view.recv(signal).then(this.#received, this.#readFailed);
   }
+
+  /** `#read`'s handlers, made once per stream rather than per request (one request per ACK of every change). */
+  readonly #received = (request: MuxRequest): void => {
+    const signal = this.#signal;
+    if (!this.#parked || this.#failure !== undefined || signal === undefined) {
+      this.#incoming = request;
+      this.#waker.wake();
+      return;
+    }
+    // The loop waits between iterations, holding nothing: handle the request as it would, and wake it
+    // only when there is something to send (an ACK, nearly every request, leaves nothing). Each zone
+    // ACKs each change: this spares a wake and a turn of the loop per zone and change.
+    try {
+      this.#onRequest(request);
+      this.#read(signal);
+      if (this.#due()) this.#waker.wake();
+      else this.#armDeadline();
+    } catch (error) {
+      this.#fail(error); // the loop throws it, as it would have thrown it handling the request itself
+    }
+  };
+  readonly #readFailed = (error: unknown): void => this.#fail(error);
 
   #throwIfFailed(): void {
     if (this.#failure !== undefined) throw this.#failure.error;
@@ -264,7 +299,6 @@ export class DiscoveryServer {
     }
     if (request.$typeName === "kds.v1.DiscoveryRequest") this.#onSotw(request);
     else this.#onDelta(request);
-    this.#waker.wake();
   }
 
   #state(typeUrl: string, mode: "sotw" | "delta"): { state: TypeState; created: boolean } {
@@ -278,6 +312,8 @@ export class DiscoveryServer {
       dirty: true,
       nacks: 0,
       lastSentVersion: undefined,
+      envelopeVersion: undefined,
+      envelopeBytes: 0,
       known: new Map(),
       names: undefined,
       ...newDeltaDiffState(),
@@ -517,7 +553,12 @@ export class DiscoveryServer {
       return;
     }
     // From here to the send nothing awaits: the snapshot stays as it was read.
-    const envelope = envelopeBytes(state.typeUrl, snapshot.version);
+    const version = snapshot.version;
+    if (state.envelopeVersion !== version) {
+      state.envelopeBytes = envelopeBytes(state.typeUrl, version);
+      state.envelopeVersion = version;
+    }
+    const envelope = state.envelopeBytes;
     const limit = this.#options.maxMessageBytes - envelope;
     // A response closes at the target size; one resource larger than that still goes, alone, up to the limit.
     const wanted = this.#options.deltaResponseBytes;
@@ -537,31 +578,39 @@ export class DiscoveryServer {
     const delta: DeltaPending = { upserts, removed };
     state.phase = nextPhase(state.phase, {
       type: "sent",
-      response: { nonce, version: snapshot.version, sentAt: this.#now(), delta },
+      response: { nonce, version, sentAt: this.#now(), delta },
       maxInFlight: this.#options.maxDeltaInFlight,
     });
     state.assumed ??= new Map();
     const assumed = state.assumed;
     for (const r of upserts) assumed.set(r.key, r.version);
     for (const key of removed) assumed.set(key, null);
-    const response = create(DeltaDiscoveryResponseSchema, {
-      systemVersionInfo: snapshot.version,
+    // The object `create(DeltaDiscoveryResponseSchema, ...)` makes, written out (one per zone and change).
+    const response: DeltaDiscoveryResponse = {
+      $typeName: "kds.v1.DeltaDiscoveryResponse",
+      systemVersionInfo: version,
+      resources: upserts.map((r) => r.resource),
       typeUrl: state.typeUrl,
       nonce,
-      resources: upserts.map((r) => r.resource),
       removedResources: removed,
-    });
+    };
     this.#send(response, signal, () => {
       if (this.#observer.sent === undefined) return;
-      const keys = upserts.map((r) => r.key);
-      for (const key of removed) keys.push(key);
+      // The keys only when an observer reads them (the lag metrics); the status counts only.
+      let keys: string[] | undefined;
       this.#observer.sent(state.typeUrl, {
-        version: snapshot.version,
+        version,
         nonce,
         resources: upserts.length,
         removed: removed.length,
         bytes,
-        keys,
+        get keys(): string[] {
+          if (keys === undefined) {
+            keys = upserts.map((r) => r.key);
+            for (const key of removed) keys.push(key);
+          }
+          return keys;
+        },
       });
     });
   }

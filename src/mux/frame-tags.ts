@@ -1,11 +1,13 @@
 /**
  * The one-byte tags (field number << 3 | wire type 2) of the fields a delta
- * response frame is made of, for the hand-written encoder
- * (frame-encode.ts) and decoder (frame-decode.ts).
+ * response frame (and a plain delta ACK) is made of, for the hand-written
+ * encoder (frame-encode.ts) and decoder (frame-decode.ts).
  *
  * @module
  */
 
+/** Frame.delta_request = 3 */
+export const TAG_FRAME_DELTA_REQUEST = 0x1a;
 /** Frame.delta_response = 4 */
 export const TAG_FRAME_DELTA_RESPONSE = 0x22;
 /** Frame.batch = 15 */
@@ -22,6 +24,10 @@ export const TAG_RESPONSE_TYPE_URL = 0x22;
 export const TAG_RESPONSE_NONCE = 0x2a;
 /** DeltaDiscoveryResponse.removed_resources = 6 */
 export const TAG_RESPONSE_REMOVED = 0x32;
+/** DeltaDiscoveryRequest.type_url = 2 */
+export const TAG_REQUEST_TYPE_URL = 0x12;
+/** DeltaDiscoveryRequest.response_nonce = 6 */
+export const TAG_REQUEST_NONCE = 0x32;
 /** Resource.version = 1 */
 export const TAG_RESOURCE_VERSION = 0x0a;
 /** Resource.resource = 2 */

@@ -36,6 +36,13 @@ interface KindCache {
   readonly digest: SetDigest;
   /** How many of its entries are selective (see {@link SnapshotCacheOptions.selective}). */
   selective: number;
+  /**
+   * The whole set as a snapshot, made at the first unfiltered read after a
+   * change and shared by every stream until the next (a change is read by
+   * every zone's stream: one version string and one view of the entries,
+   * not one each).
+   */
+  whole: Snapshot | undefined;
 }
 
 /** The store-facing state of one served kind, for status pages. */
@@ -101,6 +108,7 @@ export class SnapshotCache {
         entries: new Map(),
         digest: new SetDigest(),
         selective: 0,
+        whole: undefined,
       };
       this.#kinds.set(type.kind, cache);
       this.#byUrl.set(type.typeUrl, cache);
@@ -243,13 +251,14 @@ export class SnapshotCache {
     if (cache === undefined || !cache.ready) return undefined;
     const entries = cache.entries;
     if (filter === undefined) {
-      return {
+      cache.whole ??= {
         version: cache.digest.toString(),
         resources: {
           get: (key) => entries.get(key)?.wire,
           [Symbol.iterator]: () => wires(entries.values(), undefined),
         },
       };
+      return cache.whole;
     }
     const resources: ResourceSet = {
       get: (key) => {
@@ -277,6 +286,7 @@ export class SnapshotCache {
       this.#drop(cache, key, previous);
     }
     const entry = { resource, wire: toWire(cache.type, resource) };
+    cache.whole = undefined;
     cache.entries.set(key, entry);
     cache.digest.add(key, entry.wire.version);
     if (this.#selective(resource)) cache.selective++;
@@ -284,6 +294,7 @@ export class SnapshotCache {
   }
 
   #drop(cache: KindCache, key: string, gone: Entry): void {
+    cache.whole = undefined;
     cache.entries.delete(key);
     cache.digest.remove(key, gone.wire.version);
     if (this.#selective(gone.resource)) cache.selective--;

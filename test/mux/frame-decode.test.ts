@@ -1,4 +1,4 @@
-// readFrame reads delta responses itself and hands every other frame to
+// readFrame reads delta responses (and plain delta ACKs) itself and hands every other frame to
 // protobuf-es: either way it must give exactly what fromBinary gives, refuse
 // exactly what the scan or fromBinary refuse, and the weight weighFrame then
 // reports (the scan's, remembered, for a frame read by hand) must be the one
@@ -11,7 +11,7 @@ import { readFrame } from "../../src/mux/frame-decode.ts";
 import { encodeFrame } from "../../src/mux/frame-encode.ts";
 import { scanRefusal } from "../../src/mux/frame-scan.ts";
 import { weighFrame } from "../../src/mux/frame-size.ts";
-import { frame, sentResponse } from "../support/frame-arbitraries.ts";
+import { frame, sentAck, sentResponse } from "../support/frame-arbitraries.ts";
 
 const unreadable = (reason: string): Error => new Error(`unreadable: ${reason}`);
 
@@ -43,6 +43,8 @@ function expectAsReflective(bytes: Uint8Array): void {
   }
   if (got instanceof Error) throw got;
   expect(got).toEqual(expected);
+  if (got.value.case === "deltaRequest" && expected.value.case === "deltaRequest")
+    expect(Object.keys(got.value.value)).toEqual(Object.keys(expected.value.value));
   // The same fields in the same order as protobuf-es sets them (so both kinds of resource share their object shapes).
   if (got.value.case === "deltaResponse" && expected.value.case === "deltaResponse") {
     const want = expected.value.value.resources;
@@ -70,7 +72,7 @@ const sentBatch = fc
 describe("readFrame", () => {
   it("gives what fromBinary gives, and the same weight, for any frame as toBinary and encodeFrame write it", () => {
     fc.assert(
-      fc.property(fc.oneof(sentResponse, sentBatch, frame), (f) => {
+      fc.property(fc.oneof(sentResponse, sentBatch, sentAck, frame), (f) => {
         expectAsReflective(toBinary(FrameSchema, f));
         expectAsReflective(encodeFrame(f));
       }),
@@ -81,7 +83,7 @@ describe("readFrame", () => {
   it("gives what fromBinary gives (or refuses what the scan or fromBinary refuse) for frames with any bytes changed or added", () => {
     fc.assert(
       fc.property(
-        fc.oneof(sentResponse, sentBatch, frame),
+        fc.oneof(sentResponse, sentBatch, sentAck, frame),
         fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { maxLength: 3 }),
         fc.uint8Array({ maxLength: 12 }),
         (f, changes, tail) => {
@@ -146,6 +148,24 @@ describe("readFrame", () => {
           : undefined;
       expect(value?.constructor).toBe(Uint8Array);
       expect(weighFrame(inner)).toEqual(weighFrame(create(FrameSchema, { value: response })));
+    }
+  });
+
+  it("reads a plain delta ACK by hand, and again with the same type URL (its string reused)", () => {
+    const ack = (nonce: string): Uint8Array =>
+      toBinary(
+        FrameSchema,
+        create(FrameSchema, {
+          value: {
+            case: "deltaRequest",
+            value: { typeUrl: "type.googleapis.com/kds.v1.KdsResource/Mesh", responseNonce: nonce },
+          },
+        }),
+      );
+    for (const nonce of ["1", "2", "3"]) {
+      const got = readFrame(Buffer.from(ack(nonce)), unreadable);
+      expect(got).toEqual(fromBinary(FrameSchema, ack(nonce)));
+      expect(weighFrame(got)).toEqual(weighFrame(fromBinary(FrameSchema, ack(nonce))));
     }
   });
 });

@@ -133,3 +133,20 @@ export const sentResponse = deltaResponseOf(
       value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, v) },
     }) as Frame,
 );
+
+/** Delta ACKs as a client sends them: a type URL and a nonce (either may be empty), now and then per-resource errors. */
+export const sentAck = fc
+  .record({
+    typeUrl: fc.oneof(text, fc.constant("type.googleapis.com/kds.v1.KdsResource")),
+    responseNonce: fc.oneof(text, fc.nat().map(String)),
+    errorDetail: fc.option(fc.record({ code: fc.constant(0), message: text }), {
+      nil: undefined,
+      freq: 4,
+    }),
+  })
+  .map(
+    (v) =>
+      create(FrameSchema, {
+        value: { case: "deltaRequest", value: create(DeltaDiscoveryRequestSchema, v) },
+      }) as Frame,
+  );
