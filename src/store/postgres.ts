@@ -62,7 +62,6 @@ import {
 } from "./postgres/rows.ts";
 import { transaction } from "./postgres/transaction.ts";
 import { WriteQueue, type QueuedWrite } from "./postgres/write-queue.ts";
-import { ZoneLists, type ZoneListQuery } from "./postgres/zone-lists.ts";
 import { keptLabels, keptSpec } from "./kept.ts";
 import { validateInput, versionConflict } from "./validate.ts";
 
@@ -149,10 +148,6 @@ export class PostgresStore implements ResourceStore {
   readonly #cancels: CancelRequests;
   /** Writes waiting for the one writer, written in groups (postgres/write-queue.ts). */
   readonly #writes = new WriteQueue<QueuedBatch, ApplyResult>((group) => this.#writeGroup(group));
-  /** Lists of one zone's resources, read several zones at a time while many wait (postgres/zone-lists.ts). */
-  readonly #zoneLists = new ZoneLists<StoredResource>((query, zones, signal) =>
-    this.#listZones(query, zones, signal),
-  );
   #listening: Promise<void> | undefined;
   /** What the start-up migration did. */
   readonly migration: MigrationReport;
@@ -337,12 +332,8 @@ export class PostgresStore implements ResourceStore {
    */
   async list(kind: string, options: ListOptions = {}): Promise<ListResult> {
     const k = this.#kindName(kind);
-    // A filter naming a zone (and no mesh) goes with the other such lists waiting (postgres/zone-lists.ts).
+    // A filter naming a zone also goes through the zone label's own index (migration 2; the expression must be spelled as there).
     const zone = options.labels?.[LABELS.zone];
-    if (zone !== undefined && options.mesh === undefined) {
-      const { [LABELS.zone]: _zone, ...others } = options.labels ?? {};
-      return this.#zoneLists.list({ kind: k, others }, zone, options.signal);
-    }
     const rows = await this.#call("list", options.signal, (run) =>
       run(this.#sql<Array<Partial<ResourceRow> & { state_revision: string }>>`
         SELECT s.revision::text AS state_revision, r.* FROM kds_state s LEFT JOIN LATERAL (
@@ -363,39 +354,6 @@ export class PostgresStore implements ResourceStore {
       revision: Number(rows[0]?.state_revision ?? 0),
       resources: found.map((r) => decodeResource(this.#types, r)),
     };
-  }
-
-  /**
-   * Several zones' resources of one kind (and the same other labels) in one
-   * statement, so one snapshot, through the zone label's index (migration 2;
-   * the expression must be spelled as there).
-   */
-  async #listZones(
-    query: ZoneListQuery,
-    zones: readonly string[],
-    signal: AbortSignal | undefined,
-  ): Promise<{ revision: number; byZone: Map<string, StoredResource[]> }> {
-    const others = Object.keys(query.others).length > 0 ? query.others : undefined;
-    const rows = await this.#call("list", signal, (run) =>
-      run(this.#sql<Array<Partial<ResourceRow> & { state_revision: string; zone: string | null }>>`
-        SELECT s.revision::text AS state_revision, r.* FROM kds_state s LEFT JOIN LATERAL (
-          SELECT ${this.#sql.unsafe(RESOURCE_COLUMNS)}, (labels ->> 'kds.io/zone') AS zone FROM kds_resources
-          WHERE kind = ${query.kind}
-            AND (labels ->> 'kds.io/zone') = ANY(${zones as string[]}::text[])
-            ${others !== undefined ? this.#sql`AND labels @> ${this.#sql.json({ ...others })}` : this.#sql``}
-        ) r ON true
-        WHERE s.id
-        ORDER BY r.mesh, r.name`),
-    );
-    const byZone = new Map<string, StoredResource[]>();
-    for (const row of rows) {
-      if (row.kind === null || row.zone === null) continue;
-      const resource = decodeResource(this.#types, row as ResourceRow);
-      const held = byZone.get(row.zone);
-      if (held === undefined) byZone.set(row.zone, [resource]);
-      else held.push(resource);
-    }
-    return { revision: Number(rows[0]?.state_revision ?? 0), byZone };
   }
 
   async put(input: ResourceInput, options: WriteOptions = {}): Promise<StoredResource> {
