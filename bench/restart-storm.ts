@@ -6,7 +6,8 @@
 // (kds_admissions_total{result="overloaded"}, total and peak per second); the
 // zones' retries (dials) since the kill; what was resent both ways: Meshes the
 // zones received again beyond the one change, Dataplanes the global received
-// again (counts and shares); the restarted global's CPU time; the load average.
+// again (counts and shares); the CPU time of the restarted global, of the zone processes and of the
+// global's PostgreSQL backends (when the server runs on this machine); the load average.
 //
 //   node --import ./bench/loader/register.mjs bench/restart-storm.ts [zones=2000] [zone processes=2]
 //
@@ -354,6 +355,13 @@ try {
   const load = loadavg().map((l) => Number(l.toFixed(2)));
   const globalCpuSeconds = Number((cpuSeconds(globalPid) - cpuAtRestart).toFixed(1));
   const zonesCpuSeconds = Number((zonesCpu() - zonesCpuAtRestart).toFixed(1));
+  // The PostgreSQL backends serving the restarted global (the only sessions on this run's database now): their CPU since
+  // they started, just before the global listened. NaN when the server's processes are not readable here (not Linux, or remote).
+  const postgresCpuSeconds = Number(
+    (await admin<{ pid: number }[]>`SELECT pid FROM pg_stat_activity WHERE datname = ${name}`)
+      .reduce((n, r) => n + cpuSeconds(r.pid), 0)
+      .toFixed(1),
+  );
   if (zoneProfiles !== undefined && zoneProfiles !== "")
     await Promise.all(
       fleets.map((f, k) => {
@@ -417,6 +425,7 @@ try {
     resentShare: (meshesResent + dataplanesResent) / (meshesHeld + dataplanesHeld),
     globalCpuSeconds,
     zonesCpuSeconds,
+    postgresCpuSeconds,
     loadAverage: load,
   };
   const pct = (x: number): string => `${(x * 100).toFixed(2)}%`;
@@ -424,7 +433,7 @@ try {
     `restart storm: ${ZONES} zones in ${PROCESSES} processes; the global listened again ${upMs} ms after SIGKILL; every zone had a new session ${reconnectedMs} ms, the Mesh change was applied ${appliedMs} ms (a CLI process), and every zone was resynced ${summary.resyncMs} ms after SIGKILL (${summary.resyncAfterRestartMs} ms after the restart); ` +
       `${refusedTotal} handshakes refused as overloaded (peak ${summary.refusedPeakPerSecond}/s); the zones dialed ${progress.retries} more times (at most ${progress.maxRetries} one zone; ${progress.overloaded} refused as overloaded, ${progress.told} when the global said); ` +
       `resent ${meshesResent} of ${meshesHeld} Meshes (${pct(summary.meshesResentShare)}) and ${dataplanesResent} of ${dataplanesHeld} Dataplanes (${pct(summary.dataplanesResentShare)}), ${pct(summary.resentShare)} in all; ` +
-      `the restarted global used ${globalCpuSeconds} s CPU until then, the zone processes ${zonesCpuSeconds} s; load average ${load.join(" ")}`,
+      `the restarted global used ${globalCpuSeconds} s CPU until then, the zone processes ${zonesCpuSeconds} s, its PostgreSQL backends ${postgresCpuSeconds} s; load average ${load.join(" ")}`,
   );
   console.log(JSON.stringify(summary));
 } finally {
