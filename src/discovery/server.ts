@@ -418,7 +418,7 @@ export class DiscoveryServer {
           break;
         }
         if (state.mode === "sotw") await this.#sendSotw(state, signal);
-        else if (await this.#sendDelta(state, signal)) await afterMicrotasks();
+        else await this.#sendDelta(state, signal);
       }
     }
   }
@@ -505,12 +505,7 @@ export class DiscoveryServer {
     );
   }
 
-  /**
-   * Sends the next part of the type's diff, if any. True when the loop should
-   * let the event loop turn before the next part: it sent a part of at least
-   * {@link YIELD_AFTER_BYTES} and more of the change is left.
-   */
-  async #sendDelta(state: TypeState, signal: AbortSignal): Promise<boolean> {
+  async #sendDelta(state: TypeState, signal: AbortSignal): Promise<void> {
     // Take the work before reading the snapshot: a change that lands while it
     // is being read marks the type again and is handled next round.
     state.dirty = false;
@@ -519,7 +514,7 @@ export class DiscoveryServer {
     if (snapshot === undefined) {
       // Not known yet: keep the work for when the source says it changed.
       giveBack(state, full);
-      return false;
+      return;
     }
     // From here to the send nothing awaits: the snapshot stays as it was read.
     const envelope = envelopeBytes(state.typeUrl, snapshot.version);
@@ -537,7 +532,7 @@ export class DiscoveryServer {
       (key, size) => this.#observer.oversized?.(state.typeUrl, key, size, limit),
     );
     if (more) state.dirty = true;
-    if (upserts.length === 0 && removed.length === 0) return false;
+    if (upserts.length === 0 && removed.length === 0) return;
     const nonce = String(++this.#nonce);
     const delta: DeltaPending = { upserts, removed };
     state.phase = nextPhase(state.phase, {
@@ -569,27 +564,7 @@ export class DiscoveryServer {
         keys,
       });
     });
-    return more && bytes >= YIELD_AFTER_BYTES;
   }
-}
-
-/**
- * A part of a split change at least this large is let out before the next
- * part is diffed (see {@link afterMicrotasks}). Smaller parts go on at once:
- * a timer turn per part would cost more than it brings forward.
- */
-const YIELD_AFTER_BYTES = 64 * 1024;
-
-/**
- * Resolves after the microtasks queued now and the event loop's next turn
- * (a 0 ms timer). Between large parts of a split change: node:http2 writes a
- * response's bytes to the socket only once the microtasks are done, so
- * without it the next part was diffed and encoded (about 50 ms for 100k
- * resources) before the client received the first; with it, the client
- * applies the first part meanwhile.
- */
-function afterMicrotasks(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
 /** The overlay of the delta responses still in flight, oldest first (undefined: none in flight). */
