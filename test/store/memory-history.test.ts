@@ -107,3 +107,48 @@ describe("InMemoryStore history", () => {
     );
   });
 });
+
+describe("InMemoryStore watch iterator", () => {
+  const mesh = (name: string) => ({
+    kind: "Mesh",
+    name,
+    spec: create(MeshSpecSchema, { description: name }),
+  });
+
+  it("answers next() calls made before the last settled in order, one change each, and ends a waiting one on return()", async () => {
+    const store = new InMemoryStore(types);
+    const abort = new AbortController();
+    const it = store.watch(0, { signal: abort.signal })[Symbol.asyncIterator]();
+    // Three calls at once, before anything was written: they wait, then take the changes in order.
+    const pending = [it.next(), it.next(), it.next()];
+    await store.put(mesh("a"));
+    await store.put(mesh("b"));
+    await store.put(mesh("c"));
+    const got = await Promise.all(pending);
+    expect(got.map((r) => (r.done === true ? "done" : r.value.revision))).toEqual([1, 2, 3]);
+    // A next() waiting for a change ends (done) when the watch is returned, and the watch stays done.
+    const waiting = it.next();
+    await it.return?.();
+    expect(await waiting).toEqual({ value: undefined, done: true });
+    await store.put(mesh("d"));
+    expect((await it.next()).done).toBe(true);
+    abort.abort();
+  });
+
+  it("ends (done) once its signal aborts, also while a next() waits; a revision ahead of the store fails at the first next()", async () => {
+    const store = new InMemoryStore(types);
+    await store.put(mesh("a"));
+    const abort = new AbortController();
+    // A revision ahead of the store fails at the first next(), not when the watch is made.
+    const ahead = store.watch(5, { signal: abort.signal })[Symbol.asyncIterator]();
+    await expect(ahead.next()).rejects.toMatchObject({ code: "store_compacted" });
+    expect((await ahead.next()).done).toBe(true);
+    const it = store.watch(0, { signal: abort.signal })[Symbol.asyncIterator]();
+    expect((await it.next()).done).toBe(false);
+    const waiting = it.next();
+    abort.abort();
+    expect((await waiting).done).toBe(true);
+    await store.put(mesh("b"));
+    expect((await it.next()).done).toBe(true);
+  });
+});

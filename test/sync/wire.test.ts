@@ -130,6 +130,45 @@ describe("wire envelope", () => {
     expect(blob.decoded.specBytes.buffer.byteLength).toBeLessThan(100);
   });
 
+  it("decodes each spec of scalars into a message of its own, the one fromBinary makes: same fields in the same order, lists not shared", async () => {
+    const types = createTypeRegistry(exampleTypes);
+    const type = types.get("TrafficPolicy");
+    const store = new InMemoryStore(types);
+    const decode = async (
+      name: string,
+      spec: Parameters<typeof create<typeof TrafficPolicySpecSchema>>[1],
+    ) => {
+      const wire = toWire(
+        type,
+        await store.put({
+          kind: "TrafficPolicy",
+          mesh: "m",
+          name,
+          spec: create(TrafficPolicySpecSchema, spec),
+        }),
+      );
+      const envelope = fromBinary(KdsResourceSchema, wire.any.value);
+      return {
+        decoded: fromWire(type, wire.any, wire.key).spec,
+        reflective: fromBinary(TrafficPolicySpecSchema, envelope.spec?.value ?? new Uint8Array()),
+      };
+    };
+    const empty = await decode("empty", {});
+    const full = await decode("full", { services: ["a", "b"], timeoutMs: 7, retries: 2 });
+    const other = await decode("other", { services: ["c"] });
+    for (const { decoded, reflective } of [empty, full, other]) {
+      expect(decoded).toEqual(reflective);
+      expect(Object.keys(decoded)).toEqual(Object.keys(reflective));
+      expect(Object.getPrototypeOf(decoded)).toBe(Object.getPrototypeOf(reflective));
+    }
+    const lists = [empty, full, other].map(
+      ({ decoded }) => (decoded as unknown as { services: string[] }).services,
+    );
+    expect(new Set(lists).size).toBe(3);
+    lists[0]?.push("x");
+    expect((await decode("later", {})).decoded).toEqual(create(TrafficPolicySpecSchema));
+  });
+
   it("decodes an envelope as the reflective decoder does: unknown fields, merged repeats, odd label keys; malformed bytes are invalid_resource", () => {
     const types = createTypeRegistry(exampleTypes);
     const type = types.get("TrafficPolicy");

@@ -296,6 +296,16 @@ function sniffingServer(
 }
 
 /**
+ * Loads the `Headers` global, which Node loads on first use (undici: about
+ * 45 ms of compiling in a profile of the 100k sync, bench/README.md): every
+ * zone stream's headers are read into one, so without this the first zone
+ * to connect, or the first burst after a restart, waits for it.
+ */
+function loadHeaders(): void {
+  new Headers().has("content-type"); // the call only makes sure the object is used
+}
+
+/**
  * Serves `global`'s `MultiplexService` and half-duplex service (and
  * `options.routes`) on node:http2; close sends every zone a goaway first.
  * Every zone call's credentials are proven on its headers before its body is
@@ -313,6 +323,7 @@ export function serveGlobal(
 ): Promise<ServedGlobal> {
   const hub = new HalfDuplexHub(global);
   const limits = options.limits;
+  loadHeaders();
   return serveRoutes(
     (router) => {
       registerGlobal(router, global, { halfDuplex: hub });
