@@ -78,16 +78,11 @@ function plainFrame(bytes: Uint8Array): Frame | undefined {
   const tag = bytes[0];
   if (tag === tags.TAG_FRAME_DELTA_REQUEST) return plainAck(bytes);
   if (tag !== tags.TAG_FRAME_DELTA_RESPONSE && tag !== tags.TAG_FRAME_BATCH) return undefined;
-  // A plain Uint8Array view: views of a Node Buffer are Buffers, whose every subarray costs a species lookup.
-  const view =
-    bytes.constructor === Uint8Array
-      ? bytes
-      : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const view = plainView(bytes);
   const r = new Reader(view);
   try {
-    r.pos = 1;
-    const end = r.length();
-    if (end !== bytes.length) return undefined;
+    const end = frameEnd(r);
+    if (end !== view.length) return undefined;
     if (tag === tags.TAG_FRAME_DELTA_RESPONSE) return deltaResponseFrame(r.response(end));
     const frames: Frame[] = [];
     while (r.pos < end) {
@@ -127,14 +122,10 @@ let lastAckTypeUrl = "";
  * in the same order.
  */
 function plainAck(bytes: Uint8Array): Frame | undefined {
-  const view =
-    bytes.constructor === Uint8Array
-      ? bytes
-      : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const view = plainView(bytes);
   const r = new Reader(view);
   try {
-    r.pos = 1;
-    const end = r.length();
+    const end = frameEnd(r);
     if (end !== view.length) return undefined;
     let typeUrl: string | undefined;
     let responseNonce: string | undefined;
@@ -164,6 +155,19 @@ function plainAck(bytes: Uint8Array): Frame | undefined {
     if (error === notPlain) return undefined;
     throw error;
   }
+}
+
+/** `bytes` as a plain Uint8Array view: views of a Node Buffer are Buffers, whose every subarray costs a species lookup. */
+function plainView(bytes: Uint8Array): Uint8Array {
+  return bytes.constructor === Uint8Array
+    ? bytes
+    : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** Places `r` after a frame's one-byte field tag and returns where that field ends. */
+function frameEnd(r: Reader): number {
+  r.pos = 1;
+  return r.length();
 }
 
 function isAscii(text: string): boolean {
