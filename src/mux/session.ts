@@ -53,7 +53,6 @@ import {
   type HelloOffer,
 } from "./negotiation.ts";
 import { Outbox } from "./outbox.ts";
-import { canPush, type PushedFrames } from "./pushed-frames.ts";
 import {
   gracefulCodes,
   transition,
@@ -327,8 +326,7 @@ export class MuxSession implements Session {
    */
   attach(inbound: AsyncIterable<Frame>): void {
     this.#attachedAt = this.#lastHeard = this.#now();
-    if (canPush(inbound)) this.#take(inbound);
-    else void this.#read(inbound);
+    void this.#read(inbound);
   }
 
   stats(): SessionStats {
@@ -395,111 +393,43 @@ export class MuxSession implements Session {
         if (this.end !== undefined && !this.end.graceful) return;
         const result = await new Promise(read);
         if (result.done === true) {
-          this.#peerEnded();
+          this.#peerEndedStream = true;
+          this.#finish(
+            {
+              code: "peer_eof",
+              message: `the ${this.role === "zone" ? "global" : "zone"} ended its direction of the stream without a goaway (a proxy or load balancer may have cut it); reconnecting is safe`,
+              initiator: "peer",
+              graceful: false,
+            },
+            undefined,
+          );
           return;
         }
         this.#lastHeard = this.#now();
         this.#dispatch(result.value);
       }
     } catch (error) {
-      this.#readFailed(error);
+      if (this.end === undefined && KdsError.is(error, "protocol_error")) {
+        // The transport could not decode what the peer wrote: tell the peer, as for any broken frame.
+        this.#protocolError(error.message, error);
+      } else if (this.end === undefined) {
+        this.#finish(
+          {
+            code: "transport",
+            message: `the mux stream failed: ${describe(error)}`,
+            initiator: "peer",
+            graceful: false,
+            cause: error,
+          },
+          undefined,
+        );
+      }
     } finally {
       released.removeEventListener("abort", onReleased);
       this.#inboundDone = true;
       // Only stops the peer's stream; what it failed with was read above (or the session already ended).
       void Promise.resolve(iterator.return?.()).catch(() => undefined);
       this.#maybeRelease();
-    }
-  }
-
-  /**
-   * The reader of {@link #read} for frames the transport pushes (see
-   * pushed-frames.ts): the same steps, taken in the transport's data events
-   * instead of a loop of pulls.
-   */
-  #take(inbound: PushedFrames): void {
-    const released = this.#transportAbort.signal;
-    let stopped = false;
-    const stop = (): void => {
-      if (stopped) return;
-      stopped = true;
-      released.removeEventListener("abort", onReleased);
-      this.#inboundDone = true;
-      // Only stops the peer's stream; what it failed with was handled (or the session already ended).
-      void Promise.resolve(inbound[Symbol.asyncIterator]().return?.()).catch(() => undefined);
-      this.#maybeRelease();
-    };
-    const fail = (error: unknown): void => {
-      if (stopped) return;
-      this.#readFailed(error);
-      stop();
-    };
-    const onReleased = (): void => fail(abortError(released, "reading the mux stream"));
-    if (released.aborted) {
-      onReleased();
-      return;
-    }
-    released.addEventListener("abort", onReleased, { once: true });
-    // A session ended for a failure reads no more: each frame taken is one more the transport decodes, only to drop it.
-    const endedForFailure = (): boolean => this.end !== undefined && !this.end.graceful;
-    if (endedForFailure()) {
-      stop();
-      return;
-    }
-    inbound.pushTo({
-      frame: (frame) => {
-        if (stopped) return;
-        try {
-          this.#lastHeard = this.#now();
-          this.#dispatch(frame);
-        } catch (error) {
-          fail(error);
-          return;
-        }
-        if (endedForFailure()) stop();
-      },
-      end: (error) => {
-        if (stopped) return;
-        if (error !== undefined) {
-          fail(error);
-          return;
-        }
-        this.#peerEnded();
-        stop();
-      },
-    });
-  }
-
-  /** Ends the session because the peer's frames ended without a goaway. */
-  #peerEnded(): void {
-    this.#peerEndedStream = true;
-    this.#finish(
-      {
-        code: "peer_eof",
-        message: `the ${this.role === "zone" ? "global" : "zone"} ended its direction of the stream without a goaway (a proxy or load balancer may have cut it); reconnecting is safe`,
-        initiator: "peer",
-        graceful: false,
-      },
-      undefined,
-    );
-  }
-
-  /** Ends the session for a failed read of the peer's frames (unless it already ended). */
-  #readFailed(error: unknown): void {
-    if (this.end === undefined && KdsError.is(error, "protocol_error")) {
-      // The transport could not decode what the peer wrote: tell the peer, as for any broken frame.
-      this.#protocolError(error.message, error);
-    } else if (this.end === undefined) {
-      this.#finish(
-        {
-          code: "transport",
-          message: `the mux stream failed: ${describe(error)}`,
-          initiator: "peer",
-          graceful: false,
-          cause: error,
-        },
-        undefined,
-      );
     }
   }
 

@@ -9,7 +9,6 @@ import type { Readable, Writable } from "node:stream";
 import type { Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { encodeFrame } from "../../mux/frame-encode.ts";
 import { readFrame } from "../../mux/frame-decode.ts";
-import type { FrameSink, PushedFrames } from "../../mux/pushed-frames.ts";
 
 /** gRPC's length-prefixed message header: a flags byte and a 32-bit big-endian length. */
 export const GRPC_PREFIX_BYTES = 5;
@@ -141,15 +140,13 @@ export class EnvelopeSplitter {
  * control pushes back on a peer whose frames are not taken. Unlike Node's
  * stream iterator, stopping early (`return`) leaves the stream open, so a
  * server can still send its status trailers. A stream already destroyed when
- * the reading starts ends at once (with its error, if any). A mux session
- * takes the frames pushed instead (`pushTo`, pushed-frames.ts): each is
- * handed over in the stream's data event, and the stream is never paused.
+ * the reading starts ends at once (with its error, if any).
  */
 export function readGrpcFrames(
   stream: Readable,
   maxBytes: number,
   unreadable: UnreadableFrame,
-): AsyncIterableIterator<Frame> & PushedFrames {
+): AsyncIterableIterator<Frame> {
   return new GrpcFrameReader(stream, maxBytes, unreadable);
 }
 
@@ -166,7 +163,7 @@ interface ReadWaiter {
  * of every zone comes through here, and the two generator layers cost
  * several promise hops and allocations per frame.
  */
-class GrpcFrameReader implements AsyncIterableIterator<Frame>, PushedFrames {
+class GrpcFrameReader implements AsyncIterableIterator<Frame> {
   readonly #stream: Readable;
   readonly #splitter: EnvelopeSplitter;
   readonly #unreadable: UnreadableFrame;
@@ -182,8 +179,6 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame>, PushedFrames {
   #waiter: ReadWaiter | undefined;
   /** Settles once the pending `next` has: a `next` called meanwhile reads after it. */
   #pending: Promise<unknown> | undefined;
-  /** Where the frames go once pushed (`pushTo`); `next` is not used then. */
-  #sink: FrameSink | undefined;
 
   constructor(stream: Readable, maxBytes: number, unreadable: UnreadableFrame) {
     this.#stream = stream;
@@ -202,31 +197,6 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame>, PushedFrames {
 
   [Symbol.asyncIterator](): AsyncIterableIterator<Frame> {
     return this;
-  }
-
-  pushTo(sink: FrameSink): void {
-    this.#sink = sink;
-    this.#push();
-  }
-
-  /** Hands the sink every frame that can be read now, then the end if it came; until stopped (`return`). */
-  #push(): void {
-    const sink = this.#sink as FrameSink;
-    while (!this.#finished) {
-      let result: IteratorResult<Frame, undefined> | undefined;
-      try {
-        result = this.#pull();
-      } catch (error) {
-        sink.end(error);
-        return;
-      }
-      if (result === undefined) return;
-      if (result.done === true) {
-        sink.end();
-        return;
-      }
-      sink.frame(result.value);
-    }
   }
 
   next(): Promise<IteratorResult<Frame, undefined>> {
@@ -299,12 +269,8 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame>, PushedFrames {
     return readFrame(body, this.#unreadable);
   }
 
-  /** Settles the pending `next`, if any, with what can be read now (pushes it, once pushing). */
+  /** Settles the pending `next`, if any, with what can be read now. */
   #wake(): void {
-    if (this.#sink !== undefined) {
-      this.#push();
-      return;
-    }
     const waiter = this.#waiter;
     if (waiter === undefined) return;
     let result: IteratorResult<Frame, undefined> | undefined;
@@ -324,7 +290,7 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame>, PushedFrames {
     this.#chunks.push(chunk);
     // A reader already waiting takes this chunk now: no pause and resume for it (one per ACK of every zone).
     // Any further chunk before the reader asks again pauses the stream, as one does while the reader is busy.
-    if (this.#waiter === undefined && this.#sink === undefined) this.#stream.pause();
+    if (this.#waiter === undefined) this.#stream.pause();
     else this.#wake();
   };
 
