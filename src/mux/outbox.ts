@@ -255,7 +255,8 @@ export class Outbox {
   /**
    * Stops taking data: every send not yet accepted rejects with `error`,
    * accepted frames not yet sent are dropped, then `goaway` (if given) is the
-   * last frame to leave. Without a goaway the frame stream ends at once.
+   * last frame to leave. Without a goaway the frame stream ends at once,
+   * after this side's hello if the transport has not taken it yet.
    */
   finish(error: KdsError, goaway?: FrameValueInit): void {
     if (this.#goaway !== undefined || this.#ended) return;
@@ -400,12 +401,14 @@ export class Outbox {
   }
 
   #take(): Frame | "end" | undefined {
-    if (this.#ended) return "end";
+    // The hello leaves first even when the session ended before the transport took it (a peer that sent its hello
+    // and ended its direction at once, both read in one event): every stream this side writes opens with its hello.
     if (this.#hello !== undefined) {
       const hello = this.#hello;
       this.#hello = undefined;
       return this.#tookControl(hello);
     }
+    if (this.#ended) return "end";
     if (this.#goaway !== undefined) {
       this.#ended = true;
       return this.#tookControl(this.#goaway);

@@ -451,6 +451,8 @@ export const scenarios: Scenario[] = [
       );
       const sendError = await rejects(session.client.send(request("x")), "a send after the end");
       check(KdsError.is(sendError, "session_closed"), "sends fail with session_closed");
+      // Its hello was never read here: the stream still opens with it (each side sends its hello at once), then ends.
+      equal((await peer.read())?.value.case, "hello", "this side's stream opens with its hello");
       check((await peer.read()) === undefined, "this side's stream ends too");
     },
   },
