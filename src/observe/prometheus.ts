@@ -13,6 +13,7 @@
  * @module
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { FrameTally } from "./frame-tally.ts";
 import type {
   AdmissionResult,
   ConnectionEvent,
@@ -86,6 +87,8 @@ export class PrometheusMetrics implements Metrics {
   readonly #requestsTimedOut: Counter<"listener">;
   readonly #frames: Counter<"direction" | "lane">;
   readonly #bytes: Counter<"direction" | "lane">;
+  /** Frames and bytes counted since the last collection (see frame-tally.ts). */
+  readonly #frameTally = new FrameTally();
   readonly #creditWait: Counter<"lane">;
   readonly #responsesSent: Counter<"kind">;
   readonly #acks: Counter<"kind">;
@@ -166,17 +169,20 @@ export class PrometheusMetrics implements Metrics {
       labelNames: ["listener"],
       registers,
     });
+    const tally = this.#frameTally;
     this.#frames = new Counter({
       name: "kds_mux_frames_total",
       help: "Mux frames by direction (sent, received) and lane (requests, responses, control); frames inside a batch count one by one.",
       labelNames: ["direction", "lane"],
       registers,
+      collect: () => tally.take("frames", (labels, n) => this.#frames.inc(labels, n)),
     });
     this.#bytes = new Counter({
       name: "kds_mux_frame_bytes_total",
       help: "Bytes of mux frames by direction and lane, as the mux accounts them: an upper bound of the encoded size computed without encoding (exact for payloads, up to 3 bytes per character of strings).",
       labelNames: ["direction", "lane"],
       registers,
+      collect: () => tally.take("bytes", (labels, n) => this.#bytes.inc(labels, n)),
     });
     this.#creditWait = new Counter({
       name: "kds_mux_credit_wait_seconds_total",
@@ -310,8 +316,7 @@ export class PrometheusMetrics implements Metrics {
   }
 
   frames(direction: "sent" | "received", lane: MetricLane, frames: number, bytes: number): void {
-    this.#frames.inc({ direction, lane }, frames);
-    this.#bytes.inc({ direction, lane }, bytes);
+    this.#frameTally.add(direction, lane, frames, bytes);
   }
 
   creditWait(lane: "requests" | "responses", ms: number): void {
