@@ -308,12 +308,14 @@ export class Outbox {
     const stop = (): void => {
       if (done) return;
       done = true;
-      this.finish(
-        new KdsError(
-          "session_closed",
-          "the transport stopped taking frames; the session has ended",
-        ),
-      );
+      // After the session's own end (the usual way here) finish would do nothing: build no error for it.
+      if (!this.#ended && this.#goaway === undefined)
+        this.finish(
+          new KdsError(
+            "session_closed",
+            "the transport stopped taking frames; the session has ended",
+          ),
+        );
       this.#ended = true;
       onEnd?.();
     };

@@ -460,6 +460,8 @@ export class CallEndpoint {
   }
 
   #sessionEnded(): void {
+    // Most sessions end with no call open: no error to build then (one per session end adds up when thousands end at once).
+    if ((this.#outgoing?.size ?? 0) === 0 && (this.#incoming?.size ?? 0) === 0) return;
     const error = sessionGone(this.#session);
     for (const [id, call] of [...(this.#outgoing ?? [])]) this.#fail(id, call, error);
     for (const incoming of this.#incoming?.values() ?? []) incoming.abort.abort(error);
