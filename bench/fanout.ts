@@ -70,7 +70,13 @@ import { percentile } from "./percentile.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { Session as InspectorSession } from "node:inspector/promises";
-import { noopMetrics, type Metrics } from "../src/metrics.ts";
+import {
+  noopMetrics,
+  type AdmissionResult,
+  type ConnectionEvent,
+  type ListenerName,
+  type Metrics,
+} from "../src/metrics.ts";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -154,6 +160,13 @@ export interface FanoutResult {
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly maxMs: number;
+  /**
+   * From each change until the global (every instance) handed the last zone's response frame to its
+   * transport to write, median over the rounds: the global's own part of the latency. The rest, up to
+   * p99Ms, is the write, the zones' processes reading and applying it (on the same cores here) and the
+   * clock of their arrival.
+   */
+  readonly lastWriteMs: number;
   /** CPU time (user + system) of the global's process from each change until every zone has it, per change and zone, in microseconds: the global's work per zone, which wall-clock times hide on a loaded machine. */
   readonly globalCpuUsPerZoneChange: number;
   /** The same up to 200 ms after every zone has it (the ACKs handled by then): the global's whole work per zone and change. */
@@ -258,15 +271,22 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     const trace = process.env.KDS_BENCH_TRACE === "1";
     const counts = new Map<string, number>();
     const count = (key: string): void => void counts.set(key, (counts.get(key) ?? 0) + 1);
-    const metrics: Metrics | undefined = trace
-      ? {
-          ...noopMetrics,
-          admission: (r) => count(`admit.${r}`),
-          sessionOpened: () => count("opened"),
-          sessionClosed: (_p, code) => count(`closed.${code}`),
-          connection: (_l, e) => count(`conn.${e}`),
-        }
-      : undefined;
+    /** When a response frame was last handed to a zone's transport (lastWriteMs). */
+    let lastResponseAt = 0;
+    const metrics: Metrics = {
+      ...noopMetrics,
+      frames: (direction, lane) => {
+        if (direction === "sent" && lane === "responses") lastResponseAt = clock();
+      },
+      ...(trace
+        ? {
+            admission: (r: AdmissionResult) => count(`admit.${r}`),
+            sessionOpened: () => count("opened"),
+            sessionClosed: (_p: string, code: string) => count(`closed.${code}`),
+            connection: (_l: ListenerName, e: ConnectionEvent) => count(`conn.${e}`),
+          }
+        : {}),
+    };
     for (let i = 0; i < instanceCount; i++) {
       const store = await openStore(types, database, 100_000);
       const global = new GlobalControlPlane({
@@ -437,6 +457,8 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     const after = memory();
 
     const latencies: number[] = [];
+    /** Per round: from the change until the last response frame went to a zone's transport. */
+    const lastWrites: number[] = [];
     let cpuUs = 0;
     let settledCpuUs = 0;
     let measuredRounds = 0;
@@ -498,6 +520,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       }
       const done = await within(Promise.all(children.map((_, p) => next(p))), roundTimeoutMs);
       const cpu = process.cpuUsage(cpuBefore);
+      lastWrites.push(lastResponseAt - sentAt);
       if (done === undefined) {
         process.stderr.write(
           `fan-out: change ${seq} did not reach every zone within ${roundTimeoutMs / 1000} s; the run is incomplete\n`,
@@ -566,6 +589,10 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       p50Ms: percentile(latencies, 50),
       p99Ms: percentile(latencies, 99),
       maxMs: latencies.at(-1) ?? Number.NaN,
+      lastWriteMs: percentile(
+        lastWrites.sort((a, b) => a - b),
+        50,
+      ),
       globalCpuUsPerZoneChange: measuredRounds === 0 ? Number.NaN : cpuUs / measuredRounds / zones,
       globalSettledCpuUsPerZoneChange:
         measuredRounds === 0 ? Number.NaN : settledCpuUs / measuredRounds / zones,

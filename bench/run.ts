@@ -559,6 +559,10 @@ function flush(complete: boolean): Record<string, unknown> {
       `${prefix}.globalCpuUsPerZoneChange`,
       spreadOrSkipped(runs, (r) => r.globalCpuUsPerZoneChange),
     );
+    set(
+      `${prefix}.lastWriteMs`,
+      spreadOrSkipped(runs, (r) => r.lastWriteMs),
+    );
   };
   set("fanout.zones", plan.fanout);
   set("fanout.repetitions", plan.fanoutReps);

@@ -206,6 +206,12 @@ const fanoutKeys = (
     spread,
     "the global process's CPU time from each change until every zone has it, per zone and change",
   ),
+  key(
+    `${prefix}.lastWriteMs`,
+    "ms",
+    spread,
+    "from each change until the global handed the last zone's response frame to its transport, median over the rounds of a repetition: the global's own part of the latency (the rest of p99Ms is the zones' processes, on the same cores, reading and applying it)",
+  ),
 ];
 
 /** Every key of the summary, in the order bench/README.md lists them. */
