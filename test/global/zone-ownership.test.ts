@@ -5,7 +5,7 @@
 // takeover shows up as a conflict). A lease reads online while its
 // instance's record is fresh; a claim that failed is written again.
 import { create } from "@bufbuild/protobuf";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   type GlobalInstanceSpec,
@@ -333,6 +333,32 @@ describe("ZoneOwnership: one liveness record per instance", () => {
     );
     expect(changed).toHaveLength(sessions.length - 1);
     expect((await inner.get(ZONE_INSIGHT_KIND, "", taken))?.spec).toMatchObject({ instance: "g1" });
+  });
+
+  it("a late write for an older session elsewhere does not end ours; the next period writes our lease again", async () => {
+    const { make, advance, inner } = handClocked();
+    const ownership = make("g0");
+    ownership.start(stopper().signal);
+    await advance(PERIOD / 2);
+    const session = fakeSession("zone-1");
+    await ownership.claim(session);
+    // Another instance's claim for a session that began before ours lands after it.
+    await inner.put({
+      kind: ZONE_INSIGHT_KIND,
+      name: "zone-1",
+      spec: create(ZoneInsightSpecSchema, {
+        instance: "g1",
+        session: "older",
+        online: true,
+        connectedAt: timestampFromDate(new Date(WALL)),
+      }),
+    });
+    await advance(PERIOD / 2);
+    expect(session.closedWith).toBeUndefined();
+    expect((await inner.get(ZONE_INSIGHT_KIND, "", "zone-1"))?.spec).toMatchObject({
+      instance: "g0",
+      online: true,
+    });
   });
 
   it("a claim whose write failed is written at the next period", async () => {
