@@ -83,7 +83,13 @@ export interface GlobalControlPlaneOptions {
    * `Rebalancer`): on by default; `false` turns it off.
    */
   readonly rebalance?: RebalanceOptions | false;
-  /** The address zones dial to reach this instance, once known: announced in its GlobalInstance record, and named by rebalancing to the zones it moves here. */
+  /**
+   * The address zones dial to reach this instance, once known: announced in
+   * its GlobalInstance record, and named by rebalancing to the zones it
+   * moves here (an instance without one is sent none). It is announced at
+   * start and every `leaseRenewMs`; when it becomes known later (once the
+   * listener is open), call `ownership.announce()` to publish it at once.
+   */
   readonly zoneUrl?: () => string | undefined;
   /** The admin API address shown to refused zones (a function when known only once listening). */
   readonly adminUrl?: string | (() => string);

@@ -70,7 +70,7 @@ export interface ZoneOwnershipOptions {
    * `renewMs` (5 minutes at the default period).
    */
   readonly refreshAfterMs?: number;
-  /** The address zones dial to reach this instance, once known (announced in its record; rebalancing names it). */
+  /** The address zones dial to reach this instance, once known (announced in its record; rebalancing names it). Read at each announcement: call {@link ZoneOwnership.announce} when it becomes known to publish it before the next period. */
   readonly zoneUrl?: () => string | undefined;
   /** True while this instance drains (announced in its record: the others send it no zones). Default: never. */
   readonly draining?: () => boolean;
