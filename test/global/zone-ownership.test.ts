@@ -167,10 +167,17 @@ const writes = (counts: Counts, kind: string): number => counts.writes.get(kind)
 
 describe("ZoneOwnership: one liveness record per instance", () => {
   it("holding many zones, the periods write the instance record, not the leases", async () => {
-    // Real timers: 10 periods pass. The leases were written once each (the claims) and are not due for a refresh yet.
+    // Real timers: 10 periods pass. The leases were written once each (the claims) and are not due for a refresh (the next test is
+    // about the refresh; set far here so a loaded machine cannot make them due).
     const { store, counts } = countingStore();
     const renewMs = 40;
-    const ownership = new ZoneOwnership({ store, instance: "g0", renewMs, logger: silentLogger });
+    const ownership = new ZoneOwnership({
+      store,
+      instance: "g0",
+      renewMs,
+      refreshAfterMs: 60_000,
+      logger: silentLogger,
+    });
     const zones = 2 * RENEW_BATCH + 50;
     for (let i = 0; i < zones; i++) await ownership.claim(fakeSession(`zone-${i}`));
     const claimed = writes(counts, ZONE_INSIGHT_KIND);
