@@ -118,7 +118,8 @@ export interface ZoneLease {
    * Online: the holder says so and is alive (its GlobalInstance record
    * renewed within 3 periods, and this session started in its current run;
    * only for an instance with no record at all, the lease's own `renewedAt`
-   * within 3 periods). Always true for a session this instance holds.
+   * within 3 periods). Always true for the lease of a session this
+   * instance holds.
    */
   readonly online: boolean;
   /** The raw record. */
