@@ -136,8 +136,10 @@ export class ZoneOwnership {
   /** When this run started (wall clock): leases naming this instance from before then are an earlier run's. */
   readonly #startedAt: number;
   readonly #held = new Map<string, Held>();
-  /** A period's work is under way (a slow store can make one outlast the period: the next is skipped, not stacked). */
+  /** A period's lease work is under way (a slow store can make it outlast the period: the next is skipped, not stacked). */
   #ticking = false;
+  /** A periodic announcement is under way (likewise skipped, not stacked, when the store is slow). */
+  #announcing = false;
   /** Announcements run one after another, each built when its turn comes, so the last one written says the latest. */
   #announced: Promise<unknown> = Promise.resolve();
   /** The last announcement failed (logged once until one lands again). */
@@ -197,6 +199,8 @@ export class ZoneOwnership {
       cancel = this.#clock.setTimer(() => {
         if (signal.aborted) return;
         arm(); // a fixed rate: the next period does not wait for this one's writes
+        // Apart: liveness must not wait behind the lease work (thousands of claims retried after a store outage).
+        void this.#announceLogged(signal);
         void this.#tick(signal);
       }, this.#renewMs);
     };
@@ -351,16 +355,15 @@ export class ZoneOwnership {
   }
 
   /**
-   * One period's work: announce this instance, write again the claims that
-   * failed, then refresh the details of at most {@link RENEW_BATCH} held
-   * leases last written more than `refreshAfterMs` ago, oldest first. A
-   * failure is logged and left for the next period.
+   * One period's lease work (beside the announcement): write again the
+   * claims that failed, then refresh the details of at most {@link
+   * RENEW_BATCH} held leases last written more than `refreshAfterMs` ago,
+   * oldest first. A failure is logged and left for the next period.
    */
   async #tick(signal: AbortSignal): Promise<void> {
     if (this.#ticking) return;
     this.#ticking = true;
     try {
-      await this.#announceLogged(signal);
       await this.#claimAgain(signal);
       if (signal.aborted) return;
       const before = this.#now() - this.#refreshAfterMs;
@@ -374,8 +377,13 @@ export class ZoneOwnership {
     }
   }
 
-  /** {@link announce}, a failure logged (once until an announcement lands again) instead of thrown. */
+  /**
+   * {@link announce}, a failure logged (once until an announcement lands
+   * again) instead of thrown; skipped while the previous one is under way.
+   */
   async #announceLogged(signal: AbortSignal): Promise<void> {
+    if (this.#announcing) return;
+    this.#announcing = true;
     try {
       await this.announce(signal);
       if (this.#announceFailing)
@@ -388,6 +396,8 @@ export class ZoneOwnership {
         `announcing this instance in the store failed; retrying every ${this.#renewMs} ms (after ${3 * this.#renewMs} ms without, the other instances read its zones as offline)`,
         { error },
       );
+    } finally {
+      this.#announcing = false;
     }
   }
 

@@ -342,6 +342,50 @@ describe("ZoneOwnership: one liveness record per instance", () => {
     expect((await inner.get(ZONE_INSIGHT_KIND, "", taken))?.spec).toMatchObject({ instance: "g1" });
   });
 
+  it("the announcements go on every period while the lease work is stuck on a slow store", async () => {
+    const clock = new ManualClock(0);
+    const { store: counted, counts } = countingStore();
+    let release: () => void = () => undefined;
+    const stuck = new Promise<void>((resolve) => (release = resolve));
+    let hanging = 0;
+    cleanups.push(() => release());
+    // Batches (the refresh) hang until released; single writes (the announcements) go through.
+    const store = new Proxy(counted, {
+      get(target, key) {
+        const value = Reflect.get(target, key, target) as unknown;
+        if (key === "apply")
+          return async (...args: unknown[]) => {
+            hanging++;
+            await stuck;
+            return (value as (...a: unknown[]) => unknown)(...args);
+          };
+        return typeof value === "function"
+          ? (value as (...a: unknown[]) => unknown).bind(target)
+          : value;
+      },
+    });
+    const ownership = new ZoneOwnership({
+      store,
+      instance: "g0",
+      renewMs: PERIOD,
+      refreshAfterMs: 0,
+      now: () => WALL + clock.now(),
+      clock,
+      logger: silentLogger,
+    });
+    await ownership.claim(fakeSession("zone-1"));
+    ownership.start(stopper().signal);
+    await eventually(() => writes(counts, GLOBAL_INSTANCE_KIND) === 1, "the announcement at start");
+    for (let k = 1; k <= 5; k++) {
+      clock.advance(PERIOD);
+      await eventually(
+        () => writes(counts, GLOBAL_INSTANCE_KIND) === 1 + k,
+        `announcement ${k} while the refresh hangs`,
+      );
+    }
+    expect(hanging).toBe(1); // the first period's refresh, still hanging; the later periods skipped theirs
+  });
+
   it("a late write for an older session elsewhere does not end ours; the next period writes our lease again", async () => {
     const { make, advance, inner } = handClocked();
     const ownership = make("g0");
