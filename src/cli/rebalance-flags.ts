@@ -53,7 +53,7 @@ export function isDialable(url: string): boolean {
 export const rebalanceIntervalOption = (): Option =>
   new Option(
     "--rebalance-interval <duration>",
-    "with several instances on one PostgreSQL server (--store postgres://...; never with memory or the embedded engine, which one process owns): how often each announces itself and, holding more than its share of zones, asks a few to reconnect to the least loaded instance (goaway RECONNECT); 0 turns it off",
+    "with several instances on one PostgreSQL server (--store postgres://...; never with memory or the embedded engine, which one process owns): how often each checks its share and, holding more than it, asks a few to reconnect to the least loaded instance (goaway RECONNECT); 0 turns it off",
   )
     .argParser((text: string) => {
       let ms: number;

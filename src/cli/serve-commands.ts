@@ -359,6 +359,14 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
     });
     listening = true;
     zoneUrl = options.advertiseUrl ?? served.url;
+    // Publish the address now rather than at the next lease period: until then no instance moves zones here.
+    global.ownership.announce(running.signal).catch((error: unknown) => {
+      if (!running.signal.aborted)
+        options.logger.warn(
+          "announcing this instance's zone address failed; the next announcement (every lease period) publishes it",
+          { error },
+        );
+    });
     if (
       options.advertiseUrl === undefined &&
       isSharedStore(options) &&

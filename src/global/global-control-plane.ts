@@ -67,14 +67,29 @@ export interface GlobalControlPlaneOptions {
    * Default: the name and a random suffix.
    */
   readonly instance?: string;
-  /** How often this instance renews the leases of the zone sessions it holds. Default 10 s. */
+  /**
+   * How often this instance announces itself in the store (its
+   * GlobalInstance record, one write per period however many zones it
+   * holds). The leases of the zones it holds read online while that record
+   * is renewed: once it is 3 periods old (a crashed instance), they read
+   * offline. Default 10 s; instances sharing a store should use the same
+   * period. (A lease itself is written when its session starts and ends,
+   * and its details refreshed every 30 periods, at most 100 leases a period:
+   * see `ZoneOwnership`.)
+   */
   readonly leaseRenewMs?: number;
   /**
    * Evening out zones across the instances sharing the store (see
    * `Rebalancer`): on by default; `false` turns it off.
    */
   readonly rebalance?: RebalanceOptions | false;
-  /** The address zones dial to reach this instance, once known; rebalancing names it to the zones it moves here. */
+  /**
+   * The address zones dial to reach this instance, once known: announced in
+   * its GlobalInstance record, and named by rebalancing to the zones it
+   * moves here (an instance without one is sent none). It is announced at
+   * start and every `leaseRenewMs`; when it becomes known later (once the
+   * listener is open), call `ownership.announce()` to publish it at once.
+   */
   readonly zoneUrl?: () => string | undefined;
   /** The admin API address shown to refused zones (a function when known only once listening). */
   readonly adminUrl?: string | (() => string);
@@ -195,6 +210,8 @@ export class GlobalControlPlane {
       store: this.store,
       instance: options.instance ?? `${id}-${crypto.randomUUID().slice(0, 8)}`,
       renewMs: options.leaseRenewMs,
+      zoneUrl: options.zoneUrl,
+      draining: () => this.server.draining,
       retry: options.storeRetry,
       logger,
     });
@@ -267,9 +284,8 @@ export class GlobalControlPlane {
         ? undefined
         : new Rebalancer({
             ...options.rebalance,
-            store: this.store,
             instance: this.ownership.instance,
-            zoneUrl: options.zoneUrl ?? (() => undefined),
+            instances: (signal) => this.ownership.instances(signal),
             leases: (signal) => this.ownership.leases(signal),
             sessions: () => this.server.sessions(),
             draining: () => this.server.draining,
@@ -419,18 +435,17 @@ export class GlobalControlPlane {
 
   /**
    * Drains this instance (see `GlobalServer.drain`): it also tells the other
-   * instances at once that it drains, so rebalancing sends it no zones.
+   * instances at once that it drains (its GlobalInstance record), so
+   * rebalancing sends it no zones.
    */
   async drain(options: DrainOptions): Promise<number> {
     const drained = this.server.drain(options);
-    await this.#rebalancer
-      ?.round(options.signal ?? new AbortController().signal)
-      .catch((error: unknown) => {
-        this.logger.warn(
-          "telling the other instances that this one drains failed; they notice when it stops announcing itself",
-          { error },
-        );
-      });
+    await this.ownership.announce(options.signal).catch((error: unknown) => {
+      this.logger.warn(
+        "telling the other instances that this one drains failed; its next announcement (every lease period) tells them",
+        { error },
+      );
+    });
     return drained;
   }
 

@@ -23,6 +23,7 @@ export {
 } from "./zone-lifecycle.ts";
 export {
   ZoneOwnership,
+  type LiveInstance,
   type ZoneLease,
   type ZoneOwnershipOptions,
 } from "./zone-ownership.ts";

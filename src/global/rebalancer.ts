@@ -1,30 +1,26 @@
 /**
  * Evens out zone sessions across the global instances that share one store.
- * Every instance announces itself (a GlobalInstance resource: when, whether
- * it drains, the address zones dial) every round; it counts the zones each
- * live instance holds from the ownership leases, and when it holds more
- * than its share (total / live instances, rounded up) it asks a few of its
- * zones to reconnect (goaway RECONNECT) to the live instance holding the
- * fewest, naming that instance's address. A zone resumes there by versions,
- * so nothing is resent. An instance that joins holds none, so the others
- * shed toward it, a bounded number per round, until the counts are even.
+ * Every round it reads the live instances (their GlobalInstance records,
+ * which `ZoneOwnership` announces: alive, draining, the address zones dial),
+ * counts the zones each holds from the ownership leases, and when this
+ * instance holds more than its share (total / live instances not draining,
+ * rounded up) it asks a few of its zones to reconnect (goaway RECONNECT) to
+ * the live instance holding the fewest, naming that instance's address. A
+ * zone resumes there by versions, so nothing is resent. An instance that
+ * joins holds none, so the others shed toward it, a bounded number per round,
+ * until the counts are even.
  *
  * @module
  */
-import { create } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { GlobalInstanceSpecSchema, type GlobalInstanceSpec } from "../gen/kds/v1/resource_pb.ts";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Session } from "../mux/views.ts";
-import type { ResourceStore } from "../store/contract.ts";
-import { GLOBAL_INSTANCE_KIND } from "../kinds/builtin-types.ts";
 import { sleep } from "../util/abort.ts";
-import type { ZoneLease } from "./zone-ownership.ts";
+import type { LiveInstance, ZoneLease } from "./zone-ownership.ts";
 
 /** Tunables of rebalancing; `false` in `GlobalControlPlaneOptions.rebalance` turns it off. */
 export interface RebalanceOptions {
-  /** How often an instance announces itself and checks its share. Default 10 s; an instance silent for 3 rounds counts as gone. */
+  /** How often an instance checks its share. Default 10 s. (Which instances are alive is their GlobalInstance record, renewed every lease period: see `GlobalControlPlaneOptions.leaseRenewMs`.) */
   readonly intervalMs?: number;
   /** The most zones one instance asks to move per round. Default 10. */
   readonly maxMovesPerRound?: number;
@@ -32,20 +28,16 @@ export interface RebalanceOptions {
 
 /** Options of {@link Rebalancer}. */
 export interface RebalancerOptions extends RebalanceOptions {
-  /** The shared store. */
-  readonly store: ResourceStore;
   /** This instance's id. */
   readonly instance: string;
-  /** The address zones dial to reach this instance, once known. */
-  readonly zoneUrl: () => string | undefined;
+  /** The live instances sharing the store, this one included (see `ZoneOwnership.instances`). */
+  readonly instances: (signal: AbortSignal) => Promise<readonly LiveInstance[]>;
   /** Every zone's lease (see `ZoneOwnership.leases`). */
   readonly leases: (signal: AbortSignal) => Promise<Map<string, ZoneLease>>;
   /** The sessions this instance holds now. */
   readonly sessions: () => readonly Session[];
   /** True while this instance drains (it sheds nothing itself then: the drain moves every zone). */
   readonly draining: () => boolean;
-  /** Wall clock. Default `Date.now`. */
-  readonly now?: () => number;
   readonly logger: Logger;
 }
 
@@ -61,19 +53,17 @@ interface Peer {
   zones: number;
 }
 
-/** Announces this instance and sheds its zones beyond its share, every round. */
+/** Sheds this instance's zones beyond its share, every round. */
 export class Rebalancer {
   readonly #options: RebalancerOptions;
   readonly #intervalMs: number;
   readonly #maxMoves: number;
-  readonly #now: () => number;
 
-  /** @param options - store, instance, what it holds */
+  /** @param options - instance, the live instances, what it holds */
   constructor(options: RebalancerOptions) {
     this.#options = options;
     this.#intervalMs = options.intervalMs ?? DEFAULT_REBALANCE_INTERVAL_MS;
     this.#maxMoves = options.maxMovesPerRound ?? DEFAULT_REBALANCE_MOVES;
-    this.#now = options.now ?? Date.now;
     if (!Number.isFinite(this.#intervalMs) || this.#intervalMs <= 0)
       throw new KdsError(
         "invalid_argument",
@@ -106,26 +96,16 @@ export class Rebalancer {
   }
 
   /**
-   * One round: announce this instance, then ask the zones beyond its share to
-   * move to the least loaded live instance. Resolves with how many were asked.
+   * One round: ask the zones beyond this instance's share to move to the
+   * least loaded live instance. Resolves with how many were asked.
    */
   async round(signal: AbortSignal): Promise<number> {
-    const { store, instance, logger } = this.#options;
-    const draining = this.#options.draining();
-    const spec = create(GlobalInstanceSpecSchema, {
-      renewedAt: timestampFromDate(new Date(this.#now())),
-      draining,
-      zoneUrl: this.#options.zoneUrl() ?? "",
-    });
-    await store.put({ kind: GLOBAL_INSTANCE_KIND, name: instance, spec }, { signal });
-    if (draining) return 0;
+    const { instance, logger } = this.#options;
+    if (this.#options.draining()) return 0;
     const peers = new Map<string, Peer>();
-    for (const r of (await store.list(GLOBAL_INSTANCE_KIND, { signal })).resources) {
-      const s = r.spec as GlobalInstanceSpec;
-      const renewed = s.renewedAt === undefined ? 0 : timestampDate(s.renewedAt).getTime();
-      if (s.draining || this.#now() - renewed > 3 * this.#intervalMs) continue;
-      peers.set(r.meta.name, { instance: r.meta.name, zoneUrl: s.zoneUrl, zones: 0 });
-    }
+    for (const live of await this.#options.instances(signal))
+      if (!live.draining)
+        peers.set(live.instance, { instance: live.instance, zoneUrl: live.zoneUrl, zones: 0 });
     if (peers.size < 2) return 0;
     for (const lease of (await this.#options.leases(signal)).values()) {
       const peer = peers.get(lease.instance);

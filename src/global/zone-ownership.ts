@@ -3,35 +3,51 @@
  * one store. The instance that admits the newest session writes the zone's
  * ZoneInsight (the lease) unconditionally; every instance follows those
  * writes and closes its own older session of that zone (a write for a
- * session that started before its own, a late renewal, is taken over
- * instead); the holder renews the
- * lease while its session lives (with the version it last wrote, so a
- * takeover shows up as a conflict), and marks it offline when the session
- * ends. A crashed instance stops renewing: its zones reconnect elsewhere and
- * take the lease, and until then its entries go stale and read as offline.
+ * session that started before its own, a late refresh, is taken over
+ * instead); the holder marks the lease offline when the session ends.
+ *
+ * Whether the holder still lives is not in the lease: every instance
+ * announces itself in ONE GlobalInstance record (when, whether it drains, the
+ * address zones dial, when this run started) at start and every `renewMs`,
+ * and a lease reads online while its instance's record is fresh (renewed
+ * within 3 periods). So the periodic work is one write per instance, not one
+ * per zone: the leases themselves are rewritten only when something happens
+ * (a claim, a session's end), plus a slow refresh of their details (heartbeat
+ * round trip, `renewedAt`) capped at {@link RENEW_BATCH} a period. A crashed
+ * instance stops announcing: its zones reconnect elsewhere and take the lease,
+ * and until then its entries read offline.
  *
  * @module
  */
 import { create } from "@bufbuild/protobuf";
-import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { KdsError } from "../errors.ts";
-import { ZoneInsightSpecSchema, type ZoneInsightSpec } from "../gen/kds/v1/resource_pb.ts";
+import {
+  GlobalInstanceSpecSchema,
+  ZoneInsightSpecSchema,
+  type GlobalInstanceSpec,
+  type ZoneInsightSpec,
+} from "../gen/kds/v1/resource_pb.ts";
 import type { Logger } from "../log.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
 import type { ResourceStore } from "../store/contract.ts";
-import { ZONE_INSIGHT_KIND } from "../kinds/builtin-types.ts";
+import { GLOBAL_INSTANCE_KIND, ZONE_INSIGHT_KIND } from "../kinds/builtin-types.ts";
 import { followStore } from "../store/follow.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
-import { sleep } from "../util/abort.ts";
+import { systemClock, type Clock } from "../util/clock.ts";
 
 /**
- * Most leases renewed in one store batch. A renewal writes its leases in
- * batches of this many and lets the event loop run between them: a thousand
- * leases in one batch held the loop for tens of milliseconds, which every
- * change fanning out at that moment waited for.
+ * Most leases whose details one period refreshes (in one store batch). It
+ * caps the periodic lease writes of an instance, however many zones it holds:
+ * with more than `RENEW_BATCH × refreshAfterMs / renewMs` zones, each is
+ * refreshed less often than `refreshAfterMs`, which only ages the details
+ * shown for it (liveness is the instance's record, renewed every period).
  */
 export const RENEW_BATCH = 100;
+
+/** Periods after which a lease's details are refreshed, by default (see {@link ZoneOwnershipOptions.refreshAfterMs}). */
+export const DEFAULT_REFRESH_PERIODS = 30;
 
 /** Options of {@link ZoneOwnership}. */
 export interface ZoneOwnershipOptions {
@@ -39,14 +55,45 @@ export interface ZoneOwnershipOptions {
   readonly store: ResourceStore;
   /** This instance's id (unique among the instances sharing the store). */
   readonly instance: string;
-  /** How often the holder renews its leases (in batches of `RENEW_BATCH`, 100). Default 10 s; a lease not renewed for 3 periods reads as offline. */
+  /**
+   * How often this instance announces itself (its GlobalInstance record) and
+   * retries failed claims. Default 10 s. A lease reads offline once its
+   * instance's record is 3 periods old: instances sharing a store should use
+   * the same period.
+   */
   readonly renewMs?: number;
+  /**
+   * A held lease last written longer ago than this has its details
+   * (heartbeat round trip, `renewedAt`) written again at the next period,
+   * oldest first, at most {@link RENEW_BATCH} a period. Only those details
+   * age meanwhile: liveness is the instance's record. Default 30 ×
+   * `renewMs` (5 minutes at the default period).
+   */
+  readonly refreshAfterMs?: number;
+  /** The address zones dial to reach this instance, once known (announced in its record; rebalancing names it). Read at each announcement: call {@link ZoneOwnership.announce} when it becomes known to publish it before the next period. */
+  readonly zoneUrl?: () => string | undefined;
+  /** True while this instance drains (announced in its record: the others send it no zones). Default: never. */
+  readonly draining?: () => boolean;
   /** Delays between retries of a failed store read. */
   readonly retry?: BackoffOptions;
-  /** Wall clock. Default `Date.now`. */
+  /** Wall clock (the times written to the store and compared with theirs). Default `Date.now`. */
   readonly now?: () => number;
+  /** Timers of the periodic work. Default: the system clock. */
+  readonly clock?: Clock;
   /** Where to log. */
   readonly logger: Logger;
+}
+
+/** A live global instance, as its record in the store says (see {@link ZoneOwnership.instances}). */
+export interface LiveInstance {
+  /** Its id. */
+  readonly instance: string;
+  /** The address zones dial to reach it ("" when unknown). */
+  readonly zoneUrl: string;
+  /** It drains: it takes no zones. */
+  readonly draining: boolean;
+  /** When it last announced itself (its own clock). */
+  readonly renewedAt: Date;
 }
 
 interface Held {
@@ -55,9 +102,11 @@ interface Held {
   readonly connectedAt: Date;
   /** Version of the lease this instance last wrote; undefined until the first write landed. */
   version: string | undefined;
+  /** When that write was made (wall clock), so the refresh picks the oldest. */
+  writtenAt: number;
   /** A claim by another session seen before our first write landed: decided once it has. */
   other: { readonly revision: number; readonly instance: string } | undefined;
-  /** The first write (the claim, or its retry at a renewal) is under way. */
+  /** The first write (the claim, or its retry at a later period) is under way. */
   claiming: boolean;
 }
 
@@ -65,26 +114,55 @@ interface Held {
 export interface ZoneLease {
   /** The instance holding it. */
   readonly instance: string;
-  /** Online: the holder says so and renewed it recently. */
+  /**
+   * Online: the holder says so and is alive (its GlobalInstance record
+   * renewed within 3 periods, and this session started in its current run;
+   * only for an instance with no record at all, the lease's own `renewedAt`
+   * within 3 periods). Always true for the lease of a session this
+   * instance holds.
+   */
   readonly online: boolean;
   /** The raw record. */
   readonly insight: ZoneInsightSpec;
 }
 
-/** Ownership leases of zone sessions, shared through the store. */
+/** Ownership leases of zone sessions, and this instance's liveness record, shared through the store. */
 export class ZoneOwnership {
   readonly #options: ZoneOwnershipOptions;
   readonly #renewMs: number;
+  readonly #refreshAfterMs: number;
   readonly #now: () => number;
+  readonly #clock: Clock;
+  /** When this run started (wall clock): leases naming this instance from before then are an earlier run's. */
+  readonly #startedAt: number;
   readonly #held = new Map<string, Held>();
-  /** A renewal is under way (a slow store can make one outlast the period: the next is skipped, not stacked). */
-  #renewing = false;
+  /** A period's lease work is under way (a slow store can make it outlast the period: the next is skipped, not stacked). */
+  #ticking = false;
+  /** A periodic announcement is under way (likewise skipped, not stacked, when the store is slow). */
+  #announcing = false;
+  /** Announcements run one after another, each built when its turn comes, so the last one written says the latest. */
+  #announced: Promise<unknown> = Promise.resolve();
+  /** The last announcement failed (logged once until one lands again). */
+  #announceFailing = false;
 
   /** @param options - store, instance id */
   constructor(options: ZoneOwnershipOptions) {
     this.#options = options;
     this.#renewMs = options.renewMs ?? 10_000;
+    this.#refreshAfterMs = options.refreshAfterMs ?? DEFAULT_REFRESH_PERIODS * this.#renewMs;
+    if (!Number.isFinite(this.#renewMs) || this.#renewMs <= 0)
+      throw new KdsError(
+        "invalid_argument",
+        `the lease renewMs must be a positive number of milliseconds, got ${String(options.renewMs)}`,
+      );
+    if (!Number.isFinite(this.#refreshAfterMs) || this.#refreshAfterMs < 0)
+      throw new KdsError(
+        "invalid_argument",
+        `the lease refreshAfterMs must be a number of milliseconds, 0 or more, got ${String(options.refreshAfterMs)}`,
+      );
     this.#now = options.now ?? Date.now;
+    this.#clock = options.clock ?? systemClock;
+    this.#startedAt = this.#now();
   }
 
   /** This instance's id. */
@@ -93,8 +171,8 @@ export class ZoneOwnership {
   }
 
   /**
-   * Follows other instances' claims and renews this instance's leases until
-   * `signal` aborts.
+   * Announces this instance, then follows other instances' claims, announces
+   * it again and refreshes its leases every `renewMs`, until `signal` aborts.
    */
   start(signal: AbortSignal): void {
     const { store, logger } = this.#options;
@@ -115,11 +193,57 @@ export class ZoneOwnership {
           );
       },
     });
-    const timer = setInterval(() => void this.#renewAll(signal), this.#renewMs);
-    signal.addEventListener("abort", () => clearInterval(timer), { once: true });
+    void this.#announceLogged(signal);
+    let cancel: () => void = () => undefined;
+    const arm = (): void => {
+      cancel = this.#clock.setTimer(() => {
+        if (signal.aborted) return;
+        arm(); // a fixed rate: the next period does not wait for this one's writes
+        // Apart: liveness must not wait behind the lease work (thousands of claims retried after a store outage).
+        void this.#announceLogged(signal);
+        void this.#tick(signal);
+      }, this.#renewMs);
+    };
+    arm();
+    signal.addEventListener("abort", () => cancel(), { once: true });
   }
 
-  /** Claims zone `zone` for `session` (the newest session wins); renews it until the session ends. */
+  /**
+   * Writes this instance's GlobalInstance record now: renewed now, whether
+   * it drains, the address zones dial, when this run started. The periodic
+   * work calls it every `renewMs`; a drain calls it at once, so the other
+   * instances see `draining` without waiting for the next period. Rejects
+   * with the store's error.
+   */
+  announce(signal?: AbortSignal): Promise<void> {
+    const next = this.#announced.then(async () => {
+      const spec = create(GlobalInstanceSpecSchema, {
+        renewedAt: timestampFromDate(new Date(this.#now())),
+        draining: this.#options.draining?.() ?? false,
+        zoneUrl: this.#options.zoneUrl?.() ?? "",
+        startedAt: timestampFromDate(new Date(this.#startedAt)),
+      });
+      await this.#options.store.put(
+        { kind: GLOBAL_INSTANCE_KIND, name: this.#options.instance, spec },
+        { signal },
+      );
+    });
+    this.#announced = next.catch(() => undefined); // the caller gets the failure; the chain goes on
+    return next;
+  }
+
+  /** The live instances sharing the store (this one included once announced): their records renewed within 3 periods. */
+  async instances(signal?: AbortSignal): Promise<LiveInstance[]> {
+    const out: LiveInstance[] = [];
+    for (const [instance, spec] of await this.#records(signal)) {
+      const renewedAt = new Date(renewedOf(spec.renewedAt));
+      if (this.#fresh(renewedAt.getTime()))
+        out.push({ instance, zoneUrl: spec.zoneUrl, draining: spec.draining, renewedAt });
+    }
+    return out;
+  }
+
+  /** Claims zone `zone` for `session` (the newest session wins); marks it offline when the session ends. */
   async claim(session: Session, signal?: AbortSignal): Promise<void> {
     const zone = session.peerId;
     const held: Held = {
@@ -127,6 +251,7 @@ export class ZoneOwnership {
       id: crypto.randomUUID(),
       connectedAt: new Date(this.#now()),
       version: undefined,
+      writtenAt: 0,
       other: undefined,
       claiming: true,
     };
@@ -142,21 +267,47 @@ export class ZoneOwnership {
       this.#lost(zone, held, other.instance);
   }
 
-  /** Every zone's lease as the store has it (from any instance), by zone name. */
+  /** Every zone's lease as the store has it (from any instance, online or not), by zone name. */
   async leases(signal?: AbortSignal): Promise<Map<string, ZoneLease>> {
-    const { resources } = await this.#options.store.list(ZONE_INSIGHT_KIND, { signal });
+    const [{ resources }, records] = await Promise.all([
+      this.#options.store.list(ZONE_INSIGHT_KIND, { signal }),
+      this.#records(signal),
+    ]);
     const out = new Map<string, ZoneLease>();
     for (const r of resources) {
       const insight = r.spec as ZoneInsightSpec;
-      const renewed =
-        insight.renewedAt === undefined ? 0 : timestampDate(insight.renewedAt).getTime();
       out.set(r.meta.name, {
         instance: insight.instance,
-        online: insight.online && this.#now() - renewed < 3 * this.#renewMs,
+        online: insight.online && this.#alive(r.meta.name, insight, records.get(insight.instance)),
         insight,
       });
     }
     return out;
+  }
+
+  /** Whether the holder of an online lease is alive (see {@link ZoneLease.online}). */
+  #alive(zone: string, insight: ZoneInsightSpec, record: GlobalInstanceSpec | undefined): boolean {
+    if (insight.instance === this.#options.instance && this.#held.get(zone)?.id === insight.session)
+      return true; // ours, and live: no record needs to say so
+    if (record === undefined) return this.#fresh(renewedOf(insight.renewedAt));
+    if (!this.#fresh(renewedOf(record.renewedAt))) return false;
+    // A session from before the instance's current run was left by an earlier run under the same id.
+    return (
+      record.startedAt === undefined ||
+      insight.connectedAt === undefined ||
+      timestampDate(insight.connectedAt).getTime() >= timestampDate(record.startedAt).getTime()
+    );
+  }
+
+  /** Renewed within 3 periods. */
+  #fresh(renewed: number): boolean {
+    return this.#now() - renewed < 3 * this.#renewMs;
+  }
+
+  /** Every GlobalInstance record, by instance. */
+  async #records(signal?: AbortSignal): Promise<Map<string, GlobalInstanceSpec>> {
+    const { resources } = await this.#options.store.list(GLOBAL_INSTANCE_KIND, { signal });
+    return new Map(resources.map((r) => [r.meta.name, r.spec as GlobalInstanceSpec]));
   }
 
   /** Another instance (or this one) wrote the lease of `zone`: close this instance's session if it lost it. */
@@ -169,12 +320,16 @@ export class ZoneOwnership {
     }
     if (!insight.online) return; // an older session of this zone elsewhere went offline; ours still holds
     const revision = Number(version);
-    // A write for a session that started before ours (another instance's renewal that was under way when that session ended) must not
-    // end ours: a zone holds one session at a time, and ours is the newer one. Take that write's version, so our next renewal replaces it.
+    // A write for a session that started before ours (another instance's claim or refresh that was under way when that session ended) must
+    // not end ours: a zone holds one session at a time, and ours is the newer one. Take that write's version and put ours first in line, so
+    // the next period's refresh replaces it (until then the lease names the other instance).
     const theirs =
       insight.connectedAt === undefined ? undefined : timestampDate(insight.connectedAt).getTime();
     if (theirs !== undefined && theirs < held.connectedAt.getTime()) {
-      if (held.version !== undefined && revision > Number(held.version)) held.version = version;
+      if (held.version !== undefined && revision > Number(held.version)) {
+        held.version = version;
+        held.writtenAt = Number.NEGATIVE_INFINITY;
+      }
       return;
     }
     if (held.version === undefined) {
@@ -199,37 +354,56 @@ export class ZoneOwnership {
     });
   }
 
-  async #renewAll(signal: AbortSignal): Promise<void> {
-    if (this.#renewing) return;
-    this.#renewing = true;
+  /**
+   * One period's lease work (beside the announcement): write again the
+   * claims that failed, then refresh the details of at most {@link
+   * RENEW_BATCH} held leases last written more than `refreshAfterMs` ago,
+   * oldest first. A failure is logged and left for the next period.
+   */
+  async #tick(signal: AbortSignal): Promise<void> {
+    if (this.#ticking) return;
+    this.#ticking = true;
     try {
       await this.#claimAgain(signal);
-      const zones = [...this.#held.keys()];
-      for (let i = 0; i < zones.length && !signal.aborted; i += RENEW_BATCH) {
-        if (i > 0) {
-          try {
-            await sleep(0, signal); // let the loop run between batches
-          } catch {
-            return; // rejects only once the signal aborted: the renewals stop with the instance
-          }
-        }
-        // Leases released or lost while earlier batches were written are left alone.
-        const due: [string, Held][] = [];
-        for (const zone of zones.slice(i, i + RENEW_BATCH)) {
-          const held = this.#held.get(zone);
-          if (held?.version !== undefined) due.push([zone, held]);
-        }
-        if (due.length > 0 && !(await this.#renew(due, zones.length - i, signal))) return;
-      }
+      if (signal.aborted) return;
+      const before = this.#now() - this.#refreshAfterMs;
+      const due = [...this.#held]
+        .filter(([, h]) => h.version !== undefined && !h.claiming && h.writtenAt <= before)
+        .sort(([, a], [, b]) => a.writtenAt - b.writtenAt)
+        .slice(0, RENEW_BATCH);
+      if (due.length > 0) await this.#refresh(due, signal);
     } finally {
-      this.#renewing = false;
+      this.#ticking = false;
+    }
+  }
+
+  /**
+   * {@link announce}, a failure logged (once until an announcement lands
+   * again) instead of thrown; skipped while the previous one is under way.
+   */
+  async #announceLogged(signal: AbortSignal): Promise<void> {
+    if (this.#announcing) return;
+    this.#announcing = true;
+    try {
+      await this.announce(signal);
+      if (this.#announceFailing)
+        this.#options.logger.info("announcing this instance in the store works again");
+      this.#announceFailing = false;
+    } catch (error) {
+      if (signal.aborted || this.#announceFailing) return;
+      this.#announceFailing = true;
+      this.#options.logger.warn(
+        `announcing this instance in the store failed; retrying every ${this.#renewMs} ms (after ${3 * this.#renewMs} ms without, the other instances read its zones as offline)`,
+        { error },
+      );
+    } finally {
+      this.#announcing = false;
     }
   }
 
   /**
    * Writes again the leases whose claim failed (their first write never
-   * landed, so there is nothing to renew yet); a failure is logged once and
-   * left for the next renewal.
+   * landed); a failure is logged once and left for the next period.
    */
   async #claimAgain(signal: AbortSignal): Promise<void> {
     const unclaimed = [...this.#held].filter(([, h]) => h.version === undefined && !h.claiming);
@@ -251,49 +425,49 @@ export class ZoneOwnership {
     );
     if (failed > 0 && !signal.aborted)
       this.#options.logger.warn(
-        `recording that this instance holds ${failed} zones failed again; the next renewal retries`,
+        `recording that this instance holds ${failed} zones failed again; the next period retries`,
         { zones: failed, error: last },
       );
   }
 
   /**
-   * Renews the leases `due` in one batch; a conflict in it (a takeover) falls
-   * back to one write each. Returns false when the store failed otherwise
-   * (logged once for the `left` leases not renewed; the next renewal retries)
-   * or the signal aborted: the renewal stops there.
+   * Refreshes the leases `due` in one batch, each with the version this
+   * instance last wrote; a conflict in it (a takeover) falls back to one
+   * write each, closing the sessions of the zones taken over. Another failure
+   * is logged and left for the next period.
    */
-  async #renew(
-    due: readonly [string, Held][],
-    left: number,
-    signal: AbortSignal,
-  ): Promise<boolean> {
+  async #refresh(due: readonly [string, Held][], signal: AbortSignal): Promise<void> {
     try {
+      const writtenAt = this.#now();
       const { results } = await this.#options.store.apply(
         due.map(([zone, held]) => ({
           op: "put" as const,
-          input: { kind: ZONE_INSIGHT_KIND, name: zone, spec: this.#insight(held) },
+          input: { kind: ZONE_INSIGHT_KIND, name: zone, spec: this.#insight(held, writtenAt) },
           expectedVersion: held.version,
         })),
         { signal },
       );
       due.forEach(([zone, held], i) => {
         const stored = results[i];
-        if (this.#held.get(zone) === held && typeof stored === "object")
+        if (this.#held.get(zone) === held && typeof stored === "object") {
           held.version = stored.meta.version;
+          held.writtenAt = writtenAt;
+        }
       });
-      return true;
+      return;
     } catch (error) {
-      if (signal.aborted) return false;
+      if (signal.aborted) return;
       if (!KdsError.is(error, "conflict")) {
         this.#options.logger.warn(
-          `renewing ${left} zone leases failed; retrying at the next renewal`,
+          `refreshing ${due.length} zone leases failed; retrying at the next period`,
           { error },
         );
-        return false;
+        return;
       }
     }
     for (const [zone, held] of due) {
-      if (signal.aborted) return false;
+      if (signal.aborted) return;
+      if (this.#held.get(zone) !== held) continue; // released or lost meanwhile
       try {
         await this.#write(zone, held, held.version, signal);
       } catch (error) {
@@ -307,12 +481,11 @@ export class ZoneOwnership {
           continue;
         }
         this.#options.logger.warn(
-          `renewing the lease of zone "${zone}" failed; retrying at the next renewal`,
+          `refreshing the lease of zone "${zone}" failed; retrying at the next period`,
           { zone, error },
         );
       }
     }
-    return true;
   }
 
   async #release(zone: string, held: Held, end: SessionEnd): Promise<void> {
@@ -352,21 +525,25 @@ export class ZoneOwnership {
     expectedVersion: string | undefined,
     signal?: AbortSignal,
   ): Promise<void> {
+    const writtenAt = this.#now();
     const stored = await this.#options.store.put(
-      { kind: ZONE_INSIGHT_KIND, name: zone, spec: this.#insight(held) },
+      { kind: ZONE_INSIGHT_KIND, name: zone, spec: this.#insight(held, writtenAt) },
       { expectedVersion, signal },
     );
-    if (this.#held.get(zone) === held) held.version = stored.meta.version;
+    if (this.#held.get(zone) === held) {
+      held.version = stored.meta.version;
+      held.writtenAt = writtenAt;
+    }
   }
 
-  /** The lease record of a live session. */
-  #insight(held: Held): ZoneInsightSpec {
+  /** The lease record of a live session, written at `at` (wall clock). */
+  #insight(held: Held, at: number): ZoneInsightSpec {
     return create(ZoneInsightSpecSchema, {
       instance: this.#options.instance,
       session: held.id,
       online: true,
       connectedAt: timestampFromDate(held.connectedAt),
-      renewedAt: timestampFromDate(new Date(this.#now())),
+      renewedAt: timestampFromDate(new Date(at)),
       heartbeatRttMs: held.session.stats().heartbeatRttMs ?? 0,
       ...agreed(held.session),
     });
@@ -385,4 +562,9 @@ function agreed(session: Session): {
     protocolVersion: peer?.protocolVersion ?? 0,
     features: [...(peer?.features ?? [])],
   };
+}
+
+/** Milliseconds of a record's `renewedAt` (0, long ago, when unset). */
+function renewedOf(renewedAt: Timestamp | undefined): number {
+  return renewedAt === undefined ? 0 : timestampDate(renewedAt).getTime();
 }

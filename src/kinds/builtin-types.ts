@@ -45,7 +45,7 @@ export const zoneInsightType: ResourceTypeInit = {
 /** Kind of the system resource by which a global instance announces itself to the others sharing its store (see `GlobalInstanceSpec`). */
 export const GLOBAL_INSTANCE_KIND = "GlobalInstance";
 
-/** GlobalInstance: cluster-scoped, internal, lives only in the global's store (rebalancing reads it). */
+/** GlobalInstance: cluster-scoped, internal, lives only in the global's store (each instance's liveness: the ownership leases and rebalancing read it). */
 export const globalInstanceType: ResourceTypeInit = {
   kind: GLOBAL_INSTANCE_KIND,
   schema: GlobalInstanceSpecSchema,

@@ -8,7 +8,7 @@ import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
-import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
+import { GLOBAL_INSTANCE_KIND, createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { failoverMuxTransport } from "../../src/transport/failover.ts";
 import { memoryMuxTransport } from "../../src/transport/memory.ts";
 import { ZoneClient, type RetryInfo } from "../../src/zone/zone-client.ts";
@@ -128,6 +128,39 @@ describe("draining a global instance", () => {
       expect(status.types.find((t) => t.kind === "Mesh")?.session.resourcesSent ?? 0).toBe(0);
       expect(status.lastError).toBeUndefined();
     }
+  });
+
+  it("a drain tells the other instances at once that this one drains, with rebalancing off", async () => {
+    const types = createTypeRegistry(exampleTypes);
+    const store = new InMemoryStore(types);
+    const [a, b] = ["g0", "g1"].map((instance) => {
+      const g = new GlobalControlPlane({
+        types,
+        store,
+        id: "global",
+        instance,
+        logger: silentLogger,
+        // An hour between announcements: only the drain itself can publish it.
+        leaseRenewMs: 3_600_000,
+        rebalance: false,
+        zoneUrl: () => `mem://${instance}`,
+      });
+      g.start(stopper());
+      return g;
+    }) as [GlobalControlPlane, GlobalControlPlane];
+    await eventually(async () => (await a.readiness()).ready, "a is ready");
+    expect(await a.drain({ spreadMs: 0 })).toBe(0);
+    // Written before the drain returned, not at a later announcement.
+    expect((await store.get(GLOBAL_INSTANCE_KIND, "", "g0"))?.spec).toMatchObject({
+      draining: true,
+      zoneUrl: "mem://g0",
+    });
+    const seen = async () =>
+      (await b.ownership.instances())
+        .map((i) => `${i.instance} ${i.zoneUrl} ${i.draining ? "draining" : "serving"}`)
+        .sort();
+    await eventually(async () => (await seen()).length === 2, "b sees both instances");
+    expect(await seen()).toEqual(["g0 mem://g0 draining", "g1 mem://g1 serving"]);
   });
 
   it("a zone that stops tells the global, which marks it offline with a clean end, not a failure", async () => {

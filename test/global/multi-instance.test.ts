@@ -1,6 +1,7 @@
 // Several global instances over one shared store: a zone's session is held by
 // one instance at a time (a lease in the store), every instance reports every
-// zone, and a zone fails over between instances.
+// zone (online while its holder announces itself), and a zone fails over
+// between instances.
 import { afterEach, describe, expect, it } from "vitest";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
 import { silentLogger } from "../../src/log.ts";
@@ -24,6 +25,7 @@ afterEach(() => {
 function instances(n: number) {
   const types = createTypeRegistry(exampleTypes);
   const store = new InMemoryStore(types);
+  const running: AbortController[] = [];
   const globals = Array.from({ length: n }, (_, i) => {
     const g = new GlobalControlPlane({
       types,
@@ -36,10 +38,11 @@ function instances(n: number) {
     });
     const stop = new AbortController();
     stops.push(stop);
+    running.push(stop);
     g.start(stop.signal);
     return g;
   });
-  return { types, store, globals };
+  return { types, store, globals, running };
 }
 
 /** Zone-1's token, issued by `global` before each dial (every instance sharing the store verifies it). */
@@ -172,5 +175,39 @@ describe("several global instances on one store", () => {
     expect(older?.end?.code).toBe("replaced");
     expect(older?.end?.message).toContain('instance "g1"');
     expect(b.server.session("zone-1")?.end).toBeUndefined();
+  });
+
+  it("a zone held by an instance that stops announcing itself reads offline on the others, though its lease says online", async () => {
+    const { globals, store, running } = instances(2);
+    const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
+    await a.registerZone("zone-1");
+    const zone = new ZoneControlPlane({
+      name: "zone-1",
+      token: zoneToken(a),
+      transport: memoryMuxTransport(a.server),
+      types: createTypeRegistry(exampleTypes),
+      logger: silentLogger,
+      backoff: { baseMs: 1_000, capMs: 1_000 },
+    });
+    const stop = new AbortController();
+    stops.push(stop);
+    void zone.run(stop.signal);
+    await eventually(
+      async () => (await b.zoneStatus("zone-1"))?.online === true,
+      "b shows zone-1 online",
+    );
+    // Instance a's loops stop (as if hung): it announces itself no more, and its session of zone-1 stays up.
+    running[0]?.abort();
+    await eventually(
+      async () => (await b.zoneStatus("zone-1"))?.online === false,
+      "b shows zone-1 offline once a's record is 3 periods old",
+    );
+    expect((await b.zoneStatus("zone-1"))?.instance).toBe("g0");
+    expect((await store.get("ZoneInsight", "", "zone-1"))?.spec).toMatchObject({
+      instance: "g0",
+      online: true,
+    });
+    expect(a.server.session("zone-1")?.end).toBeUndefined();
+    expect((await a.zoneStatus("zone-1"))?.online).toBe(true);
   });
 });

@@ -1,11 +1,17 @@
 // Rebalancing across global instances on one store: two instances hold every
 // zone; a third joins, and the others ask zones to move to it (goaway
 // RECONNECT naming its address) a bounded number per round, until each holds
-// its share. The zones resume by versions: nothing is resent to them.
+// its share. The zones resume by versions: nothing is resent to them. A round
+// on its own: it counts only the live instances ZoneOwnership gives it.
+import { create } from "@bufbuild/protobuf";
 import { afterEach, describe, expect, it } from "vitest";
 import { exampleTypes } from "../../examples/example-kinds/index.ts";
 import { KdsError } from "../../src/errors.ts";
 import { GlobalControlPlane } from "../../src/global/global-control-plane.ts";
+import { Rebalancer } from "../../src/global/rebalancer.ts";
+import type { LiveInstance, ZoneLease } from "../../src/global/zone-ownership.ts";
+import { ZoneInsightSpecSchema } from "../../src/gen/kds/v1/resource_pb.ts";
+import type { Session } from "../../src/mux/views.ts";
 import { silentLogger } from "../../src/log.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
@@ -121,5 +127,82 @@ describe("rebalancing zones across global instances", () => {
       expect(
         c.sync.status(`zone-${z}`).types.find((t) => t.kind === "Mesh")?.resourcesSent ?? 0,
       ).toBe(0);
+  });
+});
+
+/** A session the Rebalancer can ask to move; `asked` records where to. */
+function movable(zone: string): Session & { asked: string | undefined } {
+  const session = {
+    peerId: zone,
+    end: undefined,
+    asked: undefined as string | undefined,
+    close: (options?: { reconnectTo?: string }) => {
+      session.asked = options?.reconnectTo;
+      return Promise.resolve({
+        code: "reconnect",
+        message: "",
+        initiator: "local",
+        graceful: true,
+      });
+    },
+  };
+  return session as unknown as Session & { asked: string | undefined };
+}
+
+/** Leases of `count` online zones held by `instance`. */
+function held(instance: string, count: number, from = 0): [string, ZoneLease][] {
+  return Array.from({ length: count }, (_, i) => [
+    `${instance}-zone-${from + i}`,
+    { instance, online: true, insight: create(ZoneInsightSpecSchema, { instance, online: true }) },
+  ]);
+}
+
+describe("a rebalancing round", () => {
+  const live = (instance: string, zoneUrl: string, draining = false): LiveInstance => ({
+    instance,
+    zoneUrl,
+    draining,
+    renewedAt: new Date(),
+  });
+
+  it("counts only the live instances it is given, not a draining one, and moves its excess to the least loaded", async () => {
+    const sessions = Array.from({ length: 6 }, (_, i) => movable(`g0-zone-${i}`));
+    const rebalancer = new Rebalancer({
+      instance: "g0",
+      // g3 holds zones but is not live (its record lapsed): it is neither counted nor a target.
+      instances: async () => [
+        live("g0", "mem://g0"),
+        live("g1", "mem://g1", true),
+        live("g2", "mem://g2"),
+      ],
+      leases: async () => new Map([...held("g0", 6), ...held("g1", 5), ...held("g3", 9)]),
+      sessions: () => sessions,
+      draining: () => false,
+      logger: silentLogger,
+    });
+    // Live and not draining: g0 with 6 and g2 with 0, so a share of 3: three move to g2, the newest first.
+    expect(await rebalancer.round(new AbortController().signal)).toBe(3);
+    expect(sessions.map((s) => s.asked ?? "-")).toEqual([
+      "-",
+      "-",
+      "-",
+      "mem://g2",
+      "mem://g2",
+      "mem://g2",
+    ]);
+  });
+
+  it("a draining instance sheds nothing itself", async () => {
+    const sessions = Array.from({ length: 6 }, (_, i) => movable(`g0-zone-${i}`));
+    const rebalancer = new Rebalancer({
+      instance: "g0",
+      instances: async () => [live("g0", "mem://g0"), live("g2", "mem://g2")],
+      leases: async () => new Map(held("g0", 6)),
+      sessions: () => sessions,
+      draining: () => true,
+      logger: silentLogger,
+    });
+    expect(await rebalancer.round(new AbortController().signal)).toBe(0);
+    expect(sessions.every((s) => s.asked === undefined)).toBe(true);
   });
 });

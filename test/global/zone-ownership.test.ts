@@ -1,22 +1,39 @@
-// Lease renewal of many zones: in store batches of RENEW_BATCH with the event
-// loop free between them, every live lease renewed, a takeover in one batch
-// closing only that zone's session, and a claim that failed written again.
+// Zone ownership across instances: liveness is ONE GlobalInstance record per
+// instance, announced every period; the leases (ZoneInsight) are written when
+// a session starts or ends, plus a capped slow refresh of their details
+// (RENEW_BATCH a period, oldest first, with the version last written, so a
+// takeover shows up as a conflict). A lease reads online while its
+// instance's record is fresh; a claim that failed is written again.
 import { create } from "@bufbuild/protobuf";
+import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { afterEach, describe, expect, it } from "vitest";
-import { ZoneInsightSpecSchema } from "../../src/gen/kds/v1/resource_pb.ts";
+import {
+  type GlobalInstanceSpec,
+  ZoneInsightSpecSchema,
+  type ZoneInsightSpec,
+} from "../../src/gen/kds/v1/resource_pb.ts";
 import { KdsError } from "../../src/errors.ts";
-import { RENEW_BATCH, ZoneOwnership } from "../../src/global/zone-ownership.ts";
+import {
+  DEFAULT_REFRESH_PERIODS,
+  RENEW_BATCH,
+  ZoneOwnership,
+  type ZoneOwnershipOptions,
+} from "../../src/global/zone-ownership.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { SessionEnd } from "../../src/mux/state.ts";
 import type { Session } from "../../src/mux/views.ts";
-import type { ResourceStore, WriteOp } from "../../src/store/contract.ts";
+import type { ResourceInput, ResourceStore, WriteOp } from "../../src/store/contract.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import {
+  GLOBAL_INSTANCE_KIND,
   ZONE_INSIGHT_KIND,
   createTypeRegistry,
+  globalInstanceType,
   zoneInsightType,
 } from "../../src/kinds/builtin-types.ts";
+import { sleep } from "../../src/util/abort.ts";
 import { eventually } from "../contract/harness.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 
 const cleanups: (() => void)[] = [];
 afterEach(() => {
@@ -53,109 +70,352 @@ function fakeSession(zone: string): Session & { closedWith: string | undefined }
   return session as unknown as Session & { closedWith: string | undefined };
 }
 
-/** An in-memory store that records the size of every batch and whether the loop ran between batches. */
-function recordingStore(): { store: ResourceStore; batches: number[]; turnsBetween: number[] } {
+/** What a {@link countingStore} saw. */
+interface Counts {
+  /** Resources written, by kind (a batch counts each of its puts). */
+  readonly writes: Map<string, number>;
+  /** Sizes of the ZoneInsight batches (`apply`), in order. */
+  readonly batches: number[];
+}
+
+/**
+ * An in-memory store (ZoneInsight and GlobalInstance) that counts the
+ * resources written by kind and the batch sizes; `idle()` resolves once no
+ * call is in flight (the memory store answers without timers, so a period's
+ * work is done then).
+ */
+function countingStore(): {
+  store: ResourceStore;
+  inner: InMemoryStore;
+  counts: Counts;
+  idle: () => Promise<void>;
+} {
   const types = createTypeRegistry();
   types.register(zoneInsightType);
+  types.register(globalInstanceType);
   const inner = new InMemoryStore(types);
-  const batches: number[] = [];
-  const turnsBetween: number[] = [];
-  let turns = 0;
-  const tick = setInterval(() => turns++, 0);
-  cleanups.push(() => clearInterval(tick));
+  const counts: Counts = { writes: new Map(), batches: [] };
+  const count = (input: ResourceInput): void => {
+    counts.writes.set(input.kind, (counts.writes.get(input.kind) ?? 0) + 1);
+  };
+  let inFlight = 0;
+  const track = <T>(p: Promise<T>): Promise<T> => {
+    inFlight++;
+    return p.finally(() => inFlight--);
+  };
   const store = new Proxy(inner, {
     get(target, key) {
-      if (key === "apply") {
-        return (ops: readonly WriteOp[], options?: { signal?: AbortSignal }) => {
-          batches.push(ops.length);
-          turnsBetween.push(turns);
-          return target.apply(ops, options);
+      if (key === "put")
+        return (input: ResourceInput, options?: Parameters<InMemoryStore["put"]>[1]) => {
+          count(input);
+          return track(target.put(input, options));
         };
-      }
+      if (key === "apply")
+        return (ops: readonly WriteOp[], options?: { signal?: AbortSignal }) => {
+          for (const op of ops) if (op.op === "put") count(op.input);
+          counts.batches.push(ops.length);
+          return track(target.apply(ops, options));
+        };
       const value = Reflect.get(target, key, target) as unknown;
       return typeof value === "function"
-        ? (value as (...a: unknown[]) => unknown).bind(target)
+        ? (...args: unknown[]) => {
+            const out = (value as (...a: unknown[]) => unknown).apply(target, args);
+            return out instanceof Promise ? track(out) : out;
+          }
         : value;
     },
   });
-  return { store, batches, turnsBetween };
+  const idle = async (): Promise<void> => {
+    for (let quiet = 0; quiet < 3; ) {
+      await new Promise((r) => setImmediate(r));
+      quiet = inFlight === 0 ? quiet + 1 : 0;
+    }
+  };
+  return { store, inner, counts, idle };
 }
 
-describe("ZoneOwnership renewal", () => {
-  it("renews every lease in batches of RENEW_BATCH, letting the event loop run between them", async () => {
-    const { store, batches, turnsBetween } = recordingStore();
+const PERIOD = 1_000;
+const WALL = Date.parse("2026-01-01T00:00:00Z");
+
+/** Ownerships on one store whose wall time and timers follow one hand-stepped clock. */
+function handClocked() {
+  const clock = new ManualClock(0);
+  const setup = countingStore();
+  const make = (instance: string, options: Partial<ZoneOwnershipOptions> = {}): ZoneOwnership =>
+    new ZoneOwnership({
+      store: setup.store,
+      instance,
+      renewMs: PERIOD,
+      now: () => WALL + clock.now(),
+      clock,
+      logger: silentLogger,
+      ...options,
+    });
+  /** Moves time on by `ms` one period boundary at a time, letting each period's work finish. */
+  const advance = async (ms: number): Promise<void> => {
+    for (let left = ms; left > 0; ) {
+      const step = Math.min(left, PERIOD - (clock.now() % PERIOD) || PERIOD);
+      clock.advance(step);
+      left -= step;
+      await setup.idle();
+    }
+  };
+  return { ...setup, clock, make, advance };
+}
+
+const writes = (counts: Counts, kind: string): number => counts.writes.get(kind) ?? 0;
+
+describe("ZoneOwnership: one liveness record per instance", () => {
+  it("holding many zones, the periods write the instance record, not the leases", async () => {
+    // Real timers: 10 periods pass. The leases were written once each (the claims) and are not due for a refresh (the next test is
+    // about the refresh; set far here so a loaded machine cannot make them due).
+    const { store, counts } = countingStore();
+    const renewMs = 40;
     const ownership = new ZoneOwnership({
       store,
       instance: "g0",
-      renewMs: 50,
+      renewMs,
+      refreshAfterMs: 60_000,
       logger: silentLogger,
     });
     const zones = 2 * RENEW_BATCH + 50;
     for (let i = 0; i < zones; i++) await ownership.claim(fakeSession(`zone-${i}`));
-    const before = new Map(
-      (await store.list(ZONE_INSIGHT_KIND)).resources.map((r) => [r.meta.name, r.meta.version]),
-    );
+    const claimed = writes(counts, ZONE_INSIGHT_KIND);
+    expect(claimed).toBe(zones);
     const stop = stopper();
     ownership.start(stop.signal);
-    await eventually(() => batches.length >= 3, "one renewal's three batches");
+    await sleep(10 * renewMs);
     stop.abort();
-    expect(batches.slice(0, 3)).toEqual([RENEW_BATCH, RENEW_BATCH, 50]);
-    // Timers ran between the batches: no batch followed the previous one in the same turn of the loop.
-    expect(turnsBetween[1]).toBeGreaterThan(turnsBetween[0] as number);
-    expect(turnsBetween[2]).toBeGreaterThan(turnsBetween[1] as number);
-    const after = (await store.list(ZONE_INSIGHT_KIND)).resources;
-    expect(after).toHaveLength(zones);
-    for (const r of after) expect(r.meta.version).not.toBe(before.get(r.meta.name));
+    // Ten periods of the old per-zone renewal wrote every lease every period: thousands of writes.
+    expect(writes(counts, ZONE_INSIGHT_KIND) - claimed).toBe(0);
+    expect(writes(counts, GLOBAL_INSTANCE_KIND)).toBeGreaterThanOrEqual(2);
   });
 
-  it("a lease taken over by another instance closes only that zone's session; the rest of its batch is renewed", async () => {
-    const { store, batches } = recordingStore();
-    const ownership = new ZoneOwnership({
-      store,
+  it("refreshes the leases' details once they are refreshAfterMs old: at most RENEW_BATCH a period, oldest first, each once", async () => {
+    const { make, advance, counts, inner, clock } = handClocked();
+    const ownership = make("g0");
+    const stop = stopper();
+    ownership.start(stop.signal);
+    const zones = 2 * RENEW_BATCH + 50;
+    // Claimed in three groups a period apart (150, 50, 50), the newest first in name order, so oldest-first is not name order.
+    const names = Array.from({ length: zones }, (_, i) => `zone-${String(i).padStart(3, "0")}`);
+    const groups = [names.slice(100), names.slice(50, 100), names.slice(0, 50)];
+    for (const group of groups) {
+      for (const zone of group) await ownership.claim(fakeSession(zone));
+      await advance(PERIOD);
+    }
+    const claimed = writes(counts, ZONE_INSIGHT_KIND);
+    expect(claimed).toBe(zones);
+    const periods = DEFAULT_REFRESH_PERIODS + 10;
+    const perPeriod: number[] = [];
+    for (let k = 0; k < periods; k++) {
+      const before = writes(counts, ZONE_INSIGHT_KIND);
+      await advance(PERIOD);
+      perPeriod.push(writes(counts, ZONE_INSIGHT_KIND) - before);
+    }
+    stop.abort();
+    // Every period announced the instance; no period wrote more than RENEW_BATCH leases; each lease was refreshed once.
+    expect(writes(counts, GLOBAL_INSTANCE_KIND)).toBe(1 + 3 + periods);
+    expect(Math.max(...perPeriod)).toBe(RENEW_BATCH);
+    expect(perPeriod.reduce((a, b) => a + b, 0)).toBe(zones);
+    expect(counts.batches.every((n) => n <= RENEW_BATCH)).toBe(true);
+    // Oldest first: the first group's leases were refreshed before any of the last group's.
+    const refreshedAt = new Map(
+      (await inner.list(ZONE_INSIGHT_KIND)).resources.map((r) => {
+        const at = (r.spec as ZoneInsightSpec).renewedAt;
+        return [r.meta.name, at === undefined ? 0 : timestampDate(at).getTime()];
+      }),
+    );
+    const first = Math.max(...(groups[0] ?? []).map((z) => refreshedAt.get(z) ?? 0));
+    const last = Math.min(...(groups[2] ?? []).map((z) => refreshedAt.get(z) ?? 0));
+    expect(first).toBeLessThanOrEqual(last);
+    expect(Math.min(...refreshedAt.values())).toBeGreaterThan(
+      WALL + clock.now() - periods * PERIOD,
+    );
+  });
+
+  it("a zone reads offline 3 periods after its instance stopped announcing, though its lease still says online", async () => {
+    const { make, advance, inner } = handClocked();
+    const a = make("g0");
+    const b = make("g1"); // only reads
+    const stopA = stopper();
+    a.start(stopA.signal);
+    await advance(PERIOD / 2);
+    await a.claim(fakeSession("zone-1"));
+    const claimed = (await inner.get(ZONE_INSIGHT_KIND, "", "zone-1"))?.meta.version;
+    // While a announces, the zone reads online long past 3 periods, its lease never written again.
+    for (let k = 0; k < 10; k++) {
+      await advance(PERIOD);
+      expect((await b.leases()).get("zone-1")).toMatchObject({ instance: "g0", online: true });
+    }
+    expect((await inner.get(ZONE_INSIGHT_KIND, "", "zone-1"))?.meta.version).toBe(claimed);
+    // Instance a crashes just after an announcement.
+    await advance(PERIOD / 2 + PERIOD / 20);
+    stopA.abort();
+    await advance(3 * PERIOD - PERIOD / 10);
+    expect((await b.leases()).get("zone-1")?.online).toBe(true);
+    await advance(PERIOD / 10);
+    expect((await b.leases()).get("zone-1")).toMatchObject({ instance: "g0", online: false });
+    expect((await inner.get(ZONE_INSIGHT_KIND, "", "zone-1"))?.spec).toMatchObject({
       instance: "g0",
-      renewMs: 50,
-      logger: silentLogger,
+      online: true,
     });
-    const sessions = Array.from({ length: RENEW_BATCH + 10 }, (_, i) => fakeSession(`zone-${i}`));
+    expect((await b.instances()).map((i) => i.instance)).toEqual([]);
+  });
+
+  it("a lease left by an earlier run of an instance id reads offline once the id announces again", async () => {
+    const { make, advance } = handClocked();
+    const first = make("g0");
+    const stop = stopper();
+    first.start(stop.signal);
+    await first.claim(fakeSession("zone-1"));
+    await advance(PERIOD / 2);
+    stop.abort(); // killed: the lease still says online, written half a period ago
+    const again = make("g0");
+    again.start(stopper().signal);
+    await advance(PERIOD / 2);
+    const reader = make("g1");
+    expect((await reader.leases()).get("zone-1")).toMatchObject({ instance: "g0", online: false });
+    // A session the new run holds reads online.
+    await again.claim(fakeSession("zone-2"));
+    expect((await reader.leases()).get("zone-2")?.online).toBe(true);
+  });
+
+  it("instances() lists the live instances with their address and whether they drain", async () => {
+    const { make, advance } = handClocked();
+    let draining = false;
+    const a = make("g0", { zoneUrl: () => "https://g0:5685", draining: () => draining });
+    const b = make("g1");
+    const stopB = stopper();
+    a.start(stopper().signal);
+    b.start(stopB.signal);
+    await advance(PERIOD);
+    const live = async () =>
+      (await a.instances()).map((i) => ({
+        instance: i.instance,
+        zoneUrl: i.zoneUrl,
+        draining: i.draining,
+      }));
+    expect(await live()).toEqual([
+      { instance: "g0", zoneUrl: "https://g0:5685", draining: false },
+      { instance: "g1", zoneUrl: "", draining: false },
+    ]);
+    draining = true;
+    await a.announce();
+    expect((await b.instances()).find((i) => i.instance === "g0")?.draining).toBe(true);
+    stopB.abort();
+    await advance(3 * PERIOD);
+    expect((await live()).map((i) => i.instance)).toEqual(["g0"]);
+  });
+
+  it("a lease taken over by another instance: the refresh's conflict closes only that zone's session; the rest of its batch is refreshed", async () => {
+    const { make, advance, counts, inner } = handClocked();
+    // Due 1.5 periods after a write: the second period refreshes the first RENEW_BATCH leases, the third the 10 left.
+    const ownership = make("g0", { refreshAfterMs: 1.5 * PERIOD });
+    const sessions = Array.from({ length: RENEW_BATCH + 10 }, (_, i) =>
+      fakeSession(`zone-${String(i).padStart(3, "0")}`),
+    );
     for (const s of sessions) await ownership.claim(s);
-    // Another instance writes zone-105's lease behind this one's back (a newer session there).
+    // Another instance writes a lease of the second batch behind this one's back (a newer session there).
     const taken = `zone-${RENEW_BATCH + 5}`;
-    await store.put({
+    await inner.put({
       kind: ZONE_INSIGHT_KIND,
       name: taken,
       spec: create(ZoneInsightSpecSchema, { instance: "g1", session: "other", online: true }),
     });
     const before = new Map(
-      (await store.list(ZONE_INSIGHT_KIND)).resources.map((r) => [r.meta.name, r.meta.version]),
+      (await inner.list(ZONE_INSIGHT_KIND)).resources.map((r) => [r.meta.name, r.meta.version]),
     );
-    const renewed = batches.length;
-    // Started only now, so the takeover is seen only by the renewal (its conflict), not by the change feed first.
-    const stop = stopper();
-    ownership.start(stop.signal);
-    await eventually(
-      () => sessions.some((s) => s.closedWith !== undefined),
-      "the session of the zone taken over closed",
-    );
-    await eventually(
-      async () =>
-        (await store.list(ZONE_INSIGHT_KIND)).resources.filter(
-          (r) => r.meta.version !== before.get(r.meta.name),
-        ).length >=
-        sessions.length - 1,
-      "every other lease renewed",
-    );
-    stop.abort();
+    const batches = counts.batches.length;
+    // Started only now, so the takeover is seen only by the refresh (its conflict), not by the change feed first.
+    ownership.start(stopper().signal);
+    await advance(3 * PERIOD);
+    expect(counts.batches.slice(batches)).toEqual([RENEW_BATCH, 10]);
     expect(sessions.filter((s) => s.closedWith !== undefined).map((s) => s.peerId)).toEqual([
       taken,
     ]);
     expect(sessions.find((s) => s.peerId === taken)?.closedWith).toBe("replaced");
-    expect(batches[renewed]).toBe(RENEW_BATCH);
-    expect((await store.get(ZONE_INSIGHT_KIND, "", taken))?.spec).toMatchObject({ instance: "g1" });
+    const changed = (await inner.list(ZONE_INSIGHT_KIND)).resources.filter(
+      (r) => r.meta.version !== before.get(r.meta.name),
+    );
+    expect(changed).toHaveLength(sessions.length - 1);
+    expect((await inner.get(ZONE_INSIGHT_KIND, "", taken))?.spec).toMatchObject({ instance: "g1" });
   });
 
-  it("a claim whose write failed is written at the next renewal", async () => {
+  it("the announcements go on every period while the lease work is stuck on a slow store", async () => {
+    const clock = new ManualClock(0);
+    const { store: counted, counts } = countingStore();
+    let release: () => void = () => undefined;
+    const stuck = new Promise<void>((resolve) => (release = resolve));
+    let hanging = 0;
+    cleanups.push(() => release());
+    // Batches (the refresh) hang until released; single writes (the announcements) go through.
+    const store = new Proxy(counted, {
+      get(target, key) {
+        const value = Reflect.get(target, key, target) as unknown;
+        if (key === "apply")
+          return async (...args: unknown[]) => {
+            hanging++;
+            await stuck;
+            return (value as (...a: unknown[]) => unknown)(...args);
+          };
+        return typeof value === "function"
+          ? (value as (...a: unknown[]) => unknown).bind(target)
+          : value;
+      },
+    });
+    const ownership = new ZoneOwnership({
+      store,
+      instance: "g0",
+      renewMs: PERIOD,
+      refreshAfterMs: 0,
+      now: () => WALL + clock.now(),
+      clock,
+      logger: silentLogger,
+    });
+    await ownership.claim(fakeSession("zone-1"));
+    ownership.start(stopper().signal);
+    await eventually(() => writes(counts, GLOBAL_INSTANCE_KIND) === 1, "the announcement at start");
+    for (let k = 1; k <= 5; k++) {
+      clock.advance(PERIOD);
+      await eventually(
+        () => writes(counts, GLOBAL_INSTANCE_KIND) === 1 + k,
+        `announcement ${k} while the refresh hangs`,
+      );
+    }
+    expect(hanging).toBe(1); // the first period's refresh, still hanging; the later periods skipped theirs
+  });
+
+  it("a late write for an older session elsewhere does not end ours; the next period writes our lease again", async () => {
+    const { make, advance, inner } = handClocked();
+    const ownership = make("g0");
+    ownership.start(stopper().signal);
+    await advance(PERIOD / 2);
+    const session = fakeSession("zone-1");
+    await ownership.claim(session);
+    // Another instance's claim for a session that began before ours lands after it.
+    await inner.put({
+      kind: ZONE_INSIGHT_KIND,
+      name: "zone-1",
+      spec: create(ZoneInsightSpecSchema, {
+        instance: "g1",
+        session: "older",
+        online: true,
+        connectedAt: timestampFromDate(new Date(WALL)),
+      }),
+    });
+    await advance(PERIOD / 2);
+    expect(session.closedWith).toBeUndefined();
+    expect((await inner.get(ZONE_INSIGHT_KIND, "", "zone-1"))?.spec).toMatchObject({
+      instance: "g0",
+      online: true,
+    });
+  });
+
+  it("a claim whose write failed is written at the next period", async () => {
     const types = createTypeRegistry();
     types.register(zoneInsightType);
+    types.register(globalInstanceType);
     const inner = new InMemoryStore(types);
     let failing = true;
     const store = new Proxy(inner, {
@@ -185,12 +445,16 @@ describe("ZoneOwnership renewal", () => {
     ownership.start(stop.signal);
     await eventually(
       async () => (await inner.get(ZONE_INSIGHT_KIND, "", "zone-1")) !== undefined,
-      "the lease written by a renewal",
+      "the lease written by a later period",
     );
     expect((await inner.get(ZONE_INSIGHT_KIND, "", "zone-1"))?.spec).toMatchObject({
       instance: "g0",
       online: true,
     });
+    expect(
+      ((await inner.get(GLOBAL_INSTANCE_KIND, "", "g0"))?.spec as GlobalInstanceSpec | undefined)
+        ?.renewedAt,
+    ).toBeDefined();
     expect(session.closedWith).toBeUndefined();
   });
 });

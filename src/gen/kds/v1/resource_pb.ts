@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/v1/resource.proto.
  */
 export const file_kds_v1_resource: GenFile = /*@__PURE__*/
-  fileDesc("ChVrZHMvdjEvcmVzb3VyY2UucHJvdG8SBmtkcy52MSKGAgoMUmVzb3VyY2VNZXRhEgwKBG5hbWUYASABKAkSDAoEbWVzaBgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5rZHMudjEuUmVzb3VyY2VNZXRhLkxhYmVsc0VudHJ5Eg8KB3ZlcnNpb24YBCABKAkSMQoNY3JlYXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbW9kaWZpY2F0aW9uX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVQoLS2RzUmVzb3VyY2USIgoEbWV0YRgBIAEoCzIULmtkcy52MS5SZXNvdXJjZU1ldGESIgoEc3BlYxgCIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkiGwoIWm9uZVNwZWMSDwoHZW5hYmxlZBgBIAEoCCJoChJHbG9iYWxJbnN0YW5jZVNwZWMSLgoKcmVuZXdlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIZHJhaW5pbmcYAiABKAgSEAoIem9uZV91cmwYAyABKAki7AIKD1pvbmVJbnNpZ2h0U3BlYxIQCghpbnN0YW5jZRgBIAEoCRIPCgdzZXNzaW9uGAIgASgJEg4KBm9ubGluZRgDIAEoCBIwCgxjb25uZWN0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2Rpc2Nvbm5lY3RlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmVuZXdlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGFzdF9lbmRfY29kZRgHIAEoCRIYChBsYXN0X2VuZF9tZXNzYWdlGAggASgJEhgKEGhlYXJ0YmVhdF9ydHRfbXMYCSABKAESGAoQc29mdHdhcmVfdmVyc2lvbhgKIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAsgASgNEhAKCGZlYXR1cmVzGAwgAygJYgZwcm90bzM", [file_google_protobuf_any, file_google_protobuf_timestamp]);
+  fileDesc("ChVrZHMvdjEvcmVzb3VyY2UucHJvdG8SBmtkcy52MSKGAgoMUmVzb3VyY2VNZXRhEgwKBG5hbWUYASABKAkSDAoEbWVzaBgCIAEoCRIwCgZsYWJlbHMYAyADKAsyIC5rZHMudjEuUmVzb3VyY2VNZXRhLkxhYmVsc0VudHJ5Eg8KB3ZlcnNpb24YBCABKAkSMQoNY3JlYXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbW9kaWZpY2F0aW9uX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVQoLS2RzUmVzb3VyY2USIgoEbWV0YRgBIAEoCzIULmtkcy52MS5SZXNvdXJjZU1ldGESIgoEc3BlYxgCIAEoCzIULmdvb2dsZS5wcm90b2J1Zi5BbnkiGwoIWm9uZVNwZWMSDwoHZW5hYmxlZBgBIAEoCCKYAQoSR2xvYmFsSW5zdGFuY2VTcGVjEi4KCnJlbmV3ZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGRyYWluaW5nGAIgASgIEhAKCHpvbmVfdXJsGAMgASgJEi4KCnN0YXJ0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIuwCCg9ab25lSW5zaWdodFNwZWMSEAoIaW5zdGFuY2UYASABKAkSDwoHc2Vzc2lvbhgCIAEoCRIOCgZvbmxpbmUYAyABKAgSMAoMY29ubmVjdGVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9kaXNjb25uZWN0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJlbmV3ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWxhc3RfZW5kX2NvZGUYByABKAkSGAoQbGFzdF9lbmRfbWVzc2FnZRgIIAEoCRIYChBoZWFydGJlYXRfcnR0X21zGAkgASgBEhgKEHNvZnR3YXJlX3ZlcnNpb24YCiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgLIAEoDRIQCghmZWF0dXJlcxgMIAMoCWIGcHJvdG8z", [file_google_protobuf_any, file_google_protobuf_timestamp]);
 
 /**
  * Identity and bookkeeping of a resource.
@@ -126,7 +126,9 @@ export const ZoneSpecSchema: GenMessage<ZoneSpec> = /*@__PURE__*/
 /**
  * A global instance sharing the store, as it announces itself (the resource
  * is named by the instance id; cluster-scoped kind "GlobalInstance", kept in
- * the global's store and never synced); rebalancing counts the live instances by it.
+ * the global's store and never synced). It is the instance's liveness: it
+ * renews it every lease period, and the zones it holds (their ZoneInsight)
+ * read online only while it does; rebalancing counts the live instances by it.
  *
  * @generated from message kds.v1.GlobalInstanceSpec
  */
@@ -151,6 +153,15 @@ export type GlobalInstanceSpec = Message<"kds.v1.GlobalInstanceSpec"> & {
    * @generated from field: string zone_url = 3;
    */
   zoneUrl: string;
+
+  /**
+   * When this run of the instance started: a ZoneInsight naming the
+   * instance whose session connected before then was left by an earlier run
+   * (restarted under the same id) and reads offline.
+   *
+   * @generated from field: google.protobuf.Timestamp started_at = 4;
+   */
+  startedAt?: Timestamp | undefined;
 };
 
 /**
@@ -165,8 +176,10 @@ export const GlobalInstanceSpecSchema: GenMessage<GlobalInstanceSpec> = /*@__PUR
  * (cluster-scoped kind "ZoneInsight", one per zone, kept in the global's
  * store and never synced). It is also the ownership lease: the instance
  * holding the newest session writes it; the others see the change and close
- * their older session of that zone; the holder renews it while the session
- * lives, so a crashed instance's entry goes stale and shows offline.
+ * their older session of that zone. It is written when the session starts and
+ * ends (and its details refreshed now and then); whether the holder still
+ * lives is its GlobalInstance record: once that stops being renewed, the
+ * entries naming it read offline.
  *
  * @generated from message kds.v1.ZoneInsightSpec
  */
@@ -186,7 +199,8 @@ export type ZoneInsightSpec = Message<"kds.v1.ZoneInsightSpec"> & {
   session: string;
 
   /**
-   * The session is up (as of `renewed_at`).
+   * The session is up (as of `renewed_at`, while the holder's GlobalInstance
+   * record is renewed).
    *
    * @generated from field: bool online = 3;
    */
@@ -207,7 +221,8 @@ export type ZoneInsightSpec = Message<"kds.v1.ZoneInsightSpec"> & {
   disconnectedAt?: Timestamp | undefined;
 
   /**
-   * When the holder last renewed the lease.
+   * When the holder last wrote the lease (its claim, a refresh of these
+   * details, or the end of the session).
    *
    * @generated from field: google.protobuf.Timestamp renewed_at = 6;
    */
