@@ -49,6 +49,16 @@ export const RENEW_BATCH = 100;
 /** Periods after which a lease's details are refreshed, by default (see {@link ZoneOwnershipOptions.refreshAfterMs}). */
 export const DEFAULT_REFRESH_PERIODS = 30;
 
+/**
+ * Periods of silence after which an instance's GlobalInstance record is
+ * deleted (by any instance, every {@link DEFAULT_REFRESH_PERIODS} periods):
+ * each start of an instance with a fresh id leaves a record, and without
+ * this they would pile up for ever. 360 periods is an hour at the default
+ * period; the record has read as gone since its third silent period, and
+ * leases naming it read offline after as before (by their own `renewedAt`).
+ */
+export const PRUNE_AFTER_PERIODS = 360;
+
 /** Options of {@link ZoneOwnership}. */
 export interface ZoneOwnershipOptions {
   /** The shared store. */
@@ -138,6 +148,8 @@ export class ZoneOwnership {
   readonly #held = new Map<string, Held>();
   /** A period's lease work is under way (a slow store can make it outlast the period: the next is skipped, not stacked). */
   #ticking = false;
+  /** Periods ticked since this instance started: every {@link DEFAULT_REFRESH_PERIODS}th also prunes long-silent instance records. */
+  #ticks = 0;
   /** A periodic announcement is under way (likewise skipped, not stacked, when the store is slow). */
   #announcing = false;
   /** Announcements run one after another, each built when its turn comes, so the last one written says the latest. */
@@ -372,8 +384,41 @@ export class ZoneOwnership {
         .sort(([, a], [, b]) => a.writtenAt - b.writtenAt)
         .slice(0, RENEW_BATCH);
       if (due.length > 0) await this.#refresh(due, signal);
+      if (++this.#ticks % DEFAULT_REFRESH_PERIODS === 0) await this.#prune(signal);
     } finally {
       this.#ticking = false;
+    }
+  }
+
+  /**
+   * Deletes the GlobalInstance records silent for {@link PRUNE_AFTER_PERIODS}
+   * periods, each only at the version read (an instance that announced
+   * meanwhile keeps its record). A failure is logged and left for a later
+   * period.
+   */
+  async #prune(signal: AbortSignal): Promise<void> {
+    const { store, logger } = this.#options;
+    const cutoff = this.#now() - PRUNE_AFTER_PERIODS * this.#renewMs;
+    try {
+      const { resources } = await store.list(GLOBAL_INSTANCE_KIND, { signal });
+      for (const r of resources) {
+        if (r.meta.name === this.#options.instance) continue;
+        if (renewedOf((r.spec as GlobalInstanceSpec).renewedAt) > cutoff) continue;
+        try {
+          await store.delete(GLOBAL_INSTANCE_KIND, "", r.meta.name, {
+            expectedVersion: r.meta.version,
+            signal,
+          });
+        } catch (error) {
+          // Another instance pruned it first, or it announced again: either way it is not ours to delete now.
+          if (!KdsError.is(error, "conflict")) throw error;
+        }
+      }
+    } catch (error) {
+      if (!signal.aborted)
+        logger.warn("deleting the records of long-gone instances failed; a later period retries", {
+          error,
+        });
     }
   }
 

@@ -18,6 +18,7 @@ import {
   RENEW_BATCH,
   ZoneOwnership,
   type ZoneOwnershipOptions,
+  PRUNE_AFTER_PERIODS,
 } from "../../src/global/zone-ownership.ts";
 import { silentLogger } from "../../src/log.ts";
 import type { SessionEnd } from "../../src/mux/state.ts";
@@ -456,5 +457,28 @@ describe("ZoneOwnership: one liveness record per instance", () => {
         ?.renewedAt,
     ).toBeDefined();
     expect(session.closedWith).toBeUndefined();
+  });
+
+  it("deletes the record of an instance silent for PRUNE_AFTER_PERIODS periods, and only then", async () => {
+    const { make, advance, inner } = handClocked();
+    const gone = make("g-gone");
+    const stopGone = stopper();
+    gone.start(stopGone.signal);
+    await gone.claim(fakeSession("zone-1"));
+    await advance(PERIOD);
+    stopGone.abort(); // a start with a fresh id, then a crash: its record stays behind
+    const live = make("g-live");
+    live.start(stopper().signal);
+    await advance((PRUNE_AFTER_PERIODS - 30) * PERIOD);
+    expect(await inner.get(GLOBAL_INSTANCE_KIND, "", "g-gone")).toBeDefined();
+    expect((await live.leases()).get("zone-1")?.online).toBe(false);
+    await advance(60 * PERIOD);
+    expect(await inner.get(GLOBAL_INSTANCE_KIND, "", "g-gone")).toBeUndefined();
+    expect(await inner.get(GLOBAL_INSTANCE_KIND, "", "g-live")).toBeDefined();
+    // The lease naming it still reads offline (by its own renewedAt) and is kept as history.
+    expect((await live.leases()).get("zone-1")).toMatchObject({
+      instance: "g-gone",
+      online: false,
+    });
   });
 });
