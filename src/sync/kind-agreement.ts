@@ -16,7 +16,8 @@ import {
   messageIn,
   type KindDeclaration,
 } from "../kinds/descriptor-types.ts";
-import { declarationsOf } from "./kind-catalog.ts";
+import type { Any } from "@bufbuild/protobuf/wkt";
+import { KIND_CATALOG_TYPE_URL, catalogOf, declarationsOf } from "./kind-catalog.ts";
 import { TYPE_URL_PREFIX, TypeRegistry, type ResourceType } from "../kinds/resource-types.ts";
 
 /** The kinds of one side, checked against and extended from its peer's catalogs. */
@@ -26,6 +27,8 @@ export class KindAgreement {
   /** Kinds this side learned from a catalog (the others were given to it). */
   readonly #learned = new Set<string>();
   readonly #onRefused: ((error: KdsError) => void) | undefined;
+  /** The bytes of the last catalog agreed to, and how many kinds the registry held after: the same catalog again changes nothing. */
+  #lastAgreed: { readonly bytes: Uint8Array; readonly kinds: number } | undefined;
 
   /**
    * @param types - this side's registry; learned kinds are registered into it
@@ -41,6 +44,30 @@ export class KindAgreement {
   /** Kinds learned so far, in the order they were learned. */
   get learned(): readonly string[] {
     return [...this.#learned];
+  }
+
+  /**
+   * {@link agree} on a catalog as received (the response's resources).
+   * The catalog the global sent last time, byte for byte, against a
+   * registry that has not changed since, is agreed without reading it
+   * again: it registers nothing, so it returns none (a zone reconnecting to
+   * the same global decoded it on every session).
+   */
+  agreeReceived(resources: readonly Any[], peer: string): ResourceType[] {
+    const value = resources.length === 1 ? resources[0]?.value : undefined;
+    const last = this.#lastAgreed;
+    if (
+      last !== undefined &&
+      value !== undefined &&
+      resources[0]?.typeUrl === KIND_CATALOG_TYPE_URL &&
+      sameBytes(value, last.bytes) &&
+      this.#types.list().length === last.kinds
+    )
+      return [];
+    const learned = this.agree(catalogOf(resources), peer);
+    if (value !== undefined)
+      this.#lastAgreed = { bytes: value.slice(), kinds: this.#types.list().length };
+    return learned;
   }
 
   /**
@@ -138,4 +165,10 @@ export class KindAgreement {
       ? ` (restart ${this.#self} to learn the new definition)`
       : "";
   }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

@@ -15,7 +15,7 @@ import type { Session } from "../mux/views.ts";
 import { anySignal, sleep } from "../util/abort.ts";
 import { declarationOf, describeDeclaration } from "../kinds/descriptor-types.ts";
 import type { KindAgreement } from "./kind-agreement.ts";
-import { KIND_CATALOG_TYPE_URL, catalogOf, catalogResource, kindCatalog } from "./kind-catalog.ts";
+import { KIND_CATALOG_TYPE_URL, catalogResource, kindCatalog } from "./kind-catalog.ts";
 import type { ResourceType, TypeRegistry } from "../kinds/resource-types.ts";
 
 /** How long a zone waits for the global's kinds at the start of a session. */
@@ -101,7 +101,7 @@ export async function learnKinds(
       typeUrl: KIND_CATALOG_TYPE_URL,
       node: init.node,
       signal: anySignal([session.signal, deadline.signal]),
-      accept: (resources) => agreement.agree(catalogOf(resources), peer),
+      accept: (resources) => agreement.agreeReceived(resources, peer),
     });
   } catch (error) {
     if (session.signal.aborted || KdsError.is(error, "session_closed")) return undefined;

@@ -229,3 +229,27 @@ describe("kind agreement with a zone given kinds", () => {
     expect(zone.get("Workload").schema.typeName).toBe("acme.v1.WorkloadSpec");
   });
 });
+
+describe("kind agreement on a catalog as received", () => {
+  it("the same catalog again agrees at once; after the zone's kinds changed, it is checked again", () => {
+    const wire = catalogResource(kindCatalog(createTypeRegistry(acmeKinds(1)).list()));
+    const again = () => [{ ...wire.any, value: wire.any.value.slice() }];
+    const zone = createTypeRegistry();
+    const agreement = new KindAgreement(zone, 'zone "z"');
+    expect(agreement.agreeReceived(again(), 'global "g"').map((t) => t.kind)).toEqual([
+      "Gateway",
+      "Workload",
+    ]);
+    expect(agreement.agreeReceived(again(), 'global "g"')).toEqual([]);
+    // A kind the zone now sends that the global's catalog lacks: the same bytes are refused this time.
+    const dataplane = exampleTypes.find((t) => t.kind === "Dataplane");
+    zone.register(dataplane!);
+    const error = refusal(() => agreement.agreeReceived(again(), 'global "g"'));
+    expect(error.message).toContain("Dataplane");
+    // Another catalog is read and agreed as ever.
+    const v2 = catalogResource(
+      kindCatalog(createTypeRegistry([...acmeKinds(1), dataplane!]).list()),
+    );
+    expect(agreement.agreeReceived([v2.any], 'global "g"')).toEqual([]);
+  });
+});
