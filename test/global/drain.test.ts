@@ -27,23 +27,34 @@ function stopper(): AbortSignal {
   return stop.signal;
 }
 
+/** Instances g0 and g1 of one global on one in-memory store, started, each with `options(instance)`. */
+function twoInstances(
+  options: (instance: string) => Partial<ConstructorParameters<typeof GlobalControlPlane>[0]>,
+) {
+  const types = createTypeRegistry(exampleTypes);
+  const store = new InMemoryStore(types);
+  const globals = ["g0", "g1"].map((instance) => {
+    const g = new GlobalControlPlane({
+      types,
+      store,
+      id: "global",
+      instance,
+      logger: silentLogger,
+      ...options(instance),
+    });
+    g.start(stopper());
+    return g;
+  }) as [GlobalControlPlane, GlobalControlPlane];
+  return { store, globals };
+}
+
 describe("draining a global instance", () => {
   it("flips readiness, sends new zones on, and moves every zone to the other instance promptly, as asked, with nothing resent", async () => {
-    const types = createTypeRegistry(exampleTypes);
-    const store = new InMemoryStore(types);
-    const [a, b] = ["g0", "g1"].map((instance) => {
-      const g = new GlobalControlPlane({
-        types,
-        store,
-        id: "global",
-        instance,
-        logger: silentLogger,
-        leaseRenewMs: 50,
-        storeRetry: { baseMs: 5, capMs: 20 },
-      });
-      g.start(stopper());
-      return g;
-    }) as [GlobalControlPlane, GlobalControlPlane];
+    const { store, globals } = twoInstances(() => ({
+      leaseRenewMs: 50,
+      storeRetry: { baseMs: 5, capMs: 20 },
+    }));
+    const [a, b] = globals;
     // Just started: the kinds are still loading from the store.
     expect((await a.readiness()).reasons.join("; ")).toMatch(
       /^starting: \d+ of \d+ kinds not loaded/,
@@ -131,23 +142,13 @@ describe("draining a global instance", () => {
   });
 
   it("a drain tells the other instances at once that this one drains, with rebalancing off", async () => {
-    const types = createTypeRegistry(exampleTypes);
-    const store = new InMemoryStore(types);
-    const [a, b] = ["g0", "g1"].map((instance) => {
-      const g = new GlobalControlPlane({
-        types,
-        store,
-        id: "global",
-        instance,
-        logger: silentLogger,
-        // An hour between announcements: only the drain itself can publish it.
-        leaseRenewMs: 3_600_000,
-        rebalance: false,
-        zoneUrl: () => `mem://${instance}`,
-      });
-      g.start(stopper());
-      return g;
-    }) as [GlobalControlPlane, GlobalControlPlane];
+    const { store, globals } = twoInstances((instance) => ({
+      // An hour between announcements: only the drain itself can publish it.
+      leaseRenewMs: 3_600_000,
+      rebalance: false,
+      zoneUrl: () => `mem://${instance}`,
+    }));
+    const [a, b] = globals;
     await eventually(async () => (await a.readiness()).ready, "a is ready");
     expect(await a.drain({ spreadMs: 0 })).toBe(0);
     // Written before the drain returned, not at a later announcement.

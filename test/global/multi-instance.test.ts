@@ -50,6 +50,26 @@ function zoneToken(global: GlobalControlPlane): () => Promise<string> {
   return async () => (await global.tokens.issueZoneToken("zone-1")).token;
 }
 
+/** Zone-1 dialing through `transport` with a token from `issuer`, run until the test's end. */
+function runZone(
+  issuer: GlobalControlPlane,
+  transport: MuxTransport,
+  backoffMs: { baseMs: number; capMs: number },
+): ZoneControlPlane {
+  const zone = new ZoneControlPlane({
+    name: "zone-1",
+    token: zoneToken(issuer),
+    transport,
+    types: createTypeRegistry(exampleTypes),
+    logger: silentLogger,
+    backoff: backoffMs,
+  });
+  const stop = new AbortController();
+  stops.push(stop);
+  void zone.run(stop.signal);
+  return zone;
+}
+
 /** A transport to `global` that can be switched off (an instance that is down). */
 function switchable(global: GlobalControlPlane): { transport: MuxTransport; up: boolean } {
   const inner = memoryMuxTransport(global.server);
@@ -72,17 +92,7 @@ describe("several global instances on one store", () => {
     const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
     await a.registerZone("zone-1");
     await b.store.put(mesh("from-b"));
-    const zone = new ZoneControlPlane({
-      name: "zone-1",
-      token: zoneToken(a),
-      transport: memoryMuxTransport(a.server),
-      types: createTypeRegistry(exampleTypes),
-      logger: silentLogger,
-      backoff: { baseMs: 5, capMs: 20 },
-    });
-    const stop = new AbortController();
-    stops.push(stop);
-    void zone.run(stop.signal);
+    const zone = runZone(a, memoryMuxTransport(a.server), { baseMs: 5, capMs: 20 });
     await zone.store.put(dataplane("default", "web"));
     await eventually(
       async () => (await zone.store.get("Mesh", "", "from-b")) !== undefined,
@@ -106,17 +116,10 @@ describe("several global instances on one store", () => {
     await a.registerZone("zone-1");
     const toA = switchable(a);
     const toB = switchable(b);
-    const zone = new ZoneControlPlane({
-      name: "zone-1",
-      token: zoneToken(a),
-      transport: failoverMuxTransport([toA.transport, toB.transport]),
-      types: createTypeRegistry(exampleTypes),
-      logger: silentLogger,
-      backoff: { baseMs: 5, capMs: 20 },
+    const zone = runZone(a, failoverMuxTransport([toA.transport, toB.transport]), {
+      baseMs: 5,
+      capMs: 20,
     });
-    const stop = new AbortController();
-    stops.push(stop);
-    void zone.run(stop.signal);
     await eventually(() => a.server.session("zone-1") !== undefined, "zone-1 on a");
     await zone.store.put(dataplane("default", "web"));
     await eventually(
@@ -146,31 +149,13 @@ describe("several global instances on one store", () => {
     const { globals } = instances(2);
     const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
     await a.registerZone("zone-1");
-    const first = new ZoneControlPlane({
-      name: "zone-1",
-      token: zoneToken(a),
-      transport: memoryMuxTransport(a.server),
-      types: createTypeRegistry(exampleTypes),
-      logger: silentLogger,
-      backoff: { baseMs: 1_000, capMs: 1_000 },
-    });
-    const stop = new AbortController();
-    stops.push(stop);
-    void first.run(stop.signal);
+    const first = runZone(a, memoryMuxTransport(a.server), { baseMs: 1_000, capMs: 1_000 });
     await eventually(
       () => a.server.session("zone-1") !== undefined && first.status().online,
       "first session on a",
     );
     const older = a.server.session("zone-1");
-    const second = new ZoneControlPlane({
-      name: "zone-1",
-      token: zoneToken(a),
-      transport: memoryMuxTransport(b.server),
-      types: createTypeRegistry(exampleTypes),
-      logger: silentLogger,
-      backoff: { baseMs: 1_000, capMs: 1_000 },
-    });
-    void second.run(stop.signal);
+    runZone(a, memoryMuxTransport(b.server), { baseMs: 1_000, capMs: 1_000 });
     await eventually(() => older?.end !== undefined, "a closed its older session");
     expect(older?.end?.code).toBe("replaced");
     expect(older?.end?.message).toContain('instance "g1"');
@@ -181,17 +166,7 @@ describe("several global instances on one store", () => {
     const { globals, store, running } = instances(2);
     const [a, b] = globals as [GlobalControlPlane, GlobalControlPlane];
     await a.registerZone("zone-1");
-    const zone = new ZoneControlPlane({
-      name: "zone-1",
-      token: zoneToken(a),
-      transport: memoryMuxTransport(a.server),
-      types: createTypeRegistry(exampleTypes),
-      logger: silentLogger,
-      backoff: { baseMs: 1_000, capMs: 1_000 },
-    });
-    const stop = new AbortController();
-    stops.push(stop);
-    void zone.run(stop.signal);
+    runZone(a, memoryMuxTransport(a.server), { baseMs: 1_000, capMs: 1_000 });
     await eventually(
       async () => (await b.zoneStatus("zone-1"))?.online === true,
       "b shows zone-1 online",
