@@ -269,6 +269,16 @@ export class ZoneOwnership {
     };
     this.#held.set(zone, held);
     void session.closed.then((end) => this.#release(zone, held, end));
+    await this.#claimWrite(zone, held, signal);
+  }
+
+  /**
+   * Writes the claim of `held` (its first write, or a retry of it); then,
+   * if another instance's claim of the zone was seen before ours landed and
+   * is the later write, closes our session. Rejects with the store's error.
+   */
+  async #claimWrite(zone: string, held: Held, signal?: AbortSignal): Promise<void> {
+    held.claiming = true;
     try {
       await this.#write(zone, held, undefined, signal);
     } finally {
@@ -448,26 +458,27 @@ export class ZoneOwnership {
 
   /**
    * Writes again the leases whose claim failed (their first write never
-   * landed); a failure is logged once and left for the next period.
+   * landed), at most {@link RENEW_BATCH} at a time; a failure is logged once
+   * and left for the next period.
    */
   async #claimAgain(signal: AbortSignal): Promise<void> {
     const unclaimed = [...this.#held].filter(([, h]) => h.version === undefined && !h.claiming);
     if (unclaimed.length === 0) return;
     let failed = 0;
     let last: unknown;
-    await Promise.all(
-      unclaimed.map(async ([zone, held]) => {
-        held.claiming = true;
-        try {
-          await this.#write(zone, held, undefined, signal);
-        } catch (error) {
-          failed += 1;
-          last = error;
-        } finally {
-          held.claiming = false;
-        }
-      }),
-    );
+    // At most RENEW_BATCH writes at a time: after a store outage thousands of claims may wait here.
+    for (let i = 0; i < unclaimed.length && !signal.aborted; i += RENEW_BATCH)
+      await Promise.all(
+        unclaimed.slice(i, i + RENEW_BATCH).map(async ([zone, held]) => {
+          if (this.#held.get(zone) !== held || held.version !== undefined) return; // released, lost or landed meanwhile
+          try {
+            await this.#claimWrite(zone, held, signal);
+          } catch (error) {
+            failed += 1;
+            last = error;
+          }
+        }),
+      );
     if (failed > 0 && !signal.aborted)
       this.#options.logger.warn(
         `recording that this instance holds ${failed} zones failed again; the next period retries`,

@@ -481,4 +481,55 @@ describe("ZoneOwnership: one liveness record per instance", () => {
       online: false,
     });
   });
+
+  it("claims retried after a store outage go out RENEW_BATCH at a time, and all land", async () => {
+    const clock = new ManualClock(0);
+    const types = createTypeRegistry();
+    types.register(zoneInsightType);
+    types.register(globalInstanceType);
+    const inner = new InMemoryStore(types);
+    let down = true;
+    let inFlight = 0;
+    let most = 0;
+    const store = new Proxy(inner, {
+      get(target, key) {
+        if (key === "put")
+          return async (...args: Parameters<InMemoryStore["put"]>) => {
+            if (args[0].kind !== ZONE_INSIGHT_KIND) return target.put(...args);
+            if (down) throw new KdsError("store_unavailable", "the database is away");
+            inFlight++;
+            most = Math.max(most, inFlight);
+            try {
+              await new Promise((r) => setImmediate(r));
+              return await target.put(...args);
+            } finally {
+              inFlight--;
+            }
+          };
+        const value = Reflect.get(target, key, target) as unknown;
+        return typeof value === "function"
+          ? (value as (...a: unknown[]) => unknown).bind(target)
+          : value;
+      },
+    });
+    const ownership = new ZoneOwnership({
+      store,
+      instance: "g0",
+      renewMs: PERIOD,
+      now: () => WALL + clock.now(),
+      clock,
+      logger: silentLogger,
+    });
+    const zones = 2 * RENEW_BATCH + 50;
+    for (let i = 0; i < zones; i++)
+      await expect(ownership.claim(fakeSession(`zone-${i}`))).rejects.toThrow(/away/);
+    ownership.start(stopper().signal);
+    down = false;
+    clock.advance(PERIOD);
+    await eventually(
+      async () => (await inner.list(ZONE_INSIGHT_KIND)).resources.length === zones,
+      "every claim written at the period after the outage",
+    );
+    expect(most).toBe(RENEW_BATCH);
+  });
 });
