@@ -12,8 +12,9 @@
 // and prints JSON lines: {"progress", "at"} (zones synced so far) at most
 // once a second while connecting, {"ready", "startedAt", "readyAt",
 // "connections"} once every zone mirrors the Mesh, then {"seq", "arrivals",
-// "instances"} for each change the parent makes (instances[j]: the index in
-// urls of the instance that zone of arrivals[j] dials) and {"floorSeq", "arrivals"} for each
+// "instances", "cpuUs"} for each change the parent makes (instances[j]: the index in
+// urls of the instance that zone of arrivals[j] dials; cpuUs: this process's CPU
+// time from the change's first arrival here to its last) and {"floorSeq", "arrivals"} for each
 // write of `floorBytes` bytes to every floor stream (times as
 // performance.timeOrigin + performance.now(), comparable across processes
 // on one machine). End of stdin: stop and exit.
@@ -73,6 +74,8 @@ const now = (): number => performance.timeOrigin + performance.now();
 const arrivals = new Map<number, number[]>();
 /** For each change, the url index (global instance) of each arrival's zone, in arrival order. */
 const arrivalInstances = new Map<number, number[]>();
+/** For each change, this process's CPU time when its first arrival came. */
+const firstArrivalCpu = new Map<number, NodeJS.CpuUsage>();
 const transports = new Map<string, MuxTransport>();
 let ready = 0;
 /** When this process started dialing its zones (startZones). */
@@ -152,12 +155,18 @@ function startZone(i: number): void {
     const seq = Number(m[1]);
     const list = arrivals.get(seq) ?? [];
     const instances = arrivalInstances.get(seq) ?? [];
+    if (list.length === 0) firstArrivalCpu.set(seq, process.cpuUsage());
     list.push(now());
     instances.push(u);
     arrivals.set(seq, list);
     arrivalInstances.set(seq, instances);
-    if (list.length === count)
-      process.stdout.write(`${JSON.stringify({ seq, arrivals: list, instances })}\n`);
+    if (list.length === count) {
+      const cpu = process.cpuUsage(firstArrivalCpu.get(seq));
+      firstArrivalCpu.delete(seq);
+      process.stdout.write(
+        `${JSON.stringify({ seq, arrivals: list, instances, cpuUs: cpu.user + cpu.system })}\n`,
+      );
+    }
   });
   void zone.run(zonesStop.signal);
 }

@@ -169,6 +169,12 @@ export interface FanoutResult {
   readonly lastWriteMs: number;
   /** CPU time (user + system) of the global's process from each change until every zone has it, per change and zone, in microseconds: the global's work per zone, which wall-clock times hide on a loaded machine. */
   readonly globalCpuUsPerZoneChange: number;
+  /**
+   * The zone processes' CPU time (summed) from each change's first arrival in a process to its last
+   * there, per change and zone, in microseconds: what applying a change costs the bench's zones, which
+   * share this machine's cores with the global (the ACKs after the last arrival are not counted).
+   */
+  readonly zonesCpuUsPerZoneChange: number;
   /** The same up to 200 ms after every zone has it (the ACKs handled by then): the global's whole work per zone and change. */
   readonly globalSettledCpuUsPerZoneChange: number;
   /** The floor; undefined when `floor` was "none". */
@@ -460,6 +466,8 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     /** Per round: from the change until the last response frame went to a zone's transport. */
     const lastWrites: number[] = [];
     let cpuUs = 0;
+    /** The zone processes' CPU time, summed, from each change's first arrival in each to its last there. */
+    let zonesCpuUs = 0;
     let settledCpuUs = 0;
     let measuredRounds = 0;
     // Several instances: when each instance's store yields each round's change, and its zones' latencies.
@@ -535,6 +543,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
           throw new Error(
             `expected the arrivals of change ${seq}, got ${JSON.stringify(d).slice(0, 200)}`,
           );
+        zonesCpuUs += d.cpuUs as number;
         const instances = d.instances as number[];
         for (const [j, at] of (d.arrivals as number[]).entries()) {
           latencies.push(at - sentAt);
@@ -594,6 +603,8 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         50,
       ),
       globalCpuUsPerZoneChange: measuredRounds === 0 ? Number.NaN : cpuUs / measuredRounds / zones,
+      zonesCpuUsPerZoneChange:
+        measuredRounds === 0 ? Number.NaN : zonesCpuUs / measuredRounds / zones,
       globalSettledCpuUsPerZoneChange:
         measuredRounds === 0 ? Number.NaN : settledCpuUs / measuredRounds / zones,
       floor: floorMode === "none" ? undefined : floor,

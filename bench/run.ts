@@ -563,6 +563,10 @@ function flush(complete: boolean): Record<string, unknown> {
       `${prefix}.lastWriteMs`,
       spreadOrSkipped(runs, (r) => r.lastWriteMs),
     );
+    set(
+      `${prefix}.zonesCpuUsPerZoneChange`,
+      spreadOrSkipped(runs, (r) => r.zonesCpuUsPerZoneChange),
+    );
   };
   set("fanout.zones", plan.fanout);
   set("fanout.repetitions", plan.fanoutReps);

@@ -212,6 +212,12 @@ const fanoutKeys = (
     spread,
     "from each change until the global handed the last zone's response frame to its transport, median over the rounds of a repetition: the global's own part of the latency (the rest of p99Ms is the zones' processes, on the same cores, reading and applying it)",
   ),
+  key(
+    `${prefix}.zonesCpuUsPerZoneChange`,
+    "µs",
+    spread,
+    "the zone processes' CPU time (summed) from each change's first arrival in a process to its last there, per zone and change: what applying a change costs the bench's zones, which share the machine's cores with the global",
+  ),
 ];
 
 /** Every key of the summary, in the order bench/README.md lists them. */
