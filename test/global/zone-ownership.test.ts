@@ -71,6 +71,19 @@ function fakeSession(zone: string): Session & { closedWith: string | undefined }
   return session as unknown as Session & { closedWith: string | undefined };
 }
 
+/** `inner` with the methods in `overrides` replaced; every other method is `inner`'s own, bound to it. */
+function overriding<T extends object>(inner: T, overrides: Partial<Record<keyof T, unknown>>): T {
+  return new Proxy(inner, {
+    get(target, key) {
+      if (Object.hasOwn(overrides, key)) return overrides[key as keyof T];
+      const value = Reflect.get(target, key, target) as unknown;
+      return typeof value === "function"
+        ? (value as (...a: unknown[]) => unknown).bind(target)
+        : value;
+    },
+  });
+}
+
 /** What a {@link countingStore} saw. */
 interface Counts {
   /** Resources written, by kind (a batch counts each of its puts). */
@@ -351,18 +364,11 @@ describe("ZoneOwnership: one liveness record per instance", () => {
     let hanging = 0;
     cleanups.push(() => release());
     // Batches (the refresh) hang until released; single writes (the announcements) go through.
-    const store = new Proxy(counted, {
-      get(target, key) {
-        const value = Reflect.get(target, key, target) as unknown;
-        if (key === "apply")
-          return async (...args: unknown[]) => {
-            hanging++;
-            await stuck;
-            return (value as (...a: unknown[]) => unknown)(...args);
-          };
-        return typeof value === "function"
-          ? (value as (...a: unknown[]) => unknown).bind(target)
-          : value;
+    const store = overriding(counted, {
+      apply: async (...args: Parameters<InMemoryStore["apply"]>) => {
+        hanging++;
+        await stuck;
+        return counted.apply(...args);
       },
     });
     const ownership = new ZoneOwnership({
@@ -419,18 +425,11 @@ describe("ZoneOwnership: one liveness record per instance", () => {
     types.register(globalInstanceType);
     const inner = new InMemoryStore(types);
     let failing = true;
-    const store = new Proxy(inner, {
-      get(target, key) {
-        if (key === "put")
-          return (...args: Parameters<InMemoryStore["put"]>) =>
-            failing
-              ? Promise.reject(new KdsError("store_unavailable", "the database is away"))
-              : target.put(...args);
-        const value = Reflect.get(target, key, target) as unknown;
-        return typeof value === "function"
-          ? (value as (...a: unknown[]) => unknown).bind(target)
-          : value;
-      },
+    const store = overriding(inner, {
+      put: (...args: Parameters<InMemoryStore["put"]>) =>
+        failing
+          ? Promise.reject(new KdsError("store_unavailable", "the database is away"))
+          : inner.put(...args),
     });
     const ownership = new ZoneOwnership({
       store,
@@ -491,25 +490,18 @@ describe("ZoneOwnership: one liveness record per instance", () => {
     let down = true;
     let inFlight = 0;
     let most = 0;
-    const store = new Proxy(inner, {
-      get(target, key) {
-        if (key === "put")
-          return async (...args: Parameters<InMemoryStore["put"]>) => {
-            if (args[0].kind !== ZONE_INSIGHT_KIND) return target.put(...args);
-            if (down) throw new KdsError("store_unavailable", "the database is away");
-            inFlight++;
-            most = Math.max(most, inFlight);
-            try {
-              await new Promise((r) => setImmediate(r));
-              return await target.put(...args);
-            } finally {
-              inFlight--;
-            }
-          };
-        const value = Reflect.get(target, key, target) as unknown;
-        return typeof value === "function"
-          ? (value as (...a: unknown[]) => unknown).bind(target)
-          : value;
+    const store = overriding(inner, {
+      put: async (...args: Parameters<InMemoryStore["put"]>) => {
+        if (args[0].kind !== ZONE_INSIGHT_KIND) return inner.put(...args);
+        if (down) throw new KdsError("store_unavailable", "the database is away");
+        inFlight++;
+        most = Math.max(most, inFlight);
+        try {
+          await new Promise((r) => setImmediate(r));
+          return await inner.put(...args);
+        } finally {
+          inFlight--;
+        }
       },
     });
     const ownership = new ZoneOwnership({
