@@ -173,9 +173,16 @@ export function nextPart(
       state.sweepAt = 0;
       // Deleting the visited keys while iterating is well defined for a Set.
       const taken = state.taken;
-      for (const key of taken ?? []) {
-        if (take(key, resources.get(key)) === "full") break;
-        taken?.delete(key);
+      if (taken !== undefined && taken.size > 0) {
+        // A key this response already carries (the sweep reached it after it changed) is not added twice: the
+        // sweep looked it up, so its entry is the current one, and the overlay (`holds`) learns of this response
+        // only once it is sent.
+        const inPart = new Set<string>(removed);
+        for (const r of upserts) inPart.add(r.key);
+        for (const key of taken) {
+          if (!inPart.has(key) && take(key, resources.get(key)) === "full") break;
+          taken.delete(key);
+        }
       }
     }
   }
