@@ -573,6 +573,7 @@ export class DiscoveryServer {
     const { upserts, removed, bytes, more } = nextPart(
       state,
       snapshot.resources,
+      version,
       full,
       { limit, target, entries: this.#options.maxResponseResources },
       (key, size) => this.#observer.oversized?.(state.typeUrl, key, size, limit),
