@@ -231,7 +231,7 @@ export function fromWire(type: ResourceType, any: Any, expectedKey?: string): De
       if (decoded.$unknown !== undefined) {
         specBytes = copyOf(specBytes);
         decoded = fromBinary(type.schema, specBytes);
-      }
+      } else trimLists(type.schema, decoded);
     } else {
       specBytes = copyOf(specBytes);
       decoded = fromBinary(type.schema, specBytes);
@@ -296,6 +296,22 @@ function zeroMessage(schema: DescMessage): Message {
   const message: Record<string, unknown> = { ...zero.message };
   for (const name of zero.fresh) message[name] = Array.isArray(zero.message[name]) ? [] : {};
   return message as unknown as Message;
+}
+
+/**
+ * Replaces each non-empty list field of `message` (a {@link zeroMessage}
+ * copy, decoded into) with an exact copy: V8 grows an empty array's store
+ * to 17 slots at its first push, so a list of one string held 152 bytes
+ * of store for 8 used, a quarter of what a stored 100k-sync resource held.
+ */
+function trimLists(schema: DescMessage, message: Message): void {
+  const zero = zeroMessages.get(schema);
+  if (zero === undefined || zero === null) return;
+  const fields = message as unknown as Record<string, unknown>;
+  for (const name of zero.fresh) {
+    const value = fields[name];
+    if (Array.isArray(value) && value.length > 0) fields[name] = value.slice();
+  }
 }
 
 /** Per message type: its zero message and the fields each copy needs fresh, or null where {@link zeroMessage} uses `create`. */
