@@ -454,7 +454,7 @@ export class DiscoveryServer {
           break;
         }
         if (state.mode === "sotw") await this.#sendSotw(state, signal);
-        else await this.#sendDelta(state, signal);
+        else if (await this.#sendDelta(state, signal)) await nextTurn();
       }
     }
   }
@@ -541,7 +541,12 @@ export class DiscoveryServer {
     );
   }
 
-  async #sendDelta(state: TypeState, signal: AbortSignal): Promise<void> {
+  /**
+   * Sends the next part of the type's diff, if any. True when the loop should
+   * let the event loop turn before the next part: it sent a part of at least
+   * {@link YIELD_AFTER_BYTES} and more of the change is left.
+   */
+  async #sendDelta(state: TypeState, signal: AbortSignal): Promise<boolean> {
     // Take the work before reading the snapshot: a change that lands while it
     // is being read marks the type again and is handled next round.
     state.dirty = false;
@@ -550,7 +555,7 @@ export class DiscoveryServer {
     if (snapshot === undefined) {
       // Not known yet: keep the work for when the source says it changed.
       giveBack(state, full);
-      return;
+      return false;
     }
     // From here to the send nothing awaits: the snapshot stays as it was read.
     const version = snapshot.version;
@@ -568,12 +573,13 @@ export class DiscoveryServer {
     const { upserts, removed, bytes, more } = nextPart(
       state,
       snapshot.resources,
+      version,
       full,
       { limit, target, entries: this.#options.maxResponseResources },
       (key, size) => this.#observer.oversized?.(state.typeUrl, key, size, limit),
     );
     if (more) state.dirty = true;
-    if (upserts.length === 0 && removed.length === 0) return;
+    if (upserts.length === 0 && removed.length === 0) return false;
     const nonce = String(++this.#nonce);
     const delta: DeltaPending = { upserts, removed };
     state.phase = nextPhase(state.phase, {
@@ -613,7 +619,25 @@ export class DiscoveryServer {
         },
       });
     });
+    return more && bytes >= YIELD_AFTER_BYTES;
   }
+}
+
+/**
+ * A part of a split change at least this large is let out before the next
+ * part is diffed (see {@link nextTurn}). Smaller parts go on at once: a
+ * timer turn per part would cost more than it brings forward.
+ */
+const YIELD_AFTER_BYTES = 64 * 1024;
+
+/**
+ * Resolves on the event loop's next turn (a 0 ms timer). Between large parts
+ * of a split change: node:http2 writes a response's bytes to the socket only
+ * once the microtasks are done, so without it the next parts were diffed and
+ * encoded before the client received the first.
+ */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
 /** The overlay of the delta responses still in flight, oldest first (undefined: none in flight). */

@@ -398,6 +398,41 @@ describe("discovery server, delta", () => {
     }
   });
 
+  it("never sends the unsent rest of a split change as it was once the set changed: a deleted resource not at all, a changed one only at its new version", async () => {
+    const source = new FakeSource();
+    const key = (i: number): string => `r${String(i).padStart(2, "0")}`;
+    for (let i = 0; i < 40; i++) source.set(key(i), "1", 400);
+    const s = startServer(source, { maxMessageBytes: 4_096, maxDeltaInFlight: 1 });
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const first = await s.recvDelta();
+      const sent = new Set(first.resources.map((x) => x.name));
+      expect(sent.has(key(38)) || sent.has(key(39))).toBe(false);
+      // Both are in the rest of the full diff, not sent yet.
+      source.delete(key(38));
+      source.set(key(39), "2", 400);
+      await s.delta({ nonce: first.nonce });
+      const versions: string[] = [];
+      const removed: string[] = [];
+      for (let round = 0; (await s.waiting()) > 0; round++) {
+        expect(round).toBeLessThan(40);
+        const r = await s.recvDelta();
+        for (const x of r.resources) {
+          if (x.name === key(38)) throw new Error(`${key(38)} was sent after it was deleted`);
+          if (x.name === key(39)) versions.push(x.version);
+          sent.add(x.name);
+        }
+        removed.push(...r.removedResources);
+        await s.delta({ nonce: r.nonce });
+      }
+      expect(versions).toEqual(["2"]);
+      expect(removed).toEqual([]); // never sent, so nothing to remove
+      expect(sent.size).toBe(39);
+    } finally {
+      await s.close();
+    }
+  });
+
   it("after an ACK, counts on the newer version a later response in flight carries", async () => {
     const source = new FakeSource();
     source.set("a", "1");

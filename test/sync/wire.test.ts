@@ -235,4 +235,61 @@ describe("wire envelope", () => {
       ),
     ).toThrow(/lacks meta or spec/);
   });
+
+  it("decodes every spec byte string as protobuf-es does: odd varints, repeats, wrong wire types, unknown fields, bad UTF-8, a BOM", () => {
+    const types = createTypeRegistry(exampleTypes);
+    const type = types.get("TrafficPolicy");
+    // TrafficPolicySpec: 1 repeated string services, 2 uint32 timeout_ms, 3 uint32 retries.
+    const text = (s: string): number[] => [...new TextEncoder().encode(s)];
+    const str = (field: number, bytes: number[]): number[] => [
+      (field << 3) | 2,
+      bytes.length,
+      ...bytes,
+    ];
+    const cases: Array<[string, number[]]> = [
+      ["empty", []],
+      ["all", [...str(1, text("a")), ...str(1, text("bé")), 0x10, 7, 0x18, 2]],
+      ["last singular wins", [0x10, 1, 0x10, 2, 0x18, 0x7f, 0x18, 0x80, 0x01]],
+      ["4-byte varint", [0x10, 0xff, 0xff, 0xff, 0x7f]],
+      ["5-byte varint (2^28 and over)", [0x10, 0x80, 0x80, 0x80, 0x80, 0x01]],
+      ["uint32 max", [0x10, 0xff, 0xff, 0xff, 0xff, 0x0f]],
+      ["10-byte varint", [0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]],
+      ["overlong zero", [0x10, 0x80, 0x00]],
+      ["two-byte tag", [0x90, 0x00, 5]],
+      ["unknown varint field", [0x20, 5, 0x10, 3]],
+      ["unknown delimited field", [...str(9, text("xy")), 0x10, 3]],
+      ["unknown field 64+", [0x80, 0x08, 1]],
+      ["string as varint", [0x08, 1]],
+      ["uint32 as fixed32", [0x15, 1, 0, 0, 0]],
+      ["uint32 as delimited", [...str(2, [1, 2])]],
+      ["BOM", [...str(1, [0xef, 0xbb, 0xbf, 0x61])]],
+      ["long ASCII", [...str(1, text("x".repeat(40)))]],
+      ["long UTF-8", [...str(1, text("é".repeat(40)))]],
+      ["bad UTF-8", [...str(1, [0x61, 0xff])]],
+      ["truncated string", [0x0a, 5, 0x61]],
+      ["truncated varint", [0x10, 0x80]],
+      ["field 0", [0x00, 1]],
+      ["group wire type", [0x0b, 0x0c]],
+    ];
+    for (const [name, specBytes] of cases) {
+      const envelope = create(KdsResourceSchema, {
+        meta: { name: "p", mesh: "m", version: "1" },
+        spec: create(AnySchema, { typeUrl: type.typeUrl, value: new Uint8Array(specBytes) }),
+      });
+      const any = create(AnySchema, {
+        typeUrl: KDS_RESOURCE_TYPE_URL,
+        value: toBinary(KdsResourceSchema, envelope),
+      });
+      let expected: unknown;
+      try {
+        expected = fromBinary(TrafficPolicySpecSchema, new Uint8Array(specBytes));
+      } catch (error) {
+        expect(() => fromWire(type, any), name).toThrow(String((error as Error).message));
+        continue;
+      }
+      const decoded = fromWire(type, any).spec;
+      expect(decoded, name).toEqual(expected);
+      expect(Object.keys(decoded), name).toEqual(Object.keys(expected as object));
+    }
+  });
 });
