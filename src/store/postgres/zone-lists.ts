@@ -21,7 +21,9 @@
  * statement is cancelled only once every list it reads for has been
  * (so a lone list's abort cancels its statement, as before). The waiting
  * lists are bounded by the callers' own concurrency, one entry per call in
- * flight.
+ * flight. A caller's signal carries one abort listener whatever the lists
+ * under it, as in postgres/guard.ts: a global's lists share long-lived
+ * signals (its stop signal, a zone session's), and Node warns past 10.
  *
  * @module
  */
@@ -42,6 +44,32 @@ export interface ZonesRead<Row> {
 export interface ZoneListReader<Row> {
   read(zones: readonly string[], signal: AbortSignal): Promise<ZonesRead<Row>>;
   decode(row: Row): StoredResource;
+}
+
+/**
+ * The abort handlers of the lists waiting or in flight under each signal,
+ * behind one abort listener per signal (a listener per list would put
+ * thousands on a shared signal in a storm).
+ */
+const abortsBySignal = new WeakMap<AbortSignal, Set<() => void>>();
+
+/** The abort handlers under `signal`, its one listener added the first time. */
+function abortsUnder(signal: AbortSignal): Set<() => void> {
+  let aborts = abortsBySignal.get(signal);
+  if (aborts === undefined) {
+    const handlers = new Set<() => void>();
+    aborts = handlers;
+    abortsBySignal.set(signal, handlers);
+    signal.addEventListener(
+      "abort",
+      () => {
+        for (const abort of [...handlers]) abort();
+        handlers.clear();
+      },
+      { once: true },
+    );
+  }
+  return aborts;
 }
 
 /** One waiting or in-flight list. */
@@ -82,6 +110,7 @@ export class ZoneLists<Row> {
       this.#groups.set(key, group);
     }
     const joined = group;
+    const aborts = signal === undefined ? undefined : abortsUnder(signal);
     const result = new Promise<ListResult>((resolve, reject) => {
       const onAbort = (): void => {
         pending.reject(abortError(signal as AbortSignal, "list"));
@@ -92,7 +121,7 @@ export class ZoneLists<Row> {
       const settle = (): boolean => {
         if (pending.settled) return false;
         pending.settled = true;
-        signal?.removeEventListener("abort", onAbort);
+        aborts?.delete(onAbort);
         return true;
       };
       const pending: Pending = {
@@ -105,7 +134,7 @@ export class ZoneLists<Row> {
           if (settle()) reject(error);
         },
       };
-      signal?.addEventListener("abort", onAbort, { once: true });
+      aborts?.add(onAbort);
       joined.waiting.push(pending);
     });
     if (first) void this.#run(key, joined);
