@@ -343,9 +343,11 @@ export class PostgresStore implements ResourceStore {
     const zone = options.labels?.[LABELS.zone];
     if (zone !== undefined) {
       const { [LABELS.zone]: _, ...others } = options.labels ?? {};
-      const key = JSON.stringify([k, options.mesh ?? null, Object.entries(others).sort()]);
+      // The group's reader outlives this call: it keeps the filter as called, not the caller's options object.
+      const mesh = options.mesh;
+      const key = JSON.stringify([k, mesh ?? null, Object.entries(others).sort()]);
       return this.#zoneLists.list(key, zone, options.signal, {
-        read: (zones, signal) => this.#listZones(k, options.mesh, others, zones, signal),
+        read: (zones, signal) => this.#listZones(k, mesh, others, zones, signal),
         decode: (row) => decodeResource(this.#types, row),
       });
     }
