@@ -50,3 +50,26 @@ describe("ZoneLists under one shared signal", () => {
     expect(getEventListeners(session.signal, "abort").length).toBeLessThanOrEqual(1);
   });
 });
+
+describe("ZoneLists with a signal that cannot take a listener", () => {
+  it("rejects that list and leaves the group able to run the next", async () => {
+    const reader: ZoneListReader<Row> = {
+      read: (zones) =>
+        Promise.resolve({ revision: 1, rows: new Map(zones.map((z) => [z, [{ zone: z }]])) }),
+      decode: (row) => ({ meta: { name: row.zone } }) as unknown as StoredResource,
+    };
+    const lists = new ZoneLists<Row>();
+    const broken = {
+      aborted: false,
+      addEventListener: () => {
+        throw new TypeError("not an AbortSignal");
+      },
+    } as unknown as AbortSignal;
+    await expect((async () => lists.list("k", "z1", broken, reader))()).rejects.toBeInstanceOf(
+      TypeError,
+    );
+    const next = lists.list("k", "z2", undefined, reader);
+    const timeout = new Promise((r) => setTimeout(() => r("hung"), 500));
+    expect(await Promise.race([next.then((r) => r.resources.length), timeout])).toBe(1);
+  });
+});

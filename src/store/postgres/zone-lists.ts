@@ -103,6 +103,8 @@ export class ZoneLists<Row> {
     reader: ZoneListReader<Row>,
   ): Promise<ListResult> {
     if (signal?.aborted) return Promise.reject(abortError(signal, "list"));
+    // Before the group is touched: nothing below may throw, or the group would be left without a runner.
+    const aborts = signal === undefined ? undefined : abortsUnder(signal);
     let group = this.#groups.get(key);
     const first = group === undefined;
     if (group === undefined) {
@@ -110,7 +112,6 @@ export class ZoneLists<Row> {
       this.#groups.set(key, group);
     }
     const joined = group;
-    const aborts = signal === undefined ? undefined : abortsUnder(signal);
     const result = new Promise<ListResult>((resolve, reject) => {
       const onAbort = (): void => {
         pending.reject(abortError(signal as AbortSignal, "list"));
