@@ -73,3 +73,42 @@ describe("ZoneLists with a signal that cannot take a listener", () => {
     expect(await Promise.race([next.then((r) => r.resources.length), timeout])).toBe(1);
   });
 });
+
+describe("ZoneLists after an abort", () => {
+  it("does not decode the rows of a list aborted while its statement ran", async () => {
+    const answers: Array<(read: ZonesRead<Row>) => void> = [];
+    const cancels: AbortSignal[] = [];
+    const decoded: string[] = [];
+    const reader: ZoneListReader<Row> = {
+      read: (_zones, signal) => {
+        cancels.push(signal);
+        return new Promise((answer) => answers.push(answer));
+      },
+      decode: (row) => {
+        decoded.push(row.zone);
+        return { meta: { name: row.zone } } as unknown as StoredResource;
+      },
+    };
+    const lists = new ZoneLists<Row>();
+    const first = lists.list("k", "z0", undefined, reader);
+    const kept = lists.list("k", "z1", undefined, reader);
+    const gone = new AbortController();
+    const dropped = lists.list("k", "z3", gone.signal, reader);
+    answers[0]?.({ revision: 1, rows: new Map([["z0", [{ zone: "z0" }]]]) });
+    await first;
+    await new Promise((r) => setTimeout(r, 0));
+    expect(answers.length).toBe(2); // z1 and z3 in one statement
+    gone.abort();
+    await expect(dropped).rejects.toMatchObject({ code: "aborted" });
+    expect(cancels[1]?.aborted).toBe(false);
+    answers[1]?.({
+      revision: 2,
+      rows: new Map([
+        ["z1", [{ zone: "z1" }]],
+        ["z3", [{ zone: "z3" }]],
+      ]),
+    });
+    expect((await kept).resources.length).toBe(1);
+    expect(decoded).toEqual(["z0", "z1"]);
+  });
+});

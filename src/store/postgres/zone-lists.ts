@@ -156,6 +156,7 @@ export class ZoneLists<Row> {
       try {
         const read = await group.reader.read([...new Set(lists.map((p) => p.zone))], cancel.signal);
         for (const p of lists) {
+          if (p.settled) continue; // aborted meanwhile: nobody waits for these rows, so they are not decoded
           try {
             p.resolve({
               revision: read.revision,
