@@ -341,7 +341,8 @@ export class PostgresStore implements ResourceStore {
   async list(kind: string, options: ListOptions = {}): Promise<ListResult> {
     const k = this.#kindName(kind);
     const zone = options.labels?.[LABELS.zone];
-    if (zone !== undefined) {
+    // A zone with a NUL the server refuses goes alone: in a group it would fail every list of its statement.
+    if (zone !== undefined && !zone.includes("\u0000")) {
       const { [LABELS.zone]: _, ...others } = options.labels ?? {};
       // The group's reader outlives this call: it keeps the filter as called, not the caller's options object.
       const mesh = options.mesh;

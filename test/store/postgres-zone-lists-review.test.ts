@@ -114,3 +114,29 @@ describe("PostgreSQL store: a grouped list's filter is the one of its call", () 
     expect(shape(await second)).toEqual(["a/dp.z2:z2"]);
   });
 });
+
+describe("PostgreSQL store: a zone value the server refuses", () => {
+  it("fails its own list only, not the lists read in the same statement", async () => {
+    const space = await variant.fresh();
+    spaces.push(space);
+    const { store } = space;
+    await store.put(dataplane("m", "dp", { "kds.io/zone": "z1" }));
+    const alone = await store
+      .list("Dataplane", { labels: { "kds.io/zone": "bad\u0000zone" } })
+      .then(
+        () => "resolved",
+        (e: { code?: string }) => e.code,
+      );
+    const outcome = (p: Promise<ListResult>) =>
+      p.then(
+        (r) => shape(r).join(","),
+        (e: { code?: string }) => `error ${e.code}`,
+      );
+    const first = outcome(store.list("Dataplane", { labels: { "kds.io/zone": "z0" } }));
+    const good = outcome(store.list("Dataplane", { labels: { "kds.io/zone": "z1" } }));
+    const bad = outcome(store.list("Dataplane", { labels: { "kds.io/zone": "bad\u0000zone" } }));
+    expect(await first).toBe("");
+    expect(await good).toBe("m/dp:z1");
+    expect(await bad).toBe(`error ${alone}`);
+  });
+});
