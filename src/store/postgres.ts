@@ -341,11 +341,14 @@ export class PostgresStore implements ResourceStore {
   async list(kind: string, options: ListOptions = {}): Promise<ListResult> {
     const k = this.#kindName(kind);
     const zone = options.labels?.[LABELS.zone];
-    if (zone !== undefined) {
+    // A zone with a NUL the server refuses goes alone: in a group it would fail every list of its statement.
+    if (zone !== undefined && !zone.includes("\u0000")) {
       const { [LABELS.zone]: _, ...others } = options.labels ?? {};
-      const key = JSON.stringify([k, options.mesh ?? null, Object.entries(others).sort()]);
+      // The group's reader outlives this call: it keeps the filter as called, not the caller's options object.
+      const mesh = options.mesh;
+      const key = JSON.stringify([k, mesh ?? null, Object.entries(others).sort()]);
       return this.#zoneLists.list(key, zone, options.signal, {
-        read: (zones, signal) => this.#listZones(k, options.mesh, others, zones, signal),
+        read: (zones, signal) => this.#listZones(k, mesh, others, zones, signal),
         decode: (row) => decodeResource(this.#types, row),
       });
     }

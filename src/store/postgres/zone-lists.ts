@@ -21,7 +21,9 @@
  * statement is cancelled only once every list it reads for has been
  * (so a lone list's abort cancels its statement, as before). The waiting
  * lists are bounded by the callers' own concurrency, one entry per call in
- * flight.
+ * flight. A caller's signal carries one abort listener whatever the lists
+ * under it, as in postgres/guard.ts: a global's lists share long-lived
+ * signals (its stop signal, a zone session's), and Node warns past 10.
  *
  * @module
  */
@@ -42,6 +44,32 @@ export interface ZonesRead<Row> {
 export interface ZoneListReader<Row> {
   read(zones: readonly string[], signal: AbortSignal): Promise<ZonesRead<Row>>;
   decode(row: Row): StoredResource;
+}
+
+/**
+ * The abort handlers of the lists waiting or in flight under each signal,
+ * behind one abort listener per signal (a listener per list would put
+ * thousands on a shared signal in a storm).
+ */
+const abortsBySignal = new WeakMap<AbortSignal, Set<() => void>>();
+
+/** The abort handlers under `signal`, its one listener added the first time. */
+function abortsUnder(signal: AbortSignal): Set<() => void> {
+  let aborts = abortsBySignal.get(signal);
+  if (aborts === undefined) {
+    const handlers = new Set<() => void>();
+    aborts = handlers;
+    abortsBySignal.set(signal, handlers);
+    signal.addEventListener(
+      "abort",
+      () => {
+        for (const abort of [...handlers]) abort();
+        handlers.clear();
+      },
+      { once: true },
+    );
+  }
+  return aborts;
 }
 
 /** One waiting or in-flight list. */
@@ -75,6 +103,8 @@ export class ZoneLists<Row> {
     reader: ZoneListReader<Row>,
   ): Promise<ListResult> {
     if (signal?.aborted) return Promise.reject(abortError(signal, "list"));
+    // Before the group is touched: nothing below may throw, or the group would be left without a runner.
+    const aborts = signal === undefined ? undefined : abortsUnder(signal);
     let group = this.#groups.get(key);
     const first = group === undefined;
     if (group === undefined) {
@@ -92,7 +122,7 @@ export class ZoneLists<Row> {
       const settle = (): boolean => {
         if (pending.settled) return false;
         pending.settled = true;
-        signal?.removeEventListener("abort", onAbort);
+        aborts?.delete(onAbort);
         return true;
       };
       const pending: Pending = {
@@ -105,7 +135,7 @@ export class ZoneLists<Row> {
           if (settle()) reject(error);
         },
       };
-      signal?.addEventListener("abort", onAbort, { once: true });
+      aborts?.add(onAbort);
       joined.waiting.push(pending);
     });
     if (first) void this.#run(key, joined);
@@ -126,6 +156,7 @@ export class ZoneLists<Row> {
       try {
         const read = await group.reader.read([...new Set(lists.map((p) => p.zone))], cancel.signal);
         for (const p of lists) {
+          if (p.settled) continue; // aborted meanwhile: nobody waits for these rows, so they are not decoded
           try {
             p.resolve({
               revision: read.revision,
