@@ -76,6 +76,9 @@ function changeBytes(change: StoreChange, specBytes: number): number {
  */
 type KindBucket = Map<string, Map<string, StoredResource>>;
 
+/** A watch's check of a new batch (see `InMemoryStore.#watchers`). */
+type PassOver = (changes: readonly StoreChange[], before: number) => boolean;
+
 /** Resources kept in memory. */
 export class InMemoryStore implements ResourceStore {
   readonly #types: TypeRegistry;
@@ -89,7 +92,13 @@ export class InMemoryStore implements ResourceStore {
   #logBytes = 0;
   #logBase = 1;
   #revision = 0;
-  readonly #watchers = new Set<Waker>();
+  /**
+   * Each open watch's waker, with its check of a new batch: whether the
+   * watch holds nothing unread before the batch and none of the batch's
+   * changes is of a kind it follows, in which case it has moved its cursor
+   * past the batch and need not be woken (see {@link InMemoryStore.watch}).
+   */
+  readonly #watchers = new Map<Waker, PassOver>();
 
   /**
    * @param types - the registered types; writes of other kinds are refused
@@ -336,7 +345,7 @@ export class InMemoryStore implements ResourceStore {
       if (state === "new") {
         state = "open";
         aborted = signal.aborted;
-        this.#watchers.add(waker);
+        this.#watchers.set(waker, passOver);
         signal.addEventListener("abort", onAbort, { once: true });
         if (cursor > this.#revision) {
           throw new KdsError(
@@ -361,6 +370,22 @@ export class InMemoryStore implements ResourceStore {
           return change;
       }
       return undefined;
+    };
+    /**
+     * Moves the cursor past `changes` (written after revision `before`) and
+     * returns true when the watch had read everything up to `before` and
+     * follows none of their kinds: what `take` would do once woken, without
+     * the wake-up. A zone's store has a watch per follower (the served
+     * kinds' cache, the application), and each woken for every change of a
+     * kind it does not follow cost a promise turn and a pass of this loop.
+     * Large batches are left to `take`.
+     */
+    const passOver: PassOver = (changes, before) => {
+      if (kinds === undefined || cursor !== before || changes.length > 64) return false;
+      for (const change of changes)
+        if (kinds.has(change.op === "put" ? change.resource.kind : change.ref.kind)) return false;
+      cursor = (changes[changes.length - 1] as StoreChange).revision;
+      return true;
     };
     /** One step: a change, or done; throws what `take` throws (the watch is then over). */
     const step = (): IteratorResult<StoreChange> | undefined => {
@@ -440,7 +465,8 @@ export class InMemoryStore implements ResourceStore {
       this.#logBytes = bytes;
       this.#logBase += drop;
     }
-    for (const waker of this.#watchers) waker.wake();
+    const before = (changes[0] as StoreChange).revision - 1;
+    for (const [waker, passOver] of this.#watchers) if (!passOver(changes, before)) waker.wake();
   }
 
   /** Drops the name maps `ops` may have left empty (a delete's, or after `undone`, a put's), so meshes once used do not pile up. */
