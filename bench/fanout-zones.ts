@@ -23,7 +23,8 @@
 // process from the moment every zone mirrors the Mesh (the timed rounds, not
 // the connecting) until stopZones or the end, into
 // <dir>/zones-<from>.<pid>.cpuprofile; KDS_BENCH_CPU_PROFILE_INTERVAL_US sets
-// its sampling interval (V8's default 1,000 µs).
+// its sampling interval (V8's default 1,000 µs); with KDS_BENCH_HEAP_SAMPLING=1
+// a sampling heap profile (allocations) instead, <dir>/zones-<from>.<pid>.heapprofile.
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
 import { setMaxListeners } from "node:events";
@@ -73,6 +74,15 @@ async function startProfile(): Promise<void> {
   if (profileDir === "") return;
   profiler = new InspectorSession();
   profiler.connect();
+  if (process.env.KDS_BENCH_HEAP_SAMPLING === "1") {
+    await profiler.post("HeapProfiler.enable");
+    await profiler.post("HeapProfiler.startSampling", {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
+    return;
+  }
   await profiler.post("Profiler.enable");
   const intervalUs = Number(process.env.KDS_BENCH_CPU_PROFILE_INTERVAL_US ?? 0);
   if (intervalUs > 0) await profiler.post("Profiler.setSamplingInterval", { interval: intervalUs });
@@ -83,11 +93,19 @@ async function stopProfile(): Promise<void> {
   const session = profiler;
   if (session === undefined) return;
   profiler = undefined;
-  const { profile } = await session.post("Profiler.stop");
-  writeFileSync(
-    join(profileDir, `zones-${from}.${process.pid}.cpuprofile`),
-    JSON.stringify(profile),
-  );
+  if (process.env.KDS_BENCH_HEAP_SAMPLING === "1") {
+    const { profile } = await session.post("HeapProfiler.stopSampling");
+    writeFileSync(
+      join(profileDir, `zones-${from}.${process.pid}.heapprofile`),
+      JSON.stringify(profile),
+    );
+  } else {
+    const { profile } = await session.post("Profiler.stop");
+    writeFileSync(
+      join(profileDir, `zones-${from}.${process.pid}.cpuprofile`),
+      JSON.stringify(profile),
+    );
+  }
   session.disconnect();
 }
 /** Calls `onChange` for every Mesh change of `store` until the bench stops. */

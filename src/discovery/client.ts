@@ -266,7 +266,9 @@ export class DiscoveryClient {
     if (!this.#subscribed.has(typeUrl)) return `this client did not subscribe to ${typeUrl}`;
     try {
       const { rejected } = await apply();
-      this.#rejectedSet.applied(typeUrl, { ...keys(), rejected });
+      // Nearly always nothing was or is rejected: then the set has nothing to record, and the keys are not listed.
+      if (rejected.length > 0 || this.#rejectedSet.holds(typeUrl))
+        this.#rejectedSet.applied(typeUrl, { ...keys(), rejected });
       for (const r of rejected) this.#init.observer?.resourceRejected?.(typeUrl, r.key, r.reason);
       return undefined;
     } catch (error) {

@@ -182,31 +182,8 @@ export class InMemoryStore implements ResourceStore {
     // batch's writes are put back, newest first. Nothing runs in between (apply does not yield), so no reader sees
     // a part of a batch.
     // Flat triples (a mesh's names, name, replaced value), not an object per op: a sync writes batches of thousands.
+    // (Helpers are methods, not closures: every change a zone applies comes through here.)
     const undo: Array<Map<string, StoredResource> | string | StoredResource | undefined> = [];
-    /** The names of `mesh` in `kind`'s bucket, made when missing (a mesh left empty is dropped after the batch). */
-    const namesOf = (kind: string, mesh: string): Map<string, StoredResource> => {
-      let bucket = this.#byKind.get(kind);
-      if (bucket === undefined) {
-        bucket = new Map();
-        this.#byKind.set(kind, bucket);
-      }
-      let names = bucket.get(mesh);
-      if (names === undefined) {
-        names = new Map();
-        bucket.set(mesh, names);
-      }
-      return names;
-    };
-    const write = (
-      names: Map<string, StoredResource>,
-      name: string,
-      replaced: StoredResource | undefined,
-      resource: StoredResource | undefined,
-    ): void => {
-      undo.push(names, name, replaced);
-      if (resource === undefined) names.delete(name);
-      else names.set(name, resource);
-    };
     const changes: StoreChange[] = [];
     const sizes: number[] = [];
     const results: Array<StoredResource | boolean> = [];
@@ -218,7 +195,7 @@ export class InMemoryStore implements ResourceStore {
           validateInput(this.#types, op.input);
           const type = this.#types.get(op.input.kind);
           const mesh = op.input.mesh ?? "";
-          const names = namesOf(type.kind, mesh);
+          const names = this.#namesOf(type.kind, mesh);
           const existing = names.get(op.input.name);
           const actual = existing?.meta.version ?? "";
           if (op.expectedVersion !== undefined && op.expectedVersion !== actual)
@@ -241,7 +218,8 @@ export class InMemoryStore implements ResourceStore {
             meta,
             spec: keptSpec(type.schema, op),
           });
-          write(names, op.input.name, existing, resource);
+          undo.push(names, op.input.name, existing);
+          names.set(op.input.name, resource);
           const change: StoreChange = { op: "put", revision, resource };
           changes.push(change);
           // Bytes the caller already has (WriteOp.specBytes) spare encoding the spec only to size it.
@@ -265,7 +243,8 @@ export class InMemoryStore implements ResourceStore {
             results.push(false);
             continue;
           }
-          write(names, op.name, existing, undefined);
+          undo.push(names, op.name, existing);
+          names.delete(op.name);
           const change: StoreChange = {
             op: "delete",
             revision: ++revision,
@@ -478,6 +457,21 @@ export class InMemoryStore implements ResourceStore {
       const bucket = this.#byKind.get(this.#types.find(kind)?.kind ?? kind);
       if (bucket?.get(mesh)?.size === 0) bucket.delete(mesh);
     }
+  }
+
+  /** The names of `mesh` in `kind`'s bucket, made when missing (a mesh left empty is dropped after the batch). */
+  #namesOf(kind: string, mesh: string): Map<string, StoredResource> {
+    let bucket = this.#byKind.get(kind);
+    if (bucket === undefined) {
+      bucket = new Map();
+      this.#byKind.set(kind, bucket);
+    }
+    let names = bucket.get(mesh);
+    if (names === undefined) {
+      names = new Map();
+      bucket.set(mesh, names);
+    }
+    return names;
   }
 
   #bucket(kind: string): KindBucket | undefined {

@@ -52,6 +52,9 @@ export function drained(stream: Writable): Promise<void> {
   });
 }
 
+/** An empty buffer: what is left of a chunk that held whole messages only. */
+const NO_BYTES = Buffer.alloc(0);
+
 /** One length-prefixed message: its flags byte and its body. */
 export interface Envelope {
   readonly flags: number;
@@ -70,7 +73,7 @@ export class EnvelopeSplitter {
   readonly #maxBytes: number;
   readonly #unreadable: UnreadableFrame;
   readonly #compressed: boolean;
-  #pending: Buffer = Buffer.alloc(0);
+  #pending: Buffer = NO_BYTES;
   readonly #parts: Buffer[] = [];
   #partBytes = 0;
   /** Bytes the message being read needs in all: its prefix, then prefix and body once the length is known. */
@@ -114,7 +117,8 @@ export class EnvelopeSplitter {
         flags: pending[0] as number,
         body: pending.subarray(GRPC_PREFIX_BYTES, this.#need),
       });
-      pending = pending.subarray(this.#need);
+      // A chunk holding exactly one message (nearly every chunk a zone reads): no empty view of what is left.
+      pending = pending.length === this.#need ? NO_BYTES : pending.subarray(this.#need);
       this.#need = GRPC_PREFIX_BYTES;
     }
     this.#pending = pending;
