@@ -15,7 +15,6 @@ import {
   type StoredResource,
   type TypeRegistry,
 } from "../kinds/resource-types.ts";
-import { Waker } from "../util/wake.ts";
 import type {
   ApplyResult,
   ListOptions,
@@ -93,12 +92,12 @@ export class InMemoryStore implements ResourceStore {
   #logBase = 1;
   #revision = 0;
   /**
-   * Each open watch's waker, with its check of a new batch: whether the
+   * Each open watch's retry (see `#follow`), with its check of a new batch: whether the
    * watch holds nothing unread before the batch and none of the batch's
    * changes is of a kind it follows, in which case it has moved its cursor
    * past the batch and need not be woken (see {@link InMemoryStore.watch}).
    */
-  readonly #watchers = new Map<Waker, PassOver>();
+  readonly #watchers = new Map<() => void, PassOver>();
 
   /**
    * @param types - the registered types; writes of other kinds are refused
@@ -299,22 +298,28 @@ export class InMemoryStore implements ResourceStore {
       options.kinds === undefined
         ? undefined
         : new Set(options.kinds.map((k) => this.#types.find(k)?.kind ?? k));
-    const waker = new Waker();
     // Read per change below: a local set by the abort event costs nothing, the signal's getter (Node checks its
     // receiver each time) was a third of this loop's time in a profile of the zone in a 100k-resource sync.
     let aborted = false;
     const onAbort = (): void => {
       aborted = true;
-      waker.wake();
+      retry();
     };
     let cursor = fromRevision;
     let state: "new" | "open" | "done" = "new";
     /** The `next()` still waiting for a change, if any: a later call waits behind it. */
     let waiting: Promise<IteratorResult<StoreChange>> | undefined;
+    /** How to settle `waiting`. */
+    let parked:
+      | {
+          resolve(result: IteratorResult<StoreChange>): void;
+          reject(reason: unknown): void;
+        }
+      | undefined;
     const done: IteratorResult<StoreChange> = { value: undefined, done: true };
     const finish = (): void => {
       if (state === "open") {
-        this.#watchers.delete(waker);
+        this.#watchers.delete(retry);
         signal.removeEventListener("abort", onAbort);
       }
       state = "done";
@@ -324,7 +329,7 @@ export class InMemoryStore implements ResourceStore {
       if (state === "new") {
         state = "open";
         aborted = signal.aborted;
-        this.#watchers.set(waker, passOver);
+        this.#watchers.set(retry, passOver);
         signal.addEventListener("abort", onAbort, { once: true });
         if (cursor > this.#revision) {
           throw new KdsError(
@@ -382,13 +387,29 @@ export class InMemoryStore implements ResourceStore {
       }
       return undefined;
     };
-    const wait = async (): Promise<IteratorResult<StoreChange>> => {
-      for (;;) {
-        await waker.wait();
-        const result = step();
-        if (result !== undefined) return result;
+    /**
+     * Settles the waiting `next()` when there is now a change or an end for
+     * it. Called where something may have changed (a batch recorded, the
+     * abort, `return()`), at once: a waker's promise and an async loop
+     * around it cost every watch two more promises and turns per change.
+     */
+    function retry(): void {
+      const p = parked;
+      if (p === undefined) return;
+      let result: IteratorResult<StoreChange> | undefined;
+      try {
+        result = step();
+      } catch (error) {
+        parked = undefined;
+        waiting = undefined;
+        p.reject(error);
+        return;
       }
-    };
+      if (result === undefined) return;
+      parked = undefined;
+      waiting = undefined;
+      p.resolve(result);
+    }
     const next = (): Promise<IteratorResult<StoreChange>> => {
       if (waiting !== undefined) return waiting.then(next, next);
       let result: IteratorResult<StoreChange> | undefined;
@@ -398,19 +419,17 @@ export class InMemoryStore implements ResourceStore {
         return Promise.reject(error as Error);
       }
       if (result !== undefined) return Promise.resolve(result);
-      const pending = wait();
+      const pending = new Promise<IteratorResult<StoreChange>>((resolve, reject) => {
+        parked = { resolve, reject };
+      });
       waiting = pending;
-      const clear = (): void => {
-        if (waiting === pending) waiting = undefined;
-      };
-      pending.then(clear, clear);
       return pending;
     };
     return {
       next,
       return: (): Promise<IteratorResult<StoreChange>> => {
         finish();
-        waker.wake(); // a next() waiting for a change ends (done)
+        retry(); // a next() waiting for a change ends (done)
         return Promise.resolve(done);
       },
     };
@@ -445,7 +464,7 @@ export class InMemoryStore implements ResourceStore {
       this.#logBase += drop;
     }
     const before = (changes[0] as StoreChange).revision - 1;
-    for (const [waker, passOver] of this.#watchers) if (!passOver(changes, before)) waker.wake();
+    for (const [retry, passOver] of this.#watchers) if (!passOver(changes, before)) retry();
   }
 
   /** Drops the name maps `ops` may have left empty (a delete's, or after `undone`, a put's), so meshes once used do not pile up. */
