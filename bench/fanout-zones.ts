@@ -18,10 +18,17 @@
 // write of `floorBytes` bytes to every floor stream (times as
 // performance.timeOrigin + performance.now(), comparable across processes
 // on one machine). End of stdin: stop and exit.
+//
+// KDS_BENCH_ZONE_CPU_PROFILE=<dir> (diagnostic): a V8 CPU profile of this
+// process from the moment every zone mirrors the Mesh (the timed rounds, not
+// the connecting) until stopZones or the end, into
+// <dir>/zones-<from>.<pid>.cpuprofile; KDS_BENCH_CPU_PROFILE_INTERVAL_US sets
+// its sampling interval (V8's default 1,000 µs); with KDS_BENCH_HEAP_SAMPLING=1
+// a sampling heap profile (allocations) instead, <dir>/zones-<from>.<pid>.heapprofile.
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
 import { setMaxListeners } from "node:events";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { grpcMuxTransport } from "../src/adapters/node/grpc-mux-client.ts";
 import { silentLogger } from "../src/log.ts";
 import { connectMuxTransport } from "../src/transport/connect.ts";
@@ -30,6 +37,8 @@ import type { ResourceStore, StoreChange } from "../src/store/contract.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
 import type { RetryInfo } from "../src/zone/zone-client.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
+import { Session as InspectorSession } from "node:inspector/promises";
+import { join } from "node:path";
 import * as http2 from "node:http2";
 import { createInterface } from "node:readline";
 import { setFlagsFromString } from "node:v8";
@@ -57,6 +66,48 @@ setMaxListeners(0, stop.signal);
 const zonesStop = new AbortController();
 setMaxListeners(0, zonesStop.signal);
 stop.signal.addEventListener("abort", () => zonesStop.abort(), { once: true });
+/** The profile's directory (KDS_BENCH_ZONE_CPU_PROFILE), or none. */
+const profileDir = process.env.KDS_BENCH_ZONE_CPU_PROFILE ?? "";
+let profiler: InspectorSession | undefined;
+/** Starts the CPU profile when one is asked for. */
+async function startProfile(): Promise<void> {
+  if (profileDir === "") return;
+  profiler = new InspectorSession();
+  profiler.connect();
+  if (process.env.KDS_BENCH_HEAP_SAMPLING === "1") {
+    await profiler.post("HeapProfiler.enable");
+    await profiler.post("HeapProfiler.startSampling", {
+      samplingInterval: 4096,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
+    return;
+  }
+  await profiler.post("Profiler.enable");
+  const intervalUs = Number(process.env.KDS_BENCH_CPU_PROFILE_INTERVAL_US ?? 0);
+  if (intervalUs > 0) await profiler.post("Profiler.setSamplingInterval", { interval: intervalUs });
+  await profiler.post("Profiler.start");
+}
+/** Stops the CPU profile, if running, and writes it. */
+async function stopProfile(): Promise<void> {
+  const session = profiler;
+  if (session === undefined) return;
+  profiler = undefined;
+  if (process.env.KDS_BENCH_HEAP_SAMPLING === "1") {
+    const { profile } = await session.post("HeapProfiler.stopSampling");
+    writeFileSync(
+      join(profileDir, `zones-${from}.${process.pid}.heapprofile`),
+      JSON.stringify(profile),
+    );
+  } else {
+    const { profile } = await session.post("Profiler.stop");
+    writeFileSync(
+      join(profileDir, `zones-${from}.${process.pid}.cpuprofile`),
+      JSON.stringify(profile),
+    );
+  }
+  session.disconnect();
+}
 /** Calls `onChange` for every Mesh change of `store` until the bench stops. */
 async function follow(
   store: ResourceStore,
@@ -144,11 +195,12 @@ function startZone(i: number): void {
       change.resource.kind === "Mesh" ? (spec?.description ?? "") : (spec?.address ?? "");
     if (change.resource.kind === "Mesh" && !seen) {
       seen = true;
-      if (++ready === count)
+      if (++ready === count) {
         process.stdout.write(
           `${JSON.stringify({ ready, startedAt, readyAt: now(), connections: transports.size })}\n`,
         );
-      else startNext();
+        void startProfile();
+      } else startNext();
     }
     const m = /^seq-(\d+)$/.exec(description);
     if (m === null) return;
@@ -251,11 +303,13 @@ void (async () => {
       startedAt = now();
       startNext();
     } else if (command.stopZones !== undefined) {
+      await stopProfile();
       zonesStop.abort();
       await new Promise((r) => setTimeout(r, 500));
       process.stdout.write(`${JSON.stringify({ zonesStopped: true })}\n`);
     }
   }
+  await stopProfile();
   stop.abort();
   clearInterval(progress);
   clearInterval(progressLines);

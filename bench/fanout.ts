@@ -538,6 +538,10 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       }
       cpuUs += cpu.user + cpu.system;
       measuredRounds += 1;
+      if (process.env.KDS_BENCH_TRACE === "1")
+        process.stderr.write(
+          `fan-out: change ${seq}: global ${Math.round((cpu.user + cpu.system) / 1000)} ms CPU, zone processes ${done.map((d) => Math.round((d.cpuUs as number) / 1000)).join(" + ")} ms\n`,
+        );
       for (const d of done) {
         if (d.seq !== seq)
           throw new Error(

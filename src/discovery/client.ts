@@ -15,6 +15,7 @@ import {
   DeltaDiscoveryRequestSchema,
   DiscoveryRequestSchema,
   NodeSchema,
+  type DeltaDiscoveryRequest,
   type DeltaDiscoveryResponse,
   type DiscoveryResponse,
 } from "../gen/kds/v1/discovery_pb.ts";
@@ -53,6 +54,22 @@ export interface DiscoveryClientInit {
    * mux; see `DiscoveryOptions.maxResponseResources`). Default 10,000.
    */
   readonly maxResponseResources?: number;
+}
+
+/**
+ * A delta ACK naming nothing rejected: the message `create` makes from a
+ * type URL and a nonce, written out (every zone sends one for every
+ * response it applies, and `create` walks the schema each time).
+ */
+function plainAck(typeUrl: string, responseNonce: string): DeltaDiscoveryRequest {
+  return {
+    $typeName: "kds.v1.DeltaDiscoveryRequest",
+    typeUrl,
+    resourceNamesSubscribe: [],
+    resourceNamesUnsubscribe: [],
+    initialResourceVersions: {},
+    responseNonce,
+  };
 }
 
 /** Subscribes one stream's client view to a set of types. */
@@ -196,12 +213,11 @@ export class DiscoveryClient {
     );
     if (error === undefined) {
       this.#accepted.set(typeUrl, systemVersionInfo);
+      const errorDetail = this.#rejectedSet.detail(typeUrl);
       await this.#init.view.send(
-        create(DeltaDiscoveryRequestSchema, {
-          typeUrl,
-          responseNonce: nonce,
-          errorDetail: this.#rejectedSet.detail(typeUrl),
-        }),
+        errorDetail === undefined
+          ? plainAck(typeUrl, nonce)
+          : create(DeltaDiscoveryRequestSchema, { typeUrl, responseNonce: nonce, errorDetail }),
         signal,
       );
       this.#init.observer?.accepted?.(typeUrl, {
@@ -250,7 +266,9 @@ export class DiscoveryClient {
     if (!this.#subscribed.has(typeUrl)) return `this client did not subscribe to ${typeUrl}`;
     try {
       const { rejected } = await apply();
-      this.#rejectedSet.applied(typeUrl, { ...keys(), rejected });
+      // Nearly always nothing was or is rejected: then the set has nothing to record, and the keys are not listed.
+      if (rejected.length > 0 || this.#rejectedSet.holds(typeUrl))
+        this.#rejectedSet.applied(typeUrl, { ...keys(), rejected });
       for (const r of rejected) this.#init.observer?.resourceRejected?.(typeUrl, r.key, r.reason);
       return undefined;
     } catch (error) {

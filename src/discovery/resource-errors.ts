@@ -52,6 +52,11 @@ export class RejectedSet {
     } else this.#byType?.delete(typeUrl);
   }
 
+  /** Whether any resource of `typeUrl` is rejected now (when not, {@link RejectedSet.applied} with nothing rejected changes nothing). */
+  holds(typeUrl: string): boolean {
+    return this.#byType?.has(typeUrl) === true;
+  }
+
   /** The `error_detail` of an ACK for `typeUrl`: undefined when nothing is rejected. */
   detail(typeUrl: string): MessageInitShape<typeof StatusSchema> | undefined {
     const set = this.#byType?.get(typeUrl);

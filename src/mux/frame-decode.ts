@@ -179,11 +179,19 @@ function deltaResponseFrame(response: DeltaDiscoveryResponse): Frame {
   return { $typeName: "kds.mux.v1.Frame", value: { case: "deltaResponse", value: response } };
 }
 
+/**
+ * The type URL of the last delta response read by hand, and the last Any
+ * type URL: the same string again when the bytes match (only an ASCII one is
+ * kept), so a session's responses, and the resources in them, share one
+ * string, not a new one per frame, whose hash every map keyed by type URL
+ * on the way (subscriptions, types, versions, status) computed again.
+ */
+let lastResponseTypeUrl = "";
+let lastAnyTypeUrl = "";
+
 class Reader {
   readonly bytes: Uint8Array;
   pos = 0;
-  /** The last Any type URL read: the resources of a response share one. */
-  #typeUrl = "";
 
   constructor(bytes: Uint8Array) {
     this.bytes = bytes;
@@ -201,9 +209,17 @@ class Reader {
       else if (tag === tags.TAG_RESPONSE_REMOVED) removedResources.push(this.string(this.length()));
       else if (tag === tags.TAG_RESPONSE_VERSION && systemVersionInfo === undefined)
         systemVersionInfo = this.nonEmpty(this.length());
-      else if (tag === tags.TAG_RESPONSE_TYPE_URL && typeUrl === undefined)
-        typeUrl = this.nonEmpty(this.length());
-      else if (tag === tags.TAG_RESPONSE_NONCE && nonce === undefined)
+      else if (tag === tags.TAG_RESPONSE_TYPE_URL && typeUrl === undefined) {
+        const urlEnd = this.length();
+        if (this.sameText(urlEnd, lastResponseTypeUrl)) {
+          typeUrl = lastResponseTypeUrl;
+          this.pos = urlEnd;
+        } else {
+          const start = this.pos;
+          typeUrl = this.nonEmpty(urlEnd);
+          if (typeUrl.length === urlEnd - start) lastResponseTypeUrl = typeUrl;
+        }
+      } else if (tag === tags.TAG_RESPONSE_NONCE && nonce === undefined)
         nonce = this.nonEmpty(this.length());
       else throw notPlain;
     }
@@ -300,7 +316,7 @@ class Reader {
 
   /** An Any's type URL: the same string as the last one when the bytes match. */
   typeUrl(end: number): string {
-    const last = this.#typeUrl;
+    const last = lastAnyTypeUrl;
     const start = this.pos;
     if (this.sameText(end, last)) {
       this.pos = end;
@@ -308,7 +324,7 @@ class Reader {
     }
     const text = this.nonEmpty(end);
     // Only an ASCII one is kept (as many characters as bytes), so a match is byte for byte.
-    if (text.length === end - start) this.#typeUrl = text;
+    if (text.length === end - start) lastAnyTypeUrl = text;
     return text;
   }
 

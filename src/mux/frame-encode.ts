@@ -5,7 +5,9 @@
  * test/mux/frame-encode.test.ts).
  *
  * Delta responses, and batches of them, are the bulk of a sync: those are
- * written in one pass into a buffer of their exact size, measured first.
+ * written in one pass into a buffer of their exact size, measured first; so
+ * is a plain ACK (a delta request of a type URL and a response nonce alone),
+ * which every zone sends for every response it applies.
  * `toBinary` writes each nested message into a buffer of its own and copies
  * it into its parent's, so a resource's bytes were copied once per level
  * (resource, response, frame, batch), and the transport copied the whole
@@ -20,8 +22,12 @@
  */
 import type { Any } from "@bufbuild/protobuf/wkt";
 import { FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
-import type { DeltaDiscoveryResponse, Resource } from "../gen/kds/v1/discovery_pb.ts";
-import { creditSize, utf8Length, varintSize } from "./frame-size.ts";
+import type {
+  DeltaDiscoveryRequest,
+  DeltaDiscoveryResponse,
+  Resource,
+} from "../gen/kds/v1/discovery_pb.ts";
+import { creditSize, plainAckSize, utf8Length, varintSize } from "./frame-size.ts";
 import { writeMessageBackwards, type Sink } from "./message-write.ts";
 import * as tags from "./frame-tags.ts";
 
@@ -108,6 +114,14 @@ function frameSize(frame: Frame, plan: Plan): number | undefined {
       plan.sizes.length = at;
       return undefined;
     }
+    return fieldSize(body);
+  }
+  if (value.case === "deltaRequest") {
+    const typeUrl = utf8Length(value.value.typeUrl);
+    const nonce = utf8Length(value.value.responseNonce);
+    const body = plainAckSize(value.value, typeUrl, nonce);
+    if (body === undefined) return undefined;
+    plan.sizes.push(body, typeUrl, nonce);
     return fieldSize(body);
   }
   if (value.case === "batch" && plain(value.value)) {
@@ -247,6 +261,11 @@ function writeFrame(w: Writer, frame: Frame): void {
     writeResponse(w, value.value);
     return;
   }
+  if (value.case === "deltaRequest") {
+    w.buf[w.pos++] = tags.TAG_FRAME_DELTA_REQUEST;
+    writeAck(w, value.value);
+    return;
+  }
   if (value.case !== "batch") throw new Error("frame-encode: a frame the plan did not measure");
   w.buf[w.pos++] = tags.TAG_FRAME_BATCH;
   writeVarint(w, w.sizes[w.at++] as number);
@@ -263,6 +282,16 @@ function writeFrame(w: Writer, frame: Frame): void {
       w.pos = end;
     } else writeFrame(w, inner);
   }
+}
+
+/** A plain ACK (see `plainAckSize`): its type URL and response nonce, in field order. */
+function writeAck(w: Writer, request: DeltaDiscoveryRequest): void {
+  const sizes = w.sizes;
+  const at = w.at;
+  w.at += 3;
+  writeVarint(w, sizes[at] as number);
+  writeString(w, tags.TAG_REQUEST_TYPE_URL, request.typeUrl, sizes[at + 1] as number);
+  writeString(w, tags.TAG_REQUEST_NONCE, request.responseNonce, sizes[at + 2] as number);
 }
 
 function writeResponse(w: Writer, response: DeltaDiscoveryResponse): void {

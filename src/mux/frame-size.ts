@@ -32,7 +32,11 @@ import {
 import { ScalarType } from "@bufbuild/protobuf";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
 import { FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
-import type { DeltaDiscoveryResponse, Resource } from "../gen/kds/v1/discovery_pb.ts";
+import type {
+  DeltaDiscoveryRequest,
+  DeltaDiscoveryResponse,
+  Resource,
+} from "../gen/kds/v1/discovery_pb.ts";
 import {
   BYTES_HEAP,
   SLOT_HEAP,
@@ -82,8 +86,9 @@ export function rememberWeight(frame: Frame, weight: FrameWeight): void {
  * The credit size of a data frame: its exact protobuf-encoded length as a
  * `kds.mux.v1.Frame`, what it takes from its lane's byte window (see
  * docs/protocol.md, "Flow control"). A frame inside a batch counts alone.
- * A delta response (the bulk of a sync) is measured by a walk written for
- * it, several times quicker than the compiled sizer; anything else, and a
+ * A delta response (the bulk of a sync) and a plain ACK are measured by
+ * walks written for them, several times quicker than the compiled sizer;
+ * anything else, and a
  * delta response holding what that walk does not count (unknown fields,
  * aliases, a TTL), by the sizer.
  */
@@ -92,11 +97,46 @@ export function creditSize(frame: Frame): number {
   if (value.case === "deltaResponse" && frame.$unknown === undefined) {
     const body = deltaResponseSize(value.value);
     if (body !== undefined) return fieldBytes(body);
+  } else if (value.case === "deltaRequest" && frame.$unknown === undefined) {
+    const request = value.value;
+    const body = plainAckSize(
+      request,
+      utf8Length(request.typeUrl),
+      utf8Length(request.responseNonce),
+    );
+    if (body !== undefined) return fieldBytes(body);
   }
   return sizerOf(FrameSchema)(frame as unknown as Record<string, unknown>, {
     heapBytes: 0,
     elements: 0,
   });
+}
+
+/**
+ * The encoded length of a plain ACK's fields: a delta request holding
+ * nothing but its type URL and response nonce (of `typeUrl` and `nonce`
+ * UTF-8 bytes), what a zone sends for every response it applies; undefined
+ * for any other request (a node, subscriptions, initial versions, an error
+ * detail, unknown fields), which the compiled sizer measures.
+ */
+export function plainAckSize(
+  request: DeltaDiscoveryRequest,
+  typeUrl: number,
+  nonce: number,
+): number | undefined {
+  if (
+    (request.$unknown !== undefined && request.$unknown.length > 0) ||
+    request.node !== undefined ||
+    request.errorDetail !== undefined ||
+    request.resourceNamesSubscribe.length > 0 ||
+    request.resourceNamesUnsubscribe.length > 0
+  )
+    return undefined;
+  for (const _ in request.initialResourceVersions) return undefined;
+  let body = 0;
+  if (typeUrl > 0) body += fieldBytes(typeUrl);
+  if (nonce > 0) body += fieldBytes(nonce);
+  return body;
 }
 
 /** Bytes of a length-delimited field with a one-byte tag holding `length` bytes. */

@@ -20,7 +20,6 @@ import { create } from "@bufbuild/protobuf";
 import { KdsError, abortError } from "../errors.ts";
 import { BatchSchema, FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
 import { Ring } from "../util/ring.ts";
-import { Waker } from "../util/wake.ts";
 import { creditSize } from "./frame-size.ts";
 import { controlFrame, type FrameValueInit, type Lane } from "./frames.ts";
 import { MAX_WINDOW } from "./options.ts";
@@ -76,7 +75,14 @@ export class Outbox {
   #grantBytes: Record<Lane, number> = { requests: 0, responses: 0 };
   #controlPendingSince: number | undefined;
   #nextLane: Lane = "requests";
-  readonly #waker = new Waker();
+  /**
+   * The transport's waiting `next`: pulls again, resolves it and returns true
+   * when a frame (or the end) is there. Retried from a microtask after each
+   * signal, as a waker's promise would, without the promise and the `then`
+   * each wait cost (every frame of every session waits here).
+   */
+  #retry: (() => boolean) | undefined;
+  #retryQueued = false;
   #ended = false;
   #peerMaxBytes = Number.POSITIVE_INFINITY;
   #batching = false;
@@ -334,12 +340,12 @@ export class Outbox {
         const ready = pull();
         if (ready !== undefined) return Promise.resolve(ready);
         return new Promise((resolve) => {
-          const attempt = (): void => {
+          this.#retry = () => {
             const result = pull();
-            if (result === undefined) void this.#waker.wait().then(attempt);
-            else resolve(result);
+            if (result === undefined) return false;
+            resolve(result);
+            return true;
           };
-          void this.#waker.wait().then(attempt);
         });
       },
       return: () => {
@@ -501,7 +507,15 @@ export class Outbox {
     this.#signal();
   }
 
+  /** Tells the transport's waiting `next` (if any) that something changed: it pulls again a microtask later. */
   #signal(): void {
-    this.#waker.wake();
+    if (this.#retry === undefined || this.#retryQueued) return;
+    this.#retryQueued = true;
+    queueMicrotask(this.#retryPull);
   }
+
+  readonly #retryPull = (): void => {
+    this.#retryQueued = false;
+    if (this.#retry?.() === true) this.#retry = undefined;
+  };
 }

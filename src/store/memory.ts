@@ -15,7 +15,6 @@ import {
   type StoredResource,
   type TypeRegistry,
 } from "../kinds/resource-types.ts";
-import { Waker } from "../util/wake.ts";
 import type {
   ApplyResult,
   ListOptions,
@@ -76,6 +75,9 @@ function changeBytes(change: StoreChange, specBytes: number): number {
  */
 type KindBucket = Map<string, Map<string, StoredResource>>;
 
+/** A watch's check of a new batch (see `InMemoryStore.#watchers`). */
+type PassOver = (changes: readonly StoreChange[], before: number) => boolean;
+
 /** Resources kept in memory. */
 export class InMemoryStore implements ResourceStore {
   readonly #types: TypeRegistry;
@@ -89,7 +91,13 @@ export class InMemoryStore implements ResourceStore {
   #logBytes = 0;
   #logBase = 1;
   #revision = 0;
-  readonly #watchers = new Set<Waker>();
+  /**
+   * Each open watch's retry (see `#follow`), with its check of a new batch: whether the
+   * watch holds nothing unread before the batch and none of the batch's
+   * changes is of a kind it follows, in which case it has moved its cursor
+   * past the batch and need not be woken (see {@link InMemoryStore.watch}).
+   */
+  readonly #watchers = new Map<() => void, PassOver>();
 
   /**
    * @param types - the registered types; writes of other kinds are refused
@@ -173,31 +181,8 @@ export class InMemoryStore implements ResourceStore {
     // batch's writes are put back, newest first. Nothing runs in between (apply does not yield), so no reader sees
     // a part of a batch.
     // Flat triples (a mesh's names, name, replaced value), not an object per op: a sync writes batches of thousands.
+    // (Helpers are methods, not closures: every change a zone applies comes through here.)
     const undo: Array<Map<string, StoredResource> | string | StoredResource | undefined> = [];
-    /** The names of `mesh` in `kind`'s bucket, made when missing (a mesh left empty is dropped after the batch). */
-    const namesOf = (kind: string, mesh: string): Map<string, StoredResource> => {
-      let bucket = this.#byKind.get(kind);
-      if (bucket === undefined) {
-        bucket = new Map();
-        this.#byKind.set(kind, bucket);
-      }
-      let names = bucket.get(mesh);
-      if (names === undefined) {
-        names = new Map();
-        bucket.set(mesh, names);
-      }
-      return names;
-    };
-    const write = (
-      names: Map<string, StoredResource>,
-      name: string,
-      replaced: StoredResource | undefined,
-      resource: StoredResource | undefined,
-    ): void => {
-      undo.push(names, name, replaced);
-      if (resource === undefined) names.delete(name);
-      else names.set(name, resource);
-    };
     const changes: StoreChange[] = [];
     const sizes: number[] = [];
     const results: Array<StoredResource | boolean> = [];
@@ -209,7 +194,7 @@ export class InMemoryStore implements ResourceStore {
           validateInput(this.#types, op.input);
           const type = this.#types.get(op.input.kind);
           const mesh = op.input.mesh ?? "";
-          const names = namesOf(type.kind, mesh);
+          const names = this.#namesOf(type.kind, mesh);
           const existing = names.get(op.input.name);
           const actual = existing?.meta.version ?? "";
           if (op.expectedVersion !== undefined && op.expectedVersion !== actual)
@@ -232,7 +217,8 @@ export class InMemoryStore implements ResourceStore {
             meta,
             spec: keptSpec(type.schema, op),
           });
-          write(names, op.input.name, existing, resource);
+          undo.push(names, op.input.name, existing);
+          names.set(op.input.name, resource);
           const change: StoreChange = { op: "put", revision, resource };
           changes.push(change);
           // Bytes the caller already has (WriteOp.specBytes) spare encoding the spec only to size it.
@@ -256,7 +242,8 @@ export class InMemoryStore implements ResourceStore {
             results.push(false);
             continue;
           }
-          write(names, op.name, existing, undefined);
+          undo.push(names, op.name, existing);
+          names.delete(op.name);
           const change: StoreChange = {
             op: "delete",
             revision: ++revision,
@@ -311,22 +298,28 @@ export class InMemoryStore implements ResourceStore {
       options.kinds === undefined
         ? undefined
         : new Set(options.kinds.map((k) => this.#types.find(k)?.kind ?? k));
-    const waker = new Waker();
     // Read per change below: a local set by the abort event costs nothing, the signal's getter (Node checks its
     // receiver each time) was a third of this loop's time in a profile of the zone in a 100k-resource sync.
     let aborted = false;
     const onAbort = (): void => {
       aborted = true;
-      waker.wake();
+      retry();
     };
     let cursor = fromRevision;
     let state: "new" | "open" | "done" = "new";
     /** The `next()` still waiting for a change, if any: a later call waits behind it. */
     let waiting: Promise<IteratorResult<StoreChange>> | undefined;
+    /** How to settle `waiting`. */
+    let parked:
+      | {
+          resolve(result: IteratorResult<StoreChange>): void;
+          reject(reason: unknown): void;
+        }
+      | undefined;
     const done: IteratorResult<StoreChange> = { value: undefined, done: true };
     const finish = (): void => {
       if (state === "open") {
-        this.#watchers.delete(waker);
+        this.#watchers.delete(retry);
         signal.removeEventListener("abort", onAbort);
       }
       state = "done";
@@ -336,7 +329,7 @@ export class InMemoryStore implements ResourceStore {
       if (state === "new") {
         state = "open";
         aborted = signal.aborted;
-        this.#watchers.add(waker);
+        this.#watchers.set(retry, passOver);
         signal.addEventListener("abort", onAbort, { once: true });
         if (cursor > this.#revision) {
           throw new KdsError(
@@ -362,6 +355,22 @@ export class InMemoryStore implements ResourceStore {
       }
       return undefined;
     };
+    /**
+     * Moves the cursor past `changes` (written after revision `before`) and
+     * returns true when the watch had read everything up to `before` and
+     * follows none of their kinds: what `take` would do once woken, without
+     * the wake-up. A zone's store has a watch per follower (the served
+     * kinds' cache, the application), and each woken for every change of a
+     * kind it does not follow cost a promise turn and a pass of this loop.
+     * Large batches are left to `take`.
+     */
+    const passOver: PassOver = (changes, before) => {
+      if (kinds === undefined || cursor !== before || changes.length > 64) return false;
+      for (const change of changes)
+        if (kinds.has(change.op === "put" ? change.resource.kind : change.ref.kind)) return false;
+      cursor = (changes[changes.length - 1] as StoreChange).revision;
+      return true;
+    };
     /** One step: a change, or done; throws what `take` throws (the watch is then over). */
     const step = (): IteratorResult<StoreChange> | undefined => {
       if (state === "done") return done;
@@ -378,13 +387,29 @@ export class InMemoryStore implements ResourceStore {
       }
       return undefined;
     };
-    const wait = async (): Promise<IteratorResult<StoreChange>> => {
-      for (;;) {
-        await waker.wait();
-        const result = step();
-        if (result !== undefined) return result;
+    /**
+     * Settles the waiting `next()` when there is now a change or an end for
+     * it. Called where something may have changed (a batch recorded, the
+     * abort, `return()`), at once: a waker's promise and an async loop
+     * around it cost every watch two more promises and turns per change.
+     */
+    function retry(): void {
+      const p = parked;
+      if (p === undefined) return;
+      let result: IteratorResult<StoreChange> | undefined;
+      try {
+        result = step();
+      } catch (error) {
+        parked = undefined;
+        waiting = undefined;
+        p.reject(error);
+        return;
       }
-    };
+      if (result === undefined) return;
+      parked = undefined;
+      waiting = undefined;
+      p.resolve(result);
+    }
     const next = (): Promise<IteratorResult<StoreChange>> => {
       if (waiting !== undefined) return waiting.then(next, next);
       let result: IteratorResult<StoreChange> | undefined;
@@ -394,19 +419,17 @@ export class InMemoryStore implements ResourceStore {
         return Promise.reject(error as Error);
       }
       if (result !== undefined) return Promise.resolve(result);
-      const pending = wait();
+      const pending = new Promise<IteratorResult<StoreChange>>((resolve, reject) => {
+        parked = { resolve, reject };
+      });
       waiting = pending;
-      const clear = (): void => {
-        if (waiting === pending) waiting = undefined;
-      };
-      pending.then(clear, clear);
       return pending;
     };
     return {
       next,
       return: (): Promise<IteratorResult<StoreChange>> => {
         finish();
-        waker.wake(); // a next() waiting for a change ends (done)
+        retry(); // a next() waiting for a change ends (done)
         return Promise.resolve(done);
       },
     };
@@ -440,7 +463,8 @@ export class InMemoryStore implements ResourceStore {
       this.#logBytes = bytes;
       this.#logBase += drop;
     }
-    for (const waker of this.#watchers) waker.wake();
+    const before = (changes[0] as StoreChange).revision - 1;
+    for (const [retry, passOver] of this.#watchers) if (!passOver(changes, before)) retry();
   }
 
   /** Drops the name maps `ops` may have left empty (a delete's, or after `undone`, a put's), so meshes once used do not pile up. */
@@ -452,6 +476,21 @@ export class InMemoryStore implements ResourceStore {
       const bucket = this.#byKind.get(this.#types.find(kind)?.kind ?? kind);
       if (bucket?.get(mesh)?.size === 0) bucket.delete(mesh);
     }
+  }
+
+  /** The names of `mesh` in `kind`'s bucket, made when missing (a mesh left empty is dropped after the batch). */
+  #namesOf(kind: string, mesh: string): Map<string, StoredResource> {
+    let bucket = this.#byKind.get(kind);
+    if (bucket === undefined) {
+      bucket = new Map();
+      this.#byKind.set(kind, bucket);
+    }
+    let names = bucket.get(mesh);
+    if (names === undefined) {
+      names = new Map();
+      bucket.set(mesh, names);
+    }
+    return names;
   }
 
   #bucket(kind: string): KindBucket | undefined {

@@ -177,6 +177,18 @@ export interface ResetGuardInit {
   readonly signal: AbortSignal;
 }
 
+/** `work()`, a throw turned into a rejection. */
+function startNow<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return work();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+/** What {@link ResetGuard.keep} returns when nothing is held (one set for every call: a caller only reads it). */
+const KEEP_NONE: ReadonlySet<string> = new Set();
+
 /** The reset guard of one session (see the module comment). */
 export class ResetGuard implements DeletionGate {
   readonly #init: ResetGuardInit;
@@ -184,6 +196,8 @@ export class ResetGuard implements DeletionGate {
   #sink: ResourceSink | undefined;
   /** Sink calls and releases, one at a time. */
   #queue: Promise<unknown> = Promise.resolve();
+  /** Calls in the queue (waiting or running). */
+  #running = 0;
   #since: number | undefined;
   #cancelTimer: (() => void) | undefined;
   #closed = false;
@@ -217,7 +231,7 @@ export class ResetGuard implements DeletionGate {
   ): ReadonlySet<string> {
     const before = this.#state(typeUrl);
     const after = this.#step(typeUrl, { type: "response", keys, written, total: held });
-    if (after.phase !== "holding") return new Set();
+    if (after.phase !== "holding") return KEEP_NONE;
     if (before.phase === "armed") this.#held(typeUrl, after);
     if (before.phase !== "holding" || before.keys.size !== after.keys.size) this.#report(typeUrl);
     return after.keys;
@@ -331,9 +345,16 @@ export class ResetGuard implements DeletionGate {
   }
 
   #serial<T>(work: () => Promise<T>): Promise<T> {
-    const run = this.#queue.then(work, work);
+    // Nothing queued or running (nearly every response): start now, not a promise turn later behind a settled queue.
+    const run = this.#running === 0 ? startNow(work) : this.#queue.then(work, work);
+    this.#running++;
     // The queue only orders the calls: each caller gets (and handles) its own outcome.
-    this.#queue = run.catch(() => undefined);
+    this.#queue = run.then(this.#settled, this.#settled);
     return run;
   }
+
+  /** Counts a call of {@link ResetGuard.#serial} out. */
+  readonly #settled = (): void => {
+    this.#running--;
+  };
 }

@@ -183,12 +183,16 @@ export class ZoneStatusRecord {
   /** Callbacks for the discovery client of this zone's connection. */
   clientObserver(): ClientObserver {
     return {
-      accepted: (typeUrl, info) =>
-        void this.#with(typeUrl, (t) => {
-          count(t, "accepted");
-          count(t, "resourcesReceived", info.resources);
-          t.lastAcceptedVersion = info.version;
-        }),
+      // Every change every zone applies comes here: the counters are named, not reached through count()'s computed keys.
+      accepted: (typeUrl, info) => {
+        const t = this.#types.get(typeUrl);
+        if (t === undefined) return;
+        t.accepted++;
+        t.session.accepted++;
+        t.resourcesReceived += info.resources;
+        t.session.resourcesReceived += info.resources;
+        t.lastAcceptedVersion = info.version;
+      },
       rejected: (typeUrl, _version, error) =>
         void this.#with(typeUrl, (t) => {
           count(t, "rejected");

@@ -102,6 +102,16 @@ export function zoneMapping(zone: string): SinkMapping {
   };
 }
 
+/** No keys (a response without removals). */
+const NO_KEYS: readonly string[] = Object.freeze([]);
+
+/** The keys of `resources`. */
+function keysOf(resources: readonly ReceivedResource[]): string[] {
+  const keys = new Array<string>(resources.length);
+  for (let i = 0; i < resources.length; i++) keys[i] = (resources[i] as ReceivedResource).key;
+  return keys;
+}
+
 /** Options of {@link StoreSink}. */
 export interface StoreSinkOptions {
   /** Delays between retries of a failed read of what this side holds (before subscribing). */
@@ -269,6 +279,13 @@ export class StoreSink implements ResourceSink {
     if (puts !== undefined)
       for (const p of await this.#notForeign(type, puts, rejected, signal))
         ops.push({ op: "put", input: p.input, handOver: true, specBytes: p.specBytes });
+    if (removed.length === 0) {
+      // Nearly every response of a change: nothing to read or delete. The gate is still told (its first response
+      // of a kind decides whether a reset is held, and one held gives back what this one writes).
+      this.#gate?.keep(typeUrl, NO_KEYS, undefined, keysOf(resources));
+      if (ops.length > 0) await this.#store.apply(ops, { signal });
+      return { rejected };
+    }
     // The local copies of every removed key, read in one go (not one read per name); a key named twice is read and deleted once.
     const keys = [...new Set(removed)];
     const gone = keys.map((key) => {
@@ -287,7 +304,7 @@ export class StoreSink implements ResourceSink {
       typeUrl,
       keys.filter((_, i) => own(i) !== undefined),
       undefined,
-      resources.map((r) => r.key),
+      keysOf(resources),
     );
     gone.forEach(({ mesh, name }, i) => {
       const local = own(i);

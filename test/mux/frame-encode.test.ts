@@ -12,7 +12,7 @@ import {
   DiscoveryResponseSchema,
 } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { encodeFrame } from "../../src/mux/frame-encode.ts";
-import { frame, sentResponse, text } from "../support/frame-arbitraries.ts";
+import { frame, sentAck, sentResponse, text } from "../support/frame-arbitraries.ts";
 
 /** Control frames, each field at any value (zero values included, which are left out). */
 const controlFrame = fc
@@ -55,7 +55,7 @@ const controlFrame = fc
   )
   .map((value) => create(FrameSchema, { value }) as Frame);
 
-const anyFrame = fc.oneof(sentResponse, frame, controlFrame);
+const anyFrame = fc.oneof(sentResponse, sentAck, frame, controlFrame);
 
 function batchOf(frames: Frame[]): Frame {
   return create(FrameSchema, { value: { case: "batch", value: { frames } } }) as Frame;
@@ -74,6 +74,13 @@ describe("encodeFrame", () => {
     fc.assert(
       fc.property(anyFrame, fc.nat({ max: 8 }), (f, prefix) => expectEncodes(f, prefix)),
       { numRuns: 500 },
+    );
+  });
+
+  it("writes exactly toBinary's bytes for a delta ACK as a client sends it (written by its own path)", () => {
+    fc.assert(
+      fc.property(sentAck, fc.nat({ max: 8 }), (f, prefix) => expectEncodes(f, prefix)),
+      { numRuns: 400 },
     );
   });
 

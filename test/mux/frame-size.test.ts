@@ -7,7 +7,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { FrameSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { DeltaDiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.ts";
-import { frame, sentResponse } from "../support/frame-arbitraries.ts";
+import { frame, sentAck, sentResponse } from "../support/frame-arbitraries.ts";
 import { scanFrame, scanRefusal } from "../../src/mux/frame-scan.ts";
 import { MAX_FRAME_ELEMENTS, frameRefusal } from "../../src/mux/frame-limits.ts";
 import { creditSize, utf8Length, weighFrame } from "../../src/mux/frame-size.ts";
@@ -25,6 +25,15 @@ describe("creditSize", () => {
   it("is the length of a delta response as a server sends it (measured by its own walk)", () => {
     fc.assert(
       fc.property(sentResponse, (f) => {
+        expect(creditSize(f)).toBe(toBinary(FrameSchema, f).byteLength);
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it("is the length of a delta ACK as a client sends it (measured by its own walk)", () => {
+    fc.assert(
+      fc.property(sentAck, (f) => {
         expect(creditSize(f)).toBe(toBinary(FrameSchema, f).byteLength);
       }),
       { numRuns: 400 },

@@ -14,7 +14,7 @@ import {
   zoneInsightType,
 } from "../../src/kinds/builtin-types.ts";
 import { MeshSpecSchema } from "../../examples/example-kinds/index.ts";
-import { types } from "./fixtures.ts";
+import { policy, types } from "./fixtures.ts";
 
 const MiB = 1024 * 1024;
 
@@ -132,6 +132,36 @@ describe("InMemoryStore watch iterator", () => {
     expect(await waiting).toEqual({ value: undefined, done: true });
     await store.put(mesh("d"));
     expect((await it.next()).done).toBe(true);
+    abort.abort();
+  });
+
+  it("passes over changes of kinds a watch does not follow without waking it, and still hands it the next one it follows", async () => {
+    // 40 Mesh writes with room for 10 changes: a TrafficPolicy watch waiting meanwhile is moved past them, so
+    // neither the trimming nor the skipped writes cost it anything, and the policy written after them arrives.
+    const store = new InMemoryStore(types, { historyLimit: 10 });
+    const abort = new AbortController();
+    const policies = store
+      .watch(0, { signal: abort.signal, kinds: ["TrafficPolicy"] })
+      [Symbol.asyncIterator]();
+    const meshes = store
+      .watch(0, { signal: abort.signal, kinds: ["Mesh"] })
+      [Symbol.asyncIterator]();
+    const waiting = policies.next();
+    for (let i = 0; i < 40; i++) await store.put(mesh(`m${i}`));
+    await store.put(policy("m0", "p"));
+    const got = await waiting;
+    expect(got.done === true ? "done" : [got.value.revision, got.value.op]).toEqual([41, "put"]);
+    // A watch with changes it has not read yet is not passed over: the Mesh watch, which read none, starts
+    // where it asked (store_compacted: the first 30 are gone), as it did before.
+    await expect(meshes.next()).rejects.toMatchObject({ code: "store_compacted" });
+    // A batch mixing kinds wakes the watch, which then skips what it does not follow.
+    const next = policies.next();
+    await store.apply([
+      { op: "put", input: mesh("x") },
+      { op: "put", input: policy("m0", "q") },
+    ]);
+    const mixed = await next;
+    expect(mixed.done === true ? "done" : mixed.value.revision).toBe(43);
     abort.abort();
   });
 

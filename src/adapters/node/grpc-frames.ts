@@ -52,6 +52,9 @@ export function drained(stream: Writable): Promise<void> {
   });
 }
 
+/** An empty buffer: what is left of a chunk that held whole messages only. */
+const NO_BYTES = Buffer.alloc(0);
+
 /** One length-prefixed message: its flags byte and its body. */
 export interface Envelope {
   readonly flags: number;
@@ -70,7 +73,7 @@ export class EnvelopeSplitter {
   readonly #maxBytes: number;
   readonly #unreadable: UnreadableFrame;
   readonly #compressed: boolean;
-  #pending: Buffer = Buffer.alloc(0);
+  #pending: Buffer = NO_BYTES;
   readonly #parts: Buffer[] = [];
   #partBytes = 0;
   /** Bytes the message being read needs in all: its prefix, then prefix and body once the length is known. */
@@ -114,7 +117,8 @@ export class EnvelopeSplitter {
         flags: pending[0] as number,
         body: pending.subarray(GRPC_PREFIX_BYTES, this.#need),
       });
-      pending = pending.subarray(this.#need);
+      // A chunk holding exactly one message (nearly every chunk a zone reads): no empty view of what is left.
+      pending = pending.length === this.#need ? NO_BYTES : pending.subarray(this.#need);
       this.#need = GRPC_PREFIX_BYTES;
     }
     this.#pending = pending;
@@ -146,8 +150,25 @@ export function readGrpcFrames(
   stream: Readable,
   maxBytes: number,
   unreadable: UnreadableFrame,
+  hooks: ReadHooks = {},
 ): AsyncIterableIterator<Frame> {
-  return new GrpcFrameReader(stream, maxBytes, unreadable);
+  return new GrpcFrameReader(stream, maxBytes, unreadable, hooks);
+}
+
+/**
+ * What a caller of {@link readGrpcFrames} adds to the reading, in place of
+ * an async generator around it (which cost a zone several promise hops per
+ * frame): a check when the stream ended cleanly, the error the reader fails
+ * with for any failure, and what runs once when the reading is over (done,
+ * failed, or stopped by `return`).
+ */
+export interface ReadHooks {
+  /** Runs when the stream ended after whole frames; a throw fails the reading instead of ending it. */
+  readonly ended?: () => void;
+  /** The error the reading fails with for `error` (thrown by the stream, the reader, or `ended`). Default `error` itself. */
+  readonly failed?: (error: unknown) => unknown;
+  /** Runs once when the reading is over. */
+  readonly finished?: () => void;
 }
 
 /** What {@link GrpcFrameReader}'s pending `next` settles with. */
@@ -167,6 +188,7 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame> {
   readonly #stream: Readable;
   readonly #splitter: EnvelopeSplitter;
   readonly #unreadable: UnreadableFrame;
+  readonly #hooks: ReadHooks;
   /** Chunks received and not yet split. */
   readonly #chunks: Buffer[] = [];
   /** The messages of the chunk split last, and how many of them were read. */
@@ -180,10 +202,11 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame> {
   /** Settles once the pending `next` has: a `next` called meanwhile reads after it. */
   #pending: Promise<unknown> | undefined;
 
-  constructor(stream: Readable, maxBytes: number, unreadable: UnreadableFrame) {
+  constructor(stream: Readable, maxBytes: number, unreadable: UnreadableFrame, hooks: ReadHooks) {
     this.#stream = stream;
     this.#splitter = new EnvelopeSplitter(maxBytes, unreadable, false);
     this.#unreadable = unreadable;
+    this.#hooks = hooks;
     stream.on("data", this.#onData);
     stream.once("end", this.#onEnd);
     stream.once("close", this.#onEnd);
@@ -255,13 +278,15 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame> {
         const left = this.#splitter.left;
         if (left > 0)
           throw this.#unreadable(`the stream ended inside a frame (${left} bytes left)`);
+        this.#hooks.ended?.();
         this.#finish();
         return { done: true, value: undefined };
       }
       return undefined;
     } catch (error) {
       this.#finish();
-      throw error;
+      const failed = this.#hooks.failed;
+      throw failed === undefined ? error : failed(error);
     }
   }
 
@@ -311,5 +336,6 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame> {
     this.#stream.off("end", this.#onEnd);
     this.#stream.off("close", this.#onEnd);
     this.#stream.off("error", this.#onError);
+    this.#hooks.finished?.();
   }
 }

@@ -187,9 +187,9 @@ async function openStream(
     throw failure(error, signal, writes.error, target);
   }
 
-  return (async function* read(): AsyncGenerator<Frame, void, undefined> {
-    try {
-      yield* readGrpcFrames(stream, maxBytes, (reason, cause) => unreadable(target, reason, cause));
+  // The reader itself, with the end's checks as hooks: an async generator around it cost every frame several promise hops.
+  return readGrpcFrames(stream, maxBytes, (reason, cause) => unreadable(target, reason, cause), {
+    ended: () => {
       if (signal.aborted) throw cancelled(target, signal.reason);
       if (writes.error !== undefined) throw writes.error;
       if (trailers === undefined) {
@@ -203,13 +203,13 @@ async function openStream(
       }
       const trailerError = findTrailerError(toHeaders(trailers));
       if (trailerError !== undefined) throw trailerError;
-    } catch (error) {
-      throw failure(error, signal, undefined, target);
-    } finally {
+    },
+    failed: (error) => failure(error, signal, undefined, target),
+    finished: () => {
       cancel();
       done();
-    }
-  })();
+    },
+  });
 }
 
 /** Writes each frame of `outbound` as it is pulled, waiting out backpressure; an error of `outbound` cancels the call and is kept in `writes`. */
