@@ -12,6 +12,7 @@ import { KdsError } from "../errors.ts";
 import { AdminService } from "../gen/kds/admin/v1/admin_pb.ts";
 import { TokenService } from "../gen/kds/admin/v1/tokens_pb.ts";
 import { fromConnectError } from "../connect-errors.ts";
+import { sleep } from "../util/abort.ts";
 
 /** Where and how the CLI calls an admin API. */
 export interface AdminTarget {
@@ -102,5 +103,42 @@ export async function call<T>(server: AdminTarget | string, work: () => Promise<
     return await work();
   } catch (error) {
     throw adminError(error, server);
+  }
+}
+
+/** Pauses before a read's second and third attempts (see {@link read}). */
+export const READ_RETRY_DELAYS_MS: readonly number[] = [100, 400];
+
+/**
+ * True for a call the server's side ended before answering without saying
+ * why: a stream reset (`Canceled`) or a lost connection (`Unavailable`),
+ * with no kds error code. An admin listener at its connection cap closes the
+ * oldest connection that has not yet sent its credentials to make room for
+ * each new one, so under a flood of connections a client's own connection
+ * can go before its request is read.
+ */
+function endedUnanswered(error: unknown): boolean {
+  return (
+    error instanceof ConnectError &&
+    (error.code === Code.Canceled || error.code === Code.Unavailable) &&
+    error.metadata.get("kds-error-code") === null
+  );
+}
+
+/**
+ * Runs a read-only admin call, converting its failure as {@link call} does;
+ * a call the server ended unanswered (see `endedUnanswered`) is made again,
+ * at most twice ({@link READ_RETRY_DELAYS_MS}): reading twice changes
+ * nothing. Writes go through {@link call}, never again on their own.
+ */
+export async function read<T>(server: AdminTarget | string, work: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      const delay = READ_RETRY_DELAYS_MS[attempt];
+      if (delay === undefined || !endedUnanswered(error)) throw adminError(error, server);
+    }
+    await sleep(READ_RETRY_DELAYS_MS[attempt] as number);
   }
 }

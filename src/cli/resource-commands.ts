@@ -9,7 +9,7 @@ import { KdsError } from "../errors.ts";
 import { ZONE_KIND } from "../kinds/builtin-types.ts";
 import { resourceKey } from "../kinds/resource-types.ts";
 import { ZONE_NAME_PATTERN } from "../names.ts";
-import { adminClient, call, type AdminTarget } from "./admin-client.ts";
+import { adminClient, call, read, type AdminTarget } from "./admin-client.ts";
 import { parseResourceFile, type ResourceDocument } from "./documents.ts";
 import { formatResources, formatTypes, formatZones, type OutputFormat } from "./format.ts";
 
@@ -86,7 +86,7 @@ export async function get(
   zone?: string,
 ): Promise<string> {
   const client = adminClient(server);
-  const response = await call(server, () =>
+  const response = await read(server, () =>
     client.get({ type, name: name ?? "", mesh: mesh ?? "", zone: zone ?? "" }),
   );
   return formatResources(response.resources, format);
@@ -114,7 +114,7 @@ export async function acceptReset(server: AdminTarget | string, zone: string): P
 /** `types`. */
 export async function types(server: AdminTarget | string, format: OutputFormat): Promise<string> {
   const client = adminClient(server);
-  return formatTypes((await call(server, () => client.listTypes({}))).types, format);
+  return formatTypes((await read(server, () => client.listTypes({}))).types, format);
 }
 
 /** `inspect zone NAME`: the zone's own view of its sync status, answered by the zone through the global. */
@@ -124,7 +124,7 @@ export async function inspectZone(
   format: OutputFormat,
 ): Promise<string> {
   const client = adminClient(server);
-  return formatZones((await call(server, () => client.inspectZones({ zone }))).zones, format);
+  return formatZones((await read(server, () => client.inspectZones({ zone }))).zones, format);
 }
 
 /** `inspect zones`. */
@@ -133,5 +133,5 @@ export async function inspectZones(
   format: OutputFormat,
 ): Promise<string> {
   const client = adminClient(server);
-  return formatZones((await call(server, () => client.inspectZones({}))).zones, format);
+  return formatZones((await read(server, () => client.inspectZones({}))).zones, format);
 }

@@ -167,7 +167,7 @@ async function openStream(
   signal.addEventListener("abort", cancel, { once: true });
   const done = (): void => signal.removeEventListener("abort", cancel);
   const writes: { error?: unknown } = {};
-  void writeAll(stream, outbound, writes);
+  const written = writeAll(stream, outbound, writes);
 
   let responseHeaders: http2.IncomingHttpHeaders;
   try {
@@ -205,9 +205,14 @@ async function openStream(
       if (trailerError !== undefined) throw trailerError;
     },
     failed: (error) => failure(error, signal, undefined, target),
+    // Reading is over: the stream is cancelled once this side's frames are written (a session that ends for the
+    // peer's fault stops reading first and writes its goaway last, which a cancel at once cut off), or at once
+    // when `signal` aborts (the session let the transport go).
     finished: () => {
-      cancel();
-      done();
+      void written.then(() => {
+        cancel();
+        done();
+      });
     },
   });
 }
