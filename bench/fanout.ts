@@ -86,6 +86,14 @@ export interface FanoutOptions {
   readonly zones: number;
   /** Changes made (and timed) after every zone connected. */
   readonly rounds: number;
+  /**
+   * Changes made first, after every zone connected, and not counted (each
+   * followed by an uncounted floor write): the change path's first runs
+   * compile it, and the first two rounds cost the zones about twice the later
+   * ones, enough to make a 10-round p99 mostly round 1's slowest zones. As
+   * the 100k sync runs one uncounted warm-up sync. Default 2.
+   */
+  readonly warmupRounds?: number;
   /** Child processes running the zones (zones spread evenly). Default 1. */
   readonly processes?: number;
   /** Zones sharing one HTTP/2 connection. Default 1 (a connection per zone). */
@@ -141,6 +149,8 @@ export interface FanoutFloor {
 export interface FanoutResult {
   readonly zones: number;
   readonly rounds: number;
+  /** Uncounted changes made before the rounds (see {@link FanoutOptions.warmupRounds}). */
+  readonly warmupRounds: number;
   readonly processes: number;
   /** HTTP/2 connections the zones opened in all. */
   readonly connections: number;
@@ -414,8 +424,8 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     const floorLatencies: number[] = [];
     let floorCpuUs = 0;
     let floorRounds = 0;
-    /** Writes the frame once to every floor stream; false when a stream did not read it in time. */
-    const floorRound = async (seq: number): Promise<boolean> => {
+    /** Writes the frame once to every floor stream (counted unless a warm-up); false when a stream did not read it in time. */
+    const floorRound = async (seq: number, counted = true): Promise<boolean> => {
       const sentAt = performance.timeOrigin + performance.now();
       const cpuBefore = process.cpuUsage();
       for (const stream of floorStreams) stream.write(floorFrame);
@@ -427,14 +437,16 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         );
         return false;
       }
-      floorCpuUs += cpu.user + cpu.system;
-      floorRounds++;
-      for (const d of done) {
+      for (const d of done)
         if (d.floorSeq !== seq)
           throw new Error(
             `expected the floor's arrivals of write ${seq}, got ${JSON.stringify(d).slice(0, 200)}`,
           );
-        for (const at of d.arrivals as number[]) floorLatencies.push(at - sentAt);
+      if (counted) {
+        floorCpuUs += cpu.user + cpu.system;
+        floorRounds++;
+        for (const d of done)
+          for (const at of d.arrivals as number[]) floorLatencies.push(at - sentAt);
       }
       await new Promise((r) => setTimeout(r, 200));
       return true;
@@ -507,25 +519,44 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         `fan-out: the global idle with ${zones} zones: ${(usPerSecond / 1000).toFixed(1)} ms of CPU per second, ${(usPerSecond / zones).toFixed(1)} µs per zone and second\n`,
       );
     }
-    const profile = await profileOf(process.env.KDS_BENCH_CPU_PROFILE);
-    for (let seq = 1; complete && seq <= rounds; seq++) {
-      const sentAt = clock();
-      sentAtOf.set(seq, sentAt);
-      const cpuBefore = process.cpuUsage();
+    /** Makes change `seq`: the Mesh on instance 0, or the origin zone's ZoneIngress. */
+    const change = async (seq: number): Promise<void> => {
       if (origin !== undefined)
         await origin.store.put({
           kind: "ZoneIngress",
           name: "ingress",
           spec: create(ZoneIngressSpecSchema, { address: `seq-${seq}`, port: 10001 }),
         });
-      else {
+      else
         await first.store.put({
           kind: "Mesh",
           name: "default",
           spec: create(MeshSpecSchema, { description: `seq-${seq}` }),
         });
-        committed.push(clock() - sentAt);
+    };
+    // Uncounted changes first (see FanoutOptions.warmupRounds): the counted rounds are seq warmup + 1 on.
+    const warmup = options.warmupRounds ?? 2;
+    for (let seq = 1; complete && seq <= warmup; seq++) {
+      await change(seq);
+      const done = await within(Promise.all(children.map((_, p) => next(p))), roundTimeoutMs);
+      if (done === undefined || done.some((d) => d.seq !== seq)) {
+        process.stderr.write(
+          `fan-out: warm-up change ${seq} did not reach every zone within ${roundTimeoutMs / 1000} s; the run is incomplete\n`,
+        );
+        complete = false;
+        break;
       }
+      await new Promise((r) => setTimeout(r, 200));
+      if (floorMode === "interleaved" && floorComplete)
+        floorComplete = await floorRound(seq, false);
+    }
+    const profile = await profileOf(process.env.KDS_BENCH_CPU_PROFILE);
+    for (let seq = warmup + 1; complete && seq <= warmup + rounds; seq++) {
+      const sentAt = clock();
+      sentAtOf.set(seq, sentAt);
+      const cpuBefore = process.cpuUsage();
+      await change(seq);
+      if (origin === undefined) committed.push(clock() - sentAt);
       const done = await within(Promise.all(children.map((_, p) => next(p))), roundTimeoutMs);
       const cpu = process.cpuUsage(cpuBefore);
       lastWrites.push(lastResponseAt - sentAt);
@@ -566,8 +597,8 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       const stopped = await within(Promise.all(children.map((_, p) => next(p))), 60_000);
       if (stopped === undefined) throw new Error("the zones did not stop within 60 s");
       afterMemory = await openFloor();
-      for (let seq = 1; floorComplete && seq <= rounds; seq++)
-        floorComplete = await floorRound(seq);
+      for (let seq = 1; floorComplete && seq <= warmup + rounds; seq++)
+        floorComplete = await floorRound(seq, seq > warmup);
     }
     latencies.sort((a, b) => a - b);
     floorLatencies.sort((a, b) => a - b);
@@ -590,6 +621,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     return {
       zones,
       rounds,
+      warmupRounds: warmup,
       processes,
       connections,
       store: storeKind,
@@ -624,7 +656,8 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
                   Array.from(
                     { length: measuredRounds },
                     (_, r) =>
-                      (seenAt[k]?.get(r + 1) ?? Number.NaN) - (sentAtOf.get(r + 1) ?? Number.NaN),
+                      (seenAt[k]?.get(warmup + r + 1) ?? Number.NaN) -
+                      (sentAtOf.get(warmup + r + 1) ?? Number.NaN),
                   ),
                 ).median,
                 p50Ms: percentile(own, 50),
