@@ -15,10 +15,10 @@ import {
   DeltaDiscoveryRequestSchema,
   DiscoveryRequestSchema,
   NodeSchema,
-  type DeltaDiscoveryRequest,
   type DeltaDiscoveryResponse,
   type DiscoveryResponse,
 } from "../gen/kds/v1/discovery_pb.ts";
+import { plainAck } from "../mux/frames.ts";
 import type { ClientStreamView } from "../mux/views.ts";
 import { RejectedSet } from "./resource-errors.ts";
 import {
@@ -54,22 +54,6 @@ export interface DiscoveryClientInit {
    * mux; see `DiscoveryOptions.maxResponseResources`). Default 10,000.
    */
   readonly maxResponseResources?: number;
-}
-
-/**
- * A delta ACK naming nothing rejected: the message `create` makes from a
- * type URL and a nonce, written out (every zone sends one for every
- * response it applies, and `create` walks the schema each time).
- */
-function plainAck(typeUrl: string, responseNonce: string): DeltaDiscoveryRequest {
-  return {
-    $typeName: "kds.v1.DeltaDiscoveryRequest",
-    typeUrl,
-    resourceNamesSubscribe: [],
-    resourceNamesUnsubscribe: [],
-    initialResourceVersions: {},
-    responseNonce,
-  };
 }
 
 /** Subscribes one stream's client view to a set of types. */

@@ -25,12 +25,9 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import type { Any } from "@bufbuild/protobuf/wkt";
 import { FrameSchema, type Frame } from "../gen/kds/mux/v1/mux_pb.ts";
-import type {
-  DeltaDiscoveryRequest,
-  DeltaDiscoveryResponse,
-  Resource,
-} from "../gen/kds/v1/discovery_pb.ts";
+import type { DeltaDiscoveryResponse, Resource } from "../gen/kds/v1/discovery_pb.ts";
 import { frameRefusal } from "./frame-limits.ts";
+import { plainAck as plainAckRequest } from "./frames.ts";
 import { scanFrame } from "./frame-scan.ts";
 import { rememberWeight } from "./frame-size.ts";
 import * as tags from "./frame-tags.ts";
@@ -142,15 +139,10 @@ function plainAck(bytes: Uint8Array): Frame | undefined {
     if (typeUrl === undefined || responseNonce === undefined) return undefined;
     // Only an ASCII one is kept, as for the Any type URLs (see Reader.typeUrl).
     if (typeUrl !== lastAckTypeUrl && isAscii(typeUrl)) lastAckTypeUrl = typeUrl;
-    const request: DeltaDiscoveryRequest = {
-      $typeName: "kds.v1.DeltaDiscoveryRequest",
-      typeUrl,
-      resourceNamesSubscribe: [],
-      resourceNamesUnsubscribe: [],
-      initialResourceVersions: {},
-      responseNonce,
+    return {
+      $typeName: "kds.mux.v1.Frame",
+      value: { case: "deltaRequest", value: plainAckRequest(typeUrl, responseNonce) },
     };
-    return { $typeName: "kds.mux.v1.Frame", value: { case: "deltaRequest", value: request } };
   } catch (error) {
     if (error === notPlain) return undefined;
     throw error;

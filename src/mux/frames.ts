@@ -103,3 +103,20 @@ export function callLane(call: Call): Lane {
   const kind = call.kind.case;
   return kind === "open" || kind === "cancel" || kind === "credit" ? "requests" : "responses";
 }
+
+/**
+ * A delta ACK naming nothing rejected: the message `create` makes from a
+ * type URL and a response nonce, written out (every zone sends one for every
+ * response it applies, and `create` walks the schema each time; the frame
+ * reader makes the same from a received plain ACK).
+ */
+export function plainAck(typeUrl: string, responseNonce: string): DeltaDiscoveryRequest {
+  return {
+    $typeName: "kds.v1.DeltaDiscoveryRequest",
+    typeUrl,
+    resourceNamesSubscribe: [],
+    resourceNamesUnsubscribe: [],
+    initialResourceVersions: {},
+    responseNonce,
+  };
+}
