@@ -1,4 +1,4 @@
-// Review of ZoneLists (src/store/postgres/zone-lists.ts): lists sharing one long-lived signal (a
+// ZoneLists (src/store/postgres/zone-lists.ts) and signals: lists sharing one long-lived signal (a
 // global's stop signal, a zone session's) must not put a listener each on it.
 import { getEventListeners } from "node:events";
 import { describe, expect, it } from "vitest";

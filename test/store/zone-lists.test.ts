@@ -153,11 +153,12 @@ describe("ZoneLists", () => {
   it("does not cancel a statement while one of its lists still waits for it", async () => {
     const lists = new ZoneLists<Row>();
     const { reader, statements } = scripted();
-    lists.list("k", "z0", undefined, reader).catch(() => undefined);
+    const first = lists.list("k", "z0", undefined, reader);
     statements[0]?.answer(rowsOf(["z0"]));
     const gone = new AbortController();
     const a = lists.list("k", "z1", gone.signal, reader);
     const b = lists.list("k", "z2", undefined, reader);
+    expect(names(await first)).toEqual(["z0/a", "z0/b"]);
     await settle();
     expect(statements[1]?.zones).toEqual(["z1", "z2"]);
     gone.abort();
