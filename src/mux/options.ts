@@ -44,7 +44,12 @@ export interface SessionOptions {
    * (16 MiB by default).
    */
   responseWindowBytes?: number;
-  /** How often to ping the peer. Default 15 s. */
+  /**
+   * How long the peer may stay silent before this side pings it: a side pings
+   * when it has heard no frame from the peer for this long (the peer's own
+   * pings count), and at least every four of these to refresh its round-trip
+   * time; never more than once per interval. Default 15 s.
+   */
   heartbeatIntervalMs?: number;
   /** End the session after hearing nothing from the peer for this long. Default 60 s. */
   heartbeatTimeoutMs?: number;

@@ -790,7 +790,10 @@ export class MuxSession implements Session {
       );
       return;
     }
-    if (this.#state.kind === "open" && now - this.#lastPingAt >= o.heartbeatIntervalMs)
+    if (
+      this.#state.kind === "open" &&
+      pingDue(now, this.#lastPingAt, this.#lastHeard, o.heartbeatIntervalMs)
+    )
       this.#ping(now);
     // Credit the inboxes kept back (see Inbox): a peer never waits longer than one tick for it.
     this.#serverInbox.grantPending();
@@ -878,3 +881,20 @@ function peerVersion(peer: PeerSettings): {
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/**
+ * A side pings at most once per heartbeat interval, and only when it needs
+ * to: when it has heard nothing from the peer for an interval (the peer's
+ * own pings, its pongs and any other frame all count), or when its last ping
+ * is {@link RTT_REFRESH_INTERVALS} intervals old (its round-trip time stays
+ * fresh). Two sides that both ping every interval send twice the frames a
+ * liveness check needs: each side's pings alone prove the peer alive to both.
+ */
+function pingDue(now: number, lastPingAt: number, lastHeard: number, intervalMs: number): boolean {
+  const sincePing = now - lastPingAt;
+  if (sincePing < intervalMs) return false;
+  return now - lastHeard >= intervalMs || sincePing >= RTT_REFRESH_INTERVALS * intervalMs;
+}
+
+/** However often the peer is heard, a side pings at least every this many heartbeat intervals (for its round-trip time). */
+const RTT_REFRESH_INTERVALS = 4;
