@@ -68,7 +68,7 @@ import { childNodeArgs, isMain, BENCH_LOADER } from "./fresh.ts";
 import { SKIPPED, spreadOf } from "./summary.ts";
 import { percentile } from "./percentile.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
-import { monitorEventLoopDelay } from "node:perf_hooks";
+import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { Session as InspectorSession } from "node:inspector/promises";
 import {
   noopMetrics,
@@ -551,6 +551,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         floorComplete = await floorRound(seq, false);
     }
     const profile = await profileOf(process.env.KDS_BENCH_CPU_PROFILE);
+    const roundGc = gcSince();
     for (let seq = warmup + 1; complete && seq <= warmup + rounds; seq++) {
       const sentAt = clock();
       sentAtOf.set(seq, sentAt);
@@ -569,10 +570,16 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       }
       cpuUs += cpu.user + cpu.system;
       measuredRounds += 1;
-      if (process.env.KDS_BENCH_TRACE === "1")
+      if (process.env.KDS_BENCH_TRACE === "1") {
+        // Each zone process's own latencies this round (p50 / p99 / max), and the global's garbage collection.
+        const own = done.map((d) => {
+          const l = (d.arrivals as number[]).map((at) => at - sentAt).sort((a, b) => a - b);
+          return `${Math.round(percentile(l, 50))}/${Math.round(percentile(l, 99))}/${Math.round(l.at(-1) ?? Number.NaN)}`;
+        });
         process.stderr.write(
-          `fan-out: change ${seq}: global ${Math.round((cpu.user + cpu.system) / 1000)} ms CPU, zone processes ${done.map((d) => Math.round((d.cpuUs as number) / 1000)).join(" + ")} ms\n`,
+          `fan-out: change ${seq}: global ${Math.round((cpu.user + cpu.system) / 1000)} ms CPU (GC ${roundGc()}), zone processes ${done.map((d) => Math.round((d.cpuUs as number) / 1000)).join(" + ")} ms; latency p50/p99/max by process ${own.join(", ")} ms\n`,
         );
+      }
       for (const d of done) {
         if (d.seq !== seq)
           throw new Error(
@@ -752,4 +759,31 @@ if (isMain(import.meta.url)) {
   const result = await fanoutBench(JSON.parse(process.argv[2] as string) as FanoutOptions);
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
+}
+
+/**
+ * Follows this process's garbage collections from now; each call of the
+ * returned function says what happened since its last call (count, total
+ * and longest pause, in ms) and starts over. A diagnostic for
+ * KDS_BENCH_TRACE.
+ */
+function gcSince(): () => string {
+  let count = 0;
+  let total = 0;
+  let longest = 0;
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      count++;
+      total += entry.duration;
+      longest = Math.max(longest, entry.duration);
+    }
+  });
+  if (process.env.KDS_BENCH_TRACE === "1") observer.observe({ entryTypes: ["gc"] });
+  return () => {
+    const said = `${count} collections, ${Math.round(total)} ms, longest ${Math.round(longest)} ms`;
+    count = 0;
+    total = 0;
+    longest = 0;
+    return said;
+  };
 }
