@@ -11,8 +11,11 @@
  * might not hold its next frame (less than one frame, or fewer bytes than
  * the largest frame it may send). An emptied buffer alone is not a reason:
  * in steady traffic that would cost a window update for every frame. What
- * stays pending is granted at the latest by {@link Inbox.grantPending},
- * which the session calls on every tick.
+ * stays pending waits for one of those two: a peer that still holds credit
+ * for its largest frame is not waiting for it, and a peer whose next frame
+ * it would not hold gets it as soon as the buffer empties. (Granting it on
+ * every session tick as well cost a window update each way per zone and
+ * change in a fan-out whose changes come a tick or more apart.)
  *
  * A frame has two sizes here: its credit size (its encoded length, what the
  * peer's window counts) and the memory its decoded form holds (see
@@ -260,12 +263,8 @@ export class Inbox<T> {
     waiter?.reject(error);
   }
 
-  /**
-   * Returns to the peer the credit of every frame consumed and not yet
-   * granted, if any. The session calls it on every tick: it bounds how long
-   * credit stays pending, whatever the peer's next frame.
-   */
-  grantPending(): void {
+  /** Returns to the peer the credit of every frame consumed and not yet granted, if any. */
+  #grantPending(): void {
     if (
       this.#closedWith !== undefined ||
       (this.#pendingGrant === 0 && this.#pendingGrantBytes === 0)
@@ -319,7 +318,7 @@ export class Inbox<T> {
       this.#pendingGrantBytes >= this.#grantThresholdBytes ||
       (this.#ring.size === 0 && this.#peerMayBeBlocked())
     ) {
-      this.grantPending();
+      this.#grantPending();
     }
   }
 

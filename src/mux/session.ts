@@ -795,9 +795,6 @@ export class MuxSession implements Session {
       pingDue(now, this.#lastPingAt, this.#lastHeard, o.heartbeatIntervalMs)
     )
       this.#ping(now);
-    // Credit the inboxes kept back (see Inbox): a peer never waits longer than one tick for it.
-    this.#serverInbox.grantPending();
-    this.#clientInbox.grantPending();
   }
 
   #ping(now: number): void {

@@ -37,7 +37,7 @@ describe("Inbox", () => {
     expect(grants.reduce((a, b) => a + b, 0)).toBe(8);
   });
 
-  it("keeps credit back when the buffer empties while the peer's credit still holds its largest frame, and grants it on request", async () => {
+  it("keeps credit back when the buffer empties while the peer's credit still holds its largest frame, until a quarter of the window was consumed", async () => {
     const grants: [number, number][] = [];
     const inbox = new Inbox<number>(
       "requests",
@@ -50,10 +50,14 @@ describe("Inbox", () => {
     expect(inbox.deliver(1, 100)).toBeUndefined();
     await inbox.recv();
     expect(grants).toEqual([]); // 8092 bytes of credit left hold a 4096-byte frame
-    inbox.grantPending();
-    expect(grants).toEqual([[1, 100]]);
-    inbox.grantPending();
-    expect(grants).toEqual([[1, 100]]); // nothing more was pending
+    // One small frame at a time, each taken before the next (a zone's ACK of each change): credit
+    // comes back once a quarter of the window (16 frames) was consumed, not once per frame.
+    for (let i = 2; i <= 16; i++) {
+      expect(inbox.deliver(i, 100)).toBeUndefined();
+      await inbox.recv();
+      if (i < 16) expect(grants).toEqual([]);
+    }
+    expect(grants).toEqual([[16, 1600]]);
   });
 
   it("grants at once when the buffer empties and the peer's byte credit is short of its largest frame", async () => {
