@@ -5,6 +5,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { MuxSession } from "../../src/mux/session.ts";
+import { silence } from "../support/silence.ts";
 
 /** `frames`, each counted by kind into `counts` as it passes. */
 function counted(frames: AsyncIterable<Frame>, counts: Map<string, number>): AsyncIterable<Frame> {
@@ -26,16 +27,6 @@ function counted(frames: AsyncIterable<Frame>, counts: Map<string, number>): Asy
   };
 }
 
-/** Frames that never come: a peer that went silent. */
-function silence(): AsyncIterable<Frame> {
-  return {
-    [Symbol.asyncIterator]: () => ({
-      next: () => new Promise<IteratorResult<Frame>>(() => undefined),
-      return: async () => ({ done: true, value: undefined }),
-    }),
-  };
-}
-
 describe("heartbeat pings", () => {
   let now = 0;
   const interval = 1_000;
@@ -48,6 +39,18 @@ describe("heartbeat pings", () => {
     }
   };
 
+  /** A zone's and a global's session on the test's clock, not yet wired to each other. */
+  const sessions = (): { zone: MuxSession; global: MuxSession } => ({
+    zone: new MuxSession({ role: "zone", localId: "zone-1", now: () => now, options }),
+    global: new MuxSession({
+      role: "global",
+      localId: "global",
+      peerId: "zone-1",
+      now: () => now,
+      options,
+    }),
+  });
+
   beforeEach(() => {
     now = 0;
     vi.useFakeTimers({ toFake: ["setInterval", "clearInterval", "setTimeout", "clearTimeout"] });
@@ -59,14 +62,7 @@ describe("heartbeat pings", () => {
   it("between two live sides, about one ping per interval in all (not one per side), and each side's round-trip time stays fresh", async () => {
     const fromZone = new Map<string, number>();
     const fromGlobal = new Map<string, number>();
-    const zone = new MuxSession({ role: "zone", localId: "zone-1", now: () => now, options });
-    const global = new MuxSession({
-      role: "global",
-      localId: "global",
-      peerId: "zone-1",
-      now: () => now,
-      options,
-    });
+    const { zone, global } = sessions();
     zone.attach(counted(global.outbound, fromGlobal));
     global.attach(counted(zone.outbound, fromZone));
     await at(500);
@@ -97,14 +93,7 @@ describe("heartbeat pings", () => {
 
   it("pings a silent peer every interval until the heartbeat timeout ends the session", async () => {
     const sent = new Map<string, number>();
-    const zone = new MuxSession({ role: "zone", localId: "zone-1", now: () => now, options });
-    const global = new MuxSession({
-      role: "global",
-      localId: "global",
-      peerId: "zone-1",
-      now: () => now,
-      options,
-    });
+    const { zone, global } = sessions();
     // The global hears the zone's hello, then nothing more: the zone's frames stop after its hello.
     let zoneFrames = 0;
     const upToHello: AsyncIterable<Frame> = {

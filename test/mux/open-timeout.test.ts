@@ -3,18 +3,8 @@
 // global's listen queue), and the hello is timed from the open
 // (handshakeTimeoutMs). With an injected clock and fake interval timers.
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { MuxSession } from "../../src/mux/session.ts";
-
-/** Frames that never come (the peer says nothing), ended when the reader lets go. */
-function silence(): AsyncIterable<Frame> {
-  return {
-    [Symbol.asyncIterator]: () => ({
-      next: () => new Promise<IteratorResult<Frame>>(() => undefined),
-      return: async () => ({ done: true, value: undefined }),
-    }),
-  };
-}
+import { silence } from "../support/silence.ts";
 
 describe("a session's open and hello timeouts", () => {
   let now = 0;
