@@ -551,7 +551,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         floorComplete = await floorRound(seq, false);
     }
     const profile = await profileOf(process.env.KDS_BENCH_CPU_PROFILE);
-    const roundGc = gcSince();
+    const roundGc = trace ? gcSince() : undefined;
     for (let seq = warmup + 1; complete && seq <= warmup + rounds; seq++) {
       const sentAt = clock();
       sentAtOf.set(seq, sentAt);
@@ -577,7 +577,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
           return `${Math.round(percentile(l, 50))}/${Math.round(percentile(l, 99))}/${Math.round(l.at(-1) ?? Number.NaN)}`;
         });
         process.stderr.write(
-          `fan-out: change ${seq}: global ${Math.round((cpu.user + cpu.system) / 1000)} ms CPU (GC ${roundGc()}), zone processes ${done.map((d) => Math.round((d.cpuUs as number) / 1000)).join(" + ")} ms; latency p50/p99/max by process ${own.join(", ")} ms\n`,
+          `fan-out: change ${seq}: global ${Math.round((cpu.user + cpu.system) / 1000)} ms CPU (GC ${roundGc?.()}), zone processes ${done.map((d) => Math.round((d.cpuUs as number) / 1000)).join(" + ")} ms; latency p50/p99/max by process ${own.join(", ")} ms\n`,
         );
       }
       for (const d of done) {
@@ -762,7 +762,8 @@ if (isMain(import.meta.url)) {
 }
 
 /**
- * Follows this process's garbage collections from now; each call of the
+ * Follows this process's garbage collections from now (for the rest of the
+ * process: a fan-out runs in a process of its own); each call of the
  * returned function says what happened since its last call (count, total
  * and longest pause, in ms) and starts over. A diagnostic for
  * KDS_BENCH_TRACE.
@@ -778,7 +779,7 @@ function gcSince(): () => string {
       longest = Math.max(longest, entry.duration);
     }
   });
-  if (process.env.KDS_BENCH_TRACE === "1") observer.observe({ entryTypes: ["gc"] });
+  observer.observe({ entryTypes: ["gc"] });
   return () => {
     const said = `${count} collections, ${Math.round(total)} ms, longest ${Math.round(longest)} ms`;
     count = 0;
