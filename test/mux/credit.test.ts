@@ -1,7 +1,7 @@
 // Credit in bytes as well as frames, checked when a frame arrives; the
 // per-process memory budget; and the bound on pongs a ping flood can queue.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { GoAwayReason, FrameSchema, PingSchema } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import {
   DeltaDiscoveryResponseSchema,
@@ -315,6 +315,57 @@ describe("window updates", () => {
     expect(granted).toEqual([16, 16, 16, 16, 16, 16]); // a quarter of the 64-frame window each; 100 frames never outran the window
     peer.end();
     await session.close();
+  });
+
+  it("keeps credit back through the session's ticks: one window update per quarter of the window when the peer sends a frame now and then", async () => {
+    // A zone's ACK of each change, with seconds between changes: the session's tick runs between any two
+    // frames. The credit kept back must still wait for a quarter of the window, not go out at the next tick.
+    let now = 0;
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval", "setTimeout", "clearTimeout"] });
+    try {
+      const session = new MuxSession({
+        role: "global",
+        localId: "global",
+        peerId: "zone-1",
+        now: () => now,
+        options: { heartbeatIntervalMs: 1_000, heartbeatTimeoutMs: 4_000 },
+      });
+      const peer = new RawPeer(session);
+      peer.hello("zone-1", 64, 1 << 20);
+      await session.ready;
+      const granted: number[] = [];
+      let pings = 0;
+      const reading = (async () => {
+        for (;;) {
+          const frame = await peer.read();
+          if (frame === undefined || frame.value.case === "response") return;
+          if (frame.value.case === "windowUpdate") granted.push(frame.value.value.requests);
+          if (frame.value.case === "ping") pings++;
+        }
+      })();
+      for (let i = 0; i < 48; i++) {
+        peer.write({ case: "request", value: request("type.x", String(i)) });
+        await session.server.recv();
+        // 1.5 heartbeat intervals, 50 ms at a time: at least one tick (the session's tick is its heartbeat interval here).
+        for (let step = 0; step < 30; step++) {
+          now += 50;
+          await vi.advanceTimersByTimeAsync(50);
+        }
+        if ((i + 1) % 16 !== 0) expect(granted.length).toBe(Math.floor((i + 1) / 16));
+      }
+      // The ticks ran: the session pinged a peer quiet for a heartbeat interval (pings come only from the tick).
+      expect(pings).toBeGreaterThanOrEqual(24);
+      expect(session.end).toBeUndefined(); // each request is within the heartbeat timeout of the last
+      await session.server.send(response("type.x", "end"));
+      await reading;
+      expect(granted).toEqual([16, 16, 16]);
+      peer.end();
+      const closing = session.close();
+      await vi.advanceTimersByTimeAsync(5_000);
+      await closing;
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("still grants when the buffer empties if the peer's byte credit might not hold its largest frame (else it would wait forever)", async () => {
