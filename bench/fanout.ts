@@ -26,7 +26,10 @@
 //                                 (not the connecting), for Chrome DevTools or
 //                                 any .cpuprofile reader; with
 //                                 KDS_BENCH_HEAP_SAMPLING=1 a sampling heap
-//                                 profile (allocations) instead;
+//                                 profile (allocations) instead, and with
+//                                 KDS_BENCH_HEAP_SAMPLING=survivors one of the
+//                                 allocations no scavenge collected (promoted
+//                                 to the old generation, or still live);
 //                                 KDS_BENCH_CPU_PROFILE_INTERVAL_US=<µs> sets
 //                                 the CPU profile's sampling interval (V8's
 //                                 default is 1,000 µs)
@@ -68,7 +71,7 @@ import { childNodeArgs, isMain, BENCH_LOADER } from "./fresh.ts";
 import { SKIPPED, spreadOf } from "./summary.ts";
 import { percentile } from "./percentile.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
-import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
+import { constants, monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { Session as InspectorSession } from "node:inspector/promises";
 import {
   noopMetrics,
@@ -577,7 +580,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
           return `${Math.round(percentile(l, 50))}/${Math.round(percentile(l, 99))}/${Math.round(l.at(-1) ?? Number.NaN)}`;
         });
         process.stderr.write(
-          `fan-out: change ${seq}: global ${Math.round((cpu.user + cpu.system) / 1000)} ms CPU (GC ${roundGc?.()}), zone processes ${done.map((d) => Math.round((d.cpuUs as number) / 1000)).join(" + ")} ms; latency p50/p99/max by process ${own.join(", ")} ms\n`,
+          `fan-out: change ${seq}: global ${Math.round((cpu.user + cpu.system) / 1000)} ms CPU (GC ${roundGc?.()}; heap ${Math.round(process.memoryUsage().heapUsed / 2 ** 20)} MiB after), zone processes ${done.map((d) => Math.round((d.cpuUs as number) / 1000)).join(" + ")} ms; latency p50/p99/max by process ${own.join(", ")} ms\n`,
         );
       }
       for (const d of done) {
@@ -693,19 +696,23 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
 
 /**
  * Starts a CPU profile of this process when `file` is given (a sampling heap
- * profile with KDS_BENCH_HEAP_SAMPLING=1); the returned function stops it and
+ * profile with KDS_BENCH_HEAP_SAMPLING=1, of only what survived scavenges with
+ * KDS_BENCH_HEAP_SAMPLING=survivors); the returned function stops it and
  * writes it to `file`.
  */
 async function profileOf(file: string | undefined): Promise<(() => Promise<void>) | undefined> {
   if (file === undefined || file === "") return undefined;
   const session = new InspectorSession();
   session.connect();
-  if (process.env.KDS_BENCH_HEAP_SAMPLING === "1") {
+  const heap = process.env.KDS_BENCH_HEAP_SAMPLING;
+  if (heap === "1" || heap === "survivors") {
     await session.post("HeapProfiler.enable");
+    // "survivors": only what no scavenge collected (what was promoted, or still lives).
+    const all = heap === "1";
     await session.post("HeapProfiler.startSampling", {
       samplingInterval: 4096,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
+      includeObjectsCollectedByMajorGC: all,
+      includeObjectsCollectedByMinorGC: all,
     });
     return async () => {
       const { profile } = await session.post("HeapProfiler.stopSampling");
@@ -770,19 +777,27 @@ if (isMain(import.meta.url)) {
  */
 function gcSince(): () => string {
   let count = 0;
+  let major = 0;
   let total = 0;
   let longest = 0;
   const observer = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
       count++;
+      // Node's kinds (perf_hooks constants): 1 a scavenge (minor), 4 a mark-compact (major), 8 incremental marking, 16 weak callbacks.
+      if (
+        (entry.detail as { kind?: number } | undefined)?.kind ===
+        constants.NODE_PERFORMANCE_GC_MAJOR
+      )
+        major++;
       total += entry.duration;
       longest = Math.max(longest, entry.duration);
     }
   });
   observer.observe({ entryTypes: ["gc"] });
   return () => {
-    const said = `${count} collections, ${Math.round(total)} ms, longest ${Math.round(longest)} ms`;
+    const said = `${count} collections of which ${major} major, ${Math.round(total)} ms, longest ${Math.round(longest)} ms`;
     count = 0;
+    major = 0;
     total = 0;
     longest = 0;
     return said;
