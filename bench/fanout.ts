@@ -784,11 +784,8 @@ function gcSince(): () => string {
     for (const entry of list.getEntries()) {
       count++;
       // Node's kinds (perf_hooks constants): 1 a scavenge (minor), 4 a mark-compact (major), 8 incremental marking, 16 weak callbacks.
-      if (
-        (entry.detail as { kind?: number } | undefined)?.kind ===
-        constants.NODE_PERFORMANCE_GC_MAJOR
-      )
-        major++;
+      const { detail } = entry as unknown as { detail?: { kind?: number } };
+      if (detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) major++;
       total += entry.duration;
       longest = Math.max(longest, entry.duration);
     }
