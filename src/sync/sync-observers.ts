@@ -29,11 +29,32 @@ export interface StreamObservers {
 }
 
 interface TypeClocks {
+  /** The kind's metrics label (looked up once per type and stream, not per event). */
+  readonly kind: string;
   /** Key -> when its first unsent change was reported. */
   readonly pending: Map<string, number>;
-  /** Nonce -> the keys (and their start times) that response carried. */
-  readonly inflight: Map<string, [key: string, since: number][]>;
+  /**
+   * The responses in flight that carried running clocks, oldest first: a
+   * list, not a map by nonce, as a stream has a few responses of a type in
+   * flight at most, and a map written and emptied with every change of every
+   * zone reallocated its table with each (a response's clocks live until its
+   * ACK, long enough to be promoted to the old generation, then die there).
+   */
+  readonly inflight: InFlightClocks[];
 }
+
+/** The clocks one response carried: its nonce, and `[key, since, key, since, ...]`. */
+interface InFlightClocks {
+  readonly nonce: string;
+  readonly carried: Array<string | number>;
+}
+
+/**
+ * Most responses per type whose clocks are kept: beyond it the oldest are
+ * dropped (a response neither ACKed, NACKed nor reported stalled, as a
+ * response in flight when its stream started over is, would otherwise stay).
+ */
+const MAX_TRACKED_RESPONSES = 64;
 
 /**
  * Observers for one stream with `peer`, reporting to `metrics`. `kindOf`
@@ -49,63 +70,90 @@ export function streamObservers(
   const clocks = (typeUrl: string): TypeClocks => {
     let c = types.get(typeUrl);
     if (c === undefined) {
-      c = { pending: new Map(), inflight: new Map() };
+      c = { kind: kindOf(typeUrl), pending: new Map(), inflight: [] };
       types.set(typeUrl, c);
     }
     return c;
   };
   const start = (c: TypeClocks, key: string, since: number): void => {
-    const earlier = c.pending.get(key);
-    if (earlier !== undefined && earlier <= since) return;
-    c.pending.delete(key);
-    c.pending.set(key, since);
-    if (c.pending.size > MAX_TRACKED_KEYS)
-      c.pending.delete(c.pending.keys().next().value as string);
+    const pending = c.pending;
+    const earlier = pending.get(key);
+    if (earlier !== undefined) {
+      if (earlier <= since) return;
+      pending.delete(key);
+    }
+    pending.set(key, since);
+    if (pending.size > MAX_TRACKED_KEYS) pending.delete(pending.keys().next().value as string);
+  };
+  /** Takes the clocks of the response sent with `nonce` out of flight (undefined: it carried none). */
+  const takeInFlight = (c: TypeClocks, nonce: string): InFlightClocks | undefined => {
+    const inflight = c.inflight;
+    for (let i = 0; i < inflight.length; i++) {
+      const entry = inflight[i] as InFlightClocks;
+      if (entry.nonce !== nonce) continue;
+      for (let j = i + 1; j < inflight.length; j++) inflight[j - 1] = inflight[j] as InFlightClocks;
+      inflight.length--;
+      return entry;
+    }
+    return undefined;
   };
   const putBack = (typeUrl: string, nonce: string): void => {
     const c = clocks(typeUrl);
-    for (const [key, since] of c.inflight.get(nonce) ?? []) start(c, key, since);
-    c.inflight.delete(nonce);
+    const entry = takeInFlight(c, nonce);
+    if (entry === undefined) return;
+    const carried = entry.carried;
+    for (let i = 0; i < carried.length; i += 2)
+      start(c, carried[i] as string, carried[i + 1] as number);
   };
   return {
     server: {
       sent: (typeUrl, info) => {
-        metrics.discovery("response", peer, kindOf(typeUrl));
         const c = clocks(typeUrl);
-        const carried: [string, number][] = [];
-        if (info.keys === undefined) {
-          for (const entry of c.pending) carried.push(entry);
-          c.pending.clear();
+        metrics.discovery("response", peer, c.kind);
+        const pending = c.pending;
+        // Nothing pending (a response after a NACK, or one carrying what changed before the stream began): no clocks to carry.
+        if (pending.size === 0) return;
+        const carried: Array<string | number> = [];
+        const keys = info.keys;
+        if (keys === undefined) {
+          for (const [key, since] of pending) carried.push(key, since);
+          pending.clear();
         } else {
-          for (const key of info.keys) {
-            const since = c.pending.get(key);
+          for (const key of keys) {
+            const since = pending.get(key);
             if (since === undefined) continue;
-            carried.push([key, since]);
-            c.pending.delete(key);
+            carried.push(key, since);
+            pending.delete(key);
           }
         }
-        c.inflight.set(info.nonce, carried);
+        if (carried.length === 0) return;
+        const inflight = c.inflight;
+        if (inflight.length >= MAX_TRACKED_RESPONSES) inflight.shift();
+        inflight.push({ nonce: info.nonce, carried });
       },
       acked: (typeUrl, _version, nonce) => {
-        const kind = kindOf(typeUrl);
-        metrics.discovery("ack", peer, kind);
         const c = clocks(typeUrl);
+        const kind = c.kind;
+        metrics.discovery("ack", peer, kind);
+        const entry = takeInFlight(c, nonce);
+        if (entry === undefined) return;
         const t = now();
-        for (const [, since] of c.inflight.get(nonce) ?? []) metrics.syncLag(peer, kind, t - since);
-        c.inflight.delete(nonce);
+        const carried = entry.carried;
+        for (let i = 1; i < carried.length; i += 2)
+          metrics.syncLag(peer, kind, t - (carried[i] as number));
       },
       nacked: (typeUrl, _version, _error, nonce) => {
-        metrics.discovery("nack", peer, kindOf(typeUrl));
+        metrics.discovery("nack", peer, clocks(typeUrl).kind);
         putBack(typeUrl, nonce);
       },
       stalled: (typeUrl, nonce) => putBack(typeUrl, nonce),
       resourceErrors: (typeUrl, errors) => {
-        if (errors.length > 0) metrics.discovery("partial_ack", peer, kindOf(typeUrl));
+        if (errors.length > 0) metrics.discovery("partial_ack", peer, clocks(typeUrl).kind);
       },
     },
     client: {
-      accepted: (typeUrl) => metrics.discovery("accepted", peer, kindOf(typeUrl)),
-      rejected: (typeUrl) => metrics.discovery("rejected", peer, kindOf(typeUrl)),
+      accepted: (typeUrl) => metrics.discovery("accepted", peer, clocks(typeUrl).kind),
+      rejected: (typeUrl) => metrics.discovery("rejected", peer, clocks(typeUrl).kind),
     },
     source: (source) => ({
       typeUrls: source.typeUrls,

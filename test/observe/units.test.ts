@@ -149,6 +149,84 @@ describe("sync lag clocks", () => {
   });
 });
 
+describe("sync lag clocks, bounds", () => {
+  it("keep the clocks of the last 64 responses of a type in flight: an older one's ACK measures nothing, the newer ones' do", () => {
+    let now = 0;
+    const { metrics, events } = recorder();
+    const o = streamObservers(
+      metrics,
+      "z",
+      () => "Mesh",
+      () => now,
+    );
+    const { source, change } = manualSource();
+    o.source(source).onChange(() => undefined, new AbortController().signal);
+    // 70 responses in flight at once (a server that started over leaves its old ones unanswered), each carrying one change.
+    for (let i = 0; i < 70; i++) {
+      change("t", `k${i}`);
+      o.server.sent?.("t", {
+        version: `${i}`,
+        nonce: `n${i}`,
+        resources: 1,
+        removed: 0,
+        bytes: 1,
+        keys: [`k${i}`],
+      });
+      now++;
+    }
+    now = 100;
+    o.server.acked?.("t", "0", "n0"); // dropped: one of the 6 oldest
+    o.server.acked?.("t", "5", "n5"); // dropped too
+    o.server.acked?.("t", "6", "n6"); // kept: the oldest of the last 64
+    o.server.acked?.("t", "69", "n69");
+    expect(events.filter((e) => e.startsWith("lag"))).toEqual(["lag z Mesh 94", "lag z Mesh 31"]);
+    // An ACK takes its response out of flight: a second one measures nothing.
+    o.server.acked?.("t", "69", "n69");
+    expect(events.filter((e) => e.startsWith("lag"))).toHaveLength(2);
+  });
+
+  it("a response sent while nothing is pending carries no clocks; a later change is measured by the response that carries it", () => {
+    let now = 0;
+    const { metrics, events } = recorder();
+    const o = streamObservers(
+      metrics,
+      "z",
+      () => "Mesh",
+      () => now,
+    );
+    const { source, change } = manualSource();
+    o.source(source).onChange(() => undefined, new AbortController().signal);
+    o.server.sent?.("t", {
+      version: "1",
+      nonce: "n1",
+      resources: 1,
+      removed: 0,
+      bytes: 1,
+      keys: ["a"],
+    });
+    change("t", "a");
+    now = 3;
+    o.server.acked?.("t", "1", "n1"); // the response left before the change: no lag
+    o.server.sent?.("t", {
+      version: "2",
+      nonce: "n2",
+      resources: 1,
+      removed: 0,
+      bytes: 1,
+      keys: ["a"],
+    });
+    now = 8;
+    o.server.acked?.("t", "2", "n2");
+    expect(events).toEqual([
+      "response z Mesh",
+      "ack z Mesh",
+      "response z Mesh",
+      "ack z Mesh",
+      "lag z Mesh 8",
+    ]);
+  });
+});
+
 describe("store timing", () => {
   it("times each asynchronous call by method name, success and failure, and keeps results", async () => {
     let now = 0;
