@@ -55,6 +55,9 @@ export function drained(stream: Writable): Promise<void> {
 /** An empty buffer: what is left of a chunk that held whole messages only. */
 const NO_BYTES = Buffer.alloc(0);
 
+/** No messages: what a reader holds once it read every message of its last chunk. */
+const NO_ENVELOPES: readonly Envelope[] = Object.freeze([]);
+
 /** One length-prefixed message: its flags byte and its body. */
 export interface Envelope {
   readonly flags: number;
@@ -192,7 +195,7 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame> {
   /** Chunks received and not yet split. */
   readonly #chunks: Buffer[] = [];
   /** The messages of the chunk split last, and how many of them were read. */
-  #envelopes: Envelope[] = [];
+  #envelopes: readonly Envelope[] = NO_ENVELOPES;
   #next = 0;
   #ended = false;
   #failure: unknown;
@@ -259,9 +262,16 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame> {
     if (this.#finished) return { done: true, value: undefined };
     try {
       for (;;) {
-        const envelope = this.#envelopes[this.#next];
+        const envelopes = this.#envelopes;
+        const envelope = envelopes[this.#next];
         if (envelope !== undefined) {
-          this.#next++;
+          // The last message of a chunk lets go of the chunk's list at once, not at the next chunk: a zone's
+          // next ACK comes a change later, and whatever lives that long is copied by every young collection
+          // meanwhile and then promoted to the old generation (a global's heap grew by it with each change).
+          if (++this.#next === envelopes.length) {
+            this.#envelopes = NO_ENVELOPES;
+            this.#next = 0;
+          }
           return { done: false, value: this.#decode(envelope.body) };
         }
         // Every message of the last chunk was read: the stream may flow again once no chunk waits.
