@@ -62,6 +62,12 @@ const sizers = new WeakMap<DescMessage, Sizer>();
  * inner frame (the credit of a batch is the sum of its frames').
  */
 export function weighFrame(frame: Frame): FrameWeight {
+  if (frame === lastScanned) {
+    const weight = lastWeight as FrameWeight;
+    lastScanned = undefined;
+    lastWeight = undefined;
+    return weight;
+  }
   const known = scanned.get(frame);
   if (known !== undefined) return known;
   const tally: Tally = { heapBytes: 0, elements: 0 };
@@ -69,17 +75,30 @@ export function weighFrame(frame: Frame): FrameWeight {
   return { wireBytes, heapBytes: tally.heapBytes, elements: tally.elements };
 }
 
-/** Weights found in the bytes of frames decoded from exactly those bytes (see {@link rememberWeight}). */
+/**
+ * The frame remembered last and its weight, until {@link weighFrame} takes
+ * them: nearly every frame is weighed before the next is decoded (a
+ * transport decodes one, the session weighs it), and a weak map entry for
+ * each (a zone's every ACK on the global, every response on a zone) grew
+ * the map's table and lived until a collection cleared it.
+ */
+let lastScanned: Frame | undefined;
+let lastWeight: FrameWeight | undefined;
+
+/** Weights of frames remembered while another waited to be weighed (the frames of a batch, say). */
 const scanned = new WeakMap<Frame, FrameWeight>();
 
 /**
  * Records the weight `scanFrame` found in the bytes `frame` was decoded
  * from, for {@link weighFrame} to return instead of walking the frame: only
  * for bytes that are exactly the frame's encoding (frame-decode.ts), where
- * the two agree (a property test checks it).
+ * the two agree (a property test checks it). Holds at most one frame
+ * strongly (the last, until it is weighed).
  */
 export function rememberWeight(frame: Frame, weight: FrameWeight): void {
-  scanned.set(frame, weight);
+  if (lastScanned !== undefined) scanned.set(lastScanned, lastWeight as FrameWeight);
+  lastScanned = frame;
+  lastWeight = weight;
 }
 
 /**

@@ -10,7 +10,7 @@ import { DeltaDiscoveryResponseSchema } from "../../src/gen/kds/v1/discovery_pb.
 import { frame, sentAck, sentResponse } from "../support/frame-arbitraries.ts";
 import { scanFrame, scanRefusal } from "../../src/mux/frame-scan.ts";
 import { MAX_FRAME_ELEMENTS, frameRefusal } from "../../src/mux/frame-limits.ts";
-import { creditSize, utf8Length, weighFrame } from "../../src/mux/frame-size.ts";
+import { creditSize, rememberWeight, utf8Length, weighFrame } from "../../src/mux/frame-size.ts";
 
 describe("creditSize", () => {
   it("is the length protobuf-es encodes the frame to, for any frame", () => {
@@ -121,6 +121,28 @@ describe("weighFrame", () => {
     expect(ratio(real)).toBeLessThan(4);
     expect(ratio(empties)).toBeGreaterThan(4);
     expect(ratio(emptyMessages)).toBeGreaterThan(40);
+  });
+
+  it("returns the weight remembered for a decoded frame, for the frame weighed next and for frames remembered before it", () => {
+    // Marked weights (no walk finds them): each frame's own comes back, whichever order they are weighed in.
+    const frames = Array.from({ length: 3 }, (_, i) =>
+      create(FrameSchema, {
+        value: {
+          case: "deltaResponse",
+          value: create(DeltaDiscoveryResponseSchema, { nonce: `n${i}` }),
+        },
+      }),
+    );
+    const marked = frames.map((_, i) => ({ wireBytes: 1000 + i, heapBytes: 7, elements: 1 }));
+    frames.forEach((f, i) => rememberWeight(f, marked[i] as (typeof marked)[number]));
+    expect(weighFrame(frames[2] as Frame)).toBe(marked[2]); // the last remembered
+    expect(weighFrame(frames[0] as Frame)).toBe(marked[0]); // remembered while another waited
+    expect(weighFrame(frames[1] as Frame)).toBe(marked[1]);
+    // A frame nobody remembered is walked: its real encoded length.
+    const walked = create(FrameSchema, {
+      value: { case: "deltaResponse", value: create(DeltaDiscoveryResponseSchema, { nonce: "w" }) },
+    });
+    expect(weighFrame(walked).wireBytes).toBe(toBinary(FrameSchema, walked).length);
   });
 });
 
