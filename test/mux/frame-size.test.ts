@@ -134,7 +134,7 @@ describe("weighFrame", () => {
       }),
     );
     const marked = frames.map((_, i) => ({ wireBytes: 1000 + i, heapBytes: 7, elements: 1 }));
-    frames.forEach((f, i) => rememberWeight(f, marked[i] as (typeof marked)[number]));
+    for (const [i, f] of frames.entries()) rememberWeight(f, marked[i] as (typeof marked)[number]);
     expect(weighFrame(frames[2] as Frame)).toBe(marked[2]); // the last remembered
     expect(weighFrame(frames[0] as Frame)).toBe(marked[0]); // remembered while another waited
     expect(weighFrame(frames[1] as Frame)).toBe(marked[1]);
