@@ -26,6 +26,7 @@ import { sharedTicker } from "../util/wake.ts";
 import { noopMetrics, type Metrics } from "../metrics.ts";
 import { frameRefusal } from "./frame-limits.ts";
 import { weighFrame } from "./frame-size.ts";
+import { PUSH_FRAMES, pushesFrames, type PushedFrames } from "./frame-push.ts";
 import {
   callLane,
   controlFrame,
@@ -326,7 +327,9 @@ export class MuxSession implements Session {
    */
   attach(inbound: AsyncIterable<Frame>): void {
     this.#attachedAt = this.#lastHeard = this.#now();
-    void this.#read(inbound);
+    const iterator = inbound[Symbol.asyncIterator]();
+    if (pushesFrames(iterator)) this.#receive(iterator);
+    else void this.#read(iterator);
   }
 
   stats(): SessionStats {
@@ -372,8 +375,8 @@ export class MuxSession implements Session {
     this.#finish({ code, message, initiator: "local", graceful: false, cause }, undefined);
   }
 
-  async #read(inbound: AsyncIterable<Frame>): Promise<void> {
-    const iterator = inbound[Symbol.asyncIterator]();
+  /** Reads the peer's frames by iteration (any transport's frames). */
+  async #read(iterator: AsyncIterator<Frame>): Promise<void> {
     // Each read races the transport's release, through one abort listener for the whole stream (one per frame cost more than the frame).
     const released = this.#transportAbort.signal;
     let failRead: ((reason: unknown) => void) | undefined;
@@ -398,44 +401,118 @@ export class MuxSession implements Session {
         if (this.end !== undefined && !this.end.graceful) return;
         const result = await new Promise(read);
         if (result.done === true) {
-          this.#peerEndedStream = true;
-          this.#finish(
-            {
-              code: "peer_eof",
-              message: `the ${this.role === "zone" ? "global" : "zone"} ended its direction of the stream without a goaway (a proxy or load balancer may have cut it); reconnecting is safe`,
-              initiator: "peer",
-              graceful: false,
-            },
-            undefined,
-          );
+          this.#peerEnded();
           return;
         }
         this.#lastHeard = this.#now();
         this.#dispatch(result.value);
       }
     } catch (error) {
-      if (this.end === undefined && KdsError.is(error, "protocol_error")) {
-        // The transport could not decode what the peer wrote: tell the peer, as for any broken frame.
-        this.#protocolError(error.message, error);
-      } else if (this.end === undefined) {
-        this.#finish(
-          {
-            code: "transport",
-            message: `the mux stream failed: ${describe(error)}`,
-            initiator: "peer",
-            graceful: false,
-            cause: error,
-          },
-          undefined,
-        );
-      }
+      this.#readFailed(error);
     } finally {
       released.removeEventListener("abort", onReleased);
-      this.#inboundDone = true;
-      // Only stops the peer's stream; what it failed with was read above (or the session already ended).
-      void Promise.resolve(iterator.return?.()).catch(() => undefined);
-      this.#maybeRelease();
+      this.#readDone(iterator);
     }
+  }
+
+  /**
+   * Takes the peer's frames as the transport pushes them (see
+   * frame-push.ts): what {@link MuxSession.#read} does, without a promise
+   * per frame. The first frames come after `attach` has returned, as they
+   * would by iteration.
+   */
+  #receive(source: PushedFrames & AsyncIterator<Frame>): void {
+    const released = this.#transportAbort.signal;
+    let over = false;
+    const stop = (): void => {
+      if (over) return;
+      over = true;
+      released.removeEventListener("abort", onReleased);
+      this.#readDone(source);
+    };
+    const onReleased = (): void => {
+      if (over) return;
+      this.#readFailed(abortError(released, "reading the mux stream"));
+      stop();
+    };
+    released.addEventListener("abort", onReleased, { once: true });
+    queueMicrotask(() => {
+      if (over) return;
+      if (released.aborted) {
+        onReleased();
+        return;
+      }
+      source[PUSH_FRAMES]({
+        frame: (frame) => {
+          if (over) return false;
+          // A session ended for a failure reads no more (as #read).
+          if (this.end !== undefined && !this.end.graceful) {
+            stop();
+            return false;
+          }
+          this.#lastHeard = this.#now();
+          try {
+            this.#dispatch(frame);
+          } catch (error) {
+            this.#readFailed(error);
+            stop();
+            return false;
+          }
+          return true;
+        },
+        end: () => {
+          if (over) return;
+          this.#peerEnded();
+          stop();
+        },
+        fail: (error) => {
+          if (over) return;
+          this.#readFailed(error);
+          stop();
+        },
+      });
+    });
+  }
+
+  /** The peer ended its frames without a goaway. */
+  #peerEnded(): void {
+    this.#peerEndedStream = true;
+    this.#finish(
+      {
+        code: "peer_eof",
+        message: `the ${this.role === "zone" ? "global" : "zone"} ended its direction of the stream without a goaway (a proxy or load balancer may have cut it); reconnecting is safe`,
+        initiator: "peer",
+        graceful: false,
+      },
+      undefined,
+    );
+  }
+
+  /** Reading the peer's frames failed with `error`: ends the session for it, unless it has ended already. */
+  #readFailed(error: unknown): void {
+    if (this.end === undefined && KdsError.is(error, "protocol_error")) {
+      // The transport could not decode what the peer wrote: tell the peer, as for any broken frame.
+      this.#protocolError(error.message, error);
+    } else if (this.end === undefined) {
+      this.#finish(
+        {
+          code: "transport",
+          message: `the mux stream failed: ${describe(error)}`,
+          initiator: "peer",
+          graceful: false,
+          cause: error,
+        },
+        undefined,
+      );
+    }
+  }
+
+  /** The reading is over: stops the peer's stream and lets the transport go once the writing is over too. */
+  #readDone(frames: AsyncIterator<Frame>): void {
+    this.#inboundDone = true;
+    // Only stops the peer's stream; what it failed with was read already (or the session already ended).
+    void Promise.resolve(frames.return?.()).catch(() => undefined);
+    this.#maybeRelease();
   }
 
   /**

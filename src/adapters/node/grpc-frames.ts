@@ -9,6 +9,7 @@ import type { Readable, Writable } from "node:stream";
 import type { Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { encodeFrame } from "../../mux/frame-encode.ts";
 import { readFrame } from "../../mux/frame-decode.ts";
+import { PUSH_FRAMES, type FrameReceiver, type PushedFrames } from "../../mux/frame-push.ts";
 
 /** gRPC's length-prefixed message header: a flags byte and a 32-bit big-endian length. */
 export const GRPC_PREFIX_BYTES = 5;
@@ -148,13 +149,18 @@ export class EnvelopeSplitter {
  * stream iterator, stopping early (`return`) leaves the stream open, so a
  * server can still send its status trailers. A stream already destroyed when
  * the reading starts ends at once (with its error, if any).
+ *
+ * A session takes them pushed instead (`PUSH_FRAMES`, mux/frame-push.ts):
+ * each frame from the stream's data event, with no promise per frame and
+ * the stream never paused (the session takes every frame at once, and its
+ * credit bounds what the peer may send).
  */
 export function readGrpcFrames(
   stream: Readable,
   maxBytes: number,
   unreadable: UnreadableFrame,
   hooks: ReadHooks = {},
-): AsyncIterableIterator<Frame> {
+): AsyncIterableIterator<Frame> & PushedFrames {
   return new GrpcFrameReader(stream, maxBytes, unreadable, hooks);
 }
 
@@ -187,7 +193,7 @@ interface ReadWaiter {
  * of every zone comes through here, and the two generator layers cost
  * several promise hops and allocations per frame.
  */
-class GrpcFrameReader implements AsyncIterableIterator<Frame> {
+class GrpcFrameReader implements AsyncIterableIterator<Frame>, PushedFrames {
   readonly #stream: Readable;
   readonly #splitter: EnvelopeSplitter;
   readonly #unreadable: UnreadableFrame;
@@ -204,6 +210,8 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame> {
   #waiter: ReadWaiter | undefined;
   /** Settles once the pending `next` has: a `next` called meanwhile reads after it. */
   #pending: Promise<unknown> | undefined;
+  /** Where frames are pushed (see mux/frame-push.ts), once the reader asked for that instead of `next`. */
+  #receiver: FrameReceiver | undefined;
 
   constructor(stream: Readable, maxBytes: number, unreadable: UnreadableFrame, hooks: ReadHooks) {
     this.#stream = stream;
@@ -244,8 +252,47 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame> {
     return pending;
   }
 
+  /**
+   * Pushes every frame to `receiver` as it is read, from the stream's data
+   * event: no promise per frame, and the stream is not paused (the reader
+   * takes each frame at once; the session's credit bounds what the peer may
+   * send).
+   */
+  [PUSH_FRAMES](receiver: FrameReceiver): void {
+    if (this.#receiver !== undefined || this.#waiter !== undefined)
+      throw new TypeError("the frames of a stream have one reader: they are already being read");
+    this.#receiver = receiver;
+    this.#push();
+  }
+
+  /** Hands the receiver every frame that can be read now, then the end or the failure if it came. */
+  #push(): void {
+    const receiver = this.#receiver;
+    while (receiver !== undefined && this.#receiver === receiver) {
+      let result: IteratorResult<Frame, undefined> | undefined;
+      try {
+        result = this.#pull();
+      } catch (error) {
+        this.#receiver = undefined;
+        receiver.fail(error);
+        return;
+      }
+      if (result === undefined) return;
+      if (result.done === true) {
+        this.#receiver = undefined;
+        receiver.end();
+        return;
+      }
+      if (!receiver.frame(result.value)) {
+        this.#receiver = undefined;
+        return;
+      }
+    }
+  }
+
   return(): Promise<IteratorResult<Frame, undefined>> {
     this.#finish();
+    this.#receiver = undefined;
     const waiter = this.#waiter;
     this.#waiter = undefined;
     waiter?.resolve({ done: true, value: undefined });
@@ -323,6 +370,10 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame> {
 
   readonly #onData = (chunk: Buffer): void => {
     this.#chunks.push(chunk);
+    if (this.#receiver !== undefined) {
+      this.#push();
+      return;
+    }
     // A reader already waiting takes this chunk now: no pause and resume for it (one per ACK of every zone).
     // Any further chunk before the reader asks again pauses the stream, as one does while the reader is busy.
     if (this.#waiter === undefined) this.#stream.pause();
@@ -331,12 +382,14 @@ class GrpcFrameReader implements AsyncIterableIterator<Frame> {
 
   readonly #onEnd = (): void => {
     this.#ended = true;
-    this.#wake();
+    if (this.#receiver !== undefined) this.#push();
+    else this.#wake();
   };
 
   readonly #onError = (error: unknown): void => {
     this.#failure = error;
-    this.#wake();
+    if (this.#receiver !== undefined) this.#push();
+    else this.#wake();
   };
 
   #finish(): void {

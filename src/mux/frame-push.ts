@@ -1,0 +1,40 @@
+/**
+ * What a transport's inbound frames may offer besides async iteration: to
+ * hand each frame to the session the moment it is read. A session reading
+ * by iteration waits for every frame on a promise of its own (and the
+ * transport's), which lives until the peer's next frame: a change later for
+ * a zone's ACK, long enough that every young collection copies it and then
+ * promotes it to the old generation. A session given frames that can be
+ * pushed takes them this way instead (see `MuxSession.attach`); any other
+ * `AsyncIterable<Frame>` is read as before.
+ *
+ * @module
+ */
+import type { Frame } from "../gen/kds/mux/v1/mux_pb.ts";
+
+/** Where pushed frames go: one reader, called in order, never after `end` or `fail`. */
+export interface FrameReceiver {
+  /** The next frame. Returns false when the reader wants no more (the source stops pushing). */
+  frame(frame: Frame): boolean;
+  /** The peer ended its frames cleanly. */
+  end(): void;
+  /** The frames failed (a frame that cannot be read, or the stream's error). */
+  fail(error: unknown): void;
+}
+
+/** The method an inbound frame iterator offers to push its frames instead. */
+export const PUSH_FRAMES: unique symbol = Symbol("kds-mux.pushFrames");
+
+/** An inbound frame iterator that can push its frames (see {@link FrameReceiver}). */
+export interface PushedFrames {
+  /**
+   * Starts pushing every frame to `receiver`, those already read first. Call
+   * it at most once, and instead of `next`, never beside it. `return` stops it.
+   */
+  [PUSH_FRAMES](receiver: FrameReceiver): void;
+}
+
+/** Whether `frames` can push its frames. */
+export function pushesFrames(frames: object): frames is PushedFrames {
+  return typeof (frames as Partial<PushedFrames>)[PUSH_FRAMES] === "function";
+}
