@@ -19,6 +19,7 @@ import { consoleLogger, type Logger } from "../log.ts";
 import { MemoryBudget } from "../mux/budget.ts";
 import { resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
 import { MuxSession } from "../mux/session.ts";
+import { WRITE_FRAMES, writesFrames, type WrittenFrames } from "../mux/frame-push.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
 import type { MuxAcceptor } from "../transport/transport.ts";
@@ -660,12 +661,15 @@ export class GlobalServer implements MuxAcceptor {
  * through it with one step, not a generator's several.
  */
 function endsWithStatus(frames: AsyncIterable<Frame>, session: MuxSession): AsyncIterable<Frame> {
-  return {
+  /** The error the frames end with: the session's end, when it was a failure or a revocation. */
+  const endError = (): Error | undefined =>
+    session.end === undefined ? undefined : sessionEndError(session.end);
+  const iterable: AsyncIterable<Frame> & Partial<WrittenFrames> = {
     [Symbol.asyncIterator]: () => {
       const inner = frames[Symbol.asyncIterator]();
       const last = (r: IteratorResult<Frame>): IteratorResult<Frame> => {
         if (r.done !== true) return r;
-        const error = session.end === undefined ? undefined : sessionEndError(session.end);
+        const error = endError();
         if (error !== undefined) throw error;
         return r;
       };
@@ -676,6 +680,19 @@ function endsWithStatus(frames: AsyncIterable<Frame>, session: MuxSession): Asyn
       };
     },
   };
+  // Pushed to a writer (frame-push.ts) when the session's frames can be: no promise per frame either.
+  if (writesFrames(frames))
+    iterable[WRITE_FRAMES] = (writer) =>
+      frames[WRITE_FRAMES]({
+        frame: (frame) => writer.frame(frame),
+        end: () => {
+          const error = endError();
+          if (error === undefined) writer.end();
+          else writer.fail(error);
+        },
+        fail: (error) => writer.fail(error),
+      });
+  return iterable;
 }
 
 const failureCodes = new Set([

@@ -38,3 +38,42 @@ export interface PushedFrames {
 export function pushesFrames(frames: object): frames is PushedFrames {
   return typeof (frames as Partial<PushedFrames>)[PUSH_FRAMES] === "function";
 }
+
+/** Where a session's outbound frames are pushed: one writer, called in order, never after `end` or `fail`. */
+export interface FrameWriter {
+  /**
+   * The next frame to write. Returns false when the writer cannot take more
+   * now (its stream is full): nothing more comes until it calls `resume` on
+   * the {@link FrameFlow} it was given.
+   */
+  frame(frame: Frame): boolean;
+  /** The frames are over (after the goaway, if any): end the stream. */
+  end(): void;
+  /** The frames ended with `error` (the session's end, for a transport that reports it in its status). */
+  fail(error: unknown): void;
+}
+
+/** What a writer of pushed frames controls. */
+export interface FrameFlow {
+  /** The writer can take frames again. */
+  resume(): void;
+  /** The writer takes no more (its stream is gone): as `return` on the iterator. */
+  stop(): void;
+}
+
+/** The method a session's outbound frames offer to push them to a writer instead of being iterated. */
+export const WRITE_FRAMES: unique symbol = Symbol("kds-mux.writeFrames");
+
+/** Outbound frames that can be pushed to a writer (see {@link FrameWriter}). */
+export interface WrittenFrames {
+  /**
+   * Starts pushing the frames to `writer`, from a later microtask (never
+   * before this returns). Call it at most once, instead of iterating.
+   */
+  [WRITE_FRAMES](writer: FrameWriter): FrameFlow;
+}
+
+/** Whether `frames` can be pushed to a writer. */
+export function writesFrames(frames: object): frames is WrittenFrames {
+  return typeof (frames as Partial<WrittenFrames>)[WRITE_FRAMES] === "function";
+}

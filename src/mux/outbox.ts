@@ -23,6 +23,7 @@ import { Ring } from "../util/ring.ts";
 import { creditSize } from "./frame-size.ts";
 import { controlFrame, type FrameValueInit, type Lane } from "./frames.ts";
 import { MAX_WINDOW } from "./options.ts";
+import { WRITE_FRAMES, type WrittenFrames } from "./frame-push.ts";
 
 interface PendingSend {
   readonly frame: Frame;
@@ -309,7 +310,7 @@ export class Outbox {
    * ready when the transport asks (or that it waited for) costs no generator
    * resumption, and every response to every zone comes through here.
    */
-  frames(onEnd?: () => void): AsyncIterableIterator<Frame> {
+  frames(onEnd?: () => void): AsyncIterableIterator<Frame> & WrittenFrames {
     let done = false;
     const stop = (): void => {
       if (done) return;
@@ -335,7 +336,7 @@ export class Outbox {
       stop();
       return end;
     };
-    const iterator: AsyncIterableIterator<Frame> = {
+    const iterator: AsyncIterableIterator<Frame> & WrittenFrames = {
       next: () => {
         const ready = pull();
         if (ready !== undefined) return Promise.resolve(ready);
@@ -357,6 +358,45 @@ export class Outbox {
         return Promise.reject(error);
       },
       [Symbol.asyncIterator]: () => iterator,
+      [WRITE_FRAMES]: (writer) => {
+        let paused = false;
+        let over = false;
+        // Stays the transport's retry (a signal drains again) until the frames are over: no promise per frame.
+        const drain = (): boolean => {
+          while (!paused && !over) {
+            const result = pull();
+            if (result === undefined) return false;
+            if (result.done === true) {
+              over = true;
+              writer.end();
+              return true;
+            }
+            try {
+              paused = !writer.frame(result.value);
+            } catch (error) {
+              // A writer that throws is a bug; the frames end with its error, as a loop over them would.
+              over = true;
+              stop();
+              writer.fail(error);
+              return true;
+            }
+          }
+          return over;
+        };
+        this.#retry = drain;
+        this.#signal();
+        return {
+          resume: () => {
+            paused = false;
+            this.#signal();
+          },
+          stop: () => {
+            over = true;
+            stop();
+            if (this.#retry === drain) this.#retry = undefined;
+          },
+        };
+      },
     };
     return iterator;
   }

@@ -23,6 +23,7 @@ import { defaultSessionOptions } from "../../mux/index.ts";
 import { fromConnectError } from "../../connect-errors.ts";
 import type { MuxDialRequest, MuxTransport } from "../../transport/transport.ts";
 import { drained, grpcFrame, readGrpcFrames } from "./grpc-frames.ts";
+import { WRITE_FRAMES, writesFrames, type WrittenFrames } from "../../mux/frame-push.ts";
 import { DEFAULT_HTTP2_WINDOW_BYTES, http2Window } from "./http2-windows.ts";
 import { MUX_PATH } from "./mux-stream.ts";
 
@@ -224,16 +225,42 @@ async function writeAll(
   writes: { error?: unknown },
 ): Promise<void> {
   try {
-    for await (const message of outbound) {
-      if (stream.destroyed || stream.writableEnded) break;
-      if (!stream.write(grpcFrame(message))) await drained(stream);
-    }
+    if (writesFrames(outbound)) await writePushed(stream, outbound);
+    else
+      for await (const message of outbound) {
+        if (stream.destroyed || stream.writableEnded) break;
+        if (!stream.write(grpcFrame(message))) await drained(stream);
+      }
     if (!stream.destroyed && !stream.writableEnded) stream.end();
   } catch (error) {
     // The zone's frames failed: cancel the call; the reader reports it.
     writes.error = error;
     if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
   }
+}
+
+/**
+ * Writes the session's frames as they are pushed (frame-push.ts), as the
+ * loop in {@link writeAll} would: no promise per frame; a full stream holds
+ * them back until it drains; a stream gone stops them.
+ */
+function writePushed(stream: http2.ClientHttp2Stream, frames: WrittenFrames): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const flow = frames[WRITE_FRAMES]({
+      frame: (message) => {
+        if (stream.destroyed || stream.writableEnded) {
+          flow.stop();
+          resolve();
+          return false;
+        }
+        if (stream.write(grpcFrame(message))) return true;
+        void drained(stream).then(() => flow.resume());
+        return false;
+      },
+      end: resolve,
+      fail: reject,
+    });
+  });
 }
 
 /** The response headers, or the error or close that came first. */

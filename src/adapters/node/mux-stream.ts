@@ -27,6 +27,7 @@ import { toConnectError } from "../../connect-errors.ts";
 import { drained, grpcFrame, readGrpcFrames } from "./grpc-frames.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
 import { CLIENT_ID_HEADER } from "../../names.ts";
+import { WRITE_FRAMES, writesFrames, type WrittenFrames } from "../../mux/frame-push.ts";
 
 /** The path of the mux stream. */
 export const MUX_PATH = `/${MultiplexService.typeName}/${MultiplexService.method.streamMessage.name}`;
@@ -108,11 +109,14 @@ async function serveMuxStream(
       ),
     );
     connection.authenticated(headers.get(CLIENT_ID_HEADER)?.trim());
-    for await (const message of outbound) {
-      if (stream.closed || stream.destroyed) continue; // the session ends through `gone`; its frames go nowhere
-      if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
-      if (!response.write(grpcFrame(message))) await drained(stream);
-    }
+    if (writesFrames(outbound)) await writePushed(outbound, stream, response);
+    else
+      for await (const message of outbound) {
+        if (stream.closed || stream.destroyed) continue; // the session ends through `gone`; its frames go nowhere
+        if (!response.headersSent)
+          response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
+        if (!response.write(grpcFrame(message))) await drained(stream);
+      }
   } catch (error) {
     failure = error;
   }
@@ -127,6 +131,32 @@ async function serveMuxStream(
   });
   response.addTrailers(trailers);
   response.end();
+}
+
+/**
+ * Writes the session's frames as they are pushed (frame-push.ts), as the
+ * loop over them would: no promise per frame; a full stream holds them back
+ * until it drains. Resolves when they are over; rejects with what they ended with.
+ */
+function writePushed(
+  frames: WrittenFrames,
+  stream: http2.ServerHttp2Stream,
+  response: http2.Http2ServerResponse,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const flow = frames[WRITE_FRAMES]({
+      frame: (message) => {
+        if (stream.closed || stream.destroyed) return true; // the session ends through `gone`; its frames go nowhere
+        if (!response.headersSent)
+          response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
+        if (response.write(grpcFrame(message))) return true;
+        void drained(stream).then(() => flow.resume());
+        return false;
+      },
+      end: resolve,
+      fail: reject,
+    });
+  });
 }
 
 /** Why a zone's frame cannot be read, as the connect-node path words it. */
