@@ -48,78 +48,64 @@ function manualSource(): { source: SnapshotSource; change(typeUrl: string, key?:
   };
 }
 
+/** A stream's observers on a clock the test sets, with its source's changes fired by hand. */
+function lagClocks(peer: string): {
+  o: ReturnType<typeof streamObservers>;
+  events: string[];
+  change(typeUrl: string, key?: string): void;
+  clock: { now: number };
+} {
+  const clock = { now: 0 };
+  const { metrics, events } = recorder();
+  const o = streamObservers(
+    metrics,
+    peer,
+    () => "Mesh",
+    () => clock.now,
+  );
+  const { source, change } = manualSource();
+  o.source(source).onChange(() => undefined, new AbortController().signal);
+  return { o, events, change, clock };
+}
+
+/** A delta response sent with `nonce`, carrying `keys`. */
+function sent(o: ReturnType<typeof streamObservers>, nonce: string, keys: string[]): void {
+  o.server.sent?.("t", {
+    version: nonce,
+    nonce,
+    resources: keys.length,
+    removed: 0,
+    bytes: 1,
+    keys,
+  });
+}
+
 describe("sync lag clocks", () => {
   it("run from a key's first unsent change to the ACK of the delta response carrying it", () => {
-    let now = 0;
-    const { metrics, events } = recorder();
-    const o = streamObservers(
-      metrics,
-      "zone-1",
-      () => "Mesh",
-      () => now,
-    );
-    const { source, change } = manualSource();
-    o.source(source).onChange(() => undefined, new AbortController().signal);
+    const { o, events, change, clock } = lagClocks("zone-1");
     change("t", "a"); // clock of a starts at 0
-    now = 5;
+    clock.now = 5;
     change("t", "a"); // a second change of a keeps the earlier start
     change("t", "b"); // b starts at 5
-    now = 10;
-    o.server.sent?.("t", {
-      version: "1",
-      nonce: "n1",
-      resources: 1,
-      removed: 0,
-      bytes: 10,
-      keys: ["a"],
-    });
-    now = 30;
+    clock.now = 10;
+    sent(o, "n1", ["a"]);
+    clock.now = 30;
     o.server.acked?.("t", "1", "n1");
     expect(events).toEqual(["response zone-1 Mesh", "ack zone-1 Mesh", "lag zone-1 Mesh 30"]);
-    o.server.sent?.("t", {
-      version: "2",
-      nonce: "n2",
-      resources: 1,
-      removed: 0,
-      bytes: 10,
-      keys: ["b"],
-    });
-    now = 42;
+    sent(o, "n2", ["b"]);
+    clock.now = 42;
     o.server.acked?.("t", "2", "n2");
     expect(events.at(-1)).toBe("lag zone-1 Mesh 37");
   });
 
   it("keep running across a NACK until a resend is ACKed", () => {
-    let now = 0;
-    const { metrics, events } = recorder();
-    const o = streamObservers(
-      metrics,
-      "z",
-      () => "Mesh",
-      () => now,
-    );
-    const { source, change } = manualSource();
-    o.source(source).onChange(() => undefined, new AbortController().signal);
+    const { o, events, change, clock } = lagClocks("z");
     change("t", "a");
-    o.server.sent?.("t", {
-      version: "1",
-      nonce: "n1",
-      resources: 1,
-      removed: 0,
-      bytes: 1,
-      keys: ["a"],
-    });
-    now = 100;
+    sent(o, "n1", ["a"]);
+    clock.now = 100;
     o.server.nacked?.("t", "1", "bad", "n1");
-    o.server.sent?.("t", {
-      version: "1",
-      nonce: "n2",
-      resources: 1,
-      removed: 0,
-      bytes: 1,
-      keys: ["a"],
-    });
-    now = 250;
+    sent(o, "n2", ["a"]);
+    clock.now = 250;
     o.server.acked?.("t", "1", "n2");
     expect(events.filter((e) => e.startsWith("lag") || e.startsWith("nack"))).toEqual([
       "nack z Mesh",
@@ -128,21 +114,12 @@ describe("sync lag clocks", () => {
   });
 
   it("a state-of-the-world response carries every pending change of its type; stale ACKs measure nothing", () => {
-    let now = 0;
-    const { metrics, events } = recorder();
-    const o = streamObservers(
-      metrics,
-      "z",
-      () => "Mesh",
-      () => now,
-    );
-    const { source, change } = manualSource();
-    o.source(source).onChange(() => undefined, new AbortController().signal);
+    const { o, events, change, clock } = lagClocks("z");
     change("t", "a");
-    now = 4;
+    clock.now = 4;
     change("t", "b");
     o.server.sent?.("t", { version: "1", nonce: "n1", resources: 2, removed: 0, bytes: 1 });
-    now = 10;
+    clock.now = 10;
     o.server.acked?.("t", "0", "unknown-nonce");
     o.server.acked?.("t", "1", "n1");
     expect(events.filter((e) => e.startsWith("lag"))).toEqual(["lag z Mesh 10", "lag z Mesh 6"]);
@@ -151,30 +128,14 @@ describe("sync lag clocks", () => {
 
 describe("sync lag clocks, bounds", () => {
   it("keep the clocks of the last 64 responses of a type in flight: an older one's ACK measures nothing, the newer ones' do", () => {
-    let now = 0;
-    const { metrics, events } = recorder();
-    const o = streamObservers(
-      metrics,
-      "z",
-      () => "Mesh",
-      () => now,
-    );
-    const { source, change } = manualSource();
-    o.source(source).onChange(() => undefined, new AbortController().signal);
+    const { o, events, change, clock } = lagClocks("z");
     // 70 responses in flight at once (a server that started over leaves its old ones unanswered), each carrying one change.
     for (let i = 0; i < 70; i++) {
       change("t", `k${i}`);
-      o.server.sent?.("t", {
-        version: `${i}`,
-        nonce: `n${i}`,
-        resources: 1,
-        removed: 0,
-        bytes: 1,
-        keys: [`k${i}`],
-      });
-      now++;
+      sent(o, `n${i}`, [`k${i}`]);
+      clock.now++;
     }
-    now = 100;
+    clock.now = 100;
     o.server.acked?.("t", "0", "n0"); // dropped: one of the 6 oldest
     o.server.acked?.("t", "5", "n5"); // dropped too
     o.server.acked?.("t", "6", "n6"); // kept: the oldest of the last 64
@@ -186,36 +147,13 @@ describe("sync lag clocks, bounds", () => {
   });
 
   it("a response sent while nothing is pending carries no clocks; a later change is measured by the response that carries it", () => {
-    let now = 0;
-    const { metrics, events } = recorder();
-    const o = streamObservers(
-      metrics,
-      "z",
-      () => "Mesh",
-      () => now,
-    );
-    const { source, change } = manualSource();
-    o.source(source).onChange(() => undefined, new AbortController().signal);
-    o.server.sent?.("t", {
-      version: "1",
-      nonce: "n1",
-      resources: 1,
-      removed: 0,
-      bytes: 1,
-      keys: ["a"],
-    });
+    const { o, events, change, clock } = lagClocks("z");
+    sent(o, "n1", ["a"]);
     change("t", "a");
-    now = 3;
+    clock.now = 3;
     o.server.acked?.("t", "1", "n1"); // the response left before the change: no lag
-    o.server.sent?.("t", {
-      version: "2",
-      nonce: "n2",
-      resources: 1,
-      removed: 0,
-      bytes: 1,
-      keys: ["a"],
-    });
-    now = 8;
+    sent(o, "n2", ["a"]);
+    clock.now = 8;
     o.server.acked?.("t", "2", "n2");
     expect(events).toEqual([
       "response z Mesh",
