@@ -361,6 +361,8 @@ export class Outbox {
       [WRITE_FRAMES]: (writer) => {
         let paused = false;
         let over = false;
+        /** Counts `resume` calls: a writer that resumes before it returns false (it drained at once) is not paused. */
+        let resumes = 0;
         // Stays the transport's retry (a signal drains again) until the frames are over: no promise per frame.
         const drain = (): boolean => {
           while (!paused && !over) {
@@ -372,7 +374,8 @@ export class Outbox {
               return true;
             }
             try {
-              paused = !writer.frame(result.value);
+              const before = resumes;
+              if (!writer.frame(result.value) && resumes === before) paused = true;
             } catch (error) {
               // A writer that throws is a bug; the frames end with its error, as a loop over them would.
               over = true;
@@ -387,6 +390,7 @@ export class Outbox {
         this.#signal();
         return {
           resume: () => {
+            resumes++;
             paused = false;
             this.#signal();
           },

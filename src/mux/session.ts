@@ -442,35 +442,58 @@ export class MuxSession implements Session {
         onReleased();
         return;
       }
-      source[PUSH_FRAMES]({
-        frame: (frame) => {
-          if (over) return false;
-          // A session ended for a failure reads no more (as #read).
-          if (this.end !== undefined && !this.end.graceful) {
-            stop();
-            return false;
-          }
-          this.#lastHeard = this.#now();
-          try {
-            this.#dispatch(frame);
-          } catch (error) {
-            this.#readFailed(error);
-            stop();
-            return false;
-          }
-          return true;
-        },
-        end: () => {
-          if (over) return;
-          this.#peerEnded();
-          stop();
-        },
-        fail: (error) => {
-          if (over) return;
-          this.#readFailed(error);
-          stop();
-        },
-      });
+      // A session ended for a failure before it read reads nothing (as #read).
+      if (this.end !== undefined && !this.end.graceful) {
+        stop();
+        return;
+      }
+      try {
+        source[PUSH_FRAMES]({
+          frame: (frame) => {
+            if (over) return false;
+            // A session ended for a failure reads no more (as #read).
+            if (this.end !== undefined && !this.end.graceful) {
+              stop();
+              return false;
+            }
+            this.#lastHeard = this.#now();
+            try {
+              this.#dispatch(frame);
+            } catch (error) {
+              this.#readFailed(error);
+              stop();
+              return false;
+            }
+            // A frame that ended the session for a failure is the last one read (as #read).
+            if (this.end !== undefined && !this.end.graceful) {
+              stop();
+              return false;
+            }
+            return true;
+          },
+          end: () => {
+            if (over) return;
+            try {
+              this.#peerEnded();
+            } catch (error) {
+              this.#readFailed(error);
+            } finally {
+              stop();
+            }
+          },
+          fail: (error) => {
+            if (over) return;
+            try {
+              this.#readFailed(error);
+            } finally {
+              stop();
+            }
+          },
+        });
+      } catch (error) {
+        this.#readFailed(error);
+        stop();
+      }
     });
   }
 

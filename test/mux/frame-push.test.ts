@@ -93,6 +93,25 @@ describe("outbound frames pushed to a writer", () => {
     expect(r.written).toEqual(["hello", "request:a", "request:b", "request:c"]);
   });
 
+  it("is not held back by a writer that resumed before it said it was full (its stream drained at once)", async () => {
+    const outbox = openOutbox();
+    const frames = outbox.frames();
+    const written: string[] = [];
+    const flow = frames[WRITE_FRAMES]({
+      frame: (frame) => {
+        written.push(frame.value.case ?? "");
+        flow.resume();
+        return false;
+      },
+      end: () => undefined,
+      fail: () => undefined,
+    });
+    void outbox.send("requests", requestFrame(request("a")));
+    void outbox.send("requests", requestFrame(request("b")));
+    await settle();
+    expect(written).toEqual(["hello", "request", "request"]);
+  });
+
   it("takes nothing more once the writer stopped, and ends the outbox as the iterator's return would", async () => {
     const outbox = openOutbox();
     const frames = outbox.frames();
