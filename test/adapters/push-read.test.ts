@@ -4,14 +4,14 @@
 // escaping the stream's event handlers. Each case runs both ways (the
 // iterated one hides PUSH_FRAMES). Timers are fake, so the close grace never
 // runs out: only the reading's own end lets the transport go.
-import { create } from "@bufbuild/protobuf";
 import { PassThrough } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { grpcFrame, readGrpcFrames } from "../../src/adapters/node/grpc-frames.ts";
-import { FrameSchema, HelloSchema, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import type { Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import { noopMetrics, type Metrics } from "../../src/metrics.ts";
 import { controlFrame } from "../../src/mux/frames.ts";
-import { MuxSession, PROTOCOL_VERSION } from "../../src/mux/session.ts";
+import { MuxSession } from "../../src/mux/session.ts";
+import { helloFrame } from "../contract/harness.ts";
 
 const unreadable = (reason: string): Error => new Error(`unreadable: ${reason}`);
 
@@ -25,27 +25,26 @@ function iterated(frames: AsyncIterableIterator<Frame>): AsyncIterable<Frame> {
   };
 }
 
+/** Runs `body`, collecting what it throws uncaught (out of an event handler or a microtask) instead of failing the run. */
+async function uncaughtIn(body: () => Promise<void>): Promise<unknown[]> {
+  const uncaught: unknown[] = [];
+  const onUncaught = (error: unknown): void => void uncaught.push(error);
+  const listeners = process.listeners("uncaughtException");
+  process.removeAllListeners("uncaughtException");
+  process.on("uncaughtException", onUncaught);
+  try {
+    await body();
+  } finally {
+    process.off("uncaughtException", onUncaught);
+    for (const l of listeners) process.on("uncaughtException", l);
+  }
+  return uncaught;
+}
+
 /** Lets the stream's events and the session's microtasks run until `done()`, at most 100 turns. */
 async function until(done: () => boolean): Promise<void> {
   for (let i = 0; i < 100 && !done(); i++) await new Promise((r) => setImmediate(r));
 }
-
-const zoneHello = create(FrameSchema, {
-  value: {
-    case: "hello",
-    value: create(HelloSchema, {
-      protocolVersion: PROTOCOL_VERSION,
-      peerId: "zone-1",
-      requestWindow: 4,
-      responseWindow: 4,
-      requestWindowBytes: 1 << 20,
-      responseWindowBytes: 1 << 20,
-      maxMessageBytes: 1 << 20,
-      heartbeatIntervalMs: 60_000,
-      heartbeatTimeoutMs: 120_000,
-    }),
-  },
-});
 
 /** A global's session reading `stream` (pushed or iterated), its frames drained as a transport would. */
 function globalSession(
@@ -112,12 +111,7 @@ describe.each([
   });
 
   it("keeps a throw while it ends for the peer's EOF inside the session (a metrics sink that throws)", async () => {
-    const uncaught: unknown[] = [];
-    const onUncaught = (error: unknown): void => void uncaught.push(error);
-    const listeners = process.listeners("uncaughtException");
-    process.removeAllListeners("uncaughtException");
-    process.on("uncaughtException", onUncaught);
-    try {
+    const uncaught = await uncaughtIn(async () => {
       const stream = new PassThrough();
       const { session } = globalSession(stream, push, {
         ...noopMetrics,
@@ -125,28 +119,20 @@ describe.each([
           throw new Error("the metrics sink broke");
         },
       });
-      stream.write(grpcFrame(zoneHello));
+      stream.write(grpcFrame(helloFrame("zone-1")));
       await until(() => session.state.kind === "open");
       expect(session.state.kind).toBe("open");
       stream.end(); // the peer's EOF, without a goaway
       await until(() => session.end !== undefined);
       await until(() => false); // the stream's end and close events, and what they start
-    } finally {
-      process.off("uncaughtException", onUncaught);
-      for (const l of listeners) process.on("uncaughtException", l);
-    }
+    });
     expect(uncaught).toEqual([]);
   });
 });
 
 describe("a reader someone already called next on", () => {
   it("is read by the session without a throw escaping a microtask", async () => {
-    const uncaught: unknown[] = [];
-    const onUncaught = (error: unknown): void => void uncaught.push(error);
-    const listeners = process.listeners("uncaughtException");
-    process.removeAllListeners("uncaughtException");
-    process.on("uncaughtException", onUncaught);
-    try {
+    const uncaught = await uncaughtIn(async () => {
       const session = new MuxSession({ role: "global", localId: "global", peerId: "zone-1" });
       const stream = new PassThrough();
       const reader = readGrpcFrames(stream, 1 << 20, unreadable);
@@ -154,10 +140,7 @@ describe("a reader someone already called next on", () => {
       session.attach(reader);
       await until(() => session.end !== undefined);
       expect(session.end?.code).toBe("transport");
-    } finally {
-      process.off("uncaughtException", onUncaught);
-      for (const l of listeners) process.on("uncaughtException", l);
-    }
+    });
     expect(uncaught).toEqual([]);
   });
 });

@@ -231,6 +231,26 @@ export function sessionPair(
   return { zone, global };
 }
 
+/** A peer's hello frame granting `window` frames per lane and `windowBytes` bytes per lane. */
+export function helloFrame(peerId: string, window = 4, windowBytes = 1 << 20): Frame {
+  return create(FrameSchema, {
+    value: {
+      case: "hello",
+      value: create(HelloSchema, {
+        protocolVersion: PROTOCOL_VERSION,
+        peerId,
+        requestWindow: window,
+        responseWindow: window,
+        requestWindowBytes: windowBytes,
+        responseWindowBytes: windowBytes,
+        maxMessageBytes: 1 << 20,
+        heartbeatIntervalMs: 60_000,
+        heartbeatTimeoutMs: 120_000,
+      }),
+    },
+  });
+}
+
 /**
  * A hand-driven peer: the test writes raw frames into the session and reads
  * what the session writes, to break the protocol on purpose.
@@ -266,20 +286,7 @@ export class RawPeer {
 
   /** Sends a hello granting `window` frames per lane and `windowBytes` bytes per lane. */
   hello(peerId: string, window = 4, windowBytes = 1 << 20): void {
-    this.write({
-      case: "hello",
-      value: create(HelloSchema, {
-        protocolVersion: PROTOCOL_VERSION,
-        peerId,
-        requestWindow: window,
-        responseWindow: window,
-        requestWindowBytes: windowBytes,
-        responseWindowBytes: windowBytes,
-        maxMessageBytes: 1 << 20,
-        heartbeatIntervalMs: 60_000,
-        heartbeatTimeoutMs: 120_000,
-      }),
-    });
+    this.write(helloFrame(peerId, window, windowBytes).value);
   }
 
   end(): void {
