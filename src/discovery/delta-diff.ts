@@ -196,10 +196,11 @@ export function nextPart(
       if (taken !== undefined && taken.size > 0) {
         // A key this response already carries (the sweep reached it after it changed) is not added twice: the
         // sweep's entry is the current one, and the overlay (`holds`) learns of this response only once it is sent.
-        const inPart = new Set<string>(removed);
-        for (const r of upserts) inPart.add(r.key);
+        // Most often the part is empty here (nothing swept: one change taken): no set to build for that.
+        const inPart = upserts.length + removed.length === 0 ? undefined : new Set<string>(removed);
+        if (inPart !== undefined) for (const r of upserts) inPart.add(r.key);
         for (const key of taken) {
-          if (!inPart.has(key) && take(key, resources.get(key)) === "full") break;
+          if (inPart?.has(key) !== true && take(key, resources.get(key)) === "full") break;
           taken.delete(key);
         }
       }

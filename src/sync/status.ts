@@ -146,17 +146,24 @@ export class ZoneStatusRecord {
   /** Callbacks for the discovery server of this zone's connection. */
   serverObserver(): ServerObserver {
     return {
-      sent: (typeUrl, info) =>
-        void this.#with(typeUrl, (t) => {
-          count(t, "sent");
-          count(t, "resourcesSent", info.resources);
-        }),
-      acked: (typeUrl, version) =>
-        void this.#with(typeUrl, (t) => {
-          count(t, "acked");
-          t.lastAckedVersion = version;
-          t.stalled = false;
-        }),
+      // Every zone's every change comes here (a send, its ACK, and the ACK's errors): the counters are
+      // named, not reached through count()'s computed keys, and no closure is made per call.
+      sent: (typeUrl, info) => {
+        const t = this.#types.get(typeUrl);
+        if (t === undefined) return;
+        t.sent++;
+        t.session.sent++;
+        t.resourcesSent += info.resources;
+        t.session.resourcesSent += info.resources;
+      },
+      acked: (typeUrl, version) => {
+        const t = this.#types.get(typeUrl);
+        if (t === undefined) return;
+        t.acked++;
+        t.session.acked++;
+        t.lastAckedVersion = version;
+        t.stalled = false;
+      },
       nacked: (typeUrl, _version, error) => {
         // The zone refused the global's kinds: the session ends for it, and the reason stays the last error.
         if (typeUrl === KIND_CATALOG_TYPE_URL) this.failed("kinds_refused", error);
@@ -165,13 +172,14 @@ export class ZoneStatusRecord {
           t.lastNackError = error;
         });
       },
-      resourceErrors: (typeUrl, errors, omitted) =>
-        void this.#with(typeUrl, (t) => {
-          // Most ACKs reject nothing and find nothing rejected before: no new array for those.
-          if (errors.length > 0 || t.peerRejectedResources.length > 0)
-            t.peerRejectedResources = errors.map((e) => ({ key: e.key, reason: e.reason }));
-          t.peerRejectedOmitted = omitted;
-        }),
+      resourceErrors: (typeUrl, errors, omitted) => {
+        const t = this.#types.get(typeUrl);
+        if (t === undefined) return;
+        // Most ACKs reject nothing and find nothing rejected before: no new array for those.
+        if (errors.length > 0 || t.peerRejectedResources.length > 0)
+          t.peerRejectedResources = errors.map((e) => ({ key: e.key, reason: e.reason }));
+        t.peerRejectedOmitted = omitted;
+      },
       stalled: (typeUrl) => void this.#with(typeUrl, (t) => (t.stalled = true)),
       oversized: (typeUrl, key) =>
         void this.#with(typeUrl, (t) => {
