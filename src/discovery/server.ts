@@ -43,7 +43,9 @@ import {
   defaultDiscoveryOptions,
   type DiscoveryOptions,
   type ServerObserver,
+  type Snapshot,
   type SnapshotSource,
+  type WireResource,
 } from "./types.ts";
 import { backoffCeiling } from "../util/backoff.ts";
 import { definedOnly } from "../util/defined.ts";
@@ -130,6 +132,12 @@ export class DiscoveryServer {
   /** Checked only when an ACK is late; a list (most often of one type) costs a stream less than a set. */
   readonly #fetchedOnce: readonly string[];
   readonly #types = new Map<string, TypeState>();
+  /**
+   * The values of `#types` in its order, for the loops that look at every
+   * type on every wake-up and ACK: an index walk allocates nothing, a Map
+   * iterator an iterator and a result per step.
+   */
+  readonly #typeList: TypeState[] = [];
   readonly #served: ReadonlySet<string>;
   readonly #waker = new Waker();
   #nonce = 0;
@@ -140,6 +148,8 @@ export class DiscoveryServer {
    * yet consumed the responses cannot stall both sides.
    */
   #sending = false;
+  /** What the response being sent carried, for the observer once it is accepted. */
+  #sent: SentInfo | undefined;
   /** A type has something to send and waits for `#sending` to clear: its acceptance must wake the loop. */
   #blocked = false;
   /** The request read off the view and not yet handled (see `#read`). */
@@ -200,8 +210,11 @@ export class DiscoveryServer {
           this.#onRequest(request);
           this.#read(signal);
         }
-        // Most wake-ups (an ACK) leave nothing to send: no async step for those.
-        if (this.#due()) await this.#pump(signal);
+        // Most wake-ups (an ACK) leave nothing to send, and most sends need nothing awaited: no async step for those.
+        if (this.#due()) {
+          const wait = this.#pumpNow(signal);
+          if (wait !== undefined) await this.#pump(wait, signal);
+        }
         this.#throwIfFailed();
         this.#armDeadline();
         this.#parked = true;
@@ -319,6 +332,8 @@ export class DiscoveryServer {
       ...newDeltaDiffState(),
     };
     this.#types.set(typeUrl, state);
+    if (existing === undefined) this.#typeList.push(state);
+    else this.#typeList[this.#typeList.indexOf(existing)] = state;
     return { state, created: true };
   }
 
@@ -424,7 +439,7 @@ export class DiscoveryServer {
    */
   #due(): boolean {
     const now = this.#now();
-    for (const state of this.#types.values()) {
+    for (const state of this.#typeList) {
       const phase = state.phase;
       if (phase.kind === "backoff") return true;
       const oldest = phase.kind === "inflight" ? phase.sent[0] : undefined;
@@ -435,8 +450,17 @@ export class DiscoveryServer {
     return false;
   }
 
-  async #pump(signal: AbortSignal): Promise<void> {
-    for (const state of this.#types.values()) {
+  /**
+   * Does what is due (ends a backoff, times out an unanswered response) and
+   * sends while a type has something new and room in flight, one response at
+   * a time (a split change streams its parts), as far as it can without
+   * waiting. Returns what to wait for before calling it again (a snapshot the
+   * source gives later, a state-of-the-world send, or the event loop's turn
+   * after a large part), or undefined when it is done. It only moves states
+   * forward, so calling it again goes on where it stopped.
+   */
+  #pumpNow(signal: AbortSignal): Promise<unknown> | undefined {
+    for (const state of this.#typeList) {
       const now = this.#now();
       if (state.phase.kind === "backoff")
         state.phase = nextPhase(state.phase, { type: "expired", now });
@@ -446,22 +470,32 @@ export class DiscoveryServer {
         state.phase = nextPhase(state.phase, { type: "timeout" });
         if (!this.#fetchedOnce.includes(state.typeUrl)) this.#startOver(state);
       }
-      // Send while there is something new and room in flight (a split change streams its parts), one response at a time.
       const maxInFlight = state.mode === "delta" ? this.#options.maxDeltaInFlight : 1;
       while (state.dirty && canSend(state.phase, maxInFlight)) {
         if (this.#sending) {
           this.#blocked = true;
           break;
         }
-        if (state.mode === "sotw") await this.#sendSotw(state, signal);
-        else if (await this.#sendDelta(state, signal)) await nextTurn();
+        if (state.mode === "sotw") return this.#sendSotw(state, signal);
+        const sent = this.#sendDelta(state, signal);
+        if (sent === YIELD) return nextTurn();
+        if (sent !== SENT) return sent;
       }
+    }
+    return undefined;
+  }
+
+  /** {@link #pumpNow} until it is done, waiting for what it asks between calls. */
+  async #pump(first: Promise<unknown>, signal: AbortSignal): Promise<void> {
+    for (let wait: Promise<unknown> | undefined = first; wait !== undefined; ) {
+      await wait;
+      wait = this.#pumpNow(signal);
     }
   }
 
   #nextDeadline(): number {
     let deadline = Number.POSITIVE_INFINITY;
-    for (const state of this.#types.values()) {
+    for (const state of this.#typeList) {
       if (state.phase.kind === "backoff") deadline = Math.min(deadline, state.phase.until);
       const oldest = state.phase.kind === "inflight" ? state.phase.sent[0] : undefined;
       if (oldest !== undefined)
@@ -504,58 +538,83 @@ export class DiscoveryServer {
         nonce,
       }),
       signal,
-      () =>
-        this.#observer.sent?.(state.typeUrl, {
-          version: snapshot.version,
-          nonce,
-          resources: resources.length,
-          removed: 0,
-          bytes,
-        }),
+      new SentInfo(
+        state.typeUrl,
+        snapshot.version,
+        nonce,
+        bytes,
+        resources.length,
+        undefined,
+        NO_KEYS,
+      ),
     );
   }
 
   /**
    * Hands `response` to the view without waiting for the peer's window (see
-   * `#sending`); `sent` runs once it is accepted, and the loop then looks for
-   * more to send if a type was waiting for it (`#blocked`).
+   * `#sending`); the observer hears of it (`sent`) once it is accepted, and
+   * the loop then looks for more to send if a type was waiting for it
+   * (`#blocked`). One send at a time, so its info waits in one field and the
+   * handlers are made once per stream, not per response (one per zone and
+   * change).
    */
-  #send(response: MuxResponse, signal: AbortSignal, sent: () => void): void {
+  #send(response: MuxResponse, signal: AbortSignal, sent: SentInfo): void {
     this.#sending = true;
-    this.#view.send(response, signal).then(
-      () => {
-        this.#sending = false;
-        try {
-          sent();
-        } catch (error) {
-          this.#fail(error); // an observer that throws is a bug: the loop rethrows it, as it would its own
-        }
-        // Only a type that waited for this send needs the loop now; otherwise the next change or request wakes it.
-        if (this.#blocked) {
-          this.#blocked = false;
-          this.#waker.wake();
-        }
-      },
-      // The session ended (or `signal` aborted): the loop throws it and ends.
-      (error: unknown) => this.#fail(error),
-    );
+    this.#sent = sent;
+    this.#view.send(response, signal).then(this.#accepted, this.#sendFailed);
   }
 
+  readonly #accepted = (): void => {
+    const sent = this.#sent as SentInfo;
+    this.#sent = undefined;
+    this.#sending = false;
+    try {
+      this.#observer.sent?.(sent.typeUrl, sent);
+    } catch (error) {
+      this.#fail(error); // an observer that throws is a bug: the loop rethrows it, as it would its own
+    }
+    // Only a type that waited for this send needs the loop now; otherwise the next change or request wakes it.
+    if (this.#blocked) {
+      this.#blocked = false;
+      this.#waker.wake();
+    }
+  };
+  /** The session ended (or `signal` aborted): the loop throws it and ends. */
+  readonly #sendFailed = (error: unknown): void => this.#fail(error);
+
   /**
-   * Sends the next part of the type's diff, if any. True when the loop should
-   * let the event loop turn before the next part: it sent a part of at least
-   * {@link YIELD_AFTER_BYTES} and more of the change is left.
+   * Sends the next part of the type's diff, if any: {@link YIELD} when the
+   * loop should let the event loop turn before the next part (it sent a part
+   * of at least {@link YIELD_AFTER_BYTES} and more of the change is left),
+   * {@link SENT} when it may go on at once (also when it sent nothing), or a
+   * promise of the send when the source gives its snapshot only later (it
+   * resolves once the event loop may go on).
    */
-  async #sendDelta(state: TypeState, signal: AbortSignal): Promise<boolean> {
+  #sendDelta(state: TypeState, signal: AbortSignal): typeof SENT | typeof YIELD | Promise<unknown> {
     // Take the work before reading the snapshot: a change that lands while it
     // is being read marks the type again and is handled next round.
     state.dirty = false;
     const full = takeWork(state);
-    const snapshot = await this.#source.snapshot(state.typeUrl, signal);
+    const source = this.#source;
+    if (source.snapshotNow !== undefined)
+      return this.#sendPart(state, source.snapshotNow(state.typeUrl), full, signal);
+    return source.snapshot(state.typeUrl, signal).then((snapshot) => {
+      const sent = this.#sendPart(state, snapshot, full, signal);
+      return sent === YIELD ? nextTurn() : undefined;
+    });
+  }
+
+  /** {@link #sendDelta}'s part against `snapshot` (undefined: the source cannot tell the set yet). */
+  #sendPart(
+    state: TypeState,
+    snapshot: Snapshot | undefined,
+    full: boolean,
+    signal: AbortSignal,
+  ): typeof SENT | typeof YIELD {
     if (snapshot === undefined) {
       // Not known yet: keep the work for when the source says it changed.
       giveBack(state, full);
-      return false;
+      return SENT;
     }
     // From here to the send nothing awaits: the snapshot stays as it was read.
     const version = snapshot.version;
@@ -579,7 +638,7 @@ export class DiscoveryServer {
       (key, size) => this.#observer.oversized?.(state.typeUrl, key, size, limit),
     );
     if (more) state.dirty = true;
-    if (upserts.length === 0 && removed.length === 0) return false;
+    if (upserts.length === 0 && removed.length === 0) return SENT;
     const nonce = String(++this.#nonce);
     const delta: DeltaPending = { upserts, removed };
     state.phase = nextPhase(state.phase, {
@@ -600,26 +659,12 @@ export class DiscoveryServer {
       nonce,
       removedResources: removed,
     };
-    this.#send(response, signal, () => {
-      if (this.#observer.sent === undefined) return;
-      // The keys only when an observer reads them (the lag metrics); the status counts only.
-      let keys: string[] | undefined;
-      this.#observer.sent(state.typeUrl, {
-        version,
-        nonce,
-        resources: upserts.length,
-        removed: removed.length,
-        bytes,
-        get keys(): string[] {
-          if (keys === undefined) {
-            keys = upserts.map((r) => r.key);
-            for (const key of removed) keys.push(key);
-          }
-          return keys;
-        },
-      });
-    });
-    return more && bytes >= YIELD_AFTER_BYTES;
+    this.#send(
+      response,
+      signal,
+      new SentInfo(state.typeUrl, version, nonce, bytes, upserts.length, upserts, removed),
+    );
+    return more && bytes >= YIELD_AFTER_BYTES ? YIELD : SENT;
   }
 }
 
@@ -629,6 +674,53 @@ export class DiscoveryServer {
  * timer turn per part would cost more than it brings forward.
  */
 const YIELD_AFTER_BYTES = 64 * 1024;
+
+/** {@link DiscoveryServer}'s `#sendDelta` sent a part, or nothing, and the loop may go on at once. */
+const SENT = 0;
+/** {@link DiscoveryServer}'s `#sendDelta` sent a large part of a split change: let the event loop turn first. */
+const YIELD = 1;
+
+const NO_KEYS: readonly string[] = Object.freeze([]);
+
+/**
+ * What the observer's `sent` is told of a response: one object per response,
+ * its `keys` listed only when read (the lag metrics read them; the status
+ * counts only).
+ */
+class SentInfo {
+  #keys: string[] | undefined;
+  readonly #upserts: readonly WireResource[] | undefined;
+  readonly #removed: readonly string[];
+
+  constructor(
+    readonly typeUrl: string,
+    readonly version: string,
+    readonly nonce: string,
+    readonly bytes: number,
+    readonly resources: number,
+    upserts: readonly WireResource[] | undefined,
+    removed: readonly string[],
+  ) {
+    this.#upserts = upserts;
+    this.#removed = removed;
+  }
+
+  get removed(): number {
+    return this.#removed.length;
+  }
+
+  /** A delta response's keys (updated, then removed); undefined for a state-of-the-world response. */
+  get keys(): readonly string[] | undefined {
+    const upserts = this.#upserts;
+    if (upserts === undefined) return undefined;
+    if (this.#keys === undefined) {
+      const keys = upserts.map((r) => r.key);
+      for (const key of this.#removed) keys.push(key);
+      this.#keys = keys;
+    }
+    return this.#keys;
+  }
+}
 
 /**
  * Resolves on the event loop's next turn (a 0 ms timer). Between large parts

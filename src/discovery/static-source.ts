@@ -18,6 +18,7 @@ export function staticSource(typeUrl: string, resources: readonly WireResource[]
   return {
     typeUrls: [typeUrl],
     snapshot: () => Promise.resolve(snapshot),
+    snapshotNow: () => snapshot,
     onChange: () => undefined, // nothing ever changes
   };
 }
@@ -32,14 +33,24 @@ export function mergeSources(sources: readonly SnapshotSource[]): SnapshotSource
       byUrl.set(typeUrl, source);
     }
   }
+  const unknown = (typeUrl: string): KdsError =>
+    new KdsError("unknown_type", `no source serves ${typeUrl}`);
   return {
     typeUrls: [...byUrl.keys()],
     snapshot: (typeUrl, signal) => {
       const source = byUrl.get(typeUrl);
-      if (source === undefined)
-        return Promise.reject(new KdsError("unknown_type", `no source serves ${typeUrl}`));
+      if (source === undefined) return Promise.reject(unknown(typeUrl));
       return source.snapshot(typeUrl, signal);
     },
+    ...(sources.every((s) => s.snapshotNow !== undefined)
+      ? {
+          snapshotNow: (typeUrl: string) => {
+            const source = byUrl.get(typeUrl);
+            if (source === undefined) throw unknown(typeUrl);
+            return source.snapshotNow?.(typeUrl);
+          },
+        }
+      : {}),
     onChange: (listener, signal) => {
       for (const source of sources) source.onChange(listener, signal);
     },

@@ -55,6 +55,13 @@ export interface SnapshotSource {
    */
   snapshot(typeUrl: string, signal: AbortSignal): Promise<Snapshot | undefined>;
   /**
+   * Optional: what `snapshot` would resolve to, given at once. A source that
+   * holds its sets in memory offers it, and the server then reads a set
+   * without waiting a turn (it reads one per client and change). A source
+   * built on other sources offers it only when each of them does.
+   */
+  snapshotNow?(typeUrl: string): Snapshot | undefined;
+  /**
    * Calls `listener` whenever the set of `typeUrl` may have changed, with the
    * key that changed, or without one when anything may have, until `signal`
    * aborts.

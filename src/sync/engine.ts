@@ -250,16 +250,22 @@ export class SyncEngine {
       filter,
       (type, selective) => user !== undefined || needsZones(type, selective),
     );
+    /** Until the zones are known, a kind that needs them is not served yet. */
+    const waits = (typeUrl: string): boolean => {
+      if (this.zones.known) return false;
+      const type = types.byTypeUrl(typeUrl);
+      return type !== undefined && needsZones(type, c.cache.holdsSelective(typeUrl));
+    };
     return {
       ...inner,
-      snapshot: (typeUrl, signal) => {
-        const type = types.byTypeUrl(typeUrl);
-        const waits =
-          !this.zones.known &&
-          type !== undefined &&
-          needsZones(type, c.cache.holdsSelective(typeUrl));
-        return waits ? Promise.resolve(undefined) : inner.snapshot(typeUrl, signal);
-      },
+      snapshot: (typeUrl, signal) =>
+        waits(typeUrl) ? Promise.resolve(undefined) : inner.snapshot(typeUrl, signal),
+      ...(inner.snapshotNow === undefined
+        ? {}
+        : {
+            snapshotNow: (typeUrl: string) =>
+              waits(typeUrl) ? undefined : inner.snapshotNow?.(typeUrl),
+          }),
     };
   }
 

@@ -155,15 +155,21 @@ export class SnapshotCache {
     filter?: (resource: StoredResource) => boolean,
     needed?: (type: ResourceType, selective: boolean) => boolean,
   ): SnapshotSource {
+    /** The filter, where it applies to the kind of `typeUrl` now. */
+    const applying = (typeUrl: string): ((r: StoredResource) => boolean) | undefined => {
+      if (filter === undefined) return undefined;
+      const cache = this.#byUrl.get(typeUrl);
+      return needed === undefined || cache === undefined || needed(cache.type, cache.selective > 0)
+        ? filter
+        : undefined;
+    };
     return {
       typeUrls: this.typeUrls,
       snapshot: (typeUrl, signal) => {
-        const cache = this.#byUrl.get(typeUrl);
-        const applies =
-          filter !== undefined &&
-          (needed === undefined || cache === undefined || needed(cache.type, cache.selective > 0));
-        return Promise.resolve(this.#snapshot(typeUrl, applies ? filter : undefined, signal));
+        if (signal.aborted) return Promise.reject(abortError(signal, "snapshot"));
+        return Promise.resolve(this.#snapshot(typeUrl, applying(typeUrl)));
       },
+      snapshotNow: (typeUrl) => this.#snapshot(typeUrl, applying(typeUrl)),
       onChange: (listener, signal) => {
         if (signal.aborted) return;
         this.#listeners.add(listener);
@@ -244,9 +250,7 @@ export class SnapshotCache {
   #snapshot(
     typeUrl: string,
     filter: ((r: StoredResource) => boolean) | undefined,
-    signal: AbortSignal,
   ): Snapshot | undefined {
-    if (signal.aborted) throw abortError(signal, "snapshot");
     const cache = this.#byUrl.get(typeUrl);
     if (cache === undefined || !cache.ready) return undefined;
     const entries = cache.entries;

@@ -158,6 +158,9 @@ export function streamObservers(
     source: (source) => ({
       typeUrls: source.typeUrls,
       snapshot: (typeUrl, signal) => source.snapshot(typeUrl, signal),
+      ...(source.snapshotNow === undefined
+        ? {}
+        : { snapshotNow: (typeUrl: string) => source.snapshotNow?.(typeUrl) }),
       onChange: (listener, signal) =>
         source.onChange((typeUrl, key) => {
           if (key !== undefined) start(clocks(typeUrl), key, now());
