@@ -37,12 +37,20 @@ export interface MemoryBudgetStats {
   readonly peakBytes: number;
   /** How many holders were ended because the budget was exhausted. */
   readonly evictions: number;
+  /** How many holders (sessions) the budget knows now: each from its first reservation until it ends. */
+  readonly holders: number;
 }
 
 /** The per-process ceiling on buffered inbound bytes, shared by sessions. */
 export class MemoryBudget {
   readonly limitBytes: number;
-  readonly #held = new Map<BudgetHolder, number>();
+  /**
+   * What each holder holds, in a cell the holder keeps until
+   * {@link MemoryBudget.releaseAll}: every frame of every session reserves and
+   * releases, and an entry deleted at zero and added again with the next
+   * frame made the map rebuild its table every few frames.
+   */
+  readonly #held = new Map<BudgetHolder, { bytes: number }>();
   #used = 0;
   #peak = 0;
   #evictions = 0;
@@ -65,12 +73,13 @@ export class MemoryBudget {
       usedBytes: this.#used,
       peakBytes: this.#peak,
       evictions: this.#evictions,
+      holders: this.#held.size,
     };
   }
 
   /** Bytes `holder` holds now. */
   heldBy(holder: BudgetHolder): number {
-    return this.#held.get(holder) ?? 0;
+    return this.#held.get(holder)?.bytes ?? 0;
   }
 
   /**
@@ -85,9 +94,9 @@ export class MemoryBudget {
       let largest: BudgetHolder | undefined;
       let largestBytes = 0;
       for (const [other, held] of this.#held) {
-        if (other !== holder && held > largestBytes) {
+        if (other !== holder && held.bytes > largestBytes) {
           largest = other;
-          largestBytes = held;
+          largestBytes = held.bytes;
         }
       }
       this.#evictions++;
@@ -100,24 +109,29 @@ export class MemoryBudget {
       // A holder that did not release is forgotten all the same, so this loop ends.
       this.releaseAll(largest);
     }
-    this.#held.set(holder, this.heldBy(holder) + bytes);
+    const cell = this.#held.get(holder);
+    if (cell === undefined) this.#held.set(holder, { bytes });
+    else cell.bytes += bytes;
     this.#used += bytes;
     if (this.#used > this.#peak) this.#peak = this.#used;
     return undefined;
   }
 
-  /** Gives back `bytes` of what `holder` reserved. */
+  /** Gives back `bytes` of what `holder` reserved (the holder stays known, holding what is left, perhaps nothing). */
   release(holder: BudgetHolder, bytes: number): void {
-    const held = this.heldBy(holder);
-    const given = Math.min(held, bytes);
-    if (held - given === 0) this.#held.delete(holder);
-    else this.#held.set(holder, held - given);
+    const cell = this.#held.get(holder);
+    if (cell === undefined) return;
+    const given = Math.min(cell.bytes, bytes);
+    cell.bytes -= given;
     this.#used -= given;
   }
 
-  /** Gives back everything `holder` reserved. */
+  /** Gives back everything `holder` reserved and forgets it: call it when the holder ends. */
   releaseAll(holder: BudgetHolder): void {
-    this.release(holder, this.heldBy(holder));
+    const cell = this.#held.get(holder);
+    if (cell === undefined) return;
+    this.#used -= cell.bytes;
+    this.#held.delete(holder);
   }
 
   #describe(): string {

@@ -148,6 +148,8 @@ export class MuxSession implements Session {
   #outboundDone = false;
   #inboundDone = false;
   #peerEndedStream = false;
+  /** Makes the process's memory budget forget this session (set when it has one). */
+  #forgetMemory: (() => void) | undefined;
 
   /** @param init - role, names, options and the owner's signal */
   constructor(init: SessionInit) {
@@ -823,6 +825,7 @@ export class MuxSession implements Session {
       },
       evict: (message) => this.#resourceExhausted(message),
     };
+    this.#forgetMemory = () => budget.releaseAll(holder);
     return {
       reserve: (bytes) => budget.reserve(holder, bytes),
       release: (bytes) => budget.release(holder, bytes),
@@ -920,6 +923,8 @@ export class MuxSession implements Session {
     // A failed session drops what it buffered at once (frees its memory budget); a deliberate end hands it out first.
     this.#serverInbox.close(error, end.graceful);
     this.#clientInbox.close(error, end.graceful);
+    // Both inboxes gave back what they held: the budget forgets this session.
+    this.#forgetMemory?.();
     this.#ready.reject(error);
     // Answer nothing to a peer that already ended its side; tell any other peer why.
     const sendGoAway = goaway !== undefined && !this.#peerEndedStream && end.initiator === "local";

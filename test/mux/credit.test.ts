@@ -506,6 +506,26 @@ describe("MemoryBudget", () => {
     goodPeer.end();
     await good.close();
     expect(budget.stats().usedBytes).toBe(0); // the last frame good's consumer took was held until the session closed
+    expect(budget.stats().holders).toBe(0); // each session was forgotten when it ended
+  });
+
+  it("keeps a holder that holds nothing between frames, and forgets it only when it ends", () => {
+    const budget = new MemoryBudget(20_000);
+    const a: BudgetHolder = { name: "a", evict: () => undefined };
+    const b: BudgetHolder = { name: "b", evict: () => undefined };
+    expect(budget.reserve(a, 1000)).toBeUndefined();
+    budget.release(a, 1000);
+    expect(budget.stats()).toMatchObject({ usedBytes: 0, holders: 1 });
+    expect(budget.heldBy(a)).toBe(0);
+    expect(budget.reserve(b, 500)).toBeUndefined();
+    budget.release(b, 800); // more than it holds: only what it holds comes back
+    expect(budget.stats()).toMatchObject({ usedBytes: 0, holders: 2 });
+    expect(budget.reserve(a, 300)).toBeUndefined();
+    budget.releaseAll(a);
+    budget.release(a, 300); // a holder already forgotten gives back nothing more
+    expect(budget.stats()).toMatchObject({ usedBytes: 0, holders: 1 });
+    budget.releaseAll(b);
+    expect(budget.stats().holders).toBe(0);
   });
 });
 
