@@ -44,12 +44,21 @@ export function wire(key: string, version: string, bytes = 16): WireResource {
   };
 }
 
-/** A source whose content the test sets. */
+/**
+ * A source whose content the test sets. It gives its snapshot later (a
+ * promise) or, with `now`, also at once (`snapshotNow`, which the server
+ * then reads instead): the server's two ways of reading a set.
+ */
 export class FakeSource implements SnapshotSource {
   readonly typeUrls = [T];
   readonly resources = new Map<string, WireResource>();
   readonly #listeners = new Set<(t: string, key?: string) => void>();
   snapshots = 0;
+  readonly snapshotNow?: (typeUrl: string) => Snapshot;
+
+  constructor(options: { readonly now?: boolean } = {}) {
+    if (options.now === true) this.snapshotNow = () => this.#current();
+  }
 
   set(key: string, version: string, bytes = 16): void {
     this.resources.set(key, wire(key, version, bytes));
@@ -62,13 +71,17 @@ export class FakeSource implements SnapshotSource {
   }
 
   snapshot(): Promise<Snapshot> {
+    return Promise.resolve(this.#current());
+  }
+
+  #current(): Snapshot {
     this.snapshots++;
     const sorted = [...this.resources.values()].sort((a, b) => (a.key < b.key ? -1 : 1));
     const byKey = new Map(sorted.map((r) => [r.key, r]));
-    return Promise.resolve({
+    return {
       version: digestOf(sorted),
       resources: { get: (k: string) => byKey.get(k), [Symbol.iterator]: () => byKey.values() },
-    });
+    };
   }
 
   onChange(listener: (t: string, key?: string) => void, signal: AbortSignal): void {

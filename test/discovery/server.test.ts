@@ -176,9 +176,13 @@ describe("discovery server, state of the world", () => {
   });
 });
 
-describe("discovery server, delta", () => {
+// Every delta rule holds however the source gives its set: later (the server awaits it) or at once.
+describe.each([
+  ["a set given later", false],
+  ["a set given at once (snapshotNow)", true],
+])("discovery server, delta, %s", (_how, now) => {
   it("sends only what changed, and removals as removed_resources", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     source.set("a", "1");
     source.set("b", "1");
     source.set("c", "1");
@@ -205,7 +209,7 @@ describe("discovery server, delta", () => {
   });
 
   it("takes an option given as undefined as its default, as if absent", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     source.set("a", "1");
     source.set("b", "1");
     // What a caller passing its own optional settings through writes; this threw invalid_argument on every stream.
@@ -225,7 +229,7 @@ describe("discovery server, delta", () => {
   });
 
   it("resumes from initial_resource_versions: only the difference crosses", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     source.set("a", "1");
     source.set("b", "2");
     source.set("c", "1");
@@ -241,7 +245,7 @@ describe("discovery server, delta", () => {
   });
 
   it("splits a large change into responses no larger than the maximum, one in flight at a time", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     for (let i = 0; i < 40; i++) source.set(`r${String(i).padStart(2, "0")}`, "1", 400);
     const max = 4_096;
     const s = startServer(source, { maxMessageBytes: max, maxDeltaInFlight: 1 });
@@ -266,7 +270,7 @@ describe("discovery server, delta", () => {
   });
 
   it("keeps up to maxDeltaInFlight parts of a split change in flight, never resending a part", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     for (let i = 0; i < 40; i++) source.set(`r${String(i).padStart(2, "0")}`, "1", 400);
     const s = startServer(source, { maxMessageBytes: 4_096, maxDeltaInFlight: 2 });
     try {
@@ -303,7 +307,7 @@ describe("discovery server, delta", () => {
   });
 
   it("closes a response at deltaResponseBytes; a larger resource goes alone, up to the maximum", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     for (let i = 0; i < 20; i++) source.set(`r${String(i).padStart(2, "0")}`, "1", 400);
     source.set("big", "1", 3_000); // larger than the target, smaller than the maximum
     const max = 8_192;
@@ -334,7 +338,7 @@ describe("discovery server, delta", () => {
   });
 
   it("closes a response at maxResponseResources resources plus removals, however small they are", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     for (let i = 0; i < 10; i++) source.set(`r${i}`, "1", 20);
     // The client holds 13 keys the source no longer has: 13 removals to send too.
     const initial = Object.fromEntries(Array.from({ length: 13 }, (_, i) => [`gone-${i}`, "1"]));
@@ -359,7 +363,7 @@ describe("discovery server, delta", () => {
   });
 
   it("streams a split change while its resources keep changing: each version once, nothing stale left", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     const key = (i: number): string => `r${String(i).padStart(2, "0")}`;
     for (let i = 0; i < 40; i++) source.set(key(i), "1", 400);
     const s = startServer(source, {
@@ -399,7 +403,7 @@ describe("discovery server, delta", () => {
   });
 
   it("never sends the unsent rest of a split change as it was once the set changed: a deleted resource not at all, a changed one only at its new version", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     const key = (i: number): string => `r${String(i).padStart(2, "0")}`;
     for (let i = 0; i < 40; i++) source.set(key(i), "1", 400);
     const s = startServer(source, { maxMessageBytes: 4_096, maxDeltaInFlight: 1 });
@@ -434,7 +438,7 @@ describe("discovery server, delta", () => {
   });
 
   it("after an ACK, counts on the newer version a later response in flight carries", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     source.set("a", "1");
     const s = startServer(source, { maxDeltaInFlight: 2 });
     try {
@@ -457,7 +461,7 @@ describe("discovery server, delta", () => {
   });
 
   it("reports a single resource larger than the maximum and sends the rest", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     source.set("small", "1", 100);
     source.set("huge", "1", 10_000);
     const s = startServer(source, { maxMessageBytes: 4_096 });
@@ -476,7 +480,7 @@ describe("discovery server, delta", () => {
   });
 
   it("sends a resource that fits the maximum with its envelope, however small the maximum (a fixed 1 KiB reserve left it unsent)", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     source.set("fits", "1", 1_200);
     source.set("huge", "1", 1_600);
     const max = 1_600;
@@ -493,7 +497,7 @@ describe("discovery server, delta", () => {
   });
 
   it("applies subscription changes even with a stale nonce", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     source.set("a", "1");
     source.set("b", "1");
     const s = startServer(source);
@@ -510,7 +514,7 @@ describe("discovery server, delta", () => {
   });
 
   it("after a NACK keeps the client's versions and resends after the backoff", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     source.set("a", "1");
     const s = startServer(source, { nackBackoffMs: 500 });
     try {
@@ -530,7 +534,7 @@ describe("discovery server, delta", () => {
   });
 
   it("after a NACK, still removes what a later response in flight may have delivered (the client applies each response on its own)", async () => {
-    const source = new FakeSource();
+    const source = new FakeSource({ now });
     source.set("a", "1");
     const s = startServer(source, { maxDeltaInFlight: 2, nackBackoffMs: 100 });
     try {
