@@ -50,7 +50,8 @@ import {
 import { backoffCeiling } from "../util/backoff.ts";
 import { definedOnly } from "../util/defined.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
-import { Waker } from "../util/wake.ts";
+import { deferred, type Deferred } from "../util/deferred.ts";
+import { Turns } from "../util/wake.ts";
 
 /**
  * Bytes one string field of a response takes at most when it holds `text`:
@@ -139,7 +140,6 @@ export class DiscoveryServer {
    */
   readonly #typeList: TypeState[] = [];
   readonly #served: ReadonlySet<string>;
-  readonly #waker = new Waker();
   #nonce = 0;
   /**
    * A response was handed to the view and is not yet accepted (it waits for
@@ -155,10 +155,12 @@ export class DiscoveryServer {
   /** The request read off the view and not yet handled (see `#read`). */
   #incoming: MuxRequest | undefined;
   /**
-   * The loop waits for a wake with nothing in hand (between two iterations):
-   * a request that arrives then is handled where it arrives (see `#received`).
+   * The loop's turns. While it is parked (between two turns, nothing in
+   * hand) a request that arrives is handled where it arrives (see `#received`).
    */
-  #parked = false;
+  readonly #turns = new Turns(() => this.#turn());
+  /** How `run` ends; undefined before it runs and once it ended (nothing turns then). */
+  #ended: Deferred<void> | undefined;
   /** The signal `run` was given, for the reads `#received` starts. */
   #signal: AbortSignal | undefined;
   /** Why the stream cannot go on: a read or a send failed. */
@@ -182,13 +184,16 @@ export class DiscoveryServer {
    * Serves until `signal` aborts or the stream ends; resolves then. Rejects
    * only on an unexpected failure (a bug or a failing source).
    *
-   * The loop waits on one `Waker` (src/util/wake.ts): a change of the source, a request
-   * (taken by `#read`), a send accepted or failed, and
-   * the deadline timer all wake it, and each iteration looks at everything.
-   * A request that arrives while the loop waits is handled at once instead,
+   * The loop runs in turns ({@link #turn}), each looking at everything: a
+   * change of the source, a request (taken by `#read`), a send accepted or
+   * failed, and the deadline timer all wake it ({@link #wake}). Between turns
+   * it waits holding nothing, not on a promise: a stream waits so from one
+   * change to the next, and a promise per wait lived that long in every
+   * zone's stream, long enough to be promoted to the old generation. A
+   * request that arrives while the loop waits is handled at once instead,
    * and wakes the loop only when it leaves something to send.
    */
-  async run(signal: AbortSignal): Promise<void> {
+  run(signal: AbortSignal): Promise<void> {
     this.#signal = signal;
     this.#source.onChange((typeUrl, key) => {
       const state = this.#types.get(typeUrl);
@@ -199,41 +204,70 @@ export class DiscoveryServer {
         state.changed ??= new Set();
         state.changed.add(key);
       }
-      this.#waker.wake();
+      this.#wake();
     }, signal);
+    const ended = deferred<void>();
+    this.#ended = ended;
     this.#read(signal);
+    this.#turn();
+    return ended.promise;
+  }
+
+  /**
+   * One turn of the loop, and more while wakes come during it; then it
+   * parks, or waits for what the pump asked for (and turns again after it).
+   */
+  readonly #turn = (): void => {
+    if (this.#ended === undefined) return; // a turn queued before the end
+    const signal = this.#signal as AbortSignal;
     try {
       for (;;) {
+        this.#throwIfFailed();
         const request = this.#incoming;
         if (request !== undefined) {
           this.#incoming = undefined;
           this.#onRequest(request);
           this.#read(signal);
         }
-        // Most wake-ups (an ACK) leave nothing to send, and most sends need nothing awaited: no async step for those.
+        // Most turns (an ACK) leave nothing to send, and most sends need nothing awaited.
         if (this.#due()) {
           const wait = this.#pumpNow(signal);
-          if (wait !== undefined) await this.#pump(wait, signal);
+          if (wait !== undefined) {
+            wait.then(this.#turn, this.#pumpFailed);
+            return;
+          }
         }
         this.#throwIfFailed();
         this.#armDeadline();
-        this.#parked = true;
-        try {
-          await this.#waker.wait();
-        } finally {
-          this.#parked = false;
-        }
-        this.#throwIfFailed();
+        if (this.#turns.park()) return;
       }
     } catch (error) {
-      if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted)
-        return;
-      throw error;
-    } finally {
-      // Also when the session ends: a pending timer would hold this server and its session until the deadline.
-      this.#timer?.cancel();
-      this.#timer = undefined;
+      this.#end(error);
     }
+  };
+
+  readonly #pumpFailed = (error: unknown): void => this.#end(error);
+
+  #wake(): void {
+    this.#turns.wake();
+  }
+
+  /** Ends the loop: `run` resolves when the stream ended or was aborted, and rejects with any other error. */
+  #end(error: unknown): void {
+    const ended = this.#ended;
+    if (ended === undefined) return;
+    this.#ended = undefined;
+    this.#turns.stop();
+    // Also when the session ends: a pending timer would hold this server and its session until the deadline.
+    this.#timer?.cancel();
+    this.#timer = undefined;
+    if (
+      KdsError.is(error, "session_closed") ||
+      KdsError.is(error, "aborted") ||
+      this.#signal?.aborted === true
+    )
+      ended.resolve();
+    else ended.reject(error);
   }
 
   /**
@@ -250,9 +284,9 @@ export class DiscoveryServer {
   /** `#read`'s handlers, made once per stream rather than per request (one request per ACK of every change). */
   readonly #received = (request: MuxRequest): void => {
     const signal = this.#signal;
-    if (!this.#parked || this.#failure !== undefined || signal === undefined) {
+    if (!this.#turns.parked || this.#failure !== undefined || signal === undefined) {
       this.#incoming = request;
-      this.#waker.wake();
+      this.#wake();
       return;
     }
     // The loop waits between iterations, holding nothing: handle the request as it would, and wake it
@@ -261,7 +295,7 @@ export class DiscoveryServer {
     try {
       this.#onRequest(request);
       this.#read(signal);
-      if (this.#due()) this.#waker.wake();
+      if (this.#due()) this.#wake();
       else this.#armDeadline();
     } catch (error) {
       this.#fail(error); // the loop throws it, as it would have thrown it handling the request itself
@@ -276,7 +310,7 @@ export class DiscoveryServer {
   /** Keeps the first failure of a read or a send for the loop to throw, and wakes it. */
   #fail(error: unknown): void {
     this.#failure ??= { error };
-    this.#waker.wake();
+    this.#wake();
   }
 
   /**
@@ -295,7 +329,7 @@ export class DiscoveryServer {
       at: deadline,
       cancel: this.#clock.setTimer(() => {
         if (this.#timer === timer) this.#timer = undefined;
-        this.#waker.wake();
+        this.#wake();
       }, deadline - this.#now()),
     };
     this.#timer = timer;
@@ -433,9 +467,9 @@ export class DiscoveryServer {
   }
 
   /**
-   * Whether `#pump` has anything to do: a type in backoff, one whose oldest
+   * Whether `#pumpNow` has anything to do: a type in backoff, one whose oldest
    * response in flight is past the ACK timeout, or one with something new
-   * and room in flight. Errs on the side of true: `#pump` itself decides.
+   * and room in flight. Errs on the side of true: `#pumpNow` itself decides.
    */
   #due(): boolean {
     const now = this.#now();
@@ -483,14 +517,6 @@ export class DiscoveryServer {
       }
     }
     return undefined;
-  }
-
-  /** {@link #pumpNow} until it is done, waiting for what it asks between calls. */
-  async #pump(first: Promise<unknown>, signal: AbortSignal): Promise<void> {
-    for (let wait: Promise<unknown> | undefined = first; wait !== undefined; ) {
-      await wait;
-      wait = this.#pumpNow(signal);
-    }
   }
 
   #nextDeadline(): number {
@@ -576,7 +602,7 @@ export class DiscoveryServer {
     // Only a type that waited for this send needs the loop now; otherwise the next change or request wakes it.
     if (this.#blocked) {
       this.#blocked = false;
-      this.#waker.wake();
+      this.#wake();
     }
   };
   /** The session ended (or `signal` aborted): the loop throws it and ends. */

@@ -2,6 +2,8 @@
  * The wake-ups of the code base, one idea each:
  * - {@link Waker}: level-triggered, one waiting loop; a wake while nobody
  *   waits is remembered (once), never queued.
+ * - {@link Turns}: the same for a loop that runs in turns of a callback and
+ *   waits between them on nothing (no promise per wait).
  * - {@link Pulse}: edge-triggered, any number of waiters; a notification
  *   wakes those waiting now and is not remembered.
  * - {@link timer}: a cancellable delay on a {@link Clock}.
@@ -48,6 +50,60 @@ export class Waker {
       this.#resolve = done;
       signal.addEventListener("abort", done, { once: true });
     });
+  }
+}
+
+/**
+ * Runs a loop in turns of one callback, and wakes it as a {@link Waker}
+ * would, without a promise per wait: a loop that waits long (a stream
+ * between two changes) would otherwise hold one all that time. A wake while
+ * the loop is parked queues a turn (a microtask, as a resolved wait would);
+ * a wake while a turn runs, or while the loop waits on something else, is
+ * remembered (once), and the turn's {@link Turns.park} then says to go round
+ * again.
+ */
+export class Turns {
+  readonly #turn: () => void;
+  #parked = false;
+  #woken = false;
+  #stopped = false;
+
+  /** @param turn - one turn of the loop; it ends by calling {@link Turns.park}, or by waiting on something that calls it again */
+  constructor(turn: () => void) {
+    this.#turn = turn;
+  }
+
+  /** The loop waits for a wake, holding nothing. */
+  get parked(): boolean {
+    return this.#parked;
+  }
+
+  /** Wakes the loop. */
+  wake(): void {
+    if (this.#stopped) return;
+    if (this.#parked) {
+      this.#parked = false;
+      queueMicrotask(this.#turn);
+    } else this.#woken = true;
+  }
+
+  /**
+   * Ends a turn: parks the loop and returns true, or returns false when a
+   * wake came since the last call (the turn goes round again).
+   */
+  park(): boolean {
+    if (this.#woken) {
+      this.#woken = false;
+      return false;
+    }
+    this.#parked = !this.#stopped;
+    return true;
+  }
+
+  /** No turn is queued from now on (a turn already queued still runs: it should look whether the loop ended). */
+  stop(): void {
+    this.#stopped = true;
+    this.#parked = false;
   }
 }
 

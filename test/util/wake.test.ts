@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Pulse, Ticker, Waker } from "../../src/util/wake.ts";
+import { Pulse, Ticker, Turns, Waker } from "../../src/util/wake.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 
 /** Lets every settled promise's callbacks run. */
@@ -33,6 +33,42 @@ describe("Waker", () => {
     void waker.wait().then(() => (again = true));
     await flush();
     expect(again).toBe(true);
+  });
+});
+
+describe("Turns", () => {
+  it("turns once per wake while parked, goes round again for a wake during a turn, and turns no more once stopped", async () => {
+    const log: string[] = [];
+    let wakeDuringTurn = false;
+    const turns: Turns = new Turns(() => {
+      log.push("turn");
+      if (wakeDuringTurn) {
+        wakeDuringTurn = false;
+        turns.wake(); // a wake while the turn runs: remembered
+      }
+      while (!turns.park()) log.push("again");
+    });
+    expect(turns.parked).toBe(false); // not parked before the first turn ends
+    turns.wake(); // a wake before the first turn: remembered, the first turn goes round once more
+    expect(turns.park()).toBe(false);
+    expect(turns.park()).toBe(true);
+    expect(turns.parked).toBe(true);
+    turns.wake();
+    turns.wake(); // the first wake queued a turn and unparked the loop; this one makes that turn go round again
+    expect(turns.parked).toBe(false);
+    expect(log).toEqual([]); // a turn runs in a microtask, never inside wake()
+    await flush();
+    expect(log).toEqual(["turn", "again"]);
+    wakeDuringTurn = true;
+    turns.wake();
+    await flush();
+    expect(log).toEqual(["turn", "again", "turn", "again"]);
+    turns.stop();
+    turns.wake();
+    await flush();
+    expect(log).toHaveLength(4);
+    expect(turns.park()).toBe(true);
+    expect(turns.parked).toBe(false); // a stopped loop does not park: no wake turns it again
   });
 });
 
