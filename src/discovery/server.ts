@@ -186,7 +186,7 @@ export class DiscoveryServer {
    *
    * The loop runs in turns ({@link #turn}), each looking at everything: a
    * change of the source, a request (taken by `#read`), a send accepted or
-   * failed, and the deadline timer all wake it ({@link #wake}). Between turns
+   * failed, and the deadline timer all wake it (`#turns`). Between turns
    * it waits holding nothing, not on a promise: a stream waits so from one
    * change to the next, and a promise per wait lived that long in every
    * zone's stream, long enough to be promoted to the old generation. A
@@ -194,6 +194,14 @@ export class DiscoveryServer {
    * and wakes the loop only when it leaves something to send.
    */
   run(signal: AbortSignal): Promise<void> {
+    try {
+      return this.#start(signal);
+    } catch (error) {
+      return Promise.reject(error); // a source or view that throws at once: a rejection, as from any failure
+    }
+  }
+
+  #start(signal: AbortSignal): Promise<void> {
     this.#signal = signal;
     this.#source.onChange((typeUrl, key) => {
       const state = this.#types.get(typeUrl);
@@ -204,7 +212,7 @@ export class DiscoveryServer {
         state.changed ??= new Set();
         state.changed.add(key);
       }
-      this.#wake();
+      this.#turns.wake();
     }, signal);
     const ended = deferred<void>();
     this.#ended = ended;
@@ -248,10 +256,6 @@ export class DiscoveryServer {
 
   readonly #pumpFailed = (error: unknown): void => this.#end(error);
 
-  #wake(): void {
-    this.#turns.wake();
-  }
-
   /** Ends the loop: `run` resolves when the stream ended or was aborted, and rejects with any other error. */
   #end(error: unknown): void {
     const ended = this.#ended;
@@ -286,16 +290,16 @@ export class DiscoveryServer {
     const signal = this.#signal;
     if (!this.#turns.parked || this.#failure !== undefined || signal === undefined) {
       this.#incoming = request;
-      this.#wake();
+      this.#turns.wake();
       return;
     }
-    // The loop waits between iterations, holding nothing: handle the request as it would, and wake it
+    // The loop waits between turns, holding nothing: handle the request as it would, and wake it
     // only when there is something to send (an ACK, nearly every request, leaves nothing). Each zone
     // ACKs each change: this spares a wake and a turn of the loop per zone and change.
     try {
       this.#onRequest(request);
       this.#read(signal);
-      if (this.#due()) this.#wake();
+      if (this.#due()) this.#turns.wake();
       else this.#armDeadline();
     } catch (error) {
       this.#fail(error); // the loop throws it, as it would have thrown it handling the request itself
@@ -310,7 +314,7 @@ export class DiscoveryServer {
   /** Keeps the first failure of a read or a send for the loop to throw, and wakes it. */
   #fail(error: unknown): void {
     this.#failure ??= { error };
-    this.#wake();
+    this.#turns.wake();
   }
 
   /**
@@ -329,7 +333,7 @@ export class DiscoveryServer {
       at: deadline,
       cancel: this.#clock.setTimer(() => {
         if (this.#timer === timer) this.#timer = undefined;
-        this.#wake();
+        this.#turns.wake();
       }, deadline - this.#now()),
     };
     this.#timer = timer;
@@ -602,7 +606,7 @@ export class DiscoveryServer {
     // Only a type that waited for this send needs the loop now; otherwise the next change or request wakes it.
     if (this.#blocked) {
       this.#blocked = false;
-      this.#wake();
+      this.#turns.wake();
     }
   };
   /** The session ended (or `signal` aborted): the loop throws it and ends. */

@@ -8,6 +8,7 @@ import {
   DeltaDiscoveryResponseSchema,
   DiscoveryResponseSchema,
 } from "../../src/gen/kds/v1/discovery_pb.ts";
+import { DiscoveryServer } from "../../src/discovery/server.ts";
 import { FakeSource, T, startServer } from "./fixtures.ts";
 
 describe("discovery server, state of the world", () => {
@@ -561,5 +562,21 @@ describe.each([
     } finally {
       await s.close();
     }
+  });
+});
+
+describe("discovery server, start", () => {
+  it("rejects run, never throws from it, when the source fails at once", async () => {
+    const source = new FakeSource();
+    source.onChange = () => {
+      throw new Error("the source cannot follow changes");
+    };
+    const view = {
+      recv: () => new Promise<never>(() => undefined),
+      send: () => Promise.resolve(),
+    };
+    const server = new DiscoveryServer({ view, source });
+    const running = server.run(new AbortController().signal);
+    await expect(running).rejects.toThrow(/cannot follow changes/);
   });
 });
