@@ -24,7 +24,8 @@
 // the connecting) until stopZones or the end, into
 // <dir>/zones-<from>.<pid>.cpuprofile; KDS_BENCH_CPU_PROFILE_INTERVAL_US sets
 // its sampling interval (V8's default 1,000 µs); with KDS_BENCH_HEAP_SAMPLING=1
-// a sampling heap profile (allocations) instead, <dir>/zones-<from>.<pid>.heapprofile.
+// a sampling heap profile (allocations) instead, <dir>/zones-<from>.<pid>.heapprofile,
+// and with KDS_BENCH_HEAP_SAMPLING=survivors one of only what no collection took.
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
 import { setMaxListeners } from "node:events";
@@ -74,12 +75,14 @@ async function startProfile(): Promise<void> {
   if (profileDir === "") return;
   profiler = new InspectorSession();
   profiler.connect();
-  if (process.env.KDS_BENCH_HEAP_SAMPLING === "1") {
+  const heap = process.env.KDS_BENCH_HEAP_SAMPLING;
+  if (heap === "1" || heap === "survivors") {
     await profiler.post("HeapProfiler.enable");
+    // "survivors": only what no collection took (what was promoted, or still lives), as bench/fanout.ts.
     await profiler.post("HeapProfiler.startSampling", {
       samplingInterval: 4096,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
+      includeObjectsCollectedByMajorGC: heap === "1",
+      includeObjectsCollectedByMinorGC: heap === "1",
     });
     return;
   }
@@ -93,7 +96,8 @@ async function stopProfile(): Promise<void> {
   const session = profiler;
   if (session === undefined) return;
   profiler = undefined;
-  if (process.env.KDS_BENCH_HEAP_SAMPLING === "1") {
+  const heap = process.env.KDS_BENCH_HEAP_SAMPLING;
+  if (heap === "1" || heap === "survivors") {
     const { profile } = await session.post("HeapProfiler.stopSampling");
     writeFileSync(
       join(profileDir, `zones-${from}.${process.pid}.heapprofile`),
