@@ -6,7 +6,6 @@
  *
  * @module
  */
-import type { SmallMap } from "../util/small-map.ts";
 import type { ResourceSet, WireResource } from "./types.ts";
 
 /** Worst-case framing of one repeated entry (tag + length). */
@@ -16,14 +15,8 @@ export const ENTRY_OVERHEAD = 6;
 export interface DeltaDiffState {
   /** What the client holds, key -> version (ACKed). */
   readonly known: Map<string, string>;
-  /**
-   * What the responses in flight will leave the client with, key -> version
-   * (null: removed); made at the first response (most streams of a type
-   * never send one). This and the key sets below are {@link SmallMap}s: each
-   * takes a key with a change and lets it go with the send or the ACK, and a
-   * `Map` or `Set` left an old-generation table behind each time it emptied.
-   */
-  assumed: SmallMap<string | null> | undefined;
+  /** What the responses in flight will leave the client with, key -> version (null: removed); made at the first response (most streams of a type never send one). */
+  assumed: Map<string, string | null> | undefined;
   /** Explicit subscriptions; undefined means all ("*"). */
   names: Set<string> | undefined;
   /** Resources left out as too large, key -> version; made at the first. */
@@ -31,7 +24,7 @@ export interface DeltaDiffState {
   /** The next diff must look at every resource (first send, after a NACK, ...). */
   full: boolean;
   /** Keys changed since the last diff (at most one entry per resource); made at the first change. */
-  changed: SmallMap<true> | undefined;
+  changed: Set<string> | undefined;
   /**
    * The rest of the last full diff's keys that no response has looked at yet,
    * from `sweepAt`: the resource itself for a key that was in the set, the
@@ -47,7 +40,7 @@ export interface DeltaDiffState {
    */
   sweepVersion: string | undefined;
   /** Changed keys taken for a diff that no response has looked at yet (looked at after the sweep); made at the first. */
-  taken: SmallMap<true> | undefined;
+  taken: Set<string> | undefined;
 }
 
 /** One response's worth of a delta diff. */
@@ -99,10 +92,7 @@ export function takeWork(state: DeltaDiffState): boolean {
   } else if (state.taken === undefined || state.taken.size === 0) {
     [state.taken, state.changed] = [state.changed, state.taken];
   } else if (state.changed !== undefined) {
-    const taken = state.taken;
-    state.changed.forEach((_, key) => {
-      taken.set(key, true);
-    });
+    for (const key of state.changed) state.taken.add(key);
     state.changed.clear();
   }
   return full;
@@ -181,9 +171,8 @@ export function nextPart(
     for (const r of resources) visit(r.key, r);
     for (const key of state.known.keys())
       if (resources.get(key) === undefined) visit(key, undefined);
-    state.assumed?.forEach((_, key) => {
+    for (const key of state.assumed?.keys() ?? [])
       if (resources.get(key) === undefined && !state.known.has(key)) visit(key, undefined);
-    });
   } else {
     let more = false;
     const sweep = state.sweep;
@@ -202,6 +191,7 @@ export function nextPart(
       state.sweep = [];
       state.sweepAt = 0;
       state.sweepVersion = undefined;
+      // Deleting the visited keys while iterating is well defined for a Set.
       const taken = state.taken;
       if (taken !== undefined && taken.size > 0) {
         // A key this response already carries (the sweep reached it after it changed) is not added twice: the
@@ -209,7 +199,10 @@ export function nextPart(
         // Most often the part is empty here (nothing swept: one change taken): no set to build for that.
         const inPart = upserts.length + removed.length === 0 ? undefined : new Set<string>(removed);
         if (inPart !== undefined) for (const r of upserts) inPart.add(r.key);
-        taken.drain((key) => inPart?.has(key) === true || take(key, resources.get(key)) !== "full");
+        for (const key of taken) {
+          if (inPart?.has(key) !== true && take(key, resources.get(key)) === "full") break;
+          taken.delete(key);
+        }
       }
     }
   }

@@ -52,7 +52,6 @@ import { definedOnly } from "../util/defined.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 import { deferred, type Deferred } from "../util/deferred.ts";
 import { Turns } from "../util/wake.ts";
-import { SmallMap } from "../util/small-map.ts";
 
 /**
  * Bytes one string field of a response takes at most when it holds `text`:
@@ -210,8 +209,8 @@ export class DiscoveryServer {
       state.dirty = true;
       if (key === undefined) state.full = true;
       else if (!state.full) {
-        state.changed ??= new SmallMap();
-        state.changed.set(key, true);
+        state.changed ??= new Set();
+        state.changed.add(key);
       }
       this.#turns.wake();
     }, signal);
@@ -465,9 +464,7 @@ export class DiscoveryServer {
    */
   #startOver(state: TypeState): void {
     state.lastSentVersion = undefined;
-    state.assumed?.forEach((_, key) => {
-      state.known.set(key, IN_DOUBT);
-    });
+    for (const key of state.assumed?.keys() ?? []) state.known.set(key, IN_DOUBT);
     state.assumed = undefined;
     state.dirty = true;
     state.full = true;
@@ -679,7 +676,7 @@ export class DiscoveryServer {
       response: { nonce, version, sentAt: this.#now(), delta },
       maxInFlight: this.#options.maxDeltaInFlight,
     });
-    state.assumed ??= new SmallMap();
+    state.assumed ??= new Map();
     const assumed = state.assumed;
     for (const r of upserts) assumed.set(r.key, r.version);
     for (const key of removed) assumed.set(key, null);
@@ -766,9 +763,9 @@ function nextTurn(): Promise<void> {
 }
 
 /** The overlay of the delta responses still in flight, oldest first (undefined: none in flight). */
-function assumedAfter(phase: TypePhase): SmallMap<string | null> | undefined {
+function assumedAfter(phase: TypePhase): Map<string, string | null> | undefined {
   if (phase.kind !== "inflight") return undefined;
-  const assumed = new SmallMap<string | null>();
+  const assumed = new Map<string, string | null>();
   for (const response of phase.sent) {
     for (const { key, version } of response.delta?.upserts ?? []) assumed.set(key, version);
     for (const key of response.delta?.removed ?? []) assumed.set(key, null);

@@ -14,7 +14,6 @@
  */
 import type { ClientObserver, ServerObserver, SnapshotSource } from "../discovery/types.ts";
 import type { Metrics } from "../metrics.ts";
-import { SmallMap } from "../util/small-map.ts";
 
 /** Most keys per type whose clock runs at once; the oldest is dropped beyond it (bounds memory for changes never sent). */
 const MAX_TRACKED_KEYS = 10_000;
@@ -32,12 +31,8 @@ export interface StreamObservers {
 interface TypeClocks {
   /** The kind's metrics label (looked up once per type and stream, not per event). */
   readonly kind: string;
-  /**
-   * Key -> when its first unsent change was reported. A {@link SmallMap}: it
-   * takes a key with each change and lets it go with the send, and a `Map`
-   * left an old-generation table behind each time it emptied.
-   */
-  readonly pending: SmallMap<number>;
+  /** Key -> when its first unsent change was reported. */
+  readonly pending: Map<string, number>;
   /**
    * The responses in flight that carried running clocks, oldest first: a
    * list, not a map by nonce, as a stream has a few responses of a type in
@@ -75,7 +70,7 @@ export function streamObservers(
   const clocks = (typeUrl: string): TypeClocks => {
     let c = types.get(typeUrl);
     if (c === undefined) {
-      c = { kind: kindOf(typeUrl), pending: new SmallMap(), inflight: [] };
+      c = { kind: kindOf(typeUrl), pending: new Map(), inflight: [] };
       types.set(typeUrl, c);
     }
     return c;
@@ -88,7 +83,7 @@ export function streamObservers(
       pending.delete(key);
     }
     pending.set(key, since);
-    if (pending.size > MAX_TRACKED_KEYS) pending.delete(pending.firstKey() as string);
+    if (pending.size > MAX_TRACKED_KEYS) pending.delete(pending.keys().next().value as string);
   };
   /** Takes the clocks of the response sent with `nonce` out of flight (undefined: it carried none). */
   const takeInFlight = (c: TypeClocks, nonce: string): InFlightClocks | undefined => {
@@ -121,9 +116,7 @@ export function streamObservers(
         const carried: Array<string | number> = [];
         const keys = info.keys;
         if (keys === undefined) {
-          pending.forEach((since, key) => {
-            carried.push(key, since);
-          });
+          for (const [key, since] of pending) carried.push(key, since);
           pending.clear();
         } else {
           for (const key of keys) {
