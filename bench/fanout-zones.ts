@@ -25,7 +25,7 @@
 // <dir>/zones-<from>.<pid>.cpuprofile; KDS_BENCH_CPU_PROFILE_INTERVAL_US sets
 // its sampling interval (V8's default 1,000 µs); with KDS_BENCH_HEAP_SAMPLING=1
 // a sampling heap profile (allocations) instead, <dir>/zones-<from>.<pid>.heapprofile,
-// and with KDS_BENCH_HEAP_SAMPLING=survivors one of only what no collection took.
+// and with KDS_BENCH_HEAP_SAMPLING=survivors one of only what no scavenge collected.
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
 import { setMaxListeners } from "node:events";
@@ -78,10 +78,10 @@ async function startProfile(): Promise<void> {
   const heap = process.env.KDS_BENCH_HEAP_SAMPLING;
   if (heap === "1" || heap === "survivors") {
     await profiler.post("HeapProfiler.enable");
-    // "survivors": only what no collection took (what was promoted, or still lives), as bench/fanout.ts.
+    // "survivors": only what no scavenge collected (promoted, or still living), as bench/fanout.ts.
     await profiler.post("HeapProfiler.startSampling", {
       samplingInterval: 4096,
-      includeObjectsCollectedByMajorGC: heap === "1",
+      includeObjectsCollectedByMajorGC: true,
       includeObjectsCollectedByMinorGC: heap === "1",
     });
     return;

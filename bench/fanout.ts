@@ -707,12 +707,12 @@ async function profileOf(file: string | undefined): Promise<(() => Promise<void>
   const heap = process.env.KDS_BENCH_HEAP_SAMPLING;
   if (heap === "1" || heap === "survivors") {
     await session.post("HeapProfiler.enable");
-    // "survivors": only what no scavenge collected (what was promoted, or still lives).
-    const all = heap === "1";
+    // "survivors": only what no scavenge collected (what was promoted, or still lives), including what a full
+    // collection took later (without those, the promoted garbage a full collection freed was not in the profile).
     await session.post("HeapProfiler.startSampling", {
       samplingInterval: 4096,
-      includeObjectsCollectedByMajorGC: all,
-      includeObjectsCollectedByMinorGC: all,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: heap === "1",
     });
     return async () => {
       const { profile } = await session.post("HeapProfiler.stopSampling");
