@@ -29,7 +29,7 @@
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
 import { setMaxListeners } from "node:events";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { grpcMuxTransport } from "../src/adapters/node/grpc-mux-client.ts";
 import { silentLogger } from "../src/log.ts";
 import { connectMuxTransport } from "../src/transport/connect.ts";
@@ -38,7 +38,7 @@ import type { ResourceStore, StoreChange } from "../src/store/contract.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
 import type { RetryInfo } from "../src/zone/zone-client.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
-import { Session as InspectorSession } from "node:inspector/promises";
+import { heapSampling, profileOf } from "./profile.ts";
 import { join } from "node:path";
 import * as http2 from "node:http2";
 import { createInterface } from "node:readline";
@@ -69,48 +69,20 @@ setMaxListeners(0, zonesStop.signal);
 stop.signal.addEventListener("abort", () => zonesStop.abort(), { once: true });
 /** The profile's directory (KDS_BENCH_ZONE_CPU_PROFILE), or none. */
 const profileDir = process.env.KDS_BENCH_ZONE_CPU_PROFILE ?? "";
-let profiler: InspectorSession | undefined;
-/** Starts the CPU profile when one is asked for. */
-async function startProfile(): Promise<void> {
+/** The profile being taken (from the moment every zone holds the Mesh), if one is asked for. */
+let profiling: Promise<(() => Promise<void>) | undefined> | undefined;
+/** Starts the profile when one is asked for (bench/profile.ts says which). */
+function startProfile(): void {
   if (profileDir === "") return;
-  profiler = new InspectorSession();
-  profiler.connect();
-  const heap = process.env.KDS_BENCH_HEAP_SAMPLING;
-  if (heap === "1" || heap === "survivors") {
-    await profiler.post("HeapProfiler.enable");
-    // "survivors": only what no scavenge collected (promoted, or still living), as bench/fanout.ts.
-    await profiler.post("HeapProfiler.startSampling", {
-      samplingInterval: 4096,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: heap === "1",
-    });
-    return;
-  }
-  await profiler.post("Profiler.enable");
-  const intervalUs = Number(process.env.KDS_BENCH_CPU_PROFILE_INTERVAL_US ?? 0);
-  if (intervalUs > 0) await profiler.post("Profiler.setSamplingInterval", { interval: intervalUs });
-  await profiler.post("Profiler.start");
+  const kind = heapSampling() ? "heapprofile" : "cpuprofile";
+  profiling = profileOf(join(profileDir, `zones-${from}.${process.pid}.${kind}`));
 }
-/** Stops the CPU profile, if running, and writes it. */
+/** Stops the profile, if one was started, and writes it. */
 async function stopProfile(): Promise<void> {
-  const session = profiler;
-  if (session === undefined) return;
-  profiler = undefined;
-  const heap = process.env.KDS_BENCH_HEAP_SAMPLING;
-  if (heap === "1" || heap === "survivors") {
-    const { profile } = await session.post("HeapProfiler.stopSampling");
-    writeFileSync(
-      join(profileDir, `zones-${from}.${process.pid}.heapprofile`),
-      JSON.stringify(profile),
-    );
-  } else {
-    const { profile } = await session.post("Profiler.stop");
-    writeFileSync(
-      join(profileDir, `zones-${from}.${process.pid}.cpuprofile`),
-      JSON.stringify(profile),
-    );
-  }
-  session.disconnect();
+  const started = profiling;
+  profiling = undefined;
+  const stopProfiling = await started;
+  await stopProfiling?.();
 }
 /** Calls `onChange` for every Mesh change of `store` until the bench stops. */
 async function follow(
@@ -203,7 +175,7 @@ function startZone(i: number): void {
         process.stdout.write(
           `${JSON.stringify({ ready, startedAt, readyAt: now(), connections: transports.size })}\n`,
         );
-        void startProfile();
+        startProfile();
       } else startNext();
     }
     const m = /^seq-(\d+)$/.exec(description);

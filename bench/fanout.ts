@@ -29,7 +29,8 @@
 //                                 profile (allocations) instead, and with
 //                                 KDS_BENCH_HEAP_SAMPLING=survivors one of the
 //                                 allocations no scavenge collected (promoted
-//                                 to the old generation, or still live);
+//                                 to the old generation, or still live; see
+//                                 bench/profile.ts);
 //                                 KDS_BENCH_CPU_PROFILE_INTERVAL_US=<µs> sets
 //                                 the CPU profile's sampling interval (V8's
 //                                 default is 1,000 µs)
@@ -68,11 +69,11 @@ import { silentLogger } from "../src/log.ts";
 import { ZONE_KIND, createTypeRegistry } from "../src/kinds/builtin-types.ts";
 import { openDatabase, openStore, type BenchDatabase, type StoreKind } from "./bench-store.ts";
 import { childNodeArgs, isMain, BENCH_LOADER } from "./fresh.ts";
+import { profileOf } from "./profile.ts";
 import { SKIPPED, spreadOf } from "./summary.ts";
 import { percentile } from "./percentile.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
 import { constants, monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
-import { Session as InspectorSession } from "node:inspector/promises";
 import {
   noopMetrics,
   type AdmissionResult,
@@ -692,43 +693,6 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     await database?.close();
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-/**
- * Starts a CPU profile of this process when `file` is given (a sampling heap
- * profile with KDS_BENCH_HEAP_SAMPLING=1, of only what survived scavenges with
- * KDS_BENCH_HEAP_SAMPLING=survivors); the returned function stops it and
- * writes it to `file`.
- */
-async function profileOf(file: string | undefined): Promise<(() => Promise<void>) | undefined> {
-  if (file === undefined || file === "") return undefined;
-  const session = new InspectorSession();
-  session.connect();
-  const heap = process.env.KDS_BENCH_HEAP_SAMPLING;
-  if (heap === "1" || heap === "survivors") {
-    await session.post("HeapProfiler.enable");
-    // "survivors": only what no scavenge collected (what was promoted, or still lives), including what a full
-    // collection took later (without those, the promoted garbage a full collection freed was not in the profile).
-    await session.post("HeapProfiler.startSampling", {
-      samplingInterval: 4096,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: heap === "1",
-    });
-    return async () => {
-      const { profile } = await session.post("HeapProfiler.stopSampling");
-      writeFileSync(file, JSON.stringify(profile));
-      session.disconnect();
-    };
-  }
-  await session.post("Profiler.enable");
-  const intervalUs = Number(process.env.KDS_BENCH_CPU_PROFILE_INTERVAL_US ?? 0);
-  if (intervalUs > 0) await session.post("Profiler.setSamplingInterval", { interval: intervalUs });
-  await session.post("Profiler.start");
-  return async () => {
-    const { profile } = await session.post("Profiler.stop");
-    writeFileSync(file, JSON.stringify(profile));
-    session.disconnect();
-  };
 }
 
 /**
