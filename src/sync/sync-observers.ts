@@ -9,14 +9,13 @@
  * naming it, or any state-of-the-world response of its type) takes it in
  * flight, and that response's ACK stops it. A NACK or an ACK timeout puts
  * the keys back, so their clocks keep running until a resend is ACKed.
+ * The clocks of each type are kept by {@link TypeLagClocks} (lag-clocks.ts).
  *
  * @module
  */
 import type { ClientObserver, ServerObserver, SnapshotSource } from "../discovery/types.ts";
 import type { Metrics } from "../metrics.ts";
-
-/** Most keys per type whose clock runs at once; the oldest is dropped beyond it (bounds memory for changes never sent). */
-const MAX_TRACKED_KEYS = 10_000;
+import { TypeLagClocks } from "./lag-clocks.ts";
 
 /** The observers of one stream, ready to hand to a discovery server and client. */
 export interface StreamObservers {
@@ -28,34 +27,6 @@ export interface StreamObservers {
   source(source: SnapshotSource): SnapshotSource;
 }
 
-interface TypeClocks {
-  /** The kind's metrics label (looked up once per type and stream, not per event). */
-  readonly kind: string;
-  /** Key -> when its first unsent change was reported. */
-  readonly pending: Map<string, number>;
-  /**
-   * The responses in flight that carried running clocks, oldest first: a
-   * list, not a map by nonce, as a stream has a few responses of a type in
-   * flight at most, and a map written and emptied with every change of every
-   * zone reallocated its table with each (a response's clocks live until its
-   * ACK, long enough to be promoted to the old generation, then die there).
-   */
-  readonly inflight: InFlightClocks[];
-}
-
-/** The clocks one response carried: its nonce, and `[key, since, key, since, ...]`. */
-interface InFlightClocks {
-  readonly nonce: string;
-  readonly carried: Array<string | number>;
-}
-
-/**
- * Most responses per type whose clocks are kept: beyond it the oldest are
- * dropped (a response neither ACKed, NACKed nor reported stalled, as a
- * response in flight when its stream started over is, would otherwise stay).
- */
-const MAX_TRACKED_RESPONSES = 64;
-
 /**
  * Observers for one stream with `peer`, reporting to `metrics`. `kindOf`
  * names a type URL's kind (the label metrics use).
@@ -66,87 +37,36 @@ export function streamObservers(
   kindOf: (typeUrl: string) => string,
   now: () => number = () => performance.now(),
 ): StreamObservers {
-  const types = new Map<string, TypeClocks>();
-  const clocks = (typeUrl: string): TypeClocks => {
-    let c = types.get(typeUrl);
-    if (c === undefined) {
-      c = { kind: kindOf(typeUrl), pending: new Map(), inflight: [] };
-      types.set(typeUrl, c);
+  const types = new Map<string, { clocks: TypeLagClocks; report: (ms: number) => void }>();
+  const typeOf = (typeUrl: string): { clocks: TypeLagClocks; report: (ms: number) => void } => {
+    let t = types.get(typeUrl);
+    if (t === undefined) {
+      const kind = kindOf(typeUrl);
+      t = { clocks: new TypeLagClocks(kind), report: (ms) => metrics.syncLag(peer, kind, ms) };
+      types.set(typeUrl, t);
     }
-    return c;
+    return t;
   };
-  const start = (c: TypeClocks, key: string, since: number): void => {
-    const pending = c.pending;
-    const earlier = pending.get(key);
-    if (earlier !== undefined) {
-      if (earlier <= since) return;
-      pending.delete(key);
-    }
-    pending.set(key, since);
-    if (pending.size > MAX_TRACKED_KEYS) pending.delete(pending.keys().next().value as string);
-  };
-  /** Takes the clocks of the response sent with `nonce` out of flight (undefined: it carried none). */
-  const takeInFlight = (c: TypeClocks, nonce: string): InFlightClocks | undefined => {
-    const inflight = c.inflight;
-    for (let i = 0; i < inflight.length; i++) {
-      const entry = inflight[i] as InFlightClocks;
-      if (entry.nonce !== nonce) continue;
-      for (let j = i + 1; j < inflight.length; j++) inflight[j - 1] = inflight[j] as InFlightClocks;
-      inflight.length--;
-      return entry;
-    }
-    return undefined;
-  };
-  const putBack = (typeUrl: string, nonce: string): void => {
-    const c = clocks(typeUrl);
-    const entry = takeInFlight(c, nonce);
-    if (entry === undefined) return;
-    const carried = entry.carried;
-    for (let i = 0; i < carried.length; i += 2)
-      start(c, carried[i] as string, carried[i + 1] as number);
-  };
+  const clocks = (typeUrl: string): TypeLagClocks => typeOf(typeUrl).clocks;
   return {
     server: {
       sent: (typeUrl, info) => {
         const c = clocks(typeUrl);
         metrics.discovery("response", peer, c.kind);
-        const pending = c.pending;
-        // Nothing pending (a response after a NACK, or one carrying what changed before the stream began): no clocks to carry.
-        if (pending.size === 0) return;
-        const carried: Array<string | number> = [];
-        const keys = info.keys;
-        if (keys === undefined) {
-          for (const [key, since] of pending) carried.push(key, since);
-          pending.clear();
-        } else {
-          for (const key of keys) {
-            const since = pending.get(key);
-            if (since === undefined) continue;
-            carried.push(key, since);
-            pending.delete(key);
-          }
-        }
-        if (carried.length === 0) return;
-        const inflight = c.inflight;
-        if (inflight.length >= MAX_TRACKED_RESPONSES) inflight.shift();
-        inflight.push({ nonce: info.nonce, carried });
+        // Nothing running (a response after a NACK, or one carrying what changed before the stream began): no keys to look at.
+        if (c.running) c.send(info.nonce, info.keys);
       },
       acked: (typeUrl, _version, nonce) => {
-        const c = clocks(typeUrl);
-        const kind = c.kind;
-        metrics.discovery("ack", peer, kind);
-        const entry = takeInFlight(c, nonce);
-        if (entry === undefined) return;
-        const t = now();
-        const carried = entry.carried;
-        for (let i = 1; i < carried.length; i += 2)
-          metrics.syncLag(peer, kind, t - (carried[i] as number));
+        const t = typeOf(typeUrl);
+        metrics.discovery("ack", peer, t.clocks.kind);
+        t.clocks.stop(nonce, now, t.report);
       },
       nacked: (typeUrl, _version, _error, nonce) => {
-        metrics.discovery("nack", peer, clocks(typeUrl).kind);
-        putBack(typeUrl, nonce);
+        const c = clocks(typeUrl);
+        metrics.discovery("nack", peer, c.kind);
+        c.putBack(nonce);
       },
-      stalled: (typeUrl, nonce) => putBack(typeUrl, nonce),
+      stalled: (typeUrl, nonce) => clocks(typeUrl).putBack(nonce),
       resourceErrors: (typeUrl, errors) => {
         if (errors.length > 0) metrics.discovery("partial_ack", peer, clocks(typeUrl).kind);
       },
@@ -163,7 +83,7 @@ export function streamObservers(
         : { snapshotNow: (typeUrl: string) => source.snapshotNow?.(typeUrl) }),
       onChange: (listener, signal) =>
         source.onChange((typeUrl, key) => {
-          if (key !== undefined) start(clocks(typeUrl), key, now());
+          if (key !== undefined) clocks(typeUrl).start(key, now());
           listener(typeUrl, key);
         }, signal),
     }),

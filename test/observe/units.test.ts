@@ -124,6 +124,28 @@ describe("sync lag clocks", () => {
     o.server.acked?.("t", "1", "n1");
     expect(events.filter((e) => e.startsWith("lag"))).toEqual(["lag z Mesh 10", "lag z Mesh 6"]);
   });
+
+  it("a key's clock runs alone, beside others, and alone again; a NACK puts back its earlier start", () => {
+    const { o, events, change, clock } = lagClocks("z");
+    change("t", "a"); // a alone, from 0
+    clock.now = 2;
+    change("t", "b"); // a and b, from 0 and 2
+    sent(o, "n1", ["b", "c"]); // carries b only
+    clock.now = 5;
+    sent(o, "n2", ["a"]);
+    change("t", "c"); // c alone again, from 5
+    clock.now = 9;
+    o.server.nacked?.("t", "2", "bad", "n2"); // a runs again from 0, beside c
+    sent(o, "n3", ["c", "a"]);
+    clock.now = 20;
+    o.server.acked?.("t", "1", "n1");
+    o.server.acked?.("t", "3", "n3");
+    expect(events.filter((e) => e.startsWith("lag"))).toEqual([
+      "lag z Mesh 18",
+      "lag z Mesh 15",
+      "lag z Mesh 20",
+    ]);
+  });
 });
 
 describe("sync lag clocks, bounds", () => {
