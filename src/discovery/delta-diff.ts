@@ -188,7 +188,9 @@ export function nextPart(
       break;
     }
     if (!more) {
-      state.sweep = [];
+      // A new array only when the sweep held something: most parts (one change) had none, and an array made per
+      // part lived until the next change, long enough to be promoted.
+      if (sweep.length > 0) state.sweep = [];
       state.sweepAt = 0;
       state.sweepVersion = undefined;
       // Deleting the visited keys while iterating is well defined for a Set.

@@ -53,6 +53,14 @@ export function canSend(phase: TypePhase, maxInFlight: number): boolean {
   return phase.kind === "idle" || (phase.kind === "inflight" && phase.sent.length < maxInFlight);
 }
 
+/** The response in flight with `nonce`, if any (an ACK or NACK of any other nonce is stale). */
+export function inFlightWith(phase: TypePhase, nonce: string): InFlight | undefined {
+  if (phase.kind !== "inflight") return undefined;
+  // A loop, not find(): every zone's ACK of every change comes here, and a closure per call is garbage.
+  for (const response of phase.sent) if (response.nonce === nonce) return response;
+  return undefined;
+}
+
 /**
  * The one transition function. An ACK or NACK whose nonce is not one in
  * flight is stale and changes nothing. A NACK drops every response in
@@ -68,15 +76,17 @@ export function nextPhase(phase: TypePhase, event: TypeEvent): TypePhase {
         sent: phase.kind === "inflight" ? [...phase.sent, event.response] : [event.response],
       };
     case "ack": {
-      if (phase.kind !== "inflight" || !phase.sent.some((r) => r.nonce === event.nonce))
-        return phase;
-      const rest = phase.sent.filter((r) => r.nonce !== event.nonce);
-      return rest.length === 0 ? IDLE : { kind: "inflight", sent: rest };
+      const answered = inFlightWith(phase, event.nonce);
+      if (answered === undefined || phase.kind !== "inflight") return phase;
+      if (phase.sent.length === 1) return IDLE;
+      const rest: InFlight[] = [];
+      for (const response of phase.sent) if (response !== answered) rest.push(response);
+      return { kind: "inflight", sent: rest };
     }
     case "nack":
-      return phase.kind === "inflight" && phase.sent.some((r) => r.nonce === event.nonce)
-        ? { kind: "backoff", until: event.until }
-        : phase;
+      return inFlightWith(phase, event.nonce) === undefined
+        ? phase
+        : { kind: "backoff", until: event.until };
     case "expired":
       return phase.kind === "backoff" && event.now >= phase.until ? IDLE : phase;
     case "timeout":

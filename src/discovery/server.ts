@@ -37,7 +37,7 @@ import {
   type DeltaDiffState,
 } from "./delta-diff.ts";
 import { resourceErrorsOf } from "./resource-errors.ts";
-import { IDLE, canSend, nextPhase, type DeltaPending, type TypePhase } from "./server-state.ts";
+import { IDLE, canSend, inFlightWith, nextPhase, type TypePhase } from "./server-state.ts";
 import {
   assertMaxResponseResources,
   defaultDiscoveryOptions,
@@ -352,10 +352,19 @@ export class DiscoveryServer {
     else this.#onDelta(request);
   }
 
-  #state(typeUrl: string, mode: "sotw" | "delta"): { state: TypeState; created: boolean } {
+  /**
+   * The state of `typeUrl` in `mode`, or undefined when the type has none yet
+   * (or one in the other mode): a request then subscribes with {@link #subscribe}.
+   * (Not one call returning both: every zone's ACK of every change comes here.)
+   */
+  #stateOf(typeUrl: string, mode: "sotw" | "delta"): TypeState | undefined {
     const existing = this.#types.get(typeUrl);
-    if (existing !== undefined && existing.mode === mode)
-      return { state: existing, created: false };
+    return existing !== undefined && existing.mode === mode ? existing : undefined;
+  }
+
+  /** A new state of `typeUrl` in `mode`, replacing one in the other mode if there was. */
+  #subscribe(typeUrl: string, mode: "sotw" | "delta"): TypeState {
+    const existing = this.#types.get(typeUrl);
     const state: TypeState = {
       typeUrl,
       mode,
@@ -372,12 +381,15 @@ export class DiscoveryServer {
     this.#types.set(typeUrl, state);
     if (existing === undefined) this.#typeList.push(state);
     else this.#typeList[this.#typeList.indexOf(existing)] = state;
-    return { state, created: true };
+    return state;
   }
 
   #onSotw(request: DiscoveryRequest): void {
-    const { state, created } = this.#state(request.typeUrl, "sotw");
-    if (created) return; // a first request subscribes; any nonce in it is from an older stream
+    const state = this.#stateOf(request.typeUrl, "sotw");
+    if (state === undefined) {
+      this.#subscribe(request.typeUrl, "sotw"); // a first request subscribes; any nonce in it is from an older stream
+      return;
+    }
     if (request.responseNonce === "") {
       // A fresh subscription on the same stream: send the whole set again.
       state.lastSentVersion = undefined;
@@ -388,7 +400,9 @@ export class DiscoveryServer {
   }
 
   #onDelta(request: DeltaDiscoveryRequest): void {
-    const { state, created } = this.#state(request.typeUrl, "delta");
+    const held = this.#stateOf(request.typeUrl, "delta");
+    const created = held === undefined;
+    const state = held ?? this.#subscribe(request.typeUrl, "delta");
     if (created) {
       for (const [key, version] of Object.entries(request.initialResourceVersions))
         state.known.set(key, version);
@@ -418,8 +432,7 @@ export class DiscoveryServer {
    */
   #answer(state: TypeState, nonce: string, detail: Status | undefined): void {
     const phase = state.phase;
-    const answered =
-      phase.kind === "inflight" ? phase.sent.find((r) => r.nonce === nonce) : undefined;
+    const answered = inFlightWith(phase, nonce);
     if (answered === undefined) return; // stale
     const error = detail === undefined || detail.code === 0 ? undefined : detail.message;
     if (error === undefined) {
@@ -659,7 +672,7 @@ export class DiscoveryServer {
     const target = Number.isFinite(wanted)
       ? Math.min(limit, Math.max(1, wanted - envelope))
       : limit;
-    const { upserts, removed, bytes, more } = nextPart(
+    const part = nextPart(
       state,
       snapshot.resources,
       version,
@@ -667,13 +680,14 @@ export class DiscoveryServer {
       { limit, target, entries: this.#options.maxResponseResources },
       (key, size) => this.#observer.oversized?.(state.typeUrl, key, size, limit),
     );
+    const { upserts, removed, bytes, more } = part;
     if (more) state.dirty = true;
     if (upserts.length === 0 && removed.length === 0) return SENT;
     const nonce = String(++this.#nonce);
-    const delta: DeltaPending = { upserts, removed };
     state.phase = nextPhase(state.phase, {
       type: "sent",
-      response: { nonce, version, sentAt: this.#now(), delta },
+      // The part is what the response carried (its upserts and removals): kept as is, not copied into another object.
+      response: { nonce, version, sentAt: this.#now(), delta: part },
       maxInFlight: this.#options.maxDeltaInFlight,
     });
     state.assumed ??= new Map();
@@ -684,7 +698,7 @@ export class DiscoveryServer {
     const response: DeltaDiscoveryResponse = {
       $typeName: "kds.v1.DeltaDiscoveryResponse",
       systemVersionInfo: version,
-      resources: upserts.map((r) => r.resource),
+      resources: resourcesOf(upserts),
       typeUrl: state.typeUrl,
       nonce,
       removedResources: removed,
@@ -760,6 +774,13 @@ class SentInfo {
  */
 function nextTurn(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+/** The `Resource` of each of `upserts`, in order (a loop, not map(): one response per zone and change). */
+function resourcesOf(upserts: readonly WireResource[]): WireResource["resource"][] {
+  const resources: WireResource["resource"][] = [];
+  for (const r of upserts) resources.push(r.resource);
+  return resources;
 }
 
 /** The overlay of the delta responses still in flight, oldest first (undefined: none in flight). */
