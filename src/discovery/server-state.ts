@@ -76,8 +76,9 @@ export function nextPhase(phase: TypePhase, event: TypeEvent): TypePhase {
         sent: phase.kind === "inflight" ? [...phase.sent, event.response] : [event.response],
       };
     case "ack": {
+      if (phase.kind !== "inflight") return phase;
       const answered = inFlightWith(phase, event.nonce);
-      if (answered === undefined || phase.kind !== "inflight") return phase;
+      if (answered === undefined) return phase;
       if (phase.sent.length === 1) return IDLE;
       const rest: InFlight[] = [];
       for (const response of phase.sent) if (response !== answered) rest.push(response);

@@ -16,7 +16,7 @@
  */
 
 /** Most keys whose clock runs at once; the oldest is dropped beyond it (bounds memory for changes never sent). */
-export const MAX_TRACKED_KEYS = 10_000;
+const MAX_TRACKED_KEYS = 10_000;
 
 /**
  * Most responses whose clocks are kept: beyond it the oldest are dropped (a

@@ -27,6 +27,12 @@ export interface StreamObservers {
   source(source: SnapshotSource): SnapshotSource;
 }
 
+/** One type's lag clocks on a stream, and how its lags are reported (made once per type). */
+interface ObservedType {
+  readonly clocks: TypeLagClocks;
+  readonly report: (ms: number) => void;
+}
+
 /**
  * Observers for one stream with `peer`, reporting to `metrics`. `kindOf`
  * names a type URL's kind (the label metrics use).
@@ -37,8 +43,8 @@ export function streamObservers(
   kindOf: (typeUrl: string) => string,
   now: () => number = () => performance.now(),
 ): StreamObservers {
-  const types = new Map<string, { clocks: TypeLagClocks; report: (ms: number) => void }>();
-  const typeOf = (typeUrl: string): { clocks: TypeLagClocks; report: (ms: number) => void } => {
+  const types = new Map<string, ObservedType>();
+  const typeOf = (typeUrl: string): ObservedType => {
     let t = types.get(typeUrl);
     if (t === undefined) {
       const kind = kindOf(typeUrl);
