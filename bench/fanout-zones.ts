@@ -14,8 +14,8 @@
 // "connections"} once every zone mirrors the Mesh, then {"seq", "arrivals",
 // "instances", "cpuUs"} for each change the parent makes (instances[j]: the index in
 // urls of the instance that zone of arrivals[j] dials; cpuUs: this process's CPU
-// time from the change's first arrival here to its last) and {"floorSeq", "arrivals"} for each
-// write of `floorBytes` bytes to every floor stream (times as
+// time from the change's first arrival here to its last) and {"floorSeq", "arrivals", "cpuUs"} for each
+// write of `floorBytes` bytes to every floor stream (cpuUs as for a change; times as
 // performance.timeOrigin + performance.now(), comparable across processes
 // on one machine). End of stdin: stop and exit.
 //
@@ -231,6 +231,8 @@ function memory(): { heap: number; rss: number } {
 
 const floorSessions: http2.ClientHttp2Session[] = [];
 const floorArrivals = new Map<number, number[]>();
+/** This process's CPU usage at each floor round's first arrival here. */
+const floorFirstArrivalCpu = new Map<number, NodeJS.CpuUsage>();
 /** Opens one held stream per zone to the floor server; records when each has read each round's bytes. */
 async function openFloor(url: string): Promise<void> {
   const before = memory();
@@ -252,10 +254,16 @@ async function openFloor(url: string): Promise<void> {
       received += chunk.byteLength;
       for (; received >= round * floorBytes; round++) {
         const list = floorArrivals.get(round) ?? [];
+        if (list.length === 0) floorFirstArrivalCpu.set(round, process.cpuUsage());
         list.push(now());
         floorArrivals.set(round, list);
-        if (list.length === count)
-          process.stdout.write(`${JSON.stringify({ floorSeq: round, arrivals: list })}\n`);
+        if (list.length === count) {
+          const cpu = process.cpuUsage(floorFirstArrivalCpu.get(round));
+          floorFirstArrivalCpu.delete(round);
+          process.stdout.write(
+            `${JSON.stringify({ floorSeq: round, arrivals: list, cpuUs: cpu.user + cpu.system })}\n`,
+          );
+        }
       }
     });
   };

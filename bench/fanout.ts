@@ -12,7 +12,9 @@
 // process, one stream per zone held open by the same zone processes (its
 // connections shared as the zones' are); each floor round writes the bytes of
 // one change's mux frame (bench/floor-wire.ts) once to every stream, and the
-// latency is until each stream has read them. Its memory per held stream (this
+// latency is until each stream has read them; its CPU per stream, this
+// process's and the zone processes', is the floor of what a change costs each
+// side. Its memory per held stream (this
 // process, and the zone processes' side) is the idle zone's floor. With room
 // for both sets of sockets (`floor: "interleaved"`) the floor streams open
 // before the zones and stay open, and each change is followed by a floor
@@ -145,8 +147,10 @@ export interface FanoutFloor {
   readonly clientHeapPerStreamKiB: number;
   /** The zone processes' RSS growth per held stream. */
   readonly clientRssPerStreamKiB: number;
-  /** CPU time of this process per round and stream, microseconds. */
-  readonly cpuUsPerStream: number;
+  /** CPU time of this process (the floor's server) per round and stream, microseconds: from the write until every stream has read it. */
+  readonly globalCpuUsPerStream: number;
+  /** CPU time of the zone processes (summed) per round and stream, microseconds: in each, from a round's first arrival there to its last (as `zonesCpuUsPerZoneChange`; the floor's streams send nothing back). */
+  readonly zonesCpuUsPerStream: number;
 }
 
 /** One fan-out run's figures. */
@@ -427,6 +431,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     };
     const floorLatencies: number[] = [];
     let floorCpuUs = 0;
+    let floorZonesCpuUs = 0;
     let floorRounds = 0;
     /** Writes the frame once to every floor stream (counted unless a warm-up); false when a stream did not read it in time. */
     const floorRound = async (seq: number, counted = true): Promise<boolean> => {
@@ -449,8 +454,10 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       if (counted) {
         floorCpuUs += cpu.user + cpu.system;
         floorRounds++;
-        for (const d of done)
+        for (const d of done) {
+          floorZonesCpuUs += d.cpuUs as number;
           for (const at of d.arrivals as number[]) floorLatencies.push(at - sentAt);
+        }
       }
       await new Promise((r) => setTimeout(r, 200));
       return true;
@@ -627,7 +634,9 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
             rssPerStreamKiB: floorHeld.rssPerStreamKiB,
             clientHeapPerStreamKiB: floorHeld.clientHeapPerStreamKiB,
             clientRssPerStreamKiB: floorHeld.clientRssPerStreamKiB,
-            cpuUsPerStream: floorRounds === 0 ? Number.NaN : floorCpuUs / floorRounds / zones,
+            globalCpuUsPerStream: floorRounds === 0 ? Number.NaN : floorCpuUs / floorRounds / zones,
+            zonesCpuUsPerStream:
+              floorRounds === 0 ? Number.NaN : floorZonesCpuUs / floorRounds / zones,
           };
     return {
       zones,

@@ -567,6 +567,28 @@ function flush(complete: boolean): Record<string, unknown> {
       `${prefix}.zonesCpuUsPerZoneChange`,
       spreadOrSkipped(runs, (r) => r.zonesCpuUsPerZoneChange),
     );
+    set(
+      `${prefix}.floor.globalCpuUsPerStream`,
+      spreadOrSkipped(runs, (r) => floorOf(r, (f) => f.globalCpuUsPerStream)),
+    );
+    set(
+      `${prefix}.floor.zonesCpuUsPerStream`,
+      spreadOrSkipped(runs, (r) => floorOf(r, (f) => f.zonesCpuUsPerStream)),
+    );
+    set(
+      `${prefix}.globalCpuPerFloor`,
+      ratio(
+        (r) => r.globalCpuUsPerZoneChange,
+        (r) => floorOf(r, (f) => f.globalCpuUsPerStream),
+      ),
+    );
+    set(
+      `${prefix}.zonesCpuPerFloor`,
+      ratio(
+        (r) => r.zonesCpuUsPerZoneChange,
+        (r) => floorOf(r, (f) => f.zonesCpuUsPerStream),
+      ),
+    );
   };
   set("fanout.zones", plan.fanout);
   set("fanout.repetitions", plan.fanoutReps);

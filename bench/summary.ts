@@ -218,6 +218,30 @@ const fanoutKeys = (
     spread,
     "the zone processes' CPU time (summed) from each change's first arrival in a process to its last there, per zone and change: what applying a change costs the bench's zones, which share the machine's cores with the global",
   ),
+  key(
+    `${prefix}.floor.globalCpuUsPerStream`,
+    "µs",
+    spread,
+    "the floor's server process's CPU time per stream and round, from writing the bytes to every floor stream until every stream has read them",
+  ),
+  key(
+    `${prefix}.floor.zonesCpuUsPerStream`,
+    "µs",
+    spread,
+    "the zone processes' CPU time (summed) per floor stream and round, in each from the round's first arrival there to its last: reading the bytes on a plain node:http2 stream (the floor's streams send nothing back, where a zone ACKs each change)",
+  ),
+  key(
+    `${prefix}.globalCpuPerFloor`,
+    "ratio",
+    spread,
+    "globalCpuUsPerZoneChange over floor.globalCpuUsPerStream, per repetition",
+  ),
+  key(
+    `${prefix}.zonesCpuPerFloor`,
+    "ratio",
+    spread,
+    "zonesCpuUsPerZoneChange over floor.zonesCpuUsPerStream, per repetition",
+  ),
 ];
 
 /** Every key of the summary, in the order bench/README.md lists them. */

@@ -60,6 +60,22 @@ const ROWS: readonly Row[] = [
       unit: "ms",
     })),
   ),
+  // What a change costs per zone, beside what the floor's bare write and read cost: where the p99 goes on shared cores.
+  ...(
+    [
+      ["fanout", "`fanout.zones` zones"],
+      ["zones10k", "`zones10k.zones` zones"],
+    ] as const
+  ).flatMap(([prefix, label]) =>
+    (["global", "zones"] as const).map((side) => ({
+      label: `CPU per zone and change at ${label}, ${side === "global" ? "the global" : "the zones"}`,
+      key: `${prefix}.${side}CpuUsPerZoneChange`,
+      floor: `${prefix}.floor.${side}CpuUsPerStream`,
+      ratio: `${prefix}.${side}CpuPerFloor`,
+      digits: 0,
+      unit: "µs",
+    })),
+  ),
   ...(["heap", "rss"] as const).map((m) => ({
     label: `idle zone on the global, ${m === "heap" ? "heap" : "RSS"} (at \`fanout.zones\` zones)`,
     key: `idleZone.${m}KiB`,
