@@ -521,73 +521,49 @@ function flush(complete: boolean): Record<string, unknown> {
     const measured = runs.filter((r): r is FanoutResult => r !== SKIPPED);
     const ratio = (figure: (r: FanoutResult) => number, floor: (r: FanoutResult) => number) =>
       skipped ? SKIPPED : ratioOf(measured.map(figure), measured.map(floor));
-    set(
-      `${prefix}.connectSeconds`,
-      spreadOrSkipped(runs, (r) => r.connectMs / 1000),
+    /** A figure of each run under `key`. */
+    const figure = (key: string, of: (r: FanoutResult) => number): void =>
+      set(`${prefix}.${key}`, spreadOrSkipped(runs, of));
+    /** The floor's figure under `floor.<floorKey>`, and each run's figure over it under `ratioKey`. */
+    const besideFloor = (
+      floorKey: string,
+      ratioKey: string,
+      of: (r: FanoutResult) => number,
+      floorFigure: (f: NonNullable<FanoutResult["floor"]>) => number,
+    ): void => {
+      const floor = (r: FanoutResult): number => floorOf(r, floorFigure);
+      set(`${prefix}.floor.${floorKey}`, spreadOrSkipped(runs, floor));
+      set(`${prefix}.${ratioKey}`, ratio(of, floor));
+    };
+    figure("connectSeconds", (r) => r.connectMs / 1000);
+    figure("p50Ms", (r) => r.p50Ms);
+    figure("p99Ms", (r) => r.p99Ms);
+    besideFloor(
+      "p50Ms",
+      "p50PerFloor",
+      (r) => r.p50Ms,
+      (f) => f.p50Ms,
     );
-    set(
-      `${prefix}.p50Ms`,
-      spreadOrSkipped(runs, (r) => r.p50Ms),
+    besideFloor(
+      "p99Ms",
+      "p99PerFloor",
+      (r) => r.p99Ms,
+      (f) => f.p99Ms,
     );
-    set(
-      `${prefix}.p99Ms`,
-      spreadOrSkipped(runs, (r) => r.p99Ms),
+    figure("globalCpuUsPerZoneChange", (r) => r.globalCpuUsPerZoneChange);
+    figure("lastWriteMs", (r) => r.lastWriteMs);
+    figure("zonesCpuUsPerZoneChange", (r) => r.zonesCpuUsPerZoneChange);
+    besideFloor(
+      "globalCpuUsPerStream",
+      "globalCpuPerFloor",
+      (r) => r.globalCpuUsPerZoneChange,
+      (f) => f.globalCpuUsPerStream,
     );
-    set(
-      `${prefix}.floor.p50Ms`,
-      spreadOrSkipped(runs, (r) => floorOf(r, (f) => f.p50Ms)),
-    );
-    set(
-      `${prefix}.floor.p99Ms`,
-      spreadOrSkipped(runs, (r) => floorOf(r, (f) => f.p99Ms)),
-    );
-    set(
-      `${prefix}.p50PerFloor`,
-      ratio(
-        (r) => r.p50Ms,
-        (r) => floorOf(r, (f) => f.p50Ms),
-      ),
-    );
-    set(
-      `${prefix}.p99PerFloor`,
-      ratio(
-        (r) => r.p99Ms,
-        (r) => floorOf(r, (f) => f.p99Ms),
-      ),
-    );
-    set(
-      `${prefix}.globalCpuUsPerZoneChange`,
-      spreadOrSkipped(runs, (r) => r.globalCpuUsPerZoneChange),
-    );
-    set(
-      `${prefix}.lastWriteMs`,
-      spreadOrSkipped(runs, (r) => r.lastWriteMs),
-    );
-    set(
-      `${prefix}.zonesCpuUsPerZoneChange`,
-      spreadOrSkipped(runs, (r) => r.zonesCpuUsPerZoneChange),
-    );
-    set(
-      `${prefix}.floor.globalCpuUsPerStream`,
-      spreadOrSkipped(runs, (r) => floorOf(r, (f) => f.globalCpuUsPerStream)),
-    );
-    set(
-      `${prefix}.floor.zonesCpuUsPerStream`,
-      spreadOrSkipped(runs, (r) => floorOf(r, (f) => f.zonesCpuUsPerStream)),
-    );
-    set(
-      `${prefix}.globalCpuPerFloor`,
-      ratio(
-        (r) => r.globalCpuUsPerZoneChange,
-        (r) => floorOf(r, (f) => f.globalCpuUsPerStream),
-      ),
-    );
-    set(
-      `${prefix}.zonesCpuPerFloor`,
-      ratio(
-        (r) => r.zonesCpuUsPerZoneChange,
-        (r) => floorOf(r, (f) => f.zonesCpuUsPerStream),
-      ),
+    besideFloor(
+      "zonesCpuUsPerStream",
+      "zonesCpuPerFloor",
+      (r) => r.zonesCpuUsPerZoneChange,
+      (f) => f.zonesCpuUsPerStream,
     );
   };
   set("fanout.zones", plan.fanout);
