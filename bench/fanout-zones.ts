@@ -15,7 +15,8 @@
 // "instances", "cpuUs"} for each change the parent makes (instances[j]: the index in
 // urls of the instance that zone of arrivals[j] dials; cpuUs: this process's CPU
 // time from the change's first arrival here to its last) and {"floorSeq", "arrivals", "cpuUs"} for each
-// write of `floorBytes` bytes to every floor stream (cpuUs as for a change; times as
+// write of `floorBytes` bytes to every floor stream (cpuUs as for a change; with
+// `floorAckBytes`, each floor stream then writes that many bytes back; times as
 // performance.timeOrigin + performance.now(), comparable across processes
 // on one machine). End of stdin: stop and exit.
 //
@@ -48,9 +49,16 @@ import { runInNewContext } from "node:vm";
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
 
-const { urls, from, count, zonesPerConnection, tokensFile, dialsInFlight, floorBytes } = JSON.parse(
-  process.argv[2] as string,
-) as {
+const {
+  urls,
+  from,
+  count,
+  zonesPerConnection,
+  tokensFile,
+  dialsInFlight,
+  floorBytes,
+  floorAckBytes,
+} = JSON.parse(process.argv[2] as string) as {
   urls: string[];
   dialsInFlight?: number;
   from: number;
@@ -59,7 +67,11 @@ const { urls, from, count, zonesPerConnection, tokensFile, dialsInFlight, floorB
   tokensFile: string;
   /** Bytes the parent writes to every floor stream per floor round. */
   floorBytes: number;
+  /** Bytes each floor stream writes back when it has read a round (0: nothing). */
+  floorAckBytes: number;
 };
+/** What a floor stream writes back per round, as a zone ACKs a change. */
+const floorAck = new Uint8Array(floorAckBytes);
 const tokens = JSON.parse(readFileSync(tokensFile, "utf8")) as string[];
 const stop = new AbortController();
 setMaxListeners(0, stop.signal);
@@ -264,6 +276,7 @@ async function openFloor(url: string): Promise<void> {
             `${JSON.stringify({ floorSeq: round, arrivals: list, cpuUs: cpu.user + cpu.system })}\n`,
           );
         }
+        if (floorAckBytes > 0) stream.write(floorAck);
       }
     });
   };

@@ -14,7 +14,8 @@
 // one change's mux frame (bench/floor-wire.ts) once to every stream, and the
 // latency is until each stream has read them; its CPU per stream, this
 // process's and the zone processes', is the floor of what a change costs each
-// side. Its memory per held stream (this
+// side (with `floorAckBytes`, each stream also writes an ACK of that size
+// back, which this process reads). Its memory per held stream (this
 // process, and the zone processes' side) is the idle zone's floor. With room
 // for both sets of sockets (`floor: "interleaved"`) the floor streams open
 // before the zones and stay open, and each change is followed by a floor
@@ -119,6 +120,13 @@ export interface FanoutOptions {
   /** How the floor runs (see the top of this file): "interleaved", "after" or "none". Default: "interleaved" when this process may open twice the zones' sockets, else "after". */
   readonly floor?: FloorMode;
   /**
+   * Bytes each floor stream writes back when it has read a round (as a zone
+   * ACKs a change), and the floor's server reads before the round's CPU is
+   * taken: the floor of a change and its ACK. Default 0 (nothing back, as
+   * `npm run bench` runs it).
+   */
+  readonly floorAckBytes?: number;
+  /**
    * The cross-zone flow: what changes is not the Mesh on the global but a
    * ZoneIngress (zone-to-zones) made in one more zone, the origin (in this
    * process, over the in-memory transport to instance 0), which reaches every
@@ -135,6 +143,8 @@ export interface FanoutFloor {
   readonly mode: FloorMode;
   /** Bytes written to every stream per round (one change's mux frame). */
   readonly bytes: number;
+  /** Bytes every stream wrote back per round (`floorAckBytes`). */
+  readonly ackBytes: number;
   /** Write to every stream until a stream has read the bytes: p50 over every stream and round. */
   readonly p50Ms: number;
   readonly p99Ms: number;
@@ -280,13 +290,31 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     options.floor ?? (2 * zones + 1_000 <= fdSoftLimit() ? "interleaved" : "after");
   const floorFrame = meshChangeFrame("seq-1");
   const floorStreams: http2.ServerHttp2Stream[] = [];
+  const floorAckBytes = options.floorAckBytes ?? 0;
+  /** Bytes the floor's streams wrote back (their ACKs), and a wait for a total of them. */
+  let floorAcked = 0;
+  let ackWait: { bytes: number; resolve: () => void } | undefined;
   const floorServer = http2.createServer();
   floorServer.on("stream", (stream) => {
     // A zone process that ends destroys its streams: that reset is the end of the bench, not a fault to report.
     stream.on("error", () => undefined);
     stream.respond({ ":status": 200 });
+    stream.on("data", (chunk: Buffer) => {
+      floorAcked += chunk.byteLength;
+      if (ackWait !== undefined && floorAcked >= ackWait.bytes) {
+        ackWait.resolve();
+        ackWait = undefined;
+      }
+    });
     floorStreams.push(stream);
   });
+  /** Resolves once the floor's streams wrote `bytes` back in all. */
+  const floorAckedUpTo = (bytes: number): Promise<void> =>
+    floorAcked >= bytes
+      ? Promise.resolve()
+      : new Promise((resolve) => {
+          ackWait = { bytes, resolve };
+        });
   try {
     await new Promise<void>((r) =>
       floorServer.listen({ port: 0, host: "127.0.0.1", backlog: 4096 }, r),
@@ -380,6 +408,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         tokensFile,
         dialsInFlight: options.dialsInFlight,
         floorBytes: floorFrame.byteLength,
+        floorAckBytes,
       };
       const child = spawn(
         process.execPath,
@@ -432,13 +461,22 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
     const floorLatencies: number[] = [];
     let floorCpuUs = 0;
     let floorZonesCpuUs = 0;
+    /** Floor rounds written, warm-ups included (each stream writes `floorAckBytes` back per round). */
+    let floorWrites = 0;
     let floorRounds = 0;
     /** Writes the frame once to every floor stream (counted unless a warm-up); false when a stream did not read it in time. */
     const floorRound = async (seq: number, counted = true): Promise<boolean> => {
       const sentAt = performance.timeOrigin + performance.now();
       const cpuBefore = process.cpuUsage();
       for (const stream of floorStreams) stream.write(floorFrame);
-      const done = await within(Promise.all(children.map((_, p) => next(p))), roundTimeoutMs);
+      floorWrites++;
+      const done = await within(
+        Promise.all(children.map((_, p) => next(p))).then(async (arrived) => {
+          await floorAckedUpTo(floorWrites * floorStreams.length * floorAckBytes);
+          return arrived;
+        }),
+        roundTimeoutMs,
+      );
       const cpu = process.cpuUsage(cpuBefore);
       if (done === undefined) {
         process.stderr.write(
@@ -627,6 +665,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         : {
             mode: floorMode,
             bytes: floorFrame.byteLength,
+            ackBytes: floorAckBytes,
             p50Ms: percentile(floorLatencies, 50),
             p99Ms: percentile(floorLatencies, 99),
             maxMs: floorLatencies.at(-1) ?? Number.NaN,
