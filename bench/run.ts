@@ -538,33 +538,23 @@ function flush(complete: boolean): Record<string, unknown> {
     figure("connectSeconds", (r) => r.connectMs / 1000);
     figure("p50Ms", (r) => r.p50Ms);
     figure("p99Ms", (r) => r.p99Ms);
-    besideFloor(
-      "p50Ms",
-      "p50PerFloor",
-      (r) => r.p50Ms,
-      (f) => f.p50Ms,
-    );
-    besideFloor(
-      "p99Ms",
-      "p99PerFloor",
-      (r) => r.p99Ms,
-      (f) => f.p99Ms,
-    );
+    for (const p of ["p50", "p99"] as const)
+      besideFloor(
+        `${p}Ms`,
+        `${p}PerFloor`,
+        (r) => r[`${p}Ms`],
+        (f) => f[`${p}Ms`],
+      );
     figure("globalCpuUsPerZoneChange", (r) => r.globalCpuUsPerZoneChange);
     figure("lastWriteMs", (r) => r.lastWriteMs);
     figure("zonesCpuUsPerZoneChange", (r) => r.zonesCpuUsPerZoneChange);
-    besideFloor(
-      "globalCpuUsPerStream",
-      "globalCpuPerFloor",
-      (r) => r.globalCpuUsPerZoneChange,
-      (f) => f.globalCpuUsPerStream,
-    );
-    besideFloor(
-      "zonesCpuUsPerStream",
-      "zonesCpuPerFloor",
-      (r) => r.zonesCpuUsPerZoneChange,
-      (f) => f.zonesCpuUsPerStream,
-    );
+    for (const side of ["global", "zones"] as const)
+      besideFloor(
+        `${side}CpuUsPerStream`,
+        `${side}CpuPerFloor`,
+        (r) => r[`${side}CpuUsPerZoneChange`],
+        (f) => f[`${side}CpuUsPerStream`],
+      );
   };
   set("fanout.zones", plan.fanout);
   set("fanout.repetitions", plan.fanoutReps);
