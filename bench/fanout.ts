@@ -157,9 +157,9 @@ export interface FanoutFloor {
   readonly clientHeapPerStreamKiB: number;
   /** The zone processes' RSS growth per held stream. */
   readonly clientRssPerStreamKiB: number;
-  /** CPU time of this process (the floor's server) per round and stream, microseconds: from the write until every stream has read it. */
+  /** CPU time of this process (the floor's server) per round and stream, microseconds: from the write until every stream has read it (and, with `ackBytes`, until it has read every stream's ACK). */
   readonly globalCpuUsPerStream: number;
-  /** CPU time of the zone processes (summed) per round and stream, microseconds: in each, from a round's first arrival there to its last (as `zonesCpuUsPerZoneChange`; the floor's streams send nothing back). */
+  /** CPU time of the zone processes (summed) per round and stream, microseconds: in each, from a round's first arrival there to its last (as `zonesCpuUsPerZoneChange`; with `ackBytes`, the ACKs written by then included). */
   readonly zonesCpuUsPerStream: number;
 }
 
