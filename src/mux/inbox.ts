@@ -30,6 +30,7 @@
 import { KdsError, abortError } from "../errors.ts";
 import { Ring } from "../util/ring.ts";
 import type { Lane } from "./frames.ts";
+import { isAborted } from "../util/abort.ts";
 
 interface Waiter<T> {
   resolve(value: T): void;
@@ -215,8 +216,9 @@ export class Inbox<T> {
       return Promise.resolve(item);
     }
     if (this.#closedWith !== undefined) return Promise.reject(this.#closedWith);
-    if (signal?.aborted)
-      return Promise.reject(abortError(signal, `recv on the ${this.#lane} lane`));
+    // The signal this inbox listens to has not aborted (the abort's listener clears #listened first): it is not read.
+    if (signal !== this.#listened && isAborted(signal))
+      return Promise.reject(abortError(signal as AbortSignal, `recv on the ${this.#lane} lane`));
     if (this.#waiter !== undefined) {
       return Promise.reject(
         new KdsError(

@@ -24,6 +24,7 @@ import { creditSize } from "./frame-size.ts";
 import { controlFrame, type FrameValueInit, type Lane } from "./frames.ts";
 import { MAX_WINDOW } from "./options.ts";
 import { WRITE_FRAMES, type WrittenFrames } from "./frame-push.ts";
+import { isAborted } from "../util/abort.ts";
 
 interface PendingSend {
   readonly frame: Frame;
@@ -211,7 +212,7 @@ export class Outbox {
         new KdsError("session_closed", "the session has ended; wait for the next session to send"),
       );
     }
-    if (signal?.aborted) return Promise.reject(abortError(signal, "send"));
+    if (isAborted(signal)) return Promise.reject(abortError(signal as AbortSignal, "send"));
     const bytes = creditSize(frame);
     if (bytes > this.#peerMaxBytes) {
       return Promise.reject(

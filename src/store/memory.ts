@@ -29,6 +29,7 @@ import type {
 } from "./contract.ts";
 import { keptLabels, keptSpec } from "./kept.ts";
 import { byMeshThenName, matchesLabels, validateInput, versionConflict } from "./validate.ts";
+import { isAborted } from "../util/abort.ts";
 
 /** Options of {@link InMemoryStore}. */
 export interface InMemoryStoreOptions {
@@ -127,7 +128,8 @@ export class InMemoryStore implements ResourceStore {
     name: string,
     options?: { signal?: AbortSignal },
   ): Promise<StoredResource | undefined> {
-    if (options?.signal?.aborted) return Promise.reject(abortError(options.signal, "get"));
+    if (isAborted(options?.signal))
+      return Promise.reject(abortError(options?.signal as AbortSignal, "get"));
     return Promise.resolve(this.#bucket(kind)?.get(mesh)?.get(name));
   }
 
@@ -136,13 +138,15 @@ export class InMemoryStore implements ResourceStore {
     refs: readonly ResourceName[],
     options?: { signal?: AbortSignal },
   ): Promise<Array<StoredResource | undefined>> {
-    if (options?.signal?.aborted) return Promise.reject(abortError(options.signal, "getMany"));
+    if (isAborted(options?.signal))
+      return Promise.reject(abortError(options?.signal as AbortSignal, "getMany"));
     const bucket = this.#bucket(kind);
     return Promise.resolve(refs.map((r) => bucket?.get(r.mesh)?.get(r.name)));
   }
 
   list(kind: string, options: ListOptions = {}): Promise<ListResult> {
-    if (options.signal?.aborted) return Promise.reject(abortError(options.signal, "list"));
+    if (isAborted(options.signal))
+      return Promise.reject(abortError(options.signal as AbortSignal, "list"));
     const resources: StoredResource[] = [];
     const bucket = this.#bucket(kind);
     const meshes =
@@ -176,7 +180,8 @@ export class InMemoryStore implements ResourceStore {
   }
 
   apply(ops: readonly WriteOp[], options: { signal?: AbortSignal } = {}): Promise<ApplyResult> {
-    if (options.signal?.aborted) return Promise.reject(abortError(options.signal, "apply"));
+    if (isAborted(options.signal))
+      return Promise.reject(abortError(options.signal as AbortSignal, "apply"));
     // Each op writes straight into its kind's map and keeps the value it replaced in `undo`; when an op fails, the
     // batch's writes are put back, newest first. Nothing runs in between (apply does not yield), so no reader sees
     // a part of a batch.
@@ -271,7 +276,8 @@ export class InMemoryStore implements ResourceStore {
   }
 
   revision(options: { signal?: AbortSignal } = {}): Promise<number> {
-    if (options.signal?.aborted) return Promise.reject(abortError(options.signal, "revision"));
+    if (isAborted(options.signal))
+      return Promise.reject(abortError(options.signal as AbortSignal, "revision"));
     return Promise.resolve(this.#revision);
   }
 

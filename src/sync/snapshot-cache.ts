@@ -20,6 +20,7 @@ import { followStore } from "../store/follow.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { resourceKey, type ResourceType, type StoredResource } from "../kinds/resource-types.ts";
 import { toWire } from "./wire.ts";
+import { isAborted } from "../util/abort.ts";
 
 interface Entry {
   readonly resource: StoredResource;
@@ -166,7 +167,7 @@ export class SnapshotCache {
     return {
       typeUrls: this.typeUrls,
       snapshot: (typeUrl, signal) => {
-        if (signal.aborted) return Promise.reject(abortError(signal, "snapshot"));
+        if (isAborted(signal)) return Promise.reject(abortError(signal, "snapshot"));
         return Promise.resolve(this.#snapshot(typeUrl, applying(typeUrl)));
       },
       snapshotNow: (typeUrl) => this.#snapshot(typeUrl, applying(typeUrl)),

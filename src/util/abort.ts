@@ -6,6 +6,25 @@
 import { abortError } from "../errors.ts";
 import { systemClock, type Clock } from "./clock.ts";
 
+/** `AbortSignal.prototype`'s own `aborted` getter, called directly by {@link isAborted}. */
+const abortedGetter = (
+  Object.getOwnPropertyDescriptor(AbortSignal.prototype, "aborted") as PropertyDescriptor
+).get as (this: AbortSignal) => boolean;
+
+/**
+ * Whether `signal` has aborted (false when there is none): `signal.aborted`,
+ * read through the prototype's getter. On Node 20 every AbortSignal has a
+ * hidden class of its own, so reading `signal.aborted` on a path that sees
+ * thousands of signals (one per session) misses V8's lookup caches each
+ * time: about 1.2 µs a read across 10,000 signals against 0.2 µs for the
+ * getter called directly (and 7 ns on Node 22 or 24, where signals share
+ * one class; docs/performance.md, "AbortSignal reads on Node 20"). Use it
+ * on paths that run per message; elsewhere `signal.aborted` reads better.
+ */
+export function isAborted(signal: AbortSignal | undefined): boolean {
+  return signal !== undefined && abortedGetter.call(signal);
+}
+
 /**
  * Resolves after `ms` milliseconds of `clock`, or rejects with the abort error
  * as soon as `signal` aborts.

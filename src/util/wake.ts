@@ -16,6 +16,7 @@
  * @module
  */
 import { systemClock, type Clock } from "./clock.ts";
+import { isAborted } from "./abort.ts";
 
 /** Wakes one waiting loop. */
 export class Waker {
@@ -36,7 +37,7 @@ export class Waker {
       this.#pending = false;
       return Promise.resolve();
     }
-    if (signal?.aborted === true) return Promise.resolve();
+    if (isAborted(signal)) return Promise.resolve();
     return new Promise<void>((resolve) => {
       if (signal === undefined) {
         this.#resolve = resolve;
@@ -129,7 +130,7 @@ export class Pulse {
    * `ms`) after that long on `clock`, whichever comes first.
    */
   next(signal?: AbortSignal, ms = Infinity, clock: Clock = systemClock): Promise<void> {
-    if (signal?.aborted === true) return Promise.resolve();
+    if (isAborted(signal)) return Promise.resolve();
     return new Promise<void>((resolve) => {
       let cancelTimer: () => void = () => undefined;
       const done = (): void => {

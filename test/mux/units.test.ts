@@ -101,6 +101,18 @@ describe("Inbox", () => {
     third.abort(); // the listener went with the close: nothing to reject twice
   });
 
+  it("rejects a recv on a signal that aborted while no recv waited on it", async () => {
+    const inbox = new Inbox<number>("responses", 4, 1 << 20, () => undefined);
+    const controller = new AbortController();
+    const taken = inbox.recv(controller.signal); // the inbox now listens to this signal
+    inbox.deliver(1, 1);
+    expect(await taken).toBe(1);
+    controller.abort(); // nobody waits: the listener only forgets the signal
+    inbox.deliver(2, 1);
+    expect(await inbox.recv(controller.signal)).toBe(2); // a buffered frame is handed out, as before any abort check
+    await expect(inbox.recv(controller.signal)).rejects.toMatchObject({ code: "aborted" });
+  });
+
   it("allows one pending recv, honours its signal, and drains before reporting the close", async () => {
     const inbox = new Inbox<number>("responses", 4, 1 << 20, () => undefined);
     const controller = new AbortController();
