@@ -11,6 +11,7 @@
 //   node --import ./bench/loader/register.mjs bench/abort-read.ts 10000 7
 //   npx bun bench/abort-read.ts 10000 7; npx deno run bench/abort-read.ts 10000 7
 import { isAborted } from "../src/util/abort.ts";
+import { spreadOf } from "./summary.ts";
 
 const largest = Number(process.argv[2] ?? 10_000);
 const repetitions = Number(process.argv[3] ?? 7);
@@ -28,11 +29,6 @@ function time(signals: readonly AbortSignal[], read: (s: AbortSignal) => boolean
   return ns;
 }
 
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
-};
-
 const rows: { signals: number; property: number; isAborted: number }[] = [];
 for (const count of [1, 100, 1_000, largest]) {
   const signals = Array.from({ length: count }, () => new AbortController().signal);
@@ -43,7 +39,11 @@ for (const count of [1, 100, 1_000, largest]) {
     property.push(time(signals, (s) => s.aborted));
     getter.push(time(signals, isAborted));
   }
-  rows.push({ signals: count, property: median(property), isAborted: median(getter) });
+  rows.push({
+    signals: count,
+    property: spreadOf(property).median,
+    isAborted: spreadOf(getter).median,
+  });
 }
 const runtime = globalThis as { Bun?: { version: string }; Deno?: { version: { deno: string } } };
 const name =

@@ -9,6 +9,8 @@
 // "Why the profiles are flat"). Not part of `npm run bench`.
 //
 //   node --import ./bench/loader/register.mjs bench/cold-state.ts 7
+import { spreadOf } from "./summary.ts";
+
 const repetitions = Number(process.argv[2] ?? 7);
 const TYPE_URL = "type.googleapis.com/kds.v1.KdsResource";
 /** Visits per timed pass, whatever the count of zones. */
@@ -49,16 +51,11 @@ function time(zones: number): number {
   return ns;
 }
 
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] as number;
-};
-
 console.log(`ns per visit of one zone's state (median of ${repetitions})`);
 console.log("| zones | ns |");
 console.log("|---:|---:|");
 for (const zones of [1, 100, 1_000, 10_000, 100_000]) {
   const runs: number[] = [];
   for (let r = 0; r < repetitions; r++) runs.push(time(zones));
-  console.log(`| ${zones} | ${median(runs).toFixed(1)} |`);
+  console.log(`| ${zones} | ${spreadOf(runs).median.toFixed(1)} |`);
 }
