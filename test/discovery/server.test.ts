@@ -209,6 +209,38 @@ describe.each([
     }
   });
 
+  it("still takes a timed-out response of a type fetched once as held after the next response's ACK", async () => {
+    const source = new FakeSource({ now });
+    source.set("a", "1");
+    const s = startServer(source, { ackTimeoutMs: 200 }, source.typeUrls);
+    try {
+      await s.delta({ subscribe: ["*"] });
+      const r1 = await s.recvDelta();
+      expect(r1?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["a@1"]);
+      s.advance(201); // r1 times out and is not sent again: the client is taken to hold a@1
+      expect(await s.waiting()).toBe(0);
+      source.set("b", "1");
+      const r2 = await s.recvDelta();
+      expect(r2?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["b@1"]);
+      await s.delta({ nonce: r2?.nonce }); // the only response in flight: the overlay keeps a@1, not only b@1's ACK
+      expect(await s.waiting()).toBe(0);
+      source.set("a", "1"); // looked at again, unchanged: nothing to send
+      expect(await s.waiting()).toBe(0);
+      source.set("a", "2");
+      const r3 = await s.recvDelta();
+      expect(r3?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["a@2"]);
+      await s.delta({ nonce: r3?.nonce });
+      source.delete("b"); // known since r2's ACK, with no overlay left: its removal is sent
+      const r4 = await s.recvDelta();
+      expect(r4?.removedResources).toEqual(["b"]);
+      await s.delta({ nonce: r4?.nonce });
+      expect(await s.waiting()).toBe(0);
+      expect(s.recorded.sent).toBe(4);
+    } finally {
+      await s.close();
+    }
+  });
+
   it("takes an option given as undefined as its default, as if absent", async () => {
     const source = new FakeSource({ now });
     source.set("a", "1");
