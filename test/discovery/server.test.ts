@@ -222,7 +222,7 @@ describe.each([
       source.set("b", "1");
       const r2 = await s.recvDelta();
       expect(r2?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["b@1"]);
-      await s.delta({ nonce: r2?.nonce }); // the only response in flight: the overlay keeps a@1, not only b@1's ACK
+      await s.delta({ nonce: r2?.nonce }); // the only response in flight; what the server assumes keeps a@1
       expect(await s.waiting()).toBe(0);
       source.set("a", "1"); // looked at again, unchanged: nothing to send
       expect(await s.waiting()).toBe(0);
@@ -230,7 +230,7 @@ describe.each([
       const r3 = await s.recvDelta();
       expect(r3?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["a@2"]);
       await s.delta({ nonce: r3?.nonce });
-      source.delete("b"); // known since r2's ACK, with no overlay left: its removal is sent
+      source.delete("b"); // known since r2's ACK, nothing in flight: its removal is sent
       const r4 = await s.recvDelta();
       expect(r4?.removedResources).toEqual(["b"]);
       await s.delta({ nonce: r4?.nonce });
