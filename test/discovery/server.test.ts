@@ -7,9 +7,14 @@ import { toBinary } from "@bufbuild/protobuf";
 import {
   DeltaDiscoveryResponseSchema,
   DiscoveryResponseSchema,
+  type DeltaDiscoveryResponse,
 } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { DiscoveryServer } from "../../src/discovery/server.ts";
 import { FakeSource, T, startServer } from "./fixtures.ts";
+
+/** A delta response's resources as `name@version`, in the order it carried them. */
+const upserts = (response: DeltaDiscoveryResponse | undefined): string[] | undefined =>
+  response?.resources.map((r) => `${r.name}@${r.version}`);
 
 describe("discovery server, state of the world", () => {
   it("answers a subscription, takes an ACK, and never resends an unchanged set", async () => {
@@ -195,7 +200,7 @@ describe.each([
       await s.delta({ nonce: r1?.nonce });
       source.set("b", "2");
       const r2 = await s.recvDelta();
-      expect(r2?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["b@2"]);
+      expect(upserts(r2)).toEqual(["b@2"]);
       await s.delta({ nonce: r2?.nonce });
       source.delete("c");
       const r3 = await s.recvDelta();
@@ -216,19 +221,19 @@ describe.each([
     try {
       await s.delta({ subscribe: ["*"] });
       const r1 = await s.recvDelta();
-      expect(r1?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["a@1"]);
+      expect(upserts(r1)).toEqual(["a@1"]);
       s.advance(201); // r1 times out and is not sent again: the client is taken to hold a@1
       expect(await s.waiting()).toBe(0);
       source.set("b", "1");
       const r2 = await s.recvDelta();
-      expect(r2?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["b@1"]);
+      expect(upserts(r2)).toEqual(["b@1"]);
       await s.delta({ nonce: r2?.nonce }); // the only response in flight; what the server assumes keeps a@1
       expect(await s.waiting()).toBe(0);
       source.set("a", "1"); // looked at again, unchanged: nothing to send
       expect(await s.waiting()).toBe(0);
       source.set("a", "2");
       const r3 = await s.recvDelta();
-      expect(r3?.resources.map((r) => `${r.name}@${r.version}`)).toEqual(["a@2"]);
+      expect(upserts(r3)).toEqual(["a@2"]);
       await s.delta({ nonce: r3?.nonce });
       source.delete("b"); // known since r2's ACK, nothing in flight: its removal is sent
       const r4 = await s.recvDelta();
