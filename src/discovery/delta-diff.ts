@@ -15,7 +15,13 @@ export const ENTRY_OVERHEAD = 6;
 export interface DeltaDiffState {
   /** What the client holds, key -> version (ACKed). */
   readonly known: Map<string, string>;
-  /** What the responses in flight will leave the client with, key -> version (null: removed); made at the first response (most streams of a type never send one). */
+  /**
+   * What the responses in flight will leave the client with, key -> version
+   * (null: removed); made at the first response (most streams of a type never
+   * send one). A small overlay may also hold entries of answered responses
+   * that say what `known` says (the discovery server keeps them rather than
+   * empty the map at every ACK).
+   */
   assumed: Map<string, string | null> | undefined;
   /** Explicit subscriptions; undefined means all ("*"). */
   names: Set<string> | undefined;

@@ -84,6 +84,15 @@ const NONCE_FIELD_BYTES = 1 + 5 + 16;
  */
 const IN_DOUBT = "\u0000in doubt";
 
+/**
+ * Entries an overlay of responses in flight (`assumed`) may keep after the
+ * response that set them was ACKed, when they say what `known` now says
+ * (see `#answer`). Such an entry changes no diff; a start-over marks it in
+ * doubt with the rest, so a NACK or a timeout resends at most this many keys
+ * more than it would have.
+ */
+const KEPT_OVERLAY_ENTRIES = 8;
+
 interface TypeState extends DeltaDiffState {
   readonly typeUrl: string;
   readonly mode: "sotw" | "delta";
@@ -417,6 +426,8 @@ export class DiscoveryServer {
       for (const name of request.resourceNamesUnsubscribe) {
         state.names?.delete(name);
         state.known.delete(name);
+        // The overlay may still say what an answered response left (see #answer): the client holds nothing now.
+        state.assumed?.delete(name);
       }
       state.dirty = true;
       state.full = true;
@@ -442,13 +453,21 @@ export class DiscoveryServer {
         for (const { key, version } of answered.delta.upserts) state.known.set(key, version);
         for (const key of answered.delta.removed) state.known.delete(key);
         if (phase.kind === "inflight" && answered === phase.sent[0]) {
-          // In order (as a client answers): drop what the overlay says only because of this response.
-          // An entry a later response set differs, or says the same as `known` now does.
+          // In order (as a client answers): what the overlay says only because of this response now says
+          // what `known` does. A small overlay keeps those entries: a delete that empties a Map makes V8 give
+          // it a new table (in the old generation, for a map that lived long), every zone's ACK of every
+          // change, and the next change sets the same key again. A larger one drops them, and itself once
+          // nothing is in flight. An entry a later response set differs, or says the same as `known` now does.
           const assumed = state.assumed;
-          for (const { key, version } of answered.delta.upserts)
-            if (assumed?.get(key) === version) assumed.delete(key);
-          for (const key of answered.delta.removed)
-            if (assumed?.get(key) === null) assumed.delete(key);
+          if (assumed !== undefined && assumed.size > KEPT_OVERLAY_ENTRIES) {
+            if (state.phase.kind !== "inflight") state.assumed = undefined;
+            else {
+              for (const { key, version } of answered.delta.upserts)
+                if (assumed.get(key) === version) assumed.delete(key);
+              for (const key of answered.delta.removed)
+                if (assumed.get(key) === null) assumed.delete(key);
+            }
+          }
         } else state.assumed = assumedAfter(state.phase);
       }
       this.#observer.acked?.(state.typeUrl, answered.version, nonce);

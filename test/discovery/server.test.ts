@@ -551,6 +551,26 @@ describe.each([
     }
   });
 
+  it("resends a resource the client unsubscribed from and subscribes to again, after its response was ACKed", async () => {
+    const source = new FakeSource({ now });
+    source.set("a", "1");
+    source.set("b", "1");
+    const s = startServer(source);
+    try {
+      await s.delta({ subscribe: ["a", "b"] });
+      const r1 = await s.recvDelta();
+      expect(upserts(r1)).toEqual(["a@1", "b@1"]);
+      await s.delta({ nonce: r1.nonce });
+      // The client forgets a; what the server knew of it (and what it assumed while r1 was in flight) goes too.
+      await s.delta({ unsubscribe: ["a"] });
+      expect(await s.waiting()).toBe(0);
+      await s.delta({ subscribe: ["a"] });
+      expect(upserts(await s.recvDelta())).toEqual(["a@1"]);
+    } finally {
+      await s.close();
+    }
+  });
+
   it("after a NACK keeps the client's versions and resends after the backoff", async () => {
     const source = new FakeSource({ now });
     source.set("a", "1");
