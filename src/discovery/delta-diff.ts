@@ -13,16 +13,13 @@ export const ENTRY_OVERHEAD = 6;
 
 /** What the diff of one type keeps between responses (part of the server's per-type state). */
 export interface DeltaDiffState {
-  /** What the client holds, key -> version (ACKed). */
-  readonly known: Map<string, string>;
   /**
-   * What the responses in flight will leave the client with, key -> version
-   * (null: removed); made at the first response (most streams of a type never
-   * send one). A small overlay may also hold entries of answered responses
-   * that say what `known` says (the discovery server keeps them rather than
-   * empty the map at every ACK).
+   * What the client holds once the responses in flight are applied, key ->
+   * version: set when a response is sent, not when it is ACKed (a NACK or a
+   * timeout marks what the responses in flight carried as in doubt; see the
+   * discovery server's start-over).
    */
-  assumed: Map<string, string | null> | undefined;
+  readonly known: Map<string, string>;
   /** Explicit subscriptions; undefined means all ("*"). */
   names: Set<string> | undefined;
   /** Resources left out as too large, key -> version; made at the first. */
@@ -75,7 +72,6 @@ export function newDeltaDiffState(): Omit<DeltaDiffState, "known" | "names"> {
     sweepVersion: undefined,
     taken: undefined,
     oversized: undefined,
-    assumed: undefined,
   };
 }
 
@@ -128,16 +124,13 @@ export function nextPart(
   const removed: string[] = [];
   let bytes = 0;
   // What the client will hold once the responses in flight are applied.
-  const holds = (key: string): string | undefined => {
-    const assumed = state.assumed?.get(key);
-    return assumed === undefined ? state.known.get(key) : (assumed ?? undefined);
-  };
+  const known = state.known;
   /** Looks at one key (`r`: its resource, if in the set): "skip" (nothing to send), "taken" (in the response), or "full" (it waits for the next one). */
   const maxEntries = size.entries ?? Infinity;
   const take = (key: string, r: WireResource | undefined): "skip" | "taken" | "full" => {
     let cost: number;
     if (r !== undefined && (state.names === undefined || state.names.has(key))) {
-      if (holds(key) === r.version) return "skip";
+      if (known.get(key) === r.version) return "skip";
       cost = r.resourceBytes + ENTRY_OVERHEAD;
       if (cost > size.limit) {
         if (state.oversized?.get(key) !== r.version) {
@@ -153,7 +146,7 @@ export function nextPart(
       )
         return "full";
       upserts.push(r);
-    } else if (r === undefined && holds(key) !== undefined) {
+    } else if (r === undefined && known.has(key)) {
       cost = key.length * 3 + ENTRY_OVERHEAD;
       if (
         (bytes > 0 && bytes + cost > size.target) ||
@@ -175,10 +168,7 @@ export function nextPart(
       state.sweep.push(r ?? key);
     };
     for (const r of resources) visit(r.key, r);
-    for (const key of state.known.keys())
-      if (resources.get(key) === undefined) visit(key, undefined);
-    for (const key of state.assumed?.keys() ?? [])
-      if (resources.get(key) === undefined && !state.known.has(key)) visit(key, undefined);
+    for (const key of known.keys()) if (resources.get(key) === undefined) visit(key, undefined);
   } else {
     let more = false;
     const sweep = state.sweep;
@@ -203,7 +193,7 @@ export function nextPart(
       const taken = state.taken;
       if (taken !== undefined && taken.size > 0) {
         // A key this response already carries (the sweep reached it after it changed) is not added twice: the
-        // sweep's entry is the current one, and the overlay (`holds`) learns of this response only once it is sent.
+        // sweep's entry is the current one, and `known` learns of this response only once it is sent.
         // Most often the part is empty here (nothing swept: one change taken): no set to build for that.
         const inPart = upserts.length + removed.length === 0 ? undefined : new Set<string>(removed);
         if (inPart !== undefined) for (const r of upserts) inPart.add(r.key);

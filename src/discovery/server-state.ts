@@ -11,7 +11,7 @@
  * @module
  */
 
-/** What a delta response in flight carried, applied to the client's known versions on ACK. */
+/** What a delta response in flight carried: its keys are in doubt if it is NACKed or times out. */
 export interface DeltaPending {
   /** Keys and versions sent. */
   readonly upserts: ReadonlyArray<{ readonly key: string; readonly version: string }>;

@@ -84,15 +84,6 @@ const NONCE_FIELD_BYTES = 1 + 5 + 16;
  */
 const IN_DOUBT = "\u0000in doubt";
 
-/**
- * Entries an overlay of responses in flight (`assumed`) may keep after the
- * response that set them was ACKed, when they say what `known` now says
- * (see `#answer`). Such an entry changes no diff; a start-over marks it in
- * doubt with the rest, so a NACK or a timeout resends at most this many keys
- * more than it would have.
- */
-const KEPT_OVERLAY_ENTRIES = 8;
-
 interface TypeState extends DeltaDiffState {
   readonly typeUrl: string;
   readonly mode: "sotw" | "delta";
@@ -425,9 +416,9 @@ export class DiscoveryServer {
       else for (const name of subscribe) state.names?.add(name);
       for (const name of request.resourceNamesUnsubscribe) {
         state.names?.delete(name);
-        state.known.delete(name);
-        // The overlay may still say what an answered response left (see #answer): the client holds nothing now.
-        state.assumed?.delete(name);
+        // The client forgets it, unless a response in flight carries it: the client may still apply that.
+        if (carriedInFlight(state.phase, name)) state.known.set(name, IN_DOUBT);
+        else state.known.delete(name);
       }
       state.dirty = true;
       state.full = true;
@@ -449,27 +440,7 @@ export class DiscoveryServer {
     if (error === undefined) {
       state.phase = nextPhase(phase, { type: "ack", nonce });
       state.nacks = 0;
-      if (answered.delta !== undefined) {
-        for (const { key, version } of answered.delta.upserts) state.known.set(key, version);
-        for (const key of answered.delta.removed) state.known.delete(key);
-        if (phase.kind === "inflight" && answered === phase.sent[0]) {
-          // In order (as a client answers): what the overlay says only because of this response now says
-          // what `known` does. A small overlay keeps those entries: a delete that empties a Map makes V8 give
-          // it a new table (in the old generation, for a map that lived long), every zone's ACK of every
-          // change, and the next change sets the same key again. A larger one drops them, and itself once
-          // nothing is in flight. An entry a later response set differs, or says the same as `known` now does.
-          const assumed = state.assumed;
-          if (assumed !== undefined && assumed.size > KEPT_OVERLAY_ENTRIES) {
-            if (state.phase.kind !== "inflight") state.assumed = undefined;
-            else {
-              for (const { key, version } of answered.delta.upserts)
-                if (assumed.get(key) === version) assumed.delete(key);
-              for (const key of answered.delta.removed)
-                if (assumed.get(key) === null) assumed.delete(key);
-            }
-          }
-        } else state.assumed = assumedAfter(state.phase);
-      }
+      // `known` took what the response carried when it was sent: nothing more to record.
       this.#observer.acked?.(state.typeUrl, answered.version, nonce);
       const { errors, omitted } = resourceErrorsOf(detail);
       this.#observer.resourceErrors?.(state.typeUrl, errors, omitted);
@@ -483,7 +454,7 @@ export class DiscoveryServer {
     });
     state.nacks++;
     state.phase = nextPhase(phase, { type: "nack", nonce, until: this.#now() + backoff });
-    this.#startOver(state);
+    this.#startOver(state, phase);
     this.#observer.nacked?.(state.typeUrl, answered.version, error, nonce);
   }
 
@@ -492,12 +463,16 @@ export class DiscoveryServer {
    * set again (it may be the same). A client answers each response on its
    * own, so a response in flight after the NACKed one may have been applied
    * (its ACK now counts as stale): every key a response in flight carried is
-   * in doubt, so the next diff sends it again, or its removal.
+   * in doubt, so the next diff sends it again, or its removal. `inFlight` is
+   * the phase before the NACK or timeout dropped what was in flight.
    */
-  #startOver(state: TypeState): void {
+  #startOver(state: TypeState, inFlight: TypePhase): void {
     state.lastSentVersion = undefined;
-    for (const key of state.assumed?.keys() ?? []) state.known.set(key, IN_DOUBT);
-    state.assumed = undefined;
+    if (inFlight.kind === "inflight")
+      for (const response of inFlight.sent) {
+        for (const { key } of response.delta?.upserts ?? []) state.known.set(key, IN_DOUBT);
+        for (const key of response.delta?.removed ?? []) state.known.set(key, IN_DOUBT);
+      }
     state.dirty = true;
     state.full = true;
   }
@@ -537,8 +512,10 @@ export class DiscoveryServer {
       const oldest = state.phase.kind === "inflight" ? state.phase.sent[0] : undefined;
       if (oldest !== undefined && now - oldest.sentAt > this.#options.ackTimeoutMs) {
         this.#observer.stalled?.(state.typeUrl, oldest.nonce, now - oldest.sentAt);
-        state.phase = nextPhase(state.phase, { type: "timeout" });
-        if (!this.#fetchedOnce.includes(state.typeUrl)) this.#startOver(state);
+        const timedOut = state.phase;
+        state.phase = nextPhase(timedOut, { type: "timeout" });
+        // A type fetched once is not sent again: `known` keeps counting on what the responses carried.
+        if (!this.#fetchedOnce.includes(state.typeUrl)) this.#startOver(state, timedOut);
       }
       const maxInFlight = state.mode === "delta" ? this.#options.maxDeltaInFlight : 1;
       while (state.dirty && canSend(state.phase, maxInFlight)) {
@@ -709,10 +686,10 @@ export class DiscoveryServer {
       response: { nonce, version, sentAt: this.#now(), delta: part },
       maxInFlight: this.#options.maxDeltaInFlight,
     });
-    state.assumed ??= new Map();
-    const assumed = state.assumed;
-    for (const r of upserts) assumed.set(r.key, r.version);
-    for (const key of removed) assumed.set(key, null);
+    // What the client will hold once it applies this response (see DeltaDiffState.known).
+    const known = state.known;
+    for (const r of upserts) known.set(r.key, r.version);
+    for (const key of removed) known.delete(key);
     // The object `create(DeltaDiscoveryResponseSchema, ...)` makes, written out (one per zone and change).
     const response: DeltaDiscoveryResponse = {
       $typeName: "kds.v1.DeltaDiscoveryResponse",
@@ -802,13 +779,12 @@ function resourcesOf(upserts: readonly WireResource[]): WireResource["resource"]
   return resources;
 }
 
-/** The overlay of the delta responses still in flight, oldest first (undefined: none in flight). */
-function assumedAfter(phase: TypePhase): Map<string, string | null> | undefined {
-  if (phase.kind !== "inflight") return undefined;
-  const assumed = new Map<string, string | null>();
+/** Whether a delta response in flight in `phase` carries `key` (as a resource or a removal). */
+function carriedInFlight(phase: TypePhase, key: string): boolean {
+  if (phase.kind !== "inflight") return false;
   for (const response of phase.sent) {
-    for (const { key, version } of response.delta?.upserts ?? []) assumed.set(key, version);
-    for (const key of response.delta?.removed ?? []) assumed.set(key, null);
+    for (const r of response.delta?.upserts ?? []) if (r.key === key) return true;
+    if (response.delta?.removed.includes(key) === true) return true;
   }
-  return assumed;
+  return false;
 }

@@ -571,6 +571,28 @@ describe.each([
     }
   });
 
+  it("still removes a resource the client unsubscribed from while a response carrying it was in flight", async () => {
+    const source = new FakeSource({ now });
+    source.set("a", "1");
+    source.set("b", "1");
+    const s = startServer(source);
+    try {
+      await s.delta({ subscribe: ["a", "b"] });
+      const r1 = await s.recvDelta();
+      expect(upserts(r1)).toEqual(["a@1", "b@1"]);
+      // Unsubscribed before r1 is answered: the client may still apply r1, and so hold a.
+      await s.delta({ unsubscribe: ["a"] });
+      await s.delta({ nonce: r1.nonce });
+      expect(await s.waiting()).toBe(0); // both requests taken, nothing to send
+      source.delete("a");
+      const r2 = await s.recvDelta();
+      expect(r2.removedResources).toEqual(["a"]);
+      expect(upserts(r2)).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  });
+
   it("after a NACK keeps the client's versions and resends after the backoff", async () => {
     const source = new FakeSource({ now });
     source.set("a", "1");
