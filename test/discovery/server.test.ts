@@ -551,7 +551,14 @@ describe.each([
     }
   });
 
-  it("resends a resource the client unsubscribed from and subscribes to again, after its response was ACKed", async () => {
+  /** Runs `body` once a client subscribed to a and b has r1 (a@1, b@1), not answered yet. */
+  async function withTwoSent(
+    body: (
+      s: ReturnType<typeof startServer>,
+      source: FakeSource,
+      r1: DeltaDiscoveryResponse,
+    ) => Promise<void>,
+  ): Promise<void> {
     const source = new FakeSource({ now });
     source.set("a", "1");
     source.set("b", "1");
@@ -560,26 +567,23 @@ describe.each([
       await s.delta({ subscribe: ["a", "b"] });
       const r1 = await s.recvDelta();
       expect(upserts(r1)).toEqual(["a@1", "b@1"]);
-      await s.delta({ nonce: r1.nonce });
-      // The client forgets a; what the server knew of it (and what it assumed while r1 was in flight) goes too.
-      await s.delta({ unsubscribe: ["a"] });
-      expect(await s.waiting()).toBe(0);
-      await s.delta({ subscribe: ["a"] });
-      expect(upserts(await s.recvDelta())).toEqual(["a@1"]);
+      await body(s, source, r1);
     } finally {
       await s.close();
     }
-  });
+  }
 
-  it("still removes a resource the client unsubscribed from while a response carrying it was in flight", async () => {
-    const source = new FakeSource({ now });
-    source.set("a", "1");
-    source.set("b", "1");
-    const s = startServer(source);
-    try {
-      await s.delta({ subscribe: ["a", "b"] });
-      const r1 = await s.recvDelta();
-      expect(upserts(r1)).toEqual(["a@1", "b@1"]);
+  it("resends a resource the client unsubscribed from and subscribes to again, after its response was ACKed", () =>
+    withTwoSent(async (s, _source, r1) => {
+      await s.delta({ nonce: r1.nonce });
+      await s.delta({ unsubscribe: ["a"] }); // the client forgets a, and so does the server
+      expect(await s.waiting()).toBe(0);
+      await s.delta({ subscribe: ["a"] });
+      expect(upserts(await s.recvDelta())).toEqual(["a@1"]);
+    }));
+
+  it("still removes a resource the client unsubscribed from while a response carrying it was in flight", () =>
+    withTwoSent(async (s, source, r1) => {
       // Unsubscribed before r1 is answered: the client may still apply r1, and so hold a.
       await s.delta({ unsubscribe: ["a"] });
       await s.delta({ nonce: r1.nonce });
@@ -588,10 +592,7 @@ describe.each([
       const r2 = await s.recvDelta();
       expect(r2.removedResources).toEqual(["a"]);
       expect(upserts(r2)).toEqual([]);
-    } finally {
-      await s.close();
-    }
-  });
+    }));
 
   it("after a NACK keeps the client's versions and resends after the backoff", async () => {
     const source = new FakeSource({ now });
