@@ -86,18 +86,23 @@ const zone = new ZoneControlPlane({
 let arrived = new Uint8Array(0);
 let timeouts = new Int32Array(0);
 let distinct = 0;
-/** Records one policy's arrival. */
-function record(name: string, timeoutMs: number): void {
+const POLICY_PREFIX = "policy-";
+/** The number of the policy `name` (policy-<number>); throws for a name the bench did not write. */
+function policyIndex(name: string): number {
   const i = Number(name.slice(POLICY_PREFIX.length));
   if (!name.startsWith(POLICY_PREFIX) || !Number.isInteger(i) || i < 0 || i >= arrived.length)
     throw new Error(`sync-zone: a policy the bench did not write: ${name}`);
+  return i;
+}
+/** Records one policy's arrival. */
+function record(name: string, timeoutMs: number): void {
+  const i = policyIndex(name);
   if (arrived[i] === 0) {
     arrived[i] = 1;
     distinct++;
   }
   timeouts[i] = timeoutMs;
 }
-const POLICY_PREFIX = "policy-";
 const stopAll = new AbortController();
 /** Follows the zone's store from the start (set by the first start command, which sizes the arrays). */
 async function followStore(): Promise<void> {
@@ -154,10 +159,9 @@ for await (const line of createInterface({ input: process.stdin })) {
     const cost = phase(changedName === undefined ? "zone-initial" : "zone-resume");
     run = new AbortController();
     running = zone.run(run.signal);
+    const changed = changedName === undefined ? undefined : policyIndex(changedName);
     const done = (): boolean =>
-      changedName === undefined
-        ? distinct >= total
-        : timeouts[Number(changedName.slice(POLICY_PREFIX.length))] === changedValue;
+      changed === undefined ? distinct >= total : timeouts[changed] === changedValue;
     while (!done()) {
       if (performance.now() - t0 > SYNC_DEADLINE_MS) {
         process.stderr.write(

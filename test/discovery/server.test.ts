@@ -227,7 +227,7 @@ describe.each([
       source.set("b", "1");
       const r2 = await s.recvDelta();
       expect(upserts(r2)).toEqual(["b@1"]);
-      await s.delta({ nonce: r2?.nonce }); // the only response in flight; what the server assumes keeps a@1
+      await s.delta({ nonce: r2?.nonce }); // the only response in flight; the server still counts on a@1
       expect(await s.waiting()).toBe(0);
       source.set("a", "1"); // looked at again, unchanged: nothing to send
       expect(await s.waiting()).toBe(0);
@@ -235,7 +235,7 @@ describe.each([
       const r3 = await s.recvDelta();
       expect(upserts(r3)).toEqual(["a@2"]);
       await s.delta({ nonce: r3?.nonce });
-      source.delete("b"); // known since r2's ACK, nothing in flight: its removal is sent
+      source.delete("b"); // known since r2 was sent, nothing in flight: its removal is sent
       const r4 = await s.recvDelta();
       expect(r4?.removedResources).toEqual(["b"]);
       await s.delta({ nonce: r4?.nonce });
