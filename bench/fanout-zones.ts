@@ -12,9 +12,10 @@
 // and prints JSON lines: {"progress", "at"} (zones synced so far) at most
 // once a second while connecting, {"ready", "startedAt", "readyAt",
 // "connections"} once every zone mirrors the Mesh, then {"seq", "arrivals",
-// "instances", "cpuUs"} for each change the parent makes (instances[j]: the index in
+// "instances", "cpuUs", "gc"} for each change the parent makes (instances[j]: the index in
 // urls of the instance that zone of arrivals[j] dials; cpuUs: this process's CPU
-// time from the change's first arrival here to its last) and {"floorSeq", "arrivals", "cpuUs"} for each
+// time from the change's first arrival here to its last; gc: under
+// KDS_BENCH_TRACE, its collections over that time, bench/gc-since.ts) and {"floorSeq", "arrivals", "cpuUs"} for each
 // write of `floorBytes` bytes to every floor stream (cpuUs as for a change; with
 // `floorAckBytes`, each floor stream then writes that many bytes back; times as
 // performance.timeOrigin + performance.now(), comparable across processes
@@ -40,6 +41,7 @@ import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
 import type { RetryInfo } from "../src/zone/zone-client.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { heapSampling, profileOf } from "./profile.ts";
+import { gcSince } from "./gc-since.ts";
 import { join } from "node:path";
 import * as http2 from "node:http2";
 import { createInterface } from "node:readline";
@@ -120,6 +122,8 @@ let ready = 0;
 /** When this process started dialing its zones (startZones). */
 let startedAt = now();
 const trace = process.env.KDS_BENCH_TRACE === "1";
+/** Under KDS_BENCH_TRACE, this process's collections from a change's first arrival here to its last. */
+const changeGc = trace ? gcSince() : undefined;
 /** Retries by the code that ended the dial or session (session_closed: the end's own code). */
 const retries = new Map<string, number>();
 const onRetry = (info: RetryInfo): void => {
@@ -195,7 +199,10 @@ function startZone(i: number): void {
     const seq = Number(m[1]);
     const list = arrivals.get(seq) ?? [];
     const instances = arrivalInstances.get(seq) ?? [];
-    if (list.length === 0) firstArrivalCpu.set(seq, process.cpuUsage());
+    if (list.length === 0) {
+      firstArrivalCpu.set(seq, process.cpuUsage());
+      changeGc?.();
+    }
     list.push(now());
     instances.push(u);
     arrivals.set(seq, list);
@@ -204,7 +211,7 @@ function startZone(i: number): void {
       const cpu = process.cpuUsage(firstArrivalCpu.get(seq));
       firstArrivalCpu.delete(seq);
       process.stdout.write(
-        `${JSON.stringify({ seq, arrivals: list, instances, cpuUs: cpu.user + cpu.system })}\n`,
+        `${JSON.stringify({ seq, arrivals: list, instances, cpuUs: cpu.user + cpu.system, gc: changeGc?.() })}\n`,
       );
     }
   });

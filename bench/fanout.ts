@@ -76,7 +76,8 @@ import { profileOf } from "./profile.ts";
 import { SKIPPED, spreadOf } from "./summary.ts";
 import { percentile } from "./percentile.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
-import { constants, monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { gcSince } from "./gc-since.ts";
 import {
   noopMetrics,
   type AdmissionResult,
@@ -96,9 +97,12 @@ export interface FanoutOptions {
   /**
    * Changes made first, after every zone connected, and not counted (each
    * followed by an uncounted floor write): the change path's first runs
-   * compile it, and the first two rounds cost the zones about twice the later
-   * ones, enough to make a 10-round p99 mostly round 1's slowest zones. As
-   * the 100k sync runs one uncounted warm-up sync. Default 2.
+   * compile it, and until a zone process has run it some thousands of times
+   * a round costs it two to three times a later one, enough to make a
+   * 10-round p99 mostly the first counted round's slowest zones. As the 100k
+   * sync runs one uncounted warm-up sync. Default: enough rounds for each
+   * zone process to take {@link WARM_CHANGES_PER_PROCESS} changes, at least
+   * 2 and at most 10 ({@link defaultWarmupRounds}).
    */
   readonly warmupRounds?: number;
   /** Child processes running the zones (zones spread evenly). Default 1. */
@@ -584,7 +588,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
         });
     };
     // Uncounted changes first (see FanoutOptions.warmupRounds): the counted rounds are seq warmup + 1 on.
-    const warmup = options.warmupRounds ?? 2;
+    const warmup = options.warmupRounds ?? defaultWarmupRounds(zones / processes);
     for (let seq = 1; complete && seq <= warmup; seq++) {
       await change(seq);
       const done = await within(Promise.all(children.map((_, p) => next(p))), roundTimeoutMs);
@@ -626,7 +630,7 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
           return `${Math.round(percentile(l, 50))}/${Math.round(percentile(l, 99))}/${Math.round(l.at(-1) ?? Number.NaN)}`;
         });
         process.stderr.write(
-          `fan-out: change ${seq}: global ${Math.round((cpu.user + cpu.system) / 1000)} ms CPU (GC ${roundGc?.()}; heap ${Math.round(process.memoryUsage().heapUsed / 2 ** 20)} MiB after), zone processes ${done.map((d) => Math.round((d.cpuUs as number) / 1000)).join(" + ")} ms; latency p50/p99/max by process ${own.join(", ")} ms\n`,
+          `fan-out: change ${seq}: global ${Math.round((cpu.user + cpu.system) / 1000)} ms CPU (GC ${roundGc?.()}; heap ${Math.round(process.memoryUsage().heapUsed / 2 ** 20)} MiB after), zone processes ${done.map((d) => `${Math.round((d.cpuUs as number) / 1000)} (GC ${String(d.gc)})`).join(" + ")} ms; latency p50/p99/max by process ${own.join(", ")} ms\n`,
         );
       }
       for (const d of done) {
@@ -781,34 +785,22 @@ if (isMain(import.meta.url)) {
 }
 
 /**
- * Follows this process's garbage collections from now (for the rest of the
- * process: a fan-out runs in a process of its own); each call of the
- * returned function says what happened since its last call (count, total
- * and longest pause, in ms) and starts over. A diagnostic for
- * KDS_BENCH_TRACE.
+ * Changes each zone process takes, over the uncounted rounds, before the
+ * counted ones by default: its zones' change path is then compiled. At 1,000
+ * zones in 2 processes (500 each) the zones' CPU per round kept falling until
+ * about the seventh change (3,500 per process), from 90-115 ms to 30-50
+ * (`KDS_BENCH_TRACE=1`, bench/README.md); 10,000 zones in 4 processes took
+ * 5,000 each in the 2 rounds they always had.
  */
-function gcSince(): () => string {
-  let count = 0;
-  let major = 0;
-  let total = 0;
-  let longest = 0;
-  const observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
-      count++;
-      // Node's kinds (perf_hooks constants): 1 a scavenge (minor), 4 a mark-compact (major), 8 incremental marking, 16 weak callbacks.
-      const { detail } = entry as unknown as { detail?: { kind?: number } };
-      if (detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) major++;
-      total += entry.duration;
-      longest = Math.max(longest, entry.duration);
-    }
-  });
-  observer.observe({ entryTypes: ["gc"] });
-  return () => {
-    const said = `${count} collections of which ${major} major, ${Math.round(total)} ms, longest ${Math.round(longest)} ms`;
-    count = 0;
-    major = 0;
-    total = 0;
-    longest = 0;
-    return said;
-  };
+export const WARM_CHANGES_PER_PROCESS = 5_000;
+
+/** The uncounted rounds for `zonesPerProcess` zones in each zone process: see {@link WARM_CHANGES_PER_PROCESS}. */
+export function defaultWarmupRounds(zonesPerProcess: number): number {
+  return Math.min(
+    MAX_WARMUP_ROUNDS,
+    Math.max(2, Math.ceil(WARM_CHANGES_PER_PROCESS / zonesPerProcess)),
+  );
 }
+
+/** At most this many uncounted rounds by default, however few zones each process holds (10 at 1,000 zones in 2 processes). */
+const MAX_WARMUP_ROUNDS = 10;

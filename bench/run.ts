@@ -80,6 +80,8 @@ const plan = quick
       fanout: 8,
       fanoutReps: 1,
       rounds: 2,
+      // A few zones per process would take many rounds to warm (defaultWarmupRounds in fanout.ts): the smoke keeps 2.
+      fanoutWarmupRounds: 2 as number | undefined,
       zones10k: {
         zones: 8,
         processes: 2,
@@ -109,6 +111,7 @@ const plan = quick
       fanout: 1_000,
       fanoutReps: 3,
       rounds: 10,
+      fanoutWarmupRounds: undefined as number | undefined,
       zones10k: {
         zones: 10_000,
         processes: 4,
@@ -189,7 +192,11 @@ const syncBench = (
     store,
   ]);
 const fanout = (options: FanoutOptions): Promise<FanoutResult | typeof SKIPPED> =>
-  inFreshProcess(new URL("./fanout.ts", import.meta.url).href, [JSON.stringify(options)], bigHeap);
+  inFreshProcess(
+    new URL("./fanout.ts", import.meta.url).href,
+    [JSON.stringify({ warmupRounds: plan.fanoutWarmupRounds, ...options })],
+    bigHeap,
+  );
 const onMemory = <T>(r: T | typeof SKIPPED): T => {
   if (r === SKIPPED) throw new Error("a memory-store scenario cannot be skipped");
   return r;
