@@ -269,6 +269,27 @@ async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined
 }
 type Child = ChildProcessByStdio<Writable, Readable, null>;
 
+/**
+ * Changes each zone process takes, over the uncounted rounds, before the
+ * counted ones by default: its zones' change path is then compiled. At 1,000
+ * zones in 2 processes (500 each) the zones' CPU per round kept falling until
+ * about the seventh change (3,500 per process), from 90-115 ms to 30-50
+ * (`KDS_BENCH_TRACE=1`, bench/README.md); 10,000 zones in 4 processes took
+ * 5,000 each in the 2 rounds they always had.
+ */
+export const WARM_CHANGES_PER_PROCESS = 5_000;
+
+/** The uncounted rounds for `zonesPerProcess` zones in each zone process: see {@link WARM_CHANGES_PER_PROCESS}. */
+export function defaultWarmupRounds(zonesPerProcess: number): number {
+  return Math.min(
+    MAX_WARMUP_ROUNDS,
+    Math.max(2, Math.ceil(WARM_CHANGES_PER_PROCESS / zonesPerProcess)),
+  );
+}
+
+/** At most this many uncounted rounds by default, however few zones each process holds (10 at 1,000 zones in 2 processes). */
+const MAX_WARMUP_ROUNDS = 10;
+
 /** Runs one fan-out; the string when its store is the PostgreSQL server and none answers. */
 export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult | typeof SKIPPED> {
   const { zones, rounds } = options;
@@ -783,24 +804,3 @@ if (isMain(import.meta.url)) {
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
 }
-
-/**
- * Changes each zone process takes, over the uncounted rounds, before the
- * counted ones by default: its zones' change path is then compiled. At 1,000
- * zones in 2 processes (500 each) the zones' CPU per round kept falling until
- * about the seventh change (3,500 per process), from 90-115 ms to 30-50
- * (`KDS_BENCH_TRACE=1`, bench/README.md); 10,000 zones in 4 processes took
- * 5,000 each in the 2 rounds they always had.
- */
-export const WARM_CHANGES_PER_PROCESS = 5_000;
-
-/** The uncounted rounds for `zonesPerProcess` zones in each zone process: see {@link WARM_CHANGES_PER_PROCESS}. */
-export function defaultWarmupRounds(zonesPerProcess: number): number {
-  return Math.min(
-    MAX_WARMUP_ROUNDS,
-    Math.max(2, Math.ceil(WARM_CHANGES_PER_PROCESS / zonesPerProcess)),
-  );
-}
-
-/** At most this many uncounted rounds by default, however few zones each process holds (10 at 1,000 zones in 2 processes). */
-const MAX_WARMUP_ROUNDS = 10;
