@@ -27,7 +27,7 @@ import {
 import type { Status } from "../gen/kds/v1/discovery_pb.ts";
 import type { MuxRequest, MuxResponse } from "../mux/frames.ts";
 import { utf8Length } from "../mux/frame-size.ts";
-import type { ServerStreamView } from "../mux/views.ts";
+import type { ServerStreamView, ViewReceiver } from "../mux/views.ts";
 import {
   ENTRY_OVERHEAD,
   giveBack,
@@ -282,7 +282,9 @@ export class DiscoveryServer {
    * throw.
    */
   #read(signal: AbortSignal): void {
-    this.#view.recv(signal).then(this.#received, this.#readFailed);
+    const view = this.#view;
+    if (view.recvTo !== undefined) view.recvTo(this.#receiver, signal);
+    else view.recv(signal).then(this.#received, this.#readFailed);
   }
 
   /** `#read`'s handlers, made once per stream rather than per request (one request per ACK of every change). */
@@ -306,6 +308,8 @@ export class DiscoveryServer {
     }
   };
   readonly #readFailed = (error: unknown): void => this.#fail(error);
+  /** `#read`'s handlers as the view's receiver (no promise per request where the view takes one). */
+  readonly #receiver: ViewReceiver<MuxRequest> = { take: this.#received, fail: this.#readFailed };
 
   #throwIfFailed(): void {
     if (this.#failure !== undefined) throw this.#failure.error;

@@ -30,13 +30,8 @@
 import { KdsError, abortError } from "../errors.ts";
 import { Ring } from "../util/ring.ts";
 import type { Lane } from "./frames.ts";
+import type { ViewReceiver } from "./views.ts";
 import { isAborted } from "../util/abort.ts";
-
-interface Waiter<T> {
-  resolve(value: T): void;
-  reject(reason: unknown): void;
-  signal: AbortSignal | undefined;
-}
 
 interface Buffered<T> {
   readonly item: T;
@@ -91,7 +86,12 @@ export class Inbox<T> {
   #bufferedMemory = 0;
   /** Memory of the frame last handed to the consumer, held until it asks for the next one. */
   #handedOutMemory = 0;
-  #waiter: Waiter<T> | undefined;
+  /** The pending receive: a `recv` promise's resolve and reject, or a `recvTo` receiver. */
+  #waiter: ViewReceiver<T> | undefined;
+  /** The pending receive's signal. */
+  #waiterSignal: AbortSignal | undefined;
+  /** The pending receive is a `recvTo` receiver: it is handed its frame from a later microtask, as a promise would be. */
+  #waiterDefers = false;
   /**
    * The signal {@link Inbox.recv} listens to. The listener stays between
    * receives given the same signal (a consumer passes its one signal to
@@ -102,10 +102,8 @@ export class Inbox<T> {
   readonly #onAbort = (): void => {
     const signal = this.#listened;
     this.#listened = undefined; // a once listener: it is gone now
-    const waiter = this.#waiter;
-    if (signal === undefined || waiter === undefined || waiter.signal !== signal) return;
-    this.#waiter = undefined;
-    waiter.reject(abortError(signal, `recv on the ${this.#lane} lane`));
+    if (signal === undefined || this.#waiter === undefined || this.#waiterSignal !== signal) return;
+    this.#failWaiter(abortError(signal, `recv on the ${this.#lane} lane`));
   };
   #closedWith: KdsError | undefined;
 
@@ -174,10 +172,13 @@ export class Inbox<T> {
     if (refused !== undefined) return new KdsError("resource_exhausted", refused);
     const waiter = this.#waiter;
     if (waiter !== undefined) {
+      const defers = this.#waiterDefers;
       this.#waiter = undefined;
+      this.#waiterSignal = undefined;
       this.#handedOutMemory = memory;
       this.#consumed(bytes);
-      waiter.resolve(item);
+      if (defers) queueMicrotask(() => waiter.take(item));
+      else waiter.take(item);
       return undefined;
     }
     // Cannot fail: the ring holds the frame window, and the check above keeps the frames outstanding within it.
@@ -205,36 +206,85 @@ export class Inbox<T> {
    * time. Asking for the next frame gives back the memory of the last one.
    */
   recv(signal?: AbortSignal): Promise<T> {
+    this.#releaseHandedOut();
+    if (this.#ring.size > 0) return Promise.resolve(this.#shift());
+    const refused = this.#refusal(signal);
+    if (refused !== undefined) return Promise.reject(refused);
+    return new Promise<T>((resolve, reject) => {
+      this.#wait({ take: resolve, fail: reject }, false, signal);
+    });
+  }
+
+  /**
+   * {@link Inbox.recv} without a promise: the frame, or why there is none,
+   * goes to `receiver` from a later microtask (as a promise would settle).
+   * A reader that waits from one frame to the next for a long time (the
+   * global's discovery server waits so for each zone's next ACK) holds no
+   * promise, reaction and waiter per wait that young collections would copy
+   * and then promote; it hands the same receiver to every call.
+   */
+  recvTo(receiver: ViewReceiver<T>, signal?: AbortSignal): void {
+    this.#releaseHandedOut();
+    if (this.#ring.size > 0) {
+      const item = this.#shift();
+      queueMicrotask(() => receiver.take(item));
+      return;
+    }
+    const refused = this.#refusal(signal);
+    if (refused !== undefined) queueMicrotask(() => receiver.fail(refused));
+    else this.#wait(receiver, true, signal);
+  }
+
+  /** Gives back the memory of the frame last handed out: the consumer asked for the next one. */
+  #releaseHandedOut(): void {
     if (this.#closedWith === undefined) this.#memory?.release(this.#handedOutMemory); // close gave back the rest
     this.#handedOutMemory = 0;
-    if (this.#ring.size > 0) {
-      const { item, bytes, memory } = this.#ring.shift() as Buffered<T>;
-      this.#bufferedBytes -= bytes;
-      this.#bufferedMemory -= memory;
-      if (this.#closedWith === undefined) this.#handedOutMemory = memory; // still reserved, now in the consumer's hands
-      this.#consumed(bytes);
-      return Promise.resolve(item);
-    }
-    if (this.#closedWith !== undefined) return Promise.reject(this.#closedWith);
+  }
+
+  /** Takes the oldest buffered frame (there is one) and accounts for it as handed out. */
+  #shift(): T {
+    const { item, bytes, memory } = this.#ring.shift() as Buffered<T>;
+    this.#bufferedBytes -= bytes;
+    this.#bufferedMemory -= memory;
+    if (this.#closedWith === undefined) this.#handedOutMemory = memory; // still reserved, now in the consumer's hands
+    this.#consumed(bytes);
+    return item;
+  }
+
+  /** Why a receive with nothing buffered cannot wait: the inbox closed, `signal` aborted, or another receive is pending. */
+  #refusal(signal: AbortSignal | undefined): KdsError | undefined {
+    if (this.#closedWith !== undefined) return this.#closedWith;
     // The signal this inbox listens to has not aborted (the abort's listener clears #listened first): it is not read.
     if (signal !== this.#listened && isAborted(signal))
-      return Promise.reject(abortError(signal as AbortSignal, `recv on the ${this.#lane} lane`));
-    if (this.#waiter !== undefined) {
-      return Promise.reject(
-        new KdsError(
-          "busy",
-          `a recv is already pending on the ${this.#lane} lane; a view has one reader, so await the previous recv first`,
-        ),
+      return abortError(signal as AbortSignal, `recv on the ${this.#lane} lane`);
+    if (this.#waiter !== undefined)
+      return new KdsError(
+        "busy",
+        `a recv is already pending on the ${this.#lane} lane; a view has one reader, so await the previous recv first`,
       );
+    return undefined;
+  }
+
+  /** Makes `waiter` the pending receive, and listens to `signal` for its abort. */
+  #wait(waiter: ViewReceiver<T>, defers: boolean, signal: AbortSignal | undefined): void {
+    this.#waiter = waiter;
+    this.#waiterSignal = signal;
+    this.#waiterDefers = defers;
+    if (signal !== undefined && signal !== this.#listened) {
+      this.#unlisten();
+      signal.addEventListener("abort", this.#onAbort, { once: true });
+      this.#listened = signal;
     }
-    return new Promise<T>((resolve, reject) => {
-      this.#waiter = { resolve, reject, signal };
-      if (signal !== undefined && signal !== this.#listened) {
-        this.#unlisten();
-        signal.addEventListener("abort", this.#onAbort, { once: true });
-        this.#listened = signal;
-      }
-    });
+  }
+
+  /** Fails the pending receive (there is one) with `error`: a receiver from a later microtask. */
+  #failWaiter(error: unknown): void {
+    const waiter = this.#waiter as ViewReceiver<T>;
+    const defers = this.#waiterDefers;
+    this.#waiter = undefined;
+    this.#waiterSignal = undefined;
+    if (defers) queueMicrotask(() => waiter.fail(error));
+    else waiter.fail(error);
   }
 
   #unlisten(): void {
@@ -259,10 +309,8 @@ export class Inbox<T> {
       this.#bufferedBytes = 0;
       this.#bufferedMemory = 0;
     }
-    const waiter = this.#waiter;
-    this.#waiter = undefined;
     this.#unlisten();
-    waiter?.reject(error);
+    if (this.#waiter !== undefined) this.#failWaiter(error);
   }
 
   /** Returns to the peer the credit of every frame consumed and not yet granted, if any. */

@@ -42,5 +42,6 @@ export type {
   ServerStreamView,
   Session,
   SessionStats,
+  ViewReceiver,
 } from "./views.ts";
 export * from "./schema.ts";

@@ -200,6 +200,7 @@ export class MuxSession implements Session {
     );
     this.server = {
       recv: (signal) => this.#serverInbox.recv(signal),
+      recvTo: (receiver, signal) => this.#serverInbox.recvTo(receiver, signal),
       send: (response, signal) => this.#outbox.send("responses", responseFrame(response), signal),
     };
     this.client = {

@@ -8,6 +8,14 @@ import type { KdsError } from "../errors.ts";
 import type { Call } from "../gen/kds/mux/v1/mux_pb.ts";
 import type { PeerSettings, SessionEnd } from "./state.ts";
 
+/** Where {@link ServerStreamView.recvTo} hands what it received: one of the two, once per call. */
+export interface ViewReceiver<T> {
+  /** The frame asked for. */
+  take(item: T): void;
+  /** Why there is none: as `recv` rejects (`session_closed`, `busy`, `aborted`). */
+  fail(error: unknown): void;
+}
+
 /**
  * This side as a discovery *server*: receives the peer's requests and sends
  * responses. On the global it serves global resources to the zone; on the
@@ -20,6 +28,15 @@ export interface ServerStreamView {
    * was taken, with `busy` if another recv is pending, or with `aborted`.
    */
   recv(signal?: AbortSignal): Promise<MuxRequest>;
+  /**
+   * {@link ServerStreamView.recv} without a promise: the next request, or why
+   * there is none, goes to `receiver` (`take` or `fail`) from a later
+   * microtask, as the promise would settle. For a reader that waits long
+   * for each request and passes the same receiver every time: a promise per
+   * wait that lasts until the peer's next ACK is copied by young collections
+   * and then promoted. A view may lack it; `recv` then does the same.
+   */
+  recvTo?(receiver: ViewReceiver<MuxRequest>, signal?: AbortSignal): void;
   /**
    * Sends a response. Resolves once the response fits in the peer's window
    * for responses; it then leaves in order (possibly batched with others).

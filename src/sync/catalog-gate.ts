@@ -31,9 +31,25 @@ export class CatalogGate {
       if (request.typeUrl !== KIND_CATALOG_TYPE_URL) this.#settle();
       return request;
     };
+    const recvTo = view.recvTo?.bind(view);
     return {
       // Once settled, every ACK of every change reads through here: no extra step for it.
       recv: (signal) => (this.#done ? view.recv(signal) : view.recv(signal).then(look)),
+      ...(recvTo === undefined
+        ? {}
+        : {
+            recvTo: (receiver, signal) => {
+              if (this.#done) recvTo(receiver, signal);
+              else
+                recvTo(
+                  {
+                    take: (request) => receiver.take(look(request)),
+                    fail: (error) => receiver.fail(error),
+                  },
+                  signal,
+                );
+            },
+          }),
       send: (response, signal) => view.send(response, signal),
     };
   }

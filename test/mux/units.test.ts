@@ -125,6 +125,40 @@ describe("Inbox", () => {
     expect(await inbox.recv()).toBe(1);
     await expect(inbox.recv()).rejects.toMatchObject({ code: "session_closed" });
   });
+
+  it("hands recvTo's frames and failures to its receiver from a later microtask, under recv's rules", async () => {
+    const inbox = new Inbox<number>("responses", 4, 1 << 20, () => undefined);
+    const got: string[] = [];
+    const receiver = {
+      take: (n: number) => got.push(`take ${n}`),
+      fail: (error: unknown) => got.push(`fail ${(error as KdsError).code}`),
+    };
+    const turn = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 0));
+    // A frame already buffered, and one that arrives while the receiver waits: neither inside the call.
+    inbox.deliver(1, 1);
+    inbox.recvTo(receiver);
+    expect(got).toEqual([]);
+    await turn();
+    inbox.recvTo(receiver);
+    inbox.deliver(2, 1);
+    expect(got).toEqual(["take 1"]);
+    await turn();
+    expect(got).toEqual(["take 1", "take 2"]);
+    // One receive pending at a time, of either kind; the signal aborts the waiting one.
+    const controller = new AbortController();
+    inbox.recvTo(receiver, controller.signal);
+    await expect(inbox.recv()).rejects.toMatchObject({ code: "busy" });
+    inbox.recvTo(receiver);
+    controller.abort();
+    await turn();
+    expect(got.slice(2)).toEqual(["fail busy", "fail aborted"]);
+    // A close fails the one waiting, and every receive after the buffer drained.
+    inbox.recvTo(receiver);
+    inbox.close(new KdsError("session_closed", "gone"));
+    inbox.recvTo(receiver);
+    await turn();
+    expect(got.slice(4)).toEqual(["fail session_closed", "fail session_closed"]);
+  });
 });
 
 describe("Outbox", () => {
