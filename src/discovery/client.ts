@@ -18,8 +18,8 @@ import {
   type DeltaDiscoveryResponse,
   type DiscoveryResponse,
 } from "../gen/kds/v1/discovery_pb.ts";
-import { plainAck } from "../mux/frames.ts";
-import type { ClientStreamView } from "../mux/views.ts";
+import { plainAck, type MuxResponse } from "../mux/frames.ts";
+import type { ClientStreamView, ViewReceiver } from "../mux/views.ts";
 import { RejectedSet } from "./resource-errors.ts";
 import {
   assertMaxResponseResources,
@@ -101,16 +101,41 @@ export class DiscoveryClient {
           );
         }
       }
-      for (;;) {
-        const response = await view.recv(signal);
-        if (response.$typeName === "kds.v1.DiscoveryResponse") await this.#onSotw(response, signal);
-        else await this.#onDelta(response, signal);
-      }
+      if (view.recvTo !== undefined) await this.#applyEach(view.recvTo.bind(view), signal);
+      else for (;;) await this.#onResponse(await view.recv(signal), signal);
     } catch (error) {
       if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted)
         return;
       throw error;
     }
+  }
+
+  /**
+   * Applies the responses one at a time as they arrive, taking each with
+   * `recvTo`: between two changes (a long time for a zone) nothing waits on
+   * a promise that young collections would copy and then promote. Rejects
+   * with the first failure (the session's end included); never resolves.
+   */
+  #applyEach(
+    recvTo: (receiver: ViewReceiver<MuxResponse>, signal: AbortSignal) => void,
+    signal: AbortSignal,
+  ): Promise<never> {
+    return new Promise((_, reject) => {
+      const next = (): void => recvTo(receiver, signal);
+      const receiver: ViewReceiver<MuxResponse> = {
+        take: (response) => {
+          this.#onResponse(response, signal).then(next, reject);
+        },
+        fail: reject,
+      };
+      next();
+    });
+  }
+
+  #onResponse(response: MuxResponse, signal: AbortSignal): Promise<void> {
+    return response.$typeName === "kds.v1.DiscoveryResponse"
+      ? this.#onSotw(response, signal)
+      : this.#onDelta(response, signal);
   }
 
   async #onSotw(response: DiscoveryResponse, signal: AbortSignal): Promise<void> {

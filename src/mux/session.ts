@@ -205,6 +205,7 @@ export class MuxSession implements Session {
     };
     this.client = {
       recv: (signal) => this.#clientInbox.recv(signal),
+      recvTo: (receiver, signal) => this.#clientInbox.recvTo(receiver, signal),
       send: (request, signal) => this.#outbox.send("requests", requestFrame(request), signal),
     };
 

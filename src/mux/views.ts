@@ -8,7 +8,7 @@ import type { KdsError } from "../errors.ts";
 import type { Call } from "../gen/kds/mux/v1/mux_pb.ts";
 import type { PeerSettings, SessionEnd } from "./state.ts";
 
-/** Where {@link ServerStreamView.recvTo} hands what it received: one of the two, once per call. */
+/** Where a view's `recvTo` hands what it received: one of the two, once per call. */
 export interface ViewReceiver<T> {
   /** The frame asked for. */
   take(item: T): void;
@@ -57,6 +57,8 @@ export interface ClientStreamView {
   send(request: MuxRequest, signal?: AbortSignal): Promise<void>;
   /** The next response from the peer; same rules as {@link ServerStreamView.recv}. */
   recv(signal?: AbortSignal): Promise<MuxResponse>;
+  /** {@link ClientStreamView.recv} without a promise, as {@link ServerStreamView.recvTo}. A view may lack it. */
+  recvTo?(receiver: ViewReceiver<MuxResponse>, signal?: AbortSignal): void;
 }
 
 /**
