@@ -604,7 +604,10 @@ export class DiscoveryServer {
   #send(response: MuxResponse, signal: AbortSignal, sent: SentInfo): void {
     this.#sending = true;
     this.#sent = sent;
-    this.#view.send(response, signal).then(this.#accepted, this.#sendFailed);
+    const view = this.#view;
+    // Accepted at once (nearly every response of a change): no promise, and the response leaves now.
+    if (view.trySend?.(response, signal) === true) this.#accepted();
+    else view.send(response, signal).then(this.#accepted, this.#sendFailed);
   }
 
   readonly #accepted = (): void => {

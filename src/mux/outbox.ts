@@ -49,6 +49,9 @@ export interface OutboxCounters {
   batches: number;
 }
 
+/** What an offered frame (accepted at once, see `Outbox.offer`) is told of its acceptance: nobody waits for it. */
+const NOTHING = (): void => undefined;
+
 /** Most data frames one batch carries. */
 const MAX_BATCH_FRAMES = 128;
 /** Most bytes one batch carries (also bounded by the peer's limit). */
@@ -258,6 +261,38 @@ export class Outbox {
       }
       this.#signal();
     });
+  }
+
+  /**
+   * {@link Outbox.send} without a promise, when it can be done at once:
+   * `frame` fits the peer's window on `lane`, nothing on that lane waits
+   * before it, and the session goes on. It is then accepted and, where the
+   * transport takes pushed frames and can take more, handed to it before this
+   * returns, not from a later microtask: a change wakes every zone's stream
+   * in one run of microtasks, and a frame left for a microtask queued behind
+   * all of them lived, with what it holds, until the last was composed.
+   * Returns false, having done nothing, in every other case: `send` it then.
+   */
+  offer(lane: Lane, frame: Frame, signal?: AbortSignal): boolean {
+    if (this.#ended || this.#goaway !== undefined || isAborted(signal)) return false;
+    const queue = this.#lanes[lane];
+    if (queue.size > 0) return false;
+    const bytes = creditSize(frame);
+    if (bytes > this.#peerMaxBytes || bytes > this.#windowBytes[lane]) return false;
+    if (this.#credit[lane] < 1 || this.#creditBytes[lane] < bytes) return false;
+    const pending: PendingSend = {
+      frame,
+      bytes,
+      enqueuedAt: this.#now(), // the send timeout's clock, should the transport not take it at once
+      resolve: NOTHING,
+      reject: NOTHING,
+      signal: undefined,
+      onAbort: undefined,
+    };
+    queue.push(pending);
+    this.#accept(lane, pending);
+    if (this.#retry !== undefined) this.#retryPull();
+    return true;
   }
 
   /**

@@ -202,6 +202,8 @@ export class MuxSession implements Session {
       recv: (signal) => this.#serverInbox.recv(signal),
       recvTo: (receiver, signal) => this.#serverInbox.recvTo(receiver, signal),
       send: (response, signal) => this.#outbox.send("responses", responseFrame(response), signal),
+      trySend: (response, signal) =>
+        this.#outbox.offer("responses", responseFrame(response), signal),
     };
     this.client = {
       recv: (signal) => this.#clientInbox.recv(signal),

@@ -46,6 +46,15 @@ export interface ServerStreamView {
    * that.
    */
   send(response: MuxResponse, signal?: AbortSignal): Promise<void>;
+  /**
+   * Sends `response` at once when it can (it fits the peer's window for
+   * responses and none waits before it): returns true when it was accepted,
+   * as a resolved {@link ServerStreamView.send} would be, and hands it to the
+   * transport before returning where the transport can take it. Returns
+   * false, having done nothing, otherwise (or when `signal` aborted): `send`
+   * it then. A view may lack it.
+   */
+  trySend?(response: MuxResponse, signal?: AbortSignal): boolean;
 }
 
 /**

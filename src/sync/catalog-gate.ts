@@ -32,6 +32,7 @@ export class CatalogGate {
       return request;
     };
     const recvTo = view.recvTo?.bind(view);
+    const trySend = view.trySend?.bind(view);
     return {
       // Once settled, every ACK of every change reads through here: no extra step for it.
       recv: (signal) => (this.#done ? view.recv(signal) : view.recv(signal).then(look)),
@@ -51,6 +52,7 @@ export class CatalogGate {
             },
           }),
       send: (response, signal) => view.send(response, signal),
+      ...(trySend === undefined ? {} : { trySend }),
     };
   }
 

@@ -6,6 +6,7 @@ import { controlFrame, requestFrame, responseFrame } from "../../src/mux/frames.
 import { Inbox } from "../../src/mux/inbox.ts";
 import { resolveSessionOptions } from "../../src/mux/options.ts";
 import { Outbox } from "../../src/mux/outbox.ts";
+import { WRITE_FRAMES } from "../../src/mux/frame-push.ts";
 import { transition, type SessionEnd, type SessionState } from "../../src/mux/state.ts";
 import { fromConnectError, toConnectError } from "../../src/connect-errors.ts";
 import { Ring } from "../../src/util/ring.ts";
@@ -211,6 +212,63 @@ describe("Outbox", () => {
     const frames = outbox.frames();
     expect((await frames.next()).value?.value.case).toBe("goaway");
     expect((await frames.next()).done).toBe(true);
+  });
+
+  it("accepts an offered frame at once and hands it to a pushed writer before returning, only when send would not wait", async () => {
+    let now = 100;
+    const outbox = new Outbox(4, () => now);
+    const written: string[] = [];
+    const flow = outbox.frames()[WRITE_FRAMES]({
+      frame: (f) => {
+        written.push(`${f.value.case}:${(f.value.value as { typeUrl?: string }).typeUrl ?? ""}`);
+        return true;
+      },
+      end: () => undefined,
+      fail: () => undefined,
+    });
+    // No window yet: refused, and nothing queued.
+    expect(outbox.offer("responses", responseFrame(response("a")))).toBe(false);
+    outbox.openLanes(
+      { requests: 4, responses: 2 },
+      { requests: 1 << 20, responses: 1 << 20 },
+      1 << 20,
+    );
+    expect(outbox.offer("responses", responseFrame(response("b")))).toBe(true);
+    expect(written).toEqual(["response:b"]); // written in the call, not from a later microtask
+    // A frame that waits in the lane comes first: an offer behind it is refused.
+    void outbox.send("responses", responseFrame(response("c")));
+    expect(outbox.offer("responses", responseFrame(response("d")))).toBe(false);
+    await Promise.resolve(); // the microtask that writes "c"
+    expect(written).toEqual(["response:b", "response:c"]);
+    // The window of 2 responses is used up, and nothing waits: refused all the same; so is an aborted signal's offer.
+    expect(outbox.offer("responses", responseFrame(response("e")))).toBe(false);
+    expect(outbox.offer("requests", requestFrame(request("f")), AbortSignal.abort())).toBe(false);
+    expect(outbox.offer("requests", requestFrame(request("f")))).toBe(true);
+    expect(written).toEqual(["response:b", "response:c", "request:f"]);
+    flow.stop();
+    // A writer that says it is full took that frame but no more: the next offered frame is accepted and kept,
+    // the send timeout counting from the offer, and an offer behind it is refused.
+    const paused = new Outbox(4, () => now);
+    paused.openLanes(
+      { requests: 4, responses: 4 },
+      { requests: 1 << 20, responses: 1 << 20 },
+      1 << 20,
+    );
+    const taken: string[] = [];
+    paused.frames()[WRITE_FRAMES]({
+      frame: (f) => {
+        taken.push((f.value.value as { typeUrl: string }).typeUrl);
+        return false;
+      },
+      end: () => undefined,
+      fail: () => undefined,
+    });
+    now = 200;
+    expect(paused.offer("responses", responseFrame(response("g")))).toBe(true);
+    expect(paused.offer("responses", responseFrame(response("h")))).toBe(true);
+    expect(taken).toEqual(["g"]);
+    expect(paused.oldestWaitingSince()).toBe(200);
+    expect(paused.offer("responses", responseFrame(response("i")))).toBe(false);
   });
 
   it("reports how long the oldest frame has waited", () => {
