@@ -247,10 +247,10 @@ export class Outbox {
         onAbort: undefined,
       };
       queue.push(pending);
-      if (this.#fits(lane, pending) && this.#accepted[lane] === queue.size - 1) {
+      if (this.#fits(lane, pending.bytes) && this.#accepted[lane] === queue.size - 1) {
         this.#accept(lane, pending);
       } else {
-        if (!this.#fits(lane, pending)) this.#waitingForCredit[lane] ??= pending.enqueuedAt;
+        if (!this.#fits(lane, pending.bytes)) this.#waitingForCredit[lane] ??= pending.enqueuedAt;
         if (signal !== undefined) {
           pending.onAbort = () => {
             if (queue.remove((p) => p === pending)) reject(abortError(signal, "send"));
@@ -278,8 +278,7 @@ export class Outbox {
     const queue = this.#lanes[lane];
     if (queue.size > 0) return false;
     const bytes = creditSize(frame);
-    if (bytes > this.#peerMaxBytes || bytes > this.#windowBytes[lane]) return false;
-    if (this.#credit[lane] < 1 || this.#creditBytes[lane] < bytes) return false;
+    if (bytes > this.#peerMaxBytes || !this.#fits(lane, bytes)) return false;
     const pending: PendingSend = {
       frame,
       bytes,
@@ -448,7 +447,7 @@ export class Outbox {
       while (this.#accepted[lane] < queue.size) {
         const pending = queue.at(this.#accepted[lane]) as PendingSend;
         const tooLarge = pending.bytes > this.#windowBytes[lane];
-        if (!tooLarge && !this.#fits(lane, pending)) break;
+        if (!tooLarge && !this.#fits(lane, pending.bytes)) break;
         if (pending.onAbort !== undefined)
           pending.signal?.removeEventListener("abort", pending.onAbort);
         if (tooLarge) {
@@ -460,9 +459,9 @@ export class Outbox {
     }
   }
 
-  /** Whether the lane's window has room for `pending`, in frames and in bytes. */
-  #fits(lane: Lane, pending: PendingSend): boolean {
-    return this.#credit[lane] > 0 && this.#creditBytes[lane] >= pending.bytes;
+  /** Whether the lane's window has room for one more frame of `bytes`, in frames and in bytes. */
+  #fits(lane: Lane, bytes: number): boolean {
+    return this.#credit[lane] > 0 && this.#creditBytes[lane] >= bytes;
   }
 
   #tooLargeForWindow(lane: Lane, credit: number): KdsError {
