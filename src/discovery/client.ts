@@ -18,7 +18,7 @@ import {
   type DeltaDiscoveryResponse,
   type DiscoveryResponse,
 } from "../gen/kds/v1/discovery_pb.ts";
-import { plainAck, type MuxResponse } from "../mux/frames.ts";
+import { plainAck, type MuxRequest, type MuxResponse } from "../mux/frames.ts";
 import type { ClientStreamView, ViewReceiver } from "../mux/views.ts";
 import { RejectedSet } from "./resource-errors.ts";
 import {
@@ -158,7 +158,7 @@ export class DiscoveryClient {
     );
     if (error === undefined) {
       this.#accepted.set(typeUrl, versionInfo);
-      await this.#init.view.send(
+      await this.#reply(
         create(DiscoveryRequestSchema, {
           typeUrl,
           versionInfo,
@@ -174,7 +174,7 @@ export class DiscoveryClient {
       });
       return;
     }
-    await this.#init.view.send(
+    await this.#reply(
       create(DiscoveryRequestSchema, {
         typeUrl,
         // In delta mode no state-of-the-world version was ever accepted.
@@ -223,12 +223,13 @@ export class DiscoveryClient {
     if (error === undefined) {
       this.#accepted.set(typeUrl, systemVersionInfo);
       const errorDetail = this.#rejectedSet.detail(typeUrl);
-      await this.#init.view.send(
+      const replying = this.#reply(
         errorDetail === undefined
           ? plainAck(typeUrl, nonce)
           : create(DeltaDiscoveryRequestSchema, { typeUrl, responseNonce: nonce, errorDetail }),
         signal,
       );
+      if (replying !== undefined) await replying; // nearly every ACK left at once: no turn to wait
       this.#init.observer?.accepted?.(typeUrl, {
         version: systemVersionInfo,
         resources: response.resources.length,
@@ -236,7 +237,7 @@ export class DiscoveryClient {
       });
       return;
     }
-    await this.#init.view.send(
+    await this.#reply(
       create(DeltaDiscoveryRequestSchema, {
         typeUrl,
         responseNonce: nonce,
@@ -245,6 +246,17 @@ export class DiscoveryClient {
       signal,
     );
     this.#init.observer?.rejected?.(typeUrl, systemVersionInfo, error);
+  }
+
+  /**
+   * Sends `request` (an ACK or a NACK). Where the view takes it at once
+   * (nearly every ACK: the request window has room), it leaves in this call
+   * and nothing is awaited; otherwise the returned promise waits as `send`
+   * does.
+   */
+  #reply(request: MuxRequest, signal: AbortSignal): Promise<void> | void {
+    const view = this.#init.view;
+    if (view.trySend?.(request, signal) !== true) return view.send(request, signal);
   }
 
   /** Throws `invalid_argument` when a response names more than `maxResponseResources` entries (`what` says which, for the message). */

@@ -209,6 +209,7 @@ export class MuxSession implements Session {
       recv: (signal) => this.#clientInbox.recv(signal),
       recvTo: (receiver, signal) => this.#clientInbox.recvTo(receiver, signal),
       send: (request, signal) => this.#outbox.send("requests", requestFrame(request), signal),
+      trySend: (request, signal) => this.#outbox.offer("requests", requestFrame(request), signal),
     };
 
     this.#outbox.setHello(

@@ -68,6 +68,13 @@ export interface ClientStreamView {
   recv(signal?: AbortSignal): Promise<MuxResponse>;
   /** {@link ClientStreamView.recv} without a promise, as {@link ServerStreamView.recvTo}. A view may lack it. */
   recvTo?(receiver: ViewReceiver<MuxResponse>, signal?: AbortSignal): void;
+  /**
+   * {@link ClientStreamView.send} at once when it can, as
+   * {@link ServerStreamView.trySend}: true when `request` was accepted (and
+   * handed to the transport where it can take it), false having done
+   * nothing otherwise (`send` it then). A view may lack it.
+   */
+  trySend?(request: MuxRequest, signal?: AbortSignal): boolean;
 }
 
 /**

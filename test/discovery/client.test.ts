@@ -11,6 +11,8 @@ import {
   type DiscoveryRequest,
 } from "../../src/gen/kds/v1/discovery_pb.ts";
 import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
+import type { MuxRequest } from "../../src/mux/frames.ts";
+import type { ClientStreamView } from "../../src/mux/views.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import type { ResourceStore } from "../../src/store/contract.ts";
 import { FaultyStore } from "../support/faulty-store.ts";
@@ -30,13 +32,18 @@ async function meshWire(name: string, description: string) {
 
 function start(
   mode: "sotw" | "delta",
-  options: { maxResponseResources?: number; store?: ResourceStore } = {},
+  options: {
+    maxResponseResources?: number;
+    store?: ResourceStore;
+    /** Wraps the zone's client view (to watch or refuse what the client sends). */
+    view?: (view: ClientStreamView) => ClientStreamView;
+  } = {},
 ) {
   const { zone, global } = sessionPair();
   const store = options.store ?? new InMemoryStore(types);
   const rejected: string[] = [];
   const client = new DiscoveryClient({
-    view: zone.client,
+    view: options.view?.(zone.client) ?? zone.client,
     typeUrls: [meshType.typeUrl],
     mode,
     sink: new StoreSink(store, types, mirrorMapping()),
@@ -139,6 +146,54 @@ describe("discovery client", () => {
       expect(nack.responseNonce).toBe("n2");
       expect(nack.errorDetail?.message).toMatch(/sent under the name "somebody-else"/);
       expect((await c.store.list("Mesh")).resources.map((r) => r.meta.name)).toEqual(["default"]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it("delta: an ACK the view takes at once leaves by trySend; one it refuses is sent, and both reach the peer", async () => {
+    const used: string[] = [];
+    let refuse = false;
+    const c = start("delta", {
+      view: (view) => ({
+        send: (request: MuxRequest, signal?: AbortSignal) => {
+          used.push(`send ${request.responseNonce}`);
+          return view.send(request, signal);
+        },
+        trySend: (request: MuxRequest, signal?: AbortSignal) => {
+          if (refuse) return false;
+          const taken = view.trySend?.(request, signal) === true;
+          used.push(`trySend ${request.responseNonce} ${taken}`);
+          return taken;
+        },
+        recv: (signal?: AbortSignal) => view.recv(signal),
+        recvTo: view.recvTo?.bind(view),
+      }),
+    });
+    try {
+      await c.global.server.recv(); // the subscription
+      for (const [nonce, name] of [
+        ["n1", "default"],
+        ["n2", "other"],
+      ] as const) {
+        refuse = nonce === "n2";
+        await c.global.server.send(
+          create(DeltaDiscoveryResponseSchema, {
+            typeUrl: meshType.typeUrl,
+            nonce,
+            resources: [(await meshWire(name, "v1")).resource],
+          }),
+        );
+        const ack = (await c.global.server.recv()) as DeltaDiscoveryRequest;
+        expect(ack).toMatchObject({ responseNonce: nonce });
+        expect(ack.errorDetail).toBeUndefined();
+      }
+      // The subscription went by send (it is not an ACK); n1's ACK was taken at once, n2's was refused and sent.
+      expect(used).toEqual(["send ", "trySend n1 true", "send n2"]);
+      expect((await c.store.list("Mesh")).resources.map((r) => r.meta.name)).toEqual([
+        "default",
+        "other",
+      ]);
     } finally {
       await c.close();
     }
