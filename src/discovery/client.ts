@@ -251,12 +251,12 @@ export class DiscoveryClient {
   /**
    * Sends `request` (an ACK or a NACK). Where the view takes it at once
    * (nearly every ACK: the request window has room), it leaves in this call
-   * and nothing is awaited; otherwise the returned promise waits as `send`
-   * does.
+   * and undefined is returned (the delta ACK then awaits nothing);
+   * otherwise the returned promise waits as `send` does.
    */
-  #reply(request: MuxRequest, signal: AbortSignal): Promise<void> | void {
+  #reply(request: MuxRequest, signal: AbortSignal): Promise<void> | undefined {
     const view = this.#init.view;
-    if (view.trySend?.(request, signal) !== true) return view.send(request, signal);
+    return view.trySend?.(request, signal) === true ? undefined : view.send(request, signal);
   }
 
   /** Throws `invalid_argument` when a response names more than `maxResponseResources` entries (`what` says which, for the message). */
