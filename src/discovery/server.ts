@@ -408,8 +408,11 @@ export class DiscoveryServer {
     const created = held === undefined;
     const state = held ?? this.#subscribe(request.typeUrl, "delta");
     if (created) {
-      for (const [key, version] of Object.entries(request.initialResourceVersions))
-        state.known.set(key, version);
+      // A resuming zone names every resource it holds (100,000 in the sync bench): for-in reads them without
+      // Object.entries's pair per entry, in about half the time.
+      const versions = request.initialResourceVersions;
+      for (const key in versions)
+        if (Object.hasOwn(versions, key)) state.known.set(key, versions[key] as string);
     }
     // Subscription changes apply whatever the nonce.
     const subscribe = request.resourceNamesSubscribe;
