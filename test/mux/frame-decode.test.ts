@@ -11,7 +11,7 @@ import { readFrame } from "../../src/mux/frame-decode.ts";
 import { encodeFrame } from "../../src/mux/frame-encode.ts";
 import { scanRefusal } from "../../src/mux/frame-scan.ts";
 import { weighFrame } from "../../src/mux/frame-size.ts";
-import { frame, sentAck, sentResponse } from "../support/frame-arbitraries.ts";
+import { frame, sentAck, sentResponse, sentSubscription } from "../support/frame-arbitraries.ts";
 
 const unreadable = (reason: string): Error => new Error(`unreadable: ${reason}`);
 
@@ -72,7 +72,7 @@ const sentBatch = fc
 describe("readFrame", () => {
   it("gives what fromBinary gives, and the same weight, for any frame as toBinary and encodeFrame write it", () => {
     fc.assert(
-      fc.property(fc.oneof(sentResponse, sentBatch, sentAck, frame), (f) => {
+      fc.property(fc.oneof(sentResponse, sentBatch, sentAck, sentSubscription, frame), (f) => {
         expectAsReflective(toBinary(FrameSchema, f));
         expectAsReflective(encodeFrame(f));
       }),
@@ -83,7 +83,7 @@ describe("readFrame", () => {
   it("gives what fromBinary gives (or refuses what the scan or fromBinary refuse) for frames with any bytes changed or added", () => {
     fc.assert(
       fc.property(
-        fc.oneof(sentResponse, sentBatch, sentAck, frame),
+        fc.oneof(sentResponse, sentBatch, sentAck, sentSubscription, frame),
         fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { maxLength: 3 }),
         fc.uint8Array({ maxLength: 12 }),
         (f, changes, tail) => {

@@ -150,3 +150,38 @@ export const sentAck = fc
         value: { case: "deltaRequest", value: create(DeltaDiscoveryRequestSchema, v) },
       }) as Frame,
   );
+
+/**
+ * Delta subscriptions as a discovery client sends them: a node of strings (now and then none), a type URL, the names
+ * subscribed to, the versions held (keys among them that a plain object holds specially), now and then a nonce.
+ */
+export const sentSubscription = fc
+  .record({
+    node: fc.option(
+      fc.oneof(
+        fc.constant({}),
+        fc.record({
+          id: text,
+          cluster: text,
+          userAgentName: text,
+          userAgentVersion: text,
+          clientFeatures: fc.array(text, { maxLength: 2 }),
+        }),
+      ),
+      { nil: undefined, freq: 4 },
+    ),
+    typeUrl: fc.oneof(text, fc.constant("type.googleapis.com/kds.v1.KdsResource")),
+    resourceNamesSubscribe: fc.array(fc.oneof(fc.constant("*"), text), { maxLength: 3 }),
+    initialResourceVersions: fc.dictionary(
+      fc.oneof(text, fc.constantFrom("__proto__", "constructor", "toString", "default/a")),
+      text,
+      { maxKeys: 12 },
+    ),
+    responseNonce: fc.option(text, { nil: undefined }),
+  })
+  .map(
+    (v) =>
+      create(FrameSchema, {
+        value: { case: "deltaRequest", value: create(DeltaDiscoveryRequestSchema, v) },
+      }) as Frame,
+  );
