@@ -83,11 +83,10 @@ function plainFrame(bytes: Uint8Array): Frame | undefined {
   const tag = bytes[0];
   if (tag === tags.TAG_FRAME_DELTA_REQUEST) return plainAck(bytes) ?? plainSubscription(bytes);
   if (tag !== tags.TAG_FRAME_DELTA_RESPONSE && tag !== tags.TAG_FRAME_BATCH) return undefined;
-  const view = plainView(bytes);
-  const r = new Reader(view);
   try {
-    const end = frameEnd(r);
-    if (end !== view.length) return undefined;
+    const r = fieldReader(bytes);
+    const view = r.bytes;
+    const end = view.length;
     if (tag === tags.TAG_FRAME_DELTA_RESPONSE) return deltaResponseFrame(r.response(end));
     const frames: Frame[] = [];
     while (r.pos < end) {
@@ -127,11 +126,10 @@ let lastAckTypeUrl = "";
  * in the same order.
  */
 function plainAck(bytes: Uint8Array): Frame | undefined {
-  const view = plainView(bytes);
-  const r = new Reader(view);
   try {
-    const end = frameEnd(r);
-    if (end !== view.length) return undefined;
+    const r = fieldReader(bytes);
+    const view = r.bytes;
+    const end = view.length;
     let typeUrl: string | undefined;
     let responseNonce: string | undefined;
     while (r.pos < end) {
@@ -167,11 +165,10 @@ function plainAck(bytes: Uint8Array): Frame | undefined {
  * reflective setter, and the session then walked the decoded map again to weigh it.
  */
 function plainSubscription(bytes: Uint8Array): Frame | undefined {
-  const view = plainView(bytes);
-  const r = new Reader(view);
   try {
-    const end = frameEnd(r);
-    if (end !== view.length) return undefined;
+    const r = fieldReader(bytes);
+    const view = r.bytes;
+    const end = view.length;
     let node: Node | undefined;
     let typeUrl: string | undefined;
     let responseNonce: string | undefined;
@@ -212,10 +209,15 @@ function plainView(bytes: Uint8Array): Uint8Array {
     : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-/** Places `r` after a frame's one-byte field tag and returns where that field ends. */
-function frameEnd(r: Reader): number {
+/**
+ * A reader of `bytes` placed after the frame's one-byte field tag and its length; throws `notPlain` unless that
+ * field runs to the end of the bytes (a frame of one field, as an encoder writes a data frame).
+ */
+function fieldReader(bytes: Uint8Array): Reader {
+  const r = new Reader(plainView(bytes));
   r.pos = 1;
-  return r.length();
+  if (r.length() !== r.bytes.length) throw notPlain;
+  return r;
 }
 
 function isAscii(text: string): boolean {
