@@ -6,7 +6,7 @@
 // repetitions of the ns per visit. With one zone the state stays in the
 // CPU's caches; with thousands each visit finds it gone, which is why no
 // single line of a 10,000-zone profile stands out (docs/performance.md,
-// "Why the profiles are flat"). Not part of `npm run bench`.
+// "Where a change's time goes"). Not part of `npm run bench`.
 //
 //   node --import ./bench/loader/register.mjs bench/cold-state.ts 7
 import { spreadOf } from "./summary.ts";

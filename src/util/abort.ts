@@ -18,8 +18,8 @@ const abortedGetter = (
  * thousands of signals (one per session) misses V8's lookup caches each
  * time: about 780 ns a read across 10,000 signals against 120 ns for the
  * getter called directly (bench/abort-read.ts; 14 ns either way on Node
- * 22, where signals share one class; docs/performance.md, "AbortSignal
- * reads on Node 20"). Use it on paths that run per message; elsewhere
+ * 22, where signals share one class; docs/performance.md, "Where a
+ * change's time goes"). Use it on paths that run per message; elsewhere
  * `signal.aborted` reads better.
  */
 export function isAborted(signal: AbortSignal | undefined): boolean {
