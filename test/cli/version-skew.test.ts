@@ -167,7 +167,7 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
       features: ["calls"],
     });
     const table = await run(["inspect", "zones", "--server", admin.url]);
-    expect(table.stdout).toMatch(/^ZONE +STATUS +SINCE +RTT +PEER VERSION +PROTOCOL +TYPE/m);
+    expect(table.stdout).toMatch(/^ZONE +STATUS +STATE +SINCE +RTT +PEER VERSION +PROTOCOL +TYPE/m);
     expect(table.stdout).toMatch(
       new RegExp(
         `^new-zone +online +\\S+ +\\S+ +${SOFTWARE_VERSION.replace(/[./]/g, "\\$&")} +3 \\(batching, calls\\) `,
