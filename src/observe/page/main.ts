@@ -74,15 +74,16 @@ function versionText(z: StatusSnapshot["zones"][number]): string {
   return `${z.peer.softwareVersion || "unknown"} · protocol ${z.peer.protocolVersion} · ${features}`;
 }
 
-/** The zone's verdict: a badge with its state, and the reason beside it. */
+/** The zone's verdict: a badge with its state, and the reason of a degraded or stalled one beside it (an offline one's is the last end). */
 function stateCell(z: StatusSnapshot["zones"][number], now: number): HTMLElement {
   const v = z.verdict;
-  const since = v.since === null || v.state === "healthy" ? "" : ` for ${ago(v.since, now)}`;
+  const shown = v.state === "degraded" || v.state === "stalled";
+  const since = v.since === null ? "" : ` (for ${ago(v.since, now)})`;
   return el(
     "td",
-    { class: "wrap state", "data-state": v.state },
+    { class: "state", "data-state": v.state },
     el("span", { class: `badge ${v.state}` }, v.state),
-    v.reason === "" ? null : el("span", { class: "reason" }, ` ${v.reason}${since}`),
+    shown ? el("span", { class: "reason" }, ` ${v.reason}${since}`) : null,
   );
 }
 
