@@ -31,8 +31,9 @@ function expressions(): { where: string; expr: string }[] {
     expr: r.expr,
   }));
   const walk = (node: unknown, path: string): void => {
-    if (Array.isArray(node)) node.forEach((n, i) => walk(n, `${path}[${i}]`));
-    else if (typeof node === "object" && node !== null) {
+    if (Array.isArray(node)) {
+      for (const [i, n] of node.entries()) walk(n, `${path}[${i}]`);
+    } else if (typeof node === "object" && node !== null) {
       const o = node as Record<string, unknown>;
       if (typeof o.expr === "string")
         out.push({ where: `kds-mux-dashboard.json ${path} (${String(o.refId)})`, expr: o.expr });
