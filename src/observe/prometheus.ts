@@ -286,7 +286,9 @@ export class PrometheusMetrics implements Metrics {
       help: "1 while this instance is ready (/readyz answers 200), 0 while it is not (starting, draining, store unreachable).",
       registers,
       collect() {
-        if (readiness !== undefined) this.set(readiness().ready ? 1 : 0);
+        // Without a source, no sample (prom-client starts an unlabelled gauge at 0, which would read "not ready").
+        if (readiness === undefined) this.remove();
+        else this.set(readiness().ready ? 1 : 0);
       },
     });
   }

@@ -239,6 +239,10 @@ describe("zoneVerdict", () => {
       expect(scrape.value("kds_zones", { state })).toBe(n);
     expect(scrape.samples("kds_zones")).toHaveLength(4);
     expect(scrape.value("kds_ready")).toBe(0);
+    // Without sources neither gauge has a sample (an unlabelled gauge would otherwise read 0, "not ready").
+    const bare = await parseMetrics(await new PrometheusMetrics().text());
+    expect(bare.samples("kds_ready")).toEqual([]);
+    expect(bare.samples("kds_zones")).toEqual([]);
   });
 
   it("names its states, and tells a state from anything else", () => {
