@@ -17,7 +17,7 @@ import {
   type Message,
   type MessageInitShape,
 } from "@bufbuild/protobuf";
-import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate, timestampFromMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   createClient,
   type Client,
@@ -37,6 +37,8 @@ import {
   TypeInfoSchema,
   type SyncCountersSchema,
   ZoneInsightSchema,
+  DirectionTimesSchema,
+  type ZoneInsight,
   type AdminResource,
 } from "../gen/kds/admin/v1/admin_pb.ts";
 import { ZONE_KIND } from "../kinds/builtin-types.ts";
@@ -50,6 +52,7 @@ import {
   type TypeRegistry,
 } from "../kinds/resource-types.ts";
 import { sideOf, type SyncCounters, type ZoneStatus } from "../observe/zone-status.ts";
+import { directionTimes, zoneVerdict } from "../observe/zone-health.ts";
 import type { ResourceInput, ResourceStore } from "../store/contract.ts";
 import { toConnectError } from "../connect-errors.ts";
 
@@ -406,6 +409,7 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
         return {
           zones: (await backend.zoneStatuses()).map((z) =>
             create(ZoneInsightSchema, {
+              ...healthInsight(z),
               zone: z.zone,
               online: z.online,
               connectedAt:
@@ -494,4 +498,25 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
 /** Registers the AdminService on `router`. */
 export function registerAdmin(router: ConnectRouter, backend: AdminBackend): ConnectRouter {
   return router.service(AdminService, adminServiceImpl(backend));
+}
+
+/** The verdict and per-direction times of `z` as ZoneInsight fields (see observe/zone-health.ts). */
+function healthInsight(
+  z: ZoneStatus,
+): Pick<ZoneInsight, "state" | "stateReason" | "stateSince" | "directions"> {
+  const verdict = zoneVerdict(z);
+  const at = (ms: number | undefined): Timestamp | undefined =>
+    ms === undefined ? undefined : timestampFromMs(Math.floor(ms)); // stamps may carry a fraction (see TypeSyncTimes)
+  return {
+    state: verdict.state,
+    stateReason: verdict.reason,
+    stateSince: at(verdict.since),
+    directions: directionTimes(z).map((d) =>
+      create(DirectionTimesSchema, {
+        direction: d.direction,
+        lastSentAt: at(d.lastSentAt),
+        lastReceivedAt: at(d.lastReceivedAt),
+      }),
+    ),
+  };
 }

@@ -124,6 +124,7 @@ function sessionDocument(c: SyncCounters | undefined): Record<string, number> {
 export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
   return {
     zone: z.zone,
+    ...healthDocument(z),
     online: z.online,
     connectedAt: z.connectedAt === undefined ? null : iso(z.connectedAt),
     disconnectedAt: z.disconnectedAt === undefined ? null : iso(z.disconnectedAt),
@@ -181,6 +182,27 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
   };
 }
 
+/** A zone's verdict and per-direction times as the JSON document prints them. */
+function healthDocument(z: ZoneInsight): Record<string, unknown> {
+  return {
+    state: z.state || null,
+    stateReason: z.stateReason || null,
+    stateSince: z.stateSince === undefined ? null : iso(z.stateSince),
+    directions: z.directions.map((d) => ({
+      direction: d.direction,
+      lastSentAt: d.lastSentAt === undefined ? null : iso(d.lastSentAt),
+      lastReceivedAt: d.lastReceivedAt === undefined ? null : iso(d.lastReceivedAt),
+    })),
+  };
+}
+
+/** The note under the zone table of a zone that is not healthy: its state, since when, and why. */
+function stateNote(z: ZoneInsight, now: number): string | undefined {
+  if (z.state === "" || z.state === "healthy" || z.state === "offline") return undefined; // offline: the notes below say how it ended
+  const since = z.stateSince === undefined ? "" : ` for ${age(z.stateSince, now)}`;
+  return `${z.zone}: ${z.state.toUpperCase()}${since}: ${withFlags(z.stateReason)}`;
+}
+
 /**
  * What a zone's current or last session agreed on, for the table: the
  * protocol version with the features it uses ("3 (batching, calls)"), or
@@ -195,6 +217,8 @@ function protocolText(z: ZoneInsight): string {
 function zoneNotes(zones: ZoneInsight[], now: number): string[] {
   const notes: string[] = [];
   for (const z of zones) {
+    const state = stateNote(z, now);
+    if (state !== undefined) notes.push(state);
     if (z.heldReset !== undefined) {
       const kinds = z.heldReset.kinds.map((k) => `${k.held} of ${k.of} ${k.kind}`).join(", ");
       const release =
@@ -222,7 +246,9 @@ function zoneNotes(zones: ZoneInsight[], now: number): string[] {
 }
 
 /**
- * Prints zone status in `format`. The table shows each zone's peer software
+ * Prints zone status in `format`. The table shows each zone's state
+ * (healthy, degraded, stalled, offline; the reason of one neither healthy
+ * nor offline is a note under it), peer software
  * version and the protocol version and features its session uses, and each type's counters in
  * the words of this side's part (sent, acked, nacked as the sender;
  * received, accepted, rejected as the receiver), for the current session
@@ -254,6 +280,7 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
       rows.push([
         i === 0 ? z.zone : "",
         i === 0 ? status + (z.heldReset === undefined ? "" : ", reset held") : "",
+        i === 0 ? z.state || "-" : "",
         i === 0 ? since : "",
         i === 0 ? rtt : "",
         i === 0 ? z.softwareVersion || "-" : "",
@@ -272,6 +299,7 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
       rows.push([
         z.zone,
         status + (z.heldReset === undefined ? "" : ", reset held"),
+        z.state || "-",
         since,
         rtt,
         z.softwareVersion || "-",
@@ -289,6 +317,7 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
     [
       "ZONE",
       "STATUS",
+      "STATE",
       "SINCE",
       "RTT",
       "PEER VERSION",

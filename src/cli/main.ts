@@ -53,6 +53,7 @@ import {
 } from "./rebalance-flags.ts";
 import { resetGuardOptions, zoneExpireAfterOption, zoneStaleAfterOption } from "./offline-flags.ts";
 import { dataDirOption, storeOption } from "./store-option.ts";
+import { ZONE_STATES, type ZoneState } from "../observe/zone-health.ts";
 import {
   generateAdminToken,
   generateZoneToken,
@@ -455,14 +456,17 @@ export function program(): Command {
   inspect
     .command("zones")
     .description(
-      "zone status: online, connect time, per-type sent/ACK/NACK, last error, heartbeat round trip",
+      "zone status: state (healthy, degraded, stalled, offline) and why, online, connect time, per-type sent/ACK/NACK, last error, heartbeat round trip",
     )
     .addOption(outputOption())
+    .addOption(
+      new Option("--state <state>", "show only the zones in this state").choices([...ZONE_STATES]),
+    )
     .addOption(serverOption())
     .addOption(tokenOption())
     .addOption(caCertOption())
-    .action(async (o: AdminFlags & { output: OutputFormat }) =>
-      out(await inspectZones(target(o), o.output)),
+    .action(async (o: AdminFlags & { output: OutputFormat; state?: ZoneState }) =>
+      out(await inspectZones(target(o), o.output, o.state)),
     );
   inspect
     .command("zone")

@@ -12,6 +12,7 @@ import { ZONE_NAME_PATTERN } from "../names.ts";
 import { adminClient, call, read, type AdminTarget } from "./admin-client.ts";
 import { parseResourceFile, type ResourceDocument } from "./documents.ts";
 import { formatResources, formatTypes, formatZones, type OutputFormat } from "./format.ts";
+import type { ZoneState } from "../observe/zone-health.ts";
 
 /** Output formats accepted by -o. */
 export const outputFormats = ["table", "json", "yaml"] as const;
@@ -127,11 +128,17 @@ export async function inspectZone(
   return formatZones((await read(server, () => client.inspectZones({ zone }))).zones, format);
 }
 
-/** `inspect zones`. */
+/** `inspect zones` (`--state`: only the zones in that state). */
 export async function inspectZones(
   server: AdminTarget | string,
   format: OutputFormat,
+  state?: ZoneState,
 ): Promise<string> {
   const client = adminClient(server);
-  return formatZones((await read(server, () => client.inspectZones({}))).zones, format);
+  const { zones } = await read(server, () => client.inspectZones({}));
+  if (state === undefined) return formatZones(zones, format);
+  const chosen = zones.filter((z) => z.state === state);
+  if (chosen.length === 0 && format === "table")
+    return `No zone is ${state} (of ${zones.length} registered).`;
+  return formatZones(chosen, format);
 }

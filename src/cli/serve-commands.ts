@@ -312,7 +312,20 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   });
   try {
     options.logger.info(`global "${options.name}" keeps its state in ${opened.description}`);
-    const observe = observation("global", options.name, () => global.zoneStatuses());
+    const readiness = (): Readiness => {
+      const state = global.readiness();
+      return listening
+        ? state
+        : readinessOf(["starting: the zone listener is not open yet", ...state.reasons]);
+    };
+    const observe = observation("global", options.name, () => global.zoneStatuses(), {
+      readiness,
+      // kds_zones: the zones whose session this instance holds, and the offline ones (see PrometheusMetricsOptions.zones).
+      counted: async () =>
+        (await global.zoneStatuses()).filter(
+          (z) => !z.online || z.instance === undefined || z.instance === global.ownership.instance,
+        ),
+    });
     const limits = resolveConnectionLimits(options, "global", options.logger, observe.metrics);
     const global: GlobalControlPlane = new GlobalControlPlane({
       id: options.name,
@@ -342,12 +355,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       logger: options.logger,
       observe: observe.handler,
       limits: limits.admin,
-      readiness: () => {
-        const state = global.readiness();
-        return listening
-          ? state
-          : readinessOf(["starting: the zone listener is not open yet", ...state.reasons]);
-      },
+      readiness,
       drain: () => drainAsked.abort(new Error("POST /drain")),
     });
     adminUrl = admin.url;
@@ -417,9 +425,12 @@ function observation(
   role: "global" | "zone",
   name: string,
   zones: () => Promise<readonly ZoneStatus[]>,
+  gauges: { readiness: () => Readiness; counted?: () => Promise<readonly ZoneStatus[]> },
 ): { metrics: Metrics; handler: OptionalFetchHandler } {
   const prometheus = new PrometheusMetrics({
     labels: role === "zone" ? { role, zone: name } : { role },
+    zones: gauges.counted ?? zones,
+    readiness: gauges.readiness,
   });
   const status = new StatusFeed({ role, name, zones, zone: role === "zone" ? name : undefined });
   return {
@@ -619,7 +630,14 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
   });
   try {
     options.logger.info(`zone "${options.name}" keeps its state in ${opened.description}`);
-    const observe = observation("zone", options.name, () => Promise.resolve([zone.status()]));
+    const zoneReadiness = (): Readiness =>
+      readinessOf([
+        options.signal.aborted ? "stopping: the zone shuts down" : undefined,
+        storeHealth.reason(),
+      ]);
+    const observe = observation("zone", options.name, () => Promise.resolve([zone.status()]), {
+      readiness: zoneReadiness,
+    });
     const zone: ZoneControlPlane = new ZoneControlPlane({
       name: options.name,
       transport,
@@ -667,11 +685,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       logger: options.logger,
       observe: observe.handler,
       limits: limits.admin,
-      readiness: () =>
-        readinessOf([
-          options.signal.aborted ? "stopping: the zone shuts down" : undefined,
-          storeHealth.reason(),
-        ]),
+      readiness: zoneReadiness,
     });
     adminTls?.onReload((m) => setSecureContext(served, m));
     options.logger.info(

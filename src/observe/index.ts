@@ -39,3 +39,14 @@ export {
 } from "./status-feed.ts";
 export { STATUS_PAGE_HTML } from "./status-page-html.ts";
 export type { Readiness } from "./probes.ts";
+export {
+  countByState,
+  directionTimes,
+  isZoneState,
+  ZONE_STATES,
+  zoneVerdict,
+  type DirectionTimes,
+  type ZoneState,
+  type ZoneVerdict,
+} from "./zone-health.ts";
+export type { TypeSyncTimes } from "./zone-status.ts";

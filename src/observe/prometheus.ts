@@ -23,6 +23,9 @@ import type {
   Metrics,
   PeerVersion,
 } from "../metrics.ts";
+import type { Readiness } from "./probes.ts";
+import { countByState, ZONE_STATES } from "./zone-health.ts";
+import type { ZoneStatus } from "./zone-status.ts";
 
 /** The names of every series {@link PrometheusMetrics} exposes (for docs and tests). */
 export const METRIC_NAMES = Object.freeze([
@@ -49,7 +52,23 @@ export const METRIC_NAMES = Object.freeze([
   "kds_store_operation_seconds",
   "kds_stale_resources",
   "kds_held_deletions",
+  "kds_zones",
+  "kds_ready",
 ] as const);
+
+/** Options of {@link PrometheusMetrics}. */
+export interface PrometheusMetricsOptions {
+  /** Added to every series (for example `{ role: "global" }`). */
+  readonly labels?: Record<string, string>;
+  /**
+   * The zones `kds_zones` counts by state, read at each scrape (on a global
+   * with several instances: those whose session this instance holds, and
+   * the offline ones). Without it `kds_zones` has no samples.
+   */
+  readonly zones?: () => Promise<readonly ZoneStatus[]>;
+  /** Whether this instance is ready, for `kds_ready`, read at each scrape. Without it `kds_ready` has no sample. */
+  readonly readiness?: () => Readiness;
+}
 
 /** Buckets of the sync lag histogram, in seconds (1 ms to 1 min). */
 const LAG_BUCKETS = [
@@ -100,8 +119,8 @@ export class PrometheusMetrics implements Metrics {
   readonly #stale: ZoneSums;
   readonly #held: ZoneSums;
 
-  /** @param options - `labels` are added to every series (for example `{ role: "global" }`) */
-  constructor(options: { labels?: Record<string, string> } = {}) {
+  /** @param options - labels of every series, and where the zones' states and readiness come from */
+  constructor(options: PrometheusMetricsOptions = {}) {
     if (options.labels !== undefined) this.registry.setDefaultLabels(options.labels);
     const registers = [this.registry];
     this.#sessionsOpen = new Gauge({
@@ -250,6 +269,28 @@ export class PrometheusMetrics implements Metrics {
         registers,
       }),
     );
+    const { zones, readiness } = options;
+    new Gauge({
+      name: "kds_zones",
+      help: "Zones by state (healthy, degraded, stalled, offline; inspect zones and the status page give each zone's reason). On a global with several instances each counts the zones whose session it holds, and every instance counts the offline ones.",
+      labelNames: ["state"],
+      registers,
+      async collect() {
+        if (zones === undefined) return;
+        const counts = countByState(await zones());
+        for (const state of ZONE_STATES) this.set({ state }, counts[state]);
+      },
+    });
+    new Gauge({
+      name: "kds_ready",
+      help: "1 while this instance is ready (/readyz answers 200), 0 while it is not (starting, draining, store unreachable).",
+      registers,
+      collect() {
+        // Without a source, no sample (prom-client starts an unlabelled gauge at 0, which would read "not ready").
+        if (readiness === undefined) this.remove();
+        else this.set(readiness().ready ? 1 : 0);
+      },
+    });
   }
 
   /** The content type of {@link PrometheusMetrics.text}. */

@@ -8,6 +8,7 @@
  * @module
  */
 import { sideOf, type TypeSyncStatus, type ZoneStatus } from "./zone-status.ts";
+import { directionTimes, zoneVerdict, type ZoneState } from "./zone-health.ts";
 import { noopMetrics, type Metrics } from "../metrics.ts";
 import { Pulse } from "../util/wake.ts";
 
@@ -74,6 +75,18 @@ export interface ZoneStatusJson
   } | null;
   /** Stale (see {@link ZoneStatus.stale}): `since` is when the zone was last online, in ms since the epoch. */
   readonly stale: { readonly since: number; readonly resources: number } | null;
+  /** The zone's verdict (see zone-health.ts): its state, why, and since when (ms since the epoch). */
+  readonly verdict: {
+    readonly state: ZoneState;
+    readonly reason: string;
+    readonly since: number | null;
+  };
+  /** Per direction with kinds, when this side last sent and received a frame of them (ms since the epoch). */
+  readonly directions: readonly {
+    readonly direction: TypeSyncStatus["direction"];
+    readonly lastSentAt: number | null;
+    readonly lastReceivedAt: number | null;
+  }[];
 }
 
 /** Everything the page shows, as one JSON document. */
@@ -193,6 +206,19 @@ export class StatusFeed {
         z.stale === undefined
           ? null
           : { since: z.stale.since.getTime(), resources: z.stale.resources },
+      ...this.#health(z),
+    };
+  }
+
+  #health(z: ZoneStatus): Pick<ZoneStatusJson, "verdict" | "directions"> {
+    const verdict = zoneVerdict(z);
+    return {
+      verdict: { state: verdict.state, reason: verdict.reason, since: verdict.since ?? null },
+      directions: directionTimes(z).map((d) => ({
+        direction: d.direction,
+        lastSentAt: d.lastSentAt ?? null,
+        lastReceivedAt: d.lastReceivedAt ?? null,
+      })),
     };
   }
 

@@ -78,6 +78,31 @@ export interface TypeSyncStatus extends SyncCounters {
   readonly storeLoaded: boolean | undefined;
   /** As sender: the last failure reading this side's store, while it lasts. */
   readonly storeError: string | undefined;
+  /** When things last happened to the type (ms since the epoch; undefined: never). See {@link TypeSyncTimes}. */
+  readonly times?: TypeSyncTimes;
+}
+
+/**
+ * When things last happened to one type on one zone's connection, in ms
+ * since the epoch (undefined: not yet). Stamps of one zone strictly increase
+ * (two events in one millisecond differ by a fraction), so "a NACK newer than
+ * the last ACK" is `lastNackAt > lastAckAt` even within a millisecond.
+ */
+export interface TypeSyncTimes {
+  /** This side sent a frame of the type: a response (as sender) or an ACK or NACK (as receiver). */
+  readonly lastSentAt: number | undefined;
+  /** This side received a frame of the type: an ACK or NACK (as sender) or a response (as receiver). */
+  readonly lastReceivedAt: number | undefined;
+  /** As sender: the peer's last ACK. */
+  readonly lastAckAt: number | undefined;
+  /** As sender: the peer's last NACK. */
+  readonly lastNackAt: number | undefined;
+  /** As receiver: this side's last accepted response. */
+  readonly lastAcceptedAt: number | undefined;
+  /** As receiver: this side's last rejected (NACKed) response. */
+  readonly lastRejectedAt: number | undefined;
+  /** As sender: since when a response waits past the ACK timeout (undefined while none does). */
+  readonly stalledSince: number | undefined;
 }
 
 /**

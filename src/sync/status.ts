@@ -15,6 +15,7 @@ import type {
   SyncCounters,
   SyncError,
   TypeSyncStatus,
+  TypeSyncTimes,
   ZoneStatus,
 } from "../observe/zone-status.ts";
 import { KIND_CATALOG_TYPE_URL } from "./kind-catalog.ts";
@@ -28,8 +29,11 @@ const MAX_REJECTIONS = 20;
 const CONNECTION_LOST: ReadonlySet<string> = new Set(["transport", "peer_eof", "aborted"]);
 
 type MutableCounters = { -readonly [K in keyof SyncCounters]: SyncCounters[K] };
-type MutableType = { -readonly [K in keyof Omit<TypeSyncStatus, "session">]: TypeSyncStatus[K] } & {
+type MutableType = {
+  -readonly [K in keyof Omit<TypeSyncStatus, "session" | "times">]: TypeSyncStatus[K];
+} & {
   session: MutableCounters;
+  times: { -readonly [K in keyof TypeSyncTimes]: TypeSyncTimes[K] };
   oversized: string[];
   rejectedResources: Array<{ key: string; reason: string }>;
   peerRejectedResources: Array<{ key: string; reason: string }>;
@@ -64,19 +68,24 @@ export class ZoneStatusRecord {
   #peer: PeerVersion | undefined;
   readonly #types = new Map<string, MutableType>();
   readonly #served: () => readonly ServedKindState[];
+  readonly #now: () => number;
+  #lastStamp = Number.NEGATIVE_INFINITY;
 
   /**
    * @param zone - zone name
    * @param types - the kinds that flow, with their direction
    * @param served - reads the store state of the kinds this side sends
+   * @param now - wall clock in ms since the epoch, for the times of {@link TypeSyncTimes}. Default `Date.now`.
    */
   constructor(
     zone: string,
     types: readonly ResourceType[],
     served: () => readonly ServedKindState[] = () => [],
+    now: () => number = Date.now,
   ) {
     this.zone = zone;
     this.#served = served;
+    this.#now = now;
     for (const t of types) this.add(t);
   }
 
@@ -100,7 +109,23 @@ export class ZoneStatusRecord {
       peerRejectedOmitted: 0,
       storeLoaded: undefined,
       storeError: undefined,
+      times: {
+        lastSentAt: undefined,
+        lastReceivedAt: undefined,
+        lastAckAt: undefined,
+        lastNackAt: undefined,
+        lastAcceptedAt: undefined,
+        lastRejectedAt: undefined,
+        stalledSince: undefined,
+      },
     });
+  }
+
+  /** Now, strictly after the previous stamp of this record (see {@link TypeSyncTimes}). */
+  #stamp(): number {
+    const now = this.#now();
+    this.#lastStamp = now > this.#lastStamp ? now : this.#lastStamp + 0.001;
+    return this.#lastStamp;
   }
 
   /**
@@ -115,7 +140,7 @@ export class ZoneStatusRecord {
         protocolVersion: peer.protocolVersion,
         features: [...peer.features],
       };
-    this.#connectedAt = new Date();
+    this.#connectedAt = new Date(this.#now());
     this.#rtt = rtt;
     for (const t of this.#types.values()) t.session = zeroCounters();
   }
@@ -126,7 +151,7 @@ export class ZoneStatusRecord {
    * the last error however that session and the next ones end.
    */
   failed(code: string, message: string): void {
-    this.#lastError = { code, message, at: new Date() };
+    this.#lastError = { code, message, at: new Date(this.#now()) };
   }
 
   /**
@@ -135,12 +160,15 @@ export class ZoneStatusRecord {
    */
   disconnected(end: SessionEnd): void {
     this.#online = false;
-    this.#disconnectedAt = new Date();
+    this.#disconnectedAt = new Date(this.#now());
     this.#lastEnd = { code: end.code, message: end.message };
     if (!end.graceful && !CONNECTION_LOST.has(end.code)) this.failed(end.code, end.message);
     this.#lastRtt = this.#rtt?.();
     this.#rtt = undefined;
-    for (const t of this.#types.values()) t.stalled = false;
+    for (const t of this.#types.values()) {
+      t.stalled = false;
+      t.times.stalledSince = undefined;
+    }
   }
 
   /** Callbacks for the discovery server of this zone's connection. */
@@ -155,6 +183,7 @@ export class ZoneStatusRecord {
         t.session.sent++;
         t.resourcesSent += info.resources;
         t.session.resourcesSent += info.resources;
+        t.times.lastSentAt = this.#stamp();
       },
       acked: (typeUrl, version) => {
         const t = this.#types.get(typeUrl);
@@ -163,6 +192,10 @@ export class ZoneStatusRecord {
         t.session.acked++;
         t.lastAckedVersion = version;
         t.stalled = false;
+        const at = this.#stamp();
+        t.times.lastAckAt = at;
+        t.times.lastReceivedAt = at;
+        t.times.stalledSince = undefined;
       },
       nacked: (typeUrl, _version, error) => {
         // The zone refused the global's kinds: the session ends for it, and the reason stays the last error.
@@ -170,6 +203,10 @@ export class ZoneStatusRecord {
         this.#with(typeUrl, (t) => {
           count(t, "nacked");
           t.lastNackError = error;
+          const at = this.#stamp();
+          t.times.lastNackAt = at;
+          t.times.lastReceivedAt = at;
+          t.times.stalledSince = undefined;
         });
       },
       resourceErrors: (typeUrl, errors, omitted) => {
@@ -180,7 +217,11 @@ export class ZoneStatusRecord {
           t.peerRejectedResources = errors.map((e) => ({ key: e.key, reason: e.reason }));
         t.peerRejectedOmitted = omitted;
       },
-      stalled: (typeUrl) => void this.#with(typeUrl, (t) => (t.stalled = true)),
+      stalled: (typeUrl) =>
+        void this.#with(typeUrl, (t) => {
+          t.stalled = true;
+          t.times.stalledSince ??= this.#stamp();
+        }),
       oversized: (typeUrl, key) =>
         void this.#with(typeUrl, (t) => {
           if (!t.oversized.includes(key) && t.oversized.length < 100) t.oversized.push(key);
@@ -200,11 +241,20 @@ export class ZoneStatusRecord {
         t.resourcesReceived += info.resources;
         t.session.resourcesReceived += info.resources;
         t.lastAcceptedVersion = info.version;
+        // Accepted, then ACKed at once: received and sent at one time.
+        const at = this.#stamp();
+        t.times.lastAcceptedAt = at;
+        t.times.lastReceivedAt = at;
+        t.times.lastSentAt = at;
       },
       rejected: (typeUrl, _version, error) =>
         void this.#with(typeUrl, (t) => {
           count(t, "rejected");
           t.lastRejectError = error;
+          const at = this.#stamp();
+          t.times.lastRejectedAt = at;
+          t.times.lastReceivedAt = at;
+          t.times.lastSentAt = at;
         }),
       resourceRejected: (typeUrl, key, reason) =>
         void this.#with(typeUrl, (t) => {
@@ -237,6 +287,7 @@ export class ZoneStatusRecord {
           oversized: [...t.oversized],
           rejectedResources: [...t.rejectedResources],
           peerRejectedResources: [...t.peerRejectedResources],
+          times: { ...t.times },
           storeLoaded: served?.loaded,
           storeError: served?.error,
         };

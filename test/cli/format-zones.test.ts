@@ -14,6 +14,10 @@ const zones = (): ZoneInsight[] => [
   create(ZoneInsightSchema, {
     zone: "zone-2",
     online: false,
+    state: "offline",
+    stateReason:
+      "last session ended: transport: the peer cancelled the stream or the connection was lost",
+    stateSince: ago(60),
     connectedAt: ago(70),
     disconnectedAt: ago(60),
     lastEndCode: "transport",
@@ -53,10 +57,10 @@ describe("formatZones", () => {
   it("shows sender and receiver counters under their own words, this session beside all sessions, and the last error apart from the last end", () => {
     const lines = formatZones(zones(), "table", now).split("\n");
     expect(lines[0]).toMatch(
-      /^ZONE +STATUS +SINCE +RTT +PEER VERSION +PROTOCOL +TYPE +DIRECTION +THIS SESSION +ALL SESSIONS +LAST ERROR$/,
+      /^ZONE +STATUS +STATE +SINCE +RTT +PEER VERSION +PROTOCOL +TYPE +DIRECTION +THIS SESSION +ALL SESSIONS +LAST ERROR$/,
     );
     expect(lines[1]).toMatch(
-      /^zone-2 +offline +60s ago +- +kds-mux\/0\.0\.9 +2 \(calls\) +Mesh +global-to-zone +sent 2, acked 2, nacked 0 +sent 7, acked 6, nacked 1 +bad mesh$/,
+      /^zone-2 +offline +offline +60s ago +- +kds-mux\/0\.0\.9 +2 \(calls\) +Mesh +global-to-zone +sent 2, acked 2, nacked 0 +sent 7, acked 6, nacked 1 +bad mesh$/,
     );
     expect(lines[2]).toMatch(
       /^ +Dataplane +zone-to-global +received 1, accepted 1, rejected 0 +received 6, accepted 5, rejected 1 +-$/,
@@ -71,7 +75,7 @@ describe("formatZones", () => {
   it("shows '-' for the version and protocol of a zone that never connected, and the version fields in the JSON document", () => {
     const never = create(ZoneInsightSchema, { zone: "zone-9", heartbeatRttMs: -1 });
     expect(formatZones([never], "table", now).split("\n")[1]).toMatch(
-      /^zone-9 +offline +never +- +- +- +- +- +- +- +-$/,
+      /^zone-9 +offline +- +never +- +- +- +- +- +- +- +-$/,
     );
     expect(zoneDocument(never)).toMatchObject({
       softwareVersion: null,
@@ -82,6 +86,37 @@ describe("formatZones", () => {
       softwareVersion: "kds-mux/0.0.9",
       protocolVersion: 2,
       features: ["calls"],
+    });
+  });
+
+  it("shows each zone's state, a note with the reason of a degraded or stalled one, and the state in the JSON document", () => {
+    const degraded = zones()[0] as ZoneInsight;
+    degraded.online = true;
+    degraded.state = "degraded";
+    degraded.stateReason = "Mesh: the peer NACKed it: bad mesh";
+    degraded.stateSince = ago(30);
+    degraded.directions = [
+      {
+        $typeName: "kds.admin.v1.DirectionTimes",
+        direction: "global-to-zone",
+        lastSentAt: ago(31),
+        lastReceivedAt: ago(30),
+      },
+    ];
+    const text = formatZones([degraded], "table", now);
+    expect(text.split("\n")[1]).toMatch(/^zone-2 +online +degraded +/);
+    expect(text).toContain("zone-2: DEGRADED for 30s: Mesh: the peer NACKed it: bad mesh");
+    expect(zoneDocument(degraded)).toMatchObject({
+      state: "degraded",
+      stateReason: "Mesh: the peer NACKed it: bad mesh",
+      stateSince: "2030-01-01T00:09:30.000Z",
+      directions: [
+        {
+          direction: "global-to-zone",
+          lastSentAt: "2030-01-01T00:09:29.000Z",
+          lastReceivedAt: "2030-01-01T00:09:30.000Z",
+        },
+      ],
     });
   });
 

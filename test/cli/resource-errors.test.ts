@@ -1,8 +1,9 @@
 // Per-resource errors with real processes: a zone sends 100 Dataplanes, one
 // of which the global cannot store (its name on the global, zone-1.<name>,
 // is longer than 253 characters). The global stores the 99 and ACKs with the
-// one it rejected; the zone's inspect zones names it and why, and its log
-// says so; once the zone deletes it, the error clears.
+// one it rejected; the zone's inspect zones names it and why (the zone reads
+// degraded), and its log says so; once the zone deletes it, the error clears
+// (healthy again).
 import { afterAll, describe, expect, it } from "vitest";
 import { KdsProcess, run, until } from "./process.ts";
 
@@ -114,6 +115,10 @@ describe("per-resource errors", { timeout: 300_000 }, () => {
     );
     const table = await run(["inspect", "zones", "--server", zoneAdmin]);
     expect(table.stdout).toContain(`left out default/${long}: rejected by the peer`);
+    // The zone's verdict: degraded, naming the rejected resource.
+    expect(table.stdout).toMatch(/^zone-1 +online +degraded /m);
+    expect(table.stdout).toContain(`zone-1: DEGRADED for `);
+    expect(table.stdout).toContain(`Dataplane: the peer rejects 1 resource (default/${long}: `);
     expect(await count()).toBe(99);
 
     // Fixing it (here: deleting it in the zone) clears the error on the sender.
@@ -130,5 +135,7 @@ describe("per-resource errors", { timeout: 300_000 }, () => {
       new RegExp(`the global no longer rejects Dataplane "default/${long}"`),
       30_000,
     );
+    const healthy = await run(["inspect", "zones", "--state", "healthy", "--server", zoneAdmin]);
+    expect(healthy.stdout).toMatch(/^zone-1 +online +healthy /m);
   });
 });

@@ -167,14 +167,14 @@ describe("version skew against a real global", { timeout: 180_000 }, () => {
       features: ["calls"],
     });
     const table = await run(["inspect", "zones", "--server", admin.url]);
-    expect(table.stdout).toMatch(/^ZONE +STATUS +SINCE +RTT +PEER VERSION +PROTOCOL +TYPE/m);
+    expect(table.stdout).toMatch(/^ZONE +STATUS +STATE +SINCE +RTT +PEER VERSION +PROTOCOL +TYPE/m);
     expect(table.stdout).toMatch(
       new RegExp(
-        `^new-zone +online +\\S+ +\\S+ +${SOFTWARE_VERSION.replace(/[./]/g, "\\$&")} +3 \\(batching, calls\\) `,
+        `^new-zone +online +\\S+ +\\S+ +\\S+ +${SOFTWARE_VERSION.replace(/[./]/g, "\\$&")} +3 \\(batching, calls\\) `,
         "m",
       ),
     );
-    expect(table.stdout).toMatch(/^old-zone +online +\S+ +\S+ +- +2 \(calls\) /m);
+    expect(table.stdout).toMatch(/^old-zone +online +\S+ +\S+ +\S+ +- +2 \(calls\) /m);
   });
 
   /** Opens zone `zone`'s stream by hand and writes a hello announcing `versions` and `features`, as kds-mux 9.0.0; the stream stays open until `signal` aborts. */

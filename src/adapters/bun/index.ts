@@ -8,4 +8,8 @@ export {
   type ServeGlobalBunOptions,
   type ServedGlobalBun,
 } from "./serve-global.ts";
-export { METRIC_NAMES, PrometheusMetrics } from "../../observe/prometheus.ts";
+export {
+  METRIC_NAMES,
+  PrometheusMetrics,
+  type PrometheusMetricsOptions,
+} from "../../observe/prometheus.ts";

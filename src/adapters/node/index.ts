@@ -25,7 +25,11 @@ export {
   type ConnectionLimits,
 } from "./connection-limits.ts";
 export { DEFAULT_HTTP2_WINDOW_BYTES, windowedSessionManager } from "./http2-windows.ts";
-export { METRIC_NAMES, PrometheusMetrics } from "../../observe/prometheus.ts";
+export {
+  METRIC_NAMES,
+  PrometheusMetrics,
+  type PrometheusMetricsOptions,
+} from "../../observe/prometheus.ts";
 export { fetchFallback, type NodeFallback, type OptionalFetchHandler } from "./fetch-fallback.ts";
 export {
   startEmbeddedPostgres,

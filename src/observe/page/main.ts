@@ -74,6 +74,32 @@ function versionText(z: StatusSnapshot["zones"][number]): string {
   return `${z.peer.softwareVersion || "unknown"} · protocol ${z.peer.protocolVersion} · ${features}`;
 }
 
+/** The zone's verdict: a badge with its state, and the reason of a degraded or stalled one beside it (an offline one's is the last end). */
+function stateCell(z: StatusSnapshot["zones"][number], now: number): HTMLElement {
+  const v = z.verdict;
+  const shown = v.state === "degraded" || v.state === "stalled";
+  const since = v.since === null ? "" : ` (for ${ago(v.since, now)})`;
+  return el(
+    "td",
+    { class: "state", "data-state": v.state },
+    el("span", { class: `badge ${v.state}` }, v.state),
+    shown ? el("span", { class: "reason" }, ` ${v.reason}${since}`) : null,
+  );
+}
+
+/** Per direction: when this side last sent and received. */
+function trafficCell(z: StatusSnapshot["zones"][number], now: number): HTMLElement {
+  const when = (t: number | null): string => (t === null ? "never" : `${ago(t, now)} ago`);
+  const lines = z.directions.map((d) =>
+    el(
+      "div",
+      { "data-direction": d.direction },
+      `${d.direction}: sent ${when(d.lastSentAt)}, received ${when(d.lastReceivedAt)}`,
+    ),
+  );
+  return el("td", { class: "traffic muted" }, ...(lines.length === 0 ? ["-"] : lines));
+}
+
 function renderZones(s: StatusSnapshot): void {
   const body = byId<HTMLTableElement>("zones").tBodies[0] as HTMLTableSectionElement;
   const rows = s.zones.map((z) => {
@@ -101,9 +127,11 @@ function renderZones(s: StatusSnapshot): void {
           z.online ? "online" : "offline",
         ),
       ),
+      stateCell(z, s.now),
       el("td", { class: "since" }, since),
       el("td", { class: "rtt" }, rtt),
       el("td", { class: "version" }, versionText(z)),
+      trafficCell(z, s.now),
       el(
         "td",
         { class: "wrap muted" },
@@ -121,7 +149,7 @@ function renderZones(s: StatusSnapshot): void {
   body.replaceChildren(
     ...(rows.length > 0
       ? rows
-      : [el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No zones registered."))]),
+      : [el("tr", {}, el("td", { colspan: "9", class: "empty" }, "No zones registered."))]),
   );
 }
 

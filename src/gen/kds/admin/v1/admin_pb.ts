@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/admin/v1/admin.proto.
  */
 export const file_kds_admin_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChhrZHMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDGtkcy5hZG1pbi52MSKvAgoNQWRtaW5SZXNvdXJjZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCRI3CgZsYWJlbHMYBCADKAsyJy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIxCg1jcmVhdGlvbl90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChFtb2RpZmljYXRpb25fdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMCghUeXBlSW5mbxIMCgRraW5kGAEgASgJEhAKCHR5cGVfdXJsGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRINCgVzY29wZRgEIAEoCSISChBMaXN0VHlwZXNSZXF1ZXN0IjoKEUxpc3RUeXBlc1Jlc3BvbnNlEiUKBXR5cGVzGAEgAygLMhYua2RzLmFkbWluLnYxLlR5cGVJbmZvIj4KDEFwcGx5UmVxdWVzdBIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI/Cg1BcHBseVJlc3BvbnNlEi4KCXJlc291cmNlcxgBIAMoCzIbLmtkcy5hZG1pbi52MS5BZG1pblJlc291cmNlIkQKCkdldFJlcXVlc3QSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBG1lc2gYAyABKAkSDAoEem9uZRgEIAEoCSI9CgtHZXRSZXNwb25zZRIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI5Cg1EZWxldGVSZXF1ZXN0EgwKBHR5cGUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRtZXNoGAMgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIsgDCgpUeXBlU3RhdHVzEgwKBGtpbmQYASABKAkSEQoJZGlyZWN0aW9uGAIgASgJEgwKBHNlbnQYAyABKAQSDQoFYWNrZWQYBCABKAQSDgoGbmFja2VkGAUgASgEEhoKEmxhc3RfYWNrZWRfdmVyc2lvbhgGIAEoCRIXCg9sYXN0X25hY2tfZXJyb3IYByABKAkSDwoHc3RhbGxlZBgIIAEoCBIQCghhY2NlcHRlZBgJIAEoBBIQCghyZWplY3RlZBgKIAEoBBIZChFsYXN0X3JlamVjdF9lcnJvchgLIAEoCRIRCglvdmVyc2l6ZWQYDCADKAkSFgoOcmVzb3VyY2VzX3NlbnQYDSABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGA4gASgEEjoKEnJlamVjdGVkX3Jlc291cmNlcxgPIAMoCzIeLmtkcy5hZG1pbi52MS5SZWplY3RlZFJlc291cmNlEhQKDHN0b3JlX2xvYWRlZBgQIAEoCBITCgtzdG9yZV9lcnJvchgRIAEoCRIMCgRzaWRlGBIgASgJEisKB3Nlc3Npb24YEyABKAsyGi5rZHMuYWRtaW4udjEuU3luY0NvdW50ZXJzIpMBCgxTeW5jQ291bnRlcnMSDAoEc2VudBgBIAEoBBINCgVhY2tlZBgCIAEoBBIOCgZuYWNrZWQYAyABKAQSFgoOcmVzb3VyY2VzX3NlbnQYBCABKAQSEAoIYWNjZXB0ZWQYBSABKAQSEAoIcmVqZWN0ZWQYBiABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGAcgASgEIi8KEFJlamVjdGVkUmVzb3VyY2USCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCSK9BAoLWm9uZUluc2lnaHQSDAoEem9uZRgBIAEoCRIOCgZvbmxpbmUYAiABKAgSMAoMY29ubmVjdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9kaXNjb25uZWN0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWxhc3RfZW5kX2NvZGUYBSABKAkSGAoQbGFzdF9lbmRfbWVzc2FnZRgGIAEoCRIYChBoZWFydGJlYXRfcnR0X21zGAcgASgBEicKBXR5cGVzGAggAygLMhgua2RzLmFkbWluLnYxLlR5cGVTdGF0dXMSEAoIaW5zdGFuY2UYCSABKAkSFwoPbGFzdF9lcnJvcl9jb2RlGAogASgJEhoKEmxhc3RfZXJyb3JfbWVzc2FnZRgLIAEoCRIxCg1sYXN0X2Vycm9yX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBzb2Z0d2FyZV92ZXJzaW9uGA0gASgJEhgKEHByb3RvY29sX3ZlcnNpb24YDiABKA0SEAoIZmVhdHVyZXMYDyADKAkSLwoLc3RhbGVfc2luY2UYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD3N0YWxlX3Jlc291cmNlcxgRIAEoBBIrCgpoZWxkX3Jlc2V0GBIgASgLMhcua2RzLmFkbWluLnYxLkhlbGRSZXNldCKNAQoJSGVsZFJlc2V0EikKBXNpbmNlGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZWxlYXNlX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVraW5kcxgDIAMoCzIWLmtkcy5hZG1pbi52MS5IZWxkS2luZCIyCghIZWxkS2luZBIMCgRraW5kGAEgASgJEgwKBGhlbGQYAiABKAQSCgoCb2YYAyABKAQiIgoSQWNjZXB0UmVzZXRSZXF1ZXN0EgwKBHpvbmUYASABKAkiJgoTQWNjZXB0UmVzZXRSZXNwb25zZRIPCgdkZWxldGVkGAEgASgEIiMKE0luc3BlY3Rab25lc1JlcXVlc3QSDAoEem9uZRgBIAEoCSJAChRJbnNwZWN0Wm9uZXNSZXNwb25zZRIoCgV6b25lcxgBIAMoCzIZLmtkcy5hZG1pbi52MS5ab25lSW5zaWdodDLKAwoMQWRtaW5TZXJ2aWNlEkwKCUxpc3RUeXBlcxIeLmtkcy5hZG1pbi52MS5MaXN0VHlwZXNSZXF1ZXN0Gh8ua2RzLmFkbWluLnYxLkxpc3RUeXBlc1Jlc3BvbnNlEkAKBUFwcGx5Ehoua2RzLmFkbWluLnYxLkFwcGx5UmVxdWVzdBobLmtkcy5hZG1pbi52MS5BcHBseVJlc3BvbnNlEjoKA0dldBIYLmtkcy5hZG1pbi52MS5HZXRSZXF1ZXN0Ghkua2RzLmFkbWluLnYxLkdldFJlc3BvbnNlEkMKBkRlbGV0ZRIbLmtkcy5hZG1pbi52MS5EZWxldGVSZXF1ZXN0Ghwua2RzLmFkbWluLnYxLkRlbGV0ZVJlc3BvbnNlElUKDEluc3BlY3Rab25lcxIhLmtkcy5hZG1pbi52MS5JbnNwZWN0Wm9uZXNSZXF1ZXN0GiIua2RzLmFkbWluLnYxLkluc3BlY3Rab25lc1Jlc3BvbnNlElIKC0FjY2VwdFJlc2V0EiAua2RzLmFkbWluLnYxLkFjY2VwdFJlc2V0UmVxdWVzdBohLmtkcy5hZG1pbi52MS5BY2NlcHRSZXNldFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChhrZHMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDGtkcy5hZG1pbi52MSKvAgoNQWRtaW5SZXNvdXJjZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCRI3CgZsYWJlbHMYBCADKAsyJy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIxCg1jcmVhdGlvbl90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChFtb2RpZmljYXRpb25fdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMCghUeXBlSW5mbxIMCgRraW5kGAEgASgJEhAKCHR5cGVfdXJsGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRINCgVzY29wZRgEIAEoCSISChBMaXN0VHlwZXNSZXF1ZXN0IjoKEUxpc3RUeXBlc1Jlc3BvbnNlEiUKBXR5cGVzGAEgAygLMhYua2RzLmFkbWluLnYxLlR5cGVJbmZvIj4KDEFwcGx5UmVxdWVzdBIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI/Cg1BcHBseVJlc3BvbnNlEi4KCXJlc291cmNlcxgBIAMoCzIbLmtkcy5hZG1pbi52MS5BZG1pblJlc291cmNlIkQKCkdldFJlcXVlc3QSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBG1lc2gYAyABKAkSDAoEem9uZRgEIAEoCSI9CgtHZXRSZXNwb25zZRIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI5Cg1EZWxldGVSZXF1ZXN0EgwKBHR5cGUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRtZXNoGAMgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIsgDCgpUeXBlU3RhdHVzEgwKBGtpbmQYASABKAkSEQoJZGlyZWN0aW9uGAIgASgJEgwKBHNlbnQYAyABKAQSDQoFYWNrZWQYBCABKAQSDgoGbmFja2VkGAUgASgEEhoKEmxhc3RfYWNrZWRfdmVyc2lvbhgGIAEoCRIXCg9sYXN0X25hY2tfZXJyb3IYByABKAkSDwoHc3RhbGxlZBgIIAEoCBIQCghhY2NlcHRlZBgJIAEoBBIQCghyZWplY3RlZBgKIAEoBBIZChFsYXN0X3JlamVjdF9lcnJvchgLIAEoCRIRCglvdmVyc2l6ZWQYDCADKAkSFgoOcmVzb3VyY2VzX3NlbnQYDSABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGA4gASgEEjoKEnJlamVjdGVkX3Jlc291cmNlcxgPIAMoCzIeLmtkcy5hZG1pbi52MS5SZWplY3RlZFJlc291cmNlEhQKDHN0b3JlX2xvYWRlZBgQIAEoCBITCgtzdG9yZV9lcnJvchgRIAEoCRIMCgRzaWRlGBIgASgJEisKB3Nlc3Npb24YEyABKAsyGi5rZHMuYWRtaW4udjEuU3luY0NvdW50ZXJzIpMBCgxTeW5jQ291bnRlcnMSDAoEc2VudBgBIAEoBBINCgVhY2tlZBgCIAEoBBIOCgZuYWNrZWQYAyABKAQSFgoOcmVzb3VyY2VzX3NlbnQYBCABKAQSEAoIYWNjZXB0ZWQYBSABKAQSEAoIcmVqZWN0ZWQYBiABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGAcgASgEIi8KEFJlamVjdGVkUmVzb3VyY2USCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCSLFBQoLWm9uZUluc2lnaHQSDAoEem9uZRgBIAEoCRIOCgZvbmxpbmUYAiABKAgSMAoMY29ubmVjdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9kaXNjb25uZWN0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWxhc3RfZW5kX2NvZGUYBSABKAkSGAoQbGFzdF9lbmRfbWVzc2FnZRgGIAEoCRIYChBoZWFydGJlYXRfcnR0X21zGAcgASgBEicKBXR5cGVzGAggAygLMhgua2RzLmFkbWluLnYxLlR5cGVTdGF0dXMSEAoIaW5zdGFuY2UYCSABKAkSFwoPbGFzdF9lcnJvcl9jb2RlGAogASgJEhoKEmxhc3RfZXJyb3JfbWVzc2FnZRgLIAEoCRIxCg1sYXN0X2Vycm9yX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBzb2Z0d2FyZV92ZXJzaW9uGA0gASgJEhgKEHByb3RvY29sX3ZlcnNpb24YDiABKA0SEAoIZmVhdHVyZXMYDyADKAkSLwoLc3RhbGVfc2luY2UYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD3N0YWxlX3Jlc291cmNlcxgRIAEoBBIrCgpoZWxkX3Jlc2V0GBIgASgLMhcua2RzLmFkbWluLnYxLkhlbGRSZXNldBINCgVzdGF0ZRgoIAEoCRIUCgxzdGF0ZV9yZWFzb24YKSABKAkSLwoLc3RhdGVfc2luY2UYKiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKCmRpcmVjdGlvbnMYKyADKAsyHC5rZHMuYWRtaW4udjEuRGlyZWN0aW9uVGltZXMiiwEKDkRpcmVjdGlvblRpbWVzEhEKCWRpcmVjdGlvbhgBIAEoCRIwCgxsYXN0X3NlbnRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjQKEGxhc3RfcmVjZWl2ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIo0BCglIZWxkUmVzZXQSKQoFc2luY2UYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJlbGVhc2VfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiUKBWtpbmRzGAMgAygLMhYua2RzLmFkbWluLnYxLkhlbGRLaW5kIjIKCEhlbGRLaW5kEgwKBGtpbmQYASABKAkSDAoEaGVsZBgCIAEoBBIKCgJvZhgDIAEoBCIiChJBY2NlcHRSZXNldFJlcXVlc3QSDAoEem9uZRgBIAEoCSImChNBY2NlcHRSZXNldFJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAQiIwoTSW5zcGVjdFpvbmVzUmVxdWVzdBIMCgR6b25lGAEgASgJIkAKFEluc3BlY3Rab25lc1Jlc3BvbnNlEigKBXpvbmVzGAEgAygLMhkua2RzLmFkbWluLnYxLlpvbmVJbnNpZ2h0MsoDCgxBZG1pblNlcnZpY2USTAoJTGlzdFR5cGVzEh4ua2RzLmFkbWluLnYxLkxpc3RUeXBlc1JlcXVlc3QaHy5rZHMuYWRtaW4udjEuTGlzdFR5cGVzUmVzcG9uc2USQAoFQXBwbHkSGi5rZHMuYWRtaW4udjEuQXBwbHlSZXF1ZXN0Ghsua2RzLmFkbWluLnYxLkFwcGx5UmVzcG9uc2USOgoDR2V0Ehgua2RzLmFkbWluLnYxLkdldFJlcXVlc3QaGS5rZHMuYWRtaW4udjEuR2V0UmVzcG9uc2USQwoGRGVsZXRlEhsua2RzLmFkbWluLnYxLkRlbGV0ZVJlcXVlc3QaHC5rZHMuYWRtaW4udjEuRGVsZXRlUmVzcG9uc2USVQoMSW5zcGVjdFpvbmVzEiEua2RzLmFkbWluLnYxLkluc3BlY3Rab25lc1JlcXVlc3QaIi5rZHMuYWRtaW4udjEuSW5zcGVjdFpvbmVzUmVzcG9uc2USUgoLQWNjZXB0UmVzZXQSIC5rZHMuYWRtaW4udjEuQWNjZXB0UmVzZXRSZXF1ZXN0GiEua2RzLmFkbWluLnYxLkFjY2VwdFJlc2V0UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * A resource as the admin API shows and takes it.
@@ -702,6 +702,37 @@ export type ZoneInsight = Message<"kds.admin.v1.ZoneInsight"> & {
    * @generated from field: kds.admin.v1.HeldReset held_reset = 18;
    */
   heldReset?: HeldReset | undefined;
+
+  /**
+   * The zone's verdict: "healthy", "degraded" (a NACK newer than the last
+   * ACK, a rejected response, resources the peer rejects, held deletions, a
+   * kind whose store reads fail), "stalled" (a response waits for its ACK past
+   * the ACK timeout) or "offline"; empty from a server that does not say.
+   *
+   * @generated from field: string state = 40;
+   */
+  state: string;
+
+  /**
+   * Why (empty when healthy).
+   *
+   * @generated from field: string state_reason = 41;
+   */
+  stateReason: string;
+
+  /**
+   * Since when the condition it names holds (unset when unknown).
+   *
+   * @generated from field: google.protobuf.Timestamp state_since = 42;
+   */
+  stateSince?: Timestamp | undefined;
+
+  /**
+   * Per direction with kinds: when this side last sent and received a frame of them.
+   *
+   * @generated from field: repeated kds.admin.v1.DirectionTimes directions = 43;
+   */
+  directions: DirectionTimes[];
 };
 
 /**
@@ -710,6 +741,41 @@ export type ZoneInsight = Message<"kds.admin.v1.ZoneInsight"> & {
  */
 export const ZoneInsightSchema: GenMessage<ZoneInsight> = /*@__PURE__*/
   messageDesc(file_kds_admin_v1_admin, 13);
+
+/**
+ * When a side last sent and received a frame of the kinds of one direction.
+ *
+ * @generated from message kds.admin.v1.DirectionTimes
+ */
+export type DirectionTimes = Message<"kds.admin.v1.DirectionTimes"> & {
+  /**
+   * "global-to-zone", "zone-to-global" or "zone-to-zones".
+   *
+   * @generated from field: string direction = 1;
+   */
+  direction: string;
+
+  /**
+   * The last frame sent: a response as sender, an ACK or NACK as receiver (unset: none yet).
+   *
+   * @generated from field: google.protobuf.Timestamp last_sent_at = 2;
+   */
+  lastSentAt?: Timestamp | undefined;
+
+  /**
+   * The last frame received: an ACK or NACK as sender, a response as receiver.
+   *
+   * @generated from field: google.protobuf.Timestamp last_received_at = 3;
+   */
+  lastReceivedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message kds.admin.v1.DirectionTimes.
+ * Use `create(DirectionTimesSchema)` to create a new message.
+ */
+export const DirectionTimesSchema: GenMessage<DirectionTimes> = /*@__PURE__*/
+  messageDesc(file_kds_admin_v1_admin, 14);
 
 /**
  * Deletions the reset guard holds.
@@ -744,7 +810,7 @@ export type HeldReset = Message<"kds.admin.v1.HeldReset"> & {
  * Use `create(HeldResetSchema)` to create a new message.
  */
 export const HeldResetSchema: GenMessage<HeldReset> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 14);
+  messageDesc(file_kds_admin_v1_admin, 15);
 
 /**
  * The held deletions of one kind.
@@ -779,7 +845,7 @@ export type HeldKind = Message<"kds.admin.v1.HeldKind"> & {
  * Use `create(HeldKindSchema)` to create a new message.
  */
 export const HeldKindSchema: GenMessage<HeldKind> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 15);
+  messageDesc(file_kds_admin_v1_admin, 16);
 
 /**
  * Request of AcceptReset.
@@ -800,7 +866,7 @@ export type AcceptResetRequest = Message<"kds.admin.v1.AcceptResetRequest"> & {
  * Use `create(AcceptResetRequestSchema)` to create a new message.
  */
 export const AcceptResetRequestSchema: GenMessage<AcceptResetRequest> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 16);
+  messageDesc(file_kds_admin_v1_admin, 17);
 
 /**
  * Response of AcceptReset.
@@ -821,7 +887,7 @@ export type AcceptResetResponse = Message<"kds.admin.v1.AcceptResetResponse"> & 
  * Use `create(AcceptResetResponseSchema)` to create a new message.
  */
 export const AcceptResetResponseSchema: GenMessage<AcceptResetResponse> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 17);
+  messageDesc(file_kds_admin_v1_admin, 18);
 
 /**
  * Request of InspectZones.
@@ -843,7 +909,7 @@ export type InspectZonesRequest = Message<"kds.admin.v1.InspectZonesRequest"> & 
  * Use `create(InspectZonesRequestSchema)` to create a new message.
  */
 export const InspectZonesRequestSchema: GenMessage<InspectZonesRequest> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 18);
+  messageDesc(file_kds_admin_v1_admin, 19);
 
 /**
  * Response of InspectZones.
@@ -864,7 +930,7 @@ export type InspectZonesResponse = Message<"kds.admin.v1.InspectZonesResponse"> 
  * Use `create(InspectZonesResponseSchema)` to create a new message.
  */
 export const InspectZonesResponseSchema: GenMessage<InspectZonesResponse> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 19);
+  messageDesc(file_kds_admin_v1_admin, 20);
 
 /**
  * Manage resources and read status on a global or a zone.
