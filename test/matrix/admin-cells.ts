@@ -324,54 +324,51 @@ async function runtimeRows(
     const globalAdmin = globalUrls[2] as string;
     const server = ["--server", globalAdmin, ...caArgs];
     const tokenFile = join(dir, `${tag}.token`);
-    const globalCli = await row(
-      ["apply", "get", "generate zone-token", ...(everyCommand ? ["inspect zones"] : [])],
-      async (check) => {
-        await check("apply", async () =>
-          expectCli(
-            await runCli(
-              ["apply", "-f", "-", ...server],
-              `type: Zone\nname: ${zoneName}\nspec:\n  enabled: true\n---\ntype: Mesh\nname: ${meshName}\n`,
-            ),
-            /./,
+    // What the zone needs first: its Zone resource and a zone token.
+    const registered = await row(["apply", "generate zone-token"], async (check) => {
+      await check("apply", async () =>
+        expectCli(
+          await runCli(
+            ["apply", "-f", "-", ...server],
+            `type: Zone\nname: ${zoneName}\nspec:\n  enabled: true\n---\ntype: Mesh\nname: ${meshName}\n`,
           ),
-        );
-        // Independent calls run at once (each is a CLI process).
-        await Promise.all([
-          check("get", async () =>
-            expectCli(await runCli(["get", "Mesh", ...server]), new RegExp(meshName)),
-          ),
-          check("generate zone-token", async () => {
-            const r = await runCli(["generate", "zone-token", "--zone", zoneName, ...server]);
-            expectCli(r, /^[\w-]+\.[\w-]+\.[\w-]+\s*$/);
-            writeFileSync(tokenFile, r.stdout.trim());
-          }),
-        ]);
-        // The zone dials with the token the CLI made; the global then lists it.
-        zone = kdsMux(runtime, [
-          "zone",
-          "--name",
-          zoneName,
-          "--global",
-          zoneListener,
-          "--token-file",
-          tokenFile,
-          "--admin-listen",
-          "127.0.0.1:0",
-          "--store",
-          "memory",
-          "--log-level",
-          "info",
-          ...tlsArgs,
-          ...caArgs,
-        ]);
-        if (everyCommand)
-          await check("inspect zones", async () =>
-            expectCli(await runCli(["inspect", "zones", ...server]), new RegExp(zoneName)),
-          );
-      },
+          /./,
+        ),
+      );
+      await check("generate zone-token", async () => {
+        const r = await runCli(["generate", "zone-token", "--zone", zoneName, ...server]);
+        expectCli(r, /^[\w-]+\.[\w-]+\.[\w-]+\s*$/);
+        writeFileSync(tokenFile, r.stdout.trim());
+      });
+    });
+    if (!registered.ok) {
+      cells.push({ runtime, role: "global", protocol: cliProtocol, ...registered });
+      failAll("zone", `not started: ${registered.detail}`);
+      return cells;
+    }
+    // The zone dials with the token the CLI made; the global's other checks run meanwhile (each CLI run is a process).
+    zone = kdsMux(runtime, [
+      "zone",
+      "--name",
+      zoneName,
+      "--global",
+      zoneListener,
+      "--token-file",
+      tokenFile,
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      "memory",
+      "--log-level",
+      "info",
+      ...tlsArgs,
+      ...caArgs,
+    ]);
+    const zoneStarted = waitFor(
+      zone,
+      /admin API listening on (https?:\/\/127\.0\.0\.1:\d+)/,
+      90_000,
     );
-    cells.push({ runtime, role: "global", protocol: cliProtocol, ...globalCli });
     // Observability (and, on plaintext, an admin call over HTTP/1.1) of a listener.
     const observeRows = async (role: "global" | "zone", url: string): Promise<void> => {
       if (tls === undefined) {
@@ -408,84 +405,94 @@ async function runtimeRows(
         if (last !== undefined) mergeInto(cells, last, tlsRow);
       }
     };
-    const zoneStarted =
-      zone === undefined
-        ? undefined
-        : waitFor(zone, /admin API listening on (https?:\/\/127\.0\.0\.1:\d+)/, 90_000);
-    zoneStarted?.catch(() => undefined); // awaited below; this only keeps a failure from going unhandled meanwhile
-    await observeRows("global", globalAdmin);
-    if (zone === undefined || zoneStarted === undefined) {
-      failAll("zone", `not started: ${globalCli.detail}`);
-      return cells;
-    }
-    let zoneAdmin: string;
-    try {
-      zoneAdmin = (await zoneStarted)[1] as string;
-    } catch (error) {
-      failAll("zone", `the zone did not start: ${String(error)}`);
-      return cells;
-    }
-    const zoneServer = ["--server", zoneAdmin, ...caArgs];
-    const dataplane = `dp-${tag}`;
-    const zoneCli = await row(
-      everyCommand
-        ? ["apply", "get", "generate admin-token", "inspect zones", "sync both ways"]
-        : ["apply", "get", "sync both ways"],
-      async (check) => {
-        await check("apply", async () =>
-          expectCli(
-            await runCli(
-              ["apply", "-f", "-", ...zoneServer],
-              `type: Dataplane\nmesh: default\nname: ${dataplane}\nspec:\n  address: 10.0.0.1\n`,
-            ),
-            /./,
-          ),
-        );
-        await Promise.all([
+    const globalRest = async (): Promise<void> => {
+      const rest = await row(["get", ...(everyCommand ? ["inspect zones"] : [])], (check) =>
+        Promise.all([
           check("get", async () =>
-            expectCli(
-              await runCli(["get", "Dataplane", "--mesh", "default", ...zoneServer]),
-              new RegExp(dataplane),
-            ),
+            expectCli(await runCli(["get", "Mesh", ...server]), new RegExp(meshName)),
           ),
-          // A zone signs its own admin tokens (zone tokens are the global's).
-          everyCommand &&
-            check("generate admin-token", async () =>
-              expectCli(
-                await runCli([
-                  "generate",
-                  "admin-token",
-                  "--name",
-                  "matrix",
-                  "--role",
-                  "read-only",
-                  ...zoneServer,
-                ]),
-                /^[\w-]+\.[\w-]+\.[\w-]+\s*$/,
-              ),
-            ),
           everyCommand &&
             check("inspect zones", async () =>
-              expectCli(await runCli(["inspect", "zones", ...zoneServer]), new RegExp(zoneName)),
+              expectCli(await runCli(["inspect", "zones", ...server]), new RegExp(zoneName)),
             ),
-        ]);
-        await check("sync both ways", async () => {
-          await eventually(`the global's mesh ${meshName} reaches the zone`, () =>
-            lists(zoneAdmin, ca, { type: "Mesh" }, meshName),
-          );
-          await eventually(`the zone's dataplane ${dataplane} reaches the global`, () =>
-            lists(
-              globalAdmin,
-              ca,
-              { type: "Dataplane", mesh: "default" },
-              `${zoneName}.${dataplane}`,
+        ]).then(() => undefined),
+      );
+      const cell: AdminCell = { runtime, role: "global", protocol: cliProtocol, ...registered };
+      cells.push(cell);
+      mergeInto(cells, cell, rest);
+      await observeRows("global", globalAdmin);
+    };
+    const zoneRows = async (): Promise<void> => {
+      let zoneAdmin: string;
+      try {
+        zoneAdmin = (await zoneStarted)[1] as string;
+      } catch (error) {
+        failAll("zone", `the zone did not start: ${String(error)}`);
+        return;
+      }
+      const zoneServer = ["--server", zoneAdmin, ...caArgs];
+      const dataplane = `dp-${tag}`;
+      const zoneCli = await row(
+        everyCommand
+          ? ["apply", "get", "generate admin-token", "inspect zones", "sync both ways"]
+          : ["apply", "get", "sync both ways"],
+        async (check) => {
+          await check("apply", async () =>
+            expectCli(
+              await runCli(
+                ["apply", "-f", "-", ...zoneServer],
+                `type: Dataplane\nmesh: default\nname: ${dataplane}\nspec:\n  address: 10.0.0.1\n`,
+              ),
+              /./,
             ),
           );
-        });
-      },
-    );
-    cells.push({ runtime, role: "zone", protocol: cliProtocol, ...zoneCli });
-    await observeRows("zone", zoneAdmin);
+          await Promise.all([
+            check("get", async () =>
+              expectCli(
+                await runCli(["get", "Dataplane", "--mesh", "default", ...zoneServer]),
+                new RegExp(dataplane),
+              ),
+            ),
+            // A zone signs its own admin tokens (zone tokens are the global's).
+            everyCommand &&
+              check("generate admin-token", async () =>
+                expectCli(
+                  await runCli([
+                    "generate",
+                    "admin-token",
+                    "--name",
+                    "matrix",
+                    "--role",
+                    "read-only",
+                    ...zoneServer,
+                  ]),
+                  /^[\w-]+\.[\w-]+\.[\w-]+\s*$/,
+                ),
+              ),
+            everyCommand &&
+              check("inspect zones", async () =>
+                expectCli(await runCli(["inspect", "zones", ...zoneServer]), new RegExp(zoneName)),
+              ),
+          ]);
+          await check("sync both ways", async () => {
+            await eventually(`the global's mesh ${meshName} reaches the zone`, () =>
+              lists(zoneAdmin, ca, { type: "Mesh" }, meshName),
+            );
+            await eventually(`the zone's dataplane ${dataplane} reaches the global`, () =>
+              lists(
+                globalAdmin,
+                ca,
+                { type: "Dataplane", mesh: "default" },
+                `${zoneName}.${dataplane}`,
+              ),
+            );
+          });
+        },
+      );
+      cells.push({ runtime, role: "zone", protocol: cliProtocol, ...zoneCli });
+      await observeRows("zone", zoneAdmin);
+    };
+    await Promise.all([globalRest(), zoneRows()]);
     return cells;
   } finally {
     await Promise.all([stop(zone), stop(global)]);
