@@ -12,6 +12,7 @@ import { KdsError } from "../errors.ts";
 import { AdminService } from "../gen/kds/admin/v1/admin_pb.ts";
 import { TokenService } from "../gen/kds/admin/v1/tokens_pb.ts";
 import { fromConnectError } from "../connect-errors.ts";
+import { connectionFailure, type ConnectionFailure } from "./connection-failure.ts";
 import { sleep } from "../util/abort.ts";
 
 /** Where and how the CLI calls an admin API. */
@@ -76,12 +77,16 @@ export function tokenClient(server: AdminTarget | string): Client<typeof TokenSe
 /** Turns an admin call failure into a KdsError whose message says what to do. */
 export function adminError(error: unknown, server: AdminTarget | string): KdsError {
   const url = targetOf(server).url;
+  const answered = error instanceof ConnectError && error.metadata.get("kds-error-code") !== null;
+  const failure = answered ? undefined : connectionFailure(error);
+  if (failure !== undefined)
+    return new KdsError("transport", failureMessage(failure, url), { cause: error });
   if (
     error instanceof ConnectError &&
     (error.code === Code.Unavailable ||
       error.code === Code.Unknown ||
       error.code === Code.Internal) &&
-    error.metadata.get("kds-error-code") === null
+    !answered
   ) {
     return new KdsError(
       "transport",
@@ -95,6 +100,25 @@ export function adminError(error: unknown, server: AdminTarget | string): KdsErr
   return kds.code === "transport"
     ? kds
     : new KdsError(kds.code, kds.message.replace(/^\[[a-z_]+\] /, ""), { cause: error });
+}
+
+/** What the CLI says about a call to `url` that `failure` left unanswered. */
+function failureMessage(failure: ConnectionFailure, url: string): string {
+  switch (failure.kind) {
+    case "not_connected":
+      return `could not connect to the admin API at ${url} (${failure.reason}); check that a kds-mux global or zone runs there and that --server is right`;
+    case "untrusted":
+      return `connected to ${url}, but could not verify its TLS certificate (${failure.reason}); pass --ca-cert with the CA that signed it (the server's --tls-cert, when it signed itself)`;
+    case "broken": {
+      const check =
+        failure.notSpoken === "http2"
+          ? "it does not speak HTTP/2 there, as a kds-mux admin API does (h2c without TLS, h2 over TLS): check for a proxy or load balancer in between that speaks only HTTP/1.1, and that --server names an admin listener (kds-mux global or zone --admin-listen)"
+          : failure.notSpoken === "tls"
+            ? "it does not speak TLS there: use an http:// --server"
+            : `check what serves that address: its runtime (the admin API speaks HTTP/2 on Node, Deno and Bun) and kds-mux version, and any proxy or load balancer in between (one that speaks only HTTP/1.1 breaks HTTP/2 sessions)${failure.silent === true && url.startsWith("http:") ? "; a TLS listener closes a plaintext connection this way: try https://" : ""}`;
+      return `connected to ${url}, but the server ${failure.how}; ${check}`;
+    }
+  }
 }
 
 /** Runs an admin call, converting its failure. */

@@ -365,7 +365,9 @@ describe("kds-mux CLI", { timeout: 120_000 }, () => {
     expect(unknown.stderr).toMatch(/unknown resource type "Nope"; known types: Zone, Mesh/);
     const unreachable = await run(["get", "Mesh", "--server", "http://127.0.0.1:1"]);
     expect(unreachable.code).toBe(1);
-    expect(unreachable.stderr).toMatch(/cannot reach the admin API at http:\/\/127\.0\.0\.1:1/);
+    expect(unreachable.stderr).toMatch(
+      /could not connect to the admin API at http:\/\/127\.0\.0\.1:1/,
+    );
     const badFlag = await run([
       "zone",
       "--name",

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { runAdminCells } from "./admin-cells.ts";
 
 type Runtime = "node" | "deno" | "bun";
 const runtimes: Runtime[] = ["node", "deno", "bun"];
@@ -53,8 +54,23 @@ interface Cell {
 
 const cells: Cell[] = [];
 const started = performance.now();
-/** KDS_MATRIX_ONLY=conformance runs only the conformance rows (and leaves docs/runtime-matrix.md alone). */
+/** KDS_MATRIX_ONLY=conformance or =admin runs only those rows (and leaves docs/runtime-matrix.md alone). */
 const only = process.env.KDS_MATRIX_ONLY;
+if (only === "admin") {
+  const admin = await runAdminCells(runtimes);
+  console.log(
+    admin
+      .map(
+        (c) =>
+          `admin ${c.runtime} ${c.role} ${c.protocol}: ${c.ok ? "pass" : `FAIL (${c.detail})`}`,
+      )
+      .join("\n"),
+  );
+  console.log(
+    `admin cells (${((performance.now() - started) / 1000).toFixed(1)} s): ${admin.filter((c) => c.ok).length} passed, ${admin.filter((c) => !c.ok).length} failed`,
+  );
+  process.exit(admin.every((c) => c.ok) ? 0 : 1);
+}
 for (const globalRuntime of only === "conformance" ? [] : runtimes) {
   const global = launch(globalRuntime, "./global-main.ts", []);
   let url: string;
@@ -244,6 +260,7 @@ const conformanceRows: ConformanceRow[] = [];
   global.kill();
 }
 const conformanceFailed = conformanceRows.filter((r) => !r.ok).length;
+const adminCells = only === "conformance" ? [] : await runAdminCells(runtimes);
 if (only === "conformance") {
   console.log(
     conformanceRows
@@ -284,6 +301,21 @@ writeFileSync(
         `| ${r.kit} | ${r.mode} | node | ${r.ok ? "pass" : `**FAIL**: ${r.detail.replace(/\|/g, "\\|")}`} |`,
     ),
     "",
+    "Admin cells: `kds-mux global` and `kds-mux zone` run on each runtime (one process per runtime, role and listener kind; the zone dials the global of its runtime with the zone token the CLI generated), managed by the real CLI on Node (`node bin/kds-mux.mjs`). A plaintext admin listener serves h2c and HTTP/1.1 on one port: the CLI speaks h2c (prior knowledge); /metrics, the status page and /status.json are read over both, and an admin call (Connect, JSON) over HTTP/1.1. A TLS listener (`--tls-cert`, `--tls-key`) offers h2 and http/1.1 by ALPN: the CLI speaks h2 (`--ca-cert`), the pages are read over both. Sync both ways: the global's Mesh reaches the zone and the zone's Dataplane the global.",
+    "",
+    "| runtime | role | protocol | checks | result |",
+    "|---|---|---|---|---|",
+    ...adminCells.map(
+      (c) =>
+        `| ${c.runtime} | ${c.role} | ${c.protocol} | ${c.checks.join(", ")} | ${c.ok ? "pass" : `**FAIL**: ${c.detail.replace(/\|/g, "\\|")}`} |`,
+    ),
+    "",
+    "Not in the admin cells:",
+    "",
+    "- `generate zone-token` on a zone: a zone issues no zone tokens (the global does); a zone's cells generate an admin token, which the zone signs itself.",
+    "- The CLI over HTTP/1.1: the CLI speaks HTTP/2 only (h2c or h2); the HTTP/1.1 cells read /metrics, the status page and /status.json and make an admin call (Connect, JSON).",
+    "- `inspect zones`, and a zone's `generate admin-token`, over TLS: the same calls as over h2c on a connection that `apply` and `get` already cross over TLS; each CLI run costs about a second of CPU, so the TLS rows keep to the calls the zone needs.",
+    "",
     "Not in the run:",
     "",
     "| global | zone | transport | status | why |",
@@ -292,9 +324,12 @@ writeFileSync(
     "",
   ].join("\n"),
 );
-const failed = cells.filter((c) => !c.ok).length + conformanceFailed;
+const failed =
+  cells.filter((c) => !c.ok).length + conformanceFailed + adminCells.filter((c) => !c.ok).length;
 console.log(
   `runtime matrix (${((performance.now() - started) / 1000).toFixed(1)} s, docs/runtime-matrix.md):`,
 );
-console.log(`matrix: ${cells.length + conformanceRows.length - failed} passed, ${failed} failed`);
+console.log(
+  `matrix: ${cells.length + conformanceRows.length + adminCells.length - failed} passed, ${failed} failed`,
+);
 process.exit(failed === 0 ? 0 : 1);

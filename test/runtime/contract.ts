@@ -8,6 +8,7 @@ import { fetchScenarios } from "./fetch-scenarios.ts";
 import { metricsScenarios } from "../observe/metrics-scenarios.ts";
 import { reverseCallScenarios } from "../rpc/reverse-scenarios.ts";
 import { storeScenarios } from "./store-scenarios.ts";
+import { listenerScenarios } from "./listener-scenarios.ts";
 
 interface RuntimeGlobals {
   Deno?: { version: { deno: string }; exit(code: number): never };
@@ -43,6 +44,7 @@ for (const scenario of [
   ...metricsScenarios,
   ...reverseCallScenarios,
   ...storeScenarios,
+  ...listenerScenarios,
 ]) {
   const started = performance.now();
   try {

@@ -21,6 +21,7 @@ import { KdsError } from "../../errors.ts";
 import { MUX_PATH, muxStreamClaim } from "./mux-stream.ts";
 import { scanMuxRequestBody } from "./mux-body-scan.ts";
 import { peerInfo } from "./peer-info.ts";
+import { replaySocket, UNSHIFT_REACHES_HTTP2 } from "./replay-socket.ts";
 import {
   DEFAULT_MAX_CONNECTIONS_PER_ZONE,
   DEFAULT_REQUEST_TIMEOUT_MS,
@@ -282,6 +283,11 @@ function sniffingServer(
       socket.off("data", onData);
       socket.setTimeout(0);
       socket.pause();
+      if (prefix === H2_PREFACE && !UNSHIFT_REACHES_HTTP2) {
+        // Bun's node:http2 reads the socket natively and would miss the bytes read here.
+        h2.emit("connection", replaySocket(socket, head));
+        return;
+      }
       socket.unshift(head);
       if (prefix === H2_PREFACE) {
         // node:http2 takes over the socket and reads what was put back itself.
