@@ -299,6 +299,23 @@ function countersOf(c: SyncCounters): MessageInitShape<typeof SyncCountersSchema
   };
 }
 
+/** A zone status's replica and replacement fields in their admin form. */
+function leadershipFields(z: ZoneStatus): {
+  leadership: string;
+  leaderTerm: bigint;
+  leaderAddress: string;
+  replacedRecently: number;
+  replacedWindowMs: number;
+} {
+  return {
+    leadership: z.leadership?.role ?? "",
+    leaderTerm: BigInt(z.leadership?.term ?? 0),
+    leaderAddress: z.leadership?.leader?.address ?? "",
+    replacedRecently: z.replacements?.count ?? 0,
+    replacedWindowMs: z.replacements?.windowMs ?? 0,
+  };
+}
+
 /** The AdminService implementation over `backend`. */
 export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof AdminService> {
   const { types, store, role } = backend;
@@ -440,6 +457,7 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
                         of: BigInt(k.of),
                       })),
                     },
+              ...leadershipFields(z),
               types: z.types.map((t) => ({
                 kind: t.kind,
                 direction: t.direction,

@@ -64,6 +64,8 @@ import {
 import { anySignal } from "../util/abort.ts";
 import { isSharedStore, openCliStore, type StoreChoice } from "./store-option.ts";
 import { readTokenFile, writeSecretFile } from "./secret-files.ts";
+import { isLeaseStore } from "../store/lease.ts";
+import { hostname } from "node:os";
 import { ignoreHangup, ReloadingTls, type TlsMaterial } from "./tls-reload.ts";
 import { globalAdminBackend, zoneAdminBackend } from "../admin/role-backends.ts";
 
@@ -462,6 +464,8 @@ export interface ZoneCommandOptions
   readonly clientKey?: string;
   /** A kinds file (see kinds-file.ts); learned from the global when omitted. */
   readonly kinds?: string;
+  /** --lease-duration, in ms: the replicas' lease on a shared store (default 10 s). */
+  readonly leaseDuration?: number;
   readonly logger: Logger;
   readonly signal: AbortSignal;
 }
@@ -610,6 +614,13 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       : failoverMuxTransport(urls.map(dial), { targets: urls });
   const tokenFile = options.tokenFile;
   checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
+  // Replicas share a PostgreSQL server; the embedded engine and memory belong to one process, which always leads.
+  const replicated = isSharedStore(options);
+  if (options.leaseDuration !== undefined && !replicated)
+    throw new KdsError(
+      "invalid_argument",
+      "--lease-duration is the lease of zone replicas on one PostgreSQL server (--store postgres://...); with the embedded or memory store one process is the zone and always leads: drop --lease-duration",
+    );
   const types = zoneKinds(options.kinds, options.name, options.logger);
   const opened = await openCliStore(options, {
     name: options.name,
@@ -620,7 +631,13 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
   try {
     options.logger.info(`zone "${options.name}" keeps its state in ${opened.description}`);
     const observe = observation("zone", options.name, () => Promise.resolve([zone.status()]));
+    let adminUrl: string | undefined;
+    const lease = replicated && isLeaseStore(opened.store) ? opened.store : undefined;
     const zone: ZoneControlPlane = new ZoneControlPlane({
+      lease,
+      leaseDurationMs: options.leaseDuration,
+      leaseHolder: `${hostname()}/${process.pid}/${crypto.randomUUID().slice(0, 8)}`,
+      leaseAddress: () => adminUrl,
       name: options.name,
       transport,
       types,
@@ -637,11 +654,11 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
         `zone "${options.name}" presents no credential (no --token-file, no --client-cert): only a global started with --insecure-no-zone-auth admits it`,
       );
     }
-    // The zone signs its own admin tokens, with a key kept in its own store.
+    // The zone signs its own admin tokens, with a key kept in its own store (shared by its replicas, unfenced: any replica may issue).
     const backend = {
       ...zoneAdminBackend(zone),
       tokens: new TokenAuthority({
-        store: zone.store,
+        store: opened.store,
         issuer: options.name,
         logger: options.logger,
       }),
@@ -667,12 +684,15 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       logger: options.logger,
       observe: observe.handler,
       limits: limits.admin,
-      readiness: () =>
-        readinessOf([
+      readiness: () => ({
+        ...readinessOf([
           options.signal.aborted ? "stopping: the zone shuts down" : undefined,
           storeHealth.reason(),
         ]),
+        ...(lease === undefined ? {} : { role: zone.role }),
+      }),
     });
+    adminUrl = served.url;
     adminTls?.onReload((m) => setSecureContext(served, m));
     options.logger.info(
       `zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`,

@@ -7,7 +7,8 @@
  *
  * @module
  */
-import { Option } from "commander";
+import { InvalidArgumentError, Option } from "commander";
+import { parseDuration } from "./address.ts";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { ResourceStore } from "../store/contract.ts";
@@ -25,6 +26,30 @@ export const storeOption = (): Option =>
 /** `--data-dir`: the embedded store's directory. */
 export const dataDirOption = (): Option =>
   new Option("--data-dir <dir>", "the embedded store's directory (default ./kds-data/<name>)");
+
+/** The shortest `--lease-duration` taken: a term shorter than a few store round trips would flap. */
+export const MIN_LEASE_DURATION_MS = 300;
+
+/** `--lease-duration` of `kds-mux zone`: the lease replicas on one PostgreSQL server elect their leader with. */
+export const leaseDurationOption = (): Option =>
+  new Option(
+    "--lease-duration <duration>",
+    "with --store postgres://...: the leader lease of this zone's replicas (processes of one zone name on one database elect one leader, which alone dials the global); a standby takes over about this long after the leader stops, and a leader that cannot renew stops at two thirds of it (default 10s)",
+  ).argParser((text: string): number => {
+    let ms: number;
+    try {
+      ms = parseDuration(text);
+    } catch {
+      throw new InvalidArgumentError(
+        `--lease-duration "${text}" is not a duration; use for example 10s, 30s or 1500ms`,
+      );
+    }
+    if (ms < MIN_LEASE_DURATION_MS || ms > 3_600_000)
+      throw new InvalidArgumentError(
+        `--lease-duration must be from ${MIN_LEASE_DURATION_MS}ms to 1h, got "${text}"`,
+      );
+    return ms;
+  });
 
 /** What the two options said. */
 export interface StoreChoice {
