@@ -161,8 +161,8 @@ export interface ZoneReplacements {
   readonly count: number;
   /** The window, in ms. */
   readonly windowMs: number;
-  /** When the last one happened. */
-  readonly last: Date;
+  /** When the last one happened, in ms since the epoch. */
+  readonly lastAt: number;
 }
 
 /** A held reset of one kind, as status shows it. */

@@ -102,7 +102,7 @@ export function checkLeaseDuration(ms: number, what: string): number {
   if (!Number.isInteger(ms) || ms < 30)
     throw new KdsError(
       "invalid_argument",
-      `${what} must be a whole number of milliseconds of at least 30, got ${String(ms)}`,
+      `\`${what}\` must be a whole number of milliseconds of at least 30, got ${String(ms)}`,
     );
   return ms;
 }
