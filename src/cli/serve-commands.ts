@@ -695,8 +695,12 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
     adminUrl = served.url;
     adminTls?.onReload((m) => setSecureContext(served, m));
     options.logger.info(
-      `zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`,
+      `zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); ${lease === undefined ? "dialing" : "a replica on a shared store: it dials only while it leads,"} the global at ${options.global}`,
     );
+    if (lease !== undefined && options.kinds === undefined)
+      options.logger.warn(
+        `zone "${options.name}" runs as a replica without --kinds: a standby knows only the kinds it learns from the global when it first leads, so until then its admin API cannot read them; pass --kinds (the same file on every replica)`,
+      );
     await zone.run(options.signal);
     options.logger.info("shutting down");
     await served.close();
