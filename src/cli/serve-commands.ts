@@ -627,6 +627,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
     types,
     logger: options.logger,
     signal: options.signal,
+    owner: `kds-mux zone "${options.name}" with its admin API on ${options.adminListen}`,
   });
   try {
     options.logger.info(`zone "${options.name}" keeps its state in ${opened.description}`);

@@ -87,7 +87,14 @@ const NAME_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
  */
 export async function openCliStore(
   choice: StoreChoice,
-  context: { name: string; types: TypeRegistry; logger: Logger; signal: AbortSignal },
+  context: {
+    name: string;
+    types: TypeRegistry;
+    logger: Logger;
+    signal: AbortSignal;
+    /** Who uses an embedded data dir, named to a second process refused it (see `startEmbeddedPostgres`'s `owner`). */
+    owner?: string;
+  },
 ): Promise<CliStore> {
   const kind = choice.store ?? "embedded";
   const { types, logger, signal } = context;
@@ -128,7 +135,13 @@ export async function openCliStore(
   }
   const dataDir = choice.dataDir ?? `./kds-data/${context.name}`;
   const { startEmbeddedPostgres } = await import("../adapters/node/embedded-postgres.ts");
-  const server = await startEmbeddedPostgres({ dataDir, logger, signal, createSystemUser: true });
+  const server = await startEmbeddedPostgres({
+    dataDir,
+    logger,
+    signal,
+    createSystemUser: true,
+    owner: context.owner,
+  });
   try {
     const store = await PostgresStore.open(types, { url: server.url, logger, signal });
     return {

@@ -4,6 +4,9 @@
 // leader SIGSTOPped past its lease is replaced; SIGCONTed, it never dials nor
 // writes again while the other leads. When the leader is SIGKILLed, the
 // standby takes over. A lease duration that is not a duration is refused.
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
 import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
@@ -177,6 +180,40 @@ describe("zone replicas on one PostgreSQL database", { timeout: 300_000 }, () =>
       60_000,
     );
     expect(JSON.parse(onGlobal)).toHaveLength(1);
+  });
+
+  it("allows one zone process per embedded data dir: a second is refused at start, naming the first", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "kds-zone-lock-"));
+    chmodSync(dir, 0o755); // as root, the embedded server's own user must pass through
+    try {
+      const args = (admin: string) => [
+        "zone",
+        "--name",
+        "east",
+        "--global",
+        "http://127.0.0.1:1",
+        "--kinds",
+        kinds,
+        "--admin-listen",
+        admin,
+        "--data-dir",
+        join(dir, "east"),
+        "--log-level",
+        "info",
+      ];
+      const first = new KdsProcess(args("127.0.0.1:0"));
+      processes.push(first);
+      await adminOf(first);
+      const second = await run(args("127.0.0.1:0"));
+      expect(second.code).not.toBe(0);
+      expect(second.stderr).toContain(
+        `is in use by process ${first.child.pid} (kds-mux zone "east" with its admin API on 127.0.0.1:0): stop that process first`,
+      );
+      expect(first.child.exitCode).toBeNull();
+      await first.stop();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("refuses a lease duration that is not a duration, and one without a shared store", async () => {
