@@ -23,7 +23,7 @@
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Lease, LeaseRecord, LeaseStore, WriteFence } from "../store/lease.ts";
-import { sleep } from "../util/abort.ts";
+import { anySignal, sleep } from "../util/abort.ts";
 import { BurstLog } from "../util/burst-log.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 
@@ -198,9 +198,11 @@ export class Leadership {
             Math.floor(this.#durationMs / 5),
             Math.max(0, state.until - this.#clock.now()),
           );
-          await this.#pause(wait, signal);
+          // A term that ends meanwhile (its deadline, its work stopping) wakes the loop at once.
+          const term = this.#term?.signal;
+          await this.#pause(wait, term === undefined ? signal : anySignal([signal, term]));
           if (signal.aborted) break;
-          if (this.#state.kind !== "leader") continue; // the deadline fired meanwhile
+          if (this.#state.kind !== "leader") continue; // the term ended meanwhile
           const sentAt = this.#clock.now();
           try {
             const renewed = await this.#bounded(
@@ -246,9 +248,16 @@ export class Leadership {
             announcedLeader = "";
             const term = new AbortController();
             this.#term = term;
-            running = lead(term.signal).catch((error: unknown) => {
-              logger.error(`zone "${name}": the leader's work failed`, { zone: name, error });
-            });
+            running = lead(term.signal)
+              .catch((error: unknown) => {
+                logger.error(`zone "${name}": the leader's work failed`, { zone: name, error });
+              })
+              .finally(() => {
+                // Work that ended on its own (it found the term past its deadline before the timer said so) ends the
+                // term too, so a leader never holds the lease with nothing running: it campaigns again and restarts it.
+                if (this.#term === term && !term.signal.aborted)
+                  this.#end("lost", "its work stopped before its term ended");
+              });
             continue;
           }
           this.#state = nextLeadership(this.#state, { type: "refused", holder: attempt.holder });

@@ -186,6 +186,30 @@ describe("zone replicas on one store", () => {
     expect(a.leadership.leads()).toBe(false);
   });
 
+  it("a leader whose work stopped on its own campaigns again and restarts it, never holding the lease idle", async () => {
+    const clock = new ManualClock();
+    const store = new InMemoryStore(types, { clock });
+    const leadership = new Leadership({
+      store,
+      name: "east",
+      holder: "a",
+      logger: silentLogger,
+      clock,
+    });
+    const stop = new AbortController();
+    stops.push(stop);
+    let started = 0;
+    void leadership.run(stop.signal, (term) => {
+      started++;
+      // The first run of the work returns at once; the second runs until the term ends.
+      if (started === 1) return Promise.resolve();
+      return new Promise<void>((resolve) => term.addEventListener("abort", () => resolve()));
+    });
+    await advance(clock, 2_000);
+    expect(started).toBe(2);
+    expect(leadership.fence()).toEqual({ lease: "east", revision: 1 });
+  });
+
   it("a leader paused past its deadline (no timer ran) reads as not leading the moment it looks", async () => {
     // A clock whose timers never fire: the process is paused, its time moves on.
     let now = 0;
