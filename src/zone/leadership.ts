@@ -300,11 +300,26 @@ export class Leadership {
   #grant(lease: Lease, sentAt: number): void {
     this.#state = nextLeadership(this.#state, { type: "granted", lease, sentAt });
     this.#cancelDeadline?.();
-    const until = (this.#state as { until: number }).until;
-    this.#cancelDeadline = this.#clock.setTimer(() => {
-      if (this.#state.kind === "leader" && this.#clock.now() >= this.#state.until)
-        this.#end("deadline", "it could not renew its lease before the renew deadline");
-    }, until - this.#clock.now());
+    this.#armDeadline();
+  }
+
+  /**
+   * Ends the term at its renew deadline. A timer may fire a little before its
+   * time by this clock (Node's timers count from the loop's cached time), so
+   * one that fires early is armed again for the rest.
+   */
+  #armDeadline(): void {
+    const state = this.#state;
+    if (state.kind !== "leader") return;
+    this.#cancelDeadline = this.#clock.setTimer(
+      () => {
+        if (this.#state !== state) return; // renewed (a new deadline is armed) or ended
+        if (this.#clock.now() >= state.until)
+          this.#end("deadline", "it could not renew its lease before the renew deadline");
+        else this.#armDeadline();
+      },
+      Math.max(1, state.until - this.#clock.now()),
+    );
   }
 
   /** Ends the term (if any): its work is aborted now. */

@@ -5,6 +5,7 @@
 // writes again while the other leads. When the leader is SIGKILLed, the
 // standby takes over. A lease duration that is not a duration is refused.
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer, connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
@@ -13,14 +14,20 @@ import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
 import { KdsProcess, run, until } from "./process.ts";
 
 const processes: KdsProcess[] = [];
-let database: TestDatabase | undefined;
+const databases: TestDatabase[] = [];
 afterAll(async () => {
   for (const p of processes) {
     if (p.child.exitCode === null) p.child.kill("SIGCONT");
     await p.stop();
   }
-  await database?.drop();
+  for (const d of databases) await d.drop();
 });
+
+async function fresh(): Promise<TestDatabase> {
+  const d = await freshDatabase();
+  databases.push(d);
+  return d;
+}
 
 const kinds = new URL("../../examples/example-kinds/kinds.yaml", import.meta.url).pathname;
 const LEASE = "2s";
@@ -58,8 +65,7 @@ const leads = /this replica leads \(term (\d+)/;
 
 describe("zone replicas on one PostgreSQL database", { timeout: 300_000 }, () => {
   it("elect one leader; the standby refuses writes naming it; a paused leader never dials or writes again once replaced; a killed one is replaced", async () => {
-    database = await freshDatabase();
-    const url = database.url;
+    const url = (await fresh()).url;
     const global = new KdsProcess([
       "global",
       "--listen",
@@ -180,6 +186,71 @@ describe("zone replicas on one PostgreSQL database", { timeout: 300_000 }, () =>
       60_000,
     );
     expect(JSON.parse(onGlobal)).toHaveLength(1);
+  });
+
+  it("a leader whose store connection is cut stops before the standby takes over", async () => {
+    const url = new URL((await fresh()).url);
+    // The leader reaches PostgreSQL through a proxy this test cuts; the standby directly.
+    const sockets = new Set<Socket>();
+    const proxy = createServer((client) => {
+      const upstream = connect(Number(url.port || 5432), url.hostname);
+      for (const s of [client, upstream]) {
+        sockets.add(s);
+        s.on("error", () => undefined); // a cut connection: both ends are destroyed below
+        s.on("close", () => sockets.delete(s));
+      }
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+    const proxied = new URL(url);
+    proxied.port = String((proxy.address() as { port: number }).port);
+    proxied.hostname = "127.0.0.1";
+    const global = new KdsProcess([
+      "global",
+      "--listen",
+      "127.0.0.1:0",
+      "--admin-listen",
+      "127.0.0.1:0",
+      "--store",
+      "memory",
+      "--insecure-no-zone-auth",
+    ]);
+    processes.push(global);
+    const m = await global.waitFor(
+      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
+      90_000,
+    );
+    const zoneDoc = "type: Zone\nname: east\nspec:\n  enabled: true\n";
+    expect((await run(["apply", "-f", "-", "--server", m[2] as string], zoneDoc)).code).toBe(0);
+    const a = zone(m[1] as string, proxied.toString());
+    await a.waitFor(connected, 60_000);
+    const b = zone(m[1] as string, url.toString());
+    await b.waitFor(/this replica is a standby/, 60_000);
+    try {
+      proxy.close();
+      for (const s of sockets) s.destroy();
+      const stopped = await a.waitFor(
+        /^(\d\d):(\d\d):(\d\d)\.(\d{3}) WARN .*no longer leads.*$/m,
+        60_000,
+      );
+      const took = await b.waitFor(
+        /^(\d\d):(\d\d):(\d\d)\.(\d{3}) INFO .*this replica leads/m,
+        60_000,
+      );
+      const at = (t: RegExpMatchArray): number =>
+        ((Number(t[1]) * 60 + Number(t[2])) * 60 + Number(t[3])) * 1000 + Number(t[4]);
+      // Both processes log this machine's clock: the old leader stopped first.
+      const gap = (at(took) - at(stopped) + 86_400_000) % 86_400_000;
+      const logs = `the old leader's log:\n${a.output}\nthe new leader's log:\n${b.output}`;
+      expect(gap, logs).toBeGreaterThan(0);
+      expect(gap, logs).toBeLessThan(43_200_000);
+      expect(stopped[0], logs).toContain("could not renew its lease before the renew deadline");
+      await b.waitFor(connected, 60_000);
+      expect(count(a.output, connected)).toBe(1);
+    } finally {
+      proxy.close();
+      for (const s of sockets) s.destroy();
+    }
   });
 
   it("allows one zone process per embedded data dir: a second is refused at start, naming the first", async () => {

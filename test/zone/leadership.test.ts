@@ -210,6 +210,23 @@ describe("zone replicas on one store", () => {
     expect(leadership.fence()).toEqual({ lease: "east", revision: 1 });
   });
 
+  it("ends the term at its deadline even when the clock's timers fire a little early (as Node's can)", async () => {
+    class EarlyClock extends ManualClock {
+      override setTimer(fire: () => void, ms: number): () => void {
+        return super.setTimer(fire, ms > 1 ? ms - 1 : ms);
+      }
+    }
+    const clock = new EarlyClock();
+    const flaky = new FlakyLeases(new InMemoryStore(types, { clock }));
+    const a = replica(flaky, clock, "a");
+    await advance(clock, 100);
+    expect(a.leadership.leads()).toBe(true);
+    flaky.failing = true;
+    await advance(clock, 7_000, 50);
+    expect(a.leadership.leads()).toBe(false);
+    expect(a.terms[0]?.aborted).toBe(true);
+  });
+
   it("a leader paused past its deadline (no timer ran) reads as not leading the moment it looks", async () => {
     // A clock whose timers never fire: the process is paused, its time moves on.
     let now = 0;
