@@ -281,7 +281,7 @@ function withOutcome(error: unknown, count: number, outcome: "none" | "unknown")
   const what = count === 1 ? "the resource" : `the ${count} resources`;
   const said =
     outcome === "none"
-      ? `none of ${what} was applied (an apply is all or nothing); fix it and apply again`
+      ? `none of ${what} was applied (an apply is all or nothing); ${error.code === "not_leader" ? "apply it through the leader" : "fix it and apply again"}`
       : `either all or none of ${what} were applied, never a part (an apply is one transaction); run \`kds-mux get\` to see which, then apply again`;
   return new KdsError(error.code, `${error.message}; ${said}`, { cause: error });
 }
