@@ -7,7 +7,7 @@
 //  2. Steady state (60 s by default): the global must see exactly 1 session of
 //     `east` and 0 REPLACED (counted in its log).
 //  3. A writer creates Dataplanes in the zone's store (through the library, a
-//     PostgresStore on the same database, 50 a second) and Meshes on the global
+//     PostgresStore on the same database, one after another 20 ms apart) and Meshes on the global
 //     (through its admin API, 5 a second); 2 s in, the leader is SIGKILLed; the
 //     writers stop 2 s after the kill.
 //  4. Measured from the SIGKILL: when the standby leads (its /readyz says
