@@ -45,6 +45,7 @@ const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
   zone_offline: Code.Unavailable,
   kinds_mismatch: Code.FailedPrecondition,
   overloaded: Code.ResourceExhausted,
+  not_leader: Code.FailedPrecondition,
 };
 
 const kdsCodes: ReadonlySet<string> = new Set<string>(KDS_ERROR_CODES);

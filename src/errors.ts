@@ -34,7 +34,8 @@
  * - `kinds_mismatch`: a zone's kinds disagree with the global's (same kind, another message, direction or scope);
  * - `zone_revoked`: the global ended the zone's session because the zone was removed or disabled, or its credential was revoked;
  * - `handshake_timeout`: the peer sent no hello within the handshake timeout;
- * - `overloaded`: the global already holds as many streams waiting for their hello as it allows; retry later.
+ * - `overloaded`: the global already holds as many streams waiting for their hello as it allows; retry later;
+ * - `not_leader`: this replica does not hold its zone's lease (a standby, or a leader whose term is over): the write was refused; send it to the leader.
  */
 export const KDS_ERROR_CODES = [
   "invalid_argument",
@@ -64,6 +65,7 @@ export const KDS_ERROR_CODES = [
   "zone_revoked",
   "handshake_timeout",
   "overloaded",
+  "not_leader",
 ] as const;
 
 /** Stable, machine-readable error codes (see {@link KDS_ERROR_CODES}). */

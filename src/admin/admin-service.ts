@@ -284,7 +284,7 @@ function withOutcome(error: unknown, count: number, outcome: "none" | "unknown")
   const what = count === 1 ? "the resource" : `the ${count} resources`;
   const said =
     outcome === "none"
-      ? `none of ${what} was applied (an apply is all or nothing); fix it and apply again`
+      ? `none of ${what} was applied (an apply is all or nothing); ${error.code === "not_leader" ? "apply it through the leader" : "fix it and apply again"}`
       : `either all or none of ${what} were applied, never a part (an apply is one transaction); run \`kds-mux get\` to see which, then apply again`;
   return new KdsError(error.code, `${error.message}; ${said}`, { cause: error });
 }
@@ -299,6 +299,23 @@ function countersOf(c: SyncCounters): MessageInitShape<typeof SyncCountersSchema
     accepted: BigInt(c.accepted),
     rejected: BigInt(c.rejected),
     resourcesReceived: BigInt(c.resourcesReceived),
+  };
+}
+
+/** A zone status's replica and replacement fields in their admin form. */
+function leadershipFields(z: ZoneStatus): {
+  leadership: string;
+  leaderTerm: bigint;
+  leaderAddress: string;
+  replacedRecently: number;
+  replacedWindowMs: number;
+} {
+  return {
+    leadership: z.leadership?.role ?? "",
+    leaderTerm: BigInt(z.leadership?.term ?? 0),
+    leaderAddress: z.leadership?.leader?.address ?? "",
+    replacedRecently: z.replacements?.count ?? 0,
+    replacedWindowMs: z.replacements?.windowMs ?? 0,
   };
 }
 
@@ -444,6 +461,7 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
                         of: BigInt(k.of),
                       })),
                     },
+              ...leadershipFields(z),
               types: z.types.map((t) => ({
                 kind: t.kind,
                 direction: t.direction,

@@ -179,6 +179,25 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
               of: Number(k.of),
             })),
           },
+    ...replicaDocument(z),
+  };
+}
+
+/** A zone's replica role and repeated replacements, for json and yaml (absent when it has neither). */
+function replicaDocument(z: ZoneInsight): Record<string, unknown> {
+  return {
+    ...(z.leadership === ""
+      ? {}
+      : {
+          leadership: {
+            role: z.leadership,
+            term: Number(z.leaderTerm) || null,
+            leaderAddress: z.leaderAddress || null,
+          },
+        }),
+    ...(z.replacedRecently === 0
+      ? {}
+      : { replaced: { count: z.replacedRecently, windowMs: z.replacedWindowMs } }),
   };
 }
 
@@ -219,6 +238,16 @@ function zoneNotes(zones: ZoneInsight[], now: number): string[] {
   for (const z of zones) {
     const state = stateNote(z, now);
     if (state !== undefined) notes.push(state);
+    if (z.leadership !== "")
+      notes.push(
+        z.leadership === "leader"
+          ? `${z.zone}: this replica is the LEADER (term ${z.leaderTerm}): it dials the global and writes`
+          : `${z.zone}: this replica is a STANDBY: it serves reads only; the leader is ${z.leaderAddress === "" ? "not known yet" : `at ${z.leaderAddress}`}${z.leaderTerm > 0n ? ` (term ${z.leaderTerm})` : ""}`,
+      );
+    if (z.replacedRecently > 0)
+      notes.push(
+        `${z.zone}: REPLACED ${z.replacedRecently} times in the last ${Math.round(z.replacedWindowMs / 1000)} s: two processes are using zone name \`${z.zone}\`; give each its own name, or run replicas on one shared store (--store postgres://...) so only the leader dials`,
+      );
     if (z.heldReset !== undefined) {
       const kinds = z.heldReset.kinds.map((k) => `${k.held} of ${k.of} ${k.kind}`).join(", ");
       const release =

@@ -52,7 +52,7 @@ import {
   rebalanceMovesOption,
 } from "./rebalance-flags.ts";
 import { resetGuardOptions, zoneExpireAfterOption, zoneStaleAfterOption } from "./offline-flags.ts";
-import { dataDirOption, storeOption } from "./store-option.ts";
+import { dataDirOption, leaseDurationOption, storeOption } from "./store-option.ts";
 import { ZONE_STATES, type ZoneState } from "../observe/zone-health.ts";
 import {
   generateAdminToken,
@@ -228,6 +228,7 @@ export function program(): Command {
     )
     .addOption(storeOption())
     .addOption(dataDirOption())
+    .addOption(leaseDurationOption())
     .option(
       "--global <urls>",
       "the global's zone-facing address, e.g. https://global.example:5685; several instances comma-separated (the zone fails over between them; required)",

@@ -21,6 +21,8 @@ export const OPTION_FLAGS: Readonly<Record<string, string>> = {
   memoryBudget: "--max-buffer-bytes",
   // startEmbeddedPostgres (kds-mux global / zone)
   dataDir: "--data-dir",
+  // ZoneControlPlane (kds-mux zone)
+  leaseDurationMs: "--lease-duration",
   // GlobalControlPlane, ZoneControlPlane and the embedded engine's "use another store"
   store: "--store (memory, or a postgres:// URL)",
   // AdminService / TokenService request fields (kds-mux get, delete, generate admin-token)

@@ -64,6 +64,8 @@ import {
 import { anySignal } from "../util/abort.ts";
 import { isSharedStore, openCliStore, type StoreChoice } from "./store-option.ts";
 import { readTokenFile, writeSecretFile } from "./secret-files.ts";
+import { isLeaseStore } from "../store/lease.ts";
+import { hostname } from "node:os";
 import { ignoreHangup, ReloadingTls, type TlsMaterial } from "./tls-reload.ts";
 import { globalAdminBackend, zoneAdminBackend } from "../admin/role-backends.ts";
 
@@ -473,6 +475,8 @@ export interface ZoneCommandOptions
   readonly clientKey?: string;
   /** A kinds file (see kinds-file.ts); learned from the global when omitted. */
   readonly kinds?: string;
+  /** --lease-duration, in ms: the replicas' lease on a shared store (default 10 s). */
+  readonly leaseDuration?: number;
   readonly logger: Logger;
   readonly signal: AbortSignal;
 }
@@ -621,24 +625,40 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       : failoverMuxTransport(urls.map(dial), { targets: urls });
   const tokenFile = options.tokenFile;
   checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
+  // Replicas share a PostgreSQL server; the embedded engine and memory belong to one process, which always leads.
+  const replicated = isSharedStore(options);
+  if (options.leaseDuration !== undefined && !replicated)
+    throw new KdsError(
+      "invalid_argument",
+      "--lease-duration is the lease of zone replicas on one PostgreSQL server (--store postgres://...); with the embedded or memory store one process is the zone and always leads: drop --lease-duration",
+    );
   const types = zoneKinds(options.kinds, options.name, options.logger);
   const opened = await openCliStore(options, {
     name: options.name,
     types,
     logger: options.logger,
     signal: options.signal,
+    owner: `kds-mux zone "${options.name}" with its admin API on ${options.adminListen}`,
   });
   try {
     options.logger.info(`zone "${options.name}" keeps its state in ${opened.description}`);
-    const zoneReadiness = (): Readiness =>
-      readinessOf([
+    let adminUrl: string | undefined;
+    const lease = replicated && isLeaseStore(opened.store) ? opened.store : undefined;
+    const zoneReadiness = (): Readiness => ({
+      ...readinessOf([
         options.signal.aborted ? "stopping: the zone shuts down" : undefined,
         storeHealth.reason(),
-      ]);
+      ]),
+      ...(lease === undefined ? {} : { role: zone.role }),
+    });
     const observe = observation("zone", options.name, () => Promise.resolve([zone.status()]), {
       readiness: zoneReadiness,
     });
     const zone: ZoneControlPlane = new ZoneControlPlane({
+      lease,
+      leaseDurationMs: options.leaseDuration,
+      leaseHolder: `${hostname()}/${process.pid}/${crypto.randomUUID().slice(0, 8)}`,
+      leaseAddress: () => adminUrl,
       name: options.name,
       transport,
       types,
@@ -655,11 +675,11 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
         `zone "${options.name}" presents no credential (no --token-file, no --client-cert): only a global started with --insecure-no-zone-auth admits it`,
       );
     }
-    // The zone signs its own admin tokens, with a key kept in its own store.
+    // The zone signs its own admin tokens, with a key kept in its own store (shared by its replicas, unfenced: any replica may issue).
     const backend = {
       ...zoneAdminBackend(zone),
       tokens: new TokenAuthority({
-        store: zone.store,
+        store: opened.store,
         issuer: options.name,
         logger: options.logger,
       }),
@@ -687,10 +707,15 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       limits: limits.admin,
       readiness: zoneReadiness,
     });
+    adminUrl = served.url;
     adminTls?.onReload((m) => setSecureContext(served, m));
     options.logger.info(
-      `zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); dialing the global at ${options.global}`,
+      `zone "${options.name}" admin API listening on ${served.url} (status page at ${served.url}/, metrics at ${served.url}/metrics); ${lease === undefined ? "dialing" : "a replica on a shared store: it dials only while it leads,"} the global at ${options.global}`,
     );
+    if (lease !== undefined && options.kinds === undefined)
+      options.logger.warn(
+        `zone "${options.name}" runs as a replica without --kinds: a standby knows only the kinds it learns from the global when it first leads, so until then its admin API cannot read them; pass --kinds (the same file on every replica)`,
+      );
     await zone.run(options.signal);
     options.logger.info("shutting down");
     await served.close();

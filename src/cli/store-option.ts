@@ -7,7 +7,8 @@
  *
  * @module
  */
-import { Option } from "commander";
+import { InvalidArgumentError, Option } from "commander";
+import { parseDuration } from "./address.ts";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { ResourceStore } from "../store/contract.ts";
@@ -25,6 +26,30 @@ export const storeOption = (): Option =>
 /** `--data-dir`: the embedded store's directory. */
 export const dataDirOption = (): Option =>
   new Option("--data-dir <dir>", "the embedded store's directory (default ./kds-data/<name>)");
+
+/** The shortest `--lease-duration` taken: a term shorter than a few store round trips would flap. */
+export const MIN_LEASE_DURATION_MS = 300;
+
+/** `--lease-duration` of `kds-mux zone`: the lease replicas on one PostgreSQL server elect their leader with. */
+export const leaseDurationOption = (): Option =>
+  new Option(
+    "--lease-duration <duration>",
+    "with --store postgres://...: the leader lease of this zone's replicas (processes of one zone name on one database elect one leader, which alone dials the global); a standby takes over about this long after the leader stops, and a leader that cannot renew stops at two thirds of it (default 10s)",
+  ).argParser((text: string): number => {
+    let ms: number;
+    try {
+      ms = parseDuration(text);
+    } catch {
+      throw new InvalidArgumentError(
+        `--lease-duration "${text}" is not a duration; use for example 10s, 30s or 1500ms`,
+      );
+    }
+    if (ms < MIN_LEASE_DURATION_MS || ms > 3_600_000)
+      throw new InvalidArgumentError(
+        `--lease-duration must be from ${MIN_LEASE_DURATION_MS}ms to 1h, got "${text}"`,
+      );
+    return ms;
+  });
 
 /** What the two options said. */
 export interface StoreChoice {
@@ -62,7 +87,14 @@ const NAME_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
  */
 export async function openCliStore(
   choice: StoreChoice,
-  context: { name: string; types: TypeRegistry; logger: Logger; signal: AbortSignal },
+  context: {
+    name: string;
+    types: TypeRegistry;
+    logger: Logger;
+    signal: AbortSignal;
+    /** Who uses an embedded data dir, named to a second process refused it (see `startEmbeddedPostgres`'s `owner`). */
+    owner?: string;
+  },
 ): Promise<CliStore> {
   const kind = choice.store ?? "embedded";
   const { types, logger, signal } = context;
@@ -103,7 +135,13 @@ export async function openCliStore(
   }
   const dataDir = choice.dataDir ?? `./kds-data/${context.name}`;
   const { startEmbeddedPostgres } = await import("../adapters/node/embedded-postgres.ts");
-  const server = await startEmbeddedPostgres({ dataDir, logger, signal, createSystemUser: true });
+  const server = await startEmbeddedPostgres({
+    dataDir,
+    logger,
+    signal,
+    createSystemUser: true,
+    owner: context.owner,
+  });
   try {
     const store = await PostgresStore.open(types, { url: server.url, logger, signal });
     return {

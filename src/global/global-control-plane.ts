@@ -43,6 +43,7 @@ import { StoreZoneRegistry } from "./store-zone-registry.ts";
 import { muxJsonRegistry } from "../kinds/json-registry.ts";
 import { ZoneLifecycle } from "./zone-lifecycle.ts";
 import { ZoneOwnership } from "./zone-ownership.ts";
+import { ReplacementWatch } from "./zone-replacements.ts";
 import { OfflineZones, type ZonePresence } from "./offline-zones.ts";
 import type { ResetGuardOptions } from "../sync/reset-guard.ts";
 import type { Clock } from "../util/clock.ts";
@@ -175,6 +176,8 @@ export class GlobalControlPlane {
   readonly logger: Logger;
   #started = false;
   readonly #storeHealth: StoreHealth;
+  /** Zone names whose sessions keep replacing each other (zone-replacements.ts). */
+  readonly #replacements: ReplacementWatch;
 
   /** @param options - types, store, names, callbacks */
   constructor(options: GlobalControlPlaneOptions = {}) {
@@ -189,6 +192,7 @@ export class GlobalControlPlane {
     const store = options.store ?? new InMemoryStore(this.types);
     this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
     const id = options.id ?? "global";
+    this.#replacements = new ReplacementWatch({ logger, clock: options.clock });
     this.tokens = new TokenAuthority({ store: this.store, issuer: id, logger });
     const adminUrl = options.adminUrl ?? "<global-admin-url>";
     this.sync = new SyncEngine({
@@ -243,6 +247,10 @@ export class GlobalControlPlane {
             filter: filter === undefined ? undefined : (r) => filter(zone, r),
           }),
         );
+        // A session closed for a newer one of its name, here or on another instance (zone-replacements.ts).
+        void session.closed.then((end) => {
+          if (end.code === "replaced") this.#replacements.note(zone);
+        });
         this.ownership.claim(session).catch((error: unknown) => {
           logger.warn(
             `recording that this instance holds zone "${zone}" failed; the next renewal retries`,
@@ -405,7 +413,12 @@ export class GlobalControlPlane {
       const name = z.meta.name;
       const stale = this.#offline.stale(name);
       const synced = this.sync.status(name);
-      const local = stale === undefined ? synced : { ...synced, stale };
+      const replaced = this.#replacements.status(name);
+      const local = {
+        ...synced,
+        ...(stale === undefined ? {} : { stale }),
+        ...(replaced === undefined ? {} : { replacements: replaced }),
+      };
       if (this.server.session(name) !== undefined)
         return { ...local, instance: this.ownership.instance };
       const lease = leases.get(name);

@@ -9,6 +9,8 @@ export {
   type HeldReset,
   type SyncError,
   type TypeSyncStatus,
+  type ZoneLeadership,
+  type ZoneReplacements,
   type ZoneStatus,
 } from "./zone-status.ts";
 export {

@@ -18,6 +18,8 @@ export interface Readiness {
   readonly ready: boolean;
   /** One short reason per unmet condition (empty when ready), such as "draining: ...". */
   readonly reasons: readonly string[];
+  /** A zone replica's role, said in the body ("ready (standby)"); absent without replicas. */
+  readonly role?: "leader" | "standby";
 }
 
 /** How often {@link StoreHealth} reads the store's revision. */
@@ -108,8 +110,9 @@ export function probeHandler(
     const headers = { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" };
     if (path === "/livez") return new Response("ok\n", { status: 200, headers });
     const state = readiness();
+    const role = state.role === undefined ? "" : ` (${state.role})`;
     return state.ready
-      ? new Response("ready\n", { status: 200, headers })
-      : new Response(`not ready: ${state.reasons.join("; ")}\n`, { status: 503, headers });
+      ? new Response(`ready${role}\n`, { status: 200, headers })
+      : new Response(`not ready${role}: ${state.reasons.join("; ")}\n`, { status: 503, headers });
   };
 }

@@ -164,6 +164,30 @@ export interface ZoneStatus {
    * marked. Absent while the zone is online or not yet stale.
    */
   readonly stale?: { readonly since: Date; readonly resources: number };
+  /** On a zone with replicas (a lease): this replica's part. */
+  readonly leadership?: ZoneLeadership;
+  /** On the global: the zone's sessions replaced by newer ones lately, when more than a few (two processes use its name). */
+  readonly replacements?: ZoneReplacements;
+}
+
+/** A zone replica's part in its zone's election (see `ZoneControlPlane`'s `lease`). */
+export interface ZoneLeadership {
+  /** "leader": it dials and writes; "standby": it serves reads only. */
+  readonly role: "leader" | "standby";
+  /** The term (fencing revision) of the current leader, when known. */
+  readonly term: number | undefined;
+  /** On a standby: the leader, when known. */
+  readonly leader: { readonly holder: string; readonly address: string } | undefined;
+}
+
+/** How often a zone's sessions were replaced by newer ones of the same name. */
+export interface ZoneReplacements {
+  /** Replacements within the last `windowMs`. */
+  readonly count: number;
+  /** The window, in ms. */
+  readonly windowMs: number;
+  /** When the last one happened, in ms since the epoch. */
+  readonly lastAt: number;
 }
 
 /** A held reset of one kind, as status shows it. */

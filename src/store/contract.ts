@@ -21,6 +21,7 @@
  */
 import type { Message } from "@bufbuild/protobuf";
 import type { StoredResource } from "../kinds/resource-types.ts";
+import type { WriteFence } from "./lease.ts";
 
 /** A resource to write. */
 export interface ResourceInput<T extends Message = Message> {
@@ -45,6 +46,21 @@ export interface WriteOptions {
   readonly expectedVersion?: string;
   /** Cancels the write if it has not happened yet. */
   readonly signal?: AbortSignal;
+  /**
+   * Writes only while the lease's term is current (see lease.ts): otherwise
+   * fails with `not_leader` and writes nothing. Checked in the write's own
+   * transaction, by stores that keep leases; a store that keeps none
+   * refuses a fenced write.
+   */
+  readonly fence?: WriteFence;
+}
+
+/** Options of {@link ResourceStore.apply}. */
+export interface ApplyOptions {
+  /** Cancels the batch if it has not been written yet. */
+  readonly signal?: AbortSignal;
+  /** Writes the batch only while the lease's term is current (see {@link WriteOptions.fence}). */
+  readonly fence?: WriteFence;
 }
 
 /** Options of a list. */
@@ -169,7 +185,7 @@ export interface ResourceStore {
    * error or a version conflict rejects the whole batch and changes nothing).
    * All ops share one transaction; each write still gets its own revision.
    */
-  apply(ops: readonly WriteOp[], options?: { signal?: AbortSignal }): Promise<ApplyResult>;
+  apply(ops: readonly WriteOp[], options?: ApplyOptions): Promise<ApplyResult>;
   /** The store's current revision (0 for an empty store that was never written). */
   revision(options?: { signal?: AbortSignal }): Promise<number>;
   /**

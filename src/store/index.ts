@@ -4,6 +4,7 @@
  * @module
  */
 export type {
+  ApplyOptions,
   ApplyResult,
   ListOptions,
   ListResult,
@@ -25,3 +26,13 @@ export {
   type FollowOptions,
 } from "./follow.ts";
 export type { ResourceName } from "./contract.ts";
+export {
+  isLeaseStore,
+  type Lease,
+  type LeaseAttempt,
+  type LeaseCallOptions,
+  type LeaseClaim,
+  type LeaseRecord,
+  type LeaseStore,
+  type WriteFence,
+} from "./lease.ts";

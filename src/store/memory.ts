@@ -16,6 +16,7 @@ import {
   type TypeRegistry,
 } from "../kinds/resource-types.ts";
 import type {
+  ApplyOptions,
   ApplyResult,
   ListOptions,
   ListResult,
@@ -30,6 +31,18 @@ import type {
 import { keptLabels, keptSpec } from "./kept.ts";
 import { byMeshThenName, matchesLabels, validateInput, versionConflict } from "./validate.ts";
 import { isAborted } from "../util/abort.ts";
+import { systemClock, type Clock } from "../util/clock.ts";
+import {
+  checkClaim,
+  fencedOut,
+  type Lease,
+  type LeaseAttempt,
+  type LeaseCallOptions,
+  type LeaseClaim,
+  type LeaseRecord,
+  type LeaseStore,
+  type WriteFence,
+} from "./lease.ts";
 
 /** Options of {@link InMemoryStore}. */
 export interface InMemoryStoreOptions {
@@ -44,6 +57,18 @@ export interface InMemoryStoreOptions {
    * `historyLimit` whole resources alive.
    */
   readonly historyBytes?: number;
+  /** The clock leases expire by (see lease.ts). Default: the system clock. */
+  readonly clock?: Clock;
+}
+
+/** A lease's current (or last) term in memory. */
+interface HeldLease {
+  readonly holder: string;
+  readonly address: string;
+  readonly revision: number;
+  readonly durationMs: number;
+  /** When the term ends, on the store's clock. */
+  expiresAt: number;
 }
 
 /** Estimated heap bytes of a change besides its spec and strings (the change, meta and spec objects; measured about 1.1 KiB on V8). */
@@ -79,9 +104,11 @@ type KindBucket = Map<string, Map<string, StoredResource>>;
 /** A watch's check of a new batch (see `InMemoryStore.#watchers`). */
 type PassOver = (changes: readonly StoreChange[], before: number) => boolean;
 
-/** Resources kept in memory. */
-export class InMemoryStore implements ResourceStore {
+/** Resources kept in memory; its leases (lease.ts) serve control planes sharing this one object. */
+export class InMemoryStore implements ResourceStore, LeaseStore {
   readonly #types: TypeRegistry;
+  readonly #clock: Clock;
+  readonly #leases = new Map<string, HeldLease>();
   readonly #byKind = new Map<string, KindBucket>();
   readonly #historyLimit: number;
   readonly #historyBytes: number;
@@ -113,6 +140,7 @@ export class InMemoryStore implements ResourceStore {
         `historyLimit must be a positive integer, got ${this.#historyLimit}`,
       );
     }
+    this.#clock = options.clock ?? systemClock;
     this.#historyBytes = options.historyBytes ?? 64 * 1024 * 1024;
     if (!Number.isInteger(this.#historyBytes) || this.#historyBytes < 1) {
       throw new KdsError(
@@ -179,9 +207,13 @@ export class InMemoryStore implements ResourceStore {
     return results[0] as boolean;
   }
 
-  apply(ops: readonly WriteOp[], options: { signal?: AbortSignal } = {}): Promise<ApplyResult> {
+  apply(ops: readonly WriteOp[], options: ApplyOptions = {}): Promise<ApplyResult> {
     if (isAborted(options.signal))
       return Promise.reject(abortError(options.signal as AbortSignal, "apply"));
+    if (options.fence !== undefined) {
+      const refused = this.#fenceRefusal(options.fence);
+      if (refused !== undefined) return Promise.reject(refused);
+    }
     // Each op writes straight into its kind's map and keeps the value it replaced in `undo`; when an op fails, the
     // batch's writes are put back, newest first. Nothing runs in between (apply does not yield), so no reader sees
     // a part of a batch.
@@ -273,6 +305,85 @@ export class InMemoryStore implements ResourceStore {
     this.#dropEmptyMeshes(ops, false);
     this.#record(changes, sizes);
     return Promise.resolve({ revision: this.#revision, results });
+  }
+
+  /** The `not_leader` error when `fence`'s term is not the current, unexpired one; undefined when it is. */
+  #fenceRefusal(fence: WriteFence): KdsError | undefined {
+    const held = this.#leases.get(fence.lease);
+    if (held === undefined) return fencedOut(fence, "the lease was never taken");
+    if (held.revision !== fence.revision)
+      return fencedOut(fence, `term ${held.revision} of holder "${held.holder}" is current`);
+    if (held.expiresAt <= this.#clock.now()) return fencedOut(fence, "it expired");
+    return undefined;
+  }
+
+  acquireLease(claim: LeaseClaim, options: LeaseCallOptions = {}): Promise<LeaseAttempt> {
+    if (isAborted(options.signal))
+      return Promise.reject(abortError(options.signal as AbortSignal, "acquireLease"));
+    checkClaim(claim);
+    const now = this.#clock.now();
+    const held = this.#leases.get(claim.name);
+    if (held !== undefined && held.expiresAt > now && held.holder !== claim.holder)
+      return Promise.resolve({ acquired: false, holder: this.#leaseRecord(claim.name, held, now) });
+    const same = held !== undefined && held.expiresAt > now;
+    const term: HeldLease = {
+      holder: claim.holder,
+      address: claim.address ?? "",
+      revision: same ? held.revision : (held?.revision ?? 0) + 1,
+      durationMs: claim.durationMs,
+      expiresAt: now + claim.durationMs,
+    };
+    this.#leases.set(claim.name, term);
+    return Promise.resolve({
+      acquired: true,
+      lease: {
+        name: claim.name,
+        holder: term.holder,
+        revision: term.revision,
+        durationMs: term.durationMs,
+        address: term.address,
+      },
+    });
+  }
+
+  renewLease(lease: Lease, options: LeaseCallOptions = {}): Promise<boolean> {
+    if (isAborted(options.signal))
+      return Promise.reject(abortError(options.signal as AbortSignal, "renewLease"));
+    const now = this.#clock.now();
+    const held = this.#leases.get(lease.name);
+    if (held === undefined || held.revision !== lease.revision || held.expiresAt <= now)
+      return Promise.resolve(false);
+    held.expiresAt = now + lease.durationMs;
+    return Promise.resolve(true);
+  }
+
+  releaseLease(lease: Lease, options: LeaseCallOptions = {}): Promise<void> {
+    if (isAborted(options.signal))
+      return Promise.reject(abortError(options.signal as AbortSignal, "releaseLease"));
+    const now = this.#clock.now();
+    const held = this.#leases.get(lease.name);
+    if (held !== undefined && held.revision === lease.revision && held.expiresAt > now)
+      held.expiresAt = now;
+    return Promise.resolve();
+  }
+
+  readLease(name: string, options: LeaseCallOptions = {}): Promise<LeaseRecord | undefined> {
+    if (isAborted(options.signal))
+      return Promise.reject(abortError(options.signal as AbortSignal, "readLease"));
+    const held = this.#leases.get(name);
+    return Promise.resolve(
+      held === undefined ? undefined : this.#leaseRecord(name, held, this.#clock.now()),
+    );
+  }
+
+  #leaseRecord(name: string, held: HeldLease, now: number): LeaseRecord {
+    return {
+      name,
+      holder: held.holder,
+      address: held.address,
+      revision: held.revision,
+      remainingMs: held.expiresAt - now,
+    };
   }
 
   revision(options: { signal?: AbortSignal } = {}): Promise<number> {

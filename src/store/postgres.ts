@@ -35,6 +35,7 @@ import { sleep } from "../util/abort.ts";
 import { backoffDelay, resolveBackoff } from "../util/backoff.ts";
 import { Waker, timer } from "../util/wake.ts";
 import type {
+  ApplyOptions,
   ApplyResult,
   ListOptions,
   ListResult,
@@ -64,6 +65,18 @@ import { transaction } from "./postgres/transaction.ts";
 import { WriteQueue, type QueuedWrite } from "./postgres/write-queue.ts";
 import { ZoneLists, type ZonesRead } from "./postgres/zone-lists.ts";
 import { keptLabels, keptSpec } from "./kept.ts";
+import {
+  fencedOut,
+  type Lease,
+  type LeaseAttempt,
+  type LeaseCallOptions,
+  type LeaseClaim,
+  type LeaseRecord,
+  type LeaseStore,
+  type WriteFence,
+  checkClaim,
+} from "./lease.ts";
+import * as leases from "./postgres/leases.ts";
 import { validateInput, versionConflict } from "./validate.ts";
 
 export type { MigrationReport } from "./postgres/migrations.ts";
@@ -105,6 +118,8 @@ export interface PostgresStoreOptions {
 interface QueuedBatch {
   readonly ops: readonly WriteOp[];
   readonly refs: ReadonlyArray<{ kind: string; mesh: string; name: string }>;
+  /** Written only while this lease term is current. */
+  readonly fence?: WriteFence;
 }
 
 /** A batch's outcome in its group: its result, or why it was refused. */
@@ -134,8 +149,8 @@ function rowKey(r: { kind: string; mesh: string; name: string }): string {
   return `${r.kind}\u0000${r.mesh}\u0000${r.name}`;
 }
 
-/** Resources kept in PostgreSQL. Open one with {@link PostgresStore.open}. */
-export class PostgresStore implements ResourceStore {
+/** Resources (and leases) kept in PostgreSQL. Open one with {@link PostgresStore.open}. */
+export class PostgresStore implements ResourceStore, LeaseStore {
   readonly #types: TypeRegistry;
   readonly #sql: Sql;
   readonly #listenSql: Sql;
@@ -426,10 +441,7 @@ export class PostgresStore implements ResourceStore {
     return results[0] as boolean;
   }
 
-  async apply(
-    ops: readonly WriteOp[],
-    options: { signal?: AbortSignal } = {},
-  ): Promise<ApplyResult> {
+  async apply(ops: readonly WriteOp[], options: ApplyOptions = {}): Promise<ApplyResult> {
     const signal = options.signal;
     if (signal?.aborted) throw abortError(signal, "apply");
     // Refuse bad input before touching the database.
@@ -445,7 +457,30 @@ export class PostgresStore implements ResourceStore {
       return { kind: this.#types.get(op.kind).kind, mesh: op.mesh, name: op.name };
     });
     if (this.#closed.signal.aborted) throw this.#closed.signal.reason;
-    return this.#writes.submit({ ops, refs }, ops.length, signal, "apply");
+    return this.#writes.submit({ ops, refs, fence: options.fence }, ops.length, signal, "apply");
+  }
+
+  acquireLease(claim: LeaseClaim, options: LeaseCallOptions = {}): Promise<LeaseAttempt> {
+    checkClaim(claim);
+    return this.#call("acquireLease", options.signal, (run) =>
+      leases.acquireLease(this.#sql, run, claim),
+    );
+  }
+
+  renewLease(lease: Lease, options: LeaseCallOptions = {}): Promise<boolean> {
+    return this.#call("renewLease", options.signal, (run) =>
+      leases.renewLease(this.#sql, run, lease),
+    );
+  }
+
+  releaseLease(lease: Lease, options: LeaseCallOptions = {}): Promise<void> {
+    return this.#call("releaseLease", options.signal, (run) =>
+      leases.releaseLease(this.#sql, run, lease),
+    );
+  }
+
+  readLease(name: string, options: LeaseCallOptions = {}): Promise<LeaseRecord | undefined> {
+    return this.#call("readLease", options.signal, (run) => leases.readLease(this.#sql, run, name));
   }
 
   /**
@@ -566,9 +601,27 @@ export class PostgresStore implements ResourceStore {
     const outcomes: Outcome[] = [];
     let revision = startRevision;
     const now = new Date();
+    // Fenced batches: their lease terms, locked until this transaction ends (postgres/leases.ts).
+    const fences = group.flatMap((b) =>
+      b.settled || b.work.fence === undefined ? [] : [b.work.fence],
+    );
+    const terms = fences.length === 0 ? undefined : await leases.lockFences(tx, run, fences);
     for (const batch of group) {
       if (batch.signal?.aborted) {
         outcomes.push({ error: abortError(batch.signal, "apply") });
+        continue;
+      }
+      const fence = batch.work.fence;
+      const term = fence === undefined ? undefined : terms?.get(fence.lease);
+      if (fence !== undefined && term?.revision !== fence.revision) {
+        outcomes.push({
+          error: fencedOut(
+            fence,
+            term === undefined
+              ? "it expired"
+              : `term ${term.revision} of holder "${term.holder}" is current`,
+          ),
+        });
         continue;
       }
       const staged = this.#stage(batch.work, current, revision, now);

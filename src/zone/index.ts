@@ -22,3 +22,9 @@ export {
   type ResolvedBackoff,
 } from "../util/backoff.ts";
 export { ZoneControlPlane, type ZoneControlPlaneOptions } from "./zone-control-plane.ts";
+export {
+  DEFAULT_LEASE_DURATION_MS,
+  Leadership,
+  type LeadershipOptions,
+  type LeadershipState,
+} from "./leadership.ts";

@@ -103,6 +103,12 @@ export interface ZoneClientOptions {
   reverseCalls?: (router: ConnectRouter) => void;
   /** Bounds of reverse calls. */
   reverseCallOptions?: CallEndpointOptions;
+  /**
+   * Asked right before every dial, synchronously: false means this process
+   * may not dial now (a zone replica that does not lead), and the dial fails
+   * with `not_leader` (`run` then returns). Default: always true.
+   */
+  mayDial?: () => boolean;
 }
 
 /** The zone control plane's side of the mux. */
@@ -184,6 +190,12 @@ export class ZoneClient {
           ? await this.#options.token()
           : this.#options.token;
       if (token !== undefined) headers.set("authorization", `Bearer ${token.trim()}`);
+      // Asked after every await of this dial, right before the connection opens.
+      if (this.#options.mayDial?.() === false)
+        throw new KdsError(
+          "not_leader",
+          `zone "${this.name}" does not dial: this replica does not lead (another replica of the zone does)`,
+        );
       const inbound = await this.#options.transport.open({
         headers,
         outbound: session.outbound,
@@ -254,7 +266,7 @@ export class ZoneClient {
       } catch (e) {
         error = e instanceof KdsError ? e : new KdsError("transport", String(e), { cause: e });
       }
-      if (signal.aborted) break;
+      if (signal.aborted || error.code === "not_leader") break;
       if (upMs >= this.#backoff.resetAfterMs || asked) attempt = 0;
       if (upMs >= this.#backoff.resetAfterMs) healthyEndedAt = performance.now();
       const { delayMs, ceilingMs, told } = retryDelay({

@@ -23,6 +23,9 @@ import { ZoneClient, type RetryInfo } from "./zone-client.ts";
 import type { Metrics } from "../metrics.ts";
 import type { ConnectRouter } from "@connectrpc/connect";
 import { instrumentStore } from "../observe/store.ts";
+import type { LeaseStore } from "../store/lease.ts";
+import { fencedStore } from "./fenced-store.ts";
+import { Leadership } from "./leadership.ts";
 
 /** Options of {@link ZoneControlPlane}. */
 export interface ZoneControlPlaneOptions {
@@ -80,16 +83,39 @@ export interface ZoneControlPlaneOptions {
    * ZoneControlPlane.acceptReset} or `holdForMs`. Default: off.
    */
   readonly resetGuard?: ResetGuardOptions;
-  /** Timers of the reset guard. Default: the system clock. */
+  /** Timers of the reset guard and of the lease. Default: the system clock. */
   readonly clock?: Clock;
+  /**
+   * Zone replicas: several processes of this zone on one shared store (the
+   * same {@link PostgresStore}'s database, or one {@link InMemoryStore} in a
+   * process) elect one leader through this lease store, usually the store
+   * itself. Only the leader dials the global and writes what comes from it;
+   * the others stand by, serve reads, refuse writes with `not_leader` naming
+   * the leader's address, and take over when its lease expires. Every write
+   * through {@link ZoneControlPlane.store} carries the leader's fence. Default:
+   * none (this process always leads).
+   */
+  readonly lease?: LeaseStore;
+  /**
+   * The lease's duration in ms (default 10,000): a standby takes over within
+   * about 1.1 times it of the leader's last renewal, and a leader that cannot
+   * renew stops at two thirds of it (see leadership.ts).
+   */
+  readonly leaseDurationMs?: number;
+  /** This replica's id among the zone's replicas. Default: a random UUID. */
+  readonly leaseHolder?: string;
+  /** The address published to the other replicas (this replica's admin API), read at each claim. */
+  readonly leaseAddress?: () => string | undefined;
 }
 
 /** A zone control plane: dialing, reconnects and sync. */
 export class ZoneControlPlane {
   /** Registered types. */
   readonly types: TypeRegistry;
-  /** The zone's store. */
+  /** The zone's store (with a `lease`: a view whose writes carry the leader's fence, refused on a standby). */
   readonly store: ResourceStore;
+  /** This replica's part in the zone's election; undefined without a `lease` (it always leads). */
+  readonly leadership: Leadership | undefined;
   /** The dialer. */
   readonly client: ZoneClient;
   /** Resource sync over each session. */
@@ -104,7 +130,21 @@ export class ZoneControlPlane {
     this.logger = logger;
     this.types = options.types ?? createTypeRegistry();
     const store = options.store ?? new InMemoryStore(this.types);
-    this.store = options.metrics === undefined ? store : instrumentStore(store, options.metrics);
+    const measured =
+      options.metrics === undefined ? store : instrumentStore(store, options.metrics);
+    this.leadership =
+      options.lease === undefined
+        ? undefined
+        : new Leadership({
+            store: options.lease,
+            name: options.name,
+            holder: options.leaseHolder ?? crypto.randomUUID(),
+            durationMs: options.leaseDurationMs,
+            address: options.leaseAddress,
+            logger,
+            clock: options.clock,
+          });
+    this.store = this.leadership === undefined ? measured : fencedStore(measured, this.leadership);
     this.#name = options.name;
     // The store may hold this zone's admin-token keys and revocations (kds-mux zone keeps them there).
     for (const t of authTypes) if (this.types.find(t.kind) === undefined) this.types.register(t);
@@ -134,6 +174,7 @@ export class ZoneControlPlane {
       metrics: options.metrics,
       reverseCalls: options.reverseCalls,
       onRetry: options.onRetry,
+      mayDial: this.leadership === undefined ? undefined : () => this.leadership?.leads() === true,
       onSession: (session) => {
         // Sync first: a user callback that throws must not stop it.
         void this.sync.attach(session, { zone: options.name, mapping: mirrorMapping() });
@@ -153,9 +194,30 @@ export class ZoneControlPlane {
     return this.#name;
   }
 
-  /** This zone's connection and sync status. */
+  /** This zone's connection and sync status (with a `lease`, this replica's part). */
   status(): ZoneStatus {
-    return this.sync.status(this.#name);
+    const status = this.sync.status(this.#name);
+    const state = this.leadership?.state;
+    if (state === undefined || state.kind === "stopped") return status;
+    return {
+      ...status,
+      leadership:
+        state.kind === "leader"
+          ? { role: "leader", term: state.lease.revision, leader: undefined }
+          : {
+              role: "standby",
+              term: state.leader?.revision,
+              leader:
+                state.leader === undefined
+                  ? undefined
+                  : { holder: state.leader.holder, address: state.leader.address },
+            },
+    };
+  }
+
+  /** "leader" or "standby" with a `lease`; "leader" without one (this process always leads). */
+  get role(): "leader" | "standby" {
+    return this.leadership === undefined || this.leadership.leads() ? "leader" : "standby";
   }
 
   /**
@@ -167,9 +229,13 @@ export class ZoneControlPlane {
     return this.sync.acceptReset(this.#name, signal ?? new AbortController().signal);
   }
 
-  /** Syncs with the global, reconnecting after every end, until `signal` aborts. */
+  /**
+   * Syncs with the global, reconnecting after every end, until `signal`
+   * aborts. With a `lease`: campaigns, and dials only while it leads.
+   */
   async run(signal: AbortSignal): Promise<void> {
     this.sync.start(signal);
-    await this.client.run(signal);
+    if (this.leadership === undefined) await this.client.run(signal);
+    else await this.leadership.run(signal, (term) => this.client.run(term));
   }
 }

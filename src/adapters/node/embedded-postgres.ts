@@ -53,6 +53,8 @@ export interface EmbeddedPostgresOptions {
   readonly createSystemUser?: boolean;
   /** Server settings passed as `-c name=value` (for example `{ fsync: "off" }` for throwaway test data). */
   readonly settings?: Readonly<Record<string, string>>;
+  /** Who uses the data directory, written beside the pid in its lock file and named to a second process refused it (one line). */
+  readonly owner?: string;
   /** Where the server's own warnings go (debug level) and what the launcher does (info level). */
   readonly logger?: Logger;
   /** Cancels the start (the server is stopped again). */
@@ -91,7 +93,7 @@ export async function startEmbeddedPostgres(
   const pgDir = join(dataDir, "pg");
   if (signal?.aborted) throw abortError(signal, "starting the embedded PostgreSQL");
   await ensureWritable(dataDir);
-  const releaseLock = await lockDataDir(dataDir);
+  const releaseLock = await lockDataDir(dataDir, options.owner);
   let child: ChildProcess | undefined;
   try {
     const owner = await serverUser(options, logger);
@@ -173,7 +175,7 @@ const lockedHere = new Set<string>();
  * Takes `kds-mux.lock` in `dir` for this process; refuses when a live
  * process holds it. Returns the release.
  */
-async function lockDataDir(dir: string): Promise<() => Promise<void>> {
+async function lockDataDir(dir: string, owner?: string): Promise<() => Promise<void>> {
   const path = join(dir, "kds-mux.lock");
   if (lockedHere.has(dir)) {
     throw new KdsError(
@@ -184,7 +186,10 @@ async function lockDataDir(dir: string): Promise<() => Promise<void>> {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const handle = await open(path, "wx", 0o600);
-      await handle.writeFile(`${process.pid}\n`);
+      // The pid, then who uses the directory (one line), for the message of a second process.
+      await handle.writeFile(
+        `${process.pid}\n${owner === undefined ? "" : `${owner.replace(/\s+/g, " ")}\n`}`,
+      );
       await handle.close();
       lockedHere.add(dir);
       let released = false;
@@ -214,12 +219,14 @@ async function lockDataDir(dir: string): Promise<() => Promise<void>> {
         { cause: error },
       );
     }
-    const holder = Number.parseInt(text.trim(), 10);
+    const [pidLine = "", ownerLine = ""] = text.trim().split("\n");
+    const holder = Number.parseInt(pidLine, 10);
+    const who = ownerLine.trim() === "" ? "" : ` (${ownerLine.trim()})`;
     // Our own pid in a lock we did not take is a previous life of this pid (a restarted container): stale.
     if (Number.isInteger(holder) && holder > 0 && holder !== process.pid && alive(holder)) {
       throw new KdsError(
         "invalid_argument",
-        `the data directory ${dir} is in use by process ${holder}: stop that process first, or give this one another \`dataDir\` ` +
+        `the data directory ${dir} is in use by process ${holder}${who}: stop that process first, or give this one another \`dataDir\` ` +
           `(if no kds-mux runs there, delete ${path})`,
       );
     }

@@ -215,6 +215,16 @@ function renderErrors(s: StatusSnapshot): void {
             ", ",
           )}; the old copies are still served until an operator runs kds-mux zone accept-reset ${z.zone}${z.heldReset.releaseAt === null ? "" : ` (or until ${clock(z.heldReset.releaseAt)})`}`,
       });
+    if (z.replacements !== undefined)
+      items.push({
+        t: z.replacements.lastAt,
+        text: `${z.zone}: REPLACED ${z.replacements.count} times in the last ${Math.round(z.replacements.windowMs / 1000)} s: two processes are using zone name \`${z.zone}\``,
+      });
+    if (z.leadership?.role === "standby")
+      items.push({
+        t: null,
+        text: `${z.zone}: this replica is a STANDBY: it serves reads only; the leader is ${z.leadership.leader === undefined ? "not known yet" : `at ${z.leadership.leader.address || z.leadership.leader.holder}`}`,
+      });
     if (z.stale !== null)
       items.push({
         t: z.stale.since,

@@ -77,6 +77,23 @@ export const MIGRATIONS: readonly Migration[] = Object.freeze([
       CREATE INDEX kds_resources_zone ON kds_resources (kind, (labels ->> 'kds.io/zone'));
     `,
   },
+  {
+    version: 3,
+    description: "leases with a fencing revision, for replicas that elect one leader",
+    sql: `
+      -- One row per lease, kept after a term ends so the revision (the fencing token) only goes up.
+      -- Expiry is judged by the server's clock_timestamp() alone (postgres/leases.ts).
+      CREATE TABLE kds_leases (
+        name text COLLATE "C" PRIMARY KEY,
+        holder text NOT NULL,
+        address text NOT NULL,
+        revision bigint NOT NULL,
+        expires_at timestamptz NOT NULL,
+        acquired_at timestamptz NOT NULL,
+        renewed_at timestamptz NOT NULL
+      );
+    `,
+  },
 ]);
 
 /** The newest schema version this code knows. */
