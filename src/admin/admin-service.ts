@@ -454,6 +454,17 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
                         of: BigInt(k.of),
                       })),
                     },
+              moves:
+                z.moves === undefined
+                  ? undefined
+                  : {
+                      asked: BigInt(z.moves.asked),
+                      unlanded: BigInt(z.moves.unlanded),
+                      heldUntil:
+                        z.moves.heldUntil === undefined
+                          ? undefined
+                          : timestampFromDate(z.moves.heldUntil),
+                    },
               types: z.types.map((t) => ({
                 kind: t.kind,
                 direction: t.direction,

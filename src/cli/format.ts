@@ -166,6 +166,14 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
       z.staleSince === undefined
         ? null
         : { lastOnline: iso(z.staleSince), resources: Number(z.staleResources) },
+    moves:
+      z.moves === undefined
+        ? null
+        : {
+            asked: Number(z.moves.asked),
+            unlanded: Number(z.moves.unlanded),
+            heldUntil: z.moves.heldUntil === undefined ? null : iso(z.moves.heldUntil),
+          },
     heldReset:
       z.heldReset === undefined
         ? null
@@ -285,6 +293,7 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
   }
   const notes = zoneNotes(zones, now);
   const perInstance = instanceCounts(zones);
+  const moves = unlandedMoves(zones);
   const printed = table(
     [
       "ZONE",
@@ -304,6 +313,7 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
   return [
     printed,
     ...(perInstance === "" ? [] : [perInstance]),
+    ...(moves === "" ? [] : [moves]),
     ...(notes.length === 0 ? [] : [notes.join("\n")]),
   ].join("\n\n");
 }
@@ -321,4 +331,26 @@ export function instanceCounts(zones: readonly ZoneInsight[]): string {
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([instance, n]) => `${instance} ${n}`)
     .join(", ")}`;
+}
+
+/**
+ * "Rebalancing moves that did not land: 3 of 12 (zones back on the instance
+ * that asked them to move: zone-1 held until ..., ...)", when rebalancing on
+ * the instance answering asked any zone to move, else "".
+ */
+export function unlandedMoves(zones: readonly ZoneInsight[]): string {
+  let asked = 0n;
+  let unlanded = 0n;
+  const back: string[] = [];
+  for (const z of zones) {
+    if (z.moves === undefined) continue;
+    asked += z.moves.asked;
+    unlanded += z.moves.unlanded;
+    if (z.moves.unlanded > 0n)
+      back.push(
+        `${z.zone} ${z.moves.unlanded}x${z.moves.heldUntil === undefined ? "" : ` (not asked again until ${iso(z.moves.heldUntil)})`}`,
+      );
+  }
+  if (asked === 0n) return "";
+  return `Rebalancing moves that did not land: ${unlanded} of ${asked} asked${back.length === 0 ? "" : `; zones back on this instance: ${back.join(", ")}`}`;
 }

@@ -290,6 +290,8 @@ export class GlobalControlPlane {
             sessions: () => this.server.sessions(),
             draining: () => this.server.draining,
             logger,
+            metrics: options.metrics,
+            clock: options.clock,
           });
     this.#lifecycle = new ZoneLifecycle({
       store: this.store,
@@ -405,7 +407,10 @@ export class GlobalControlPlane {
       const name = z.meta.name;
       const stale = this.#offline.stale(name);
       const synced = this.sync.status(name);
-      const local = stale === undefined ? synced : { ...synced, stale };
+      const marked = stale === undefined ? synced : { ...synced, stale };
+      // What rebalancing did with the zone here (asked to move, came back): see Rebalancer.zoneMoves.
+      const moves = this.#rebalancer?.zoneMoves(name);
+      const local = moves === undefined ? marked : { ...marked, moves };
       if (this.server.session(name) !== undefined)
         return { ...local, instance: this.ownership.instance };
       const lease = leases.get(name);

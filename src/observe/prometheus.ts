@@ -49,6 +49,7 @@ export const METRIC_NAMES = Object.freeze([
   "kds_store_operation_seconds",
   "kds_stale_resources",
   "kds_held_deletions",
+  "kds_rebalance_moves_total",
 ] as const);
 
 /** Buckets of the sync lag histogram, in seconds (1 ms to 1 min). */
@@ -99,6 +100,7 @@ export class PrometheusMetrics implements Metrics {
   readonly #store: Histogram<"op" | "outcome">;
   readonly #stale: ZoneSums;
   readonly #held: ZoneSums;
+  readonly #moves: Counter<"outcome">;
 
   /** @param options - `labels` are added to every series (for example `{ role: "global" }`) */
   constructor(options: { labels?: Record<string, string> } = {}) {
@@ -250,6 +252,12 @@ export class PrometheusMetrics implements Metrics {
         registers,
       }),
     );
+    this.#moves = new Counter({
+      name: "kds_rebalance_moves_total",
+      help: "Zones rebalancing asked to move to another global instance (outcome asked), and those that came back to the instance that asked (outcome unlanded: held off, not asked again for a while).",
+      labelNames: ["outcome"],
+      registers,
+    });
   }
 
   /** The content type of {@link PrometheusMetrics.text}. */
@@ -358,6 +366,10 @@ export class PrometheusMetrics implements Metrics {
 
   heldDeletions(zone: string, kind: string, count: number): void {
     this.#held.set(zone, kind, count);
+  }
+
+  rebalanceMove(outcome: "asked" | "unlanded"): void {
+    this.#moves.inc({ outcome });
   }
 }
 

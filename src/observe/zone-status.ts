@@ -139,6 +139,22 @@ export interface ZoneStatus {
    * marked. Absent while the zone is online or not yet stale.
    */
   readonly stale?: { readonly since: Date; readonly resources: number };
+  /**
+   * On a global with several instances: what rebalancing on this instance
+   * did with the zone (see {@link RebalanceMoves}); absent when it never
+   * asked the zone to move.
+   */
+  readonly moves?: RebalanceMoves;
+}
+
+/** What rebalancing on one global instance did with one zone. */
+export interface RebalanceMoves {
+  /** Times the instance asked the zone to move (goaway RECONNECT). */
+  readonly asked: number;
+  /** Of those, the times the zone came back to the same instance: moves that did not land. */
+  readonly unlanded: number;
+  /** While the zone is not asked again (after a move that did not land): until when (wall clock). */
+  readonly heldUntil: Date | undefined;
 }
 
 /** A held reset of one kind, as status shows it. */

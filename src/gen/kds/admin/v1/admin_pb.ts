@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/admin/v1/admin.proto.
  */
 export const file_kds_admin_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChhrZHMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDGtkcy5hZG1pbi52MSKvAgoNQWRtaW5SZXNvdXJjZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCRI3CgZsYWJlbHMYBCADKAsyJy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIxCg1jcmVhdGlvbl90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChFtb2RpZmljYXRpb25fdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMCghUeXBlSW5mbxIMCgRraW5kGAEgASgJEhAKCHR5cGVfdXJsGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRINCgVzY29wZRgEIAEoCSISChBMaXN0VHlwZXNSZXF1ZXN0IjoKEUxpc3RUeXBlc1Jlc3BvbnNlEiUKBXR5cGVzGAEgAygLMhYua2RzLmFkbWluLnYxLlR5cGVJbmZvIj4KDEFwcGx5UmVxdWVzdBIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI/Cg1BcHBseVJlc3BvbnNlEi4KCXJlc291cmNlcxgBIAMoCzIbLmtkcy5hZG1pbi52MS5BZG1pblJlc291cmNlIkQKCkdldFJlcXVlc3QSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBG1lc2gYAyABKAkSDAoEem9uZRgEIAEoCSI9CgtHZXRSZXNwb25zZRIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI5Cg1EZWxldGVSZXF1ZXN0EgwKBHR5cGUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRtZXNoGAMgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIsgDCgpUeXBlU3RhdHVzEgwKBGtpbmQYASABKAkSEQoJZGlyZWN0aW9uGAIgASgJEgwKBHNlbnQYAyABKAQSDQoFYWNrZWQYBCABKAQSDgoGbmFja2VkGAUgASgEEhoKEmxhc3RfYWNrZWRfdmVyc2lvbhgGIAEoCRIXCg9sYXN0X25hY2tfZXJyb3IYByABKAkSDwoHc3RhbGxlZBgIIAEoCBIQCghhY2NlcHRlZBgJIAEoBBIQCghyZWplY3RlZBgKIAEoBBIZChFsYXN0X3JlamVjdF9lcnJvchgLIAEoCRIRCglvdmVyc2l6ZWQYDCADKAkSFgoOcmVzb3VyY2VzX3NlbnQYDSABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGA4gASgEEjoKEnJlamVjdGVkX3Jlc291cmNlcxgPIAMoCzIeLmtkcy5hZG1pbi52MS5SZWplY3RlZFJlc291cmNlEhQKDHN0b3JlX2xvYWRlZBgQIAEoCBITCgtzdG9yZV9lcnJvchgRIAEoCRIMCgRzaWRlGBIgASgJEisKB3Nlc3Npb24YEyABKAsyGi5rZHMuYWRtaW4udjEuU3luY0NvdW50ZXJzIpMBCgxTeW5jQ291bnRlcnMSDAoEc2VudBgBIAEoBBINCgVhY2tlZBgCIAEoBBIOCgZuYWNrZWQYAyABKAQSFgoOcmVzb3VyY2VzX3NlbnQYBCABKAQSEAoIYWNjZXB0ZWQYBSABKAQSEAoIcmVqZWN0ZWQYBiABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGAcgASgEIi8KEFJlamVjdGVkUmVzb3VyY2USCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCSK9BAoLWm9uZUluc2lnaHQSDAoEem9uZRgBIAEoCRIOCgZvbmxpbmUYAiABKAgSMAoMY29ubmVjdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9kaXNjb25uZWN0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWxhc3RfZW5kX2NvZGUYBSABKAkSGAoQbGFzdF9lbmRfbWVzc2FnZRgGIAEoCRIYChBoZWFydGJlYXRfcnR0X21zGAcgASgBEicKBXR5cGVzGAggAygLMhgua2RzLmFkbWluLnYxLlR5cGVTdGF0dXMSEAoIaW5zdGFuY2UYCSABKAkSFwoPbGFzdF9lcnJvcl9jb2RlGAogASgJEhoKEmxhc3RfZXJyb3JfbWVzc2FnZRgLIAEoCRIxCg1sYXN0X2Vycm9yX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBzb2Z0d2FyZV92ZXJzaW9uGA0gASgJEhgKEHByb3RvY29sX3ZlcnNpb24YDiABKA0SEAoIZmVhdHVyZXMYDyADKAkSLwoLc3RhbGVfc2luY2UYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD3N0YWxlX3Jlc291cmNlcxgRIAEoBBIrCgpoZWxkX3Jlc2V0GBIgASgLMhcua2RzLmFkbWluLnYxLkhlbGRSZXNldCKNAQoJSGVsZFJlc2V0EikKBXNpbmNlGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZWxlYXNlX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVraW5kcxgDIAMoCzIWLmtkcy5hZG1pbi52MS5IZWxkS2luZCIyCghIZWxkS2luZBIMCgRraW5kGAEgASgJEgwKBGhlbGQYAiABKAQSCgoCb2YYAyABKAQiIgoSQWNjZXB0UmVzZXRSZXF1ZXN0EgwKBHpvbmUYASABKAkiJgoTQWNjZXB0UmVzZXRSZXNwb25zZRIPCgdkZWxldGVkGAEgASgEIiMKE0luc3BlY3Rab25lc1JlcXVlc3QSDAoEem9uZRgBIAEoCSJAChRJbnNwZWN0Wm9uZXNSZXNwb25zZRIoCgV6b25lcxgBIAMoCzIZLmtkcy5hZG1pbi52MS5ab25lSW5zaWdodDLKAwoMQWRtaW5TZXJ2aWNlEkwKCUxpc3RUeXBlcxIeLmtkcy5hZG1pbi52MS5MaXN0VHlwZXNSZXF1ZXN0Gh8ua2RzLmFkbWluLnYxLkxpc3RUeXBlc1Jlc3BvbnNlEkAKBUFwcGx5Ehoua2RzLmFkbWluLnYxLkFwcGx5UmVxdWVzdBobLmtkcy5hZG1pbi52MS5BcHBseVJlc3BvbnNlEjoKA0dldBIYLmtkcy5hZG1pbi52MS5HZXRSZXF1ZXN0Ghkua2RzLmFkbWluLnYxLkdldFJlc3BvbnNlEkMKBkRlbGV0ZRIbLmtkcy5hZG1pbi52MS5EZWxldGVSZXF1ZXN0Ghwua2RzLmFkbWluLnYxLkRlbGV0ZVJlc3BvbnNlElUKDEluc3BlY3Rab25lcxIhLmtkcy5hZG1pbi52MS5JbnNwZWN0Wm9uZXNSZXF1ZXN0GiIua2RzLmFkbWluLnYxLkluc3BlY3Rab25lc1Jlc3BvbnNlElIKC0FjY2VwdFJlc2V0EiAua2RzLmFkbWluLnYxLkFjY2VwdFJlc2V0UmVxdWVzdBohLmtkcy5hZG1pbi52MS5BY2NlcHRSZXNldFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChhrZHMvYWRtaW4vdjEvYWRtaW4ucHJvdG8SDGtkcy5hZG1pbi52MSKvAgoNQWRtaW5SZXNvdXJjZRIMCgR0eXBlGAEgASgJEgwKBG5hbWUYAiABKAkSDAoEbWVzaBgDIAEoCRI3CgZsYWJlbHMYBCADKAsyJy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZS5MYWJlbHNFbnRyeRIRCglzcGVjX2pzb24YBSABKAkSDwoHdmVyc2lvbhgGIAEoCRIxCg1jcmVhdGlvbl90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1ChFtb2RpZmljYXRpb25fdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMCghUeXBlSW5mbxIMCgRraW5kGAEgASgJEhAKCHR5cGVfdXJsGAIgASgJEhEKCWRpcmVjdGlvbhgDIAEoCRINCgVzY29wZRgEIAEoCSISChBMaXN0VHlwZXNSZXF1ZXN0IjoKEUxpc3RUeXBlc1Jlc3BvbnNlEiUKBXR5cGVzGAEgAygLMhYua2RzLmFkbWluLnYxLlR5cGVJbmZvIj4KDEFwcGx5UmVxdWVzdBIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI/Cg1BcHBseVJlc3BvbnNlEi4KCXJlc291cmNlcxgBIAMoCzIbLmtkcy5hZG1pbi52MS5BZG1pblJlc291cmNlIkQKCkdldFJlcXVlc3QSDAoEdHlwZRgBIAEoCRIMCgRuYW1lGAIgASgJEgwKBG1lc2gYAyABKAkSDAoEem9uZRgEIAEoCSI9CgtHZXRSZXNwb25zZRIuCglyZXNvdXJjZXMYASADKAsyGy5rZHMuYWRtaW4udjEuQWRtaW5SZXNvdXJjZSI5Cg1EZWxldGVSZXF1ZXN0EgwKBHR5cGUYASABKAkSDAoEbmFtZRgCIAEoCRIMCgRtZXNoGAMgASgJIhAKDkRlbGV0ZVJlc3BvbnNlIsgDCgpUeXBlU3RhdHVzEgwKBGtpbmQYASABKAkSEQoJZGlyZWN0aW9uGAIgASgJEgwKBHNlbnQYAyABKAQSDQoFYWNrZWQYBCABKAQSDgoGbmFja2VkGAUgASgEEhoKEmxhc3RfYWNrZWRfdmVyc2lvbhgGIAEoCRIXCg9sYXN0X25hY2tfZXJyb3IYByABKAkSDwoHc3RhbGxlZBgIIAEoCBIQCghhY2NlcHRlZBgJIAEoBBIQCghyZWplY3RlZBgKIAEoBBIZChFsYXN0X3JlamVjdF9lcnJvchgLIAEoCRIRCglvdmVyc2l6ZWQYDCADKAkSFgoOcmVzb3VyY2VzX3NlbnQYDSABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGA4gASgEEjoKEnJlamVjdGVkX3Jlc291cmNlcxgPIAMoCzIeLmtkcy5hZG1pbi52MS5SZWplY3RlZFJlc291cmNlEhQKDHN0b3JlX2xvYWRlZBgQIAEoCBITCgtzdG9yZV9lcnJvchgRIAEoCRIMCgRzaWRlGBIgASgJEisKB3Nlc3Npb24YEyABKAsyGi5rZHMuYWRtaW4udjEuU3luY0NvdW50ZXJzIpMBCgxTeW5jQ291bnRlcnMSDAoEc2VudBgBIAEoBBINCgVhY2tlZBgCIAEoBBIOCgZuYWNrZWQYAyABKAQSFgoOcmVzb3VyY2VzX3NlbnQYBCABKAQSEAoIYWNjZXB0ZWQYBSABKAQSEAoIcmVqZWN0ZWQYBiABKAQSGgoScmVzb3VyY2VzX3JlY2VpdmVkGAcgASgEIi8KEFJlamVjdGVkUmVzb3VyY2USCwoDa2V5GAEgASgJEg4KBnJlYXNvbhgCIAEoCSLqBAoLWm9uZUluc2lnaHQSDAoEem9uZRgBIAEoCRIOCgZvbmxpbmUYAiABKAgSMAoMY29ubmVjdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIzCg9kaXNjb25uZWN0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDWxhc3RfZW5kX2NvZGUYBSABKAkSGAoQbGFzdF9lbmRfbWVzc2FnZRgGIAEoCRIYChBoZWFydGJlYXRfcnR0X21zGAcgASgBEicKBXR5cGVzGAggAygLMhgua2RzLmFkbWluLnYxLlR5cGVTdGF0dXMSEAoIaW5zdGFuY2UYCSABKAkSFwoPbGFzdF9lcnJvcl9jb2RlGAogASgJEhoKEmxhc3RfZXJyb3JfbWVzc2FnZRgLIAEoCRIxCg1sYXN0X2Vycm9yX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBzb2Z0d2FyZV92ZXJzaW9uGA0gASgJEhgKEHByb3RvY29sX3ZlcnNpb24YDiABKA0SEAoIZmVhdHVyZXMYDyADKAkSLwoLc3RhbGVfc2luY2UYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD3N0YWxlX3Jlc291cmNlcxgRIAEoBBIrCgpoZWxkX3Jlc2V0GBIgASgLMhcua2RzLmFkbWluLnYxLkhlbGRSZXNldBIrCgVtb3ZlcxgeIAEoCzIcLmtkcy5hZG1pbi52MS5SZWJhbGFuY2VNb3ZlcyJhCg5SZWJhbGFuY2VNb3ZlcxINCgVhc2tlZBgBIAEoBBIQCgh1bmxhbmRlZBgCIAEoBBIuCgpoZWxkX3VudGlsGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKNAQoJSGVsZFJlc2V0EikKBXNpbmNlGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZWxlYXNlX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVraW5kcxgDIAMoCzIWLmtkcy5hZG1pbi52MS5IZWxkS2luZCIyCghIZWxkS2luZBIMCgRraW5kGAEgASgJEgwKBGhlbGQYAiABKAQSCgoCb2YYAyABKAQiIgoSQWNjZXB0UmVzZXRSZXF1ZXN0EgwKBHpvbmUYASABKAkiJgoTQWNjZXB0UmVzZXRSZXNwb25zZRIPCgdkZWxldGVkGAEgASgEIiMKE0luc3BlY3Rab25lc1JlcXVlc3QSDAoEem9uZRgBIAEoCSJAChRJbnNwZWN0Wm9uZXNSZXNwb25zZRIoCgV6b25lcxgBIAMoCzIZLmtkcy5hZG1pbi52MS5ab25lSW5zaWdodDLKAwoMQWRtaW5TZXJ2aWNlEkwKCUxpc3RUeXBlcxIeLmtkcy5hZG1pbi52MS5MaXN0VHlwZXNSZXF1ZXN0Gh8ua2RzLmFkbWluLnYxLkxpc3RUeXBlc1Jlc3BvbnNlEkAKBUFwcGx5Ehoua2RzLmFkbWluLnYxLkFwcGx5UmVxdWVzdBobLmtkcy5hZG1pbi52MS5BcHBseVJlc3BvbnNlEjoKA0dldBIYLmtkcy5hZG1pbi52MS5HZXRSZXF1ZXN0Ghkua2RzLmFkbWluLnYxLkdldFJlc3BvbnNlEkMKBkRlbGV0ZRIbLmtkcy5hZG1pbi52MS5EZWxldGVSZXF1ZXN0Ghwua2RzLmFkbWluLnYxLkRlbGV0ZVJlc3BvbnNlElUKDEluc3BlY3Rab25lcxIhLmtkcy5hZG1pbi52MS5JbnNwZWN0Wm9uZXNSZXF1ZXN0GiIua2RzLmFkbWluLnYxLkluc3BlY3Rab25lc1Jlc3BvbnNlElIKC0FjY2VwdFJlc2V0EiAua2RzLmFkbWluLnYxLkFjY2VwdFJlc2V0UmVxdWVzdBohLmtkcy5hZG1pbi52MS5BY2NlcHRSZXNldFJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * A resource as the admin API shows and takes it.
@@ -702,6 +702,14 @@ export type ZoneInsight = Message<"kds.admin.v1.ZoneInsight"> & {
    * @generated from field: kds.admin.v1.HeldReset held_reset = 18;
    */
   heldReset?: HeldReset | undefined;
+
+  /**
+   * What rebalancing on the instance answering did with the zone (unset
+   * when it never asked the zone to move).
+   *
+   * @generated from field: kds.admin.v1.RebalanceMoves moves = 30;
+   */
+  moves?: RebalanceMoves | undefined;
 };
 
 /**
@@ -710,6 +718,41 @@ export type ZoneInsight = Message<"kds.admin.v1.ZoneInsight"> & {
  */
 export const ZoneInsightSchema: GenMessage<ZoneInsight> = /*@__PURE__*/
   messageDesc(file_kds_admin_v1_admin, 13);
+
+/**
+ * What rebalancing on one global instance did with one zone.
+ *
+ * @generated from message kds.admin.v1.RebalanceMoves
+ */
+export type RebalanceMoves = Message<"kds.admin.v1.RebalanceMoves"> & {
+  /**
+   * Times the instance asked the zone to move (goaway RECONNECT).
+   *
+   * @generated from field: uint64 asked = 1;
+   */
+  asked: bigint;
+
+  /**
+   * Of those, the times the zone came back to the same instance: moves that did not land.
+   *
+   * @generated from field: uint64 unlanded = 2;
+   */
+  unlanded: bigint;
+
+  /**
+   * While the zone is not asked again (after a move that did not land): until when.
+   *
+   * @generated from field: google.protobuf.Timestamp held_until = 3;
+   */
+  heldUntil?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message kds.admin.v1.RebalanceMoves.
+ * Use `create(RebalanceMovesSchema)` to create a new message.
+ */
+export const RebalanceMovesSchema: GenMessage<RebalanceMoves> = /*@__PURE__*/
+  messageDesc(file_kds_admin_v1_admin, 14);
 
 /**
  * Deletions the reset guard holds.
@@ -744,7 +787,7 @@ export type HeldReset = Message<"kds.admin.v1.HeldReset"> & {
  * Use `create(HeldResetSchema)` to create a new message.
  */
 export const HeldResetSchema: GenMessage<HeldReset> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 14);
+  messageDesc(file_kds_admin_v1_admin, 15);
 
 /**
  * The held deletions of one kind.
@@ -779,7 +822,7 @@ export type HeldKind = Message<"kds.admin.v1.HeldKind"> & {
  * Use `create(HeldKindSchema)` to create a new message.
  */
 export const HeldKindSchema: GenMessage<HeldKind> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 15);
+  messageDesc(file_kds_admin_v1_admin, 16);
 
 /**
  * Request of AcceptReset.
@@ -800,7 +843,7 @@ export type AcceptResetRequest = Message<"kds.admin.v1.AcceptResetRequest"> & {
  * Use `create(AcceptResetRequestSchema)` to create a new message.
  */
 export const AcceptResetRequestSchema: GenMessage<AcceptResetRequest> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 16);
+  messageDesc(file_kds_admin_v1_admin, 17);
 
 /**
  * Response of AcceptReset.
@@ -821,7 +864,7 @@ export type AcceptResetResponse = Message<"kds.admin.v1.AcceptResetResponse"> & 
  * Use `create(AcceptResetResponseSchema)` to create a new message.
  */
 export const AcceptResetResponseSchema: GenMessage<AcceptResetResponse> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 17);
+  messageDesc(file_kds_admin_v1_admin, 18);
 
 /**
  * Request of InspectZones.
@@ -843,7 +886,7 @@ export type InspectZonesRequest = Message<"kds.admin.v1.InspectZonesRequest"> & 
  * Use `create(InspectZonesRequestSchema)` to create a new message.
  */
 export const InspectZonesRequestSchema: GenMessage<InspectZonesRequest> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 18);
+  messageDesc(file_kds_admin_v1_admin, 19);
 
 /**
  * Response of InspectZones.
@@ -864,7 +907,7 @@ export type InspectZonesResponse = Message<"kds.admin.v1.InspectZonesResponse"> 
  * Use `create(InspectZonesResponseSchema)` to create a new message.
  */
 export const InspectZonesResponseSchema: GenMessage<InspectZonesResponse> = /*@__PURE__*/
-  messageDesc(file_kds_admin_v1_admin, 19);
+  messageDesc(file_kds_admin_v1_admin, 20);
 
 /**
  * Manage resources and read status on a global or a zone.
