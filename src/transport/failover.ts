@@ -143,8 +143,11 @@ export function failoverMuxTransport(
             if (
               frame.value.case === "goaway" &&
               frame.value.value.reason === GoAwayReason.RECONNECT
-            )
+            ) {
               reconnect(index, dialed, frame.value.value.reconnectTo);
+              // A new connection, so a load balancer in front of the instances places the zone again.
+              transport.newConnection?.();
+            }
             yield frame;
           }
         } catch (error) {
