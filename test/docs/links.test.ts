@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 
 const root = resolve(import.meta.dirname, "../..");
 
-/** The Markdown files checked: README.md, CHANGELOG.md, SECURITY.md and docs/**/*.md (docs/protocol/vectors/README.md too). */
+/** The Markdown files checked: README.md, CHANGELOG.md, SECURITY.md and the .md files under docs/, subfolders included (docs/protocol/vectors/README.md). */
 function documents(): string[] {
   const docs = readdirSync(join(root, "docs"), { recursive: true, encoding: "utf8" })
     .filter((f) => f.endsWith(".md"))
