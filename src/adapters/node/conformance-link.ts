@@ -225,7 +225,10 @@ export function conformanceDialer(options: ConformanceDialOptions): DialLink {
           };
           // Read once the stream closed, when the frame's flags are known: a status in headers that end the stream is Trailers-Only.
           stream.on("response", (h, flags) => {
-            if (h["grpc-status"] !== undefined && (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0)
+            if (
+              h["grpc-status"] !== undefined &&
+              (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0
+            )
               finish();
           });
           stream.on("trailers", () => finish());
