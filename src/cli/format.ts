@@ -334,23 +334,17 @@ export function instanceCounts(zones: readonly ZoneInsight[]): string {
 }
 
 /**
- * "Rebalancing moves that did not land: 3 of 12 (zones back on the instance
- * that asked them to move: zone-1 held until ..., ...)", when rebalancing on
- * the instance answering asked any zone to move, else "".
+ * "Rebalancing moves that did not land: zone-7 1 of 2 (not asked again until
+ * ...), ...": the zones rebalancing on the instance answering asked to move
+ * and that came back to it, else "".
  */
 export function unlandedMoves(zones: readonly ZoneInsight[]): string {
-  let asked = 0n;
-  let unlanded = 0n;
   const back: string[] = [];
   for (const z of zones) {
-    if (z.moves === undefined) continue;
-    asked += z.moves.asked;
-    unlanded += z.moves.unlanded;
-    if (z.moves.unlanded > 0n)
-      back.push(
-        `${z.zone} ${z.moves.unlanded}x${z.moves.heldUntil === undefined ? "" : ` (not asked again until ${iso(z.moves.heldUntil)})`}`,
-      );
+    if (z.moves === undefined || z.moves.unlanded === 0n) continue;
+    back.push(
+      `${z.zone} ${z.moves.unlanded} of ${z.moves.asked}${z.moves.heldUntil === undefined ? "" : ` (not asked again until ${iso(z.moves.heldUntil)})`}`,
+    );
   }
-  if (asked === 0n) return "";
-  return `Rebalancing moves that did not land: ${unlanded} of ${asked} asked${back.length === 0 ? "" : `; zones back on this instance: ${back.join(", ")}`}`;
+  return back.length === 0 ? "" : `Rebalancing moves that did not land: ${back.join(", ")}`;
 }
