@@ -186,6 +186,13 @@ async function pack() {
     ]) {
       if (!files.has(required)) problems.push(`${required} is not in the tarball`);
     }
+    // The protocol and its test vectors are for implementers in other languages: they ship.
+    if (!files.has("docs/protocol.md")) problems.push("docs/protocol.md is not in the tarball");
+    const vectors = [...files].filter((f) => /^docs\/protocol\/vectors\/[^/]+\.json$/.test(f));
+    if (vectors.length < 60)
+      problems.push(
+        `only ${vectors.length} protocol test vectors (docs/protocol/vectors/*.json) are in the tarball`,
+      );
     for (const target of Object.values(pkg.bin ?? {})) {
       if (!files.has(target.replace(/^\.\//, "")))
         problems.push(`bin ${target} is not in the tarball`);

@@ -108,6 +108,8 @@ export interface Metrics {
   staleResources(zone: string, kind: string, count: number): void;
   /** `count` deletions of `kind` for `zone`'s session are held by the reset guard now; 0 when none. A gauge. */
   heldDeletions(zone: string, kind: string, count: number): void;
+  /** Rebalancing asked a zone to move to another instance, or found one it asked back on this instance (the move did not land). Optional. */
+  rebalanceMove?(outcome: "asked" | "unlanded"): void;
 }
 
 /** A {@link Metrics} that drops everything (the default everywhere). */
@@ -123,6 +125,7 @@ export const noopMetrics: Metrics = Object.freeze({
   storeOperation: () => undefined,
   staleResources: () => undefined,
   heldDeletions: () => undefined,
+  rebalanceMove: () => undefined,
 });
 
 /** One {@link Metrics} that reports every event to each of `sinks`, in order. */
@@ -161,6 +164,9 @@ export function fanOutMetrics(...sinks: Metrics[]): Metrics {
     },
     heldDeletions: (zone, kind, count) => {
       for (const s of sinks) s.heldDeletions(zone, kind, count);
+    },
+    rebalanceMove: (outcome) => {
+      for (const s of sinks) s.rebalanceMove?.(outcome);
     },
   };
 }

@@ -43,6 +43,7 @@ import {
 } from "../gen/kds/admin/v1/admin_pb.ts";
 import { ZONE_KIND } from "../kinds/builtin-types.ts";
 import { validateInput } from "../store/validate.ts";
+import { wasRolledBack } from "../store/rolled-back.ts";
 import { ZONES_LABEL, parseZoneSelector } from "../kinds/zone-selector.ts";
 import {
   LABELS,
@@ -254,8 +255,10 @@ export function fromAdminResource(
  * Writes every input with ONE atomic `store.apply`: all of them or none.
  * Resolves with every stored resource; a failure says which of the two
  * happened: nothing was written when the store refused the batch (a
- * conflict, an invalid resource), and, when the store failed, either all or
- * none were (the commit's outcome is unknown to this side), never a part.
+ * conflict, an invalid resource) or when the store knows its database
+ * rolled the transaction back, and, when the store failed otherwise (a lost
+ * connection), either all or none were (the commit's outcome is unknown to
+ * this side), never a part.
  */
 export async function applyAll(
   store: ResourceStore,
@@ -269,23 +272,34 @@ export async function applyAll(
     );
     return { revision, results: results as StoredResource[] };
   } catch (error) {
-    // A store that failed (store_unavailable) may have failed at the commit, whose outcome this side cannot know.
+    // A store that failed (store_unavailable) may have failed at the commit, whose outcome this side cannot know,
+    // unless the store knows its database rolled the transaction back.
     throw withOutcome(
       error,
       inputs.length,
-      KdsError.is(error, "store_unavailable") ? "unknown" : "none",
+      wasRolledBack(error)
+        ? "rolled-back"
+        : KdsError.is(error, "store_unavailable")
+          ? "unknown"
+          : "none",
     );
   }
 }
 
 /** `error` (a KdsError) with what an apply of `count` resources left in the store appended; any other error as it is. */
-function withOutcome(error: unknown, count: number, outcome: "none" | "unknown"): unknown {
+function withOutcome(
+  error: unknown,
+  count: number,
+  outcome: "none" | "rolled-back" | "unknown",
+): unknown {
   if (!(error instanceof KdsError)) return error;
   const what = count === 1 ? "the resource" : `the ${count} resources`;
   const said =
     outcome === "none"
       ? `none of ${what} was applied (an apply is all or nothing); ${error.code === "not_leader" ? "apply it through the leader" : "fix it and apply again"}`
-      : `either all or none of ${what} were applied, never a part (an apply is one transaction); run \`kds-mux get\` to see which, then apply again`;
+      : outcome === "rolled-back"
+        ? `the store rolled the transaction back, so none of ${what} was applied; apply again once the store's error is fixed`
+        : `either all or none of ${what} were applied, never a part (an apply is one transaction); run \`kds-mux get\` to see which, then apply again`;
   return new KdsError(error.code, `${error.message}; ${said}`, { cause: error });
 }
 
@@ -462,6 +476,17 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
                       })),
                     },
               ...leadershipFields(z),
+              moves:
+                z.moves === undefined
+                  ? undefined
+                  : {
+                      asked: BigInt(z.moves.asked),
+                      unlanded: BigInt(z.moves.unlanded),
+                      heldUntil:
+                        z.moves.heldUntil === undefined
+                          ? undefined
+                          : timestampFromDate(z.moves.heldUntil),
+                    },
               types: z.types.map((t) => ({
                 kind: t.kind,
                 direction: t.direction,

@@ -167,6 +167,14 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
       z.staleSince === undefined
         ? null
         : { lastOnline: iso(z.staleSince), resources: Number(z.staleResources) },
+    moves:
+      z.moves === undefined
+        ? null
+        : {
+            asked: Number(z.moves.asked),
+            unlanded: Number(z.moves.unlanded),
+            heldUntil: z.moves.heldUntil === undefined ? null : iso(z.moves.heldUntil),
+          },
     heldReset:
       z.heldReset === undefined
         ? null
@@ -342,6 +350,7 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
   }
   const notes = zoneNotes(zones, now);
   const perInstance = instanceCounts(zones);
+  const moves = unlandedMoves(zones);
   const printed = table(
     [
       "ZONE",
@@ -362,6 +371,7 @@ export function formatZones(zones: ZoneInsight[], format: OutputFormat, now = Da
   return [
     printed,
     ...(perInstance === "" ? [] : [perInstance]),
+    ...(moves === "" ? [] : [moves]),
     ...(notes.length === 0 ? [] : [notes.join("\n")]),
   ].join("\n\n");
 }
@@ -379,4 +389,20 @@ export function instanceCounts(zones: readonly ZoneInsight[]): string {
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([instance, n]) => `${instance} ${n}`)
     .join(", ")}`;
+}
+
+/**
+ * "Rebalancing moves that did not land: zone-7 1 of 2 (not asked again until
+ * ...), ...": the zones rebalancing on the instance answering asked to move
+ * and that came back to it, else "".
+ */
+export function unlandedMoves(zones: readonly ZoneInsight[]): string {
+  const back: string[] = [];
+  for (const z of zones) {
+    if (z.moves === undefined || z.moves.unlanded === 0n) continue;
+    back.push(
+      `${z.zone} ${z.moves.unlanded} of ${z.moves.asked}${z.moves.heldUntil === undefined ? "" : ` (not asked again until ${iso(z.moves.heldUntil)})`}`,
+    );
+  }
+  return back.length === 0 ? "" : `Rebalancing moves that did not land: ${back.join(", ")}`;
 }

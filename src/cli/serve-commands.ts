@@ -619,10 +619,8 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
             name: options.transport,
             target: url,
           });
-  const transport =
-    urls.length === 1
-      ? dial(urls[0] as string)
-      : failoverMuxTransport(urls.map(dial), { targets: urls });
+  // A goaway RECONNECT naming an instance outside --global is followed once, with the same TLS and token (see failover.ts).
+  const transport = failoverMuxTransport(urls.map(dial), { targets: urls, follow: dial });
   const tokenFile = options.tokenFile;
   checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
   // Replicas share a PostgreSQL server; the embedded engine and memory belong to one process, which always leads.

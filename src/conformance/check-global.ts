@@ -23,6 +23,7 @@ import {
   paddedResponse,
   ping,
   sotwRequest,
+  windowUpdate,
 } from "./frames.ts";
 import { checkHello, describeEnd, expectProtocolError, type Expectation } from "./expectations.ts";
 import type { DialLink } from "./link.ts";
@@ -57,6 +58,9 @@ class GlobalRun {
   readonly #o: GlobalCheckOptions;
   /** Global-to-zone resources the first session received, per type: name -> version. */
   readonly #held = new Map<string, Map<string, string>>();
+  /** Refusals whose status came in response headers that left the stream open (status.in-trailers). */
+  readonly #openHeaderStatuses: string[] = [];
+  #refusals = 0;
 
   constructor(options: GlobalCheckOptions) {
     this.#o = options;
@@ -74,6 +78,7 @@ class GlobalRun {
       ["frame of 2^19 + 1 elements", "size.elements", () => this.elements()],
       ["bad hellos", "refuse.version", () => this.badHellos()],
       ["catalog NACK", "nack.catalog-ends-session", () => this.catalogNack()],
+      ["nonces and window updates", "nonce.first-request", () => this.noncesAndWindows()],
     ];
     for (const [name, rule, step] of steps) {
       this.#o.signal.throwIfAborted();
@@ -148,6 +153,8 @@ class GlobalRun {
       end?.grpcStatus === status && end.kdsErrorCode === code,
       end === undefined ? "the call did not end" : describeEnd(end),
     );
+    if (end?.grpcStatus !== undefined) this.#refusals++;
+    if (end?.statusIn === "headers-open") this.#openHeaderStatuses.push(rule);
     return { admitted: false };
   }
 
@@ -189,6 +196,7 @@ class GlobalRun {
           : "the global does not authenticate zones",
       );
     }
+    this.#reportStatusPlacement();
     if (tokenless.admitted) {
       const r = await this.#refusal(
         "admission.not-registered",
@@ -524,6 +532,86 @@ class GlobalRun {
           `${what}: the global returned credit before the overrun arrived, twice; the kit could not send past its credit`,
         );
     }
+  }
+
+  /** status.in-trailers, from the refusals seen so far. */
+  #reportStatusPlacement(): void {
+    if (this.#refusals === 0) {
+      this.report.add("status.in-trailers", "skip", "no refusal carried a status");
+      return;
+    }
+    this.report.expect(
+      "status.in-trailers",
+      this.#openHeaderStatuses.length === 0,
+      this.#openHeaderStatuses.length === 0
+        ? `${this.#refusals} refusals, each status in trailers (Trailers-Only)`
+        : `the status came in response headers that left the stream open (gRPC clients read no status there) for: ${this.#openHeaderStatuses.join(", ")}`,
+    );
+  }
+
+  /**
+   * A first catalog request carrying a nonce the global never issued is
+   * answered; after its ACK, an answer naming an unknown nonce is stale
+   * (nothing comes back, the session goes on); a window update of zero
+   * changes nothing; one past the credit cap is a protocol error.
+   */
+  async noncesAndWindows(): Promise<void> {
+    const c = await this.#session("nonce.first-request");
+    if (c === undefined) return;
+    const isCatalog = (f: Frame): boolean =>
+      f.value.case === "response" && f.value.value.typeUrl === CATALOG_TYPE;
+    c.write(catalogRequest(this.#o.zone, "conformance-never-issued"));
+    const first = await c.waitFor(isCatalog, ANSWER_MS);
+    this.report.expect(
+      "nonce.first-request",
+      first !== undefined,
+      first !== undefined
+        ? "the catalog came for a first request carrying a nonce the global never issued"
+        : `no catalog within ${ANSWER_MS} ms of a first request carrying the nonce "conformance-never-issued"`,
+    );
+    if (first?.value.case !== "response") return void c.link.cancel();
+    const { nonce, versionInfo } = first.value.value;
+    c.write(catalogRequest(this.#o.zone, nonce, versionInfo));
+    await c.drain(300);
+    c.write(catalogRequest(this.#o.zone, "conformance-stale", versionInfo));
+    const answered = await c.waitFor(isCatalog, 1_000);
+    const alive = await this.#pongs(c);
+    this.report.expect(
+      "nonce.stale",
+      answered === undefined && alive,
+      answered !== undefined
+        ? "the global answered a request whose response_nonce it never issued (after the type's first request)"
+        : alive
+          ? "nothing came back for an answer naming an unknown nonce, and the session went on"
+          : "the session ended after an answer naming an unknown nonce",
+    );
+    c.write(windowUpdate(0, 0, 0, 0));
+    const zeroOk = await this.#pongs(c);
+    this.report.expect(
+      "window.zero",
+      zeroOk,
+      zeroOk
+        ? "a window update of zero changed nothing; a ping after it was answered"
+        : "no pong after a window update of zero",
+    );
+    // 2^32 - 1 frames on top of the window the kit already holds: past 2^31.
+    c.write(windowUpdate(0, 2 ** 32 - 1, 0, 0));
+    await expectProtocolError(this.report, "refuse.window-cap", c, {
+      grpcStatus: 3,
+      kdsErrorCode: "protocol_error",
+      what: "a window update of 2^32 - 1 response frames",
+    });
+  }
+
+  /** Whether a ping is answered within the answer time (the session is alive). */
+  async #pongs(c: Conversation): Promise<boolean> {
+    const id = BigInt(Math.floor(Math.random() * 2 ** 48));
+    c.write(ping(id));
+    const pong = await c.waitFor(
+      (f) => f.value.case === "pong" && f.value.value.id === id,
+      ANSWER_MS,
+    );
+    return pong !== undefined;
   }
 
   async unknownType(): Promise<void> {

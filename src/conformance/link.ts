@@ -16,6 +16,14 @@ export interface LinkEnd {
   readonly kdsErrorCode: string | undefined;
   /** The status message, or what went wrong with the transport. */
   readonly message: string;
+  /**
+   * Where the status came: "trailers" (a trailing HEADERS frame, or the one
+   * HEADERS frame of a Trailers-Only answer, which ends the stream), or
+   * "headers-open" (response headers that did not end the stream: gRPC
+   * clients read those as initial metadata, without a status). Undefined
+   * when no status came, or the link cannot tell.
+   */
+  readonly statusIn?: "trailers" | "headers-open";
 }
 
 /** One mux stream to the peer under test. */

@@ -145,6 +145,26 @@ export const RULES = {
     section: "rules",
     text: "a delta server sends only what differs from initial_resource_versions",
   },
+  "status.in-trailers": {
+    section: "the-status-a-stream-ends-with",
+    text: "a stream's status comes in trailers: a refused stream is answered Trailers-Only (one HEADERS frame with END_STREAM holding grpc-status, grpc-message and kds-error-code), never in response headers that leave the stream open",
+  },
+  "window.zero": {
+    section: FLOW,
+    text: "a window update granting nothing is legal: the session goes on",
+  },
+  "refuse.window-cap": {
+    section: FLOW,
+    text: "a window update that brings a lane's unused credit over 2^31 frames or 2^40 bytes is a protocol error",
+  },
+  "nonce.first-request": {
+    section: "rules",
+    text: "the first request of a type on a stream is answered whatever its response_nonce (a nonce of an earlier stream)",
+  },
+  "nonce.stale": {
+    section: "rules",
+    text: "an answer whose response_nonce names no response of the type in flight is stale: no response, no NACK, and the session goes on",
+  },
   "goaway.graceful": {
     section: "the-status-a-stream-ends-with",
     text: "a session the zone ends with goaway SHUTDOWN ends the call OK, without kds-error-code",

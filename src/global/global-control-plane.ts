@@ -298,6 +298,8 @@ export class GlobalControlPlane {
             sessions: () => this.server.sessions(),
             draining: () => this.server.draining,
             logger,
+            metrics: options.metrics,
+            clock: options.clock,
           });
     this.#lifecycle = new ZoneLifecycle({
       store: this.store,
@@ -414,10 +416,13 @@ export class GlobalControlPlane {
       const stale = this.#offline.stale(name);
       const synced = this.sync.status(name);
       const replaced = this.#replacements.status(name);
+      // What rebalancing did with the zone here (asked to move, came back): see Rebalancer.zoneMoves.
+      const moves = this.#rebalancer?.zoneMoves(name);
       const local = {
         ...synced,
         ...(stale === undefined ? {} : { stale }),
         ...(replaced === undefined ? {} : { replacements: replaced }),
+        ...(moves === undefined ? {} : { moves }),
       };
       if (this.server.session(name) !== undefined)
         return { ...local, instance: this.ownership.instance };

@@ -26,6 +26,7 @@ import { sharedTicker } from "../util/wake.ts";
 import { noopMetrics, type Metrics } from "../metrics.ts";
 import { frameRefusal } from "./frame-limits.ts";
 import { weighFrame } from "./frame-size.ts";
+import { helloWindowRefusal } from "./hello-limits.ts";
 import { PUSH_FRAMES, pushesFrames, type PushedFrames } from "./frame-push.ts";
 import {
   callLane,
@@ -42,7 +43,6 @@ import type { BudgetHolder, MemoryBudget } from "./budget.ts";
 import { Inbox, type InboxMemory } from "./inbox.ts";
 import {
   MAX_WINDOW,
-  MAX_WINDOW_BYTES,
   resolveSessionOptions,
   type ResolvedSessionOptions,
   type SessionOptions,
@@ -729,24 +729,9 @@ export class MuxSession implements Session {
       return;
     }
     const { agreement } = negotiated;
-    if (
-      hello.requestWindow < 1 ||
-      hello.responseWindow < 1 ||
-      hello.requestWindow > MAX_WINDOW ||
-      hello.responseWindow > MAX_WINDOW ||
-      hello.maxMessageBytes < 1024
-    ) {
-      this.#protocolError(
-        `the peer's hello grants no usable window (requests ${hello.requestWindow}, responses ${hello.responseWindow}, max message ${hello.maxMessageBytes} bytes)`,
-      );
-      return;
-    }
-    const badBytes = (bytes: number): boolean => bytes < 1024 || bytes > MAX_WINDOW_BYTES;
-    if (badBytes(hello.requestWindowBytes) || badBytes(hello.responseWindowBytes)) {
-      this.#protocolError(
-        `the peer's hello grants byte windows outside 1024 to ${MAX_WINDOW_BYTES} (requests ${hello.requestWindowBytes}, responses ${hello.responseWindowBytes} bytes); ` +
-          "every hello must grant both byte windows (request_window_bytes and response_window_bytes)",
-      );
+    const windows = helloWindowRefusal(hello);
+    if (windows !== undefined) {
+      this.#protocolError(windows);
       return;
     }
     if (this.#expectedPeerId !== undefined && hello.peerId !== this.#expectedPeerId) {

@@ -54,6 +54,7 @@ export const METRIC_NAMES = Object.freeze([
   "kds_held_deletions",
   "kds_zones",
   "kds_ready",
+  "kds_rebalance_moves_total",
 ] as const);
 
 /** Options of {@link PrometheusMetrics}. */
@@ -118,6 +119,7 @@ export class PrometheusMetrics implements Metrics {
   readonly #store: Histogram<"op" | "outcome">;
   readonly #stale: ZoneSums;
   readonly #held: ZoneSums;
+  readonly #moves: Counter<"outcome">;
 
   /** @param options - labels of every series, and where the zones' states and readiness come from */
   constructor(options: PrometheusMetricsOptions = {}) {
@@ -291,6 +293,12 @@ export class PrometheusMetrics implements Metrics {
         else this.set(readiness().ready ? 1 : 0);
       },
     });
+    this.#moves = new Counter({
+      name: "kds_rebalance_moves_total",
+      help: "Zones rebalancing asked to move to another global instance (outcome asked), and those that came back to the instance that asked (outcome unlanded: held off, not asked again for a while).",
+      labelNames: ["outcome"],
+      registers,
+    });
   }
 
   /** The content type of {@link PrometheusMetrics.text}. */
@@ -399,6 +407,10 @@ export class PrometheusMetrics implements Metrics {
 
   heldDeletions(zone: string, kind: string, count: number): void {
     this.#held.set(zone, kind, count);
+  }
+
+  rebalanceMove(outcome: "asked" | "unlanded"): void {
+    this.#moves.inc({ outcome });
   }
 }
 

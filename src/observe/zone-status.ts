@@ -168,6 +168,12 @@ export interface ZoneStatus {
   readonly leadership?: ZoneLeadership;
   /** On the global: the zone's sessions replaced by newer ones lately, when more than a few (two processes use its name). */
   readonly replacements?: ZoneReplacements;
+  /**
+   * On a global with several instances: what rebalancing on this instance
+   * did with the zone (see {@link RebalanceMoves}); absent when it never
+   * asked the zone to move.
+   */
+  readonly moves?: RebalanceMoves;
 }
 
 /** A zone replica's part in its zone's election (see `ZoneControlPlane`'s `lease`). */
@@ -188,6 +194,16 @@ export interface ZoneReplacements {
   readonly windowMs: number;
   /** When the last one happened, in ms since the epoch. */
   readonly lastAt: number;
+}
+
+/** What rebalancing on one global instance did with one zone. */
+export interface RebalanceMoves {
+  /** Times the instance asked the zone to move (goaway RECONNECT). */
+  readonly asked: number;
+  /** Of those, the times the zone came back to the same instance: moves that did not land. */
+  readonly unlanded: number;
+  /** While the zone is not asked again (after a move that did not land): until when (wall clock). */
+  readonly heldUntil: Date | undefined;
 }
 
 /** A held reset of one kind, as status shows it. */

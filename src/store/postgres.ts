@@ -48,6 +48,7 @@ import type {
   WriteOptions,
 } from "./contract.ts";
 import { describeTarget, isConnectionError, storeError } from "./postgres/errors.ts";
+import { markRolledBack } from "./rolled-back.ts";
 import { guarded, type Runner } from "./postgres/guard.ts";
 import { CancelRequests } from "./postgres/cancels.ts";
 import { migrate, quoteIdent, type MigrationReport } from "./postgres/migrations.ts";
@@ -523,7 +524,8 @@ export class PostgresStore implements ResourceStore, LeaseStore {
         for (const batch of group) if (!batch.settled) await this.#writeGroup([batch]);
         return;
       }
-      for (const batch of group) batch.reject(error);
+      // The server answered with an error, so it rolled the transaction back: nothing of it was written (a lost connection may have committed).
+      for (const batch of group) batch.reject(lost ? error : markRolledBack(error));
       return;
     }
     if (written.changed) for (const w of this.#watchers) w.wake();

@@ -358,8 +358,12 @@ export class SyncEngine {
       for (const type of learned) record.add(type);
     }
     const own = discovery?.maxMessageBytes ?? defaultDiscoveryOptions.maxMessageBytes;
-    const peerMax = session.peer?.maxMessageBytes;
-    // Responses must fit what the peer accepts, not only what this side would send.
+    // Responses must fit what the peer accepts, not only what this side would send: its largest frame, and its whole byte
+    // window on the response lane (a frame larger than the window could never be sent), whichever is smaller.
+    const peerMax =
+      session.peer === undefined
+        ? undefined
+        : Math.min(session.peer.maxMessageBytes, session.peer.responseWindowBytes);
     const maxMessageBytes =
       peerMax === undefined ? own : Math.min(own, peerMax - MUX_FRAME_OVERHEAD);
     // Without metrics nothing reports the stream's events: no lag clocks, no observers to call (per session, they cost memory and a map write per change).

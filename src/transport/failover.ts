@@ -2,7 +2,9 @@
  * A zone that knows several global instances: each dial uses one of them,
  * and a dial that fails before the global answered, or a session the global
  * ended asking the zone to reconnect (goaway RECONNECT: it drains or evens
- * out its instances), moves the next dial on to the next instance.
+ * out its instances), moves the next dial on to the next instance. A
+ * RECONNECT naming an instance outside the list is followed once (with
+ * `follow`), and a failed dial there falls back to the list.
  *
  * @module
  */
@@ -26,6 +28,18 @@ export interface FailoverOptions {
    * to the next transport.
    */
   readonly targets?: readonly string[];
+  /**
+   * Makes the transport for a URL a goaway RECONNECT names outside
+   * `targets` (the instance a rebalancing global moves the zone to, one
+   * the zone was not configured with). With it, the next dial goes there,
+   * once: only when the URL has the same scheme as the target the zone
+   * dialed (https only from https, so a zone never leaves TLS), with the
+   * same credentials and TLS settings as the list (the function's job).
+   * When that dial fails before the global answers, the dial after it
+   * goes back to the list. Without it (or without `targets`), such a
+   * RECONNECT moves on to the next target, as any RECONNECT does.
+   */
+  readonly follow?: (url: string) => MuxTransport;
 }
 
 /** A URL in one spelling (no trailing slash), for comparing addresses; the text itself when it is no URL. */
@@ -37,11 +51,21 @@ function normalUrl(url: string): string {
   }
 }
 
+/** The scheme of `url` ("https:", "http:"), or undefined when it is no URL. */
+function schemeOf(url: string): string | undefined {
+  try {
+    return new URL(url).protocol;
+  } catch {
+    return undefined; // not a URL: never followed
+  }
+}
+
 /**
  * Dials `transports` one at a time: the current one until a dial fails
  * before the global sent its first frame, or the global sends goaway
  * RECONNECT, then the next one, round robin (or, after a RECONNECT naming
- * one of `options.targets`, that one).
+ * one of `options.targets`, that one; or, naming another URL of the same
+ * scheme and with `options.follow`, that URL once, then the list again).
  * The zone's reconnect backoff applies between dials as usual. A refusal
  * (unregistered or disabled zone) does not move on: every instance shares
  * the same registry.
@@ -59,6 +83,31 @@ export function failoverMuxTransport(
       "failoverMuxTransport: targets must name one URL per transport",
     );
   let current = 0;
+  /** A URL outside the list the next dial goes to, once (a RECONNECT named it). */
+  let detour: string | undefined;
+  /** The last transport made for a detour, reused while the detours name the same URL. */
+  let followed: { readonly url: string; readonly transport: MuxTransport } | undefined;
+  const detourTransport = (url: string, follow: (url: string) => MuxTransport): MuxTransport => {
+    if (followed?.url !== url) followed = { url, transport: follow(url) };
+    return followed.transport;
+  };
+  /** Where a RECONNECT from a session on `dialed` (a URL) tells the next dial to go. */
+  const reconnect = (index: number, dialed: string | undefined, hint: string): void => {
+    const hinted = hint === "" ? -1 : (targets?.indexOf(normalUrl(hint)) ?? -1);
+    if (hinted >= 0) {
+      if (current === index) current = hinted;
+      return;
+    }
+    moveOn(index); // the list's next target: where a failed detour falls back to
+    if (
+      hint !== "" &&
+      options.follow !== undefined &&
+      dialed !== undefined &&
+      schemeOf(hint) !== undefined &&
+      schemeOf(hint) === schemeOf(dialed)
+    )
+      detour = normalUrl(hint);
+  };
   const moveOn = (index: number): void => {
     if (current === index) current = (index + 1) % transports.length;
   };
@@ -70,12 +119,19 @@ export function failoverMuxTransport(
     name: transports.map((t) => t.name).join(","),
     async open(request: MuxDialRequest): Promise<AsyncIterable<Frame>> {
       const index = current;
-      const transport = transports[index] as MuxTransport;
+      // A detour is dialed once: whatever happens, the dial after it goes back to the list (unless a RECONNECT names another).
+      const away = detour;
+      detour = undefined;
+      const transport =
+        away !== undefined && options.follow !== undefined
+          ? detourTransport(away, options.follow)
+          : (transports[index] as MuxTransport);
+      const dialed = away ?? targets?.[index];
       let inbound: AsyncIterable<Frame>;
       try {
         inbound = await transport.open(request);
       } catch (error) {
-        if (!request.signal.aborted) failed(index, error);
+        if (away === undefined && !request.signal.aborted) failed(index, error);
         throw error;
       }
       return (async function* () {
@@ -83,23 +139,19 @@ export function failoverMuxTransport(
         try {
           for await (const frame of inbound) {
             answered = true;
-            // Asked to reconnect: this instance drains or sheds zones, so the next dial goes to the next one.
+            // Asked to reconnect: this instance drains or sheds zones, so the next dial goes to the one it names, or the next one.
             if (
               frame.value.case === "goaway" &&
               frame.value.value.reason === GoAwayReason.RECONNECT
             ) {
-              // The global named the instance to dial (one with room): go there when it is one of ours.
-              const hinted =
-                frame.value.value.reconnectTo === ""
-                  ? -1
-                  : (targets?.indexOf(normalUrl(frame.value.value.reconnectTo)) ?? -1);
-              if (hinted >= 0 && current === index) current = hinted;
-              else moveOn(index);
+              reconnect(index, dialed, frame.value.value.reconnectTo);
+              // A new connection, so a load balancer in front of the instances places the zone again.
+              transport.newConnection?.();
             }
             yield frame;
           }
         } catch (error) {
-          if (!answered && !request.signal.aborted) failed(index, error);
+          if (away === undefined && !answered && !request.signal.aborted) failed(index, error);
           throw error;
         }
       })();

@@ -38,6 +38,15 @@ export interface MuxTransport {
    * from the first read of the returned iterable.
    */
   open(request: MuxDialRequest): Promise<AsyncIterable<Frame>>;
+  /**
+   * Optional: the next {@link MuxTransport.open} dials a new connection
+   * instead of reusing the current one (which closes once its streams
+   * end). {@link failoverMuxTransport} calls it after a goaway RECONNECT,
+   * so that a load balancer in front of several global instances places
+   * the zone again rather than keeping it on the connection to the
+   * instance that asked it to move.
+   */
+  newConnection?(): void;
 }
 
 /** The global's side of the seam: accepts one zone's stream. */

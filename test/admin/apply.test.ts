@@ -88,7 +88,7 @@ describe("admin Apply", () => {
       await postgresServerVariant.teardown();
     });
 
-    it("leaves none of a 50-resource apply when the database fails it half-way, after the resource rows were written", async () => {
+    it("leaves none of a 50-resource apply when the database fails it half-way, after the resource rows were written, and says none was applied", async () => {
       const { url, schema } = space.postgres as { url: string; schema: string };
       const sql = postgres(url, { max: 1, onnotice: () => undefined });
       try {
@@ -98,7 +98,7 @@ describe("admin Apply", () => {
         const error = await failure(client.apply({ resources: meshes("pg") }));
         expect(error.code).toBe("store_unavailable");
         expect(error.message).toMatch(
-          /injected fault at pg-25.*either all or none of the 50 resources were applied, never a part/,
+          /injected fault at pg-25.*the store rolled the transaction back, so none of the 50 resources was applied/,
         );
         const [counted] = await sql.unsafe(
           `SELECT count(*)::int AS n FROM "${schema}".kds_resources WHERE kind = 'Mesh'`,

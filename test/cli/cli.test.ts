@@ -1,4 +1,5 @@
 // The kds-mux executable, as operators use it: real processes on loopback.
+import * as grpc from "@grpc/grpc-js";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -94,6 +95,37 @@ describe("kds-mux CLI", { timeout: 120_000 }, () => {
         "this address is the global's admin API (kds-mux global --admin-listen, default port 5681)",
       );
       expect(message, path).toContain("kds-mux global --listen (default port 5685)");
+    }
+  });
+
+  it("answers a grpc-js zone stream on the admin port with InvalidArgument and the message, not INTERNAL (Trailers-Only)", async () => {
+    const client = new grpc.Client(
+      globalUrl.replace(/^http:\/\//, ""),
+      grpc.credentials.createInsecure(),
+    );
+    try {
+      const status = await new Promise<grpc.StatusObject>((resolve, reject) => {
+        const metadata = new grpc.Metadata();
+        metadata.set("client-id", "zone-1");
+        const call = client.makeBidiStreamRequest(
+          "/kds.mux.v1.MultiplexService/StreamMessage",
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+          metadata,
+        );
+        const timer = setTimeout(() => reject(new Error("no status within 20 s")), 20_000);
+        call.on("status", (s: grpc.StatusObject) => {
+          clearTimeout(timer);
+          resolve(s);
+        });
+        call.on("error", () => undefined); // the status event carries the same outcome
+        call.on("data", () => undefined);
+      });
+      expect(status.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(status.details).toContain("this address is the global's admin API");
+      expect(status.metadata.get("kds-error-code")).toEqual(["invalid_argument"]);
+    } finally {
+      client.close();
     }
   });
 

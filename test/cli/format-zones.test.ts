@@ -185,3 +185,45 @@ describe("inspect zones: zones per global instance", () => {
     expect(formatZones([zone("a", "")], "table", now)).not.toContain("per global instance");
   });
 });
+
+describe("rebalancing moves in inspect zones", () => {
+  const moved = (zone: string, asked: bigint, unlanded: bigint, heldFor?: number): ZoneInsight =>
+    create(ZoneInsightSchema, {
+      zone,
+      online: true,
+      instance: "g1",
+      heartbeatRttMs: -1,
+      moves: {
+        asked,
+        unlanded,
+        heldUntil:
+          heldFor === undefined ? undefined : timestampFromDate(new Date(now + heldFor * 1000)),
+      },
+    });
+
+  it("lists the zones that came back when asked to move, with their hold-off, and puts moves in the JSON document", () => {
+    const text = formatZones(
+      [
+        moved("zone-1", 1n, 0n),
+        moved("zone-2", 2n, 1n, 60),
+        create(ZoneInsightSchema, { zone: "zone-3", heartbeatRttMs: -1 }),
+      ],
+      "table",
+      now,
+    );
+    expect(text).toContain(
+      "Rebalancing moves that did not land: zone-2 1 of 2 (not asked again until 2030-01-01T00:11:00.000Z)",
+    );
+    expect(text).not.toMatch(/zone-1 0 of/);
+    expect(zoneDocument(moved("zone-2", 2n, 1n, 60)).moves).toEqual({
+      asked: 2,
+      unlanded: 1,
+      heldUntil: "2030-01-01T00:11:00.000Z",
+    });
+    expect(zoneDocument(create(ZoneInsightSchema, { zone: "zone-3" })).moves).toBeNull();
+  });
+
+  it("prints no line when every move landed", () => {
+    expect(formatZones([moved("zone-1", 3n, 0n)], "table", now)).not.toContain("Rebalancing");
+  });
+});

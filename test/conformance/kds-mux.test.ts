@@ -112,6 +112,11 @@ describe("kds-mux conformance against kds-mux itself", { timeout: 300_000 }, () 
       "goaway.graceful",
       "flow.returns-credit",
       "nonce.unique",
+      "status.in-trailers",
+      "nonce.first-request",
+      "nonce.stale",
+      "window.zero",
+      "refuse.window-cap",
     ]) {
       expect(o[rule], rule).toBe("pass");
     }

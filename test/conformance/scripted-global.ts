@@ -24,6 +24,9 @@ export interface GlobalFaults {
   noByteWindows?: boolean; // hello.byte-windows
   acceptOldVersion?: boolean; // refuse.version
   unknownTypeWithoutTrailer?: boolean; // goaway.protocol-error-status
+  ignoreFirstNonce?: boolean; // nonce.first-request
+  answerStale?: boolean; // nonce.stale
+  acceptWindowCap?: boolean; // refuse.window-cap
 }
 
 const ZONE_KIND = "type.googleapis.com/kds.conformance.v1.ProbeSpec";
@@ -96,6 +99,9 @@ async function serve(c: Conversation, zone: string, f: GlobalFaults): Promise<vo
   const received = { requests: { frames: 0, bytes: 0 }, responses: { frames: 0, bytes: 0 } };
   let nonce = 0;
   let requestCredit = 0;
+  /** Response frames the zone granted and this side has not used (it sends responses only for the catalog). */
+  let responseCredit = 0;
+  let catalogRequested = false;
   const unacked: Frame[] = [];
   let consumedRequests = 0;
   for (let i = 0; i < 10_000; i++) {
@@ -113,12 +119,18 @@ async function serve(c: Conversation, zone: string, f: GlobalFaults): Promise<vo
         return fail("the hello grants no byte windows");
       if (v.value.peerId !== zone) return fail(`the peer named itself ${v.value.peerId}`);
       requestCredit = v.value.requestWindow;
+      responseCredit = v.value.responseWindow;
       continue;
     }
     if (v.case === "hello") return fail("a second hello");
     if (v.case === "ping" && !f.noPong) c.write(pong(v.value.id));
     if (v.case === "goaway") return c.link.close({ grpcStatus: 0 });
-    if (v.case === "windowUpdate") requestCredit += v.value.requests;
+    if (v.case === "windowUpdate") {
+      requestCredit += v.value.requests;
+      responseCredit += v.value.responses;
+      if (!f.acceptWindowCap && (requestCredit > 2 ** 31 || responseCredit > 2 ** 31))
+        return fail("peer granted more than 2^31 frames of window");
+    }
     const lane = laneOf(frame);
     if (lane === undefined) continue;
     const bytes = encodedLength(frame);
@@ -144,7 +156,12 @@ async function serve(c: Conversation, zone: string, f: GlobalFaults): Promise<vo
         c.write(goaway(GoAwayReason.SHUTDOWN, v.value.errorDetail.message));
         return c.link.close({ grpcStatus: 0 });
       }
-      if (v.value.responseNonce === "") {
+      // The type's first request subscribes whatever its nonce; later, a nonce not in flight is stale.
+      const first = !catalogRequested && !f.ignoreFirstNonce;
+      catalogRequested = true;
+      const stale =
+        v.value.responseNonce !== "" && v.value.responseNonce !== String(nonce) && !f.reuseNonce;
+      if (v.value.responseNonce === "" || first || (stale && f.answerStale)) {
         nonce++;
         const n = f.reuseNonce ? "1" : String(nonce);
         c.write(

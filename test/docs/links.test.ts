@@ -1,4 +1,4 @@
-// Every relative link and #anchor in README.md, CHANGELOG.md, SECURITY.md and docs/*.md resolves: the
+// Every relative link and #anchor in README.md, CHANGELOG.md, SECURITY.md and docs/**/*.md resolves: the
 // file exists, and the anchor is a heading of it, slugged as GitHub does.
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
@@ -6,9 +6,9 @@ import { describe, expect, it } from "vitest";
 
 const root = resolve(import.meta.dirname, "../..");
 
-/** The Markdown files checked: README.md, CHANGELOG.md, SECURITY.md and docs/*.md. */
+/** The Markdown files checked: README.md, CHANGELOG.md, SECURITY.md and the .md files under docs/, subfolders included (docs/protocol/vectors/README.md). */
 function documents(): string[] {
-  const docs = readdirSync(join(root, "docs"))
+  const docs = readdirSync(join(root, "docs"), { recursive: true, encoding: "utf8" })
     .filter((f) => f.endsWith(".md"))
     .map((f) => join(root, "docs", f));
   return [join(root, "README.md"), join(root, "CHANGELOG.md"), join(root, "SECURITY.md"), ...docs];
@@ -105,7 +105,7 @@ describe("documentation links", () => {
     expect(broken(protocol, "kinds.md")).toBeUndefined();
   });
 
-  it("resolves every relative link and anchor in README.md, CHANGELOG.md, SECURITY.md and docs/*.md", () => {
+  it("resolves every relative link and anchor in README.md, CHANGELOG.md, SECURITY.md and docs/**/*.md", () => {
     const problems: string[] = [];
     let checked = 0;
     for (const file of documents()) {

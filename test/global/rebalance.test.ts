@@ -13,6 +13,8 @@ import type { LiveInstance, ZoneLease } from "../../src/global/zone-ownership.ts
 import { ZoneInsightSpecSchema } from "../../src/gen/kds/v1/resource_pb.ts";
 import type { Session } from "../../src/mux/views.ts";
 import { silentLogger } from "../../src/log.ts";
+import { noopMetrics } from "../../src/metrics.ts";
+import { ManualClock } from "../support/manual-clock.ts";
 import { InMemoryStore } from "../../src/store/memory.ts";
 import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 import { failoverMuxTransport } from "../../src/transport/failover.ts";
@@ -204,5 +206,129 @@ describe("a rebalancing round", () => {
     });
     expect(await rebalancer.round(new AbortController().signal)).toBe(0);
     expect(sessions.every((s) => s.asked === undefined)).toBe(true);
+  });
+});
+
+describe("moves that do not land", () => {
+  const live = (instance: string, zoneUrl: string): LiveInstance => ({
+    instance,
+    zoneUrl,
+    draining: false,
+    renewedAt: new Date(),
+  });
+  const signal = new AbortController().signal;
+
+  /**
+   * g0 holding `count` zones beside an empty g1 (at `g1Url`), where every
+   * zone asked to move comes straight back to g0 on a new session (a zone
+   * that does not follow, or a balancer that routes it back).
+   */
+  function comingBack(count: number, g1Url: string) {
+    const clock = new ManualClock();
+    let sessions = Array.from({ length: count }, (_, i) => movable(`zone-${i}`));
+    const outcomes: string[] = [];
+    const logged: string[] = [];
+    const rebalancer = new Rebalancer({
+      instance: "g0",
+      instances: async () => [live("g0", "http://lb:5685"), live("g1", g1Url)],
+      leases: async () => new Map(held("g0", 0)),
+      sessions: () => sessions,
+      draining: () => false,
+      logger: { ...silentLogger, info: (message: string) => logged.push(message) },
+      metrics: { ...noopMetrics, rebalanceMove: (outcome) => outcomes.push(outcome) },
+      clock,
+      holdOff: { baseMs: 60_000, capMs: 240_000 },
+    });
+    /** Every zone asked to move reconnects here: a new session object for the same zone. */
+    const comeBack = (): void => {
+      sessions = sessions.map((s) => (s.asked === undefined ? s : movable(s.peerId)));
+    };
+    return { clock, rebalancer, outcomes, logged, comeBack, sessions: () => sessions };
+  }
+
+  it("does not ask a zone that came back again until its hold-off passed, which grows, and counts each", async () => {
+    const { clock, rebalancer, outcomes, comeBack } = comingBack(2, "http://g1:5685");
+    // 2 zones, share 1: one asked per round.
+    expect(await rebalancer.round(signal)).toBe(1);
+    comeBack();
+    clock.advance(10_000);
+    // zone-1 came back: held off; zone-0 is asked instead.
+    expect(await rebalancer.round(signal)).toBe(1);
+    expect(rebalancer.zoneMoves("zone-1")).toMatchObject({ asked: 1, unlanded: 1 });
+    expect(rebalancer.zoneMoves("zone-1")?.heldUntil).toBeInstanceOf(Date);
+    comeBack();
+    clock.advance(10_000);
+    // Both came back and are held off: nobody is asked.
+    expect(await rebalancer.round(signal)).toBe(0);
+    clock.advance(30_000); // 40 s after zone-1's return was seen: still held (60 s)
+    expect(await rebalancer.round(signal)).toBe(0);
+    clock.advance(20_001);
+    expect(await rebalancer.round(signal)).toBe(1); // zone-1's first hold-off passed
+    comeBack();
+    clock.advance(10_000);
+    expect(await rebalancer.round(signal)).toBe(1); // zone-0's passed too
+    comeBack();
+    // zone-1's second return holds it for 120 s: twice as long.
+    clock.advance(110_000);
+    expect(await rebalancer.round(signal)).toBe(0);
+    expect(rebalancer.zoneMoves("zone-1")).toMatchObject({ asked: 2, unlanded: 2 });
+    clock.advance(11_000);
+    expect(await rebalancer.round(signal)).toBe(1);
+    expect(outcomes.filter((o) => o === "asked")).toHaveLength(5);
+    expect(outcomes.filter((o) => o === "unlanded")).toHaveLength(4);
+  });
+
+  it("behind one address every instance advertises, says why it stops asking", async () => {
+    const { clock, rebalancer, logged, comeBack } = comingBack(4, "http://lb:5685");
+    expect(await rebalancer.round(signal)).toBe(2);
+    expect(logged.at(-1)).toMatch(/which every instance advertises: the load balancer there picks/);
+    comeBack();
+    clock.advance(10_000);
+    expect(await rebalancer.round(signal)).toBe(2);
+    comeBack();
+    clock.advance(10_000);
+    expect(await rebalancer.round(signal)).toBe(0);
+    expect(logged.at(-1)).toMatch(
+      /asking none to move: every zone beyond the share came back when asked before and is held off \(every instance advertises http:\/\/lb:5685/,
+    );
+    // Said once while nothing changes.
+    const lines = logged.length;
+    clock.advance(10_000);
+    expect(await rebalancer.round(signal)).toBe(0);
+    expect(logged).toHaveLength(lines);
+  });
+
+  it("a zone whose move landed (its lease online on the other instance) is not counted, and is forgotten", async () => {
+    const clock = new ManualClock();
+    let sessions = Array.from({ length: 2 }, (_, i) => movable(`zone-${i}`));
+    const outcomes: string[] = [];
+    let leases = new Map(held("g0", 0));
+    const rebalancer = new Rebalancer({
+      instance: "g0",
+      instances: async () => [live("g0", "http://g0"), live("g1", "http://g1")],
+      leases: async () => leases,
+      sessions: () => sessions,
+      draining: () => false,
+      logger: silentLogger,
+      metrics: { ...noopMetrics, rebalanceMove: (outcome) => outcomes.push(outcome) },
+      clock,
+    });
+    expect(await rebalancer.round(signal)).toBe(1);
+    const moved = sessions.find((s) => s.asked !== undefined)?.peerId as string;
+    sessions = sessions.filter((s) => s.asked === undefined);
+    leases = new Map([
+      [
+        moved,
+        {
+          instance: "g1",
+          online: true,
+          insight: create(ZoneInsightSpecSchema, { instance: "g1", online: true }),
+        },
+      ],
+    ]);
+    clock.advance(10_000);
+    expect(await rebalancer.round(signal)).toBe(0);
+    expect(outcomes).toEqual(["asked"]);
+    expect(rebalancer.zoneMoves(moved)).toBeUndefined();
   });
 });

@@ -38,6 +38,8 @@ export interface FleetConfig {
   readonly backoff?: { readonly baseMs: number; readonly capMs: number } | "default";
   /** The first zone's number (zone-<first>, ...); default 0. */
   readonly first?: number;
+  /** Whether a zone follows a goaway's reconnect_to outside `urls` (failoverMuxTransport's `follow`); default true. */
+  readonly follow?: boolean;
 }
 
 /** One zone in the report. */
@@ -91,7 +93,14 @@ const zones = Array.from({ length: config.zones }, (_, k) => {
     name,
     transport: failoverMuxTransport(
       urls.map((url) => grpcMuxTransport(url, { signal: stop.signal })),
-      { targets: urls },
+      {
+        targets: urls,
+        // As the CLI zone does: a goaway naming an instance outside the list is followed once.
+        follow:
+          config.follow === false
+            ? undefined
+            : (url) => grpcMuxTransport(url, { signal: stop.signal }),
+      },
     ),
     types: createTypeRegistry(exampleTypes),
     logger: silentLogger,

@@ -188,8 +188,12 @@ export function conformanceDialer(options: ConformanceDialOptions): DialLink {
         });
         let responseHeaders: http2.IncomingHttpHeaders = {};
         let trailers: http2.IncomingHttpHeaders = {};
+        let headersEnded = false;
         let resetWhy = "";
-        stream.on("response", (h) => (responseHeaders = h));
+        stream.on("response", (h, flags) => {
+          responseHeaders = h;
+          headersEnded = (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0;
+        });
         stream.on("trailers", (t) => (trailers = t));
         stream.on("error", (error: Error) => (resetWhy = error.message));
         // The call has ended once its status arrived (in the trailers, or in the headers of a trailers-only answer), even while the kit's side is open.
@@ -199,6 +203,13 @@ export function conformanceDialer(options: ConformanceDialOptions): DialLink {
             const status = all["grpc-status"];
             const message = all["grpc-message"];
             done({
+              statusIn:
+                trailers["grpc-status"] !== undefined ||
+                (responseHeaders["grpc-status"] !== undefined && headersEnded)
+                  ? "trailers"
+                  : responseHeaders["grpc-status"] !== undefined
+                    ? "headers-open"
+                    : undefined,
               grpcStatus: status === undefined ? undefined : Number(status),
               kdsErrorCode:
                 all["kds-error-code"] === undefined ? undefined : String(all["kds-error-code"]),
@@ -212,7 +223,14 @@ export function conformanceDialer(options: ConformanceDialOptions): DialLink {
                       : `the stream closed without a status (RST_STREAM ${stream.rstCode ?? "none"}, HTTP ${String(responseHeaders[":status"] ?? "none")})`,
             });
           };
-          stream.on("response", (h) => h["grpc-status"] !== undefined && finish());
+          // Read once the stream closed, when the frame's flags are known: a status in headers that end the stream is Trailers-Only.
+          stream.on("response", (h, flags) => {
+            if (
+              h["grpc-status"] !== undefined &&
+              (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0
+            )
+              finish();
+          });
           stream.on("trailers", () => finish());
           stream.once("close", () => {
             signal.removeEventListener("abort", onAbort);

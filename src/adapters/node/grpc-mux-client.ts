@@ -130,6 +130,12 @@ export function grpcMuxTransport(
     name: options.name ?? "grpc",
     close,
     open: (request) => openStream(connection, path, target, maxBytes, request),
+    newConnection: () => {
+      // Streams still open on the old connection finish there; the next open connects anew.
+      const old = session;
+      session = undefined;
+      old?.close();
+    },
   };
 }
 

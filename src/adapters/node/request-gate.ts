@@ -64,7 +64,9 @@ export function requestHeaders(request: NodeRequest): Headers {
 
 /**
  * Answers `request` with `error` in its protocol, without reading its body:
- * gRPC and gRPC-web get a trailers-only response (`grpc-status`), Connect
+ * gRPC and gRPC-web get a Trailers-Only response (`grpc-status`,
+ * `grpc-message` and the metadata in one HEADERS frame that ends the stream
+ * on HTTP/2), Connect
  * streaming an end-stream message, Connect unary calls a JSON error with
  * the matching HTTP status, and anything else (a page, /metrics) the HTTP
  * status and the message as text. The `kds-error-code` header carries the
@@ -82,12 +84,22 @@ export function refuseRequest(request: NodeRequest, response: NodeResponse, erro
   const type = String(request.headers["content-type"] ?? "");
   const message = connectError.rawMessage;
   if (/^application\/grpc(-web)?(\+|;|$)/.test(type)) {
-    response.writeHead(200, {
+    const headers = {
       ...extra,
       "content-type": type,
       "grpc-status": String(connectError.code),
       "grpc-message": encodeURIComponent(message),
-    });
+    };
+    if (request.httpVersionMajor === 2) {
+      // Trailers-Only: ONE HEADERS frame with END_STREAM holding the status, as gRPC clients read it. writeHead() then
+      // end() would send the headers without END_STREAM (read as initial metadata, no status) and then reset the
+      // stream, which grpcio and grpc-js report as INTERNAL.
+      const stream = (response as http2.Http2ServerResponse).stream;
+      if (stream.destroyed || stream.closed || stream.headersSent) return; // the caller went away: nothing to answer
+      stream.respond({ ":status": 200, ...headers }, { endStream: true });
+      return;
+    }
+    response.writeHead(200, headers);
     response.end();
     return;
   }

@@ -1,0 +1,142 @@
+// failoverMuxTransport and a goaway RECONNECT: a named instance in the list is
+// dialed next; one outside it is followed once with `follow` when its scheme
+// matches the URL dialed (never http <-> https), and a failed dial there falls
+// back to the list.
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { KdsError } from "../../src/errors.ts";
+import { FrameSchema, GoAwayReason, type Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
+import { failoverMuxTransport } from "../../src/transport/failover.ts";
+import type { MuxDialRequest, MuxTransport } from "../../src/transport/transport.ts";
+
+/** A transport that records each dial in `dials` and answers with goaway RECONNECT naming `hint` (or fails, when `down`). */
+function fake(
+  url: string,
+  dials: string[],
+  state: { hint: string; down: Set<string> },
+): MuxTransport {
+  return {
+    name: url,
+    open: async () => {
+      dials.push(url);
+      if (state.down.has(url)) throw new KdsError("transport", `${url} is down`);
+      const goaway: Frame = create(FrameSchema, {
+        value: {
+          case: "goaway",
+          value: { reason: GoAwayReason.RECONNECT, message: "move", reconnectTo: state.hint },
+        },
+      });
+      return (async function* () {
+        yield goaway;
+      })();
+    },
+  };
+}
+
+const request = (): MuxDialRequest => ({
+  headers: new Headers(),
+  outbound: (async function* () {
+    // the fake transports read no frames from the zone
+  })(),
+  signal: new AbortController().signal,
+});
+
+/** Dials once and reads the answer to its end; a failed dial is swallowed (recorded in `dials`). */
+async function dialOnce(t: MuxTransport): Promise<void> {
+  try {
+    for await (const _ of await t.open(request())) {
+      // reading to the end is what moves the transport on
+    }
+  } catch (error) {
+    if (!KdsError.is(error, "transport")) throw error; // a down instance: the test reads it from the dials
+  }
+}
+
+function setup(urls: string[], follow: boolean) {
+  const dials: string[] = [];
+  const made: string[] = [];
+  const state = { hint: "", down: new Set<string>() };
+  const transport = failoverMuxTransport(
+    urls.map((u) => fake(u, dials, state)),
+    {
+      targets: urls,
+      follow: follow
+        ? (url) => {
+            made.push(url);
+            return fake(url, dials, state);
+          }
+        : undefined,
+    },
+  );
+  return { dials, made, state, transport };
+}
+
+describe("failoverMuxTransport and reconnect_to", () => {
+  it("follows a RECONNECT naming an instance outside its list once, then dials its list again", async () => {
+    const { dials, made, state, transport } = setup(["http://g1:5685"], true);
+    state.hint = "http://g2:5685/";
+    await dialOnce(transport); // g1 asks it to move to g2
+    state.hint = "";
+    await dialOnce(transport); // g2, once (its goaway names nobody)
+    await dialOnce(transport); // the list again
+    expect(dials).toEqual(["http://g1:5685", "http://g2:5685", "http://g1:5685"]);
+    expect(made).toEqual(["http://g2:5685"]);
+  });
+
+  it("falls back to its list when the dial to the named instance fails", async () => {
+    const { dials, state, transport } = setup(["http://g1:5685"], true);
+    state.hint = "http://g2:5685";
+    state.down.add("http://g2:5685");
+    await dialOnce(transport);
+    state.hint = "";
+    await dialOnce(transport); // g2 is down
+    await dialOnce(transport);
+    await dialOnce(transport);
+    expect(dials).toEqual(["http://g1:5685", "http://g2:5685", "http://g1:5685", "http://g1:5685"]);
+  });
+
+  it("never follows to another scheme: not from https to http, nor from http to https", async () => {
+    for (const [from, to] of [
+      ["https://g1:5685", "http://g2:5685"],
+      ["http://g1:5685", "https://g2:5685"],
+    ] as const) {
+      const { dials, made, state, transport } = setup([from], true);
+      state.hint = to;
+      await dialOnce(transport);
+      await dialOnce(transport);
+      expect(dials, `${from} -> ${to}`).toEqual([from, from]);
+      expect(made).toEqual([]);
+    }
+  });
+
+  it("without follow, moves on through its list as before", async () => {
+    const { dials, state, transport } = setup(["http://g1:5685", "http://g3:5685"], false);
+    state.hint = "http://g2:5685";
+    await dialOnce(transport);
+    await dialOnce(transport);
+    expect(dials).toEqual(["http://g1:5685", "http://g3:5685"]);
+  });
+
+  it("a listed instance named is dialed next, not followed as a detour", async () => {
+    const { dials, made, state, transport } = setup(
+      ["http://g1:5685", "http://g2:5685", "http://g3:5685"],
+      true,
+    );
+    state.hint = "http://g3:5685";
+    await dialOnce(transport);
+    state.hint = "";
+    await dialOnce(transport);
+    expect(dials).toEqual(["http://g1:5685", "http://g3:5685"]);
+    expect(made).toEqual([]);
+  });
+
+  it("reuses the transport it made while detours name the same instance", async () => {
+    const { dials, made, state, transport } = setup(["http://g1:5685"], true);
+    state.hint = "http://g2:5685";
+    await dialOnce(transport); // g1 -> detour g2
+    await dialOnce(transport); // g2 names g2 again (itself): another detour there
+    await dialOnce(transport);
+    expect(dials).toEqual(["http://g1:5685", "http://g2:5685", "http://g2:5685"]);
+    expect(made).toEqual(["http://g2:5685"]);
+  });
+});
