@@ -108,6 +108,13 @@ export interface Metrics {
   staleResources(zone: string, kind: string, count: number): void;
   /** `count` deletions of `kind` for `zone`'s session are held by the reset guard now; 0 when none. A gauge. */
   heldDeletions(zone: string, kind: string, count: number): void;
+  /**
+   * The earliest expiry, in seconds since the epoch, of the credentials
+   * (zone tokens, client certificates) of the zone sessions this global
+   * holds; undefined when none of them expires (or no zone is online). A
+   * gauge. Optional: an implementation without it reports nothing.
+   */
+  zoneTokenEarliestExpiry?(seconds: number | undefined): void;
 }
 
 /** A {@link Metrics} that drops everything (the default everywhere). */

@@ -52,6 +52,7 @@ import {
   rebalanceMovesOption,
 } from "./rebalance-flags.ts";
 import { resetGuardOptions, zoneExpireAfterOption, zoneStaleAfterOption } from "./offline-flags.ts";
+import { tokenExpiryWarningOption } from "./token-expiry-flag.ts";
 import { dataDirOption, storeOption } from "./store-option.ts";
 import {
   generateAdminToken,
@@ -192,7 +193,8 @@ export function program(): Command {
     .addOption(rebalanceMovesOption())
     .addOption(advertiseUrlOption())
     .addOption(zoneStaleAfterOption())
-    .addOption(zoneExpireAfterOption());
+    .addOption(zoneExpireAfterOption())
+    .addOption(tokenExpiryWarningOption());
   for (const option of resetGuardOptions("global")) globalCommand.addOption(option);
   globalCommand
     .addOption(maxHandshakesOption())

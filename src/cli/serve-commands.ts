@@ -64,6 +64,7 @@ import {
 import { anySignal } from "../util/abort.ts";
 import { isSharedStore, openCliStore, type StoreChoice } from "./store-option.ts";
 import { readTokenFile, writeSecretFile } from "./secret-files.ts";
+import type { TokenExpiryFlags } from "./token-expiry-flag.ts";
 import { ignoreHangup, ReloadingTls, type TlsMaterial } from "./tls-reload.ts";
 import { globalAdminBackend, zoneAdminBackend } from "../admin/role-backends.ts";
 
@@ -82,7 +83,8 @@ export interface GlobalCommandOptions
     ConnectionFlags,
     RebalanceFlags,
     OfflineFlags,
-    ResetGuardFlags {
+    ResetGuardFlags,
+    TokenExpiryFlags {
   /** Zone-facing address (mux and half-duplex). */
   readonly listen: string;
   /** Admin API address. */
@@ -333,6 +335,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       zoneStaleAfterMs: options.zoneStaleAfter,
       zoneExpireAfterMs: options.zoneExpireAfter,
       resetGuard: resetGuardOption(options, true) ?? false,
+      tokenExpiryWarningMs: options.tokenExpiryWarning,
     });
     global.start(running.signal);
     const admin = await serveAdminApi(globalAdminBackend(global), options.adminListen, {

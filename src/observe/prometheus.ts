@@ -49,6 +49,7 @@ export const METRIC_NAMES = Object.freeze([
   "kds_store_operation_seconds",
   "kds_stale_resources",
   "kds_held_deletions",
+  "kds_zone_token_earliest_expiry_seconds",
 ] as const);
 
 /** Buckets of the sync lag histogram, in seconds (1 ms to 1 min). */
@@ -99,6 +100,7 @@ export class PrometheusMetrics implements Metrics {
   readonly #store: Histogram<"op" | "outcome">;
   readonly #stale: ZoneSums;
   readonly #held: ZoneSums;
+  readonly #earliestExpiry: Gauge<string>;
 
   /** @param options - `labels` are added to every series (for example `{ role: "global" }`) */
   constructor(options: { labels?: Record<string, string> } = {}) {
@@ -250,6 +252,12 @@ export class PrometheusMetrics implements Metrics {
         registers,
       }),
     );
+    this.#earliestExpiry = new Gauge({
+      name: "kds_zone_token_earliest_expiry_seconds",
+      help: "The earliest expiry (unix seconds) of the credentials (zone tokens, client certificates) of the zone sessions this global holds; no sample when none expires. A session ends when its credential expires (goaway TOKEN_EXPIRED).",
+      registers,
+    });
+    this.#earliestExpiry.remove(); // no sample until a zone with an expiring credential is online
   }
 
   /** The content type of {@link PrometheusMetrics.text}. */
@@ -358,6 +366,12 @@ export class PrometheusMetrics implements Metrics {
 
   heldDeletions(zone: string, kind: string, count: number): void {
     this.#held.set(zone, kind, count);
+  }
+
+  zoneTokenEarliestExpiry(seconds: number | undefined): void {
+    // No sample at all when no online zone's credential expires: a 0 would read as long expired.
+    if (seconds === undefined) this.#earliestExpiry.remove();
+    else this.#earliestExpiry.set(seconds);
   }
 }
 

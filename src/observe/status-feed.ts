@@ -48,7 +48,13 @@ export interface TypeSyncStatusJson extends TypeSyncStatus {
 export interface ZoneStatusJson
   extends Omit<
     ZoneStatus,
-    "connectedAt" | "disconnectedAt" | "lastError" | "types" | "heldReset" | "stale"
+    | "connectedAt"
+    | "disconnectedAt"
+    | "lastError"
+    | "types"
+    | "heldReset"
+    | "stale"
+    | "credentialExpiry"
   > {
   /** When the current or last session started. */
   readonly connectedAt: number | null;
@@ -74,6 +80,11 @@ export interface ZoneStatusJson
   } | null;
   /** Stale (see {@link ZoneStatus.stale}): `since` is when the zone was last online, in ms since the epoch. */
   readonly stale: { readonly since: number; readonly resources: number } | null;
+  /** When the credential of the zone's session here expires (see {@link ZoneStatus.credentialExpiry}), in ms since the epoch. */
+  readonly credentialExpiry: {
+    readonly at: number;
+    readonly credential: "token" | "certificate";
+  } | null;
 }
 
 /** Everything the page shows, as one JSON document. */
@@ -193,6 +204,10 @@ export class StatusFeed {
         z.stale === undefined
           ? null
           : { since: z.stale.since.getTime(), resources: z.stale.resources },
+      credentialExpiry:
+        z.credentialExpiry === undefined
+          ? null
+          : { at: z.credentialExpiry.at.getTime(), credential: z.credentialExpiry.credential },
     };
   }
 

@@ -139,6 +139,16 @@ export interface ZoneStatus {
    * marked. Absent while the zone is online or not yet stale.
    */
   readonly stale?: { readonly since: Date; readonly resources: number };
+  /**
+   * On the global: when the credential of the zone's session on this
+   * instance expires (its zone token's expiry, or its client certificate's
+   * notAfter) and which it is; the session ends then. Absent when it has no
+   * session here or its credential does not expire.
+   */
+  readonly credentialExpiry?: {
+    readonly at: Date;
+    readonly credential: "token" | "certificate";
+  };
 }
 
 /** A held reset of one kind, as status shows it. */
