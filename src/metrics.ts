@@ -169,5 +169,8 @@ export function fanOutMetrics(...sinks: Metrics[]): Metrics {
     heldDeletions: (zone, kind, count) => {
       for (const s of sinks) s.heldDeletions(zone, kind, count);
     },
+    zoneTokenEarliestExpiry: (seconds) => {
+      for (const s of sinks) s.zoneTokenEarliestExpiry?.(seconds);
+    },
   };
 }
