@@ -33,6 +33,7 @@ const connectCodes: Partial<Record<KdsErrorCode, Code>> = {
   send_timeout: Code.Unavailable,
   handshake_timeout: Code.DeadlineExceeded,
   zone_revoked: Code.FailedPrecondition,
+  token_expired: Code.Unauthenticated,
   message_too_large: Code.ResourceExhausted,
   resource_exhausted: Code.ResourceExhausted,
   aborted: Code.Canceled,

@@ -33,6 +33,7 @@
  * - `zone_offline`: a reverse call names a zone that has no session with the global;
  * - `kinds_mismatch`: a zone's kinds disagree with the global's (same kind, another message, direction or scope);
  * - `zone_revoked`: the global ended the zone's session because the zone was removed or disabled, or its credential was revoked;
+ * - `token_expired`: the global ended the zone's session because the credential it was admitted with (zone token, client certificate) expired; renew it;
  * - `handshake_timeout`: the peer sent no hello within the handshake timeout;
  * - `overloaded`: the global already holds as many streams waiting for their hello as it allows; retry later;
  * - `not_leader`: this replica does not hold its zone's lease (a standby, or a leader whose term is over): the write was refused; send it to the leader.
@@ -63,6 +64,7 @@ export const KDS_ERROR_CODES = [
   "zone_offline",
   "kinds_mismatch",
   "zone_revoked",
+  "token_expired",
   "handshake_timeout",
   "overloaded",
   "not_leader",

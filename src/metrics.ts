@@ -110,6 +110,13 @@ export interface Metrics {
   heldDeletions(zone: string, kind: string, count: number): void;
   /** Rebalancing asked a zone to move to another instance, or found one it asked back on this instance (the move did not land). Optional. */
   rebalanceMove?(outcome: "asked" | "unlanded"): void;
+  /**
+   * The earliest expiry, in seconds since the epoch, of the credentials
+   * (zone tokens, client certificates) of the zone sessions this global
+   * holds; undefined when none of them expires (or no zone is online). A
+   * gauge. Optional: an implementation without it reports nothing.
+   */
+  zoneTokenEarliestExpiry?(seconds: number | undefined): void;
 }
 
 /** A {@link Metrics} that drops everything (the default everywhere). */
@@ -167,6 +174,9 @@ export function fanOutMetrics(...sinks: Metrics[]): Metrics {
     },
     rebalanceMove: (outcome) => {
       for (const s of sinks) s.rebalanceMove?.(outcome);
+    },
+    zoneTokenEarliestExpiry: (seconds) => {
+      for (const s of sinks) s.zoneTokenEarliestExpiry?.(seconds);
     },
   };
 }

@@ -460,6 +460,11 @@ export function adminServiceImpl(backend: AdminBackend): ServiceImpl<typeof Admi
               features: [...(z.peer?.features ?? [])],
               staleSince: z.stale === undefined ? undefined : timestampFromDate(z.stale.since),
               staleResources: BigInt(z.stale?.resources ?? 0),
+              credentialExpiresAt:
+                z.credentialExpiry === undefined
+                  ? undefined
+                  : timestampFromDate(z.credentialExpiry.at),
+              credential: z.credentialExpiry?.credential ?? "",
               heldReset:
                 z.heldReset === undefined
                   ? undefined

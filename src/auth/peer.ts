@@ -28,6 +28,8 @@ export interface PeerCertificate {
   readonly serialNumber?: string;
   /** The SHA-256 fingerprint in hex, colons allowed (for revocation and logs). */
   readonly fingerprint256?: string;
+  /** The end of its validity (notAfter): a session it admitted ends then. */
+  readonly notAfter?: Date;
 }
 
 /** The connection a call came in on. */

@@ -42,7 +42,11 @@ export interface ZoneIdentity {
   readonly keyId?: string;
   /** When the token was issued (proof "token"). */
   readonly issuedAt?: Date;
-  /** When the token expires (proof "token"); a live session outlives it. */
+  /**
+   * When the credential expires: the token's expiry (proof "token"), or the
+   * client certificate's notAfter (proof "certificate"). The global ends a
+   * live session then (goaway TOKEN_EXPIRED).
+   */
   readonly expiresAt?: Date;
   /** The certificate's SHA-256 fingerprint, lower-case hex (proof "certificate"). */
   readonly certificate?: string;
@@ -154,6 +158,7 @@ export class TokenZoneAuthenticator implements ZoneAuthenticator {
         proof: "certificate",
         certificate: keys.fingerprint,
         certificateSerial: keys.serial,
+        ...(certificate.notAfter === undefined ? {} : { expiresAt: certificate.notAfter }),
       };
     }
     if (token === undefined)

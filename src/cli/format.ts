@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { stringify } from "yaml";
 import { withFlags } from "./option-flags.ts";
 import type {
@@ -188,6 +188,10 @@ export function zoneDocument(z: ZoneInsight): Record<string, unknown> {
             })),
           },
     ...replicaDocument(z),
+    credentialExpiry:
+      z.credentialExpiresAt === undefined
+        ? null
+        : { at: iso(z.credentialExpiresAt), credential: z.credential || "token" },
   };
 }
 
@@ -266,6 +270,10 @@ function zoneNotes(zones: ZoneInsight[], now: number): string[] {
         `${z.zone}: RESET HELD (${age(z.heldReset.since, now)} ago): its first exchange after connecting would delete ${kinds}; the deletions are held and the old copies served ${release} (kds-mux zone accept-reset ${z.zone})`,
       );
     }
+    if (z.credentialExpiresAt !== undefined)
+      notes.push(
+        `${z.zone}: its ${z.credential === "certificate" ? "client certificate" : "zone token"} expires at ${iso(z.credentialExpiresAt)} (${expiresIn(z.credentialExpiresAt, now)}); the session ends then`,
+      );
     if (z.staleSince !== undefined)
       notes.push(
         `${z.zone}: STALE: offline since ${iso(z.staleSince)}; its ${z.staleResources} resources are marked stale (kds.io/origin-last-online)`,
@@ -405,4 +413,11 @@ export function unlandedMoves(zones: readonly ZoneInsight[]): string {
     );
   }
   return back.length === 0 ? "" : `Rebalancing moves that did not land: ${back.join(", ")}`;
+}
+
+/** "in 3h", or "passed" once it has: how far off a credential's expiry is. */
+function expiresIn(at: Timestamp, now: number): string {
+  const left = timestampDate(at).getTime() - now;
+  // age() of a time as far in the past as `at` is in the future.
+  return left <= 0 ? "passed" : `in ${age(timestampFromDate(new Date(now - left)), now)}`;
 }

@@ -13,6 +13,7 @@
  *     scope: cluster                  # cluster | mesh
  *     zones: region=eu                # optional: only the zones this selector picks get it
  *     whenStale: withhold             # optional, zone-to-zones only: serve (default) | withhold
+ *     dependsOn: [Mesh]               # optional: kinds delivered before this one (docs/kinds.md)
  * ```
  *
  * Every problem is reported with the file's name, before anything starts.
@@ -66,10 +67,11 @@ const topLevelKeys = ["descriptorSet", "kinds"];
 const kindKeys = ["kind", "message", "direction", "scope"];
 /**
  * Optional fields of a kind: `zones`, a zone selector (only the zones it
- * selects get the kind's resources), and `whenStale` (zone-to-zones kinds:
- * whether the resources of a stale zone are still served to the others).
+ * selects get the kind's resources), `whenStale` (zone-to-zones kinds:
+ * whether the resources of a stale zone are still served to the others),
+ * and `dependsOn` (kinds delivered before it, removed after it).
  */
-const optionalKindKeys = ["zones", "whenStale"];
+const optionalKindKeys = ["zones", "whenStale", "dependsOn"];
 
 /** Reads and checks kinds file `file`; throws `invalid_argument` naming the file and the problem. */
 export function loadKindsFile(file: string): KindsFile {
@@ -120,6 +122,15 @@ export function loadKindsFile(file: string): KindsFile {
       );
     return w as WhenStale | undefined;
   });
+  const dependsOn = (value.kinds as Record<string, unknown>[]).map((entry, i) => {
+    const d = entry.dependsOn;
+    if (d === undefined) return undefined;
+    if (!Array.isArray(d) || d.some((k) => typeof k !== "string" || k === ""))
+      fail(
+        `kinds[${i}] (${declarations[i]?.kind}): "dependsOn" must be a list of kind names, for example [Mesh]`,
+      );
+    return d as string[];
+  });
   const seen = new Map<string, string>();
   declarations.forEach((d, i) => {
     const earlier = seen.get(d.kind.toLowerCase());
@@ -157,6 +168,7 @@ export function loadKindsFile(file: string): KindsFile {
       };
       if (zones[i] !== undefined) init.zones = zones[i];
       if (whenStale[i] !== undefined) init.whenStale = whenStale[i];
+      if (dependsOn[i] !== undefined) init.dependsOn = dependsOn[i];
       return init;
     } catch (error) {
       return fail(

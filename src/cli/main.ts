@@ -54,6 +54,7 @@ import {
 import { resetGuardOptions, zoneExpireAfterOption, zoneStaleAfterOption } from "./offline-flags.ts";
 import { dataDirOption, leaseDurationOption, storeOption } from "./store-option.ts";
 import { ZONE_STATES, type ZoneState } from "../observe/zone-health.ts";
+import { tokenExpiryWarningOption } from "./token-expiry-flag.ts";
 import {
   generateAdminToken,
   generateZoneToken,
@@ -193,7 +194,8 @@ export function program(): Command {
     .addOption(rebalanceMovesOption())
     .addOption(advertiseUrlOption())
     .addOption(zoneStaleAfterOption())
-    .addOption(zoneExpireAfterOption());
+    .addOption(zoneExpireAfterOption())
+    .addOption(tokenExpiryWarningOption());
   for (const option of resetGuardOptions("global")) globalCommand.addOption(option);
   globalCommand
     .addOption(maxHandshakesOption())

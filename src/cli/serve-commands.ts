@@ -66,6 +66,7 @@ import { isSharedStore, openCliStore, type StoreChoice } from "./store-option.ts
 import { readTokenFile, writeSecretFile } from "./secret-files.ts";
 import { isLeaseStore } from "../store/lease.ts";
 import { hostname } from "node:os";
+import type { TokenExpiryFlags } from "./token-expiry-flag.ts";
 import { ignoreHangup, ReloadingTls, type TlsMaterial } from "./tls-reload.ts";
 import { globalAdminBackend, zoneAdminBackend } from "../admin/role-backends.ts";
 
@@ -84,7 +85,8 @@ export interface GlobalCommandOptions
     ConnectionFlags,
     RebalanceFlags,
     OfflineFlags,
-    ResetGuardFlags {
+    ResetGuardFlags,
+    TokenExpiryFlags {
   /** Zone-facing address (mux and half-duplex). */
   readonly listen: string;
   /** Admin API address. */
@@ -348,6 +350,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       zoneStaleAfterMs: options.zoneStaleAfter,
       zoneExpireAfterMs: options.zoneExpireAfter,
       resetGuard: resetGuardOption(options, true) ?? false,
+      tokenExpiryWarningMs: options.tokenExpiryWarning,
     });
     global.start(running.signal);
     const admin = await serveAdminApi(globalAdminBackend(global), options.adminListen, {

@@ -324,9 +324,18 @@ class GlobalRun {
     let globalToZone: string[] = [];
     let problem = "";
     try {
-      globalToZone = catalogOf(r.resources)
-        .kinds.filter((k) => k.direction === KindDirection.GLOBAL_TO_ZONE)
+      const catalog = catalogOf(r.resources);
+      globalToZone = catalog.kinds
+        .filter((k) => k.direction === KindDirection.GLOBAL_TO_ZONE)
         .map((k) => TYPE_URL_PREFIX + k.message);
+      // Each kind after the kinds it depends on, all of them in the catalog (docs/protocol.md, "Order between kinds").
+      const listed = new Set<string>();
+      for (const k of catalog.kinds) {
+        const late = k.dependsOn.find((d) => !listed.has(d));
+        if (late !== undefined)
+          problem ||= `kind "${k.kind}" depends on "${late}", which the catalog does not list before it`;
+        listed.add(k.kind);
+      }
     } catch (error) {
       problem = error instanceof Error ? error.message : String(error);
     }

@@ -44,6 +44,25 @@ export interface DeltaDiffState {
   sweepVersion: string | undefined;
   /** Changed keys taken for a diff that no response has looked at yet (looked at after the sweep); made at the first. */
   taken: Set<string> | undefined;
+  /**
+   * Keys a diff held back for the order between kinds (an upsert while a
+   * kind this one depends on has upserts to send, a removal while a kind
+   * depending on this one has removals to send); the next diff looks at them
+   * again. Made at the first.
+   */
+  held: Set<string> | undefined;
+  /** Among {@link held}: an upsert. */
+  heldUpserts: boolean;
+  /** Among {@link held}: a removal. */
+  heldRemovals: boolean;
+}
+
+/** What a diff may send now, given the order between kinds (see {@link DeltaDiffState.held}). */
+export interface DiffOrder {
+  /** Resources may be sent: no kind this one depends on has upserts to send. */
+  readonly upserts: boolean;
+  /** Removals may be sent: no kind depending on this one has removals to send. */
+  readonly removals: boolean;
 }
 
 /** One response's worth of a delta diff. */
@@ -72,6 +91,9 @@ export function newDeltaDiffState(): Omit<DeltaDiffState, "known" | "names"> {
     sweepVersion: undefined,
     taken: undefined,
     oversized: undefined,
+    held: undefined,
+    heldUpserts: false,
+    heldRemovals: false,
   };
 }
 
@@ -97,6 +119,17 @@ export function takeWork(state: DeltaDiffState): boolean {
     for (const key of state.changed) state.taken.add(key);
     state.changed.clear();
   }
+  const held = state.held;
+  if (held !== undefined && held.size > 0) {
+    // Held keys are looked at again (a full diff looks at every key anyway).
+    if (!full) {
+      state.taken ??= new Set();
+      for (const key of held) state.taken.add(key);
+    }
+    held.clear();
+  }
+  state.heldUpserts = false;
+  state.heldRemovals = false;
   return full;
 }
 
@@ -119,6 +152,7 @@ export function nextPart(
   full: boolean,
   size: { readonly limit: number; readonly target: number; readonly entries?: number },
   oversized: (key: string, bytes: number) => void,
+  order?: DiffOrder,
 ): DeltaPart {
   const upserts: WireResource[] = [];
   const removed: string[] = [];
@@ -131,6 +165,11 @@ export function nextPart(
     let cost: number;
     if (r !== undefined && (state.names === undefined || state.names.has(key))) {
       if (known.get(key) === r.version) return "skip";
+      if (order !== undefined && !order.upserts) {
+        hold(state, key);
+        state.heldUpserts = true;
+        return "skip";
+      }
       cost = r.resourceBytes + ENTRY_OVERHEAD;
       if (cost > size.limit) {
         if (state.oversized?.get(key) !== r.version) {
@@ -147,6 +186,11 @@ export function nextPart(
         return "full";
       upserts.push(r);
     } else if (r === undefined && known.has(key)) {
+      if (order !== undefined && !order.removals) {
+        hold(state, key);
+        state.heldRemovals = true;
+        return "skip";
+      }
       cost = key.length * 3 + ENTRY_OVERHEAD;
       if (
         (bytes > 0 && bytes + cost > size.target) ||
@@ -210,4 +254,10 @@ export function nextPart(
     bytes,
     more: state.sweepAt < state.sweep.length || (state.taken?.size ?? 0) > 0,
   };
+}
+
+/** Holds `key` back for the order between kinds: the next diff looks at it again. */
+function hold(state: DeltaDiffState, key: string): void {
+  state.held ??= new Set();
+  state.held.add(key);
 }

@@ -35,6 +35,7 @@ import {
   nextPart,
   takeWork,
   type DeltaDiffState,
+  type DiffOrder,
 } from "./delta-diff.ts";
 import { resourceErrorsOf } from "./resource-errors.ts";
 import { IDLE, canSend, inFlightWith, nextPhase, type TypePhase } from "./server-state.ts";
@@ -97,6 +98,8 @@ interface TypeState extends DeltaDiffState {
   /** Delta: the set version {@link envelopeBytes} was last worked out for, and its result (every zone's response to a change has the same). */
   envelopeVersion: string | undefined;
   envelopeBytes: number;
+  /** The types this one depends on (see {@link DiscoveryServerInit.dependsOn}). */
+  readonly deps: readonly string[];
 }
 
 /** How a {@link DiscoveryServer} is created. */
@@ -121,6 +124,15 @@ export interface DiscoveryServerInit {
    * for a refusal. Default: none.
    */
   readonly fetchedOnce?: readonly string[];
+  /**
+   * The types whose resources a type's refer to (the kinds' `dependsOn`).
+   * Among the types the client subscribed to, a delta response carries a
+   * type's resources only once no type it depends on has resources left to
+   * send, and its removals only once no type depending on it has removals
+   * left to send; a state-of-the-world set waits for the types it depends
+   * on. Default: no order between types.
+   */
+  readonly dependsOn?: (typeUrl: string) => readonly string[];
 }
 
 /** Serves one client on one stream. */
@@ -167,6 +179,15 @@ export class DiscoveryServer {
   #failure: { readonly error: unknown } | undefined;
   /** The timer that wakes the loop at a deadline: when it fires, and how to cancel it. */
   #timer: { readonly at: number; readonly cancel: () => void } | undefined;
+  readonly #dependsOn: (typeUrl: string) => readonly string[];
+  /** A subscribed type depends on another: the order between types is kept (see {@link DiscoveryServerInit.dependsOn}). */
+  #ordered = false;
+  /**
+   * With an order between types, changes of the source are let in until the
+   * event loop turns before anything is sent (see {@link #settle}): true
+   * while that turn is awaited.
+   */
+  #settling = false;
 
   /** @param init - view, source, options */
   constructor(init: DiscoveryServerInit) {
@@ -178,6 +199,7 @@ export class DiscoveryServer {
     this.#clock = init.clock ?? systemClock;
     this.#fetchedOnce = init.fetchedOnce ?? [];
     this.#served = new Set(init.source.typeUrls);
+    this.#dependsOn = init.dependsOn ?? noDependencies;
   }
 
   /**
@@ -212,7 +234,8 @@ export class DiscoveryServer {
         state.changed ??= new Set();
         state.changed.add(key);
       }
-      this.#turns.wake();
+      if (this.#ordered) this.#settle();
+      else this.#turns.wake();
     }, signal);
     const ended = deferred<void>();
     this.#ended = ended;
@@ -238,7 +261,7 @@ export class DiscoveryServer {
           this.#read(signal);
         }
         // Most turns (an ACK) leave nothing to send, and most sends need nothing awaited.
-        if (this.#due()) {
+        if (!this.#settling && this.#due()) {
           const wait = this.#pumpNow(signal);
           if (wait !== undefined) {
             wait.then(this.#turn, this.#pumpFailed);
@@ -255,6 +278,22 @@ export class DiscoveryServer {
   };
 
   readonly #pumpFailed = (error: unknown): void => this.#end(error);
+
+  /**
+   * Wakes the loop once the event loop has turned, and keeps it from
+   * sending until then. A store batch (one `apply`) reaches the source as a
+   * run of changes without a turn between them: the order between types
+   * then holds across the whole batch, not only across the changes seen
+   * when the first of them woke the loop.
+   */
+  #settle(): void {
+    if (this.#settling) return;
+    this.#settling = true;
+    setTimeout(() => {
+      this.#settling = false;
+      this.#turns.wake();
+    }, 0);
+  }
 
   /** Ends the loop: `run` resolves when the stream ended or was aborted, and rejects with any other error. */
   #end(error: unknown): void {
@@ -380,8 +419,10 @@ export class DiscoveryServer {
       envelopeBytes: 0,
       known: new Map(),
       names: undefined,
+      deps: this.#dependsOn(typeUrl),
       ...newDeltaDiffState(),
     };
+    if (state.deps.length > 0) this.#ordered = true;
     this.#types.set(typeUrl, state);
     if (existing === undefined) this.#typeList.push(state);
     else this.#typeList[this.#typeList.indexOf(existing)] = state;
@@ -498,8 +539,59 @@ export class DiscoveryServer {
       if (oldest !== undefined && now - oldest.sentAt > this.#options.ackTimeoutMs) return true;
       const maxInFlight = state.mode === "delta" ? this.#options.maxDeltaInFlight : 1;
       if (state.dirty && canSend(phase, maxInFlight)) return true;
+      if (this.#ordered && this.#released(state)) return true;
     }
     return false;
+  }
+
+  /**
+   * Whether `state` has work not yet diffed (changes, or a change split over
+   * responses not all sent), or held resources back: what a type ordered
+   * after it waits for.
+   */
+  #pending(state: TypeState): boolean {
+    if (state.dirty) return true;
+    if (state.mode === "sotw") return false;
+    return (
+      state.full ||
+      state.sweepAt < state.sweep.length ||
+      (state.taken?.size ?? 0) > 0 ||
+      (state.changed?.size ?? 0) > 0
+    );
+  }
+
+  /**
+   * What a diff of `state` may send now: resources once no type it depends
+   * on has resources to send (work not diffed, or resources held back), and
+   * removals once no type depending on it has removals to send. Undefined
+   * when no order concerns it.
+   */
+  #order(state: TypeState): DiffOrder | undefined {
+    if (!this.#ordered) return undefined;
+    let related = state.deps.length > 0;
+    let upserts = true;
+    for (const dep of state.deps) {
+      const d = this.#types.get(dep);
+      if (d !== undefined && (this.#pending(d) || d.heldUpserts)) upserts = false;
+    }
+    let removals = true;
+    for (const other of this.#typeList) {
+      if (!other.deps.includes(state.typeUrl)) continue;
+      related = true;
+      if (this.#pending(other) || other.heldRemovals) removals = false;
+    }
+    return related ? { upserts, removals } : undefined;
+  }
+
+  /** Whether `state` held something back that its order now lets go (it is not yet marked dirty for it). */
+  #released(state: TypeState): boolean {
+    if (state.dirty || (!state.heldUpserts && !state.heldRemovals)) return false;
+    const order = this.#order(state);
+    return (
+      order === undefined ||
+      (state.heldUpserts && order.upserts) ||
+      (state.heldRemovals && order.removals)
+    );
   }
 
   /**
@@ -512,6 +604,24 @@ export class DiscoveryServer {
    * forward, so calling it again goes on where it stopped.
    */
   #pumpNow(signal: AbortSignal): Promise<unknown> | undefined {
+    // With an order between types, a type that held something back goes again once what it waited for was sent
+    // (bounded: a pass that releases nothing ends it).
+    for (let pass = 0; pass <= this.#typeList.length; pass++) {
+      const wait = this.#pumpPass(signal);
+      if (wait !== undefined || !this.#ordered) return wait;
+      let released = false;
+      for (const state of this.#typeList)
+        if (this.#released(state)) {
+          state.dirty = true;
+          released = true;
+        }
+      if (!released) return undefined;
+    }
+    return undefined;
+  }
+
+  /** One pass of {@link #pumpNow} over the types, in the order they were subscribed. */
+  #pumpPass(signal: AbortSignal): Promise<unknown> | undefined {
     for (const state of this.#typeList) {
       const now = this.#now();
       if (state.phase.kind === "backoff")
@@ -530,7 +640,12 @@ export class DiscoveryServer {
           this.#blocked = true;
           break;
         }
-        if (state.mode === "sotw") return this.#sendSotw(state, signal);
+        if (state.mode === "sotw") {
+          // A set waits for the types it depends on (it carries the whole kind: removals are not ordered).
+          if (this.#ordered && state.deps.length > 0 && this.#order(state)?.upserts === false)
+            break;
+          return this.#sendSotw(state, signal);
+        }
         const sent = this.#sendDelta(state, signal);
         if (sent === YIELD) return nextTurn();
         if (sent !== SENT) return sent;
@@ -685,6 +800,7 @@ export class DiscoveryServer {
       full,
       { limit, target, entries: this.#options.maxResponseResources },
       (key, size) => this.#observer.oversized?.(state.typeUrl, key, size, limit),
+      this.#order(state),
     );
     const { upserts, removed, bytes, more } = part;
     if (more) state.dirty = true;
@@ -731,6 +847,9 @@ const SENT = 0;
 const YIELD = 1;
 
 const NO_KEYS: readonly string[] = Object.freeze([]);
+
+/** {@link DiscoveryServerInit.dependsOn}'s default: no type depends on another. */
+const noDependencies = (): readonly string[] => NO_KEYS;
 
 /**
  * What the observer's `sent` is told of a response: one object per response,

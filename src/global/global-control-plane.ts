@@ -151,8 +151,17 @@ export interface GlobalControlPlaneOptions {
    * default; `false` turns it off.
    */
   readonly resetGuard?: ResetGuardOptions | false;
-  /** Durations and timers of stale, expiry and the reset guard. Default: the system clock. */
+  /** Durations and timers of stale, expiry, the reset guard and credential expiry. Default: the system clock. */
   readonly clock?: Clock;
+  /**
+   * How long before a zone's credential (zone token, client certificate)
+   * expires the global logs an error line about it; the session ends at
+   * expiry (goaway TOKEN_EXPIRED), and the zone dials again with its renewed
+   * credential. Default 24 hours.
+   */
+  readonly tokenExpiryWarningMs?: number;
+  /** Wall clock in ms since the epoch, against which credentials expire (tests step it with `clock`). Default `Date.now`. */
+  readonly now?: () => number;
 }
 
 /** A global control plane: admission, mux and sync. */
@@ -236,6 +245,9 @@ export class GlobalControlPlane {
       logger,
       metrics: options.metrics,
       jsonRegistry: muxJsonRegistry(this.types),
+      tokenExpiryWarningMs: options.tokenExpiryWarningMs,
+      clock: options.clock,
+      now: options.now,
       onSession: (session) => {
         // Sync first: a user callback that throws must not stop it.
         const zone = session.peerId;
@@ -424,8 +436,13 @@ export class GlobalControlPlane {
         ...(replaced === undefined ? {} : { replacements: replaced }),
         ...(moves === undefined ? {} : { moves }),
       };
+      const credential = this.server.credentialExpiry(name);
       if (this.server.session(name) !== undefined)
-        return { ...local, instance: this.ownership.instance };
+        return {
+          ...local,
+          instance: this.ownership.instance,
+          ...(credential === undefined ? {} : { credentialExpiry: credential }),
+        };
       const lease = leases.get(name);
       if (lease === undefined) return local;
       const i = lease.insight;

@@ -8,10 +8,11 @@
  */
 import type { Registry } from "@bufbuild/protobuf";
 import type { PeerInfo } from "../auth/peer.ts";
-import type {
-  RevokedMatcher,
-  ZoneAuthenticator,
-  ZoneIdentity,
+import {
+  zoneTokenCommand,
+  type RevokedMatcher,
+  type ZoneAuthenticator,
+  type ZoneIdentity,
 } from "../auth/zone-authenticator.ts";
 import { KdsError } from "../errors.ts";
 import type { Frame } from "../gen/kds/mux/v1/mux_pb.ts";
@@ -37,6 +38,8 @@ import { BurstLog } from "../util/burst-log.ts";
 import { RefusalLog } from "./refusal-log.ts";
 import { raceAbort, sleep } from "../util/abort.ts";
 import { AdmissionPacer, type AdmissionPacerOptions } from "./admission-pacer.ts";
+import { CredentialExpiry } from "./credential-expiry.ts";
+import type { Clock } from "../util/clock.ts";
 
 /** The default of {@link GlobalServerOptions.maxHandshakes}. */
 export const DEFAULT_MAX_HANDSHAKES = 512;
@@ -131,6 +134,16 @@ export interface GlobalServerOptions {
    * with its kinds.
    */
   jsonRegistry?: Registry;
+  /**
+   * How long before a zone's credential (zone token, client certificate)
+   * expires the global logs an error line about it. The session itself ends
+   * at expiry (goaway TOKEN_EXPIRED). Default 24 hours.
+   */
+  tokenExpiryWarningMs?: number;
+  /** Timers of credential expiry. Default: the system clock. */
+  clock?: Clock;
+  /** Wall clock in ms since the epoch, against which credentials expire. Default `Date.now`. */
+  now?: () => number;
 }
 
 /** The global control plane's mux endpoint. Mount it with `registerGlobal` or `memoryMuxTransport`. */
@@ -164,6 +177,8 @@ export class GlobalServer implements MuxAcceptor {
   readonly #helloTimeoutLog: BurstLog;
   /** Tells zones refused for `maxHandshakes` when to come back. */
   readonly #pacer: AdmissionPacer;
+  /** Ends sessions whose credential expired; warns before. */
+  readonly #expiry: CredentialExpiry;
 
   /** @param options - registry, names, callbacks */
   constructor(options: GlobalServerOptions) {
@@ -195,6 +210,15 @@ export class GlobalServer implements MuxAcceptor {
       );
     }
     this.#pacer = new AdmissionPacer(options.admissionPacer);
+    this.#expiry = new CredentialExpiry({
+      logger: this.#logger,
+      metrics: this.#metrics,
+      clock: options.clock,
+      now: options.now,
+      warnBeforeMs: options.tokenExpiryWarningMs,
+      global: this.id,
+      renewHint: (zone) => zoneTokenCommand(zone, this.#adminUrl()),
+    });
     this.#overloadLog = new BurstLog((count, windowMs) =>
       this.#logger.warn(
         count === 1 && windowMs === 0
@@ -254,6 +278,17 @@ export class GlobalServer implements MuxAcceptor {
   /** How many streams are in admission or waiting for their hello now (at most `maxHandshakes`). */
   get handshaking(): number {
     return this.#handshaking;
+  }
+
+  /**
+   * When the credential of zone `name`'s session here expires (its zone
+   * token's expiry, its client certificate's notAfter), and which it is;
+   * undefined when it has no session here or its credential does not expire.
+   */
+  credentialExpiry(
+    name: string,
+  ): { readonly at: Date; readonly credential: "token" | "certificate" } | undefined {
+    return this.#expiry.expiry(name);
   }
 
   /** How many authenticated streams of zone `name` are in admission or waiting for their hello now (at most `maxHandshakesPerZone`). */
@@ -615,6 +650,7 @@ export class GlobalServer implements MuxAcceptor {
         });
       }
       const proof = this.#live.get(session);
+      if (proof !== undefined) this.#expiry.track(session, proof);
       this.#logger.info(
         `zone "${zone}" connected (${proof?.proof === "token" ? `zone token ${proof.tokenId ?? ""}` : proof?.proof === "certificate" ? `client certificate sha256:${proof.certificate ?? "?"} serial:${proof.certificateSerial ?? "?"}` : "NOT authenticated"}; ${session.peer === undefined ? "" : describeAgreement(session.peer)})`,
         { zone },
@@ -702,6 +738,7 @@ const failureCodes = new Set([
   "send_timeout",
   "handshake_timeout",
   "zone_revoked",
+  "token_expired",
 ] as const);
 
 /**
@@ -709,7 +746,7 @@ const failureCodes = new Set([
  * `end`, or undefined for an OK status. Only ends this side decided for a
  * failure or a revocation carry one: `protocol_error` (`unknown_type` when
  * the peer asked for a type this side does not serve), `resource_exhausted`, `heartbeat_timeout`,
- * `send_timeout`, `handshake_timeout` and `zone_revoked`. A shutdown, a
+ * `send_timeout`, `handshake_timeout`, `zone_revoked` and `token_expired`. A shutdown, a
  * replacement, and every end the peer decided (its goaway, its EOF, a lost
  * connection) end the stream with OK, or not at all when it is gone. The
  * Connect/gRPC code of each is in `connect-errors.ts` and docs/protocol.md.

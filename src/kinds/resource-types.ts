@@ -50,6 +50,8 @@ export interface ResourceType {
   readonly zones: ZoneSelector | undefined;
   /** Zone-to-zones kinds: whether the global still serves a resource to the other zones once its origin zone is stale ("serve", the default) or withholds it ("withhold"). */
   readonly whenStale: WhenStale;
+  /** The kinds this kind depends on (registered before it), by their registered names: see {@link ResourceTypeInit.dependsOn}. */
+  readonly dependsOn: readonly string[];
 }
 
 /** Every choice of {@link ResourceTypeInit.whenStale}. */
@@ -84,6 +86,15 @@ export interface ResourceTypeInit {
    * Default "serve".
    */
   whenStale?: WhenStale;
+  /**
+   * Kinds whose resources this kind's resources refer to (a TrafficPolicy
+   * depends on Mesh). Of what arrives in one exchange, a receiving side makes
+   * the resources of these kinds visible first and removes them last; the
+   * initial sync and a resume deliver kinds in this order (docs/kinds.md,
+   * "Ordered delivery"). Each must be registered; a cycle is refused.
+   * Default: none.
+   */
+  dependsOn?: readonly string[];
 }
 
 /** The prefix of every type URL. */
@@ -97,9 +108,14 @@ export class TypeRegistry {
   readonly #byKind = new Map<string, ResourceType>();
   readonly #byUrl = new Map<string, ResourceType>();
 
-  /** @param types - types to register at once */
+  /**
+   * @param types - types to register at once, in any order: a kind is
+   * registered after the kinds it depends on. Throws `invalid_argument`
+   * naming the kinds when one depends on a kind that is not among them, or
+   * when dependencies form a cycle.
+   */
   constructor(types: Iterable<ResourceTypeInit> = []) {
-    for (const t of types) this.register(t);
+    for (const t of dependencyOrder([...types])) this.register(t);
   }
 
   /** Registers a type; throws `invalid_argument` on a bad or duplicate kind, direction or scope. */
@@ -156,6 +172,7 @@ export class TypeRegistry {
           `resource kind "${init.kind}" is ${init.direction}: only zone-to-zones kinds are served to other zones, so only they take whenStale`,
         );
     }
+    const dependsOn = this.#dependencies(init);
     const type: ResourceType = Object.freeze({
       kind: init.kind,
       schema: init.schema,
@@ -165,10 +182,43 @@ export class TypeRegistry {
       internal: init.internal ?? false,
       zones,
       whenStale: init.whenStale ?? "serve",
+      dependsOn,
     });
     this.#byKind.set(type.kind, type);
     this.#byUrl.set(typeUrl, type);
     return type;
+  }
+
+  /** The registered names of `init.dependsOn`; throws `invalid_argument` naming a kind that is not registered (yet). */
+  #dependencies(init: ResourceTypeInit): readonly string[] {
+    const names: string[] = [];
+    for (const name of init.dependsOn ?? []) {
+      if (name.toLowerCase() === init.kind.toLowerCase())
+        throw new KdsError(
+          "invalid_argument",
+          `resource kind "${init.kind}" depends on itself (dependsOn: ${name}); remove it from its dependsOn`,
+        );
+      const dependency = this.find(name);
+      if (dependency === undefined)
+        throw new KdsError(
+          "invalid_argument",
+          `resource kind "${init.kind}" depends on kind "${name}", which is not registered; known kinds: ${this.list()
+            .map((t) => t.kind)
+            .join(", ")}. Register "${name}" first, or remove it from dependsOn`,
+        );
+      if (!names.includes(dependency.kind)) names.push(dependency.kind);
+    }
+    return Object.freeze(names);
+  }
+
+  /** The type URLs of the kinds `typeUrl`'s kind depends on (empty for an unknown type). */
+  dependenciesOf(typeUrl: string): readonly string[] {
+    const type = this.#byUrl.get(typeUrl);
+    if (type === undefined || type.dependsOn.length === 0) return [];
+    return type.dependsOn.flatMap((kind) => {
+      const t = this.#byKind.get(kind);
+      return t === undefined ? [] : [t.typeUrl];
+    });
   }
 
   /** The type of `kind` (case-insensitive), or undefined. */
@@ -223,6 +273,51 @@ export class TypeRegistry {
   receivedBy(role: "global" | "zone"): ResourceType[] {
     return this.list().filter((t) => receivedBy(role, t.direction));
   }
+}
+
+/**
+ * `types` reordered so that each kind comes after the kinds it depends on,
+ * otherwise in the order given. Throws `invalid_argument` naming the kinds
+ * when one depends on a kind not among `types` (nor built in: the caller's
+ * registry checks those) or when dependencies form a cycle.
+ */
+function dependencyOrder(types: readonly ResourceTypeInit[]): ResourceTypeInit[] {
+  if (types.every((t) => (t.dependsOn ?? []).length === 0)) return [...types];
+  const byName = new Map(types.map((t) => [t.kind.toLowerCase(), t]));
+  const unknown = types.flatMap((t) =>
+    (t.dependsOn ?? [])
+      .filter((d) => !byName.has(d.toLowerCase()))
+      .map((d) => `"${t.kind}" depends on "${d}"`),
+  );
+  if (unknown.length > 0)
+    throw new KdsError(
+      "invalid_argument",
+      `dependsOn names kinds that are not defined: ${unknown.join(", ")}; known kinds: ${types
+        .map((t) => t.kind)
+        .join(", ")}. Define them, or remove them from dependsOn`,
+    );
+  const ordered: ResourceTypeInit[] = [];
+  const state = new Map<ResourceTypeInit, "visiting" | "done">();
+  const path: ResourceTypeInit[] = [];
+  const visit = (t: ResourceTypeInit): void => {
+    const seen = state.get(t);
+    if (seen === "done") return;
+    if (seen === "visiting") {
+      const cycle = [...path.slice(path.indexOf(t)), t].map((c) => c.kind).join(" -> ");
+      throw new KdsError(
+        "invalid_argument",
+        `dependsOn forms a cycle: ${cycle}. A kind cannot come before and after another; remove one of these dependencies`,
+      );
+    }
+    state.set(t, "visiting");
+    path.push(t);
+    for (const d of t.dependsOn ?? []) visit(byName.get(d.toLowerCase()) as ResourceTypeInit);
+    path.pop();
+    state.set(t, "done");
+    ordered.push(t);
+  };
+  for (const t of types) visit(t);
+  return ordered;
 }
 
 /**

@@ -64,6 +64,7 @@ export const goAwayReasons = {
   zone_revoked: GoAwayReason.ZONE_REVOKED,
   resource_exhausted: GoAwayReason.RESOURCE_EXHAUSTED,
   reconnect: GoAwayReason.RECONNECT,
+  token_expired: GoAwayReason.TOKEN_EXPIRED,
 } as const;
 
 /**

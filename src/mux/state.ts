@@ -18,6 +18,8 @@ export type SessionEndCode =
   | "replaced"
   /** The zone was removed or disabled on the global. */
   | "zone_revoked"
+  /** The credential the zone was admitted with (zone token, client certificate) expired. */
+  | "token_expired"
   /** The global asked the zone to reconnect now, preferably to another instance (it drains, or evens out its instances). */
   | "reconnect"
   /** A side broke the mux protocol. */
@@ -95,6 +97,7 @@ export const gracefulCodes: ReadonlySet<SessionEndCode> = new Set([
   "shutdown",
   "replaced",
   "zone_revoked",
+  "token_expired",
   "reconnect",
 ]);
 

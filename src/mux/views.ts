@@ -126,7 +126,13 @@ export interface CloseOptions {
    * protocol above the mux (it asked for a type this side does not serve,
    * say; not graceful).
    */
-  readonly code?: "shutdown" | "replaced" | "zone_revoked" | "reconnect" | "protocol_error";
+  readonly code?:
+    | "shutdown"
+    | "replaced"
+    | "zone_revoked"
+    | "token_expired"
+    | "reconnect"
+    | "protocol_error";
   /** Told to the peer in the goaway. */
   readonly message?: string;
   /** With `reconnect`: the zone-facing URL of the instance the zone should dial next (the goaway's `reconnect_to`). */

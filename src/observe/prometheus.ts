@@ -55,6 +55,7 @@ export const METRIC_NAMES = Object.freeze([
   "kds_zones",
   "kds_ready",
   "kds_rebalance_moves_total",
+  "kds_zone_token_earliest_expiry_seconds",
 ] as const);
 
 /** Options of {@link PrometheusMetrics}. */
@@ -120,6 +121,7 @@ export class PrometheusMetrics implements Metrics {
   readonly #stale: ZoneSums;
   readonly #held: ZoneSums;
   readonly #moves: Counter<"outcome">;
+  readonly #earliestExpiry: Gauge<string>;
 
   /** @param options - labels of every series, and where the zones' states and readiness come from */
   constructor(options: PrometheusMetricsOptions = {}) {
@@ -299,6 +301,12 @@ export class PrometheusMetrics implements Metrics {
       labelNames: ["outcome"],
       registers,
     });
+    this.#earliestExpiry = new Gauge({
+      name: "kds_zone_token_earliest_expiry_seconds",
+      help: "The earliest expiry (unix seconds) of the credentials (zone tokens, client certificates) of the zone sessions this global holds; no sample when none expires. A session ends when its credential expires (goaway TOKEN_EXPIRED).",
+      registers,
+    });
+    this.#earliestExpiry.remove(); // no sample until a zone with an expiring credential is online
   }
 
   /** The content type of {@link PrometheusMetrics.text}. */
@@ -411,6 +419,12 @@ export class PrometheusMetrics implements Metrics {
 
   rebalanceMove(outcome: "asked" | "unlanded"): void {
     this.#moves.inc({ outcome });
+  }
+
+  zoneTokenEarliestExpiry(seconds: number | undefined): void {
+    // No sample at all when no online zone's credential expires: a 0 would read as long expired.
+    if (seconds === undefined) this.#earliestExpiry.remove();
+    else this.#earliestExpiry.set(seconds);
   }
 }
 

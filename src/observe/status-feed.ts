@@ -49,7 +49,13 @@ export interface TypeSyncStatusJson extends TypeSyncStatus {
 export interface ZoneStatusJson
   extends Omit<
     ZoneStatus,
-    "connectedAt" | "disconnectedAt" | "lastError" | "types" | "heldReset" | "stale"
+    | "connectedAt"
+    | "disconnectedAt"
+    | "lastError"
+    | "types"
+    | "heldReset"
+    | "stale"
+    | "credentialExpiry"
   > {
   /** When the current or last session started. */
   readonly connectedAt: number | null;
@@ -87,6 +93,11 @@ export interface ZoneStatusJson
     readonly lastSentAt: number | null;
     readonly lastReceivedAt: number | null;
   }[];
+  /** When the credential of the zone's session here expires (see {@link ZoneStatus.credentialExpiry}), in ms since the epoch. */
+  readonly credentialExpiry: {
+    readonly at: number;
+    readonly credential: "token" | "certificate";
+  } | null;
 }
 
 /** Everything the page shows, as one JSON document. */
@@ -206,6 +217,10 @@ export class StatusFeed {
         z.stale === undefined
           ? null
           : { since: z.stale.since.getTime(), resources: z.stale.resources },
+      credentialExpiry:
+        z.credentialExpiry === undefined
+          ? null
+          : { at: z.credentialExpiry.at.getTime(), credential: z.credentialExpiry.credential },
       ...this.#health(z),
     };
   }

@@ -174,6 +174,16 @@ export interface ZoneStatus {
    * asked the zone to move.
    */
   readonly moves?: RebalanceMoves;
+  /**
+   * On the global: when the credential of the zone's session on this
+   * instance expires (its zone token's expiry, or its client certificate's
+   * notAfter) and which it is; the session ends then. Absent when it has no
+   * session here or its credential does not expire.
+   */
+  readonly credentialExpiry?: {
+    readonly at: Date;
+    readonly credential: "token" | "certificate";
+  };
 }
 
 /** A zone replica's part in its zone's election (see `ZoneControlPlane`'s `lease`). */

@@ -394,6 +394,8 @@ export class SyncEngine {
       options: { ...discovery, maxMessageBytes },
       // The zone fetches the catalog once: a late ACK must not bring it again (its NACK would end the session).
       fetchedOnce: this.#catalog === undefined ? [] : this.#catalog.typeUrls,
+      // Kinds go after the kinds they depend on, removals before (docs/kinds.md, "Ordered delivery").
+      dependsOn: (typeUrl) => types.dependenciesOf(typeUrl),
       observer: endSessionOnRefusal(
         gate?.observe(serverObserver) ?? serverObserver,
         session,
@@ -418,6 +420,7 @@ export class SyncEngine {
     });
     const client = new DiscoveryClient({
       view: session.client,
+      // In the registry's order, each kind after those it depends on: the peer serves them in the order asked.
       typeUrls: types.receivedBy(this.#options.role).map((t) => t.typeUrl),
       mode: mode ?? "delta",
       sink: guard === undefined ? storeSink : guard.wrap(storeSink),

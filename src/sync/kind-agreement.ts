@@ -90,7 +90,7 @@ export class KindAgreement {
   #agree(catalog: KindCatalog, peer: string): ResourceType[] {
     const theirs = declarationsOf(catalog);
     const problems: string[] = [];
-    const missing: KindDeclaration[] = [];
+    const missing: (KindDeclaration & { readonly dependsOn: readonly string[] })[] = [];
     const named = new Set<string>();
     for (const d of theirs) {
       named.add(d.kind.toLowerCase());
@@ -142,9 +142,28 @@ export class KindAgreement {
         schema: messageIn(registry, d.message),
         direction: d.direction,
         scope: d.scope,
+        dependsOn: d.dependsOn,
       }));
-      new TypeRegistry(inits); // validates them all before any is registered here
-      learned = inits.map((init) => this.#types.register(init));
+      // Validates them all before any is registered here, beside the kinds this side has (a learned kind may
+      // depend on one of them), and orders them: each after the kinds it depends on.
+      const byName = new Map(inits.map((i) => [i.kind, i]));
+      const check = new TypeRegistry([
+        ...this.#types.list().map((t) => ({
+          kind: t.kind,
+          schema: t.schema,
+          direction: t.direction,
+          scope: t.scope,
+          dependsOn: t.dependsOn,
+        })),
+        ...inits,
+      ]);
+      learned = check
+        .list()
+        .flatMap((t) => {
+          const init = byName.get(t.kind);
+          return init === undefined ? [] : [init];
+        })
+        .map((init) => this.#types.register(init));
     } catch (error) {
       throw new KdsError(
         "invalid_resource",

@@ -43,15 +43,21 @@ const scopes: Record<ResourceScope, KindScope> = {
   mesh: KindScope.MESH,
 };
 
-/** The catalog of the kinds among `types` that flow (local kinds stay out). */
+/**
+ * The catalog of the kinds among `types` that flow (local kinds stay out),
+ * in their order (a registry lists each kind after those it depends on),
+ * each with the kinds of the catalog it depends on.
+ */
 export function kindCatalog(types: Iterable<ResourceType>): KindCatalog {
   const flowing = [...types].filter((t) => t.direction !== "local");
+  const named = new Set(flowing.map((t) => t.kind));
   return create(KindCatalogSchema, {
     kinds: flowing.map((t) => ({
       kind: t.kind,
       message: t.schema.typeName,
       direction: directions[t.direction],
       scope: scopes[t.scope],
+      dependsOn: t.dependsOn.filter((d) => named.has(d)),
     })),
     files: filesDefining(flowing.map((t) => t.schema)),
   });
@@ -98,8 +104,10 @@ export function catalogOf(resources: readonly Any[]): KindCatalog {
   }
 }
 
-/** The declarations a catalog carries; throws `invalid_resource` on an unset direction or scope. */
-export function declarationsOf(catalog: KindCatalog): KindDeclaration[] {
+/** The declarations a catalog carries, each with the kinds it depends on; throws `invalid_resource` on an unset direction or scope. */
+export function declarationsOf(
+  catalog: KindCatalog,
+): (KindDeclaration & { readonly dependsOn: readonly string[] })[] {
   const direction = Object.fromEntries(
     Object.entries(directions).map(([k, v]) => [v, k]),
   ) as Record<number, SyncDirection>;
@@ -115,7 +123,7 @@ export function declarationsOf(catalog: KindCatalog): KindDeclaration[] {
         "invalid_resource",
         `kind "${k.kind}" in the catalog has no valid direction or scope`,
       );
-    return { kind: k.kind, message: k.message, direction: d, scope: s };
+    return { kind: k.kind, message: k.message, direction: d, scope: s, dependsOn: k.dependsOn };
   });
 }
 

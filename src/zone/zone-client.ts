@@ -249,6 +249,8 @@ export class ZoneClient {
       let error: KdsError;
       let upMs = 0;
       let asked = false;
+      /** The global ended the session because the zone's credential expired: dial again at once with the credential read again. */
+      let expired = false;
       try {
         const session = await this.dial(signal);
         const startedAt = performance.now();
@@ -259,6 +261,7 @@ export class ZoneClient {
         const end = await session.closed;
         upMs = performance.now() - startedAt;
         asked = end.code === "reconnect" && end.initiator === "peer";
+        expired = end.code === "token_expired" && end.initiator === "peer";
         error = new KdsError("session_closed", `the session ended (${end.code}): ${end.message}`, {
           cause: end,
         });
@@ -267,11 +270,12 @@ export class ZoneClient {
         error = e instanceof KdsError ? e : new KdsError("transport", String(e), { cause: e });
       }
       if (signal.aborted || error.code === "not_leader") break;
-      if (upMs >= this.#backoff.resetAfterMs || asked) attempt = 0;
+      if (upMs >= this.#backoff.resetAfterMs || asked || expired) attempt = 0;
       if (upMs >= this.#backoff.resetAfterMs) healthyEndedAt = performance.now();
       const { delayMs, ceilingMs, told } = retryDelay({
         error,
-        asked,
+        // A renewed credential is picked up at the next dial: no reason to wait longer than a jitter.
+        asked: asked || expired,
         attempt,
         backoff: this.#backoff,
         reconnectJitterMs: this.#reconnectJitterMs,
@@ -288,10 +292,10 @@ export class ZoneClient {
         told,
       };
       if (!asked && !told) attempt++;
-      const log = asked ? this.#logger.info : this.#logger.warn;
+      const log = asked ? this.#logger.info : expired ? this.#logger.error : this.#logger.warn;
       log.call(
         this.#logger,
-        `${error.message}\nzone "${this.name}" ${asked ? "reconnects as asked" : told ? "retries when the global said" : "retries"} in ${delayMs} ms (at ${info.nextAttemptAt.toISOString()}, attempt ${info.attempt + 1})`,
+        `${error.message}\nzone "${this.name}" ${asked ? "reconnects as asked" : expired ? "reads its token again (a renewed token file) and dials again" : told ? "retries when the global said" : "retries"} in ${delayMs} ms (at ${info.nextAttemptAt.toISOString()}, attempt ${info.attempt + 1})`,
         {
           zone: this.name,
           code: error.code,

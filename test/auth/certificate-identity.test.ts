@@ -115,6 +115,21 @@ describe("subjectAltNames (node:tls's SAN string)", () => {
   });
 });
 
+describe("certificate expiry", () => {
+  it("carries the certificate's notAfter as the identity's expiry (the session ends then)", async () => {
+    const auth = new TokenZoneAuthenticator(new TokenAuthority({ issuer: "global" }), {
+      certificates: true,
+    });
+    const notAfter = new Date("2027-03-01T12:00:00Z");
+    const identity = await auth.authenticate({
+      zone: "zone-a",
+      headers: new Headers(),
+      peer: { certificate: cert({ commonNames: ["zone-a"], serialNumber: "0B", notAfter }) },
+    });
+    expect(identity).toMatchObject({ proof: "certificate", expiresAt: notAfter });
+  });
+});
+
 describe("certificate revocation", () => {
   it("normalizes serials and fingerprints so every spelling is one revocation, and refuses what is not hex", () => {
     expect(normalizeSerial("00:0A:ff")).toBe("aff");

@@ -384,6 +384,21 @@ describe("identity: zone tokens, TLS and mutual TLS (real processes)", { timeout
     ] as const) {
       await zone?.waitFor(new RegExp(`connected to global "global" over ${transport}`));
     }
+    // A zone admitted by certificate: its session ends at the certificate's notAfter, shown in inspect zones.
+    await eventually(
+      async () => {
+        const c = (await adminClient(admin).inspectZones({})).zones.find(
+          (z) => z.zone === "zone-c",
+        );
+        return (
+          c?.credential === "certificate" &&
+          c.credentialExpiresAt !== undefined &&
+          Number(c.credentialExpiresAt.seconds) * 1000 > Date.now()
+        );
+      },
+      "zone-c's certificate expiry in inspect zones",
+      20_000,
+    );
     const zoneUrls = await Promise.all(
       started.map(
         async (z) =>

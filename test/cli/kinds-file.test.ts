@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EXAMPLE_KINDS_FILE, loadKindsFile } from "../../src/cli/kinds-file.ts";
 import { KdsError } from "../../src/errors.ts";
+import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "kds-mux-kinds-file-"));
@@ -17,6 +18,8 @@ const file = (name: string, text: string): string => {
 };
 const gateway =
   "  - kind: Gateway\n    message: acme.v1.GatewaySpec\n    direction: global-to-zone\n    scope: cluster\n";
+const workload =
+  "  - kind: Workload\n    message: acme.v1.WorkloadSpec\n    direction: global-to-zone\n    scope: mesh\n";
 
 beforeAll(() => {
   cpSync(join(root, "examples/own-kinds/buf.yaml"), join(dir, "buf.yaml"));
@@ -60,6 +63,24 @@ describe("kinds files", () => {
     expect(loadKindsFile(path).types.map((t) => t.zones)).toEqual(["region=eu"]);
   });
 
+  it("takes the kinds a kind depends on (dependsOn), listing them first", () => {
+    const path = file(
+      "depends.yaml",
+      `descriptorSet: kinds.binpb\nkinds:\n${gateway}    dependsOn: [Workload]\n${workload}`,
+    );
+    const { types } = loadKindsFile(path);
+    expect(types.map((t) => `${t.kind} ${(t.dependsOn ?? []).join(",")}`)).toEqual([
+      "Gateway Workload",
+      "Workload ",
+    ]);
+    expect(
+      createTypeRegistry(types)
+        .list()
+        .filter((t) => t.direction !== "local")
+        .map((t) => t.kind),
+    ).toEqual(["Workload", "Gateway"]);
+  });
+
   it("takes JSON as well as YAML", () => {
     const path = file(
       "kinds.json",
@@ -90,12 +111,27 @@ describe("kinds files", () => {
     [
       "an unknown field in a kind",
       `descriptorSet: kinds.binpb\nkinds:\n${gateway}    namespace: x\n`,
-      'kinds[0] (Gateway): unknown field "namespace" (a kind has kind, message, direction, scope, and optionally zones, whenStale)',
+      'kinds[0] (Gateway): unknown field "namespace" (a kind has kind, message, direction, scope, and optionally zones, whenStale, dependsOn)',
     ],
     [
       "a whenStale that is neither serve nor withhold",
       `descriptorSet: kinds.binpb\nkinds:\n${gateway}    whenStale: drop\n`,
       'kinds[0] (Gateway): "whenStale" must be one of serve, withhold, got "drop"',
+    ],
+    [
+      "a dependsOn cycle",
+      `descriptorSet: kinds.binpb\nkinds:\n${gateway}    dependsOn: [Workload]\n${workload}    dependsOn: [Gateway]\n`,
+      "dependsOn forms a cycle: Gateway -> Workload -> Gateway",
+    ],
+    [
+      "a dependsOn naming an unknown kind",
+      `descriptorSet: kinds.binpb\nkinds:\n${gateway}    dependsOn: [Mesh]\n`,
+      'dependsOn names kinds that are not defined: "Gateway" depends on "Mesh"',
+    ],
+    [
+      "a dependsOn that is not a list",
+      `descriptorSet: kinds.binpb\nkinds:\n${gateway}    dependsOn: Workload\n`,
+      'kinds[0] (Gateway): "dependsOn" must be a list of kind names',
     ],
     [
       "an invalid zone selector",

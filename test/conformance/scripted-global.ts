@@ -27,21 +27,27 @@ export interface GlobalFaults {
   ignoreFirstNonce?: boolean; // nonce.first-request
   answerStale?: boolean; // nonce.stale
   acceptWindowCap?: boolean; // refuse.window-cap
+  dependsOnUnlisted?: boolean; // catalog.response
 }
 
 const ZONE_KIND = "type.googleapis.com/kds.conformance.v1.ProbeSpec";
-const CATALOG = catalogResource(
-  create(KindCatalogSchema, {
-    kinds: [
-      {
-        kind: "Probe",
-        message: "kds.conformance.v1.ProbeSpec",
-        direction: KindDirection.ZONE_TO_GLOBAL,
-        scope: 1,
-      },
-    ],
-  }),
-);
+const catalogOf = (dependsOn: string[]) =>
+  catalogResource(
+    create(KindCatalogSchema, {
+      kinds: [
+        {
+          kind: "Probe",
+          message: "kds.conformance.v1.ProbeSpec",
+          direction: KindDirection.ZONE_TO_GLOBAL,
+          scope: 1,
+          dependsOn,
+        },
+      ],
+    }),
+  );
+const GOOD_CATALOG = catalogOf([]);
+/** A catalog whose kind depends on a kind it does not list. */
+const UNLISTED_CATALOG = catalogOf(["Missing"]);
 const WINDOW = 64;
 const WINDOW_BYTES = 8 << 20;
 const MAX_MESSAGE_BYTES = 4 << 20;
@@ -64,6 +70,7 @@ export async function scriptedGlobal(
 }
 
 async function serve(c: Conversation, zone: string, f: GlobalFaults): Promise<void> {
+  const CATALOG = f.dependsOnUnlisted ? UNLISTED_CATALOG : GOOD_CATALOG;
   const id = c.link.headers.get("client-id");
   const refuse = (grpcStatus: number, kdsErrorCode: string, message: string): void =>
     c.link.close({ grpcStatus, kdsErrorCode, message });

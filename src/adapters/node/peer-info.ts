@@ -64,6 +64,14 @@ export function peerInfo(request: http.IncomingMessage | http2.Http2ServerReques
       dnsNames: sans.get("DNS") ?? [],
       serialNumber: cert.serialNumber,
       fingerprint256: cert.fingerprint256,
+      notAfter: validTo(cert.valid_to),
     },
   };
+}
+
+/** A certificate's `valid_to` ("Mar  1 12:00:00 2027 GMT") as a date; undefined when it does not parse. */
+function validTo(text: string | undefined): Date | undefined {
+  if (text === undefined || text === "") return undefined;
+  const date = new Date(text);
+  return Number.isNaN(date.getTime()) ? undefined : date;
 }

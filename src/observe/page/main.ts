@@ -63,6 +63,14 @@ function clock(t: number): string {
   return new Date(t).toLocaleTimeString([], { hour12: false });
 }
 
+/** Under a zone's name: when the credential of its session expires (the session ends then). */
+function expiryOf(z: StatusSnapshot["zones"][number]): HTMLElement[] {
+  const e = z.credentialExpiry;
+  if (e === null) return [];
+  const what = e.credential === "certificate" ? "certificate" : "token";
+  return [el("div", { class: "muted expiry" }, `${what} expires ${new Date(e.at).toISOString()}`)];
+}
+
 function colorOf(zones: string[], zone: string): string {
   return COLORS[Math.max(0, zones.indexOf(zone)) % COLORS.length] as string;
 }
@@ -117,7 +125,7 @@ function renderZones(s: StatusSnapshot): void {
     return el(
       "tr",
       { "data-zone": z.zone, "data-online": String(z.online) },
-      el("td", {}, el("strong", {}, z.zone)),
+      el("td", {}, el("strong", {}, z.zone), ...expiryOf(z)),
       el(
         "td",
         {},

@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/v1/kinds.proto.
  */
 export const file_kds_v1_kinds: GenFile = /*@__PURE__*/
-  fileDesc("ChJrZHMvdjEva2luZHMucHJvdG8SBmtkcy52MSJpCgtLaW5kQ2F0YWxvZxIlCgVraW5kcxgBIAMoCzIWLmtkcy52MS5LaW5kRGVmaW5pdGlvbhIzCgVmaWxlcxgCIAMoCzIkLmdvb2dsZS5wcm90b2J1Zi5GaWxlRGVzY3JpcHRvclByb3RvInsKDktpbmREZWZpbml0aW9uEgwKBGtpbmQYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIoCglkaXJlY3Rpb24YAyABKA4yFS5rZHMudjEuS2luZERpcmVjdGlvbhIgCgVzY29wZRgEIAEoDjIRLmtkcy52MS5LaW5kU2NvcGUqsQEKDUtpbmREaXJlY3Rpb24SHgoaS0lORF9ESVJFQ1RJT05fVU5TUEVDSUZJRUQQABIhCh1LSU5EX0RJUkVDVElPTl9HTE9CQUxfVE9fWk9ORRABEiEKHUtJTkRfRElSRUNUSU9OX1pPTkVfVE9fR0xPQkFMEAISGAoUS0lORF9ESVJFQ1RJT05fTE9DQUwQAxIgChxLSU5EX0RJUkVDVElPTl9aT05FX1RPX1pPTkVTEAQqVAoJS2luZFNjb3BlEhoKFktJTkRfU0NPUEVfVU5TUEVDSUZJRUQQABIWChJLSU5EX1NDT1BFX0NMVVNURVIQARITCg9LSU5EX1NDT1BFX01FU0gQAmIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("ChJrZHMvdjEva2luZHMucHJvdG8SBmtkcy52MSJpCgtLaW5kQ2F0YWxvZxIlCgVraW5kcxgBIAMoCzIWLmtkcy52MS5LaW5kRGVmaW5pdGlvbhIzCgVmaWxlcxgCIAMoCzIkLmdvb2dsZS5wcm90b2J1Zi5GaWxlRGVzY3JpcHRvclByb3RvIo8BCg5LaW5kRGVmaW5pdGlvbhIMCgRraW5kGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSKAoJZGlyZWN0aW9uGAMgASgOMhUua2RzLnYxLktpbmREaXJlY3Rpb24SIAoFc2NvcGUYBCABKA4yES5rZHMudjEuS2luZFNjb3BlEhIKCmRlcGVuZHNfb24YBSADKAkqsQEKDUtpbmREaXJlY3Rpb24SHgoaS0lORF9ESVJFQ1RJT05fVU5TUEVDSUZJRUQQABIhCh1LSU5EX0RJUkVDVElPTl9HTE9CQUxfVE9fWk9ORRABEiEKHUtJTkRfRElSRUNUSU9OX1pPTkVfVE9fR0xPQkFMEAISGAoUS0lORF9ESVJFQ1RJT05fTE9DQUwQAxIgChxLSU5EX0RJUkVDVElPTl9aT05FX1RPX1pPTkVTEAQqVAoJS2luZFNjb3BlEhoKFktJTkRfU0NPUEVfVU5TUEVDSUZJRUQQABIWChJLSU5EX1NDT1BFX0NMVVNURVIQARITCg9LSU5EX1NDT1BFX01FU0gQAmIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * Every kind that flows between the global and its zones, with the .proto
@@ -88,6 +88,17 @@ export type KindDefinition = Message<"kds.v1.KindDefinition"> & {
    * @generated from field: kds.v1.KindScope scope = 4;
    */
   scope: KindScope;
+
+  /**
+   * Kinds (of this catalog) whose resources the receiving side makes visible
+   * before this kind's when they arrive in the same exchange, and removes
+   * after (docs/kinds.md, "Ordered delivery"). The catalog lists every kind
+   * after the kinds it depends on. A peer that does not read it still
+   * subscribes in the catalog's order.
+   *
+   * @generated from field: repeated string depends_on = 5;
+   */
+  dependsOn: string[];
 };
 
 /**
