@@ -11,6 +11,7 @@
  *
  * @module
  */
+import type { ChangeTraces } from "./change-traces.ts";
 import { SetDigest, digestOf } from "../discovery/digest.ts";
 import type { ResourceSet, Snapshot, SnapshotSource, WireResource } from "../discovery/types.ts";
 import { abortError } from "../errors.ts";
@@ -76,6 +77,8 @@ export interface SnapshotCacheOptions {
    * such resources (or `needed` says so anyway). Default: none.
    */
   readonly selective?: (resource: StoredResource) => boolean;
+  /** Where each change opens its `kds.change` span while a tracing SDK is registered (change-traces.ts). Default: none. */
+  readonly changes?: ChangeTraces;
 }
 
 /** Shared, incrementally updated wire form of the kinds a side serves. */
@@ -84,6 +87,7 @@ export class SnapshotCache {
   readonly #logger: Logger;
   readonly #retry: BackoffOptions | undefined;
   readonly #serves: ((resource: StoredResource) => boolean) | undefined;
+  readonly #changes: ChangeTraces | undefined;
   readonly #selective: (resource: StoredResource) => boolean;
   readonly #kinds = new Map<string, KindCache>();
   readonly #byUrl = new Map<string, KindCache>();
@@ -100,6 +104,7 @@ export class SnapshotCache {
     this.#logger = options.logger;
     this.#retry = options.retry;
     this.#serves = options.serves;
+    this.#changes = options.changes;
     this.#selective = options.selective ?? (() => false);
     for (const type of types) {
       const cache: KindCache = {
@@ -245,7 +250,14 @@ export class SnapshotCache {
       if (gone === undefined) return;
       this.#drop(cache, key, gone);
     }
-    for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
+    const changes = this.#changes;
+    if (changes === undefined) {
+      for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
+      return;
+    }
+    changes.fanOut(change, kind, key, () => {
+      for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
+    });
   }
 
   #snapshot(

@@ -120,6 +120,14 @@ export function combineServerObservers(...observers: ServerObserver[]): ServerOb
     unknownType: (typeUrl) => {
       for (const o of observers) o.unknownType?.(typeUrl);
     },
+    // Only where one of them listens (tracing): the server tells it after nearly every response.
+    ...(observers.some((o) => o.caughtUp !== undefined)
+      ? {
+          caughtUp: (typeUrl: string) => {
+            for (const o of observers) o.caughtUp?.(typeUrl);
+          },
+        }
+      : {}),
   };
 }
 
