@@ -125,7 +125,7 @@ describe("the trace-context feature", () => {
         await global.server.send(marked);
         const received = await zone.client.recv();
         expect(received.nonce).toBe("1");
-        if (zoneFeatures.includes("trace-context"))
+        if ((zoneFeatures as readonly string[]).includes("trace-context"))
           expect(receivedTrace(received)).toMatchObject(context);
         else expect(receivedTrace(received)).toBeUndefined();
       } finally {
