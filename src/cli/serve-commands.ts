@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { startTracing } from "./tracing.ts";
 import {
   createConnectTransport,
   createGrpcTransport,
@@ -101,6 +102,8 @@ export interface GlobalCommandOptions
   readonly maxBufferBytes?: string;
   /** --drain-timeout, in ms: how long a drain (SIGTERM, POST /drain) spreads the zones' reconnects over (drain.ts). Default 30 s. */
   readonly drainTimeout?: number;
+  /** --otlp-endpoint: export trace spans over OTLP/HTTP to this URL (tracing.ts). */
+  readonly otlpEndpoint?: string;
   readonly name: string;
   readonly logger: Logger;
   readonly signal: AbortSignal;
@@ -304,6 +307,8 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const stopping = anySignal([options.signal, drainAsked.signal]);
   let listening = false;
   let zoneUrl: string | undefined;
+  // Before the control plane is made: its engine and sessions look for a tracer as they start.
+  const tracing = await startTracing(options.otlpEndpoint, options.logger);
   const opened = await openCliStore(options, {
     name: options.name,
     types,
@@ -404,6 +409,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   } finally {
     running.abort(new Error("stopped"));
     await opened.close();
+    await tracing?.stop();
   }
   options.logger.info("stopped");
 }
@@ -462,6 +468,8 @@ export interface ZoneCommandOptions
   readonly clientKey?: string;
   /** A kinds file (see kinds-file.ts); learned from the global when omitted. */
   readonly kinds?: string;
+  /** --otlp-endpoint: export trace spans over OTLP/HTTP to this URL (tracing.ts). */
+  readonly otlpEndpoint?: string;
   readonly logger: Logger;
   readonly signal: AbortSignal;
 }
@@ -611,6 +619,8 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
   const tokenFile = options.tokenFile;
   checkAdminListen(options.adminListen, options.adminTokenFile, "--admin-listen");
   const types = zoneKinds(options.kinds, options.name, options.logger);
+  // Before the control plane is made: its engine and sessions look for a tracer as they start.
+  const tracing = await startTracing(options.otlpEndpoint, options.logger);
   const opened = await openCliStore(options, {
     name: options.name,
     types,
@@ -682,6 +692,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
     await served.close();
   } finally {
     await opened.close();
+    await tracing?.stop();
   }
   options.logger.info("stopped");
 }
