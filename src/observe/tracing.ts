@@ -60,6 +60,10 @@ export const SPAN_ATTRIBUTES = Object.freeze({
   bytes: "kds.bytes",
   /** The store revision of the change. */
   revision: "kds.revision",
+  /** What the change did: "put" or "delete". */
+  op: "kds.op",
+  /** Frames an encoded frame holds (a batch holds several). */
+  frames: "kds.frames",
 });
 
 /**

@@ -105,7 +105,7 @@ export class ChangeTraces {
    * with the change's trace current, then ends the span if no stream took
    * a hold on it.
    */
-  fanOut(change: StoreChange, kind: string, key: string, tell: () => void): void {
+  readonly fanOut = (change: StoreChange, kind: string, key: string, tell: () => void): void => {
     const now = Date.now();
     const modified = change.op === "put" ? change.resource.meta.modificationTime.getTime() : now;
     const start = modified <= now && now - modified <= MAX_START_AGE_MS ? modified : now;
@@ -120,7 +120,7 @@ export class ChangeTraces {
           [SPAN_ATTRIBUTES.key]: key,
           [SPAN_ATTRIBUTES.role]: this.#role,
           [SPAN_ATTRIBUTES.revision]: change.revision,
-          "kds.op": change.op,
+          [SPAN_ATTRIBUTES.op]: change.op,
         },
       },
       ROOT_CONTEXT,
@@ -134,7 +134,7 @@ export class ChangeTraces {
       this.#current = before;
       traced.fannedOut();
     }
-  }
+  };
 
   /** The change being told to the streams right now, if it is `key` (a stream calls it as it hears of a change). */
   current(key: string): ChangeTrace | undefined {

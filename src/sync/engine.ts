@@ -214,7 +214,7 @@ export class SyncEngine {
         retry: this.#options.storeRetry,
         serves,
         selective,
-        changes: this.#changes,
+        fanOut: this.#changes === undefined ? undefined : this.#changes.fanOut,
       });
       this.#caches.push({ cache, crossZone });
       if (this.#started !== undefined) cache.start(this.#started);

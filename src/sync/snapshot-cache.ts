@@ -11,7 +11,6 @@
  *
  * @module
  */
-import type { ChangeTraces } from "./change-traces.ts";
 import { SetDigest, digestOf } from "../discovery/digest.ts";
 import type { ResourceSet, Snapshot, SnapshotSource, WireResource } from "../discovery/types.ts";
 import { abortError } from "../errors.ts";
@@ -77,8 +76,13 @@ export interface SnapshotCacheOptions {
    * such resources (or `needed` says so anyway). Default: none.
    */
   readonly selective?: (resource: StoredResource) => boolean;
-  /** Where each change opens its `kds.change` span while a tracing SDK is registered (change-traces.ts). Default: none. */
-  readonly changes?: ChangeTraces;
+  /**
+   * Runs around telling the streams of one change (`tell` tells them): the
+   * sync engine opens the change's `kds.change` span there while a tracing
+   * SDK is registered (change-traces.ts). Default: none (the streams are told
+   * directly).
+   */
+  readonly fanOut?: (change: StoreChange, kind: string, key: string, tell: () => void) => void;
 }
 
 /** Shared, incrementally updated wire form of the kinds a side serves. */
@@ -87,7 +91,7 @@ export class SnapshotCache {
   readonly #logger: Logger;
   readonly #retry: BackoffOptions | undefined;
   readonly #serves: ((resource: StoredResource) => boolean) | undefined;
-  readonly #changes: ChangeTraces | undefined;
+  readonly #fanOut: SnapshotCacheOptions["fanOut"];
   readonly #selective: (resource: StoredResource) => boolean;
   readonly #kinds = new Map<string, KindCache>();
   readonly #byUrl = new Map<string, KindCache>();
@@ -104,7 +108,7 @@ export class SnapshotCache {
     this.#logger = options.logger;
     this.#retry = options.retry;
     this.#serves = options.serves;
-    this.#changes = options.changes;
+    this.#fanOut = options.fanOut;
     this.#selective = options.selective ?? (() => false);
     for (const type of types) {
       const cache: KindCache = {
@@ -250,12 +254,12 @@ export class SnapshotCache {
       if (gone === undefined) return;
       this.#drop(cache, key, gone);
     }
-    const changes = this.#changes;
-    if (changes === undefined) {
+    const fanOut = this.#fanOut;
+    if (fanOut === undefined) {
       for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
       return;
     }
-    changes.fanOut(change, kind, key, () => {
+    fanOut(change, kind, key, () => {
       for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
     });
   }

@@ -70,7 +70,8 @@ function tracedEncode(frame: Frame, contexts: readonly WireTraceContext[]): Buff
           startTime: start,
           attributes: {
             [SPAN_ATTRIBUTES.bytes]: out.length - GRPC_PREFIX_BYTES,
-            "kds.frames": frame.value.case === "batch" ? frame.value.value.frames.length : 1,
+            [SPAN_ATTRIBUTES.frames]:
+              frame.value.case === "batch" ? frame.value.value.frames.length : 1,
           },
         },
         // The sender's own span: not remote here, so the encode span is its child in this process.
