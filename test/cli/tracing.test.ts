@@ -51,7 +51,7 @@ interface OtlpJson {
   }[];
 }
 
-function valueOf(v: OtlpValue): string | number | boolean {
+function decodeValue(v: OtlpValue): string | number | boolean {
   if (v.stringValue !== undefined) return v.stringValue;
   if (v.intValue !== undefined) return Number(v.intValue);
   if (v.boolValue !== undefined) return v.boolValue;
@@ -87,7 +87,7 @@ async function startReceiver(spans: ReceivedSpan[], problems: string[]): Promise
               parentSpanId: s.parentSpanId ?? "",
               name: s.name,
               attributes: Object.fromEntries(
-                (s.attributes ?? []).map((a) => [a.key, valueOf(a.value)]),
+                (s.attributes ?? []).map((a) => [a.key, decodeValue(a.value)]),
               ),
               request,
               port: req.socket.remotePort ?? 0,
