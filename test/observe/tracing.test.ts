@@ -93,6 +93,59 @@ describe("tracing a change", () => {
   });
 });
 
+describe("a change sent to several zones", () => {
+  it("ends at the last zone's ACK, and does not wait for a zone that will not be sent it", async () => {
+    // zone-2 never receives meshes named private-*.
+    const cluster = await startCluster("grpc", {
+      filter: (zone, r) => !(zone === "zone-2" && r.meta.name.startsWith("private-")),
+    });
+    try {
+      await cluster.global.registerZone("zone-1");
+      await cluster.global.registerZone("zone-2");
+      const zones = [cluster.startZone("zone-1"), cluster.startZone("zone-2")];
+      await cluster.global.store.put(mesh("warm-up"));
+      for (const zone of zones)
+        await eventually(
+          async () => (await zone.store.get("Mesh", "", "warm-up")) !== undefined,
+          "the first mesh reaches the zone",
+        );
+      const changeOf = (key: string): ReadableSpan | undefined =>
+        named(exporter.getFinishedSpans(), SPAN_NAMES.change).find(
+          (s) => s.attributes["kds.key"] === key,
+        );
+      const end = (s: ReadableSpan): number => s.endTime[0] * 1e9 + s.endTime[1];
+
+      await cluster.global.store.put(mesh("shared"));
+      await eventually(async () => changeOf("shared") !== undefined, "the shared change ends");
+      const shared = changeOf("shared") as ReadableSpan;
+      const inShared = exporter
+        .getFinishedSpans()
+        .filter((s) => s.spanContext().traceId === shared.spanContext().traceId);
+      const sends = named(inShared, SPAN_NAMES.send);
+      expect(sends.map((s) => s.attributes["kds.zone"]).sort()).toEqual(["zone-1", "zone-2"]);
+      expect(shared.attributes["kds.peers"]).toBe(2);
+      for (const send of sends) expect(end(shared)).toBeGreaterThanOrEqual(end(send));
+
+      await cluster.global.store.put(mesh("private-one"));
+      await eventually(
+        async () => changeOf("private-one") !== undefined,
+        "the change zone-2 does not get ends all the same",
+      );
+      const only = changeOf("private-one") as ReadableSpan;
+      const inOnly = exporter
+        .getFinishedSpans()
+        .filter((s) => s.spanContext().traceId === only.spanContext().traceId);
+      expect(named(inOnly, SPAN_NAMES.send).map((s) => s.attributes["kds.zone"])).toEqual([
+        "zone-1",
+      ]);
+      expect(only.attributes["kds.peers"]).toBe(2);
+      expect(await zones[1]?.store.get("Mesh", "", "private-one")).toBeUndefined();
+    } finally {
+      await cluster.close();
+    }
+  });
+});
+
 describe("traceparent", () => {
   it("reads back what it writes, and refuses what W3C refuses", () => {
     const context = {
