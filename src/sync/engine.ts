@@ -386,22 +386,11 @@ export class SyncEngine {
       ...this.#caches.map((c) => this.#source(c, peer)),
       ...(this.#catalog === undefined ? [] : [this.#catalog]),
     ]);
-    const kindOf = (url: string): string => types.byTypeUrl(url)?.kind ?? url;
-    // Tracing (stream-traces.ts): only while a tracing SDK is registered; otherwise nothing is wrapped.
-    const serving =
-      this.#changes === undefined
-        ? undefined
-        : new ServeTraces(this.#changes, peer.zone, kindOf, session.signal);
-    const receiving =
-      this.#changes === undefined
-        ? undefined
-        : new ReceiveTraces(
-            this.#changes.tracer,
-            peer.zone,
-            this.#options.role,
-            kindOf,
-            session.signal,
-          );
+    // Tracing (stream-traces.ts): only while a tracing SDK is registered; otherwise nothing is made or wrapped.
+    const traces =
+      this.#changes === undefined ? undefined : this.#traces(this.#changes, session, peer);
+    const serving = traces?.serving;
+    const receiving = traces?.receiving;
     const observedSource = observed === undefined ? merged : observed.source(merged);
     const source = serving === undefined ? observedSource : serving.source(observedSource);
     const serverObserver = combineServerObservers(
@@ -470,6 +459,26 @@ export class SyncEngine {
       guard?.close();
       if (this.#guards.get(peer.zone) === guard) this.#guards.delete(peer.zone);
     }
+  }
+
+  /** The spans of one session's streams (made only while a tracing SDK is registered). */
+  #traces(
+    changes: ChangeTraces,
+    session: Session,
+    peer: SyncPeer,
+  ): { readonly serving: ServeTraces; readonly receiving: ReceiveTraces } {
+    const types = this.#options.types;
+    const kindOf = (url: string): string => types.byTypeUrl(url)?.kind ?? url;
+    return {
+      serving: new ServeTraces(changes, peer.zone, kindOf, session.signal),
+      receiving: new ReceiveTraces(
+        changes.tracer,
+        peer.zone,
+        this.#options.role,
+        kindOf,
+        session.signal,
+      ),
+    };
   }
 
   /** A reset guard for a new session of `zone` (undefined when the guard is off). */

@@ -25,9 +25,8 @@ interface ReceivedSpan {
   readonly parentSpanId: string;
   readonly name: string;
   readonly attributes: Record<string, string | number | boolean>;
-  /** Which export request (in arrival order) carried it, and from which client port. */
-  readonly request: number;
-  readonly port: number;
+  /** Which process exported it: each is given its own URL, /<process>/v1/traces. */
+  readonly from: string;
 }
 
 interface OtlpValue {
@@ -60,18 +59,13 @@ function decodeValue(v: OtlpValue): string | number | boolean {
 
 /** Starts the receiver: every POST body is decoded as OTLP/HTTP JSON into `spans`. */
 async function startReceiver(spans: ReceivedSpan[], problems: string[]): Promise<string> {
-  let requests = 0;
   const server = createServer((req: IncomingMessage, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      const request = requests++;
       const type = req.headers["content-type"] ?? "";
-      if (
-        req.method !== "POST" ||
-        req.url !== "/v1/traces" ||
-        !type.startsWith("application/json")
-      ) {
+      const from = /^\/(global|zone)\/v1\/traces$/.exec(req.url ?? "")?.[1];
+      if (req.method !== "POST" || from === undefined || !type.startsWith("application/json")) {
         problems.push(`${req.method} ${req.url} ${type}`);
         res.writeHead(400).end();
         return;
@@ -89,8 +83,7 @@ async function startReceiver(spans: ReceivedSpan[], problems: string[]): Promise
               attributes: Object.fromEntries(
                 (s.attributes ?? []).map((a) => [a.key, decodeValue(a.value)]),
               ),
-              request,
-              port: req.socket.remotePort ?? 0,
+              from,
             });
           }
       res.writeHead(200, { "content-type": "application/json" }).end("{}");
@@ -98,14 +91,14 @@ async function startReceiver(spans: ReceivedSpan[], problems: string[]): Promise
   });
   receiver = server;
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`;
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
 describe("kds-mux global and zone with --otlp-endpoint", { timeout: 180_000 }, () => {
   it("export one change's spans from both processes in one trace", async () => {
     const spans: ReceivedSpan[] = [];
     const problems: string[] = [];
-    const endpoint = await startReceiver(spans, problems);
+    const receiverUrl = await startReceiver(spans, problems);
     const global = new KdsProcess([
       "global",
       "--listen",
@@ -116,7 +109,7 @@ describe("kds-mux global and zone with --otlp-endpoint", { timeout: 180_000 }, (
       "memory",
       "--insecure-no-zone-auth",
       "--otlp-endpoint",
-      endpoint,
+      `${receiverUrl}/global/v1/traces`,
     ]);
     processes.push(global);
     const m = await global.waitFor(
@@ -124,7 +117,9 @@ describe("kds-mux global and zone with --otlp-endpoint", { timeout: 180_000 }, (
       90_000,
     );
     const [muxUrl, adminUrl] = [m[1] as string, m[2] as string];
-    expect(global.output).toContain(`exporting trace spans over OTLP/HTTP to ${endpoint}`);
+    expect(global.output).toContain(
+      `exporting trace spans over OTLP/HTTP to ${receiverUrl}/global/v1/traces`,
+    );
     const registered = await run(
       ["apply", "-f", "-", "--server", adminUrl],
       "type: Zone\nname: zone-t\nspec:\n  enabled: true\n",
@@ -141,7 +136,7 @@ describe("kds-mux global and zone with --otlp-endpoint", { timeout: 180_000 }, (
       "--store",
       "memory",
       "--otlp-endpoint",
-      endpoint,
+      `${receiverUrl}/zone/v1/traces`,
     ]);
     processes.push(zone);
     const zoneAdmin = (
@@ -194,14 +189,15 @@ describe("kds-mux global and zone with --otlp-endpoint", { timeout: 180_000 }, (
     expect(one("kds.encode").parentSpanId).toBe(send.spanId);
     expect(receive.parentSpanId).toBe(send.spanId);
     expect(apply.parentSpanId).toBe(send.spanId);
-    // Recorded by two processes: the global's spans say so, the zone's say so, and they came in
-    // different export requests (each process exports its own).
+    // Recorded by two processes, each exporting to its own URL.
+    for (const s of traced)
+      expect(s.from, s.name).toBe(
+        s.name === "kds.receive" || s.name === "kds.apply" ? "zone" : "global",
+      );
     expect(change.attributes["kds.role"]).toBe("global");
     expect(send.attributes["kds.zone"]).toBe("zone-t");
     expect(receive.attributes["kds.role"]).toBe("zone");
     expect(apply.attributes["kds.role"]).toBe("zone");
-    expect(receive.request).not.toBe(send.request);
-    expect(receive.port).not.toBe(send.port);
   });
 
   it("refuses an --otlp-endpoint that is not a URL, naming the flag (or the variable)", async () => {
