@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { otlpEndpointOption } from "./tracing.ts";
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
 import { KdsError } from "../errors.ts";
@@ -202,6 +203,7 @@ export function program(): Command {
     .addOption(maxHandshakesPerZoneOption())
     .addOption(authTimeoutOption())
     .addOption(requestTimeoutOption())
+    .addOption(otlpEndpointOption())
     .addOption(logFormatOption())
     .addOption(logLevelOption())
     .action(async (o: GlobalFlags) => {
@@ -267,6 +269,7 @@ export function program(): Command {
     .addOption(idleTimeoutOption())
     .addOption(authTimeoutOption())
     .addOption(requestTimeoutOption())
+    .addOption(otlpEndpointOption())
     .addOption(logFormatOption())
     .addOption(logLevelOption());
   for (const option of resetGuardOptions("zone")) zoneCommand.addOption(option);

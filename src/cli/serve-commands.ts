@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { startTracing } from "./tracing.ts";
 import {
   createConnectTransport,
   createGrpcTransport,
@@ -105,6 +106,8 @@ export interface GlobalCommandOptions
   readonly maxBufferBytes?: string;
   /** --drain-timeout, in ms: how long a drain (SIGTERM, POST /drain) spreads the zones' reconnects over (drain.ts). Default 30 s. */
   readonly drainTimeout?: number;
+  /** --otlp-endpoint: export trace spans over OTLP/HTTP to this URL (tracing.ts). */
+  readonly otlpEndpoint?: string;
   readonly name: string;
   readonly logger: Logger;
   readonly signal: AbortSignal;
@@ -308,6 +311,8 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   const stopping = anySignal([options.signal, drainAsked.signal]);
   let listening = false;
   let zoneUrl: string | undefined;
+  // Before the control plane is made: its engine and sessions look for a tracer as they start.
+  const tracing = await startTracing(options.otlpEndpoint, options.logger);
   const opened = await openCliStore(options, {
     name: options.name,
     types,
@@ -417,6 +422,7 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
   } finally {
     running.abort(new Error("stopped"));
     await opened.close();
+    await tracing?.stop();
   }
   options.logger.info("stopped");
 }
@@ -480,6 +486,8 @@ export interface ZoneCommandOptions
   readonly kinds?: string;
   /** --lease-duration, in ms: the replicas' lease on a shared store (default 10 s). */
   readonly leaseDuration?: number;
+  /** --otlp-endpoint: export trace spans over OTLP/HTTP to this URL (tracing.ts). */
+  readonly otlpEndpoint?: string;
   readonly logger: Logger;
   readonly signal: AbortSignal;
 }
@@ -634,6 +642,8 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       "--lease-duration is the lease of zone replicas on one PostgreSQL server (--store postgres://...); with the embedded or memory store one process is the zone and always leads: drop --lease-duration",
     );
   const types = zoneKinds(options.kinds, options.name, options.logger);
+  // Before the control plane is made: its engine and sessions look for a tracer as they start.
+  const tracing = await startTracing(options.otlpEndpoint, options.logger);
   const opened = await openCliStore(options, {
     name: options.name,
     types,
@@ -722,6 +732,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
     await served.close();
   } finally {
     await opened.close();
+    await tracing?.stop();
   }
   options.logger.info("stopped");
 }

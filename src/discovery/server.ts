@@ -668,7 +668,11 @@ export class DiscoveryServer {
   async #sendSotw(state: TypeState, signal: AbortSignal): Promise<void> {
     state.dirty = false;
     const snapshot = await this.#source.snapshot(state.typeUrl, signal);
-    if (snapshot === undefined || snapshot.version === state.lastSentVersion) return;
+    if (snapshot === undefined) return;
+    if (snapshot.version === state.lastSentVersion) {
+      if (!state.dirty) this.#observer.caughtUp?.(state.typeUrl);
+      return;
+    }
     const limit = this.#options.maxMessageBytes - envelopeBytes(state.typeUrl, snapshot.version);
     let bytes = 0;
     let count = 0;
@@ -709,6 +713,7 @@ export class DiscoveryServer {
         NO_KEYS,
       ),
     );
+    if (!state.dirty) this.#observer.caughtUp?.(state.typeUrl);
   }
 
   /**
@@ -804,7 +809,10 @@ export class DiscoveryServer {
     );
     const { upserts, removed, bytes, more } = part;
     if (more) state.dirty = true;
-    if (upserts.length === 0 && removed.length === 0) return SENT;
+    if (upserts.length === 0 && removed.length === 0) {
+      if (!state.dirty) this.#observer.caughtUp?.(state.typeUrl);
+      return SENT;
+    }
     const nonce = String(++this.#nonce);
     state.phase = nextPhase(state.phase, {
       type: "sent",
@@ -830,6 +838,7 @@ export class DiscoveryServer {
       signal,
       new SentInfo(state.typeUrl, version, nonce, bytes, upserts.length, upserts, removed),
     );
+    if (!state.dirty) this.#observer.caughtUp?.(state.typeUrl);
     return more && bytes >= YIELD_AFTER_BYTES ? YIELD : SENT;
   }
 }

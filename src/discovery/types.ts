@@ -147,6 +147,14 @@ export interface ServerObserver {
   /** A resource is larger than a whole message may be; it is left out until it changes. */
   oversized?(typeUrl: string, key: string, bytes: number, limit: number): void;
   /**
+   * The server has sent everything of the type it had been told changed
+   * (nothing is left to diff or send for it now): a change it was told of
+   * that no response carried will not be sent (the client's set did not
+   * change with it, or it is oversized). For tracing (a change's span
+   * waits for every peer to answer it or to show it will not be sent it).
+   */
+  caughtUp?(typeUrl: string): void;
+  /**
    * The client asked for a type this server does not serve. The server
    * answers nothing (xDS has no answer for it); the sync layer ends the
    * session here (`endSessionOnRefusal`), so the request is never silent.

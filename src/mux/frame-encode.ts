@@ -105,7 +105,8 @@ function plain(message: { $unknown?: unknown[] }): boolean {
 
 /** The encoded length of `frame`, planned into `plan`; undefined when the whole frame goes through `toBinary`. */
 function frameSize(frame: Frame, plan: Plan): number | undefined {
-  if (!plain(frame)) return undefined;
+  // A frame carrying a trace context (only while tracing) goes through the generic writer.
+  if (!plain(frame) || frame.traceContext !== undefined) return undefined;
   const value = frame.value;
   if (value.case === "deltaResponse") {
     const at = plan.sizes.length;

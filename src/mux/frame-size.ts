@@ -109,14 +109,16 @@ export function rememberWeight(frame: Frame, weight: FrameWeight): void {
  * walks written for them, several times quicker than the compiled sizer;
  * anything else, and a
  * delta response holding what that walk does not count (unknown fields,
- * aliases, a TTL), by the sizer.
+ * aliases, a TTL, a trace context), by the sizer.
  */
 export function creditSize(frame: Frame): number {
   const value = frame.value;
-  if (value.case === "deltaResponse" && frame.$unknown === undefined) {
+  // A frame carrying a trace context is measured by the sizer, which counts it.
+  const plain = frame.$unknown === undefined && frame.traceContext === undefined;
+  if (value.case === "deltaResponse" && plain) {
     const body = deltaResponseSize(value.value);
     if (body !== undefined) return fieldBytes(body);
-  } else if (value.case === "deltaRequest" && frame.$unknown === undefined) {
+  } else if (value.case === "deltaRequest" && plain) {
     const request = value.value;
     const body = plainAckSize(
       request,

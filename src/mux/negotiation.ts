@@ -16,13 +16,18 @@ export const PROTOCOL_VERSION = 3;
 export const MIN_PROTOCOL_VERSION = 2;
 
 /** The features this implementation knows; a session uses those both sides announced. */
-export const FEATURES = ["batching", "calls"] as const;
+export const FEATURES = ["batching", "calls", "trace-context"] as const;
 
 /**
  * A named feature: `batching` (the side accepts `batch` frames), `calls`
- * (it accepts reverse-call frames).
+ * (it accepts reverse-call frames), `trace-context` (it reads the W3C
+ * trace context of data frames; offered by default only while a tracing
+ * SDK is registered).
  */
 export type Feature = (typeof FEATURES)[number];
+
+/** The features version 2 names in booleans of the hello; the rest exist only at version 3. */
+const VERSION_2_FEATURES = ["batching", "calls"] as const;
 
 /** What this implementation says of itself in its hello by default. */
 export const SOFTWARE_VERSION = `kds-mux/${KDS_MUX_VERSION}`;
@@ -155,7 +160,7 @@ export function negotiate(
     return { refusal: rangeRefusal(local, roles, peer, hello.softwareVersion) };
   // Version 2 names its two features in booleans; version 3 lists them.
   const announced: readonly string[] =
-    version >= 3 ? hello.features : FEATURES.filter((f) => hello[f]);
+    version >= 3 ? hello.features : VERSION_2_FEATURES.filter((f) => hello[f]);
   const features = FEATURES.filter((f) => local.features.includes(f) && announced.includes(f));
   return {
     agreement: {

@@ -14,6 +14,12 @@ import {
   type Feature,
   type VersionRange,
 } from "./negotiation.ts";
+import { activeTracer } from "../observe/tracing.ts";
+
+/** The features offered by default without a tracing SDK: every one but `trace-context`. */
+const UNTRACED_FEATURES: readonly Feature[] = Object.freeze(
+  FEATURES.filter((f) => f !== "trace-context"),
+);
 
 /** Tunables of a mux session. Every field has a documented default. */
 export interface SessionOptions {
@@ -90,7 +96,9 @@ export interface SessionOptions {
   protocolVersions?: VersionRange;
   /**
    * The features this side offers (and so may use): some of {@link FEATURES}.
-   * Default all of them. A session uses only those both sides offer.
+   * Default all of them, but `trace-context` only while a tracing SDK is
+   * registered (`@opentelemetry/api`'s global tracer provider) when the
+   * session is created. A session uses only those both sides offer.
    */
   features?: readonly Feature[];
   /**
@@ -124,7 +132,7 @@ export const defaultSessionOptions: ResolvedSessionOptions = Object.freeze({
   handshakeTimeoutMs: 30_000,
   openTimeoutMs: 120_000,
   protocolVersions: Object.freeze({ min: MIN_PROTOCOL_VERSION, max: PROTOCOL_VERSION }),
-  features: FEATURES,
+  features: UNTRACED_FEATURES,
   softwareVersion: SOFTWARE_VERSION,
 });
 
@@ -153,6 +161,7 @@ const limits: Record<NumericOption, [min: number, max: number]> = {
 export function resolveSessionOptions(options: SessionOptions = {}): ResolvedSessionOptions {
   const given: SessionOptions = definedOnly(options);
   const resolved = { ...defaultSessionOptions, ...given };
+  if (given.features === undefined && activeTracer() !== undefined) resolved.features = FEATURES;
   // A larger largest frame raises the default byte windows with it, so one such frame always fits.
   if (Number.isInteger(resolved.maxMessageBytes)) {
     if (given.requestWindowBytes === undefined)

@@ -54,6 +54,7 @@ import {
   type HelloOffer,
 } from "./negotiation.ts";
 import { Outbox } from "./outbox.ts";
+import { noteReceivedTrace, outgoingTrace, withTraceContext } from "./trace-context.ts";
 import {
   gracefulCodes,
   transition,
@@ -119,6 +120,8 @@ export class MuxSession implements Session {
 
   readonly #options: ResolvedSessionOptions;
   readonly #now: () => number;
+  /** The session agreed on the feature `trace-context`: frames carry trace contexts both ways (trace-context.ts). */
+  #traceAgreed = false;
   readonly #metrics: Metrics;
   readonly #outbox: Outbox;
   readonly #serverInbox: Inbox<MuxRequest>;
@@ -201,15 +204,18 @@ export class MuxSession implements Session {
     this.server = {
       recv: (signal) => this.#serverInbox.recv(signal),
       recvTo: (receiver, signal) => this.#serverInbox.recvTo(receiver, signal),
-      send: (response, signal) => this.#outbox.send("responses", responseFrame(response), signal),
+      send: (response, signal) =>
+        this.#outbox.send("responses", this.#traced(response, responseFrame(response)), signal),
       trySend: (response, signal) =>
-        this.#outbox.offer("responses", responseFrame(response), signal),
+        this.#outbox.offer("responses", this.#traced(response, responseFrame(response)), signal),
     };
     this.client = {
       recv: (signal) => this.#clientInbox.recv(signal),
       recvTo: (receiver, signal) => this.#clientInbox.recvTo(receiver, signal),
-      send: (request, signal) => this.#outbox.send("requests", requestFrame(request), signal),
-      trySend: (request, signal) => this.#outbox.offer("requests", requestFrame(request), signal),
+      send: (request, signal) =>
+        this.#outbox.send("requests", this.#traced(request, requestFrame(request)), signal),
+      trySend: (request, signal) =>
+        this.#outbox.offer("requests", this.#traced(request, requestFrame(request)), signal),
     };
 
     this.#outbox.setHello(
@@ -594,6 +600,8 @@ export class MuxSession implements Session {
       case "request":
       case "deltaRequest": {
         this.#received.requests++;
+        if (this.#traceAgreed && frame.traceContext !== undefined)
+          noteReceivedTrace(value.value, frame.traceContext, performance.now());
         const weight = this.#weigh(frame, "requests");
         if (!ended && weight !== undefined)
           this.#deliverOrFail(this.#serverInbox.deliver(value.value, weight.bytes, weight.memory));
@@ -602,6 +610,8 @@ export class MuxSession implements Session {
       case "response":
       case "deltaResponse": {
         this.#received.responses++;
+        if (this.#traceAgreed && frame.traceContext !== undefined)
+          noteReceivedTrace(value.value, frame.traceContext, performance.now());
         const weight = this.#weigh(frame, "responses");
         if (!ended && weight !== undefined)
           this.#deliverOrFail(this.#clientInbox.deliver(value.value, weight.bytes, weight.memory));
@@ -694,6 +704,17 @@ export class MuxSession implements Session {
     }
   }
 
+  /**
+   * `frame` (of `message`) with the trace context the layer above marked
+   * `message` with, when the session agreed on `trace-context`; else
+   * `frame` itself.
+   */
+  #traced(message: object, frame: Frame): Frame {
+    if (!this.#traceAgreed) return frame;
+    const context = outgoingTrace(message);
+    return context === undefined ? frame : withTraceContext(frame, context);
+  }
+
   /** What this side offers in its hello. */
   #offer(): HelloOffer {
     const o = this.#options;
@@ -754,6 +775,7 @@ export class MuxSession implements Session {
       features: agreement.features,
     };
     this.#expectedPeerId = hello.peerId;
+    this.#traceAgreed = agreement.features.includes("trace-context");
     this.#state = transition(this.#state, { type: "hello", peer });
     this.#outbox.openLanes(
       { requests: peer.requestWindow, responses: peer.responseWindow },

@@ -1,5 +1,5 @@
 /**
- * Observing a control plane: the `Metrics` interface, store instrumentation, the status feed and page, and the HTTP handler that serves them.
+ * Observing a control plane: the `Metrics` interface, store instrumentation, the status feed and page, the HTTP handler that serves them, and the names of the trace spans it records.
  *
  * @module
  */
@@ -41,6 +41,7 @@ export {
 } from "./status-feed.ts";
 export { STATUS_PAGE_HTML } from "./status-page-html.ts";
 export type { Readiness } from "./probes.ts";
+export { SPAN_ATTRIBUTES, SPAN_NAMES, TRACER_NAME } from "./tracing.ts";
 export {
   countByState,
   directionTimes,

@@ -41,6 +41,9 @@ import {
   type TypeRegistry,
 } from "../kinds/resource-types.ts";
 import { SnapshotCache, type ServedKindState } from "./snapshot-cache.ts";
+import { ChangeTraces } from "./change-traces.ts";
+import { ReceiveTraces, ServeTraces } from "./stream-traces.ts";
+import { activeTracer } from "../observe/tracing.ts";
 import type { ZoneStatus } from "../observe/zone-status.ts";
 import { ZoneStatusRecord } from "./status.ts";
 import { StoreSink, type SinkMapping } from "./store-sink.ts";
@@ -143,12 +146,16 @@ export class SyncEngine {
   readonly #guards = new Map<string, ResetGuard>();
   /** Responses too large to send, logged once per burst (every session of a large set reports it). */
   readonly #oversizedLog: BurstLog;
+  /** The `kds.change` spans of served changes, while a tracing SDK was registered when the engine was made. */
+  readonly #changes: ChangeTraces | undefined;
   /** The last oversized response reported, for {@link #oversizedLog}'s line. */
   #oversized = { peer: "", kind: "", key: "", bytes: 0, limit: 0 };
 
   /** @param options - store, types, role */
   constructor(options: SyncEngineOptions) {
     this.#options = options;
+    const tracer = activeTracer();
+    this.#changes = tracer === undefined ? undefined : new ChangeTraces(tracer, options.role);
     this.#resetGuard =
       options.resetGuard === undefined || options.resetGuard === false
         ? undefined
@@ -207,6 +214,7 @@ export class SyncEngine {
         retry: this.#options.storeRetry,
         serves,
         selective,
+        fanOut: this.#changes === undefined ? undefined : this.#changes.fanOut,
       });
       this.#caches.push({ cache, crossZone });
       if (this.#started !== undefined) cache.start(this.#started);
@@ -382,14 +390,22 @@ export class SyncEngine {
       ...this.#caches.map((c) => this.#source(c, peer)),
       ...(this.#catalog === undefined ? [] : [this.#catalog]),
     ]);
-    const source = observed === undefined ? merged : observed.source(merged);
+    // Tracing (stream-traces.ts): only while a tracing SDK is registered; otherwise nothing is made or wrapped.
+    const traces =
+      this.#changes === undefined ? undefined : this.#traces(this.#changes, session, peer);
+    const serving = traces?.serving;
+    const receiving = traces?.receiving;
+    const observedSource = observed === undefined ? merged : observed.source(merged);
+    const source = serving === undefined ? observedSource : serving.source(observedSource);
     const serverObserver = combineServerObservers(
       record.serverObserver(),
       ...(observed === undefined ? [] : [observed.server]),
+      ...(serving === undefined ? [] : [serving.observer()]),
       this.#logResourceErrors(peer.zone, (url) => types.byTypeUrl(url)?.kind ?? url),
     );
+    const serverView = gate?.watch(session.server) ?? session.server;
     const server = new DiscoveryServer({
-      view: gate?.watch(session.server) ?? session.server,
+      view: serving === undefined ? serverView : serving.view(serverView),
       source,
       options: { ...discovery, maxMessageBytes },
       // The zone fetches the catalog once: a late ACK must not bring it again (its NACK would end the session).
@@ -419,7 +435,7 @@ export class SyncEngine {
       gate: guard,
     });
     const client = new DiscoveryClient({
-      view: session.client,
+      view: receiving === undefined ? session.client : receiving.view(session.client),
       // In the registry's order, each kind after those it depends on: the peer serves them in the order asked.
       typeUrls: types.receivedBy(this.#options.role).map((t) => t.typeUrl),
       mode: mode ?? "delta",
@@ -450,6 +466,26 @@ export class SyncEngine {
       guard?.close();
       if (this.#guards.get(peer.zone) === guard) this.#guards.delete(peer.zone);
     }
+  }
+
+  /** The spans of one session's streams (made only while a tracing SDK is registered). */
+  #traces(
+    changes: ChangeTraces,
+    session: Session,
+    peer: SyncPeer,
+  ): { readonly serving: ServeTraces; readonly receiving: ReceiveTraces } {
+    const types = this.#options.types;
+    const kindOf = (url: string): string => types.byTypeUrl(url)?.kind ?? url;
+    return {
+      serving: new ServeTraces(changes, peer.zone, kindOf, session.signal),
+      receiving: new ReceiveTraces(
+        changes.tracer,
+        peer.zone,
+        this.#options.role,
+        kindOf,
+        session.signal,
+      ),
+    };
   }
 
   /** A reset guard for a new session of `zone` (undefined when the guard is off). */

@@ -76,6 +76,13 @@ export interface SnapshotCacheOptions {
    * such resources (or `needed` says so anyway). Default: none.
    */
   readonly selective?: (resource: StoredResource) => boolean;
+  /**
+   * Runs around telling the streams of one change (`tell` tells them): the
+   * sync engine opens the change's `kds.change` span there while a tracing
+   * SDK is registered (change-traces.ts). Default: none (the streams are told
+   * directly).
+   */
+  readonly fanOut?: (change: StoreChange, kind: string, key: string, tell: () => void) => void;
 }
 
 /** Shared, incrementally updated wire form of the kinds a side serves. */
@@ -84,6 +91,7 @@ export class SnapshotCache {
   readonly #logger: Logger;
   readonly #retry: BackoffOptions | undefined;
   readonly #serves: ((resource: StoredResource) => boolean) | undefined;
+  readonly #fanOut: SnapshotCacheOptions["fanOut"];
   readonly #selective: (resource: StoredResource) => boolean;
   readonly #kinds = new Map<string, KindCache>();
   readonly #byUrl = new Map<string, KindCache>();
@@ -100,6 +108,7 @@ export class SnapshotCache {
     this.#logger = options.logger;
     this.#retry = options.retry;
     this.#serves = options.serves;
+    this.#fanOut = options.fanOut;
     this.#selective = options.selective ?? (() => false);
     for (const type of types) {
       const cache: KindCache = {
@@ -245,7 +254,14 @@ export class SnapshotCache {
       if (gone === undefined) return;
       this.#drop(cache, key, gone);
     }
-    for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
+    const fanOut = this.#fanOut;
+    if (fanOut === undefined) {
+      for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
+      return;
+    }
+    fanOut(change, kind, key, () => {
+      for (const listener of this.#listeners) listener(cache.type.typeUrl, key);
+    });
   }
 
   #snapshot(

@@ -98,7 +98,7 @@ export function streamObservers(
 
 /** One server observer calling each of `observers` in order. */
 export function combineServerObservers(...observers: ServerObserver[]): ServerObserver {
-  return {
+  const combined: ServerObserver = {
     sent: (typeUrl, info) => {
       for (const o of observers) o.sent?.(typeUrl, info);
     },
@@ -119,6 +119,14 @@ export function combineServerObservers(...observers: ServerObserver[]): ServerOb
     },
     unknownType: (typeUrl) => {
       for (const o of observers) o.unknownType?.(typeUrl);
+    },
+  };
+  // Only where one of them listens (tracing): the server tells it after nearly every response.
+  if (!observers.some((o) => o.caughtUp !== undefined)) return combined;
+  return {
+    ...combined,
+    caughtUp: (typeUrl) => {
+      for (const o of observers) o.caughtUp?.(typeUrl);
     },
   };
 }

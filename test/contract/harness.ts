@@ -280,7 +280,12 @@ export class RawPeer {
   }
 
   write(value: Frame["value"]): void {
-    this.#queue.push(create(FrameSchema, { value }));
+    this.writeFrame(create(FrameSchema, { value }));
+  }
+
+  /** Writes a whole frame (one carrying fields beside its value). */
+  writeFrame(frame: Frame): void {
+    this.#queue.push(frame);
     this.#wake?.();
   }
 

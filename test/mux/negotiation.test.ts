@@ -57,7 +57,9 @@ describe("negotiate", () => {
     expect([MIN_PROTOCOL_VERSION, PROTOCOL_VERSION]).toEqual([2, 3]);
     expect(KDS_MUX_VERSION).toBe(packageJson.version);
     expect(SOFTWARE_VERSION).toBe(`kds-mux/${packageJson.version}`);
-    expect(FEATURES).toEqual(["batching", "calls"]);
+    expect(FEATURES).toEqual(["batching", "calls", "trace-context"]);
+    // Without a tracing SDK registered, a session offers every feature but trace-context.
+    expect(resolveSessionOptions().features).toEqual(["batching", "calls"]);
   });
 
   it("reads a hello without a range as a version 2 peer, its features from the booleans", () => {

@@ -10,6 +10,14 @@ import type { Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import { encodeFrame } from "../../mux/frame-encode.ts";
 import { readFrame } from "../../mux/frame-decode.ts";
 import { PUSH_FRAMES, type FrameReceiver, type PushedFrames } from "../../mux/frame-push.ts";
+import { traceContextsOf, tracesMarked, type WireTraceContext } from "../../mux/trace-context.ts";
+import {
+  SPAN_ATTRIBUTES,
+  SPAN_NAMES,
+  activeTracer,
+  parseTraceparent,
+} from "../../observe/tracing.ts";
+import { ROOT_CONTEXT, trace } from "@opentelemetry/api";
 
 /** gRPC's length-prefixed message header: a flags byte and a 32-bit big-endian length. */
 export const GRPC_PREFIX_BYTES = 5;
@@ -32,9 +40,45 @@ export function grpcEnvelope(body: Uint8Array): Buffer {
  * nesting level and then again behind the prefix).
  */
 export function grpcFrame(frame: Frame): Buffer {
+  // Nothing to look for until a message was marked with a trace context (only while a tracing SDK is registered).
+  if (tracesMarked()) {
+    const contexts = traceContextsOf(frame);
+    if (contexts.length > 0) return tracedEncode(frame, contexts);
+  }
   const out = encodeFrame(frame, GRPC_PREFIX_BYTES, allocate) as Buffer;
   out[0] = 0;
   out.writeUInt32BE(out.length - GRPC_PREFIX_BYTES, 1);
+  return out;
+}
+
+/** {@link grpcFrame}, recording a `kds.encode` span under each trace context the frame carries. */
+function tracedEncode(frame: Frame, contexts: readonly WireTraceContext[]): Buffer {
+  const start = performance.now();
+  const out = encodeFrame(frame, GRPC_PREFIX_BYTES, allocate) as Buffer;
+  out[0] = 0;
+  out.writeUInt32BE(out.length - GRPC_PREFIX_BYTES, 1);
+  const end = performance.now();
+  const tracer = activeTracer();
+  if (tracer === undefined) return out;
+  for (const wire of contexts) {
+    const remote = parseTraceparent(wire.traceparent, wire.tracestate);
+    if (remote === undefined) continue;
+    tracer
+      .startSpan(
+        SPAN_NAMES.encode,
+        {
+          startTime: start,
+          attributes: {
+            [SPAN_ATTRIBUTES.bytes]: out.length - GRPC_PREFIX_BYTES,
+            [SPAN_ATTRIBUTES.frames]:
+              frame.value.case === "batch" ? frame.value.value.frames.length : 1,
+          },
+        },
+        // The sender's own span: not remote here, so the encode span is its child in this process.
+        trace.setSpanContext(ROOT_CONTEXT, { ...remote, isRemote: false }),
+      )
+      .end(end);
+  }
   return out;
 }
 

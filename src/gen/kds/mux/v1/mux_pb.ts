@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kds/mux/v1/mux.proto.
  */
 export const file_kds_mux_v1_mux: GenFile = /*@__PURE__*/
-  fileDesc("ChRrZHMvbXV4L3YxL211eC5wcm90bxIKa2RzLm11eC52MSLlAwoFRnJhbWUSKwoHcmVxdWVzdBgBIAEoCzIYLmtkcy52MS5EaXNjb3ZlcnlSZXF1ZXN0SAASLQoIcmVzcG9uc2UYAiABKAsyGS5rZHMudjEuRGlzY292ZXJ5UmVzcG9uc2VIABI2Cg1kZWx0YV9yZXF1ZXN0GAMgASgLMh0ua2RzLnYxLkRlbHRhRGlzY292ZXJ5UmVxdWVzdEgAEjgKDmRlbHRhX3Jlc3BvbnNlGAQgASgLMh4ua2RzLnYxLkRlbHRhRGlzY292ZXJ5UmVzcG9uc2VIABIiCgVoZWxsbxgKIAEoCzIRLmtkcy5tdXgudjEuSGVsbG9IABIgCgRwaW5nGAsgASgLMhAua2RzLm11eC52MS5QaW5nSAASIAoEcG9uZxgMIAEoCzIQLmtkcy5tdXgudjEuUG9uZ0gAEjEKDXdpbmRvd191cGRhdGUYDSABKAsyGC5rZHMubXV4LnYxLldpbmRvd1VwZGF0ZUgAEiQKBmdvYXdheRgOIAEoCzISLmtkcy5tdXgudjEuR29Bd2F5SAASIgoFYmF0Y2gYDyABKAsyES5rZHMubXV4LnYxLkJhdGNoSAASIAoEY2FsbBgQIAEoCzIQLmtkcy5tdXgudjEuQ2FsbEgAQgcKBXZhbHVlItYBCgRDYWxsEgoKAmlkGAEgASgEEiQKBG9wZW4YAiABKAsyFC5rZHMubXV4LnYxLkNhbGxPcGVuSAASJAoEaGVhZBgDIAEoCzIULmtkcy5tdXgudjEuQ2FsbEhlYWRIABIOCgRkYXRhGAQgASgMSAASIgoDZW5kGAUgASgLMhMua2RzLm11eC52MS5DYWxsRW5kSAASKAoGY2FuY2VsGAYgASgLMhYua2RzLm11eC52MS5DYWxsQ2FuY2VsSAASEAoGY3JlZGl0GAcgASgNSABCBgoEa2luZCKaAQoIQ2FsbE9wZW4SDAoEcGF0aBgBIAEoCRIyCgdoZWFkZXJzGAIgAygLMiEua2RzLm11eC52MS5DYWxsT3Blbi5IZWFkZXJzRW50cnkSDAoEYm9keRgDIAEoDBIOCgZ3aW5kb3cYBCABKA0aLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEifgoIQ2FsbEhlYWQSDgoGc3RhdHVzGAEgASgNEjIKB2hlYWRlcnMYAiADKAsyIS5rZHMubXV4LnYxLkNhbGxIZWFkLkhlYWRlcnNFbnRyeRouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKMAQoHQ2FsbEVuZBIzCgh0cmFpbGVycxgBIAMoCzIhLmtkcy5tdXgudjEuQ2FsbEVuZC5UcmFpbGVyc0VudHJ5Eg0KBWVycm9yGAIgASgJEgwKBGNvZGUYAyABKAkaLwoNVHJhaWxlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIgwKCkNhbGxDYW5jZWwiKgoFQmF0Y2gSIQoGZnJhbWVzGAEgAygLMhEua2RzLm11eC52MS5GcmFtZSLjAgoFSGVsbG8SGAoQcHJvdG9jb2xfdmVyc2lvbhgBIAEoDRIPCgdwZWVyX2lkGAIgASgJEhYKDnJlcXVlc3Rfd2luZG93GAMgASgNEhcKD3Jlc3BvbnNlX3dpbmRvdxgEIAEoDRIZChFtYXhfbWVzc2FnZV9ieXRlcxgFIAEoDRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBiABKA0SHAoUaGVhcnRiZWF0X3RpbWVvdXRfbXMYByABKA0SEAoIYmF0Y2hpbmcYCCABKAgSDQoFY2FsbHMYCSABKAgSHAoUcmVxdWVzdF93aW5kb3dfYnl0ZXMYCiABKA0SHQoVcmVzcG9uc2Vfd2luZG93X2J5dGVzGAsgASgNEhwKFG1heF9wcm90b2NvbF92ZXJzaW9uGAwgASgNEhAKCGZlYXR1cmVzGA0gAygJEhgKEHNvZnR3YXJlX3ZlcnNpb24YDiABKAkiEgoEUGluZxIKCgJpZBgBIAEoBCISCgRQb25nEgoKAmlkGAEgASgEImIKDFdpbmRvd1VwZGF0ZRIQCghyZXF1ZXN0cxgBIAEoDRIRCglyZXNwb25zZXMYAiABKA0SFQoNcmVxdWVzdF9ieXRlcxgDIAEoDRIWCg5yZXNwb25zZV9ieXRlcxgEIAEoDSJZCgZHb0F3YXkSKAoGcmVhc29uGAEgASgOMhgua2RzLm11eC52MS5Hb0F3YXlSZWFzb24SDwoHbWVzc2FnZRgCIAEoCRIUCgxyZWNvbm5lY3RfdG8YAyABKAkq2gIKDEdvQXdheVJlYXNvbhIeChpHT19BV0FZX1JFQVNPTl9VTlNQRUNJRklFRBAAEhsKF0dPX0FXQVlfUkVBU09OX1NIVVRET1dOEAESGwoXR09fQVdBWV9SRUFTT05fUkVQTEFDRUQQAhIhCh1HT19BV0FZX1JFQVNPTl9QUk9UT0NPTF9FUlJPUhADEiQKIEdPX0FXQVlfUkVBU09OX0hFQVJUQkVBVF9USU1FT1VUEAQSHwobR09fQVdBWV9SRUFTT05fU0VORF9USU1FT1VUEAUSHwobR09fQVdBWV9SRUFTT05fWk9ORV9SRVZPS0VEEAYSJQohR09fQVdBWV9SRUFTT05fUkVTT1VSQ0VfRVhIQVVTVEVEEAcSHAoYR09fQVdBWV9SRUFTT05fUkVDT05ORUNUEAgSIAocR09fQVdBWV9SRUFTT05fVE9LRU5fRVhQSVJFRBAJMk0KEE11bHRpcGxleFNlcnZpY2USOQoNU3RyZWFtTWVzc2FnZRIRLmtkcy5tdXgudjEuRnJhbWUaES5rZHMubXV4LnYxLkZyYW1lKAEwAWIGcHJvdG8z", [file_kds_v1_discovery]);
+  fileDesc("ChRrZHMvbXV4L3YxL211eC5wcm90bxIKa2RzLm11eC52MSKWBAoFRnJhbWUSKwoHcmVxdWVzdBgBIAEoCzIYLmtkcy52MS5EaXNjb3ZlcnlSZXF1ZXN0SAASLQoIcmVzcG9uc2UYAiABKAsyGS5rZHMudjEuRGlzY292ZXJ5UmVzcG9uc2VIABI2Cg1kZWx0YV9yZXF1ZXN0GAMgASgLMh0ua2RzLnYxLkRlbHRhRGlzY292ZXJ5UmVxdWVzdEgAEjgKDmRlbHRhX3Jlc3BvbnNlGAQgASgLMh4ua2RzLnYxLkRlbHRhRGlzY292ZXJ5UmVzcG9uc2VIABIiCgVoZWxsbxgKIAEoCzIRLmtkcy5tdXgudjEuSGVsbG9IABIgCgRwaW5nGAsgASgLMhAua2RzLm11eC52MS5QaW5nSAASIAoEcG9uZxgMIAEoCzIQLmtkcy5tdXgudjEuUG9uZ0gAEjEKDXdpbmRvd191cGRhdGUYDSABKAsyGC5rZHMubXV4LnYxLldpbmRvd1VwZGF0ZUgAEiQKBmdvYXdheRgOIAEoCzISLmtkcy5tdXgudjEuR29Bd2F5SAASIgoFYmF0Y2gYDyABKAsyES5rZHMubXV4LnYxLkJhdGNoSAASIAoEY2FsbBgQIAEoCzIQLmtkcy5tdXgudjEuQ2FsbEgAEi8KDXRyYWNlX2NvbnRleHQYFCABKAsyGC5rZHMubXV4LnYxLlRyYWNlQ29udGV4dEIHCgV2YWx1ZSI3CgxUcmFjZUNvbnRleHQSEwoLdHJhY2VwYXJlbnQYASABKAkSEgoKdHJhY2VzdGF0ZRgCIAEoCSLWAQoEQ2FsbBIKCgJpZBgBIAEoBBIkCgRvcGVuGAIgASgLMhQua2RzLm11eC52MS5DYWxsT3BlbkgAEiQKBGhlYWQYAyABKAsyFC5rZHMubXV4LnYxLkNhbGxIZWFkSAASDgoEZGF0YRgEIAEoDEgAEiIKA2VuZBgFIAEoCzITLmtkcy5tdXgudjEuQ2FsbEVuZEgAEigKBmNhbmNlbBgGIAEoCzIWLmtkcy5tdXgudjEuQ2FsbENhbmNlbEgAEhAKBmNyZWRpdBgHIAEoDUgAQgYKBGtpbmQimgEKCENhbGxPcGVuEgwKBHBhdGgYASABKAkSMgoHaGVhZGVycxgCIAMoCzIhLmtkcy5tdXgudjEuQ2FsbE9wZW4uSGVhZGVyc0VudHJ5EgwKBGJvZHkYAyABKAwSDgoGd2luZG93GAQgASgNGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIn4KCENhbGxIZWFkEg4KBnN0YXR1cxgBIAEoDRIyCgdoZWFkZXJzGAIgAygLMiEua2RzLm11eC52MS5DYWxsSGVhZC5IZWFkZXJzRW50cnkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEijAEKB0NhbGxFbmQSMwoIdHJhaWxlcnMYASADKAsyIS5rZHMubXV4LnYxLkNhbGxFbmQuVHJhaWxlcnNFbnRyeRINCgVlcnJvchgCIAEoCRIMCgRjb2RlGAMgASgJGi8KDVRyYWlsZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIMCgpDYWxsQ2FuY2VsIioKBUJhdGNoEiEKBmZyYW1lcxgBIAMoCzIRLmtkcy5tdXgudjEuRnJhbWUi4wIKBUhlbGxvEhgKEHByb3RvY29sX3ZlcnNpb24YASABKA0SDwoHcGVlcl9pZBgCIAEoCRIWCg5yZXF1ZXN0X3dpbmRvdxgDIAEoDRIXCg9yZXNwb25zZV93aW5kb3cYBCABKA0SGQoRbWF4X21lc3NhZ2VfYnl0ZXMYBSABKA0SHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAYgASgNEhwKFGhlYXJ0YmVhdF90aW1lb3V0X21zGAcgASgNEhAKCGJhdGNoaW5nGAggASgIEg0KBWNhbGxzGAkgASgIEhwKFHJlcXVlc3Rfd2luZG93X2J5dGVzGAogASgNEh0KFXJlc3BvbnNlX3dpbmRvd19ieXRlcxgLIAEoDRIcChRtYXhfcHJvdG9jb2xfdmVyc2lvbhgMIAEoDRIQCghmZWF0dXJlcxgNIAMoCRIYChBzb2Z0d2FyZV92ZXJzaW9uGA4gASgJIhIKBFBpbmcSCgoCaWQYASABKAQiEgoEUG9uZxIKCgJpZBgBIAEoBCJiCgxXaW5kb3dVcGRhdGUSEAoIcmVxdWVzdHMYASABKA0SEQoJcmVzcG9uc2VzGAIgASgNEhUKDXJlcXVlc3RfYnl0ZXMYAyABKA0SFgoOcmVzcG9uc2VfYnl0ZXMYBCABKA0iWQoGR29Bd2F5EigKBnJlYXNvbhgBIAEoDjIYLmtkcy5tdXgudjEuR29Bd2F5UmVhc29uEg8KB21lc3NhZ2UYAiABKAkSFAoMcmVjb25uZWN0X3RvGAMgASgJKtoCCgxHb0F3YXlSZWFzb24SHgoaR09fQVdBWV9SRUFTT05fVU5TUEVDSUZJRUQQABIbChdHT19BV0FZX1JFQVNPTl9TSFVURE9XThABEhsKF0dPX0FXQVlfUkVBU09OX1JFUExBQ0VEEAISIQodR09fQVdBWV9SRUFTT05fUFJPVE9DT0xfRVJST1IQAxIkCiBHT19BV0FZX1JFQVNPTl9IRUFSVEJFQVRfVElNRU9VVBAEEh8KG0dPX0FXQVlfUkVBU09OX1NFTkRfVElNRU9VVBAFEh8KG0dPX0FXQVlfUkVBU09OX1pPTkVfUkVWT0tFRBAGEiUKIUdPX0FXQVlfUkVBU09OX1JFU09VUkNFX0VYSEFVU1RFRBAHEhwKGEdPX0FXQVlfUkVBU09OX1JFQ09OTkVDVBAIEiAKHEdPX0FXQVlfUkVBU09OX1RPS0VOX0VYUElSRUQQCTJNChBNdWx0aXBsZXhTZXJ2aWNlEjkKDVN0cmVhbU1lc3NhZ2USES5rZHMubXV4LnYxLkZyYW1lGhEua2RzLm11eC52MS5GcmFtZSgBMAFiBnByb3RvMw", [file_kds_v1_discovery]);
 
 /**
  * One frame of the multiplexed stream.
@@ -123,6 +123,17 @@ export type Frame = Message<"kds.mux.v1.Frame"> & {
     value: Call;
     case: "call";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * The W3C trace context of a data frame (a request, response or call, alone
+   * or inside a batch), so the receiver's spans join the sender's trace. Only
+   * sent to a peer whose hello offered the feature "trace-context"; a
+   * receiver that did not offer it ignores the field (docs/protocol.md,
+   * "Trace context").
+   *
+   * @generated from field: kds.mux.v1.TraceContext trace_context = 20;
+   */
+  traceContext?: TraceContext | undefined;
 };
 
 /**
@@ -131,6 +142,35 @@ export type Frame = Message<"kds.mux.v1.Frame"> & {
  */
 export const FrameSchema: GenMessage<Frame> = /*@__PURE__*/
   messageDesc(file_kds_mux_v1_mux, 0);
+
+/**
+ * W3C Trace Context (https://www.w3.org/TR/trace-context/) as the HTTP
+ * headers of the same names carry it.
+ *
+ * @generated from message kds.mux.v1.TraceContext
+ */
+export type TraceContext = Message<"kds.mux.v1.TraceContext"> & {
+  /**
+   * The `traceparent` value: "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>".
+   *
+   * @generated from field: string traceparent = 1;
+   */
+  traceparent: string;
+
+  /**
+   * The `tracestate` value (vendor entries), empty when there is none.
+   *
+   * @generated from field: string tracestate = 2;
+   */
+  tracestate: string;
+};
+
+/**
+ * Describes the message kds.mux.v1.TraceContext.
+ * Use `create(TraceContextSchema)` to create a new message.
+ */
+export const TraceContextSchema: GenMessage<TraceContext> = /*@__PURE__*/
+  messageDesc(file_kds_mux_v1_mux, 1);
 
 /**
  * A frame of a reverse call: an HTTP-like exchange carrying the Connect
@@ -208,7 +248,7 @@ export type Call = Message<"kds.mux.v1.Call"> & {
  * Use `create(CallSchema)` to create a new message.
  */
 export const CallSchema: GenMessage<Call> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 1);
+  messageDesc(file_kds_mux_v1_mux, 2);
 
 /**
  * The start of a reverse call.
@@ -251,7 +291,7 @@ export type CallOpen = Message<"kds.mux.v1.CallOpen"> & {
  * Use `create(CallOpenSchema)` to create a new message.
  */
 export const CallOpenSchema: GenMessage<CallOpen> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 2);
+  messageDesc(file_kds_mux_v1_mux, 3);
 
 /**
  * The head of a reverse call's response.
@@ -279,7 +319,7 @@ export type CallHead = Message<"kds.mux.v1.CallHead"> & {
  * Use `create(CallHeadSchema)` to create a new message.
  */
 export const CallHeadSchema: GenMessage<CallHead> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 3);
+  messageDesc(file_kds_mux_v1_mux, 4);
 
 /**
  * The end of a reverse call's response.
@@ -315,7 +355,7 @@ export type CallEnd = Message<"kds.mux.v1.CallEnd"> & {
  * Use `create(CallEndSchema)` to create a new message.
  */
 export const CallEndSchema: GenMessage<CallEnd> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 4);
+  messageDesc(file_kds_mux_v1_mux, 5);
 
 /**
  * Cancels a reverse call.
@@ -330,7 +370,7 @@ export type CallCancel = Message<"kds.mux.v1.CallCancel"> & {
  * Use `create(CallCancelSchema)` to create a new message.
  */
 export const CallCancelSchema: GenMessage<CallCancel> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 5);
+  messageDesc(file_kds_mux_v1_mux, 6);
 
 /**
  * Data frames (requests and responses) sent together, in order. Each counts
@@ -353,7 +393,7 @@ export type Batch = Message<"kds.mux.v1.Batch"> & {
  * Use `create(BatchSchema)` to create a new message.
  */
 export const BatchSchema: GenMessage<Batch> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 6);
+  messageDesc(file_kds_mux_v1_mux, 7);
 
 /**
  * The first frame of each side. Nothing but control frames may be sent before
@@ -477,7 +517,7 @@ export type Hello = Message<"kds.mux.v1.Hello"> & {
  * Use `create(HelloSchema)` to create a new message.
  */
 export const HelloSchema: GenMessage<Hello> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 7);
+  messageDesc(file_kds_mux_v1_mux, 8);
 
 /**
  * A liveness probe.
@@ -498,7 +538,7 @@ export type Ping = Message<"kds.mux.v1.Ping"> & {
  * Use `create(PingSchema)` to create a new message.
  */
 export const PingSchema: GenMessage<Ping> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 8);
+  messageDesc(file_kds_mux_v1_mux, 9);
 
 /**
  * Answer to a ping.
@@ -519,7 +559,7 @@ export type Pong = Message<"kds.mux.v1.Pong"> & {
  * Use `create(PongSchema)` to create a new message.
  */
 export const PongSchema: GenMessage<Pong> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 9);
+  messageDesc(file_kds_mux_v1_mux, 10);
 
 /**
  * Credit returned as the receiver's views consume frames.
@@ -561,7 +601,7 @@ export type WindowUpdate = Message<"kds.mux.v1.WindowUpdate"> & {
  * Use `create(WindowUpdateSchema)` to create a new message.
  */
 export const WindowUpdateSchema: GenMessage<WindowUpdate> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 10);
+  messageDesc(file_kds_mux_v1_mux, 11);
 
 /**
  * The last frame a side sends before it ends its half of the stream.
@@ -599,7 +639,7 @@ export type GoAway = Message<"kds.mux.v1.GoAway"> & {
  * Use `create(GoAwaySchema)` to create a new message.
  */
 export const GoAwaySchema: GenMessage<GoAway> = /*@__PURE__*/
-  messageDesc(file_kds_mux_v1_mux, 11);
+  messageDesc(file_kds_mux_v1_mux, 12);
 
 /**
  * Why a side ends the session.
