@@ -236,7 +236,7 @@ export class Rebalancer {
     // Behind one address (a load balancer in front of every instance) the balancer, not this instance, picks where a moved zone lands.
     const shared = target.zoneUrl === self.zoneUrl;
     if (movable.length === 0) {
-      const why = `rebalancing: holding ${self.zones} zones (share ${share} among ${all.length} instances) and asking none to move: every zone beyond the share came back when asked before and is held off${shared ? ` (every instance advertises ${target.zoneUrl}: the load balancer there picks the instance a zone reconnects to)` : " (zones that do not follow a goaway's reconnect_to outside their own --global list, or that cannot reach it)"}`;
+      const why = `rebalancing: holding ${self.zones} zones (share ${share} among ${all.length} instances) and asking none to move: every zone beyond the share came back when asked before and is held off${shared ? ` (every instance advertises ${target.zoneUrl}: the load balancer there picks the instance a zone reconnects to)` : " (zones that do not follow a goaway's reconnect_to outside the global addresses they were given, or that cannot reach it)"}`;
       if (why !== this.#stuck) logger.info(why, { held: self.zones, share });
       this.#stuck = why;
       return 0;
