@@ -70,84 +70,8 @@ import { fdSoftLimit, within } from "./fanout.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
 import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
 import { percentile } from "./percentile.ts";
-import { spreadOf, summaryProblems, type Spread, type SummaryKey } from "./summary.ts";
-
-/** The scenario's summary keys, in the order a run writes them (the smoke test checks both). */
-export const SCALE_KEYS: readonly SummaryKey[] = [
-  {
-    key: "scale.instances",
-    unit: "count",
-    rule: "positive",
-    measures: "global instances (processes)",
-    target: "-",
-  },
-  {
-    key: "scale.zones",
-    unit: "count",
-    rule: "positive",
-    measures: "zones (a connection and mux stream each)",
-    target: "-",
-  },
-  {
-    key: "scale.connectSeconds",
-    unit: "s",
-    rule: "positive",
-    measures: "from the zones starting to dial until every zone mirrors the Mesh",
-    target: "<= 120",
-  },
-  {
-    key: "scale.rssTotalMiB",
-    unit: "MiB",
-    rule: "positive",
-    measures: "RSS of all instances together, idle, every zone connected (after GC)",
-    target: "<= 6144",
-  },
-  {
-    key: "scale.heapPerZoneKiB",
-    unit: "KiB",
-    rule: "finite",
-    measures: "heap growth of all instances together per zone (after GC)",
-    target: "-",
-  },
-  {
-    key: "scale.p50Ms",
-    unit: "ms",
-    rule: "spread",
-    measures:
-      "one change through instance 0 until a zone has it, p50 over the zones, spread over the repetitions",
-    target: "-",
-  },
-  { key: "scale.p99Ms", unit: "ms", rule: "spread", measures: "the same, p99", target: "<= 5000" },
-  {
-    key: "scale.floorP99Ms",
-    unit: "ms",
-    rule: "spread",
-    measures:
-      "the floor: the change's frame over plain node:http2 streams to the same zone processes, p99",
-    target: "-",
-  },
-  {
-    key: "scale.p99PerFloor",
-    unit: "ratio",
-    rule: "spread",
-    measures: "p99 over the floor's p99 of the same repetition",
-    target: "-",
-  },
-  {
-    key: "scale.failoverSeconds",
-    unit: "s",
-    rule: "positive",
-    measures: "from SIGKILL of one instance until every zone holds a change made then",
-    target: "<= 60",
-  },
-  {
-    key: "scale.failoverResentPercent",
-    unit: "%",
-    rule: "finite",
-    measures: "resources resent both ways over those the reconnected zones hold",
-    target: "< 1",
-  },
-];
+import { SCALE_KEYS } from "./scale-keys.ts";
+import { spreadOf, summaryProblems, type Spread } from "./summary.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -190,6 +114,8 @@ const WARMUP = QUICK ? 1 : 2;
 /** The idle window before the rounds, for the idle PostgreSQL rate; and the wait for the server's counters (see the top). */
 const IDLE_MS = QUICK ? 1_000 : 15_000;
 const STATS_LAG_MS = QUICK ? 0 : 11_000;
+/** Statements that ran at least this often per change are listed by their text in the summary. */
+const LISTED_PER_CHANGE = 0.5;
 
 const log = (text: string): void => {
   if (!args.quiet) process.stderr.write(`scale: ${text}\n`);
@@ -211,7 +137,10 @@ if (Math.max(perInstance, perProcess) + 1_000 > FD_LIMIT)
     `warning: ${Math.max(perInstance, perProcess)} sockets per process come close to the open-files limit ${FD_LIMIT}; raise it (ulimit -n) or use more --instances / --processes`,
   );
 
-const serverUrl = process.env.KDS_BENCH_DATABASE_URL || (await embeddedUrl());
+// The embedded server loads pg_stat_statements, which counts each statement as it ends (see the top).
+const serverUrl =
+  process.env.KDS_BENCH_DATABASE_URL ||
+  (await embeddedUrl({ shared_preload_libraries: "pg_stat_statements" }));
 const dbName = `kds_scale_${process.pid}`;
 const admin = postgres(serverUrl, { max: 1, onnotice: () => undefined });
 await admin.unsafe(`CREATE DATABASE "${dbName}"`);
@@ -224,6 +153,7 @@ type ZoneProcess = ChildProcessByStdio<Writable, Readable, null> & {
 const zoneProcesses: ZoneProcess[] = [];
 const globals: (CliGlobal & { log: string })[] = [];
 let listener: postgres.Sql | undefined;
+let statsSql: postgres.Sql | undefined;
 let exitCode = 0;
 try {
   // The Zones and the Mesh first, straight into the store (what `kds-mux apply` would write).
@@ -316,7 +246,31 @@ try {
   let notifies = 0;
   listener = postgres(storeUrl, { max: 1, onnotice: () => undefined });
   await listener.listen("kds.public", () => void notifies++);
+  // pg_stat_statements where the server loads it: counted as each statement ends, by statement.
+  // Read on the store's database, where the extension's view is; its own reads are left out.
+  const stats = postgres(storeUrl, { max: 1, onnotice: () => undefined });
+  statsSql = stats;
+  const statements = await stats
+    .unsafe("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    .then(() => stats.unsafe("SELECT 1 FROM pg_stat_statements LIMIT 1"))
+    .then(
+      () => true,
+      (error: unknown) => {
+        log(`no pg_stat_statements (${String(error)}): counting transactions in pg_stat_database`);
+        return false;
+      },
+    );
+  const statementText = new Map<string, string>();
   const pgCounters = async (): Promise<Record<string, number>> => {
+    const byStatement: Record<string, number> = {};
+    if (statements)
+      for (const row of await stats<{ id: string; calls: string; query: string }[]>`
+        SELECT queryid::text AS id, calls::text AS calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 160) AS query
+        FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = ${dbName})
+          AND query NOT LIKE '%pg_stat_statements%'`) {
+        byStatement[`statement:${row.id}`] = Number(row.calls);
+        statementText.set(`statement:${row.id}`, row.query);
+      }
     const [row] = await admin<Record<string, string>[]>`
       SELECT xact_commit + xact_rollback AS transactions, tup_returned AS "tuplesReturned",
              tup_fetched AS "tuplesFetched", tup_inserted AS "tuplesInserted",
@@ -324,6 +278,7 @@ try {
       FROM pg_stat_database WHERE datname = ${dbName}`;
     return {
       ...Object.fromEntries(Object.entries(row ?? {}).map(([k, v]) => [k, Number(v)])),
+      ...byStatement,
       notifies,
       at: clock(),
     };
@@ -509,25 +464,47 @@ try {
     );
     await new Promise((res) => setTimeout(res, 200));
   }
-  await new Promise((r) => setTimeout(r, STATS_LAG_MS));
+  // pg_stat_statements counts at once; pg_stat_database only once the backends flushed (see the top).
+  if (!statements) await new Promise((r) => setTimeout(r, STATS_LAG_MS));
   const roundsTo = await pgCounters();
+  const delta = (to: Record<string, number>, from: Record<string, number>, k: string): number =>
+    (to[k] ?? 0) - (from[k] ?? 0);
   const perSecond = (k: string): number =>
-    ((idleTo[k] as number) - (idleFrom[k] as number)) /
-    (((idleTo.at as number) - (idleFrom.at as number)) / 1000);
+    delta(idleTo, idleFrom, k) / (((idleTo.at as number) - (idleFrom.at as number)) / 1000);
   const perChange = (k: string): number =>
-    ((roundsTo[k] as number) -
-      (roundsFrom[k] as number) -
+    (delta(roundsTo, roundsFrom, k) -
       perSecond(k) * (((roundsTo.at as number) - (roundsFrom.at as number)) / 1000)) /
     (WARMUP + ROUNDS);
-  const counterKeys = Object.keys(idleTo).filter((k) => k !== "at");
+  const counterKeys = [...new Set([...Object.keys(idleTo), ...Object.keys(roundsTo)])].filter(
+    (k) => k !== "at",
+  );
+  const statementKeys = counterKeys.filter((k) => k.startsWith("statement:"));
+  const sum = (f: (k: string) => number): number => statementKeys.reduce((a, k) => a + f(k), 0);
+  const figures = (f: (k: string) => number): Record<string, number> => ({
+    ...(statements ? { statements: sum(f) } : {}),
+    ...Object.fromEntries(
+      counterKeys.filter((k) => !k.startsWith("statement:")).map((k) => [k, f(k)]),
+    ),
+  });
   const postgresWork = {
-    source:
-      "pg_stat_database of the store's database (transactions = xact_commit + xact_rollback) and NOTIFYs this process received on the store's channel",
-    idlePerSecond: Object.fromEntries(counterKeys.map((k) => [k, perSecond(k)])),
-    perChange: Object.fromEntries(counterKeys.map((k) => [k, perChange(k)])),
+    source: statements
+      ? "statements: pg_stat_statements calls in the store's database; NOTIFYs this process received on the store's channel; transactions and tuples: pg_stat_database, flushed by the server at most once a second (approximate)"
+      : "transactions = xact_commit + xact_rollback and tuples of pg_stat_database for the store's database (each statement outside a transaction counts one); NOTIFYs this process received on the store's channel",
+    idlePerSecond: figures(perSecond),
+    perChange: figures(perChange),
+    /** The statements that ran about once per change or more, with their text. */
+    statementsPerChange: statementKeys
+      .map((k) => ({
+        perChange: perChange(k),
+        idlePerSecond: perSecond(k),
+        query: statementText.get(k),
+      }))
+      .filter((x) => x.perChange >= LISTED_PER_CHANGE)
+      .sort((a, b) => b.perChange - a.perChange),
   };
+  const counted = statements ? "statements" : "transactions";
   log(
-    `PostgreSQL per change: ${postgresWork.perChange.transactions?.toFixed(1)} transactions, ${postgresWork.perChange.notifies?.toFixed(1)} NOTIFYs (idle: ${postgresWork.idlePerSecond.transactions?.toFixed(1)} transactions/s)`,
+    `PostgreSQL per change: ${postgresWork.perChange[counted]?.toFixed(1)} ${counted}, ${postgresWork.perChange.notifies?.toFixed(1)} NOTIFYs (idle: ${postgresWork.idlePerSecond[counted]?.toFixed(1)} ${counted}/s)`,
   );
 
   // Failover: the last instance SIGKILLed, and at once one more change through instance 0.
@@ -687,6 +664,7 @@ try {
       process.stderr.write(`scale: ${g.log}: ${errors.length} errors; the first: ${errors[0]}\n`);
   }
   await listener?.end({ timeout: 5 });
+  await statsSql?.end({ timeout: 5 });
   await admin.unsafe(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
   await admin.end({ timeout: 5 });
   await stopEmbedded();
