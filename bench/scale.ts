@@ -69,6 +69,7 @@ import { compileCli, startCliGlobal, type CliGlobal } from "./cli-global.ts";
 import { fdSoftLimit, within } from "./fanout.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
 import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
+import { cpuMark, otherCpus } from "./other-work.ts";
 import { percentile } from "./percentile.ts";
 import { SCALE_KEYS } from "./scale-keys.ts";
 import { spreadOf, summaryProblems, type Spread } from "./summary.ts";
@@ -81,6 +82,7 @@ const { values: args } = parseArgs({
     rounds: { type: "string", default: "5" },
     dataplanes: { type: "string", default: "1" },
     "connect-timeout": { type: "string", default: "600" },
+    dials: { type: "string", default: "100" },
     quick: { type: "boolean", default: false },
     quiet: { type: "boolean", default: false },
     out: { type: "string" },
@@ -105,6 +107,12 @@ const PROCESSES = Number(
   args.processes ?? Math.max(1, Math.ceil(ZONES / Math.min(5_000, (FD_LIMIT - 1_000) / 2))),
 );
 const CONNECT_TIMEOUT_MS = Number(args["connect-timeout"]) * 1000;
+/**
+ * Zones of one zone process dialing (started, not yet synced) at once. At 500 on a loaded 2-core
+ * machine (load 46) a zone process was too slow to send its hello within the instances' 5 s
+ * unauthenticated timeout for about a third of its dials, each then waiting out its backoff.
+ */
+const DIALS = Number(args.dials);
 /** How long one change may take to reach every zone. */
 const ROUND_TIMEOUT_MS = 120_000;
 /** How long the killed instance's zones may take to be back. */
@@ -122,6 +130,9 @@ const log = (text: string): void => {
 };
 const clock = (): number => performance.timeOrigin + performance.now();
 const startedAt = new Date();
+const loadAtStart = loadavg();
+/** CPU counters at the start, for the CPUs other work kept busy over the run (bench/other-work.ts). */
+const cpuAtStart = cpuMark();
 const resultsDir = fileURLToPath(new URL("./results/", import.meta.url));
 mkdirSync(resultsDir, { recursive: true });
 const outFile =
@@ -155,6 +166,44 @@ const globals: (CliGlobal & { log: string })[] = [];
 let listener: postgres.Sql | undefined;
 let statsSql: postgres.Sql | undefined;
 let exitCode = 0;
+let cleaning: Promise<void> | undefined;
+/** Stops every process this run started and drops its database (once, from the end or a signal). */
+function cleanUp(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const z of zoneProcesses) z.stdin.end();
+    await Promise.all(
+      zoneProcesses.map((z) =>
+        z.exitCode !== null ? undefined : new Promise((r) => z.once("exit", r)),
+      ),
+    );
+    for (const g of globals) {
+      const child: ChildProcess = g.child;
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((r) => child.once("exit", r));
+        child.kill("SIGKILL");
+        await exited;
+      }
+      const errors = readFileSync(g.log, "utf8")
+        .split("\n")
+        .filter((l) => / ERROR /.test(l));
+      if (errors.length > 0)
+        process.stderr.write(`scale: ${g.log}: ${errors.length} errors; the first: ${errors[0]}\n`);
+    }
+    await listener?.end({ timeout: 5 });
+    await statsSql?.end({ timeout: 5 });
+    await admin.unsafe(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+    await admin.end({ timeout: 5 });
+    await stopEmbedded();
+    rmSync(dir, { recursive: true, force: true });
+  })();
+  return cleaning;
+}
+// Stopped from outside (Ctrl-C, a time limit): the instances, the zones and the embedded server go too.
+for (const signal of ["SIGINT", "SIGTERM"] as const)
+  process.once(signal, () => {
+    log(`stopped by ${signal}; stopping the instances, the zones and the database`);
+    void cleanUp().finally(() => process.exit(130));
+  });
 try {
   // The Zones and the Mesh first, straight into the store (what `kds-mux apply` would write).
   const seeding = await PostgresStore.open(types, { url: storeUrl, logger: silentLogger });
@@ -316,7 +365,7 @@ try {
       zonesPerConnection: 1,
       tokensFile,
       // At most this many zones of a process dialing at once: a burst of thousands overflows accept queues.
-      dialsInFlight: 500,
+      dialsInFlight: DIALS,
       floorBytes: frame.byteLength,
       floorAckBytes: 0,
       failover: true,
@@ -575,7 +624,13 @@ try {
       durationSeconds: (Date.now() - startedAt.getTime()) / 1000,
       command: process.argv.slice(2).join(" "),
       openFilesLimit: FD_LIMIT,
+      loadAverageAtStart: loadAtStart,
       loadAverage: loadavg(),
+      // CPUs kept busy by processes outside this run's process tree, on average (NaN without /proc).
+      otherCpus: ((end) =>
+        cpuAtStart === undefined || end === undefined ? Number.NaN : otherCpus(cpuAtStart, end))(
+        cpuMark(),
+      ),
       postgres: process.env.KDS_BENCH_DATABASE_URL ? "server (KDS_BENCH_DATABASE_URL)" : "embedded",
     },
     scale: {
@@ -639,35 +694,13 @@ try {
     exitCode = 1;
   }
 } catch (error) {
-  process.stderr.write(
-    `scale: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-  );
+  // After a signal the run's processes were stopped under it: what failed then is that, said above.
+  if (cleaning === undefined)
+    process.stderr.write(
+      `scale: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
   exitCode = 1;
 } finally {
-  for (const z of zoneProcesses) z.stdin.end();
-  await Promise.all(
-    zoneProcesses.map((z) =>
-      z.exitCode !== null ? undefined : new Promise((r) => z.once("exit", r)),
-    ),
-  );
-  for (const g of globals) {
-    const child: ChildProcess = g.child;
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((r) => child.once("exit", r));
-      child.kill("SIGKILL");
-      await exited;
-    }
-    const errors = readFileSync(g.log, "utf8")
-      .split("\n")
-      .filter((l) => / ERROR /.test(l));
-    if (errors.length > 0)
-      process.stderr.write(`scale: ${g.log}: ${errors.length} errors; the first: ${errors[0]}\n`);
-  }
-  await listener?.end({ timeout: 5 });
-  await statsSql?.end({ timeout: 5 });
-  await admin.unsafe(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
-  await admin.end({ timeout: 5 });
-  await stopEmbedded();
-  rmSync(dir, { recursive: true, force: true });
+  await cleanUp();
 }
 process.exit(exitCode);
