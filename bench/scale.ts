@@ -170,10 +170,16 @@ let cleaning: Promise<void> | undefined;
 /** Stops every process this run started and drops its database (once, from the end or a signal). */
 function cleanUp(): Promise<void> {
   cleaning ??= (async () => {
+    // The zones stop when their stdin ends; a zone process starved of CPU may take long, so 30 s at most.
     for (const z of zoneProcesses) z.stdin.end();
     await Promise.all(
       zoneProcesses.map((z) =>
-        z.exitCode !== null ? undefined : new Promise((r) => z.once("exit", r)),
+        z.exitCode !== null || z.signalCode !== null
+          ? undefined
+          : new Promise((r) => {
+              const timer = setTimeout(() => z.kill("SIGKILL"), 30_000);
+              z.once("exit", () => r(clearTimeout(timer)));
+            }),
       ),
     );
     for (const g of globals) {
