@@ -151,7 +151,11 @@ if (Math.max(perInstance, perProcess) + 1_000 > FD_LIMIT)
 // The embedded server loads pg_stat_statements, which counts each statement as it ends (see the top).
 const serverUrl =
   process.env.KDS_BENCH_DATABASE_URL ||
-  (await embeddedUrl({ shared_preload_libraries: "pg_stat_statements" }));
+  (await embeddedUrl({
+    shared_preload_libraries: "pg_stat_statements",
+    // Each instance holds its store's pool (10) and LISTEN connection; PostgreSQL's default is 100 in all.
+    max_connections: String(Math.max(100, 12 * INSTANCES + 20)),
+  }));
 const dbName = `kds_scale_${process.pid}`;
 const admin = postgres(serverUrl, { max: 1, onnotice: () => undefined });
 await admin.unsafe(`CREATE DATABASE "${dbName}"`);
@@ -315,6 +319,11 @@ try {
         return false;
       },
     );
+  const [limit] = await stats<{ n: number }[]>`SELECT current_setting('max_connections')::int AS n`;
+  if ((limit?.n ?? 0) < 11 * INSTANCES + 5)
+    log(
+      `warning: the server allows ${limit?.n} connections; ${INSTANCES} instances hold up to ${11 * INSTANCES} (a pool of 10 and a LISTEN each), and the bench a few`,
+    );
   const statementText = new Map<string, string>();
   const pgCounters = async (): Promise<Record<string, number>> => {
     const byStatement: Record<string, number> = {};
@@ -440,20 +449,15 @@ try {
   log(`every zone holds the Mesh after ${connectSeconds.toFixed(1)} s`);
   // Every zone's Dataplanes in the store before measuring idle (they come after the Mesh).
   const heldStarted = performance.now();
-  const counting = postgres(storeUrl, { max: 1, onnotice: () => undefined });
-  try {
-    for (;;) {
-      const [held] = await counting<{ n: number }[]>`
+  for (;;) {
+    const [held] = await stats<{ n: number }[]>`
         SELECT count(*)::int AS n FROM kds_resources WHERE kind = 'Dataplane'`;
-      if ((held?.n ?? 0) >= ZONES * DATAPLANES) break;
-      if (performance.now() - heldStarted > CONNECT_TIMEOUT_MS)
-        throw new Error(
-          `the store held ${held?.n ?? 0} of ${ZONES * DATAPLANES} Dataplanes after ${CONNECT_TIMEOUT_MS / 1000} s`,
-        );
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  } finally {
-    await counting.end();
+    if ((held?.n ?? 0) >= ZONES * DATAPLANES) break;
+    if (performance.now() - heldStarted > CONNECT_TIMEOUT_MS)
+      throw new Error(
+        `the store held ${held?.n ?? 0} of ${ZONES * DATAPLANES} Dataplanes after ${CONNECT_TIMEOUT_MS / 1000} s`,
+      );
+    await new Promise((r) => setTimeout(r, 500));
   }
   const dataplanesSeconds = (performance.now() - heldStarted) / 1000;
   await new Promise((r) => setTimeout(r, QUICK ? 500 : 5_000));
