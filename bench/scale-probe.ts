@@ -59,3 +59,5 @@ process.on("message", (message: Record<string, unknown>) => {
 });
 // The channel must not keep the global alive on its own: the global ends as the CLI's does.
 process.channel?.unref();
+// The bench gone (killed, or a test runner that gave up on it): its instances go with it.
+process.once("disconnect", () => process.exit(1));

@@ -16,15 +16,15 @@
 //     once to one plain node:http2 stream per zone, held by the same zone
 //     processes, from a server in each instance's process (zone i's stream to
 //     instance i mod N), until each stream has read them;
-//   - PostgreSQL work per change: transactions of the store's database
-//     (pg_stat_database xact_commit + xact_rollback; each statement outside a
-//     transaction counts one) and its tuple counters, and the NOTIFYs on the
-//     store's channel (this process LISTENs and counts them), over all the
-//     change rounds, minus the idle rate measured just before (lease renewals
-//     go on meanwhile), per change. pg_stat_statements is not assumed: the
-//     server need not load it. The server flushes a backend's counters at
-//     most once a second and within 10 s of it going idle, so the window ends
-//     11 s after the last change;
+//   - PostgreSQL work per change: the statements of the store's database
+//     (pg_stat_statements, where the server loads it; else the transactions
+//     of pg_stat_database, xact_commit + xact_rollback, whose window then ends
+//     11 s after the last change, as the server flushes a backend's counters
+//     at most once a second and within 10 s of it going idle) and the NOTIFYs
+//     on the store's channel (this process LISTENs and counts them), over all
+//     the change rounds, minus the mean of the idle rates measured in a window
+//     before and one after them (lease and status writes go on meanwhile),
+//     per change;
 //   - failover: the last instance SIGKILLed with every zone connected, and at
 //     once one more change through instance 0; the time from the kill until
 //     every zone holds that change (so the killed instance's zones have a new
@@ -526,13 +526,20 @@ try {
   // pg_stat_statements counts at once; pg_stat_database only once the backends flushed (see the top).
   if (!statements) await new Promise((r) => setTimeout(r, STATS_LAG_MS));
   const roundsTo = await pgCounters();
+  // A second idle window after the rounds: the background (lease and status writes after the
+  // connect) fades over minutes, so the rounds' share of it is the mean of the rate before and after.
+  await new Promise((r) => setTimeout(r, IDLE_MS));
+  const idleAfter = await pgCounters();
   const delta = (to: Record<string, number>, from: Record<string, number>, k: string): number =>
     (to[k] ?? 0) - (from[k] ?? 0);
-  const perSecond = (k: string): number =>
-    delta(idleTo, idleFrom, k) / (((idleTo.at as number) - (idleFrom.at as number)) / 1000);
+  const seconds = (to: Record<string, number>, from: Record<string, number>): number =>
+    ((to.at as number) - (from.at as number)) / 1000;
+  const rateBefore = (k: string): number => delta(idleTo, idleFrom, k) / seconds(idleTo, idleFrom);
+  const rateAfter = (k: string): number =>
+    delta(idleAfter, roundsTo, k) / seconds(idleAfter, roundsTo);
+  const perSecond = (k: string): number => (rateBefore(k) + rateAfter(k)) / 2;
   const perChange = (k: string): number =>
-    (delta(roundsTo, roundsFrom, k) -
-      perSecond(k) * (((roundsTo.at as number) - (roundsFrom.at as number)) / 1000)) /
+    (delta(roundsTo, roundsFrom, k) - perSecond(k) * seconds(roundsTo, roundsFrom)) /
     (WARMUP + ROUNDS);
   const counterKeys = [...new Set([...Object.keys(idleTo), ...Object.keys(roundsTo)])].filter(
     (k) => k !== "at",
@@ -549,6 +556,14 @@ try {
     source: statements
       ? "statements: pg_stat_statements calls in the store's database; NOTIFYs this process received on the store's channel; transactions and tuples: pg_stat_database, flushed by the server at most once a second (approximate)"
       : "transactions = xact_commit + xact_rollback and tuples of pg_stat_database for the store's database (each statement outside a transaction counts one); NOTIFYs this process received on the store's channel",
+    idlePerSecondBefore: figures(rateBefore),
+    idlePerSecondAfter: figures(rateAfter),
+    /** The rounds' window as counted, before the idle share is taken off. */
+    rounds: {
+      changes: WARMUP + ROUNDS,
+      seconds: seconds(roundsTo, roundsFrom),
+      counted: figures((k) => delta(roundsTo, roundsFrom, k)),
+    },
     idlePerSecond: figures(perSecond),
     perChange: figures(perChange),
     /** The statements that ran about once per change or more, with their text. */

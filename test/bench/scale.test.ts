@@ -72,7 +72,7 @@ describe("the scale scenario, small", () => {
       expect(Object.keys(summary.scale[key] as object)).toEqual(["median", "min", "max", "runs"]);
     expect((summary.scale.p99Ms as { runs: number }).runs).toBe(2);
     expect(summaryProblems(summary, SCALE_KEYS)).toEqual([]);
-  }, 180_000);
+  }, 300_000);
 
   it("runs zones that pass the conformance kit's zone mode (kds-mux conformance zone)", async () => {
     const stop = new AbortController();
