@@ -58,14 +58,16 @@ let embedded: Promise<{ url: string; stop(): Promise<void> }> | undefined;
  * (bench/run.ts starts one and passes it to its child processes), else one
  * started in a fresh data dir on first use ({@link stopEmbedded} stops it).
  */
-function embeddedServer(): Promise<{ url: string; stop(): Promise<void> }> {
+function embeddedServer(
+  settings?: Readonly<Record<string, string>>,
+): Promise<{ url: string; stop(): Promise<void> }> {
   const shared = process.env.KDS_BENCH_EMBEDDED_URL;
   if (shared !== undefined && shared !== "")
     return Promise.resolve({ url: shared, stop: async () => undefined });
   embedded ??= (async () => {
     const dir = await mkdtemp(join(tmpdir(), "kds-bench-pg-"));
     await chmod(dir, 0o755);
-    const server = await startEmbeddedPostgres({ dataDir: dir, createSystemUser: true });
+    const server = await startEmbeddedPostgres({ dataDir: dir, createSystemUser: true, settings });
     return {
       url: server.url,
       async stop() {
@@ -77,9 +79,9 @@ function embeddedServer(): Promise<{ url: string; stop(): Promise<void> }> {
   return embedded;
 }
 
-/** Starts this process's embedded PostgreSQL (if not yet) and returns its URL. */
-export async function embeddedUrl(): Promise<string> {
-  return (await embeddedServer()).url;
+/** Starts this process's embedded PostgreSQL (if not yet, with server `settings`) and returns its URL. */
+export async function embeddedUrl(settings?: Readonly<Record<string, string>>): Promise<string> {
+  return (await embeddedServer(settings)).url;
 }
 
 /** Stops the embedded PostgreSQL this process started, if any. */

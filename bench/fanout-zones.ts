@@ -9,6 +9,15 @@
 //                       "rssBytes"} (this process's growth, after GC)
 //   {"startZones": 1}   starts the zones
 //   {"stopZones": 1}    stops them, replies {"zonesStopped"}
+//   {"counts": 1}       replies {"counts": {"received", "sent", "connects"}}:
+//                       resources its zones received and sent, and sessions
+//                       they opened, over all sessions so far
+// With `failover` each zone dials every url through failoverMuxTransport,
+// starting at urls[i mod urls.length], on a connection of its own (as the
+// CLI's zone does with several --global URLs, and goes where rebalancing
+// tells it); with `dataplanes` each zone holds that many Dataplanes of its
+// own (zone-to-global) before it dials. `floorOpen` may name one url per
+// global instance: the floor stream of zone i then goes to urls[i mod n].
 // and prints JSON lines: {"progress", "at"} (zones synced so far) at most
 // once a second while connecting, {"ready", "startedAt", "readyAt",
 // "connections"} once every zone mirrors the Mesh, then {"seq", "arrivals",
@@ -38,6 +47,10 @@ import { connectMuxTransport } from "../src/transport/connect.ts";
 import type { MuxTransport } from "../src/transport/transport.ts";
 import type { ResourceStore, StoreChange } from "../src/store/contract.ts";
 import { ZoneControlPlane } from "../src/zone/zone-control-plane.ts";
+import { failoverMuxTransport } from "../src/transport/failover.ts";
+import { createTypeRegistry } from "../src/kinds/builtin-types.ts";
+import { create } from "@bufbuild/protobuf";
+import { DataplaneSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
 import type { RetryInfo } from "../src/zone/zone-client.ts";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { heapSampling, profileOf } from "./profile.ts";
@@ -60,6 +73,9 @@ const {
   dialsInFlight,
   floorBytes,
   floorAckBytes,
+  failover,
+  dataplanes,
+  backoff,
 } = JSON.parse(process.argv[2] as string) as {
   urls: string[];
   dialsInFlight?: number;
@@ -71,6 +87,12 @@ const {
   floorBytes: number;
   /** Bytes each floor stream writes back when it has read a round (0: nothing). */
   floorAckBytes: number;
+  /** Each zone dials every url, failing over between them (see the top of this file). */
+  failover?: boolean;
+  /** Dataplanes each zone holds of its own. Default 0. */
+  dataplanes?: number;
+  /** "default": the zones' own reconnect backoff (as the CLI's zone); else 100 ms to 2 s. */
+  backoff?: "default";
 };
 /** What a floor stream writes back per round, as a zone ACKs a change. */
 const floorAck = new Uint8Array(floorAckBytes);
@@ -118,6 +140,14 @@ const arrivalInstances = new Map<number, number[]>();
 /** For each change, this process's CPU time when its first arrival came. */
 const firstArrivalCpu = new Map<number, NodeJS.CpuUsage>();
 const transports = new Map<string, MuxTransport>();
+/** Every zone started so far (for "counts"). */
+const allZones: ZoneControlPlane[] = [];
+/** Zones dialing with `failover` (a connection each at a time). */
+let failoverZones = 0;
+/** Sessions the zones opened. */
+let connects = 0;
+/** The example kinds, for zones that hold Dataplanes before they learn the global's types. */
+const types = (dataplanes ?? 0) > 0 ? createTypeRegistry(exampleTypes) : undefined;
 let ready = 0;
 /** When this process started dialing its zones (startZones). */
 let startedAt = now();
@@ -154,7 +184,7 @@ const startNext = (): void => {
 function startZone(i: number): void {
   const u = i % urls.length;
   const key = `${u}:${Math.floor(i / (urls.length * zonesPerConnection))}`;
-  let transport = transports.get(key);
+  let transport = failover === true ? failoverTransport(i) : transports.get(key);
   if (transport === undefined) {
     // KDS_BENCH_ZONE_CLIENT=connect: connect-node's gRPC client, for A/B runs against grpcMuxTransport.
     transport =
@@ -175,9 +205,12 @@ function startZone(i: number): void {
     token: tokens[i],
     transport,
     logger: silentLogger,
-    backoff: { baseMs: 100, capMs: 2_000 },
+    backoff: backoff === "default" ? undefined : { baseMs: 100, capMs: 2_000 },
     onRetry,
+    types,
+    onSession: () => void connects++,
   });
+  allZones.push(zone);
   let seen = false;
   void follow(zone.store, (change) => {
     if (change.op !== "put") return;
@@ -189,7 +222,7 @@ function startZone(i: number): void {
       seen = true;
       if (++ready === count) {
         process.stdout.write(
-          `${JSON.stringify({ ready, startedAt, readyAt: now(), connections: transports.size })}\n`,
+          `${JSON.stringify({ ready, startedAt, readyAt: now(), connections: transports.size + failoverZones })}\n`,
         );
         startProfile();
       } else startNext();
@@ -215,7 +248,40 @@ function startZone(i: number): void {
       );
     }
   });
-  void zone.run(zonesStop.signal);
+  void own(zone).then(() => zone.run(zonesStop.signal));
+}
+
+/** Zone i's transport with `failover`: every url, urls[i mod n] first, a connection of its own. */
+function failoverTransport(i: number): MuxTransport {
+  const targets = urls.map((_, k) => urls[(i + k) % urls.length] as string);
+  failoverZones++;
+  return failoverMuxTransport(
+    targets.map((url) => grpcMuxTransport(url, { signal: zonesStop.signal })),
+    { targets },
+  );
+}
+
+/** Puts `zone`'s own Dataplanes (`dataplanes` of them) into its store. */
+async function own(zone: ZoneControlPlane): Promise<void> {
+  for (let d = 0; d < (dataplanes ?? 0); d++)
+    await zone.store.put({
+      kind: "Dataplane",
+      mesh: "default",
+      name: `dp-${d}`,
+      spec: create(DataplaneSpecSchema, { address: `10.0.${d}.1` }),
+    });
+}
+
+/** Resources the zones received and sent, and the sessions they opened, so far. */
+function counts(): { received: number; sent: number; connects: number } {
+  let received = 0;
+  let sent = 0;
+  for (const zone of allZones)
+    for (const t of zone.status().types) {
+      received += t.resourcesReceived;
+      sent += t.resourcesSent;
+    }
+  return { received, sent, connects };
 }
 // How many zones are synced, once a second while it changes, so the parent can report a run that does not finish.
 let reported = 0;
@@ -253,12 +319,15 @@ const floorArrivals = new Map<number, number[]>();
 /** This process's CPU usage at each floor round's first arrival here. */
 const floorFirstArrivalCpu = new Map<number, NodeJS.CpuUsage>();
 /** Opens one held stream per zone to the floor server; records when each has read each round's bytes. */
-async function openFloor(url: string): Promise<void> {
+async function openFloor(url: string | readonly string[]): Promise<void> {
   const before = memory();
   let session: http2.ClientHttp2Session | undefined;
   const open = async (j: number): Promise<void> => {
-    if (j % zonesPerConnection === 0 || session === undefined) {
-      session = http2.connect(url);
+    // One url per instance: zone from + j's stream goes to its instance, on a connection of its own.
+    if (typeof url !== "string" || j % zonesPerConnection === 0 || session === undefined) {
+      session = http2.connect(
+        typeof url === "string" ? url : (url[(from + j) % url.length] as string),
+      );
       session.on("error", () => undefined); // a stream's error below says what failed
       floorSessions.push(session);
     }
@@ -301,8 +370,15 @@ async function openFloor(url: string): Promise<void> {
 
 void (async () => {
   for await (const line of createInterface({ input: process.stdin })) {
-    const command = JSON.parse(line) as { floorOpen?: string; startZones?: 1; stopZones?: 1 };
+    const command = JSON.parse(line) as {
+      floorOpen?: string | string[];
+      startZones?: 1;
+      stopZones?: 1;
+      counts?: 1;
+    };
     if (command.floorOpen !== undefined) await openFloor(command.floorOpen);
+    else if (command.counts !== undefined)
+      process.stdout.write(`${JSON.stringify({ counts: counts() })}\n`);
     else if (command.startZones !== undefined) {
       startedAt = now();
       startNext();

@@ -240,7 +240,7 @@ export interface InstancePath {
 }
 
 /** This process's soft limit on open files. */
-function fdSoftLimit(): number {
+export function fdSoftLimit(): number {
   return Number(execFileSync("sh", ["-c", "ulimit -Sn"], { encoding: "utf8" }).trim());
 }
 
@@ -256,7 +256,7 @@ type Line = Record<string, unknown>;
 const clock = (): number => performance.timeOrigin + performance.now();
 
 /** What `promise` resolves to, or undefined when it takes longer than `ms`. */
-async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timedOut = new Promise<undefined>(
     (resolve) => (timer = setTimeout(() => resolve(undefined), ms)),

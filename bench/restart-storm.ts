@@ -27,9 +27,9 @@
 // zone resynced (its store calls by operation, for one);
 // KDS_STORM_ZONE_PROFILE=DIR writes a V8 CPU profile of each zone process
 // from the SIGKILL until every zone resynced (DIR/zones-<k>.cpuprofile).
-import { build } from "esbuild";
-import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
-import { spawn, type ChildProcess, type ChildProcessByStdio } from "node:child_process";
+import { BENCH_LOADER } from "./fresh.ts";
+import { compileCli, startCliGlobal } from "./cli-global.ts";
+import { spawn, type ChildProcessByStdio } from "node:child_process";
 import { closeSync, statSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -48,25 +48,7 @@ const MESHES = 5;
 const LIMIT_MS = Number(process.env.KDS_STORM_LIMIT_S ?? 300) * 1000;
 const DATAPLANES = 2;
 const bin = fileURLToPath(new URL("../bin/kds-mux.mjs", import.meta.url));
-const cli = fileURLToPath(new URL("../src/cli/run.ts", import.meta.url));
-/**
- * The globals run the CLI compiled to one JavaScript file (its packages imported from node_modules),
- * as a deployed global runs compiled code: through bench/loader every start first compiled each of the
- * CLI's TypeScript modules, 1.4 s of a restart at a load of 9 and more under load, which a real
- * restart does not spend. bench/results is not tracked; the kind file the CLI finds next to
- * its sources (../../examples) resolves the same from there.
- */
-const compiledCli = fileURLToPath(new URL("./results/storm-global.mjs", import.meta.url));
-await build({
-  entryPoints: [cli],
-  outfile: compiledCli,
-  bundle: true,
-  packages: "external",
-  platform: "node",
-  format: "esm",
-  target: "node20",
-  logLevel: "error",
-});
+await compileCli();
 const serverUrl =
   process.env.KDS_BENCH_DATABASE_URL ||
   process.env.KDS_TEST_DATABASE_URL ||
@@ -76,31 +58,14 @@ const serverUrl =
 const globalLog =
   process.env.KDS_STORM_GLOBAL_LOG || join(tmpdir(), `kds_storm_${process.pid}.log`);
 
-function global(
-  storeUrl: string,
-  listen: string,
-): {
-  child: ChildProcess;
-  urls: Promise<{ mux: string; admin: string }>;
-} {
-  // The global logs into a file, not a pipe: a pipe blocks the global's log writes whenever this
-  // process, busy and on a loaded machine, is slow to read it (a 1,000-zone resume spent 7-9% of its
-  // CPU blocked writing its "connected" lines). Both globals append to the same file.
-  const from = statSync(globalLog, { throwIfNoEntry: false })?.size ?? 0;
-  const log = openSync(globalLog, "a");
-  // The global runs compiled (see compiledCli), with KDS_BENCH_CHILD_ARGS (e.g. --cpu-prof).
-  const child = spawn(
-    process.execPath,
-    [
-      ...childNodeArgs(),
-      compiledCli,
-      "global",
-      "--listen",
-      listen,
-      "--admin-listen",
-      "127.0.0.1:0",
-      "--store",
-      storeUrl,
+/** Starts a global on `storeUrl` listening on `listen` (bench/cli-global.ts), logging into globalLog. */
+function global(storeUrl: string, listen: string): ReturnType<typeof startCliGlobal> {
+  return startCliGlobal({
+    storeUrl,
+    listen,
+    logFile: globalLog,
+    limitMs: LIMIT_MS,
+    args: [
       "--insecure-no-zone-auth",
       "--rebalance-interval",
       "0",
@@ -110,28 +75,7 @@ function global(
       "--log-level",
       "info",
     ],
-    { stdio: ["ignore", log, log] },
-  );
-  closeSync(log);
-  const urls = (async () => {
-    const started = performance.now();
-    for (;;) {
-      const text = readFileSync(globalLog, "utf8").slice(from);
-      const m =
-        /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/.exec(
-          text,
-        );
-      if (m !== null) return { mux: m[1] as string, admin: m[2] as string };
-      if (child.exitCode !== null || child.signalCode !== null)
-        throw new Error(
-          `the global exited (${child.exitCode ?? child.signalCode}) before listening:\n${text}`,
-        );
-      if (performance.now() - started > LIMIT_MS)
-        throw new Error(`the global did not listen within ${LIMIT_MS / 1000} s:\n${text}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  })();
-  return { child, urls };
+  });
 }
 
 async function run(args: string[], input: string): Promise<void> {

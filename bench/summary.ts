@@ -670,12 +670,15 @@ export function medianOf(value: unknown): unknown {
     : value;
 }
 
-/** Lists every key that is missing or whose value breaks its rule, and p99 figures below their p50 (empty when the summary is complete). */
-export function summaryProblems(summary: unknown): string[] {
+/** Lists every key of `keys` (default: the run's) that is missing or whose value breaks its rule, and p99 figures below their p50 (empty when the summary is complete). */
+export function summaryProblems(
+  summary: unknown,
+  keys: readonly SummaryKey[] = SUMMARY_KEYS,
+): string[] {
   const problems: string[] = [];
   const positive = (v: unknown): boolean => typeof v === "number" && Number.isFinite(v) && v > 0;
   const finite = (v: unknown): boolean => typeof v === "number" && Number.isFinite(v);
-  for (const { key: path, rule } of SUMMARY_KEYS) {
+  for (const { key: path, rule } of keys) {
     const value = valueAt(summary, path);
     const shown =
       value === undefined
@@ -703,7 +706,7 @@ export function summaryProblems(summary: unknown): string[] {
                       : isSpread(value, finite) || value === null;
     if (!ok) problems.push(`${path}: ${shown} (expected ${rule})`);
   }
-  for (const { key: path } of SUMMARY_KEYS.filter((k) => k.key.endsWith(".p99Ms"))) {
+  for (const { key: path } of keys.filter((k) => k.key.endsWith(".p99Ms"))) {
     const p99 = medianOf(valueAt(summary, path));
     const p50 = medianOf(valueAt(summary, path.replace(/p99Ms$/, "p50Ms")));
     if (typeof p99 === "number" && typeof p50 === "number" && p99 < p50)

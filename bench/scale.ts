@@ -1,0 +1,731 @@
+// Scale (issue 48): N global instances, each the CLI's `kds-mux global` in a
+// process of its own, on one PostgreSQL server, and Z zones spread over them
+// by the zones' own dial (every zone knows every instance and starts at
+// instance i mod N, as `kds-mux zone --global URL1,URL2,...` fails over) and
+// the instances' rebalancing. The zones are real ZoneControlPlanes, many per
+// process (bench/fanout-zones.ts), each with its own HTTP/2 connection and
+// mux stream, its own store and the default reconnect backoff; each holds
+// `dataplanes` Dataplanes of its own. Measures, in one run:
+//   - connect: from the zone processes starting to dial until every zone
+//     mirrors the Mesh (cold: the instances hold no zone before);
+//   - idle memory: every instance's heap and RSS after GC (bench/scale-probe.ts
+//     answers inside each global), summed; heap growth per zone;
+//   - one change to the Mesh applied through instance 0's admin API until
+//     every zone's store has it: p50, p99, max per repetition; beside it, the
+//     floor: the bytes of that change's mux frame (bench/floor-wire.ts) written
+//     once to one plain node:http2 stream per zone, held by the same zone
+//     processes, from a server in each instance's process (zone i's stream to
+//     instance i mod N), until each stream has read them;
+//   - PostgreSQL work per change: the statements of the store's database
+//     (pg_stat_statements, where the server loads it; else the transactions
+//     of pg_stat_database, xact_commit + xact_rollback, whose window then ends
+//     11 s after the last change, as the server flushes a backend's counters
+//     at most once a second and within 10 s of it going idle) and the NOTIFYs
+//     on the store's channel (this process LISTENs and counts them), over all
+//     the change rounds, minus the mean of the idle rates measured in a window
+//     before and one after them (lease and status writes go on meanwhile),
+//     per change;
+//   - failover: the last instance SIGKILLed with every zone connected, and at
+//     once one more change through instance 0; the time from the kill until
+//     every zone holds that change (so the killed instance's zones have a new
+//     session on another instance and synced), and what was resent: the
+//     resources the zones received beyond that one change plus those they
+//     sent, over the resources the zones that opened a new session hold (both
+//     directions), in percent.
+//
+//   npm run bench:scale -- [--instances 10] [--zones 100000] [--processes P]
+//       [--rounds 5] [--dataplanes 1] [--connect-timeout 600] [--quick]
+//       [--quiet] [--out FILE]
+//
+// Writes bench/results/scale-<start time>.json (or --out) and prints its
+// table; exits 1 when a key is missing or not sane (bench/summary.ts rules).
+// --quick: 1 warm-up round and a short idle window, for the smoke test
+// (test/bench/scale.test.ts); its figures are not for comparison.
+// The PostgreSQL server: KDS_BENCH_DATABASE_URL, else an embedded one
+// (bench/bench-store.ts); a fresh database is created and dropped.
+// Open files: each instance holds a socket per zone and each zone process one
+// per zone, twice that with the floor beside them. `npm run bench:scale`
+// raises the soft limit to the hard one first (`ulimit -n "$(ulimit -Hn)"`);
+// when twice the zones of one instance do not fit it, the floor runs after the
+// zones stopped, on the instances left after the failover.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { spawn, type ChildProcess, type ChildProcessByStdio } from "node:child_process";
+import { createInterface } from "node:readline";
+import type { Readable, Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { create } from "@bufbuild/protobuf";
+import postgres from "postgres";
+import { MeshSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
+import { adminClient } from "../src/cli/admin-client.ts";
+import { ZoneSpecSchema } from "../src/gen/kds/v1/resource_pb.ts";
+import { ZONE_KIND, createTypeRegistry } from "../src/kinds/builtin-types.ts";
+import { silentLogger } from "../src/log.ts";
+import { PostgresStore } from "../src/store/postgres.ts";
+import { embeddedUrl, stopEmbedded } from "./bench-store.ts";
+import { compileCli, startCliGlobal, type CliGlobal } from "./cli-global.ts";
+import { fdSoftLimit, within } from "./fanout.ts";
+import { meshChangeFrame } from "./floor-wire.ts";
+import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
+import { cpuMark, otherCpus } from "./other-work.ts";
+import { percentile } from "./percentile.ts";
+import { SCALE_KEYS } from "./scale-keys.ts";
+import { spreadOf, summaryProblems, type Spread } from "./summary.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    instances: { type: "string", default: "10" },
+    zones: { type: "string", default: "100000" },
+    processes: { type: "string" },
+    rounds: { type: "string", default: "5" },
+    dataplanes: { type: "string", default: "1" },
+    "connect-timeout": { type: "string", default: "600" },
+    dials: { type: "string", default: "100" },
+    quick: { type: "boolean", default: false },
+    quiet: { type: "boolean", default: false },
+    out: { type: "string" },
+  },
+});
+const INSTANCES = Number(args.instances);
+const ZONES = Number(args.zones);
+const ROUNDS = Number(args.rounds);
+const DATAPLANES = Number(args.dataplanes);
+const QUICK = args.quick === true;
+if (!(Number.isInteger(INSTANCES) && INSTANCES >= 2))
+  throw new Error(
+    `--instances must be a whole number of at least 2 (one is killed), got ${args.instances}`,
+  );
+if (!(Number.isInteger(ZONES) && ZONES >= INSTANCES))
+  throw new Error(`--zones must be a whole number of at least --instances, got ${args.zones}`);
+if (!(Number.isInteger(ROUNDS) && ROUNDS >= 1))
+  throw new Error(`--rounds must be at least 1, got ${args.rounds}`);
+/** Zones per zone process: 5,000 at most (as bench/restart-storm.ts), and twice them must fit the open files. */
+const FD_LIMIT = fdSoftLimit();
+const PROCESSES = Number(
+  args.processes ?? Math.max(1, Math.ceil(ZONES / Math.min(5_000, (FD_LIMIT - 1_000) / 2))),
+);
+const CONNECT_TIMEOUT_MS = Number(args["connect-timeout"]) * 1000;
+/**
+ * Zones of one zone process dialing (started, not yet synced) at once. At 500 on a loaded 2-core
+ * machine (load 46) a zone process was too slow to send its hello within the instances' 5 s
+ * unauthenticated timeout for about a third of its dials, each then waiting out its backoff.
+ */
+const DIALS = Number(args.dials);
+/** How long one change may take to reach every zone. */
+const ROUND_TIMEOUT_MS = 120_000;
+/** How long the killed instance's zones may take to be back. */
+const FAILOVER_TIMEOUT_MS = 300_000;
+/** Uncounted changes before the counted ones (the zones' change path compiles over the first ones: bench/fanout.ts). */
+const WARMUP = QUICK ? 1 : 2;
+/** The idle window before the rounds, for the idle PostgreSQL rate; and the wait for the server's counters (see the top). */
+const IDLE_MS = QUICK ? 1_000 : 15_000;
+const STATS_LAG_MS = QUICK ? 0 : 11_000;
+/** Statements that ran at least this often per change are listed by their text in the summary. */
+const LISTED_PER_CHANGE = 0.5;
+
+const log = (text: string): void => {
+  if (!args.quiet) process.stderr.write(`scale: ${text}\n`);
+};
+const clock = (): number => performance.timeOrigin + performance.now();
+const startedAt = new Date();
+const loadAtStart = loadavg();
+/** CPU counters at the start, for the CPUs other work kept busy over the run (bench/other-work.ts). */
+const cpuAtStart = cpuMark();
+const resultsDir = fileURLToPath(new URL("./results/", import.meta.url));
+mkdirSync(resultsDir, { recursive: true });
+const outFile =
+  args.out ?? join(resultsDir, `scale-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
+
+// Each instance's zone sockets, and the floor's beside them when they fit (see the top).
+const perInstance = Math.ceil(ZONES / INSTANCES);
+const perProcess = Math.ceil(ZONES / PROCESSES);
+const floorMode: "interleaved" | "after" =
+  2 * Math.max(perInstance, perProcess) + 1_000 <= FD_LIMIT ? "interleaved" : "after";
+if (Math.max(perInstance, perProcess) + 1_000 > FD_LIMIT)
+  log(
+    `warning: ${Math.max(perInstance, perProcess)} sockets per process come close to the open-files limit ${FD_LIMIT}; raise it (ulimit -n) or use more --instances / --processes`,
+  );
+
+// The embedded server loads pg_stat_statements, which counts each statement as it ends (see the top).
+const serverUrl =
+  process.env.KDS_BENCH_DATABASE_URL ||
+  (await embeddedUrl({
+    shared_preload_libraries: "pg_stat_statements",
+    // Each instance holds its store's pool (10) and LISTEN connection; PostgreSQL's default is 100 in all.
+    max_connections: String(Math.max(100, 12 * INSTANCES + 20)),
+  }));
+const dbName = `kds_scale_${process.pid}`;
+const admin = postgres(serverUrl, { max: 1, onnotice: () => undefined });
+await admin.unsafe(`CREATE DATABASE "${dbName}"`);
+const storeUrl = Object.assign(new URL(serverUrl), { pathname: `/${dbName}` }).href;
+const dir = mkdtempSync(join(tmpdir(), "kds-scale-"));
+const types = createTypeRegistry(exampleTypes);
+type ZoneProcess = ChildProcessByStdio<Writable, Readable, null> & {
+  next(test: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
+};
+const zoneProcesses: ZoneProcess[] = [];
+const globals: (CliGlobal & { log: string })[] = [];
+let listener: postgres.Sql | undefined;
+let statsSql: postgres.Sql | undefined;
+let exitCode = 0;
+let cleaning: Promise<void> | undefined;
+/** Stops every process this run started and drops its database (once, from the end or a signal). */
+function cleanUp(): Promise<void> {
+  cleaning ??= (async () => {
+    // The zones stop when their stdin ends; a zone process starved of CPU may take long, so 30 s at most.
+    for (const z of zoneProcesses) z.stdin.end();
+    await Promise.all(
+      zoneProcesses.map((z) =>
+        z.exitCode !== null || z.signalCode !== null
+          ? undefined
+          : new Promise((r) => {
+              const timer = setTimeout(() => z.kill("SIGKILL"), 30_000);
+              z.once("exit", () => r(clearTimeout(timer)));
+            }),
+      ),
+    );
+    for (const g of globals) {
+      const child: ChildProcess = g.child;
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((r) => child.once("exit", r));
+        child.kill("SIGKILL");
+        await exited;
+      }
+      const errors = readFileSync(g.log, "utf8")
+        .split("\n")
+        .filter((l) => / ERROR /.test(l));
+      if (errors.length > 0)
+        process.stderr.write(`scale: ${g.log}: ${errors.length} errors; the first: ${errors[0]}\n`);
+    }
+    await listener?.end({ timeout: 5 });
+    await statsSql?.end({ timeout: 5 });
+    await admin.unsafe(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+    await admin.end({ timeout: 5 });
+    await stopEmbedded();
+    rmSync(dir, { recursive: true, force: true });
+  })();
+  return cleaning;
+}
+// Stopped from outside (Ctrl-C, a time limit): the instances, the zones and the embedded server go too.
+for (const signal of ["SIGINT", "SIGTERM"] as const)
+  process.once(signal, () => {
+    log(`stopped by ${signal}; stopping the instances, the zones and the database`);
+    void cleanUp().finally(() => process.exit(130));
+  });
+try {
+  // The Zones and the Mesh first, straight into the store (what `kds-mux apply` would write).
+  const seeding = await PostgresStore.open(types, { url: storeUrl, logger: silentLogger });
+  try {
+    for (let i = 0; i < ZONES; i += 1_000)
+      await seeding.apply(
+        Array.from({ length: Math.min(1_000, ZONES - i) }, (_, j) => ({
+          op: "put" as const,
+          input: {
+            kind: ZONE_KIND,
+            name: `zone-${i + j}`,
+            spec: create(ZoneSpecSchema, { enabled: true }),
+          },
+        })),
+      );
+    await seeding.put({
+      kind: "Mesh",
+      name: "default",
+      spec: create(MeshSpecSchema, { description: "start" }),
+    });
+  } finally {
+    await seeding.close();
+  }
+  log(`${ZONES} Zones written; starting ${INSTANCES} instances`);
+
+  await compileCli();
+  const probe = new URL("./scale-probe.ts", import.meta.url).href;
+  for (let k = 0; k < INSTANCES; k++) {
+    const file = join(dir, `global-${k}.log`);
+    globals.push({
+      log: file,
+      ...startCliGlobal({
+        storeUrl,
+        listen: "127.0.0.1:0",
+        logFile: file,
+        limitMs: 120_000,
+        ipc: true,
+        nodeArgs: ["--import", BENCH_LOADER, "--import", probe],
+        // Zones prove nothing (as bench/restart-storm.ts): what is measured is the sync, not token checks.
+        args: ["--insecure-no-zone-auth", "--log-level", "info"],
+      }),
+    });
+  }
+  const urls = await Promise.all(globals.map((g) => g.urls));
+  log(`instances listening: ${urls.map((u) => u.mux).join(" ")}`);
+  /** Sends `message` to instance k's probe and waits for its reply holding `key`. */
+  const ask = (k: number, message: unknown, key: string): Promise<Record<string, unknown>> => {
+    const child = (globals[k] as CliGlobal).child;
+    return new Promise((resolve, reject) => {
+      const onMessage = (m: Record<string, unknown>): void => {
+        if (!(key in m)) return;
+        child.off("message", onMessage);
+        child.off("exit", onExit);
+        resolve(m);
+      };
+      const onExit = (): void => reject(new Error(`instance ${k} exited before answering ${key}`));
+      child.on("message", onMessage);
+      child.once("exit", onExit);
+      child.send(message as object);
+    });
+  };
+  const alive = (): number[] =>
+    globals.flatMap((g, k) =>
+      g.child.exitCode === null && g.child.signalCode === null ? [k] : [],
+    );
+  /** Heap and RSS of the live instances, summed, after GC. */
+  const memory = async (): Promise<{
+    heap: number;
+    rss: number;
+    each: { heap: number; rss: number }[];
+  }> => {
+    const each = await Promise.all(
+      alive().map(async (k) => {
+        const m = (await ask(k, { memory: 1 }, "memory")).memory as {
+          heapBytes: number;
+          rssBytes: number;
+        };
+        return { heap: m.heapBytes, rss: m.rssBytes };
+      }),
+    );
+    return {
+      heap: each.reduce((a, m) => a + m.heap, 0),
+      rss: each.reduce((a, m) => a + m.rss, 0),
+      each,
+    };
+  };
+
+  // NOTIFYs on the store's channel (src/store/postgres.ts: "kds.<schema>", public here).
+  let notifies = 0;
+  listener = postgres(storeUrl, { max: 1, onnotice: () => undefined });
+  await listener.listen("kds.public", () => void notifies++);
+  // pg_stat_statements where the server loads it: counted as each statement ends, by statement.
+  // Read on the store's database, where the extension's view is; its own reads are left out.
+  const stats = postgres(storeUrl, { max: 1, onnotice: () => undefined });
+  statsSql = stats;
+  const statements = await stats
+    .unsafe("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    .then(() => stats.unsafe("SELECT 1 FROM pg_stat_statements LIMIT 1"))
+    .then(
+      () => true,
+      (error: unknown) => {
+        log(`no pg_stat_statements (${String(error)}): counting transactions in pg_stat_database`);
+        return false;
+      },
+    );
+  const [limit] = await stats<{ n: number }[]>`SELECT current_setting('max_connections')::int AS n`;
+  if ((limit?.n ?? 0) < 11 * INSTANCES + 5)
+    log(
+      `warning: the server allows ${limit?.n} connections; ${INSTANCES} instances hold up to ${11 * INSTANCES} (a pool of 10 and a LISTEN each), and the bench a few`,
+    );
+  const statementText = new Map<string, string>();
+  const pgCounters = async (): Promise<Record<string, number>> => {
+    const byStatement: Record<string, number> = {};
+    if (statements)
+      for (const row of await stats<{ id: string; calls: string; query: string }[]>`
+        SELECT queryid::text AS id, calls::text AS calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 160) AS query
+        FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = ${dbName})
+          AND query NOT LIKE '%pg_stat_statements%'`) {
+        byStatement[`statement:${row.id}`] = Number(row.calls);
+        statementText.set(`statement:${row.id}`, row.query);
+      }
+    const [row] = await admin<Record<string, string>[]>`
+      SELECT xact_commit + xact_rollback AS transactions, tup_returned AS "tuplesReturned",
+             tup_fetched AS "tuplesFetched", tup_inserted AS "tuplesInserted",
+             tup_updated AS "tuplesUpdated", tup_deleted AS "tuplesDeleted"
+      FROM pg_stat_database WHERE datname = ${dbName}`;
+    return {
+      ...Object.fromEntries(Object.entries(row ?? {}).map(([k, v]) => [k, Number(v)])),
+      ...byStatement,
+      notifies,
+      at: clock(),
+    };
+  };
+
+  const frame = meshChangeFrame("seq-1");
+  const floorUrls =
+    floorMode === "interleaved"
+      ? await Promise.all(
+          globals.map(
+            async (_, k) =>
+              (
+                await ask(
+                  k,
+                  { floorListen: Buffer.from(frame).toString("base64") },
+                  "floorListening",
+                )
+              ).floorListening as string,
+          ),
+        )
+      : [];
+  const base = await memory();
+
+  // The zone processes.
+  const tokensFile = join(dir, "tokens.json");
+  writeFileSync(tokensFile, "[]"); // no tokens: the instances run with --insecure-no-zone-auth
+  for (let p = 0; p < PROCESSES; p++) {
+    const from = p * perProcess;
+    const count = Math.min(perProcess, ZONES - from);
+    if (count <= 0) break;
+    const config = {
+      urls: urls.map((u) => u.mux),
+      from,
+      count,
+      zonesPerConnection: 1,
+      tokensFile,
+      // At most this many zones of a process dialing at once: a burst of thousands overflows accept queues.
+      dialsInFlight: DIALS,
+      floorBytes: frame.byteLength,
+      floorAckBytes: 0,
+      failover: true,
+      dataplanes: DATAPLANES,
+      backoff: "default",
+    };
+    const child = spawn(
+      process.execPath,
+      [
+        ...childNodeArgs(),
+        "--max-old-space-size=4096",
+        "--import",
+        BENCH_LOADER,
+        fileURLToPath(new URL("./fanout-zones.ts", import.meta.url)),
+        JSON.stringify(config),
+      ],
+      { stdio: ["pipe", "pipe", "inherit"] },
+    );
+    const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+    zoneProcesses.push(
+      Object.assign(child, {
+        async next(test: (line: Record<string, unknown>) => boolean) {
+          for (;;) {
+            const r = await lines.next();
+            if (r.done === true) throw new Error(`zone process ${p} ended early`);
+            const line = JSON.parse(r.value as string) as Record<string, unknown>;
+            if (test(line)) return line;
+          }
+        },
+      }),
+    );
+  }
+  const tell = (command: unknown): void => {
+    for (const z of zoneProcesses) z.stdin.write(`${JSON.stringify(command)}\n`);
+  };
+  const fromAll = (test: (line: Record<string, unknown>) => boolean) =>
+    Promise.all(zoneProcesses.map((z) => z.next(test)));
+
+  /** Opens the floor's streams (one per zone, to its instance's floor server); the zone processes' growth. */
+  const openFloor = async (to: readonly string[]): Promise<void> => {
+    tell({ floorOpen: to });
+    const opened = await within(
+      fromAll((l) => "floorOpened" in l),
+      600_000,
+    );
+    if (opened === undefined) throw new Error("the floor's streams did not open within 600 s");
+  };
+  if (floorMode === "interleaved") await openFloor(floorUrls);
+  const floorHeld = floorMode === "interleaved" ? await memory() : undefined;
+
+  // Connect from cold.
+  log(
+    `${ZONES} zones in ${zoneProcesses.length} processes dialing ${INSTANCES} instances (floor ${floorMode})`,
+  );
+  tell({ startZones: 1 });
+  const ready = await within(
+    fromAll((l) => "ready" in l),
+    CONNECT_TIMEOUT_MS,
+  );
+  if (ready === undefined)
+    throw new Error(`not every zone connected within ${CONNECT_TIMEOUT_MS / 1000} s`);
+  const connectSeconds =
+    (Math.max(...ready.map((r) => r.readyAt as number)) -
+      Math.min(...ready.map((r) => r.startedAt as number))) /
+    1000;
+  log(`every zone holds the Mesh after ${connectSeconds.toFixed(1)} s`);
+  // Every zone's Dataplanes in the store before measuring idle (they come after the Mesh).
+  const heldStarted = performance.now();
+  for (;;) {
+    const [held] = await stats<{ n: number }[]>`
+        SELECT count(*)::int AS n FROM kds_resources WHERE kind = 'Dataplane'`;
+    if ((held?.n ?? 0) >= ZONES * DATAPLANES) break;
+    if (performance.now() - heldStarted > CONNECT_TIMEOUT_MS)
+      throw new Error(
+        `the store held ${held?.n ?? 0} of ${ZONES * DATAPLANES} Dataplanes after ${CONNECT_TIMEOUT_MS / 1000} s`,
+      );
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  const dataplanesSeconds = (performance.now() - heldStarted) / 1000;
+  await new Promise((r) => setTimeout(r, QUICK ? 500 : 5_000));
+  const idle = await memory();
+  const zonesBase = floorHeld ?? base;
+  log(
+    `idle: RSS ${(idle.rss / 2 ** 20).toFixed(0)} MiB in all, heap ${((idle.heap - zonesBase.heap) / ZONES / 1024).toFixed(1)} KiB per zone`,
+  );
+
+  // The idle PostgreSQL rate, then the change rounds.
+  const idleFrom = await pgCounters();
+  await new Promise((r) => setTimeout(r, IDLE_MS));
+  const idleTo = await pgCounters();
+  const change = async (seq: number): Promise<void> => {
+    await adminClient((urls[0] as { admin: string }).admin).apply({
+      resources: [
+        { type: "Mesh", name: "default", specJson: JSON.stringify({ description: `seq-${seq}` }) },
+      ],
+    });
+  };
+  /** Latencies of one round from `sentAt`, sorted. */
+  const arrivalsOf = (lines: Record<string, unknown>[], sentAt: number): number[] =>
+    lines.flatMap((l) => (l.arrivals as number[]).map((at) => at - sentAt)).sort((a, b) => a - b);
+  const floorRound = async (seq: number): Promise<number[]> => {
+    const sentAt = clock();
+    await Promise.all(alive().map((k) => ask(k, { floorWrite: seq }, "floorWritten")));
+    const done = await within(
+      fromAll((l) => l.floorSeq === seq),
+      ROUND_TIMEOUT_MS,
+    );
+    if (done === undefined)
+      throw new Error(
+        `floor write ${seq} did not reach every stream within ${ROUND_TIMEOUT_MS / 1000} s`,
+      );
+    return arrivalsOf(done, sentAt);
+  };
+  const rounds: { p50: number; p99: number; max: number; floor?: number[] }[] = [];
+  let seq = 0;
+  let floorSeq = 0;
+  const roundsFrom = await pgCounters();
+  for (let r = 0; r < WARMUP + ROUNDS; r++) {
+    seq++;
+    const sentAt = clock();
+    await change(seq);
+    const done = await within(
+      fromAll((l) => l.seq === seq),
+      ROUND_TIMEOUT_MS,
+    );
+    if (done === undefined)
+      throw new Error(`change ${seq} did not reach every zone within ${ROUND_TIMEOUT_MS / 1000} s`);
+    const latencies = arrivalsOf(done, sentAt);
+    await new Promise((res) => setTimeout(res, 200));
+    const floor = floorMode === "interleaved" ? await floorRound(++floorSeq) : undefined;
+    if (r >= WARMUP)
+      rounds.push({
+        p50: percentile(latencies, 50),
+        p99: percentile(latencies, 99),
+        max: latencies.at(-1) as number,
+        floor,
+      });
+    log(
+      `change ${seq}${r < WARMUP ? " (warm-up)" : ""}: p50 ${percentile(latencies, 50).toFixed(0)} ms, p99 ${percentile(latencies, 99).toFixed(0)} ms${floor === undefined ? "" : `; floor p99 ${percentile(floor, 99).toFixed(1)} ms`}`,
+    );
+    await new Promise((res) => setTimeout(res, 200));
+  }
+  // pg_stat_statements counts at once; pg_stat_database only once the backends flushed (see the top).
+  if (!statements) await new Promise((r) => setTimeout(r, STATS_LAG_MS));
+  const roundsTo = await pgCounters();
+  // A second idle window after the rounds: the background (lease and status writes after the
+  // connect) fades over minutes, so the rounds' share of it is the mean of the rate before and after.
+  await new Promise((r) => setTimeout(r, IDLE_MS));
+  const idleAfter = await pgCounters();
+  const delta = (to: Record<string, number>, from: Record<string, number>, k: string): number =>
+    (to[k] ?? 0) - (from[k] ?? 0);
+  const seconds = (to: Record<string, number>, from: Record<string, number>): number =>
+    ((to.at as number) - (from.at as number)) / 1000;
+  const rateBefore = (k: string): number => delta(idleTo, idleFrom, k) / seconds(idleTo, idleFrom);
+  const rateAfter = (k: string): number =>
+    delta(idleAfter, roundsTo, k) / seconds(idleAfter, roundsTo);
+  const perSecond = (k: string): number => (rateBefore(k) + rateAfter(k)) / 2;
+  const perChange = (k: string): number =>
+    (delta(roundsTo, roundsFrom, k) - perSecond(k) * seconds(roundsTo, roundsFrom)) /
+    (WARMUP + ROUNDS);
+  const counterKeys = [...new Set([...Object.keys(idleTo), ...Object.keys(roundsTo)])].filter(
+    (k) => k !== "at",
+  );
+  const statementKeys = counterKeys.filter((k) => k.startsWith("statement:"));
+  const sum = (f: (k: string) => number): number => statementKeys.reduce((a, k) => a + f(k), 0);
+  const figures = (f: (k: string) => number): Record<string, number> => ({
+    ...(statements ? { statements: sum(f) } : {}),
+    ...Object.fromEntries(
+      counterKeys.filter((k) => !k.startsWith("statement:")).map((k) => [k, f(k)]),
+    ),
+  });
+  const postgresWork = {
+    source: statements
+      ? "statements: pg_stat_statements calls in the store's database; NOTIFYs this process received on the store's channel; transactions and tuples: pg_stat_database, flushed by the server at most once a second (approximate)"
+      : "transactions = xact_commit + xact_rollback and tuples of pg_stat_database for the store's database (each statement outside a transaction counts one); NOTIFYs this process received on the store's channel",
+    idlePerSecondBefore: figures(rateBefore),
+    idlePerSecondAfter: figures(rateAfter),
+    /** The rounds' window as counted, before the idle share is taken off. */
+    rounds: {
+      changes: WARMUP + ROUNDS,
+      seconds: seconds(roundsTo, roundsFrom),
+      counted: figures((k) => delta(roundsTo, roundsFrom, k)),
+    },
+    idlePerSecond: figures(perSecond),
+    perChange: figures(perChange),
+    /** The statements that ran about once per change or more, with their text. */
+    statementsPerChange: statementKeys
+      .map((k) => ({
+        perChange: perChange(k),
+        idlePerSecond: perSecond(k),
+        query: statementText.get(k),
+      }))
+      .filter((x) => x.perChange >= LISTED_PER_CHANGE)
+      .sort((a, b) => b.perChange - a.perChange),
+  };
+  const counted = statements ? "statements" : "transactions";
+  log(
+    `PostgreSQL per change: ${postgresWork.perChange[counted]?.toFixed(1)} ${counted}, ${postgresWork.perChange.notifies?.toFixed(1)} NOTIFYs (idle: ${postgresWork.idlePerSecond[counted]?.toFixed(1)} ${counted}/s)`,
+  );
+
+  // Failover: the last instance SIGKILLed, and at once one more change through instance 0.
+  const countsOf = async (): Promise<{ received: number; sent: number; connects: number }> => {
+    tell({ counts: 1 });
+    const all = await fromAll((l) => "counts" in l);
+    return all
+      .map((l) => l.counts as { received: number; sent: number; connects: number })
+      .reduce((a, b) => ({
+        received: a.received + b.received,
+        sent: a.sent + b.sent,
+        connects: a.connects + b.connects,
+      }));
+  };
+  const beforeKill = await countsOf();
+  const victim = (globals.at(-1) as CliGlobal).child;
+  const killedAt = clock();
+  victim.kill("SIGKILL");
+  seq++;
+  await change(seq);
+  const back = await within(
+    fromAll((l) => l.seq === seq),
+    FAILOVER_TIMEOUT_MS,
+  );
+  if (back === undefined)
+    throw new Error(
+      `the killed instance's zones were not back within ${FAILOVER_TIMEOUT_MS / 1000} s`,
+    );
+  const failoverSeconds =
+    (Math.max(...back.flatMap((l) => l.arrivals as number[])) - killedAt) / 1000;
+  await new Promise((r) => setTimeout(r, QUICK ? 500 : 2_000));
+  const afterKill = await countsOf();
+  const reconnected = afterKill.connects - beforeKill.connects;
+  // Each zone receives the changed Mesh once: that is not a resend.
+  const resent =
+    afterKill.received - beforeKill.received - ZONES + (afterKill.sent - beforeKill.sent);
+  const held = reconnected * (1 + DATAPLANES);
+  const failoverResentPercent = held > 0 ? (100 * resent) / held : 0;
+  log(
+    `failover: every zone holds the change ${failoverSeconds.toFixed(1)} s after SIGKILL; ${reconnected} zones reconnected, ${resent} resources resent of ${held}`,
+  );
+
+  // The floor after the zones, when both did not fit the open files.
+  if (floorMode === "after") {
+    tell({ stopZones: 1 });
+    await fromAll((l) => "zonesStopped" in l);
+    const live = alive();
+    const to = await Promise.all(
+      live.map(
+        async (k) =>
+          (await ask(k, { floorListen: Buffer.from(frame).toString("base64") }, "floorListening"))
+            .floorListening as string,
+      ),
+    );
+    await openFloor(to);
+    for (let r = 0; r < WARMUP + ROUNDS; r++) {
+      const floor = await floorRound(++floorSeq);
+      if (r >= WARMUP) (rounds[r - WARMUP] as { floor?: number[] }).floor = floor;
+    }
+  }
+
+  const floorP99 = rounds.map((r) => percentile(r.floor ?? [], 99));
+  const spread = (xs: number[]): Spread => spreadOf(xs);
+  const summary = {
+    run: {
+      startedAt: startedAt.toISOString(),
+      quick: QUICK,
+      durationSeconds: (Date.now() - startedAt.getTime()) / 1000,
+      command: process.argv.slice(2).join(" "),
+      openFilesLimit: FD_LIMIT,
+      loadAverageAtStart: loadAtStart,
+      loadAverage: loadavg(),
+      // CPUs kept busy by processes outside this run's process tree, on average (NaN without /proc).
+      otherCpus: ((end) =>
+        cpuAtStart === undefined || end === undefined ? Number.NaN : otherCpus(cpuAtStart, end))(
+        cpuMark(),
+      ),
+      postgres: process.env.KDS_BENCH_DATABASE_URL ? "server (KDS_BENCH_DATABASE_URL)" : "embedded",
+    },
+    scale: {
+      instances: INSTANCES,
+      zones: ZONES,
+      connectSeconds,
+      rssTotalMiB: idle.rss / 2 ** 20,
+      heapPerZoneKiB: (idle.heap - zonesBase.heap) / ZONES / 1024,
+      p50Ms: spread(rounds.map((r) => r.p50)),
+      p99Ms: spread(rounds.map((r) => r.p99)),
+      floorP99Ms: spread(floorP99),
+      p99PerFloor: spread(rounds.map((r, i) => r.p99 / (floorP99[i] as number))),
+      failoverSeconds,
+      failoverResentPercent,
+    },
+    details: {
+      zoneProcesses: zoneProcesses.length,
+      dataplanesPerZone: DATAPLANES,
+      floorMode,
+      floorBytes: frame.byteLength,
+      warmupRounds: WARMUP,
+      maxMs: spread(rounds.map((r) => r.max)),
+      floorP50Ms: spread(rounds.map((r) => percentile(r.floor ?? [], 50))),
+      dataplanesStoredSeconds: dataplanesSeconds,
+      rssPerZoneKiB: (idle.rss - zonesBase.rss) / ZONES / 1024,
+      memoryBefore: base,
+      memoryFloorHeld: floorHeld,
+      memoryIdle: idle,
+      postgres: postgresWork,
+      failover: {
+        killed: INSTANCES - 1,
+        reconnected,
+        resent,
+        held,
+        before: beforeKill,
+        after: afterKill,
+      },
+    },
+  };
+  writeFileSync(outFile, `${JSON.stringify(summary, null, 2)}\n`);
+  const problems = summaryProblems(summary, SCALE_KEYS);
+  const show = (v: unknown): string =>
+    typeof v === "number"
+      ? v.toFixed(v >= 100 ? 0 : 2)
+      : `${(v as Spread).median.toFixed(1)} [${(v as Spread).min.toFixed(1)}–${(v as Spread).max.toFixed(1)}]`;
+  const table = [
+    `| key | value (median [min–max] over ${ROUNDS} repetitions) | unit | target (issue 48, at 100,000 zones) |`,
+    "|---|---:|---|---|",
+    ...SCALE_KEYS.map(
+      ({ key, unit, target }) =>
+        `| \`${key}\` | ${show((summary.scale as Record<string, unknown>)[key.slice(6)])} | ${unit} | ${target} |`,
+    ),
+  ].join("\n");
+  if (!args.quiet)
+    process.stdout.write(
+      `${table}\n\nPostgreSQL per change: ${JSON.stringify(postgresWork.perChange)}\n`,
+    );
+  process.stdout.write(`scale: summary in ${outFile}\n`);
+  if (problems.length > 0) {
+    process.stderr.write(`scale: keys missing or not sane:\n${problems.join("\n")}\n`);
+    exitCode = 1;
+  }
+} catch (error) {
+  // After a signal the run's processes were stopped under it: what failed then is that, said above.
+  if (cleaning === undefined)
+    process.stderr.write(
+      `scale: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+  exitCode = 1;
+} finally {
+  await cleanUp();
+}
+process.exit(exitCode);
