@@ -1,8 +1,8 @@
 // One conformance cell of the runtime matrix, run on Node, Deno or Bun: the
 // kit (src/conformance over the node:http2 adapter) checks a global
-// (`global URL ZONE`) or plays the global for a zone that dials
-// `127.0.0.1:PORT` (`zone PORT KINDS_FILE`). Prints one JSON line:
-// { ok, ms, passed, skipped, failed: [rule: detail] }.
+// (`global URL ZONE`) or plays the global for a zone (`zone KINDS_FILE`): it
+// listens on a port the OS picks and prints `listening URL` for the zone to
+// dial. Then prints one JSON line: { ok, ms, passed, skipped, failed: [rule: detail] }.
 import { conformanceDialer, listenForZone } from "../../src/adapters/node/conformance-link.ts";
 import { checkGlobal, checkZone, type CheckResult } from "../../src/conformance/index.ts";
 import { createTypeRegistry } from "../../src/kinds/builtin-types.ts";
@@ -20,11 +20,13 @@ if (mode === "global") {
     signal,
   });
 } else {
-  const listener = await listenForZone("127.0.0.1", Number(a), signal);
+  // Port 0: a port picked at random could be taken by another test's process meanwhile.
+  const listener = await listenForZone("127.0.0.1", 0, signal);
+  console.log(`listening ${listener.url}`);
   try {
     results = await checkZone({
       accept: listener.accept,
-      catalog: kindCatalog(createTypeRegistry(loadKindsFile(b as string).types).list()),
+      catalog: kindCatalog(createTypeRegistry(loadKindsFile(a as string).types).list()),
       dialWaitMs: 60_000,
       signal,
     });

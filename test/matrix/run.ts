@@ -44,6 +44,33 @@ async function firstJsonLine(
   }
 }
 
+/** The URL a conformance kit in zone mode prints (`listening URL`) once it listens, on a port the OS picked. */
+function listeningUrl(child: ChildProcess, timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let seen = "";
+    const timer = setTimeout(
+      () => done(new Error(`the kit did not listen within ${timeoutMs} ms: ${seen.slice(-300)}`)),
+      timeoutMs,
+    );
+    const onData = (d: Buffer): void => {
+      seen += d.toString();
+      const m = /^listening (\S+)$/m.exec(seen);
+      if (m !== null) done(undefined, m[1]);
+    };
+    const onExit = (): void =>
+      done(new Error(`the kit exited (${child.exitCode}) before it listened: ${seen.slice(-300)}`));
+    function done(error: Error | undefined, url?: string): void {
+      clearTimeout(timer);
+      child.stdout?.off("data", onData);
+      child.off("exit", onExit);
+      if (error === undefined) resolve(url as string);
+      else reject(error);
+    }
+    child.stdout?.on("data", onData);
+    child.once("exit", onExit);
+  });
+}
+
 interface Cell {
   global: Runtime;
   zone: Runtime;
@@ -215,8 +242,8 @@ const conformanceRows: ConformanceRow[] = [];
           await new Promise((resolve) => apply.once("exit", resolve));
           child = launch(kit, "./conformance-main.ts", ["global", m[1] as string, name]);
         } else {
-          const port = 17_000 + Math.floor(Math.random() * 20_000);
-          child = launch(kit, "./conformance-main.ts", ["zone", String(port), kinds]);
+          child = launch(kit, "./conformance-main.ts", ["zone", kinds]);
+          const url = await listeningUrl(child, 60_000);
           zone = spawn(
             process.execPath,
             [
@@ -225,7 +252,7 @@ const conformanceRows: ConformanceRow[] = [];
               "--name",
               `conformance-zone-${kit}`,
               "--global",
-              `http://127.0.0.1:${port}`,
+              url,
               "--admin-listen",
               "127.0.0.1:0",
               "--store",
