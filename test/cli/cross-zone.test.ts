@@ -5,7 +5,7 @@
 // copied to; a deletion in a zone leaves the global and the other zones; a
 // disabled zone's resources leave the others and come back when it is enabled.
 import { afterAll, describe, expect, it } from "vitest";
-import { KdsProcess, run, until } from "./process.ts";
+import { KdsProcess, run, until, startDevGlobal } from "./process.ts";
 
 const processes: KdsProcess[] = [];
 afterAll(async () => {
@@ -40,22 +40,8 @@ describe("zone-to-zones kinds across one global and three zones", { timeout: 300
     const t0 = Date.now();
     const phase = (what: string): void =>
       console.log(`cross-zone: ${what} after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    const global = new KdsProcess([
-      "global",
-      "--listen",
-      "127.0.0.1:0",
-      "--admin-listen",
-      "127.0.0.1:0",
-      "--store",
-      "memory",
-      "--insecure-no-zone-auth",
-    ]);
-    processes.push(global);
-    const m = await global.waitFor(
-      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
-      90_000,
-    );
-    const [muxUrl, adminUrl] = [m[1] as string, m[2] as string];
+    const devGlobal = await startDevGlobal(processes);
+    const [muxUrl, adminUrl] = [devGlobal.zonesUrl, devGlobal.adminUrl];
     const zoneDoc = (name: string, enabled: boolean): string =>
       `type: Zone\nname: ${name}\nspec:\n  enabled: ${enabled}\n`;
     expect(

@@ -92,3 +92,36 @@ export async function until<T>(
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+/** A global started by {@link startDevGlobal}: its process and the two addresses it printed. */
+export interface DevGlobal {
+  readonly process: KdsProcess;
+  /** Where zones dial it. */
+  readonly zonesUrl: string;
+  /** Its admin API. */
+  readonly adminUrl: string;
+}
+
+/**
+ * Starts `kds-mux global` on loopback ports the OS picks, with a memory store and
+ * no zone authentication (as most CLI tests want), adds it to `processes` (to be
+ * stopped by the test) and waits until it says where it listens.
+ */
+export async function startDevGlobal(processes: KdsProcess[]): Promise<DevGlobal> {
+  const global = new KdsProcess([
+    "global",
+    "--listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+    "--store",
+    "memory",
+    "--insecure-no-zone-auth",
+  ]);
+  processes.push(global);
+  const m = await global.waitFor(
+    /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
+    90_000,
+  );
+  return { process: global, zonesUrl: m[1] as string, adminUrl: m[2] as string };
+}

@@ -5,7 +5,7 @@
 // degraded), and its log says so; once the zone deletes it, the error clears
 // (healthy again).
 import { afterAll, describe, expect, it } from "vitest";
-import { KdsProcess, run, until } from "./process.ts";
+import { KdsProcess, run, until, startDevGlobal } from "./process.ts";
 
 const processes: KdsProcess[] = [];
 afterAll(async () => {
@@ -19,22 +19,8 @@ interface TypeDoc {
 
 describe("per-resource errors", { timeout: 300_000 }, () => {
   it("store the good resources, name the bad one to the sender, and clear once it is fixed", async () => {
-    const global = new KdsProcess([
-      "global",
-      "--listen",
-      "127.0.0.1:0",
-      "--admin-listen",
-      "127.0.0.1:0",
-      "--store",
-      "memory",
-      "--insecure-no-zone-auth",
-    ]);
-    processes.push(global);
-    const m = await global.waitFor(
-      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
-      90_000,
-    );
-    const [muxUrl, adminUrl] = [m[1] as string, m[2] as string];
+    const devGlobal = await startDevGlobal(processes);
+    const [muxUrl, adminUrl] = [devGlobal.zonesUrl, devGlobal.adminUrl];
     expect(
       (
         await run(

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
 import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
-import { KdsProcess, run, until } from "./process.ts";
+import { KdsProcess, run, until, startDevGlobal } from "./process.ts";
 
 const processes: KdsProcess[] = [];
 const databases: TestDatabase[] = [];
@@ -205,26 +205,12 @@ describe("zone replicas on one PostgreSQL database", { timeout: 300_000 }, () =>
     const proxied = new URL(url);
     proxied.port = String((proxy.address() as { port: number }).port);
     proxied.hostname = "127.0.0.1";
-    const global = new KdsProcess([
-      "global",
-      "--listen",
-      "127.0.0.1:0",
-      "--admin-listen",
-      "127.0.0.1:0",
-      "--store",
-      "memory",
-      "--insecure-no-zone-auth",
-    ]);
-    processes.push(global);
-    const m = await global.waitFor(
-      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
-      90_000,
-    );
+    const devGlobal = await startDevGlobal(processes);
     const zoneDoc = "type: Zone\nname: east\nspec:\n  enabled: true\n";
-    expect((await run(["apply", "-f", "-", "--server", m[2] as string], zoneDoc)).code).toBe(0);
-    const a = zone(m[1] as string, proxied.toString());
+    expect((await run(["apply", "-f", "-", "--server", devGlobal.adminUrl], zoneDoc)).code).toBe(0);
+    const a = zone(devGlobal.zonesUrl, proxied.toString());
     await a.waitFor(connected, 60_000);
-    const b = zone(m[1] as string, url.toString());
+    const b = zone(devGlobal.zonesUrl, url.toString());
     await b.waitFor(/this replica is a standby/, 60_000);
     try {
       proxy.close();

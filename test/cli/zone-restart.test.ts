@@ -5,7 +5,7 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { KdsProcess, run, until } from "./process.ts";
+import { KdsProcess, run, until, startDevGlobal } from "./process.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "kds-zone-restart-"));
 chmodSync(dir, 0o755); // as root, the embedded server's own user must pass through
@@ -40,22 +40,8 @@ function startZone(muxUrl: string): KdsProcess {
 
 describe("a zone restarted after SIGKILL", { timeout: 300_000 }, () => {
   it("keeps its resources in its store and on the global", async () => {
-    const global = new KdsProcess([
-      "global",
-      "--listen",
-      "127.0.0.1:0",
-      "--admin-listen",
-      "127.0.0.1:0",
-      "--store",
-      "memory",
-      "--insecure-no-zone-auth",
-    ]);
-    processes.push(global);
-    const m = await global.waitFor(
-      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
-      90_000,
-    );
-    const [muxUrl, adminUrl] = [m[1] as string, m[2] as string];
+    const devGlobal = await startDevGlobal(processes);
+    const [muxUrl, adminUrl] = [devGlobal.zonesUrl, devGlobal.adminUrl];
     expect(
       (
         await run(

@@ -4,7 +4,7 @@
 // a zone makes it arrive or leave; a changed selector moves it; an invalid
 // selector is refused at apply, naming the problem, and nothing is written.
 import { afterAll, describe, expect, it } from "vitest";
-import { KdsProcess, run, until } from "./process.ts";
+import { KdsProcess, run, until, startDevGlobal } from "./process.ts";
 
 const processes: KdsProcess[] = [];
 afterAll(async () => {
@@ -28,22 +28,8 @@ describe("zone selectors across one global and three zones", { timeout: 300_000 
     const t0 = Date.now();
     const phase = (what: string): void =>
       console.log(`zone-selectors: ${what} after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    const global = new KdsProcess([
-      "global",
-      "--listen",
-      "127.0.0.1:0",
-      "--admin-listen",
-      "127.0.0.1:0",
-      "--store",
-      "memory",
-      "--insecure-no-zone-auth",
-    ]);
-    processes.push(global);
-    const m = await global.waitFor(
-      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
-      90_000,
-    );
-    const [muxUrl, adminUrl] = [m[1] as string, m[2] as string];
+    const devGlobal = await startDevGlobal(processes);
+    const [muxUrl, adminUrl] = [devGlobal.zonesUrl, devGlobal.adminUrl];
     const apply = (doc: string): Promise<{ code: number | null; stdout: string; stderr: string }> =>
       run(["apply", "-f", "-", "--server", adminUrl], doc);
     expect(

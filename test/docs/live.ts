@@ -2,7 +2,7 @@
 // of the kds-mux executable, on loopback with OS-chosen ports, for the tests
 // that check the shipped files (dashboard, alert rules, deployment examples)
 // against what a running instance serves.
-import { KdsProcess, run } from "../cli/process.ts";
+import { KdsProcess, run, startDevGlobal } from "../cli/process.ts";
 
 /** A running global, and a zone if one was started. */
 export interface LiveFleet {
@@ -21,22 +21,8 @@ export async function startFleet(options: { zone: boolean }): Promise<LiveFleet>
     for (const p of processes.reverse()) await p.stop();
   };
   try {
-    const global = new KdsProcess([
-      "global",
-      "--listen",
-      "127.0.0.1:0",
-      "--admin-listen",
-      "127.0.0.1:0",
-      "--store",
-      "memory",
-      "--insecure-no-zone-auth",
-    ]);
-    processes.push(global);
-    const m = await global.waitFor(
-      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
-      90_000,
-    );
-    const [muxUrl, globalAdmin] = [m[1] as string, m[2] as string];
+    const devGlobal = await startDevGlobal(processes);
+    const [muxUrl, globalAdmin] = [devGlobal.zonesUrl, devGlobal.adminUrl];
     if (!options.zone) return { globalAdmin, stop };
     const registered = await run(
       ["apply", "-f", "-", "--server", globalAdmin],
