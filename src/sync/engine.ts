@@ -445,12 +445,22 @@ export class SyncEngine {
         : gate
             .settled(session.signal)
             .then((settled) => (settled ? client.run(session.signal) : undefined));
-    try {
-      await Promise.all([server.run(session.signal), subscribe()]);
-    } finally {
+    const done = (): void => {
       guard?.close();
       if (this.#guards.get(peer.zone) === guard) this.#guards.delete(peer.zone);
+    };
+    let running: Promise<unknown>;
+    try {
+      running = Promise.all([server.run(session.signal), subscribe()]);
+    } catch (error) {
+      done();
+      throw error;
     }
+    // Returned, not awaited: a suspended frame of this function would live as long as the session, in every idle zone's.
+    return running.then(done, (error: unknown) => {
+      done();
+      throw error;
+    });
   }
 
   /** A reset guard for a new session of `zone` (undefined when the guard is off). */
