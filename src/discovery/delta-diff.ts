@@ -217,7 +217,8 @@ export function nextPart(
     const visit = (key: string, r: WireResource | undefined): void => {
       if (!more && take(key, r) !== "full") return;
       more = true;
-      (sweep ??= [...state.sweep]).push(r ?? key);
+      if (sweep === undefined) sweep = [...state.sweep];
+      sweep.push(r ?? key);
     };
     for (const r of resources) visit(r.key, r);
     for (const key of known.keys()) if (resources.get(key) === undefined) visit(key, undefined);
