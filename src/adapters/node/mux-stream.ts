@@ -97,7 +97,10 @@ function serveMuxStream(
     if (name.startsWith(":") || value === undefined) continue;
     for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
   }
-  // A promise chain, not one async function: its suspended frame (and the headers) lived as long as the zone's stream.
+  // Read now: a closure here reading the headers later kept them (in this function's context, which the stream's
+  // close listener holds) as long as the zone's stream.
+  const zone = headers.get(CLIENT_ID_HEADER)?.trim();
+  // A promise chain, not one async function: its suspended frame lived as long as the zone's stream.
   return connection
     .authenticating(
       // The global proves the zone's credentials on the headers before it reads a frame.
@@ -109,7 +112,7 @@ function serveMuxStream(
       ),
     )
     .then((outbound) => {
-      connection.authenticated(headers.get(CLIENT_ID_HEADER)?.trim());
+      connection.authenticated(zone);
       return writesFrames(outbound)
         ? writePushed(outbound, stream, response)
         : writeIterated(outbound, stream, response);
