@@ -45,6 +45,9 @@
 //                                 and goes on during a round, so a round that
 //                                 lasts longer (more zones) counts more of it
 //                                 per zone in globalCpuUsPerZoneChange.
+//   KDS_BENCH_HEAP_SNAPSHOT=<file> a V8 heap snapshot of the global once every
+//                                 zone connected (where the idle zone's heap,
+//                                 heapPerZoneKiB, goes), for Chrome DevTools
 import { create } from "@bufbuild/protobuf";
 import { execFileSync, spawn, type ChildProcessByStdio } from "node:child_process";
 import * as http2 from "node:http2";
@@ -56,7 +59,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
-import { setFlagsFromString } from "node:v8";
+import { setFlagsFromString, writeHeapSnapshot } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { serveGlobal, type ServedGlobal } from "../src/adapters/node/serve-global.ts";
 import {
@@ -547,6 +550,10 @@ export async function fanoutBench(options: FanoutOptions): Promise<FanoutResult 
       );
     await new Promise((r) => setTimeout(r, 1_000));
     const after = memory();
+    if (process.env.KDS_BENCH_HEAP_SNAPSHOT !== undefined)
+      process.stderr.write(
+        `fan-out: heap snapshot of the global with ${connected} idle zones: ${writeHeapSnapshot(process.env.KDS_BENCH_HEAP_SNAPSHOT)}\n`,
+      );
 
     const latencies: number[] = [];
     /** Per round: from the change until the last response frame went to a zone's transport. */

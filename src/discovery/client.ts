@@ -81,33 +81,49 @@ export class DiscoveryClient {
   }
 
   /** Subscribes, then applies responses until `signal` aborts or the stream ends; resolves then. */
-  async run(signal: AbortSignal): Promise<void> {
+  run(signal: AbortSignal): Promise<void> {
+    // A promise chain once subscribed, not one async function: its suspended frame lived as long as the stream, in every
+    // idle zone's.
+    const view = this.#init.view;
+    return this.#subscribe(signal)
+      .then(() =>
+        view.recvTo !== undefined
+          ? this.#applyEach(view.recvTo.bind(view), signal)
+          : this.#recvEach(signal),
+      )
+      .catch((error: unknown) => {
+        if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted)
+          return;
+        throw error;
+      });
+  }
+
+  /** Sends the first request of every type, in order. */
+  async #subscribe(signal: AbortSignal): Promise<void> {
     const { view, sink } = this.#init;
     const node = create(NodeSchema, this.#init.node ?? {});
-    try {
-      for (const typeUrl of this.#init.typeUrls) {
-        if (this.#mode === "sotw") {
-          await view.send(create(DiscoveryRequestSchema, { typeUrl, node }), signal);
-        } else {
-          const known = await sink.versions(typeUrl, signal);
-          await view.send(
-            create(DeltaDiscoveryRequestSchema, {
-              typeUrl,
-              node,
-              resourceNamesSubscribe: ["*"],
-              initialResourceVersions: Object.fromEntries(known),
-            }),
-            signal,
-          );
-        }
+    for (const typeUrl of this.#init.typeUrls) {
+      if (this.#mode === "sotw") {
+        await view.send(create(DiscoveryRequestSchema, { typeUrl, node }), signal);
+      } else {
+        const known = await sink.versions(typeUrl, signal);
+        await view.send(
+          create(DeltaDiscoveryRequestSchema, {
+            typeUrl,
+            node,
+            resourceNamesSubscribe: ["*"],
+            initialResourceVersions: Object.fromEntries(known),
+          }),
+          signal,
+        );
       }
-      if (view.recvTo !== undefined) await this.#applyEach(view.recvTo.bind(view), signal);
-      else for (;;) await this.#onResponse(await view.recv(signal), signal);
-    } catch (error) {
-      if (KdsError.is(error, "session_closed") || KdsError.is(error, "aborted") || signal.aborted)
-        return;
-      throw error;
     }
+  }
+
+  /** Applies the responses one at a time, taking each with `recv`; rejects with the first failure, never resolves. */
+  async #recvEach(signal: AbortSignal): Promise<never> {
+    const view = this.#init.view;
+    for (;;) await this.#onResponse(await view.recv(signal), signal);
   }
 
   /**

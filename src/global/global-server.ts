@@ -661,7 +661,12 @@ export class GlobalServer implements MuxAcceptor {
         this.#logger.error(`onSession failed for zone "${zone}"`, { zone, error });
       }
     }
-    const end = await session.closed;
+    // Not awaited here: a suspended frame of this function would live as long as the session, in every idle zone's.
+    return session.closed.then((end) => this.#ended(session, zone, ready, end));
+  }
+
+  /** Forgets, logs and reports the end of `session` of `zone` (`ready`: it was admitted), then waits for its release. */
+  async #ended(session: MuxSession, zone: string, ready: boolean, end: SessionEnd): Promise<void> {
     if (this.#current.get(zone) === session) this.#current.delete(zone);
     // A flood of streams that never say hello is logged once per burst, not once per stream.
     if (!ready && end.code === "handshake_timeout") this.#helloTimeoutLog.note();

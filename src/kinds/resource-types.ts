@@ -32,6 +32,9 @@ export const RESOURCE_SCOPES = ["cluster", "mesh"] as const;
 /** Whether a kind's resources live inside a mesh or at cluster level. */
 export type ResourceScope = (typeof RESOURCE_SCOPES)[number];
 
+/** The dependencies of a kind that has none, one list for all (a server keeps them per type and stream). */
+const NO_DEPENDENCIES: readonly string[] = Object.freeze([]);
+
 /** A registered resource type. */
 export interface ResourceType {
   /** Short name used in stores, files and the CLI ("Mesh", "Dataplane"). */
@@ -214,7 +217,7 @@ export class TypeRegistry {
   /** The type URLs of the kinds `typeUrl`'s kind depends on (empty for an unknown type). */
   dependenciesOf(typeUrl: string): readonly string[] {
     const type = this.#byUrl.get(typeUrl);
-    if (type === undefined || type.dependsOn.length === 0) return [];
+    if (type === undefined || type.dependsOn.length === 0) return NO_DEPENDENCIES;
     return type.dependsOn.flatMap((kind) => {
       const t = this.#byKind.get(kind);
       return t === undefined ? [] : [t.typeUrl];

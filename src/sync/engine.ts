@@ -282,17 +282,17 @@ export class SyncEngine {
    * same zone finished. Never rejects: a sync failure is logged and closes
    * the session, so the zone reconnects.
    */
-  async attach(session: Session, peer: SyncPeer): Promise<void> {
+  attach(session: Session, peer: SyncPeer): Promise<void> {
     const previous = this.#attached.get(peer.zone) ?? Promise.resolve();
     const running = previous.then(() =>
       session.end === undefined ? this.#run(session, peer) : undefined,
     );
     this.#attached.set(peer.zone, running);
-    try {
-      await running;
-    } finally {
+    // A promise chain, not an async function awaiting `running`: that one's suspended frame lived as long as the session,
+    // in every idle zone's (as do #run's and DiscoveryClient.run's).
+    return running.finally(() => {
       if (this.#attached.get(peer.zone) === running) this.#attached.delete(peer.zone);
-    }
+    });
   }
 
   /** Resolves once the attachment of `zone` (if any) has finished. */
@@ -329,7 +329,7 @@ export class SyncEngine {
     this.#records.delete(zone);
   }
 
-  async #run(session: Session, peer: SyncPeer): Promise<void> {
+  #run(session: Session, peer: SyncPeer): Promise<void> {
     const { logger } = this.#options;
     const record = this.#record(peer.zone);
     record.connected(() => session.stats().heartbeatRttMs, session.peer);
@@ -350,9 +350,10 @@ export class SyncEngine {
         message: `sync failed ${where}: ${error instanceof Error ? error.message : String(error)}`,
       });
     });
-    const end = await session.closed;
-    record.disconnected(end);
-    await work;
+    return session.closed.then((end) => {
+      record.disconnected(end);
+      return work;
+    });
   }
 
   async #sync(session: Session, peer: SyncPeer, record: ZoneStatusRecord): Promise<void> {
@@ -460,12 +461,22 @@ export class SyncEngine {
         : gate
             .settled(session.signal)
             .then((settled) => (settled ? client.run(session.signal) : undefined));
-    try {
-      await Promise.all([server.run(session.signal), subscribe()]);
-    } finally {
+    const done = (): void => {
       guard?.close();
       if (this.#guards.get(peer.zone) === guard) this.#guards.delete(peer.zone);
+    };
+    let running: Promise<unknown>;
+    try {
+      running = Promise.all([server.run(session.signal), subscribe()]);
+    } catch (error) {
+      done();
+      throw error;
     }
+    // Returned, not awaited: a suspended frame of this function would live as long as the session, in every idle zone's.
+    return running.then(done, (error: unknown) => {
+      done();
+      throw error;
+    });
   }
 
   /** The spans of one session's streams (made only while a tracing SDK is registered). */

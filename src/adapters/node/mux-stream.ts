@@ -21,7 +21,7 @@ import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { PeerInfo } from "../../auth/peer.ts";
 import { KdsError } from "../../errors.ts";
-import { MultiplexService } from "../../gen/kds/mux/v1/mux_pb.ts";
+import { MultiplexService, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
 import { toConnectError } from "../../connect-errors.ts";
 import { drained, grpcFrame, readGrpcFrames } from "./grpc-frames.ts";
@@ -78,7 +78,7 @@ function identityOnly(value: string | string[] | undefined): boolean {
 }
 
 /** Serves one mux stream until the session's frames end, then sends connect's status trailers. */
-async function serveMuxStream(
+function serveMuxStream(
   global: GlobalServer,
   request: http2.Http2ServerRequest,
   response: http2.Http2ServerResponse,
@@ -97,29 +97,51 @@ async function serveMuxStream(
     if (name.startsWith(":") || value === undefined) continue;
     for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
   }
-  let failure: unknown;
-  try {
-    // The global proves the zone's credentials on the headers before it reads a frame.
-    const outbound = await connection.authenticating(
+  // Read now: a closure here reading the headers later kept them (in this function's context, which the stream's
+  // close listener holds) as long as the zone's stream.
+  const zone = headers.get(CLIENT_ID_HEADER)?.trim();
+  // A promise chain, not one async function: its suspended frame lived as long as the zone's stream.
+  return connection
+    .authenticating(
+      // The global proves the zone's credentials on the headers before it reads a frame.
       global.accept(
         headers,
         readGrpcFrames(stream, global.maxMessageBytes, unreadable),
         gone.signal,
         peer,
       ),
+    )
+    .then((outbound) => {
+      connection.authenticated(zone);
+      return writesFrames(outbound)
+        ? writePushed(outbound, stream, response)
+        : writeIterated(outbound, stream, response);
+    })
+    .then(
+      () => endStream(stream, response, undefined),
+      (error: unknown) => endStream(stream, response, error),
     );
-    connection.authenticated(headers.get(CLIENT_ID_HEADER)?.trim());
-    if (writesFrames(outbound)) await writePushed(outbound, stream, response);
-    else
-      for await (const message of outbound) {
-        if (stream.closed || stream.destroyed) continue; // the session ends through `gone`; its frames go nowhere
-        if (!response.headersSent)
-          response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
-        if (!response.write(grpcFrame(message))) await drained(stream);
-      }
-  } catch (error) {
-    failure = error;
+}
+
+/** Writes the session's frames by iteration (a session whose frames are not pushed). */
+async function writeIterated(
+  outbound: AsyncIterable<Frame>,
+  stream: http2.ServerHttp2Stream,
+  response: http2.Http2ServerResponse,
+): Promise<void> {
+  for await (const message of outbound) {
+    if (stream.closed || stream.destroyed) continue; // the session ends through `gone`; its frames go nowhere
+    if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
+    if (!response.write(grpcFrame(message))) await drained(stream);
   }
+}
+
+/** Ends the stream with connect's status trailers: OK, or what `failure` says (nothing when the stream is gone). */
+function endStream(
+  stream: http2.ServerHttp2Stream,
+  response: http2.Http2ServerResponse,
+  failure: unknown,
+): void {
   if (stream.closed || stream.destroyed) return;
   if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
   const trailers: Record<string, string> = {};

@@ -233,6 +233,16 @@ export interface GatedHandlerOptions {
 }
 
 /**
+ * The connection of a request without a guard: learns nothing. One for all
+ * (made per request, its closures kept this handler's context, and with it
+ * the request and response, as long as a zone's stream).
+ */
+const UNGUARDED: GuardedConnection = {
+  authenticated: () => undefined,
+  authenticating: (work) => work,
+};
+
+/**
  * A request handler that bounds each request's body time, lets `claim`
  * take what it serves itself, and runs every other request through `gate`
  * on its headers before `serve` may read its body; a refusal is written
@@ -248,10 +258,7 @@ export function gatedHandler(
     if (requestTimeoutMs !== undefined && options.unboundedBody?.(path) !== true) {
       guardRequestBody(request, response, requestTimeoutMs, () => options.onRequestTimeout?.());
     }
-    const connection = options.guard?.connection(request.socket) ?? {
-      authenticated: () => undefined,
-      authenticating: <T>(work: Promise<T>) => work,
-    };
+    const connection = options.guard?.connection(request.socket) ?? UNGUARDED;
     if (claim?.(request, response, connection) === true) return;
     if (gate === undefined) {
       serve(request, response);
