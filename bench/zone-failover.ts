@@ -84,10 +84,21 @@ const admin = (url: string) =>
 
 async function until<T>(work: () => Promise<T>, ok: (v: T) => boolean, ms: number, what: string) {
   const deadline = Date.now() + ms;
+  let last: unknown;
   for (;;) {
-    const v = await work().catch(() => undefined);
+    // A failed read (a replica restarting, a store mid-takeover) is retried; the last failure is said on timeout.
+    const v = await work().catch((error: unknown) => {
+      last = error;
+      return undefined;
+    });
     if (v !== undefined && ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out waiting for ${what}${last === undefined ? "" : ` (last error: ${String(last)})`}`,
+        {
+          cause: last,
+        },
+      );
     await sleep(50);
   }
 }
