@@ -104,10 +104,13 @@ export interface DevGlobal {
 
 /**
  * Starts `kds-mux global` on loopback ports the OS picks, with a memory store and
- * no zone authentication (as most CLI tests want), adds it to `processes` (to be
- * stopped by the test) and waits until it says where it listens.
+ * no zone authentication (as most CLI tests want) and the flags in `extra`, adds it
+ * to `processes` (to be stopped by the test) and waits until it says where it listens.
  */
-export async function startDevGlobal(processes: KdsProcess[]): Promise<DevGlobal> {
+export async function startDevGlobal(
+  processes: KdsProcess[],
+  extra: readonly string[] = [],
+): Promise<DevGlobal> {
   const global = new KdsProcess([
     "global",
     "--listen",
@@ -117,6 +120,7 @@ export async function startDevGlobal(processes: KdsProcess[]): Promise<DevGlobal
     "--store",
     "memory",
     "--insecure-no-zone-auth",
+    ...extra,
   ]);
   processes.push(global);
   const m = await global.waitFor(

@@ -7,7 +7,7 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
-import { KdsProcess, run, until } from "./process.ts";
+import { KdsProcess, run, until, startDevGlobal } from "./process.ts";
 
 const processes: KdsProcess[] = [];
 let receiver: Server | undefined;
@@ -99,24 +99,11 @@ describe("kds-mux global and zone with --otlp-endpoint", { timeout: 180_000 }, (
     const spans: ReceivedSpan[] = [];
     const problems: string[] = [];
     const receiverUrl = await startReceiver(spans, problems);
-    const global = new KdsProcess([
-      "global",
-      "--listen",
-      "127.0.0.1:0",
-      "--admin-listen",
-      "127.0.0.1:0",
-      "--store",
-      "memory",
-      "--insecure-no-zone-auth",
-      "--otlp-endpoint",
-      `${receiverUrl}/global/v1/traces`,
-    ]);
-    processes.push(global);
-    const m = await global.waitFor(
-      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
-      90_000,
-    );
-    const [muxUrl, adminUrl] = [m[1] as string, m[2] as string];
+    const {
+      process: global,
+      zonesUrl: muxUrl,
+      adminUrl,
+    } = await startDevGlobal(processes, ["--otlp-endpoint", `${receiverUrl}/global/v1/traces`]);
     expect(global.output).toContain(
       `exporting trace spans over OTLP/HTTP to ${receiverUrl}/global/v1/traces`,
     );

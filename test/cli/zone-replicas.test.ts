@@ -66,24 +66,10 @@ const leads = /this replica leads \(term (\d+)/;
 describe("zone replicas on one PostgreSQL database", { timeout: 300_000 }, () => {
   it("elect one leader; the standby refuses writes naming it; a paused leader never dials or writes again once replaced; a killed one is replaced", async () => {
     const url = (await fresh()).url;
-    const global = new KdsProcess([
-      "global",
-      "--listen",
-      "127.0.0.1:0",
-      "--admin-listen",
-      "127.0.0.1:0",
-      "--store",
-      "memory",
-      "--insecure-no-zone-auth",
+    const { zonesUrl: muxUrl, adminUrl: globalAdmin } = await startDevGlobal(processes, [
       "--log-level",
       "info",
     ]);
-    processes.push(global);
-    const m = await global.waitFor(
-      /listening on (http:\/\/127\.0\.0\.1:\d+) for zones.*admin API on (http:\/\/127\.0\.0\.1:\d+)/,
-      90_000,
-    );
-    const [muxUrl, globalAdmin] = [m[1] as string, m[2] as string];
     const zoneDoc = "type: Zone\nname: east\nspec:\n  enabled: true\n";
     expect((await run(["apply", "-f", "-", "--server", globalAdmin], zoneDoc)).code).toBe(0);
 
