@@ -33,7 +33,8 @@
 // KDS_BENCH_ZONE_CPU_PROFILE=<dir> (diagnostic): a V8 CPU profile of this
 // process from the moment every zone mirrors the Mesh (the timed rounds, not
 // the connecting) until stopZones or the end, into
-// <dir>/zones-<from>.<pid>.cpuprofile; KDS_BENCH_CPU_PROFILE_INTERVAL_US sets
+// <dir>/zones-<from>.<pid>.cpuprofile (with KDS_BENCH_ZONE_CPU_PROFILE_PHASE=connect,
+// from startZones until every zone mirrors the Mesh instead); KDS_BENCH_CPU_PROFILE_INTERVAL_US sets
 // its sampling interval (V8's default 1,000 µs); with KDS_BENCH_HEAP_SAMPLING=1
 // a sampling heap profile (allocations) instead, <dir>/zones-<from>.<pid>.heapprofile,
 // and with KDS_BENCH_HEAP_SAMPLING=survivors one of only what no scavenge collected.
@@ -103,8 +104,35 @@ setMaxListeners(0, stop.signal);
 const zonesStop = new AbortController();
 setMaxListeners(0, zonesStop.signal);
 stop.signal.addEventListener("abort", () => zonesStop.abort(), { once: true });
+/**
+ * Each zone's own stop, aborted with zonesStop by one listener. Node's
+ * EventTarget walks every listener of a signal on each addEventListener, so
+ * thousands of zones listening on zonesStop itself (their transports, runs
+ * and watches, and again on each redial) cost time in the square of the zones
+ * per process: a fifth of a zone process's CPU while 2,000 zones connected.
+ * One process holds one zone in a deployment; this keeps the bench's zones
+ * apart as theirs are.
+ */
+const zoneStops = new Set<AbortController>();
+zonesStop.signal.addEventListener(
+  "abort",
+  () => {
+    for (const c of zoneStops) c.abort(zonesStop.signal.reason);
+  },
+  { once: true },
+);
+/** A stop signal of one zone's own (see zoneStops). */
+function zoneStop(): AbortSignal {
+  const c = new AbortController();
+  zoneStops.add(c);
+  if (zonesStop.signal.aborted) c.abort(zonesStop.signal.reason);
+  return c.signal;
+}
 /** The profile's directory (KDS_BENCH_ZONE_CPU_PROFILE), or none. */
 const profileDir = process.env.KDS_BENCH_ZONE_CPU_PROFILE ?? "";
+/** KDS_BENCH_ZONE_CPU_PROFILE_PHASE=connect: profile the connecting (startZones until ready) instead. */
+const profilePhase =
+  process.env.KDS_BENCH_ZONE_CPU_PROFILE_PHASE === "connect" ? "connect" : "rounds";
 /** The profile being taken (from the moment every zone holds the Mesh), if one is asked for. */
 let profiling: Promise<(() => Promise<void>) | undefined> | undefined;
 /** Starts the profile when one is asked for (bench/profile.ts says which). */
@@ -120,14 +148,15 @@ async function stopProfile(): Promise<void> {
   const stopProfiling = await started;
   await stopProfiling?.();
 }
-/** Calls `onChange` for every Mesh change of `store` until the bench stops. */
+/** Calls `onChange` for every Mesh change of `store` until `signal` (the zone's stop) aborts. */
 async function follow(
   store: ResourceStore,
+  signal: AbortSignal,
   onChange: (change: StoreChange) => void,
 ): Promise<void> {
   // ZoneIngress too: a cross-zone run changes another zone's ZoneIngress instead of the Mesh.
   for await (const change of store.watch(0, {
-    signal: stop.signal,
+    signal,
     kinds: ["Mesh", "ZoneIngress"],
   }))
     onChange(change);
@@ -184,7 +213,8 @@ const startNext = (): void => {
 function startZone(i: number): void {
   const u = i % urls.length;
   const key = `${u}:${Math.floor(i / (urls.length * zonesPerConnection))}`;
-  let transport = failover === true ? failoverTransport(i) : transports.get(key);
+  const signal = zoneStop();
+  let transport = failover === true ? failoverTransport(i, signal) : transports.get(key);
   if (transport === undefined) {
     // KDS_BENCH_ZONE_CLIENT=connect: connect-node's gRPC client, for A/B runs against grpcMuxTransport.
     transport =
@@ -212,7 +242,7 @@ function startZone(i: number): void {
   });
   allZones.push(zone);
   let seen = false;
-  void follow(zone.store, (change) => {
+  void follow(zone.store, signal, (change) => {
     if (change.op !== "put") return;
     // The round's sequence number: in the Mesh's description, or a cross-zone run's ZoneIngress address.
     const spec = change.resource.spec as { description?: string; address?: string } | undefined;
@@ -224,7 +254,8 @@ function startZone(i: number): void {
         process.stdout.write(
           `${JSON.stringify({ ready, startedAt, readyAt: now(), connections: transports.size + failoverZones })}\n`,
         );
-        startProfile();
+        if (profilePhase === "connect") void stopProfile();
+        else startProfile();
       } else startNext();
     }
     const m = /^seq-(\d+)$/.exec(description);
@@ -248,15 +279,15 @@ function startZone(i: number): void {
       );
     }
   });
-  void own(zone).then(() => zone.run(zonesStop.signal));
+  void own(zone).then(() => zone.run(signal));
 }
 
-/** Zone i's transport with `failover`: every url, urls[i mod n] first, a connection of its own. */
-function failoverTransport(i: number): MuxTransport {
+/** Zone i's transport with `failover`: every url, urls[i mod n] first, a connection of its own, until `signal`. */
+function failoverTransport(i: number, signal: AbortSignal): MuxTransport {
   const targets = urls.map((_, k) => urls[(i + k) % urls.length] as string);
   failoverZones++;
   return failoverMuxTransport(
-    targets.map((url) => grpcMuxTransport(url, { signal: zonesStop.signal })),
+    targets.map((url) => grpcMuxTransport(url, { signal })),
     { targets },
   );
 }
@@ -381,6 +412,7 @@ void (async () => {
       process.stdout.write(`${JSON.stringify({ counts: counts() })}\n`);
     else if (command.startZones !== undefined) {
       startedAt = now();
+      if (profilePhase === "connect") startProfile();
       startNext();
     } else if (command.stopZones !== undefined) {
       await stopProfile();

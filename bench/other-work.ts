@@ -127,3 +127,28 @@ export function otherCpus(from: CpuMark, to: CpuMark): number {
   const other = to.machineSeconds - from.machineSeconds - (to.benchSeconds - from.benchSeconds);
   return Math.max(0, other / wallSeconds);
 }
+
+/**
+ * CPU seconds `pids` used so far (each process's own and its reaped
+ * children's, from /proc/<pid>/stat), summed; a process that is gone counts
+ * nothing. Undefined without /proc.
+ */
+export function cpuSecondsOf(pids: readonly (number | undefined)[]): number | undefined {
+  let ticks = 0;
+  let read = false;
+  for (const pid of pids) {
+    if (pid === undefined) continue;
+    let text: string;
+    try {
+      text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    } catch {
+      // Gone (or no /proc): it adds nothing; without /proc no pid is read and the caller gets undefined.
+      continue;
+    }
+    const stat = parseProcStat(text);
+    if (stat === undefined) continue;
+    ticks += stat.ticks;
+    read = true;
+  }
+  return read ? ticks / TICKS : undefined;
+}

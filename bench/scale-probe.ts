@@ -9,6 +9,9 @@
 //                             bytes b64 (one change's mux frame)
 //   {"floorWrite": seq}    -> {"floorWritten": seq, "streams": n} once the
 //                             bytes were written to every held stream
+//   {"profile": file}      -> {"profiling": file}: a CPU profile of this
+//                             global starts (bench/profile.ts)
+//   {"profileStop": 1}     -> {"profileWritten": file} once it is written
 // A global's own memory figures therefore include this file's few objects;
 // the floor's server runs in the same process as the zones' global, as the
 // fan-out's floor does (bench/fanout.ts).
@@ -16,6 +19,7 @@ import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
+import { profileOf } from "./profile.ts";
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
@@ -23,6 +27,8 @@ const gc = runInNewContext("gc") as () => void;
 const floorStreams = new Set<http2.ServerHttp2Stream>();
 let floorBytes = new Uint8Array(0);
 let floorServer: http2.Http2Server | undefined;
+/** The CPU profile being taken ({"profile"}), and its file. */
+let profiling: { file: string; stop: Promise<(() => Promise<void>) | undefined> } | undefined;
 
 /** Replies to the bench; a closed channel means the bench is gone, and the process ends with it. */
 function reply(message: unknown): void {
@@ -51,6 +57,18 @@ process.on("message", (message: Record<string, unknown>) => {
   } else if (typeof message.floorWrite === "number") {
     for (const stream of floorStreams) stream.write(floorBytes);
     reply({ floorWritten: message.floorWrite, streams: floorStreams.size });
+  } else if (typeof message.profile === "string") {
+    const file = message.profile;
+    profiling = { file, stop: profileOf(file) };
+    void profiling.stop.then(() => reply({ profiling: file }));
+  } else if (message.profileStop !== undefined) {
+    const taken = profiling;
+    profiling = undefined;
+    void (async () => {
+      const stop = await taken?.stop;
+      await stop?.();
+      reply({ profileWritten: taken?.file ?? "" });
+    })();
   } else if (message.floorClose !== undefined) {
     for (const stream of floorStreams) stream.destroy();
     floorServer?.close();

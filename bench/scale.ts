@@ -41,6 +41,11 @@
 // table; exits 1 when a key is missing or not sane (bench/summary.ts rules).
 // --quick: 1 warm-up round and a short idle window, for the smoke test
 // (test/bench/scale.test.ts); its figures are not for comparison.
+// KDS_BENCH_SCALE_PROFILE=<dir> (diagnostic): a V8 CPU profile of instance 0
+// from the zones starting to dial until every zone holds the Mesh, into
+// <dir>/global-0.connect.cpuprofile; for the zone processes' side over the same
+// phase, KDS_BENCH_ZONE_CPU_PROFILE=<dir> with KDS_BENCH_ZONE_CPU_PROFILE_PHASE=connect
+// (bench/fanout-zones.ts).
 // The PostgreSQL server: KDS_BENCH_DATABASE_URL, else an embedded one
 // (bench/bench-store.ts); a fresh database is created and dropped.
 // Open files: each instance holds a socket per zone and each zone process one
@@ -69,7 +74,7 @@ import { compileCli, startCliGlobal, type CliGlobal } from "./cli-global.ts";
 import { fdSoftLimit, within } from "./fanout.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
 import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
-import { cpuMark, otherCpus } from "./other-work.ts";
+import { cpuMark, cpuSecondsOf, otherCpus } from "./other-work.ts";
 import { percentile } from "./percentile.ts";
 import { SCALE_KEYS } from "./scale-keys.ts";
 import { spreadOf, summaryProblems, type Spread } from "./summary.ts";
@@ -435,13 +440,27 @@ try {
   log(
     `${ZONES} zones in ${zoneProcesses.length} processes dialing ${INSTANCES} instances (floor ${floorMode})`,
   );
+  // KDS_BENCH_SCALE_PROFILE=<dir>: instance 0's CPU over the connect (see the top).
+  const profileDir = process.env.KDS_BENCH_SCALE_PROFILE ?? "";
+  if (profileDir !== "")
+    await ask(0, { profile: join(profileDir, `global-0.connect.cpuprofile`) }, "profiling");
+  const connectFrom = await pgCounters();
+  /** CPU seconds of the instances and of the zone processes so far (/proc; NaN without it). */
+  const cpuNow = (): { instances: number; zones: number } => ({
+    instances: cpuSecondsOf(globals.map((g) => g.child.pid)) ?? Number.NaN,
+    zones: cpuSecondsOf(zoneProcesses.map((z) => z.pid)) ?? Number.NaN,
+  });
+  const connectCpuFrom = cpuNow();
   tell({ startZones: 1 });
   const ready = await within(
     fromAll((l) => "ready" in l),
     CONNECT_TIMEOUT_MS,
   );
+  if (profileDir !== "")
+    log(`profile: ${(await ask(0, { profileStop: 1 }, "profileWritten")).profileWritten}`);
   if (ready === undefined)
     throw new Error(`not every zone connected within ${CONNECT_TIMEOUT_MS / 1000} s`);
+  const connectCpuTo = cpuNow();
   const connectSeconds =
     (Math.max(...ready.map((r) => r.readyAt as number)) -
       Math.min(...ready.map((r) => r.startedAt as number))) /
@@ -460,6 +479,9 @@ try {
     await new Promise((r) => setTimeout(r, 500));
   }
   const dataplanesSeconds = (performance.now() - heldStarted) / 1000;
+  // PostgreSQL work of the connect, per zone (the idle background of its seconds included).
+  if (!statements) await new Promise((r) => setTimeout(r, STATS_LAG_MS));
+  const connectTo = await pgCounters();
   await new Promise((r) => setTimeout(r, QUICK ? 500 : 5_000));
   const idle = await memory();
   const zonesBase = floorHeld ?? base;
@@ -469,8 +491,20 @@ try {
 
   // The idle PostgreSQL rate, then the change rounds.
   const idleFrom = await pgCounters();
+  const idleCpuFrom = cpuNow();
   await new Promise((r) => setTimeout(r, IDLE_MS));
+  const idleCpuTo = cpuNow();
   const idleTo = await pgCounters();
+  /** µs of CPU per zone and second of wall time between two CPU readings. */
+  const perZoneSecond = (to: number, from: number): number =>
+    ((to - from) * 1e6) / ZONES / (((idleTo.at as number) - (idleFrom.at as number)) / 1000);
+  const idleCpu = {
+    instancesUsPerZoneSecond: perZoneSecond(idleCpuTo.instances, idleCpuFrom.instances),
+    zonesUsPerZoneSecond: perZoneSecond(idleCpuTo.zones, idleCpuFrom.zones),
+  };
+  log(
+    `idle CPU per zone and second: instances ${idleCpu.instancesUsPerZoneSecond.toFixed(1)} µs, zone processes ${idleCpu.zonesUsPerZoneSecond.toFixed(1)} µs`,
+  );
   const change = async (seq: number): Promise<void> => {
     await adminClient((urls[0] as { admin: string }).admin).apply({
       resources: [
@@ -552,6 +586,7 @@ try {
       counterKeys.filter((k) => !k.startsWith("statement:")).map((k) => [k, f(k)]),
     ),
   });
+  const perZoneConnect = (k: string): number => delta(connectTo, connectFrom, k) / ZONES;
   const postgresWork = {
     source: statements
       ? "statements: pg_stat_statements calls in the store's database; NOTIFYs this process received on the store's channel; transactions and tuples: pg_stat_database, flushed by the server at most once a second (approximate)"
@@ -566,6 +601,12 @@ try {
     },
     idlePerSecond: figures(perSecond),
     perChange: figures(perChange),
+    /** The connect from cold, per zone: everything counted from the zones' start until their Dataplanes were stored. */
+    perZoneConnect: figures(perZoneConnect),
+    statementsPerZoneConnect: statementKeys
+      .map((k) => ({ perZone: perZoneConnect(k), query: statementText.get(k) }))
+      .filter((x) => x.perZone >= 0.05)
+      .sort((a, b) => b.perZone - a.perZone),
     /** The statements that ran about once per change or more, with their text. */
     statementsPerChange: statementKeys
       .map((k) => ({
@@ -680,6 +721,13 @@ try {
       maxMs: spread(rounds.map((r) => r.max)),
       floorP50Ms: spread(rounds.map((r) => percentile(r.floor ?? [], 50))),
       dataplanesStoredSeconds: dataplanesSeconds,
+      /** CPU of the connect from cold, per zone (from the zones' start until every zone held the Mesh), in ms. */
+      connectCpuMsPerZone: {
+        instances: ((connectCpuTo.instances - connectCpuFrom.instances) * 1000) / ZONES,
+        zones: ((connectCpuTo.zones - connectCpuFrom.zones) * 1000) / ZONES,
+      },
+      /** CPU with every zone connected and no change (heartbeats, lease renewals, timers), per zone and second. */
+      idleCpu,
       rssPerZoneKiB: (idle.rss - zonesBase.rss) / ZONES / 1024,
       memoryBefore: base,
       memoryFloorHeld: floorHeld,
