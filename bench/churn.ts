@@ -25,8 +25,12 @@
 //     the run fails unless it is 0.
 //
 //   npm run bench:churn -- [--zones 1000] [--resources 1000] [--rate 1000]
-//       [--seconds 600] [--store postgres|memory] [--processes P] [--quick]
-//       [--quiet] [--out FILE]
+//       [--seconds 600] [--store postgres|memory] [--processes P]
+//       [--seed-timeout 1800] [--quick] [--quiet] [--out FILE]
+//
+// --processes: zone processes (default one per 250,000 resources);
+// --seed-timeout: seconds the seed may take (connect and every resource
+// stored at the global).
 //
 // Writes bench/results/churn-<start time>.json (or --out) and prints its
 // table; exits 1 when a key is missing or not sane (bench/summary.ts rules)
@@ -379,7 +383,8 @@ try {
   const settleSeconds = await settled(SETTLE_TIMEOUT_MS, "after the changes");
   const lagLines = await fromAll({ lags: 1 }, (l) => "lags" in l);
   const lags = lagLines.flatMap((l) => l.lags as number[]).sort((a, b) => a - b);
-  const zoneProcessesRssMiB = lagLines.reduce((a, l) => a + (l.rssBytes as number), 0) / 2 ** 20;
+  const zoneSum = (k: string): number =>
+    lagLines.reduce((a, l) => a + (l[k] as number), 0) / 2 ** 20;
   log(
     `lag over ${lags.length} ACKed changes: p50 ${percentile(lags, 50).toFixed(1)} ms, p99 ${percentile(lags, 99).toFixed(1)} ms, max ${(lags.at(-1) ?? Number.NaN).toFixed(1)} ms`,
   );
@@ -444,8 +449,9 @@ try {
       behindMaxMs: Math.max(...drives.map((d) => d.behindMaxMs)),
       /** Lags reported: fewer than writes when a key was written again before its first write was sent (one lag for both). */
       lagsReported: lags.length,
-      /** The zone processes' RSS together after the changes (the bench's side, not the global's). */
-      zoneProcessesRssMiB,
+      /** The zone processes' heap and RSS together after the changes, after GC (the bench's side, not the global's). */
+      zoneProcessesHeapMiB: zoneSum("heapBytes"),
+      zoneProcessesRssMiB: zoneSum("rssBytes"),
       seedSeconds,
       settleSeconds,
       stores: compared,

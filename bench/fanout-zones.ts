@@ -26,7 +26,7 @@
 //   {"acks": 1}         replies {"acks": {"sent", "unacked",
 //                       "resourcesSent", "silent"}} (bench/churn-zones.ts)
 //   {"lags": 1}         stops recording, replies {"lags": [ms, ...],
-//                       "rssBytes"} (this process's RSS, no GC)
+//                       "heapBytes", "rssBytes"} (this process's, after GC)
 //   {"dump": 1}         one {"zoneStore": name, "entries": [[name,
 //                       address, version], ...]} per zone, then {"dumped"}
 // `floorOpen` may name one url per
@@ -418,7 +418,7 @@ void (async () => {
       if (lags !== undefined) lags.recording = false;
       const taken = (lags?.take() ?? []).map((ms) => Math.round(ms * 100) / 100);
       process.stdout.write(
-        `${JSON.stringify({ lags: taken, rssBytes: process.memoryUsage.rss() })}\n`,
+        `${JSON.stringify({ lags: taken, ...((m) => ({ heapBytes: m.heap, rssBytes: m.rss }))(memory()) })}\n`,
       );
     } else if (command.dump !== undefined) {
       for (const zone of allZones)
