@@ -130,29 +130,27 @@ export async function driveChanges(
 }
 
 /**
- * The {@link CHURN_KIND} responses of the zones' current sessions: sent,
- * not yet answered (neither ACKed nor NACKed), and the resources they
- * carried; zones that sent none yet.
+ * The zones' {@link CHURN_KIND} responses: sent over all sessions, not yet
+ * answered on the current ones (neither ACKed nor NACKed), and how many
+ * zones have not yet sent `resources` resources in all (a zone that
+ * reconnected sends only what the global lacks, so the totals, not the
+ * session's, tell that each zone's resources went out once).
  */
-export function ackState(zones: readonly ZoneControlPlane[]): {
-  sent: number;
-  unacked: number;
-  resourcesSent: number;
-  silent: number;
-} {
+export function ackState(
+  zones: readonly ZoneControlPlane[],
+  resources: number,
+): { sent: number; unacked: number; short: number } {
   let sent = 0;
   let unacked = 0;
-  let resourcesSent = 0;
-  let silent = 0;
+  let short = 0;
   for (const zone of zones) {
     const t = zone.status().types.find((x) => x.kind === CHURN_KIND);
-    if (t === undefined || t.session.sent === 0) silent++;
+    if (t === undefined || t.resourcesSent < resources) short++;
     if (t === undefined) continue;
-    sent += t.session.sent;
+    sent += t.sent;
     unacked += t.session.sent - t.session.acked - t.session.nacked;
-    resourcesSent += t.session.resourcesSent;
   }
-  return { sent, unacked, resourcesSent, silent };
+  return { sent, unacked, short };
 }
 
 /** A zone's own {@link CHURN_KIND} resources: [name, address, version] each. */

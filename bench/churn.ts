@@ -292,15 +292,14 @@ try {
         return answer;
       }),
     );
-  type Acks = { sent: number; unacked: number; resourcesSent: number; silent: number };
+  type Acks = { sent: number; unacked: number; short: number };
   const acks = async (): Promise<Acks> =>
     (await fromAll({ acks: 1 }, (l) => "acks" in l))
       .map((l) => l.acks as Acks)
       .reduce((a, b) => ({
         sent: a.sent + b.sent,
         unacked: a.unacked + b.unacked,
-        resourcesSent: a.resourcesSent + b.resourcesSent,
-        silent: a.silent + b.silent,
+        short: a.short + b.short,
       }));
   /** The Dataplanes the global's store holds (PostgreSQL only; memory: undefined). */
   const heldAtGlobal = async (): Promise<number | undefined> => {
@@ -309,7 +308,12 @@ try {
       SELECT count(*)::int AS n FROM kds_resources WHERE kind = ${CHURN_KIND}`;
     return row?.n ?? 0;
   };
-  /** Waits until every zone sent its resources and all its responses were ACKed (and, on PostgreSQL, the store holds all). */
+  /**
+   * Waits until every zone sent its resources, no response is unanswered,
+   * nothing was sent since the last look (a second apart) and, on
+   * PostgreSQL, the global's store holds every resource; resolves with the
+   * seconds it took.
+   */
   const settled = async (limitMs: number, what: string): Promise<number> => {
     const from = performance.now();
     let last: Acks | undefined;
@@ -317,9 +321,8 @@ try {
       const now = await acks();
       const held = await heldAtGlobal();
       if (
-        now.silent === 0 &&
+        now.short === 0 &&
         now.unacked === 0 &&
-        now.resourcesSent >= ZONES * RESOURCES &&
         (held === undefined || held >= ZONES * RESOURCES) &&
         last !== undefined &&
         last.sent === now.sent

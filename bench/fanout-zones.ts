@@ -23,8 +23,8 @@
 //                       this process's zones, lags recorded from then;
 //                       replies {"churned": {"writes", "startedAt",
 //                       "endedAt", "behindMaxMs"}}
-//   {"acks": 1}         replies {"acks": {"sent", "unacked",
-//                       "resourcesSent", "silent"}} (bench/churn-zones.ts)
+//   {"acks": 1}         replies {"acks": {"sent", "unacked", "short"}}
+//                       (bench/churn-zones.ts)
 //   {"lags": 1}         stops recording, replies {"lags": [ms, ...],
 //                       "heapBytes", "rssBytes"} (this process's, after GC)
 //   {"dump": 1}         one {"zoneStore": name, "entries": [[name,
@@ -413,7 +413,7 @@ void (async () => {
         },
       );
     } else if (command.acks !== undefined)
-      process.stdout.write(`${JSON.stringify({ acks: ackState(allZones) })}\n`);
+      process.stdout.write(`${JSON.stringify({ acks: ackState(allZones, dataplanes ?? 0) })}\n`);
     else if (command.lags !== undefined) {
       if (lags !== undefined) lags.recording = false;
       const taken = (lags?.take() ?? []).map((ms) => Math.round(ms * 100) / 100);
