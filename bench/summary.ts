@@ -709,7 +709,12 @@ export function summaryProblems(
   // `x.p99Ms` beside `x.p50Ms`, and `x.lagP99Ms` beside `x.lagP50Ms`.
   for (const { key: path } of keys.filter((k) => /(\.p|P)99Ms$/.test(k.key))) {
     const p99 = medianOf(valueAt(summary, path));
-    const p50 = medianOf(valueAt(summary, path.replace(/(p|P)99Ms$/, "$150Ms")));
+    const p50 = medianOf(
+      valueAt(
+        summary,
+        path.replace(/([pP])99Ms$/, (_, p: string) => `${p}50Ms`),
+      ),
+    );
     if (typeof p99 === "number" && typeof p50 === "number" && p99 < p50)
       problems.push(`${path}: ${p99} is below its p50 ${p50}`);
   }
