@@ -16,7 +16,20 @@
 // starting at urls[i mod urls.length], on a connection of its own (as the
 // CLI's zone does with several --global URLs, and goes where rebalancing
 // tells it); with `dataplanes` each zone holds that many Dataplanes of its
-// own (zone-to-global) before it dials. `floorOpen` may name one url per
+// own (zone-to-global) before it dials; with `churn` too, the zones report
+// their Dataplanes' change-to-ACK lag and these commands serve the churn
+// scenario (bench/churn.ts, bench/churn-zones.ts):
+//   {"churn": {"rate", "seconds", "resources"}}  changes at that rate over
+//                       this process's zones, lags recorded from then;
+//                       replies {"churned": {"writes", "startedAt",
+//                       "endedAt", "behindMaxMs"}}
+//   {"acks": 1}         replies {"acks": {"sent", "unacked", "short"}}
+//                       (bench/churn-zones.ts)
+//   {"lags": 1}         stops recording, replies {"lags": [ms, ...],
+//                       "heapBytes", "rssBytes"} (this process's, after GC)
+//   {"dump": 1}         one {"zoneStore": name, "entries": [[name,
+//                       address, version], ...]} per zone, then {"dumped"}
+// `floorOpen` may name one url per
 // global instance: the floor stream of zone i then goes to urls[i mod n].
 // and prints JSON lines: {"progress", "at"} (zones synced so far) at most
 // once a second while connecting, {"ready", "startedAt", "readyAt",
@@ -57,6 +70,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks";
 import { heapSampling, profileOf } from "./profile.ts";
 import { gcSince } from "./gc-since.ts";
 import { join } from "node:path";
+import { ackState, driveChanges, lagRecorder, zoneEntries } from "./churn-zones.ts";
 import * as http2 from "node:http2";
 import { createInterface } from "node:readline";
 import { setFlagsFromString } from "node:v8";
@@ -77,6 +91,7 @@ const {
   failover,
   dataplanes,
   backoff,
+  churn,
 } = JSON.parse(process.argv[2] as string) as {
   urls: string[];
   dialsInFlight?: number;
@@ -94,6 +109,8 @@ const {
   dataplanes?: number;
   /** "default": the zones' own reconnect backoff (as the CLI's zone); else 100 ms to 2 s. */
   backoff?: "default";
+  /** Record the Dataplanes' change-to-ACK lag and take the churn commands (see the top of this file). */
+  churn?: boolean;
 };
 /** What a floor stream writes back per round, as a zone ACKs a change. */
 const floorAck = new Uint8Array(floorAckBytes);
@@ -178,6 +195,8 @@ let connects = 0;
 /** The example kinds, for zones that hold Dataplanes before they learn the global's types. */
 const types = (dataplanes ?? 0) > 0 ? createTypeRegistry(exampleTypes) : undefined;
 let ready = 0;
+/** With `churn`: the zones' Dataplane lags (bench/churn-zones.ts). */
+const lags = churn === true ? lagRecorder() : undefined;
 /** When this process started dialing its zones (startZones). */
 let startedAt = now();
 const trace = process.env.KDS_BENCH_TRACE === "1";
@@ -239,6 +258,7 @@ function startZone(i: number): void {
     onRetry,
     types,
     onSession: () => void connects++,
+    ...(lags === undefined ? {} : { metrics: lags.metrics }),
   });
   allZones.push(zone);
   let seen = false;
@@ -406,9 +426,38 @@ void (async () => {
       startZones?: 1;
       stopZones?: 1;
       counts?: 1;
+      churn?: { rate: number; seconds: number; resources: number };
+      acks?: 1;
+      lags?: 1;
+      dump?: 1;
     };
     if (command.floorOpen !== undefined) await openFloor(command.floorOpen);
-    else if (command.counts !== undefined)
+    else if (command.churn !== undefined) {
+      if (lags !== undefined) lags.recording = true;
+      // Not awaited: the acks polls go on while the changes are made.
+      const share = command.churn;
+      void driveChanges(allZones, share, stop.signal).then(
+        (churned) => process.stdout.write(`${JSON.stringify({ churned })}\n`),
+        (error: unknown) => {
+          process.stderr.write(`fan-out: the changes failed: ${String(error)}\n`);
+          process.exit(1);
+        },
+      );
+    } else if (command.acks !== undefined)
+      process.stdout.write(`${JSON.stringify({ acks: ackState(allZones, dataplanes ?? 0) })}\n`);
+    else if (command.lags !== undefined) {
+      if (lags !== undefined) lags.recording = false;
+      const taken = (lags?.take() ?? []).map((ms) => Math.round(ms * 100) / 100);
+      process.stdout.write(
+        `${JSON.stringify({ lags: taken, ...((m) => ({ heapBytes: m.heap, rssBytes: m.rss }))(memory()) })}\n`,
+      );
+    } else if (command.dump !== undefined) {
+      for (const zone of allZones)
+        process.stdout.write(
+          `${JSON.stringify({ zoneStore: zone.name, entries: await zoneEntries(zone) })}\n`,
+        );
+      process.stdout.write(`${JSON.stringify({ dumped: allZones.length })}\n`);
+    } else if (command.counts !== undefined)
       process.stdout.write(`${JSON.stringify({ counts: counts() })}\n`);
     else if (command.startZones !== undefined) {
       startedAt = now();

@@ -706,9 +706,15 @@ export function summaryProblems(
                       : isSpread(value, finite) || value === null;
     if (!ok) problems.push(`${path}: ${shown} (expected ${rule})`);
   }
-  for (const { key: path } of keys.filter((k) => k.key.endsWith(".p99Ms"))) {
+  // `x.p99Ms` beside `x.p50Ms`, and `x.lagP99Ms` beside `x.lagP50Ms`.
+  for (const { key: path } of keys.filter((k) => /(\.p|P)99Ms$/.test(k.key))) {
     const p99 = medianOf(valueAt(summary, path));
-    const p50 = medianOf(valueAt(summary, path.replace(/p99Ms$/, "p50Ms")));
+    const p50 = medianOf(
+      valueAt(
+        summary,
+        path.replace(/([pP])99Ms$/, (_, p: string) => `${p}50Ms`),
+      ),
+    );
     if (typeof p99 === "number" && typeof p50 === "number" && p99 < p50)
       problems.push(`${path}: ${p99} is below its p50 ${p50}`);
   }

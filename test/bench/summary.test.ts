@@ -4,6 +4,7 @@
 // a summary alone and replaces only its own section of docs/performance.md.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { CHURN_KEYS } from "../../bench/churn-keys.ts";
 import {
   SKIPPED,
   SUMMARY_KEYS,
@@ -71,6 +72,14 @@ describe("bench summary", () => {
       'memory.heapGrowthMiB: "77" (expected finite)',
       "fanout.p99Ms: 1 is below its p50 2",
     ]);
+  });
+
+  it("checks a churn run's lag p99 against its lag p50", () => {
+    const run: Record<string, unknown> = {};
+    for (const { key } of CHURN_KEYS) setAt(run, key, 2);
+    expect(summaryProblems(run, CHURN_KEYS)).toEqual([]);
+    setAt(run, "churn.lagP99Ms", 1);
+    expect(summaryProblems(run, CHURN_KEYS)).toEqual(["churn.lagP99Ms: 1 is below its p50 2"]);
   });
 
   it("makes spreads and per-repetition ratios", () => {
