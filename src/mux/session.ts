@@ -153,7 +153,8 @@ export class MuxSession implements Session {
   #attachedAt: number | undefined;
   #lastPingAt: number;
   #nextPingId = 1n;
-  #pingSentAt = new Map<bigint, number>();
+  /** Pings sent and not yet answered; none (no Map) between an answer and the next ping, most of an idle session's life. */
+  #pingSentAt: Map<bigint, number> | undefined;
   #rttMs: number | undefined;
   #outboundUsed = false;
   #outboundDone = false;
@@ -640,10 +641,10 @@ export class MuxSession implements Session {
         return;
       case "pong": {
         this.#received.control++;
-        const sentAt = this.#pingSentAt.get(value.value.id);
+        const sentAt = this.#pingSentAt?.get(value.value.id);
         if (sentAt !== undefined) {
           this.#rttMs = this.#now() - sentAt;
-          this.#pingSentAt.clear();
+          this.#pingSentAt = undefined;
         }
         return;
       }
@@ -919,7 +920,8 @@ export class MuxSession implements Session {
   #ping(now: number): void {
     const id = this.#nextPingId++;
     this.#lastPingAt = now;
-    if (this.#pingSentAt.size > 16) this.#pingSentAt.clear();
+    if (this.#pingSentAt === undefined || this.#pingSentAt.size > 16)
+      this.#pingSentAt = new Map();
     this.#pingSentAt.set(id, now);
     this.#outbox.ping(id);
   }
