@@ -33,8 +33,6 @@ import {
   controlFrame,
   frameKind,
   goAwayReasons,
-  requestFrame,
-  responseFrame,
   type Lane,
   type MuxRequest,
   type MuxResponse,
@@ -54,6 +52,7 @@ import {
   type HelloOffer,
 } from "./negotiation.ts";
 import { Outbox } from "./outbox.ts";
+import { SessionClientView, SessionServerView } from "./session-views.ts";
 import { noteReceivedTrace, outgoingTrace, withTraceContext } from "./trace-context.ts";
 import {
   gracefulCodes,
@@ -210,22 +209,10 @@ export class MuxSession implements Session {
       memory,
       o.maxMessageBytes,
     );
-    this.server = {
-      recv: (signal) => this.#serverInbox.recv(signal),
-      recvTo: (receiver, signal) => this.#serverInbox.recvTo(receiver, signal),
-      send: (response, signal) =>
-        this.#outbox.send("responses", this.#traced(response, responseFrame(response)), signal),
-      trySend: (response, signal) =>
-        this.#outbox.offer("responses", this.#traced(response, responseFrame(response)), signal),
-    };
-    this.client = {
-      recv: (signal) => this.#clientInbox.recv(signal),
-      recvTo: (receiver, signal) => this.#clientInbox.recvTo(receiver, signal),
-      send: (request, signal) =>
-        this.#outbox.send("requests", this.#traced(request, requestFrame(request)), signal),
-      trySend: (request, signal) =>
-        this.#outbox.offer("requests", this.#traced(request, requestFrame(request)), signal),
-    };
+    // One closure for both views (they are objects with prototype methods): every idle zone's session holds them.
+    const traced = (message: object, frame: Frame): Frame => this.#traced(message, frame);
+    this.server = new SessionServerView(this.#serverInbox, this.#outbox, traced);
+    this.client = new SessionClientView(this.#clientInbox, this.#outbox, traced);
 
     this.#outbox.setHello(
       controlFrame({
@@ -920,8 +907,7 @@ export class MuxSession implements Session {
   #ping(now: number): void {
     const id = this.#nextPingId++;
     this.#lastPingAt = now;
-    if (this.#pingSentAt === undefined || this.#pingSentAt.size > 16)
-      this.#pingSentAt = new Map();
+    if (this.#pingSentAt === undefined || this.#pingSentAt.size > 16) this.#pingSentAt = new Map();
     this.#pingSentAt.set(id, now);
     this.#outbox.ping(id);
   }
