@@ -85,11 +85,6 @@ export interface SnapshotCacheOptions {
   readonly fanOut?: (change: StoreChange, kind: string, key: string, tell: () => void) => void;
 }
 
-/** A stream's source that can always tell a set at once ({@link SnapshotCache.source}). */
-export interface StreamSource extends SnapshotSource {
-  snapshotNow(typeUrl: string): Snapshot | undefined;
-}
-
 /** The parts of one {@link SnapshotCache} its streams' sources read. */
 interface SharedCache {
   readonly typeUrls: readonly string[];
@@ -107,7 +102,7 @@ interface SharedCache {
  * one per cache on the global. Its first change listener leaves with the
  * stream's abort through the source itself (`handleEvent`), not a closure.
  */
-class CacheSource implements StreamSource {
+class CacheSource implements SnapshotSource {
   readonly #shared: SharedCache;
   readonly #filter: ((resource: StoredResource) => boolean) | undefined;
   readonly #needed: ((type: ResourceType, selective: boolean) => boolean) | undefined;
@@ -250,7 +245,7 @@ export class SnapshotCache {
   source(
     filter?: (resource: StoredResource) => boolean,
     needed?: (type: ResourceType, selective: boolean) => boolean,
-  ): StreamSource {
+  ): SnapshotSource {
     return new CacheSource(this.#shared, filter, needed);
   }
 

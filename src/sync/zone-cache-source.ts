@@ -6,10 +6,10 @@
  *
  * @module
  */
-import type { Snapshot } from "../discovery/types.ts";
+import type { Snapshot, SnapshotSource } from "../discovery/types.ts";
 import type { ResourceType, TypeRegistry } from "../kinds/resource-types.ts";
 import type { KnownZones } from "./cross-zone.ts";
-import type { SnapshotCache, StreamSource } from "./snapshot-cache.ts";
+import type { SnapshotCache } from "./snapshot-cache.ts";
 
 /** Whether a kind needs the zones known before it is served, given whether it holds selective resources now. */
 export type NeedsZones = (type: ResourceType, selective: boolean) => boolean;
@@ -22,22 +22,22 @@ export const NEEDS_ZONES_WHEN_SELECTIVE: NeedsZones = (type, selective) =>
   type.zones !== undefined || selective;
 
 /** See the module comment. */
-export class ZoneCacheSource implements StreamSource {
-  readonly #inner: StreamSource;
+export class ZoneCacheSource implements SnapshotSource {
+  readonly #inner: SnapshotSource;
   readonly #cache: SnapshotCache;
   readonly #zones: KnownZones;
   readonly #types: TypeRegistry;
   readonly #needsZones: NeedsZones;
 
   /**
-   * @param inner - the cache's source for this stream (its filter applied)
+   * @param inner - the cache's source for this stream (its filter applied; a cache's source always offers `snapshotNow`)
    * @param cache - the cache, asked whether a kind holds selective resources
    * @param zones - the zones, served from once known
    * @param types - the registry, for a type URL's kind
    * @param needsZones - which kinds wait for the zones
    */
   constructor(
-    inner: StreamSource,
+    inner: SnapshotSource,
     cache: SnapshotCache,
     zones: KnownZones,
     types: TypeRegistry,
@@ -71,7 +71,7 @@ export class ZoneCacheSource implements StreamSource {
 
   /** {@link snapshot} at once. */
   snapshotNow(typeUrl: string): Snapshot | undefined {
-    return this.#waits(typeUrl) ? undefined : this.#inner.snapshotNow(typeUrl);
+    return this.#waits(typeUrl) ? undefined : this.#inner.snapshotNow?.(typeUrl);
   }
 
   /** Calls `listener` on the cache's changes until `signal` aborts. */
