@@ -21,7 +21,7 @@ import {
   type Frame,
 } from "../gen/kds/mux/v1/mux_pb.ts";
 import { raceAbort } from "../util/abort.ts";
-import { deferred } from "../util/deferred.ts";
+import { deferred, type Deferred } from "../util/deferred.ts";
 import { sharedTicker } from "../util/wake.ts";
 import { noopMetrics, type Metrics } from "../metrics.ts";
 import { frameRefusal } from "./frame-limits.ts";
@@ -107,6 +107,9 @@ const endCodeOfGoAway = new Map<GoAwayReason, SessionEndCode>(
   Object.entries(goAwayReasons).map(([code, reason]) => [reason, code as SessionEndCode]),
 );
 
+/** The default clock of every session: one function, not a closure per session. */
+const performanceNow = (): number => performance.now();
+
 /** The session implementation shared by both roles. Library users see it as a {@link Session}. */
 export class MuxSession implements Session {
   readonly role: "zone" | "global";
@@ -125,7 +128,8 @@ export class MuxSession implements Session {
   readonly #outbox: Outbox;
   readonly #serverInbox: Inbox<MuxRequest>;
   readonly #clientInbox: Inbox<MuxResponse>;
-  readonly #ready = deferred<void>();
+  /** Until the hello settled it; then dropped (its resolvers), as `ready` holds the promise. */
+  #ready: Deferred<void> | undefined;
   readonly #closed = deferred<SessionEnd>();
   readonly #released = deferred<void>();
   readonly #abort = new AbortController();
@@ -168,13 +172,15 @@ export class MuxSession implements Session {
     this.localId = init.localId;
     this.#expectedPeerId = init.peerId;
     this.#options = resolveSessionOptions(init.options);
-    this.#now = init.now ?? (() => performance.now());
+    this.#now = init.now ?? performanceNow;
     this.#metrics = init.metrics ?? noopMetrics;
     this.#lastHeard = this.#now();
     this.#startedAt = this.#lastHeard;
     this.#lastPingAt = this.#lastHeard;
     this.signal = this.#abort.signal;
-    this.ready = this.#ready.promise;
+    const ready = deferred<void>();
+    this.#ready = ready;
+    this.ready = ready.promise;
     // Only marks the rejection handled for a caller that never awaits ready: whoever awaits it gets the
     // rejection, and the same end is on `end` and `closed`, so nothing is lost.
     this.ready.catch(() => undefined);
@@ -786,7 +792,8 @@ export class MuxSession implements Session {
     );
     this.#ping(this.#now()); // a first round trip right away, so status shows one from the start
     this.#metrics.sessionOpened(peer.peerId, peerVersion(peer));
-    this.#ready.resolve();
+    this.#ready?.resolve();
+    this.#ready = undefined; // settled: a later failure leaves `ready` resolved, as rejecting a resolved promise would
   }
 
   /**
@@ -929,7 +936,8 @@ export class MuxSession implements Session {
     this.#clientInbox.close(error, end.graceful);
     // Both inboxes gave back what they held: the budget forgets this session.
     this.#forgetMemory?.();
-    this.#ready.reject(error);
+    this.#ready?.reject(error);
+    this.#ready = undefined;
     // Answer nothing to a peer that already ended its side; tell any other peer why.
     const sendGoAway = goaway !== undefined && !this.#peerEndedStream && end.initiator === "local";
     this.#outbox.finish(
