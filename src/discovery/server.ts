@@ -151,7 +151,8 @@ export class DiscoveryServer {
    * iterator an iterator and a result per step.
    */
   readonly #typeList: TypeState[] = [];
-  readonly #served: ReadonlySet<string>;
+  /** The source's type URLs (a few): an array the source already holds, searched, rather than a Set per stream. */
+  readonly #served: readonly string[];
   #nonce = 0;
   /**
    * A response was handed to the view and is not yet accepted (it waits for
@@ -198,7 +199,7 @@ export class DiscoveryServer {
     this.#observer = init.observer ?? {};
     this.#clock = init.clock ?? systemClock;
     this.#fetchedOnce = init.fetchedOnce ?? [];
-    this.#served = new Set(init.source.typeUrls);
+    this.#served = init.source.typeUrls;
     this.#dependsOn = init.dependsOn ?? noDependencies;
   }
 
@@ -387,7 +388,7 @@ export class DiscoveryServer {
   }
 
   #onRequest(request: MuxRequest): void {
-    if (!this.#served.has(request.typeUrl)) {
+    if (!this.#served.includes(request.typeUrl)) {
       this.#observer.unknownType?.(request.typeUrl);
       return;
     }

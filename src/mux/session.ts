@@ -21,7 +21,7 @@ import {
   type Frame,
 } from "../gen/kds/mux/v1/mux_pb.ts";
 import { raceAbort } from "../util/abort.ts";
-import { deferred } from "../util/deferred.ts";
+import { deferred, type Deferred } from "../util/deferred.ts";
 import { sharedTicker } from "../util/wake.ts";
 import { noopMetrics, type Metrics } from "../metrics.ts";
 import { frameRefusal } from "./frame-limits.ts";
@@ -33,8 +33,6 @@ import {
   controlFrame,
   frameKind,
   goAwayReasons,
-  requestFrame,
-  responseFrame,
   type Lane,
   type MuxRequest,
   type MuxResponse,
@@ -54,6 +52,7 @@ import {
   type HelloOffer,
 } from "./negotiation.ts";
 import { Outbox } from "./outbox.ts";
+import { SessionClientView, SessionServerView } from "./session-views.ts";
 import { noteReceivedTrace, outgoingTrace, withTraceContext } from "./trace-context.ts";
 import {
   gracefulCodes,
@@ -108,6 +107,9 @@ const endCodeOfGoAway = new Map<GoAwayReason, SessionEndCode>(
   Object.entries(goAwayReasons).map(([code, reason]) => [reason, code as SessionEndCode]),
 );
 
+/** The default clock of every session: one function, not a closure per session. */
+const performanceNow = (): number => performance.now();
+
 /** The session implementation shared by both roles. Library users see it as a {@link Session}. */
 export class MuxSession implements Session {
   readonly role: "zone" | "global";
@@ -126,7 +128,8 @@ export class MuxSession implements Session {
   readonly #outbox: Outbox;
   readonly #serverInbox: Inbox<MuxRequest>;
   readonly #clientInbox: Inbox<MuxResponse>;
-  readonly #ready = deferred<void>();
+  /** Until the hello settled it; then dropped (its resolvers), as `ready` holds the promise. */
+  #ready: Deferred<void> | undefined;
   readonly #closed = deferred<SessionEnd>();
   readonly #released = deferred<void>();
   readonly #abort = new AbortController();
@@ -153,7 +156,8 @@ export class MuxSession implements Session {
   #attachedAt: number | undefined;
   #lastPingAt: number;
   #nextPingId = 1n;
-  #pingSentAt = new Map<bigint, number>();
+  /** Pings sent and not yet answered; none (no Map) between an answer and the next ping, most of an idle session's life. */
+  #pingSentAt: Map<bigint, number> | undefined;
   #rttMs: number | undefined;
   #outboundUsed = false;
   #outboundDone = false;
@@ -168,13 +172,15 @@ export class MuxSession implements Session {
     this.localId = init.localId;
     this.#expectedPeerId = init.peerId;
     this.#options = resolveSessionOptions(init.options);
-    this.#now = init.now ?? (() => performance.now());
+    this.#now = init.now ?? performanceNow;
     this.#metrics = init.metrics ?? noopMetrics;
     this.#lastHeard = this.#now();
     this.#startedAt = this.#lastHeard;
     this.#lastPingAt = this.#lastHeard;
     this.signal = this.#abort.signal;
-    this.ready = this.#ready.promise;
+    const ready = deferred<void>();
+    this.#ready = ready;
+    this.ready = ready.promise;
     // Only marks the rejection handled for a caller that never awaits ready: whoever awaits it gets the
     // rejection, and the same end is on `end` and `closed`, so nothing is lost.
     this.ready.catch(() => undefined);
@@ -209,22 +215,10 @@ export class MuxSession implements Session {
       memory,
       o.maxMessageBytes,
     );
-    this.server = {
-      recv: (signal) => this.#serverInbox.recv(signal),
-      recvTo: (receiver, signal) => this.#serverInbox.recvTo(receiver, signal),
-      send: (response, signal) =>
-        this.#outbox.send("responses", this.#traced(response, responseFrame(response)), signal),
-      trySend: (response, signal) =>
-        this.#outbox.offer("responses", this.#traced(response, responseFrame(response)), signal),
-    };
-    this.client = {
-      recv: (signal) => this.#clientInbox.recv(signal),
-      recvTo: (receiver, signal) => this.#clientInbox.recvTo(receiver, signal),
-      send: (request, signal) =>
-        this.#outbox.send("requests", this.#traced(request, requestFrame(request)), signal),
-      trySend: (request, signal) =>
-        this.#outbox.offer("requests", this.#traced(request, requestFrame(request)), signal),
-    };
+    // One closure for both views (they are objects with prototype methods): every idle zone's session holds them.
+    const traced = (message: object, frame: Frame): Frame => this.#traced(message, frame);
+    this.server = new SessionServerView(this.#serverInbox, this.#outbox, traced);
+    this.client = new SessionClientView(this.#clientInbox, this.#outbox, traced);
 
     this.#outbox.setHello(
       controlFrame({
@@ -640,10 +634,10 @@ export class MuxSession implements Session {
         return;
       case "pong": {
         this.#received.control++;
-        const sentAt = this.#pingSentAt.get(value.value.id);
+        const sentAt = this.#pingSentAt?.get(value.value.id);
         if (sentAt !== undefined) {
           this.#rttMs = this.#now() - sentAt;
-          this.#pingSentAt.clear();
+          this.#pingSentAt = undefined;
         }
         return;
       }
@@ -798,7 +792,8 @@ export class MuxSession implements Session {
     );
     this.#ping(this.#now()); // a first round trip right away, so status shows one from the start
     this.#metrics.sessionOpened(peer.peerId, peerVersion(peer));
-    this.#ready.resolve();
+    this.#ready?.resolve();
+    this.#ready = undefined; // settled: a later failure leaves `ready` resolved, as rejecting a resolved promise would
   }
 
   /**
@@ -919,7 +914,7 @@ export class MuxSession implements Session {
   #ping(now: number): void {
     const id = this.#nextPingId++;
     this.#lastPingAt = now;
-    if (this.#pingSentAt.size > 16) this.#pingSentAt.clear();
+    if (this.#pingSentAt === undefined || this.#pingSentAt.size > 16) this.#pingSentAt = new Map();
     this.#pingSentAt.set(id, now);
     this.#outbox.ping(id);
   }
@@ -941,7 +936,8 @@ export class MuxSession implements Session {
     this.#clientInbox.close(error, end.graceful);
     // Both inboxes gave back what they held: the budget forgets this session.
     this.#forgetMemory?.();
-    this.#ready.reject(error);
+    this.#ready?.reject(error);
+    this.#ready = undefined;
     // Answer nothing to a peer that already ended its side; tell any other peer why.
     const sendGoAway = goaway !== undefined && !this.#peerEndedStream && end.initiator === "local";
     this.#outbox.finish(

@@ -41,6 +41,11 @@ import {
   type TypeRegistry,
 } from "../kinds/resource-types.ts";
 import { SnapshotCache, type ServedKindState } from "./snapshot-cache.ts";
+import {
+  ALWAYS_NEEDS_ZONES,
+  NEEDS_ZONES_WHEN_SELECTIVE,
+  ZoneCacheSource,
+} from "./zone-cache-source.ts";
 import { ChangeTraces } from "./change-traces.ts";
 import { ReceiveTraces, ServeTraces } from "./stream-traces.ts";
 import { activeTracer } from "../observe/tracing.ts";
@@ -148,6 +153,11 @@ export class SyncEngine {
   readonly #oversizedLog: BurstLog;
   /** The `kds.change` spans of served changes, while a tracing SDK was registered when the engine was made. */
   readonly #changes: ChangeTraces | undefined;
+  /** Whether an origin zone's zone-to-zones resources are withheld (one function for every stream's filter). */
+  readonly #withheld = (origin: string): boolean => this.zones.withheld(origin);
+  /** Whether a kind's stale zone-to-zones resources are withheld (one function for every stream's filter). */
+  readonly #withholdsStale = (kind: string): boolean =>
+    this.#options.types.find(kind)?.whenStale === "withhold";
   /** The last oversized response reported, for {@link #oversizedLog}'s line. */
   #oversized = { peer: "", kind: "", key: "", bytes: 0, limit: 0 };
 
@@ -234,11 +244,7 @@ export class SyncEngine {
     if (this.#options.role !== "global") return c.cache.source(peer.filter);
     const zone = peer.zone;
     const cross = c.crossZone
-      ? crossZoneFilter(
-          zone,
-          (origin) => this.zones.withheld(origin),
-          (kind) => this.#options.types.find(kind)?.whenStale === "withhold",
-        )
+      ? crossZoneFilter(zone, this.#withheld, this.#withholdsStale)
       : undefined;
     const user = peer.filter;
     const types = this.#options.types;
@@ -252,29 +258,10 @@ export class SyncEngine {
         this.#selectors,
       ) &&
       (user === undefined || user(r));
-    const needsZones = (type: ResourceType, selective: boolean): boolean =>
-      c.crossZone || type.zones !== undefined || selective;
-    const inner = c.cache.source(
-      filter,
-      (type, selective) => user !== undefined || needsZones(type, selective),
-    );
-    /** Until the zones are known, a kind that needs them is not served yet. */
-    const waits = (typeUrl: string): boolean => {
-      if (this.zones.known) return false;
-      const type = types.byTypeUrl(typeUrl);
-      return type !== undefined && needsZones(type, c.cache.holdsSelective(typeUrl));
-    };
-    return {
-      ...inner,
-      snapshot: (typeUrl, signal) =>
-        waits(typeUrl) ? Promise.resolve(undefined) : inner.snapshot(typeUrl, signal),
-      ...(inner.snapshotNow === undefined
-        ? {}
-        : {
-            snapshotNow: (typeUrl: string) =>
-              waits(typeUrl) ? undefined : inner.snapshotNow?.(typeUrl),
-          }),
-    };
+    // Shared functions, not closures per stream: every idle zone holds a source per cache.
+    const needsZones = c.crossZone ? ALWAYS_NEEDS_ZONES : NEEDS_ZONES_WHEN_SELECTIVE;
+    const inner = c.cache.source(filter, user !== undefined ? ALWAYS_NEEDS_ZONES : needsZones);
+    return new ZoneCacheSource(inner, c.cache, this.zones, types, needsZones);
   }
 
   /**

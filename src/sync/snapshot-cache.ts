@@ -85,6 +85,79 @@ export interface SnapshotCacheOptions {
   readonly fanOut?: (change: StoreChange, kind: string, key: string, tell: () => void) => void;
 }
 
+/** The parts of one {@link SnapshotCache} its streams' sources read. */
+interface SharedCache {
+  readonly typeUrls: readonly string[];
+  readonly byUrl: ReadonlyMap<string, KindCache>;
+  readonly listeners: Set<(typeUrl: string, key?: string) => void>;
+  readonly snapshot: (
+    typeUrl: string,
+    filter: ((r: StoredResource) => boolean) | undefined,
+  ) => Snapshot | undefined;
+}
+
+/**
+ * One stream's source of a {@link SnapshotCache}: an object with methods on
+ * its prototype rather than a closure per method, as every idle zone holds
+ * one per cache on the global. Its first change listener leaves with the
+ * stream's abort through the source itself (`handleEvent`), not a closure.
+ */
+class CacheSource implements SnapshotSource {
+  readonly #shared: SharedCache;
+  readonly #filter: ((resource: StoredResource) => boolean) | undefined;
+  readonly #needed: ((type: ResourceType, selective: boolean) => boolean) | undefined;
+  #listener: ((typeUrl: string, key?: string) => void) | undefined;
+
+  constructor(
+    shared: SharedCache,
+    filter: ((resource: StoredResource) => boolean) | undefined,
+    needed: ((type: ResourceType, selective: boolean) => boolean) | undefined,
+  ) {
+    this.#shared = shared;
+    this.#filter = filter;
+    this.#needed = needed;
+  }
+
+  get typeUrls(): readonly string[] {
+    return this.#shared.typeUrls;
+  }
+
+  /** The filter, where it applies to the kind of `typeUrl` now. */
+  #applying(typeUrl: string): ((r: StoredResource) => boolean) | undefined {
+    const filter = this.#filter;
+    if (filter === undefined) return undefined;
+    const needed = this.#needed;
+    const cache = this.#shared.byUrl.get(typeUrl);
+    return needed === undefined || cache === undefined || needed(cache.type, cache.selective > 0)
+      ? filter
+      : undefined;
+  }
+
+  snapshot(typeUrl: string, signal: AbortSignal): Promise<Snapshot | undefined> {
+    if (isAborted(signal)) return Promise.reject(abortError(signal, "snapshot"));
+    return Promise.resolve(this.#shared.snapshot(typeUrl, this.#applying(typeUrl)));
+  }
+
+  snapshotNow(typeUrl: string): Snapshot | undefined {
+    return this.#shared.snapshot(typeUrl, this.#applying(typeUrl));
+  }
+
+  onChange(listener: (typeUrl: string, key?: string) => void, signal: AbortSignal): void {
+    if (signal.aborted) return;
+    const listeners = this.#shared.listeners;
+    listeners.add(listener);
+    if (this.#listener === undefined) {
+      this.#listener = listener;
+      signal.addEventListener("abort", this, { once: true });
+    } else signal.addEventListener("abort", () => listeners.delete(listener), { once: true });
+  }
+
+  /** The first listener's signal aborted: it stops hearing changes. */
+  handleEvent(): void {
+    if (this.#listener !== undefined) this.#shared.listeners.delete(this.#listener);
+  }
+}
+
 /** Shared, incrementally updated wire form of the kinds a side serves. */
 export class SnapshotCache {
   readonly #store: ResourceStore;
@@ -96,6 +169,8 @@ export class SnapshotCache {
   readonly #kinds = new Map<string, KindCache>();
   readonly #byUrl = new Map<string, KindCache>();
   readonly #listeners = new Set<(typeUrl: string, key?: string) => void>();
+  /** What every stream's {@link CacheSource} reads: made once here, so a stream's source is three fields, not closures. */
+  readonly #shared: SharedCache;
   #error: string | undefined;
 
   /**
@@ -123,6 +198,12 @@ export class SnapshotCache {
       this.#kinds.set(type.kind, cache);
       this.#byUrl.set(type.typeUrl, cache);
     }
+    this.#shared = {
+      typeUrls: Object.freeze([...this.#byUrl.keys()]),
+      byUrl: this.#byUrl,
+      listeners: this.#listeners,
+      snapshot: (typeUrl, filter) => this.#snapshot(typeUrl, filter),
+    };
   }
 
   /** Type URLs served. */
@@ -165,27 +246,7 @@ export class SnapshotCache {
     filter?: (resource: StoredResource) => boolean,
     needed?: (type: ResourceType, selective: boolean) => boolean,
   ): SnapshotSource {
-    /** The filter, where it applies to the kind of `typeUrl` now. */
-    const applying = (typeUrl: string): ((r: StoredResource) => boolean) | undefined => {
-      if (filter === undefined) return undefined;
-      const cache = this.#byUrl.get(typeUrl);
-      return needed === undefined || cache === undefined || needed(cache.type, cache.selective > 0)
-        ? filter
-        : undefined;
-    };
-    return {
-      typeUrls: this.typeUrls,
-      snapshot: (typeUrl, signal) => {
-        if (isAborted(signal)) return Promise.reject(abortError(signal, "snapshot"));
-        return Promise.resolve(this.#snapshot(typeUrl, applying(typeUrl)));
-      },
-      snapshotNow: (typeUrl) => this.#snapshot(typeUrl, applying(typeUrl)),
-      onChange: (listener, signal) => {
-        if (signal.aborted) return;
-        this.#listeners.add(listener);
-        signal.addEventListener("abort", () => this.#listeners.delete(listener), { once: true });
-      },
-    };
+    return new CacheSource(this.#shared, filter, needed);
   }
 
   /** Tells every stream that what it sees of every kind may have changed (its filter's inputs changed). */

@@ -6,6 +6,9 @@
  * @module
  */
 
+/** Slots of a ring's storage at its first push (it doubles from there). */
+const FIRST_SLOTS = 4;
+
 /** Bounded FIFO queue backed by a circular array that grows up to `capacity`. */
 export class Ring<T> {
   /** The most items the queue ever holds. */
@@ -19,7 +22,8 @@ export class Ring<T> {
     if (!Number.isInteger(capacity) || capacity < 1)
       throw new RangeError(`ring capacity must be a positive integer, got ${capacity}`);
     this.capacity = capacity;
-    this.#items = new Array<T | undefined>(Math.min(capacity, 16));
+    // No storage until the first push: every idle session holds four rings, most of them empty or nearly.
+    this.#items = [];
   }
 
   /** Number of queued items. */
@@ -80,7 +84,9 @@ export class Ring<T> {
   }
 
   #grow(): void {
-    const next = new Array<T | undefined>(Math.min(this.capacity, this.#items.length * 2));
+    const next = new Array<T | undefined>(
+      Math.min(this.capacity, Math.max(FIRST_SLOTS, this.#items.length * 2)),
+    );
     for (let i = 0; i < this.#size; i++)
       next[i] = this.#items[(this.#head + i) % this.#items.length];
     this.#items = next;

@@ -184,6 +184,25 @@ export class ZoneClient {
         ? session.transportSignal
         : anySignal([session.transportSignal, dialing.signal]);
     try {
+      await this.#open(session, transportSignal);
+      try {
+        await session.ready;
+      } catch (error) {
+        // The session ended before the hello: surface the most specific reason.
+        const cause = session.end?.cause;
+        throw cause instanceof KdsError ? cause : error;
+      }
+    } finally {
+      // Also after a failed open: a zone that keeps failing to dial (its global down) left one listener on its signal per dial.
+      signal?.removeEventListener("abort", stopDialing);
+    }
+    this.#current = session;
+    return session;
+  }
+
+  /** Opens the transport for `session` (its credentials read now); a failure fails the session and is thrown. */
+  async #open(session: MuxSession, transportSignal: AbortSignal): Promise<void> {
+    try {
       const headers = new Headers({ [CLIENT_ID_HEADER]: this.name });
       const token =
         typeof this.#options.token === "function"
@@ -212,17 +231,6 @@ export class ZoneClient {
       session.fail("transport", kdsError.message, kdsError);
       throw kdsError;
     }
-    try {
-      await session.ready;
-    } catch (error) {
-      // The session ended before the hello: surface the most specific reason.
-      const cause = session.end?.cause;
-      throw cause instanceof KdsError ? cause : error;
-    } finally {
-      signal?.removeEventListener("abort", stopDialing);
-    }
-    this.#current = session;
-    return session;
   }
 
   /**

@@ -67,3 +67,18 @@ describe("a zone's run on a shared signal", () => {
     expect(getEventListeners(shared.signal, "abort")).toHaveLength(0);
   });
 });
+
+describe("a zone's failed dials", () => {
+  it("leave no listener on the signal they were given, however many fail", async () => {
+    const own = new AbortController();
+    const transport: MuxTransport = {
+      name: "test",
+      open: () => Promise.reject(new KdsError("transport", "refused")),
+    };
+    const zone = new ZoneClient({ name: "zone-1", transport, logger: silentLogger });
+    // More failed dials than Node's default listener limit (10), past which it warned MaxListenersExceeded.
+    for (let i = 0; i < 12; i++)
+      await expect(zone.dial(own.signal)).rejects.toMatchObject({ code: "transport" });
+    expect(getEventListeners(own.signal, "abort")).toHaveLength(0);
+  });
+});
