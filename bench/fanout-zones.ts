@@ -91,6 +91,7 @@ const {
   failover,
   dataplanes,
   backoff,
+  heartbeatMs,
   churn,
 } = JSON.parse(process.argv[2] as string) as {
   urls: string[];
@@ -109,6 +110,8 @@ const {
   dataplanes?: number;
   /** "default": the zones' own reconnect backoff (as the CLI's zone); else 100 ms to 2 s. */
   backoff?: "default";
+  /** The zones' heartbeat interval in ms (the timeout four of them), as `kds-mux zone --heartbeat-interval`; default the session's. */
+  heartbeatMs?: number;
   /** Record the Dataplanes' change-to-ACK lag and take the churn commands (see the top of this file). */
   churn?: boolean;
 };
@@ -215,8 +218,9 @@ const onRetry = (info: RetryInfo): void => {
       : info.error.code;
   retries.set(key, (retries.get(key) ?? 0) + 1);
 };
+// Only under KDS_BENCH_TRACE, which prints it: its 20 ms timer wakes an idle process 50 times a second.
 const loop = monitorEventLoopDelay({ resolution: 20 });
-loop.enable();
+if (trace) loop.enable();
 
 /**
  * Zones dialing (started, not yet holding the Mesh) at once in this process:
@@ -250,6 +254,9 @@ function startZone(i: number): void {
     transports.set(key, transport);
   }
   const zone = new ZoneControlPlane({
+    ...(heartbeatMs === undefined
+      ? {}
+      : { session: { heartbeatIntervalMs: heartbeatMs, heartbeatTimeoutMs: 4 * heartbeatMs } }),
     name: `zone-${i}`,
     token: tokens[i],
     transport,

@@ -56,6 +56,7 @@ import { resetGuardOptions, zoneExpireAfterOption, zoneStaleAfterOption } from "
 import { dataDirOption, leaseDurationOption, storeOption } from "./store-option.ts";
 import { ZONE_STATES, type ZoneState } from "../observe/zone-health.ts";
 import { tokenExpiryWarningOption } from "./token-expiry-flag.ts";
+import { heartbeatIntervalOption, heartbeatTimeoutOption } from "./heartbeat-flags.ts";
 import {
   generateAdminToken,
   generateZoneToken,
@@ -196,7 +197,9 @@ export function program(): Command {
     .addOption(advertiseUrlOption())
     .addOption(zoneStaleAfterOption())
     .addOption(zoneExpireAfterOption())
-    .addOption(tokenExpiryWarningOption());
+    .addOption(tokenExpiryWarningOption())
+    .addOption(heartbeatIntervalOption())
+    .addOption(heartbeatTimeoutOption());
   for (const option of resetGuardOptions("global")) globalCommand.addOption(option);
   globalCommand
     .addOption(maxHandshakesOption())
@@ -233,6 +236,8 @@ export function program(): Command {
     .addOption(storeOption())
     .addOption(dataDirOption())
     .addOption(leaseDurationOption())
+    .addOption(heartbeatIntervalOption())
+    .addOption(heartbeatTimeoutOption())
     .option(
       "--global <urls>",
       "the global's zone-facing address, e.g. https://global.example:5685; several instances comma-separated (the zone fails over between them; required)",

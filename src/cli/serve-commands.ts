@@ -68,6 +68,7 @@ import { readTokenFile, writeSecretFile } from "./secret-files.ts";
 import { isLeaseStore } from "../store/lease.ts";
 import { hostname } from "node:os";
 import type { TokenExpiryFlags } from "./token-expiry-flag.ts";
+import { heartbeatSession, type HeartbeatFlags } from "./heartbeat-flags.ts";
 import { ignoreHangup, ReloadingTls, type TlsMaterial } from "./tls-reload.ts";
 import { globalAdminBackend, zoneAdminBackend } from "../admin/role-backends.ts";
 
@@ -87,7 +88,8 @@ export interface GlobalCommandOptions
     RebalanceFlags,
     OfflineFlags,
     ResetGuardFlags,
-    TokenExpiryFlags {
+    TokenExpiryFlags,
+    HeartbeatFlags {
   /** Zone-facing address (mux and half-duplex). */
   readonly listen: string;
   /** Admin API address. */
@@ -345,7 +347,11 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
       metrics: observe.metrics,
       authenticator: options.insecureNoZoneAuth === true ? insecureZoneAuthenticator() : undefined,
       clientCertificates: clientCa !== undefined,
-      session: { ...buffers.session, handshakeTimeoutMs: options.helloTimeout },
+      session: {
+        ...buffers.session,
+        handshakeTimeoutMs: options.helloTimeout,
+        ...heartbeatSession(options),
+      },
       memoryBudget: buffers.budget,
       maxHandshakes: options.maxHandshakes,
       maxHandshakesPerZone: options.maxHandshakesPerZone,
@@ -464,6 +470,7 @@ export interface ZoneCommandOptions
   extends TlsFlags,
     StoreChoice,
     ResetGuardFlags,
+    HeartbeatFlags,
     Pick<
       ConnectionFlags,
       "adminMaxConnections" | "idleTimeout" | "authTimeout" | "requestTimeout"
@@ -680,6 +687,7 @@ export async function runZone(options: ZoneCommandOptions): Promise<void> {
       // The global may call the zone's own admin API inside the session (get --zone, inspect zone).
       reverseCalls: (router) => registerAdmin(router, zoneAdminBackend(zone)),
       resetGuard: resetGuardOption(options, false),
+      session: heartbeatSession(options),
     });
     if (tokenFile === undefined && clientTls.cert === undefined) {
       options.logger.warn(
