@@ -144,6 +144,8 @@ zonesStop.signal.addEventListener(
 /** A stop signal of one zone's own (see zoneStops). */
 function zoneStop(): AbortSignal {
   const c = new AbortController();
+  // One listener per instance URL's transport (failover dials every instance), the zone's run and its watch.
+  setMaxListeners(urls.length + 8, c.signal);
   zoneStops.add(c);
   if (zonesStop.signal.aborted) c.abort(zonesStop.signal.reason);
   return c.signal;
