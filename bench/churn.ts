@@ -38,10 +38,10 @@
 // (test/bench/churn.test.ts); its figures are not for comparison.
 // PostgreSQL: KDS_BENCH_DATABASE_URL, else an embedded server
 // (bench/bench-store.ts); a fresh database is created and dropped.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { spawn, type ChildProcess, type ChildProcessByStdio } from "node:child_process";
+import { spawn, type ChildProcessByStdio } from "node:child_process";
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
@@ -54,7 +54,14 @@ import { LABELS } from "../src/kinds/resource-types.ts";
 import { embeddedUrl, stopEmbedded } from "./bench-store.ts";
 import { CHURN_KEYS } from "./churn-keys.ts";
 import { CHURN_KIND } from "./churn-zones.ts";
-import { compileCli, startCliGlobal, type CliGlobal } from "./cli-global.ts";
+import {
+  askProbe,
+  compileCli,
+  startCliGlobal,
+  stopCliGlobal,
+  stopZoneProcesses,
+  type CliGlobal,
+} from "./cli-global.ts";
 import { within } from "./fanout.ts";
 import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
 import { cpuMark, otherCpus } from "./other-work.ts";
@@ -135,32 +142,8 @@ let cleaning: Promise<void> | undefined;
 /** Stops every process this run started and drops its database (once, from the end or a signal). */
 function cleanUp(): Promise<void> {
   cleaning ??= (async () => {
-    for (const z of zoneProcesses) z.stdin.end();
-    await Promise.all(
-      zoneProcesses.map((z) =>
-        z.exitCode !== null || z.signalCode !== null
-          ? undefined
-          : new Promise((r) => {
-              const timer = setTimeout(() => z.kill("SIGKILL"), 30_000);
-              z.once("exit", () => r(clearTimeout(timer)));
-            }),
-      ),
-    );
-    if (global !== undefined) {
-      const child: ChildProcess = global.child;
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once("exit", r));
-        child.kill("SIGKILL");
-        await exited;
-      }
-      const errors = readFileSync(global.log, "utf8")
-        .split("\n")
-        .filter((l) => / ERROR /.test(l));
-      if (errors.length > 0)
-        process.stderr.write(
-          `churn: ${global.log}: ${errors.length} errors; the first: ${errors[0]}\n`,
-        );
-    }
+    await stopZoneProcesses(zoneProcesses);
+    if (global !== undefined) await stopCliGlobal(global, "churn");
     await sql?.end({ timeout: 5 });
     await admin?.unsafe(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
     await admin?.end({ timeout: 5 });
@@ -198,19 +181,11 @@ try {
   log(`global listening on ${urls.mux} (store ${STORE})`);
   const child = started.child;
   /** The global's heap and RSS after GC (bench/scale-probe.ts). */
-  const memory = (): Promise<{ heapBytes: number; rssBytes: number }> =>
-    new Promise((resolve, reject) => {
-      const onMessage = (m: Record<string, unknown>): void => {
-        if (!("memory" in m)) return;
-        child.off("message", onMessage);
-        child.off("exit", onExit);
-        resolve(m.memory as { heapBytes: number; rssBytes: number });
-      };
-      const onExit = (): void => reject(new Error("the global exited before answering memory"));
-      child.on("message", onMessage);
-      child.once("exit", onExit);
-      child.send({ memory: 1 });
-    });
+  const memory = async (): Promise<{ heapBytes: number; rssBytes: number }> =>
+    (await askProbe(child, { memory: 1 }, "memory")).memory as {
+      heapBytes: number;
+      rssBytes: number;
+    };
 
   // The Zones and the Mesh, through the admin API (as `kds-mux apply` would).
   const api = adminClient(urls.admin);

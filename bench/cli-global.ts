@@ -1,7 +1,7 @@
-// The CLI's global as a bench runs it (bench/restart-storm.ts, bench/scale.ts):
-// `kds-mux global` compiled to one file, started as a child process on a
-// PostgreSQL store, logging into a file, and the URLs it prints once it
-// listens.
+// The CLI's global as a bench runs it (bench/restart-storm.ts, bench/scale.ts,
+// bench/churn.ts): `kds-mux global` compiled to one file, started as a child
+// process on a PostgreSQL store, logging into a file, and the URLs it prints
+// once it listens; asking its probe, and stopping it and the zone processes.
 import { build } from "esbuild";
 import { spawn, type ChildProcess, type StdioOptions } from "node:child_process";
 import { closeSync, openSync, readFileSync, statSync } from "node:fs";
@@ -108,4 +108,72 @@ export function startCliGlobal(options: CliGlobalOptions): CliGlobal {
     }
   })();
   return { child, urls };
+}
+
+/**
+ * Sends `message` to a global started with `ipc` and a probe loaded
+ * (bench/scale-probe.ts answers it) and waits for its reply holding `key`;
+ * rejects when the global exits first.
+ */
+export function askProbe(
+  child: ChildProcess,
+  message: object,
+  key: string,
+): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (m: Record<string, unknown>): void => {
+      if (!(key in m)) return;
+      child.off("message", onMessage);
+      child.off("exit", onExit);
+      resolve(m);
+    };
+    const onExit = (): void => reject(new Error(`the global exited before answering ${key}`));
+    child.on("message", onMessage);
+    child.once("exit", onExit);
+    child.send(message);
+  });
+}
+
+/**
+ * Stops a global (SIGKILL, if it still runs) and says on stderr how many
+ * ERROR lines its log file holds, with the first, prefixed by `bench`.
+ */
+export async function stopCliGlobal(
+  global: CliGlobal & { readonly log: string },
+  bench: string,
+): Promise<void> {
+  const child = global.child;
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGKILL");
+    await exited;
+  }
+  const errors = readFileSync(global.log, "utf8")
+    .split("\n")
+    .filter((l) => / ERROR /.test(l));
+  if (errors.length > 0)
+    process.stderr.write(
+      `${bench}: ${global.log}: ${errors.length} errors; the first: ${errors[0]}\n`,
+    );
+}
+
+/**
+ * Ends bench/fanout-zones.ts processes: their stdin closes, which stops
+ * their zones; one that has not exited after 30 s (starved of CPU) is
+ * SIGKILLed.
+ */
+export async function stopZoneProcesses(
+  processes: readonly (ChildProcess & { readonly stdin: { end(): void } })[],
+): Promise<void> {
+  for (const z of processes) z.stdin.end();
+  await Promise.all(
+    processes.map((z) =>
+      z.exitCode !== null || z.signalCode !== null
+        ? undefined
+        : new Promise((r) => {
+            const timer = setTimeout(() => z.kill("SIGKILL"), 30_000);
+            z.once("exit", () => r(clearTimeout(timer)));
+          }),
+    ),
+  );
 }

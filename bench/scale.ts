@@ -54,10 +54,10 @@
 // raises the soft limit to the hard one first (`ulimit -n "$(ulimit -Hn)"`);
 // when twice the zones of one instance do not fit it, the floor runs after the
 // zones stopped, on the instances left after the failover.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { spawn, type ChildProcess, type ChildProcessByStdio } from "node:child_process";
+import { spawn, type ChildProcessByStdio } from "node:child_process";
 import { createInterface } from "node:readline";
 import type { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
@@ -71,7 +71,14 @@ import { ZONE_KIND, createTypeRegistry } from "../src/kinds/builtin-types.ts";
 import { silentLogger } from "../src/log.ts";
 import { PostgresStore } from "../src/store/postgres.ts";
 import { embeddedUrl, stopEmbedded } from "./bench-store.ts";
-import { compileCli, startCliGlobal, type CliGlobal } from "./cli-global.ts";
+import {
+  askProbe,
+  compileCli,
+  startCliGlobal,
+  stopCliGlobal,
+  stopZoneProcesses,
+  type CliGlobal,
+} from "./cli-global.ts";
 import { fdSoftLimit, within } from "./fanout.ts";
 import { meshChangeFrame } from "./floor-wire.ts";
 import { BENCH_LOADER, childNodeArgs } from "./fresh.ts";
@@ -199,31 +206,8 @@ let cleaning: Promise<void> | undefined;
 /** Stops every process this run started and drops its database (once, from the end or a signal). */
 function cleanUp(): Promise<void> {
   cleaning ??= (async () => {
-    // The zones stop when their stdin ends; a zone process starved of CPU may take long, so 30 s at most.
-    for (const z of zoneProcesses) z.stdin.end();
-    await Promise.all(
-      zoneProcesses.map((z) =>
-        z.exitCode !== null || z.signalCode !== null
-          ? undefined
-          : new Promise((r) => {
-              const timer = setTimeout(() => z.kill("SIGKILL"), 30_000);
-              z.once("exit", () => r(clearTimeout(timer)));
-            }),
-      ),
-    );
-    for (const g of globals) {
-      const child: ChildProcess = g.child;
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once("exit", r));
-        child.kill("SIGKILL");
-        await exited;
-      }
-      const errors = readFileSync(g.log, "utf8")
-        .split("\n")
-        .filter((l) => / ERROR /.test(l));
-      if (errors.length > 0)
-        process.stderr.write(`scale: ${g.log}: ${errors.length} errors; the first: ${errors[0]}\n`);
-    }
+    await stopZoneProcesses(zoneProcesses);
+    for (const g of globals) await stopCliGlobal(g, "scale");
     await listener?.end({ timeout: 5 });
     await statsSql?.end({ timeout: 5 });
     await admin.unsafe(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
@@ -291,21 +275,8 @@ try {
   const urls = await Promise.all(globals.map((g) => g.urls));
   log(`instances listening: ${urls.map((u) => u.mux).join(" ")}`);
   /** Sends `message` to instance k's probe and waits for its reply holding `key`. */
-  const ask = (k: number, message: unknown, key: string): Promise<Record<string, unknown>> => {
-    const child = (globals[k] as CliGlobal).child;
-    return new Promise((resolve, reject) => {
-      const onMessage = (m: Record<string, unknown>): void => {
-        if (!(key in m)) return;
-        child.off("message", onMessage);
-        child.off("exit", onExit);
-        resolve(m);
-      };
-      const onExit = (): void => reject(new Error(`instance ${k} exited before answering ${key}`));
-      child.on("message", onMessage);
-      child.once("exit", onExit);
-      child.send(message as object);
-    });
-  };
+  const ask = (k: number, message: object, key: string): Promise<Record<string, unknown>> =>
+    askProbe((globals[k] as CliGlobal).child, message, key);
   const alive = (): number[] =>
     globals.flatMap((g, k) =>
       g.child.exitCode === null && g.child.signalCode === null ? [k] : [],
