@@ -26,7 +26,7 @@
 //
 //   npm run bench:churn -- [--zones 1000] [--resources 1000] [--rate 1000]
 //       [--seconds 600] [--store postgres|memory] [--processes P]
-//       [--seed-timeout 1800] [--quick] [--quiet] [--out FILE]
+//       [--seed-timeout 1800] [--max-buffer-bytes 2GiB] [--quick] [--quiet] [--out FILE]
 //
 // --processes: zone processes (default one per 250,000 resources);
 // --seed-timeout: seconds the seed may take (connect and every resource
@@ -77,6 +77,7 @@ const { values: args } = parseArgs({
     store: { type: "string", default: "postgres" },
     processes: { type: "string" },
     "seed-timeout": { type: "string", default: "1800" },
+    "max-buffer-bytes": { type: "string", default: "2GiB" },
     quick: { type: "boolean", default: false },
     quiet: { type: "boolean", default: false },
     out: { type: "string" },
@@ -174,7 +175,16 @@ try {
       new URL("./scale-probe.ts", import.meta.url).href,
     ],
     // Zones prove nothing (as bench/scale.ts): what is measured is the sync, not token checks.
-    args: ["--insecure-no-zone-auth", "--log-level", "info"],
+    // The global's memory budget for what sessions buffer unread: every zone's first response (its R
+    // resources, about 585 KB at R = 1,000) arrives at once, and with the default 256 MiB the global ends
+    // the sessions holding the most (resource_exhausted), which redial and send again.
+    args: [
+      "--insecure-no-zone-auth",
+      "--log-level",
+      "info",
+      "--max-buffer-bytes",
+      args["max-buffer-bytes"] as string,
+    ],
   });
   global = { ...started, log: logFile };
   const urls = await started.urls;
