@@ -6,7 +6,7 @@
  *
  *     idle --sent--> inflight --ack--> idle
  *                       |  \--nack--> backoff --expired--> idle
- *                       \--timeout--> idle (resend; the old nonce is stale)
+ *                       \--timeout--> idle (a type fetched once: given up on; the old nonce is stale)
  *
  * @module
  */

@@ -12,7 +12,8 @@
  * plus removals), each going on where the last stopped; a SotW set over
  * either bound is reported as oversized (`*`) and not sent;
  * after a NACK the server waits (exponential backoff) before it sends that
- * type again; a response not ACKed in time is reported and resent.
+ * type again; a response not ACKed in time is reported stalled, once, and
+ * still waited for (never resent: the session loses no frame).
  *
  * @module
  */
@@ -38,7 +39,14 @@ import {
   type DiffOrder,
 } from "./delta-diff.ts";
 import { resourceErrorsOf } from "./resource-errors.ts";
-import { IDLE, canSend, inFlightWith, nextPhase, type TypePhase } from "./server-state.ts";
+import {
+  IDLE,
+  canSend,
+  inFlightWith,
+  nextPhase,
+  type InFlight,
+  type TypePhase,
+} from "./server-state.ts";
 import {
   assertMaxResponseResources,
   defaultDiscoveryOptions,
@@ -93,6 +101,8 @@ interface TypeState extends DeltaDiffState {
   dirty: boolean;
   /** Consecutive NACKs (drives the backoff). */
   nacks: number;
+  /** The nonce of the response in flight already reported stalled (it is waited for, not reported again). */
+  stalledNonce: string | undefined;
   /** SotW: version of the last set sent (ACKed or in flight). */
   lastSentVersion: string | undefined;
   /** Delta: the set version {@link envelopeBytes} was last worked out for, and its result (every zone's response to a change has the same). */
@@ -415,6 +425,7 @@ export class DiscoveryServer {
       phase: IDLE,
       dirty: true,
       nacks: 0,
+      stalledNonce: undefined,
       lastSentVersion: undefined,
       envelopeVersion: undefined,
       envelopeBytes: 0,
@@ -537,7 +548,7 @@ export class DiscoveryServer {
       const phase = state.phase;
       if (phase.kind === "backoff") return true;
       const oldest = phase.kind === "inflight" ? phase.sent[0] : undefined;
-      if (oldest !== undefined && now - oldest.sentAt > this.#options.ackTimeoutMs) return true;
+      if (this.#late(state, oldest, now)) return true;
       const maxInFlight = state.mode === "delta" ? this.#options.maxDeltaInFlight : 1;
       if (state.dirty && canSend(phase, maxInFlight)) return true;
       if (this.#ordered && this.#released(state)) return true;
@@ -628,12 +639,16 @@ export class DiscoveryServer {
       if (state.phase.kind === "backoff")
         state.phase = nextPhase(state.phase, { type: "expired", now });
       const oldest = state.phase.kind === "inflight" ? state.phase.sent[0] : undefined;
-      if (oldest !== undefined && now - oldest.sentAt > this.#options.ackTimeoutMs) {
+      if (oldest !== undefined && this.#late(state, oldest, now)) {
         this.#observer.stalled?.(state.typeUrl, oldest.nonce, now - oldest.sentAt);
-        const timedOut = state.phase;
-        state.phase = nextPhase(timedOut, { type: "timeout" });
-        // A type fetched once is not sent again: `known` keeps counting on what the responses carried.
-        if (!this.#fetchedOnce.includes(state.typeUrl)) this.#startOver(state, timedOut);
+        // A type fetched once is given up on: `known` keeps counting on what the responses carried.
+        if (this.#fetchedOnce.includes(state.typeUrl))
+          state.phase = nextPhase(state.phase, { type: "timeout" });
+        // Any other is waited for, not sent again: the session delivers every frame in order, so a late answer is a
+        // slow peer, and a resend would only queue a copy behind the original in the peer's buffers (its memory
+        // budget) and make every answer to the original stale, so that no ACK ever counted while the peer's
+        // applying took longer than the timeout.
+        else state.stalledNonce = oldest.nonce;
       }
       const maxInFlight = state.mode === "delta" ? this.#options.maxDeltaInFlight : 1;
       while (state.dirty && canSend(state.phase, maxInFlight)) {
@@ -655,12 +670,21 @@ export class DiscoveryServer {
     return undefined;
   }
 
+  /** Whether `oldest`, the oldest response of `state` in flight, is past the ACK timeout and not yet reported stalled. */
+  #late(state: TypeState, oldest: InFlight | undefined, now: number): boolean {
+    return (
+      oldest !== undefined &&
+      oldest.nonce !== state.stalledNonce &&
+      now - oldest.sentAt > this.#options.ackTimeoutMs
+    );
+  }
+
   #nextDeadline(): number {
     let deadline = Number.POSITIVE_INFINITY;
     for (const state of this.#typeList) {
       if (state.phase.kind === "backoff") deadline = Math.min(deadline, state.phase.until);
       const oldest = state.phase.kind === "inflight" ? state.phase.sent[0] : undefined;
-      if (oldest !== undefined)
+      if (oldest !== undefined && oldest.nonce !== state.stalledNonce)
         deadline = Math.min(deadline, oldest.sentAt + this.#options.ackTimeoutMs + 1);
     }
     return deadline;

@@ -142,7 +142,7 @@ export interface ServerObserver {
    * unnamed (see resource-errors.ts).
    */
   resourceErrors?(typeUrl: string, errors: readonly ResourceRejection[], omitted: number): void;
-  /** A response has waited longer than the ACK timeout; the server resends. */
+  /** A response has waited longer than the ACK timeout (reported once per response; the server keeps waiting for its answer). */
   stalled?(typeUrl: string, nonce: string, waitedMs: number): void;
   /** A resource is larger than a whole message may be; it is left out until it changes. */
   oversized?(typeUrl: string, key: string, bytes: number, limit: number): void;
@@ -180,7 +180,7 @@ export interface DiscoveryOptions {
   nackBackoffMs?: number;
   /** Cap of the NACK backoff. Default 60 s. */
   nackBackoffCapMs?: number;
-  /** A response not ACKed for this long is reported stalled and resent. Default 30 s. */
+  /** A response not ACKed for this long is reported stalled (and still waited for, not resent). Default 30 s. */
   ackTimeoutMs?: number;
   /**
    * A delta response is closed once it holds about this many bytes, so a
