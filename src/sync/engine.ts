@@ -319,12 +319,13 @@ export class SyncEngine {
   #run(session: Session, peer: SyncPeer): Promise<void> {
     const { logger } = this.#options;
     const record = this.#record(peer.zone);
-    record.connected(() => session.stats().heartbeatRttMs, session.peer);
+    // Numbered: a replaced session of the zone still finishes its work after the next connected, and counts apart.
+    const number = record.connected(() => session.stats().heartbeatRttMs, session.peer);
     const where =
       this.#options.role === "global"
         ? `with zone "${peer.zone}"`
         : `in zone "${peer.zone}" with the global`;
-    const work = this.#sync(session, peer, record).catch(async (error: unknown) => {
+    const work = this.#sync(session, peer, record, number).catch(async (error: unknown) => {
       logger.error(`sync ${where} failed; closing the session so the zone reconnects`, {
         zone: peer.zone,
         error,
@@ -338,12 +339,17 @@ export class SyncEngine {
       });
     });
     return session.closed.then((end) => {
-      record.disconnected(end);
+      record.disconnected(end, number);
       return work;
     });
   }
 
-  async #sync(session: Session, peer: SyncPeer, record: ZoneStatusRecord): Promise<void> {
+  async #sync(
+    session: Session,
+    peer: SyncPeer,
+    record: ZoneStatusRecord,
+    number: number,
+  ): Promise<void> {
     const { store, types, mode, discovery, logger, name } = this.#options;
     const node = { id: name, cluster: this.#options.role, userAgentName: "kds-mux" };
     if (this.#agreement !== undefined) {
@@ -386,7 +392,7 @@ export class SyncEngine {
     const observedSource = observed === undefined ? merged : observed.source(merged);
     const source = serving === undefined ? observedSource : serving.source(observedSource);
     const serverObserver = combineServerObservers(
-      record.serverObserver(),
+      record.serverObserver(number),
       ...(observed === undefined ? [] : [observed.server]),
       ...(serving === undefined ? [] : [serving.observer()]),
       this.#logResourceErrors(peer.zone, (url) => types.byTypeUrl(url)?.kind ?? url),
@@ -410,8 +416,8 @@ export class SyncEngine {
     });
     const observer =
       observed === undefined
-        ? record.clientObserver()
-        : combineClientObservers(record.clientObserver(), observed.client);
+        ? record.clientObserver(number)
+        : combineClientObservers(record.clientObserver(number), observed.client);
     const guard = this.#guard(peer.zone, session.signal);
     const storeSink = new StoreSink(store, types, peer.mapping, {
       retry: this.#options.storeRetry,

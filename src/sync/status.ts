@@ -56,10 +56,10 @@ const zeroCounters = (): MutableCounters => ({
   rejected: 0,
 });
 
-/** Adds `by` to `counter` in the totals and in the session's counters of `t`. */
-function count(t: MutableType, counter: keyof SyncCounters, by = 1): void {
-  t[counter] += by;
-  t.session[counter] += by;
+/** Adds one to `counter` in the totals of `t`, and in its session's counters when `current` (the event is of the current session). */
+function count(t: MutableType, counter: keyof SyncCounters, current: boolean): void {
+  t[counter] += 1;
+  if (current) t.session[counter] += 1;
 }
 
 /** The mutable record behind a {@link ZoneStatus}. */
@@ -77,6 +77,14 @@ export class ZoneStatusRecord {
   readonly #served: () => readonly ServedKindState[];
   readonly #now: () => number;
   #lastStamp = Number.NEGATIVE_INFINITY;
+  /**
+   * Which session is current: {@link ZoneStatusRecord.connected} counts
+   * them. A replaced session still ends its work after the newer one
+   * connected (a replaced session is closed gracefully and hands out what it
+   * buffered); its sends, ACKs and applies count in the totals, not in the
+   * newer session's counters, and its end does not mark the zone offline.
+   */
+  #session = 0;
 
   /**
    * @param zone - zone name
@@ -138,8 +146,10 @@ export class ZoneStatusRecord {
   /**
    * Marks the zone online (a new session: its counters start at zero); `rtt`
    * reads the live heartbeat round trip, `peer` is what the hellos agreed on.
+   * Returns the session's number, for its observers and its end.
    */
-  connected(rtt: () => number | undefined, peer?: PeerVersion): void {
+  connected(rtt: () => number | undefined, peer?: PeerVersion): number {
+    this.#session++;
     this.#online = true;
     if (peer !== undefined)
       this.#peer = {
@@ -150,6 +160,7 @@ export class ZoneStatusRecord {
     this.#connectedAt = new Date(this.#now());
     this.#rtt = rtt;
     for (const t of this.#types.values()) t.session = zeroCounters();
+    return this.#session;
   }
 
   /**
@@ -162,14 +173,17 @@ export class ZoneStatusRecord {
   }
 
   /**
-   * Marks the zone offline with the session's end. A failure (not a clean
-   * close, not a lost connection) also becomes the last error.
+   * Marks the zone offline with the end of session `session` (by default the
+   * current one). A failure (not a clean close, not a lost connection) also
+   * becomes the last error. The end of a session a newer one replaced
+   * changes nothing else: the zone is online in the newer one.
    */
-  disconnected(end: SessionEnd): void {
+  disconnected(end: SessionEnd, session: number = this.#session): void {
+    if (!end.graceful && !CONNECTION_LOST.has(end.code)) this.failed(end.code, end.message);
+    if (session !== this.#session) return;
     this.#online = false;
     this.#disconnectedAt = new Date(this.#now());
     this.#lastEnd = { code: end.code, message: end.message };
-    if (!end.graceful && !CONNECTION_LOST.has(end.code)) this.failed(end.code, end.message);
     this.#lastRtt = this.#rtt?.();
     this.#rtt = undefined;
     for (const t of this.#types.values()) {
@@ -178,8 +192,8 @@ export class ZoneStatusRecord {
     }
   }
 
-  /** Callbacks for the discovery server of this zone's connection. */
-  serverObserver(): ServerObserver {
+  /** Callbacks for the discovery server of session `session` (by default the current one) of this zone. */
+  serverObserver(session: number = this.#session): ServerObserver {
     return {
       // Every zone's every change comes here (a send, its ACK, and the ACK's errors): the counters are
       // named, not reached through count()'s computed keys, and no closure is made per call.
@@ -187,16 +201,18 @@ export class ZoneStatusRecord {
         const t = this.#types.get(typeUrl);
         if (t === undefined) return;
         t.sent++;
-        t.session.sent++;
         t.resourcesSent += info.resources;
-        t.session.resourcesSent += info.resources;
+        if (session === this.#session) {
+          t.session.sent++;
+          t.session.resourcesSent += info.resources;
+        }
         t.times.lastSentAt = this.#stamp();
       },
       acked: (typeUrl, version) => {
         const t = this.#types.get(typeUrl);
         if (t === undefined) return;
         t.acked++;
-        t.session.acked++;
+        if (session === this.#session) t.session.acked++;
         t.lastAckedVersion = version;
         t.stalled = false;
         const at = this.#stamp();
@@ -208,7 +224,7 @@ export class ZoneStatusRecord {
         // The zone refused the global's kinds: the session ends for it, and the reason stays the last error.
         if (typeUrl === KIND_CATALOG_TYPE_URL) this.failed("kinds_refused", error);
         this.#with(typeUrl, (t) => {
-          count(t, "nacked");
+          count(t, "nacked", session === this.#session);
           t.lastNackError = error;
           const at = this.#stamp();
           t.times.lastNackAt = at;
@@ -224,8 +240,10 @@ export class ZoneStatusRecord {
           t.peerRejectedResources = errors.map((e) => ({ key: e.key, reason: e.reason }));
         t.peerRejectedOmitted = omitted;
       },
+      // A replaced session's stall is not the zone's: the newer session's ACKs would never clear it.
       stalled: (typeUrl) =>
         void this.#with(typeUrl, (t) => {
+          if (session !== this.#session) return;
           t.stalled = true;
           t.times.stalledSince ??= this.#stamp();
         }),
@@ -237,17 +255,19 @@ export class ZoneStatusRecord {
     };
   }
 
-  /** Callbacks for the discovery client of this zone's connection. */
-  clientObserver(): ClientObserver {
+  /** Callbacks for the discovery client of session `session` (by default the current one) of this zone. */
+  clientObserver(session: number = this.#session): ClientObserver {
     return {
       // Every change every zone applies comes here: the counters are named, not reached through count()'s computed keys.
       accepted: (typeUrl, info) => {
         const t = this.#types.get(typeUrl);
         if (t === undefined) return;
         t.accepted++;
-        t.session.accepted++;
         t.resourcesReceived += info.resources;
-        t.session.resourcesReceived += info.resources;
+        if (session === this.#session) {
+          t.session.accepted++;
+          t.session.resourcesReceived += info.resources;
+        }
         t.lastAcceptedVersion = info.version;
         // Accepted, then ACKed at once: received and sent at one time.
         const at = this.#stamp();
@@ -257,7 +277,7 @@ export class ZoneStatusRecord {
       },
       rejected: (typeUrl, _version, error) =>
         void this.#with(typeUrl, (t) => {
-          count(t, "rejected");
+          count(t, "rejected", session === this.#session);
           t.lastRejectError = error;
           const at = this.#stamp();
           t.times.lastRejectedAt = at;

@@ -129,6 +129,61 @@ describe("ZoneStatusRecord", () => {
     });
   });
 
+  it("counts what a replaced session still does after the newer one connected in the totals only, and its end leaves the zone online", () => {
+    // A zone that redials while the global still applies its older session's response: the global replaces that
+    // session (closing it gracefully), and the older session's apply, ACK and end come after the newer one connected.
+    const record = new ZoneStatusRecord("zone-1", types.list());
+    const older = record.connected(() => 1);
+    const olderServer = record.serverObserver(older);
+    const olderClient = record.clientObserver(older);
+    olderServer.sent?.(meshUrl, {
+      version: "v1",
+      nonce: "n1",
+      resources: 2,
+      removed: 0,
+      bytes: 100,
+    });
+    const newer = record.connected(() => 1);
+    const newerServer = record.serverObserver(newer);
+    const newerClient = record.clientObserver(newer);
+    olderClient.accepted?.(dataplaneUrl, { version: "d1", resources: 1000, removed: 0 });
+    olderServer.stalled?.(meshUrl, "n1", 30_000);
+    olderServer.sent?.(meshUrl, {
+      version: "v2",
+      nonce: "n2",
+      resources: 2,
+      removed: 0,
+      bytes: 100,
+    });
+    record.disconnected(end("replaced", "a newer session replaced this one", true, "local"), older);
+    newerServer.sent?.(meshUrl, {
+      version: "v2",
+      nonce: "n3",
+      resources: 2,
+      removed: 0,
+      bytes: 100,
+    });
+    newerServer.acked?.(meshUrl, "v2", "n3");
+    newerClient.accepted?.(dataplaneUrl, { version: "d1", resources: 0, removed: 0 });
+    const status = record.snapshot();
+    expect(status.online).toBe(true);
+    expect(status.lastEnd).toBeUndefined();
+    expect(status.types.find((t) => t.kind === "Mesh")).toMatchObject({
+      sent: 3,
+      acked: 1,
+      stalled: false,
+      session: { sent: 1, acked: 1 },
+    });
+    expect(status.types.find((t) => t.kind === "Dataplane")).toMatchObject({
+      accepted: 2,
+      resourcesReceived: 1000,
+      session: { accepted: 1, resourcesReceived: 0 },
+    });
+    // The newer session's own end does mark the zone offline.
+    record.disconnected(end("transport", "connection lost", false), newer);
+    expect(record.snapshot().online).toBe(false);
+  });
+
   it("names each side's part in a kind", () => {
     expect(sideOf("global", "global-to-zone")).toBe("sender");
     expect(sideOf("global", "zone-to-global")).toBe("receiver");
