@@ -46,7 +46,9 @@
 // from the zones starting to dial until every zone holds the Mesh, into
 // <dir>/global-0.connect.cpuprofile; for the zone processes' side over the same
 // phase, KDS_BENCH_ZONE_CPU_PROFILE=<dir> with KDS_BENCH_ZONE_CPU_PROFILE_PHASE=connect
-// (bench/fanout-zones.ts).
+// (bench/fanout-zones.ts). With KDS_BENCH_SCALE_PROFILE_PHASE=idle, instance 0's
+// profile covers the idle window instead (<dir>/global-0.idle.cpuprofile), and
+// KDS_BENCH_SCALE_IDLE_SECONDS lengthens that window (default 15).
 // The PostgreSQL server: KDS_BENCH_DATABASE_URL, else an embedded one
 // (bench/bench-store.ts); a fresh database is created and dropped.
 // Open files: each instance holds a socket per zone and each zone process one
@@ -152,7 +154,7 @@ const FAILOVER_TIMEOUT_MS = 300_000;
 /** Uncounted changes before the counted ones (the zones' change path compiles over the first ones: bench/fanout.ts). */
 const WARMUP = QUICK ? 1 : 2;
 /** The idle window before the rounds, for the idle PostgreSQL rate; and the wait for the server's counters (see the top). */
-const IDLE_MS = QUICK ? 1_000 : 15_000;
+const IDLE_MS = QUICK ? 1_000 : Number(process.env.KDS_BENCH_SCALE_IDLE_SECONDS || 15) * 1000;
 const STATS_LAG_MS = QUICK ? 0 : 11_000;
 /** Statements that ran at least this often per change are listed by their text in the summary. */
 const LISTED_PER_CHANGE = 0.5;
@@ -440,7 +442,9 @@ try {
   );
   // KDS_BENCH_SCALE_PROFILE=<dir>: instance 0's CPU over the connect (see the top).
   const profileDir = process.env.KDS_BENCH_SCALE_PROFILE ?? "";
-  if (profileDir !== "")
+  const profilePhase = process.env.KDS_BENCH_SCALE_PROFILE_PHASE === "idle" ? "idle" : "connect";
+  const profiled = (phase: string): boolean => profileDir !== "" && profilePhase === phase;
+  if (profiled("connect"))
     await ask(0, { profile: join(profileDir, `global-0.connect.cpuprofile`) }, "profiling");
   const connectFrom = await pgCounters();
   /** CPU seconds of the instances and of the zone processes so far (/proc; NaN without it). */
@@ -454,7 +458,7 @@ try {
     fromAll((l) => "ready" in l),
     CONNECT_TIMEOUT_MS,
   );
-  if (profileDir !== "")
+  if (profiled("connect"))
     log(`profile: ${(await ask(0, { profileStop: 1 }, "profileWritten")).profileWritten}`);
   if (ready === undefined)
     throw new Error(`not every zone connected within ${CONNECT_TIMEOUT_MS / 1000} s`);
@@ -489,9 +493,13 @@ try {
 
   // The idle PostgreSQL rate, then the change rounds.
   const idleFrom = await pgCounters();
+  if (profiled("idle"))
+    await ask(0, { profile: join(profileDir, `global-0.idle.cpuprofile`) }, "profiling");
   const idleCpuFrom = cpuNow();
   await new Promise((r) => setTimeout(r, IDLE_MS));
   const idleCpuTo = cpuNow();
+  if (profiled("idle"))
+    log(`profile: ${(await ask(0, { profileStop: 1 }, "profileWritten")).profileWritten}`);
   const idleTo = await pgCounters();
   /** µs of CPU per zone and second of wall time between two CPU readings. */
   const perZoneSecond = (to: number, from: number): number =>

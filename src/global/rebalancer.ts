@@ -1,14 +1,19 @@
 /**
  * Evens out zone sessions across the global instances that share one store.
  * Every round it reads the live instances (their GlobalInstance records,
- * which `ZoneOwnership` announces: alive, draining, the address zones dial),
- * counts the zones each holds from the ownership leases, and when this
+ * which `ZoneOwnership` announces: alive, draining, the address zones dial,
+ * how many zones each held at its last announcement), and when this
  * instance holds more than its share (total / live instances not draining,
  * rounded up) it asks a few of its zones to reconnect (goaway RECONNECT) to
  * the live instance holding the fewest, naming that instance's address. A
  * zone resumes there by versions, so nothing is resent. An instance that
  * joins holds none, so the others shed toward it, a bounded number per round,
- * until the counts are even.
+ * until the counts are even. The counts in the records are as old as their
+ * last announcement, so they only say whether this instance may be over its
+ * share; only then (or when a record gives no count, or while a zone asked
+ * to move is neither back here nor seen elsewhere) does a round read every
+ * zone's lease, which decide. An even fleet costs each instance one read of
+ * the records per round, not one of every lease.
  *
  * A move may not land: a zone that does not follow the address (an older
  * zone, a scheme it will not switch to), or a load balancer in front of
@@ -53,7 +58,7 @@ export interface RebalancerOptions extends RebalanceOptions {
   readonly instance: string;
   /** The live instances sharing the store, this one included (see `ZoneOwnership.instances`). */
   readonly instances: (signal: AbortSignal) => Promise<readonly LiveInstance[]>;
-  /** Every zone's lease (see `ZoneOwnership.leases`). */
+  /** Every zone's lease (see `ZoneOwnership.leases`); read only when a round needs it (see the top). */
   readonly leases: (signal: AbortSignal) => Promise<Map<string, ZoneLease>>;
   /** The sessions this instance holds now. */
   readonly sessions: () => readonly Session[];
@@ -73,6 +78,11 @@ export const DEFAULT_REBALANCE_HOLD_OFF = Object.freeze({ baseMs: 60_000, capMs:
 export const DEFAULT_REBALANCE_INTERVAL_MS = 10_000;
 /** The default of {@link RebalanceOptions.maxMovesPerRound}. */
 export const DEFAULT_REBALANCE_MOVES = 10;
+
+/** Each instance's share of zones: the total over the instances, rounded up. */
+function shareOf(zones: readonly number[]): number {
+  return Math.ceil(zones.reduce((n, z) => n + z, 0) / zones.length);
+}
 
 /** A live instance as a round sees it. */
 interface Peer {
@@ -163,13 +173,15 @@ export class Rebalancer {
    * between sessions), for at most three intervals. Forgets zones that are
    * neither held here nor held off.
    */
-  #settle(held: readonly Session[], leases: ReadonlyMap<string, ZoneLease>): void {
+  #settle(
+    sessions: ReadonlyMap<string, Session>,
+    leases: ReadonlyMap<string, ZoneLease> | undefined,
+  ): void {
     const now = this.#clock.now();
-    const sessions = new Map(held.map((s) => [s.peerId, s]));
     for (const [zone, m] of this.#moves) {
       const session = sessions.get(zone);
       if (m.pending !== undefined && session !== m.pending) {
-        const lease = leases.get(zone);
+        const lease = leases?.get(zone);
         if (session !== undefined) {
           m.pending = undefined;
           m.unlanded++;
@@ -190,6 +202,13 @@ export class Rebalancer {
     }
   }
 
+  /** A zone asked to move is neither back here nor known to have landed elsewhere (only its lease can tell). */
+  #awaitingLanding(sessions: ReadonlyMap<string, Session>): boolean {
+    for (const [zone, m] of this.#moves)
+      if (m.pending !== undefined && !sessions.has(zone)) return true;
+    return false;
+  }
+
   /**
    * One round: ask the zones beyond this instance's share to move to the
    * least loaded live instance. Resolves with how many were asked.
@@ -198,14 +217,32 @@ export class Rebalancer {
     const { instance, logger } = this.#options;
     if (this.#options.draining()) return 0;
     const peers = new Map<string, Peer>();
+    /** Each live instance's count of its zones at its last announcement, where its record gives one. */
+    const counts = new Map<string, number | undefined>();
     for (const live of await this.#options.instances(signal))
-      if (!live.draining)
+      if (!live.draining) {
         peers.set(live.instance, { instance: live.instance, zoneUrl: live.zoneUrl, zones: 0 });
+        counts.set(live.instance, live.zones);
+      }
     if (peers.size < 2 && this.#moves.size === 0) return 0;
     const held = this.#options.sessions().filter((s) => s.end === undefined);
-    const leases = await this.#options.leases(signal);
-    this.#settle(held, leases);
-    if (peers.size < 2) return 0;
+    const sessions = new Map(held.map((s) => [s.peerId, s]));
+    // The records' counts are as old as their last announcement: they only say whether this
+    // instance may be over its share. The leases, exact but one row per zone, decide.
+    const counted = [...counts].every(([p, n]) => p === instance || n !== undefined);
+    const maybeOver =
+      !counted ||
+      held.length >
+        shareOf(
+          [...peers.keys()].map((p) => (p === instance ? held.length : (counts.get(p) ?? 0))),
+        );
+    const leases =
+      maybeOver || this.#awaitingLanding(sessions) ? await this.#options.leases(signal) : undefined;
+    this.#settle(sessions, leases);
+    if (peers.size < 2 || leases === undefined) {
+      this.#stuck = "";
+      return 0;
+    }
     for (const lease of leases.values()) {
       const peer = peers.get(lease.instance);
       if (lease.online && peer !== undefined && peer.instance !== instance) peer.zones++;
@@ -214,7 +251,7 @@ export class Rebalancer {
     if (self === undefined) return 0;
     self.zones = held.length;
     const all = [...peers.values()];
-    const share = Math.ceil(all.reduce((n, p) => n + p.zones, 0) / all.length);
+    const share = shareOf(all.map((p) => p.zones));
     const excess = self.zones - share;
     if (excess <= 0) {
       this.#stuck = "";

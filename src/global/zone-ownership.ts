@@ -104,6 +104,8 @@ export interface LiveInstance {
   readonly draining: boolean;
   /** When it last announced itself (its own clock). */
   readonly renewedAt: Date;
+  /** How many zones it held then; undefined when its record does not say (count its leases instead). */
+  readonly zones?: number;
 }
 
 interface Held {
@@ -222,7 +224,8 @@ export class ZoneOwnership {
 
   /**
    * Writes this instance's GlobalInstance record now: renewed now, whether
-   * it drains, the address zones dial, when this run started. The periodic
+   * it drains, the address zones dial, when this run started, how many zones
+   * it holds. The periodic
    * work calls it every `renewMs`; a drain calls it at once, so the other
    * instances see `draining` without waiting for the next period. Rejects
    * with the store's error.
@@ -234,6 +237,7 @@ export class ZoneOwnership {
         draining: this.#options.draining?.() ?? false,
         zoneUrl: this.#options.zoneUrl?.() ?? "",
         startedAt: timestampFromDate(new Date(this.#startedAt)),
+        zones: this.#held.size,
       });
       await this.#options.store.put(
         { kind: GLOBAL_INSTANCE_KIND, name: this.#options.instance, spec },
@@ -250,7 +254,13 @@ export class ZoneOwnership {
     for (const [instance, spec] of await this.#records(signal)) {
       const renewedAt = new Date(renewedOf(spec.renewedAt));
       if (this.#fresh(renewedAt.getTime()))
-        out.push({ instance, zoneUrl: spec.zoneUrl, draining: spec.draining, renewedAt });
+        out.push({
+          instance,
+          zoneUrl: spec.zoneUrl,
+          draining: spec.draining,
+          renewedAt,
+          ...(spec.zones === undefined ? {} : { zones: spec.zones }),
+        });
     }
     return out;
   }

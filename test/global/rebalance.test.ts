@@ -194,6 +194,62 @@ describe("a rebalancing round", () => {
     ]);
   });
 
+  it("reads every lease only when the records' counts say it may be over its share, a move is in flight, or a record gives no count", async () => {
+    const clock = new ManualClock();
+    let sessions = Array.from({ length: 3 }, (_, i) => movable(`g0-zone-${i}`));
+    let leaseReads = 0;
+    let leases = new Map([...held("g0", 3), ...held("g2", 3)]);
+    let g2Zones: number | undefined = 3;
+    const rebalancer = new Rebalancer({
+      instance: "g0",
+      instances: async () => [
+        live("g0", "mem://g0"),
+        { ...live("g2", "mem://g2"), zones: g2Zones },
+      ],
+      leases: async () => {
+        leaseReads++;
+        return leases;
+      },
+      sessions: () => sessions,
+      draining: () => false,
+      logger: silentLogger,
+      clock,
+    });
+    const signal = new AbortController().signal;
+    const round = async (): Promise<number> => {
+      clock.advance(10_000);
+      return rebalancer.round(signal);
+    };
+    // Even by the records (3 and 3): no lease is read.
+    expect(await round()).toBe(0);
+    expect(leaseReads).toBe(0);
+    // g2's record says 0 (it lost zones): g0 may be over; the leases (3 and 1) decide: one moves.
+    g2Zones = 0;
+    leases = new Map([...held("g0", 3), ...held("g2", 1)]);
+    expect(await round()).toBe(1);
+    expect(leaseReads).toBe(1);
+    // The zone left; g2 announced 2. Even by the records, but the move is in flight: its lease is read.
+    const moved = sessions.find((s) => s.asked !== undefined)?.peerId as string;
+    sessions = sessions.filter((s) => s.asked === undefined);
+    g2Zones = 2;
+    leases = new Map([...held("g0", 2), ...held("g2", 1), ...held("g2", 1, 1)]);
+    leases.set(moved, {
+      instance: "g2",
+      online: true,
+      insight: create(ZoneInsightSpecSchema, { instance: "g2", online: true }),
+    });
+    expect(await round()).toBe(0);
+    expect(leaseReads).toBe(2);
+    expect(rebalancer.zoneMoves(moved)).toBeUndefined(); // landed, and forgotten
+    // Nothing in flight, even by the records: no read.
+    expect(await round()).toBe(0);
+    expect(leaseReads).toBe(2);
+    // A record without a count (an instance that does not announce one): its leases are counted.
+    g2Zones = undefined;
+    expect(await round()).toBe(0);
+    expect(leaseReads).toBe(3);
+  });
+
   it("a draining instance sheds nothing itself", async () => {
     const sessions = Array.from({ length: 6 }, (_, i) => movable(`g0-zone-${i}`));
     const rebalancer = new Rebalancer({

@@ -322,6 +322,21 @@ describe("ZoneOwnership: one liveness record per instance", () => {
     expect((await live()).map((i) => i.instance)).toEqual(["g0"]);
   });
 
+  it("an instance's record gives how many zones it held when it last announced itself", async () => {
+    const { make, advance } = handClocked();
+    const a = make("g0");
+    const b = make("g1");
+    a.start(stopper().signal);
+    await advance(PERIOD);
+    const zonesOfG0 = async () => (await b.instances()).find((i) => i.instance === "g0")?.zones;
+    expect(await zonesOfG0()).toBe(0);
+    await a.claim(fakeSession("zone-1"));
+    await a.claim(fakeSession("zone-2"));
+    expect(await zonesOfG0()).toBe(0); // not announced yet
+    await advance(PERIOD);
+    expect(await zonesOfG0()).toBe(2);
+  });
+
   it("a lease taken over by another instance: the refresh's conflict closes only that zone's session; the rest of its batch is refreshed", async () => {
     const { make, advance, counts, inner } = handClocked();
     // Due 1.5 periods after a write: the second period refreshes the first RENEW_BATCH leases, the third the 10 left.
