@@ -51,6 +51,8 @@
 // its sampling interval (V8's default 1,000 µs); with KDS_BENCH_HEAP_SAMPLING=1
 // a sampling heap profile (allocations) instead, <dir>/zones-<from>.<pid>.heapprofile,
 // and with KDS_BENCH_HEAP_SAMPLING=survivors one of only what no scavenge collected.
+// KDS_BENCH_ZONE_HEAP_SNAPSHOT=<dir> (diagnostic): a heap snapshot 10 s after
+// every zone mirrors the Mesh (see snapshotHeap).
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { windowedSessionManager } from "../src/adapters/node/http2-windows.ts";
 import { setMaxListeners } from "node:events";
@@ -73,7 +75,7 @@ import { join } from "node:path";
 import { ackState, driveChanges, lagRecorder, zoneEntries } from "./churn-zones.ts";
 import * as http2 from "node:http2";
 import { createInterface } from "node:readline";
-import { setFlagsFromString } from "node:v8";
+import { setFlagsFromString, writeHeapSnapshot } from "node:v8";
 import { runInNewContext } from "node:vm";
 
 setFlagsFromString("--expose-gc");
@@ -162,6 +164,20 @@ function startProfile(): void {
   if (profileDir === "") return;
   const kind = heapSampling() ? "heapprofile" : "cpuprofile";
   profiling = profileOf(join(profileDir, `zones-${from}.${process.pid}.${kind}`));
+}
+/**
+ * KDS_BENCH_ZONE_HEAP_SNAPSHOT=<dir> (diagnostic): a heap snapshot of this
+ * process 10 s after every zone mirrors the Mesh, after GC, into
+ * <dir>/zones-<from>.<pid>.heapsnapshot (it stalls the process while written).
+ */
+function snapshotHeap(): void {
+  const dir = process.env.KDS_BENCH_ZONE_HEAP_SNAPSHOT ?? "";
+  if (dir === "") return;
+  setTimeout(() => {
+    gc();
+    const file = writeHeapSnapshot(join(dir, `zones-${from}.${process.pid}.heapsnapshot`));
+    process.stderr.write(`fan-out: heap snapshot ${file}\n`);
+  }, 10_000).unref();
 }
 /** Stops the profile, if one was started, and writes it. */
 async function stopProfile(): Promise<void> {
@@ -285,6 +301,7 @@ function startZone(i: number): void {
         );
         if (profilePhase === "connect") void stopProfile();
         else startProfile();
+        snapshotHeap();
       } else startNext();
     }
     const m = /^seq-(\d+)$/.exec(description);
@@ -316,9 +333,27 @@ function failoverTransport(i: number, signal: AbortSignal): MuxTransport {
   const targets = urls.map((_, k) => urls[(i + k) % urls.length] as string);
   failoverZones++;
   return failoverMuxTransport(
-    targets.map((url) => grpcMuxTransport(url, { signal })),
+    targets.map((url) => lazyTransport(url, signal)),
     { targets },
   );
+}
+
+/**
+ * A gRPC transport to `url` made on its first dial: a failover zone knows
+ * every instance but dials one, and ten idle transports per zone (a URL,
+ * closures, an abort listener each) were a tenth of this process's heap.
+ */
+function lazyTransport(url: string, signal: AbortSignal): MuxTransport {
+  let made: ReturnType<typeof grpcMuxTransport> | undefined;
+  const transport = (): ReturnType<typeof grpcMuxTransport> => {
+    made ??= grpcMuxTransport(url, { signal });
+    return made;
+  };
+  return {
+    name: "grpc",
+    open: (request) => transport().open(request),
+    newConnection: () => made?.newConnection?.(),
+  };
 }
 
 /** Puts `zone`'s own Dataplanes (`dataplanes` of them) into its store. */
@@ -356,9 +391,8 @@ const progress = setInterval(
   () => {
     if (ready === count) clearInterval(progress);
     else {
-      const detail = trace
-        ? ` loop p99 ${Math.round(loop.percentile(99) / 1e6)} ms max ${Math.round(loop.max / 1e6)} ms retries ${JSON.stringify(Object.fromEntries(retries))}`
-        : "";
+      // Why zones dialed again, always: a tail that does not connect says so without a rerun.
+      const detail = `${trace ? ` loop p99 ${Math.round(loop.percentile(99) / 1e6)} ms max ${Math.round(loop.max / 1e6)} ms` : ""}${retries.size > 0 ? ` retries ${JSON.stringify(Object.fromEntries(retries))}` : ""}`;
       process.stderr.write(
         `fan-out: zones ${from}-${from + count - 1}: ${ready} of ${count} connected after ${Math.round((now() - startedAt) / 1000)} s${detail}\n`,
       );

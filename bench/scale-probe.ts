@@ -12,10 +12,14 @@
 //   {"profile": file}      -> {"profiling": file}: a CPU profile of this
 //                             global starts (bench/profile.ts)
 //   {"profileStop": 1}     -> {"profileWritten": file} once it is written
+//   {"gcStats": 1}         -> {"gcStats": {kind: {count, ms}}}: the garbage
+//                             collections since start, by kind (minor, major,
+//                             incremental, weakcb), from perf_hooks
 // A global's own memory figures therefore include this file's few objects;
 // the floor's server runs in the same process as the zones' global, as the
 // fan-out's floor does (bench/fanout.ts).
 import * as http2 from "node:http2";
+import { constants as perfConstants, PerformanceObserver } from "node:perf_hooks";
 import type { AddressInfo } from "node:net";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
@@ -29,6 +33,25 @@ let floorBytes = new Uint8Array(0);
 let floorServer: http2.Http2Server | undefined;
 /** The CPU profile being taken ({"profile"}), and its file. */
 let profiling: { file: string; stop: Promise<(() => Promise<void>) | undefined> } | undefined;
+
+/** GC kinds as perf_hooks numbers them. */
+const gcKinds: Record<number, string> = {
+  [perfConstants.NODE_PERFORMANCE_GC_MINOR]: "minor",
+  [perfConstants.NODE_PERFORMANCE_GC_MAJOR]: "major",
+  [perfConstants.NODE_PERFORMANCE_GC_INCREMENTAL]: "incremental",
+  [perfConstants.NODE_PERFORMANCE_GC_WEAKCB]: "weakcb",
+};
+/** Collections so far, by kind: how many, and their pause in ms. */
+const gcStats: Record<string, { count: number; ms: number }> = {};
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    const kind = gcKinds[(entry as unknown as { detail: { kind: number } }).detail.kind] ?? "other";
+    gcStats[kind] ??= { count: 0, ms: 0 };
+    const s = gcStats[kind];
+    s.count++;
+    s.ms += entry.duration;
+  }
+}).observe({ entryTypes: ["gc"] });
 
 /** Replies to the bench; a closed channel means the bench is gone, and the process ends with it. */
 function reply(message: unknown): void {
@@ -69,6 +92,8 @@ process.on("message", (message: Record<string, unknown>) => {
       await stop?.();
       reply({ profileWritten: taken?.file ?? "" });
     })();
+  } else if (message.gcStats !== undefined) {
+    reply({ gcStats });
   } else if (message.floorClose !== undefined) {
     for (const stream of floorStreams) stream.destroy();
     floorServer?.close();

@@ -495,9 +495,35 @@ try {
   const idleFrom = await pgCounters();
   if (profiled("idle"))
     await ask(0, { profile: join(profileDir, `global-0.idle.cpuprofile`) }, "profiling");
+  const gcNow = async (): Promise<Record<string, { count: number; ms: number }>> => {
+    const sum: Record<string, { count: number; ms: number }> = {};
+    for (const k of alive()) {
+      const stats = (await ask(k, { gcStats: 1 }, "gcStats")).gcStats as typeof sum;
+      for (const [kind, s] of Object.entries(stats)) {
+        sum[kind] ??= { count: 0, ms: 0 };
+        const t = sum[kind];
+        t.count += s.count;
+        t.ms += s.ms;
+      }
+    }
+    return sum;
+  };
+  const idleGcFrom = await gcNow();
   const idleCpuFrom = cpuNow();
   await new Promise((r) => setTimeout(r, IDLE_MS));
   const idleCpuTo = cpuNow();
+  const idleGcTo = await gcNow();
+  /** The instances' collections over the idle window, by kind: how many, and their pauses in ms. */
+  const idleGc = Object.fromEntries(
+    Object.entries(idleGcTo).map(([kind, s]) => [
+      kind,
+      {
+        count: s.count - (idleGcFrom[kind]?.count ?? 0),
+        ms: Math.round(s.ms - (idleGcFrom[kind]?.ms ?? 0)),
+      },
+    ]),
+  );
+  log(`idle GC on the instances: ${JSON.stringify(idleGc)}`);
   if (profiled("idle"))
     log(`profile: ${(await ask(0, { profileStop: 1 }, "profileWritten")).profileWritten}`);
   const idleTo = await pgCounters();
@@ -735,6 +761,8 @@ try {
       },
       /** CPU with every zone connected and no change (heartbeats, lease renewals, timers), per zone and second. */
       idleCpu,
+      /** The instances' garbage collections over the idle window, by kind (perf_hooks): how many, and their pauses in ms. */
+      idleGc,
       rssPerZoneKiB: (idle.rss - zonesBase.rss) / ZONES / 1024,
       memoryBefore: base,
       memoryFloorHeld: floorHeld,

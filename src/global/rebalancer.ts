@@ -8,12 +8,14 @@
  * the live instance holding the fewest, naming that instance's address. A
  * zone resumes there by versions, so nothing is resent. An instance that
  * joins holds none, so the others shed toward it, a bounded number per round,
- * until the counts are even. The counts in the records are as old as their
- * last announcement, so they only say whether this instance may be over its
- * share; only then (or when a record gives no count, or while a zone asked
- * to move is neither back here nor seen elsewhere) does a round read every
- * zone's lease, which decide. An even fleet costs each instance one read of
- * the records per round, not one of every lease.
+ * until the counts are even: within 1% of the share, so that a fleet that
+ * grows or shrinks does not move zones to chase a few. The counts in the
+ * records are as old as their last announcement, so they only say whether
+ * this instance may be over its share; only then (or when a record gives no
+ * count, or while a zone asked to move is neither back here nor seen
+ * elsewhere) does a round read every zone's lease, which decide. An even
+ * fleet costs each instance one read of the records per round, not one of
+ * every lease.
  *
  * A move may not land: a zone that does not follow the address (an older
  * zone, a scheme it will not switch to), or a load balancer in front of
@@ -82,6 +84,11 @@ export const DEFAULT_REBALANCE_MOVES = 10;
 /** Each instance's share of zones: the total over the instances, rounded up. */
 function shareOf(zones: readonly number[]): number {
   return Math.ceil(zones.reduce((n, z) => n + z, 0) / zones.length);
+}
+
+/** How far above its share an instance may hold before it sheds: 1% of the share (0 below 100 zones). */
+function slackOf(share: number): number {
+  return Math.floor(share / 100);
 }
 
 /** A live instance as a round sees it. */
@@ -230,12 +237,10 @@ export class Rebalancer {
     // The records' counts are as old as their last announcement: they only say whether this
     // instance may be over its share. The leases, exact but one row per zone, decide.
     const counted = [...counts].every(([p, n]) => p === instance || n !== undefined);
-    const maybeOver =
-      !counted ||
-      held.length >
-        shareOf(
-          [...peers.keys()].map((p) => (p === instance ? held.length : (counts.get(p) ?? 0))),
-        );
+    const byRecords = shareOf(
+      [...peers.keys()].map((p) => (p === instance ? held.length : (counts.get(p) ?? 0))),
+    );
+    const maybeOver = !counted || held.length > byRecords + slackOf(byRecords);
     const leases =
       maybeOver || this.#awaitingLanding(sessions) ? await this.#options.leases(signal) : undefined;
     this.#settle(sessions, leases);
@@ -253,7 +258,7 @@ export class Rebalancer {
     const all = [...peers.values()];
     const share = shareOf(all.map((p) => p.zones));
     const excess = self.zones - share;
-    if (excess <= 0) {
+    if (excess <= slackOf(share)) {
       this.#stuck = "";
       return 0;
     }

@@ -250,6 +250,35 @@ describe("a rebalancing round", () => {
     expect(leaseReads).toBe(3);
   });
 
+  it("tolerates 1% above the share, and then sheds down to the share", async () => {
+    let sessions = Array.from({ length: 202 }, (_, i) => movable(`g0-zone-${i}`));
+    let leaseReads = 0;
+    let g2Zones = 198;
+    const rebalancer = new Rebalancer({
+      instance: "g0",
+      instances: async () => [
+        live("g0", "mem://g0"),
+        { ...live("g2", "mem://g2"), zones: g2Zones },
+      ],
+      leases: async () => {
+        leaseReads++;
+        return new Map([...held("g0", sessions.length), ...held("g2", g2Zones)]);
+      },
+      sessions: () => sessions,
+      draining: () => false,
+      logger: silentLogger,
+    });
+    const signal = new AbortController().signal;
+    // 202 and 198: a share of 200, and 2 above it is within 1%.
+    expect(await rebalancer.round(signal)).toBe(0);
+    expect(leaseReads).toBe(0);
+    // 204 and 196: 4 above; the leases confirm it, and all 4 move.
+    sessions = Array.from({ length: 204 }, (_, i) => movable(`g0-zone-${i}`));
+    g2Zones = 196;
+    expect(await rebalancer.round(signal)).toBe(4);
+    expect(leaseReads).toBe(1);
+  });
+
   it("a draining instance sheds nothing itself", async () => {
     const sessions = Array.from({ length: 6 }, (_, i) => movable(`g0-zone-${i}`));
     const rebalancer = new Rebalancer({
