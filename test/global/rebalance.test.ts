@@ -194,25 +194,39 @@ describe("a rebalancing round", () => {
     ]);
   });
 
+  /** g0 beside g2, whose record gives `g2Zones()` as its count. */
+  const g0BesideG2 = (o: {
+    g2Zones: () => number | undefined;
+    leases: () => Map<string, ZoneLease>;
+    sessions: () => Session[];
+    clock?: ManualClock;
+  }): Rebalancer =>
+    new Rebalancer({
+      instance: "g0",
+      instances: async () => [
+        live("g0", "mem://g0"),
+        { ...live("g2", "mem://g2"), zones: o.g2Zones() },
+      ],
+      leases: async () => o.leases(),
+      sessions: o.sessions,
+      draining: () => false,
+      logger: silentLogger,
+      clock: o.clock,
+    });
+
   it("reads every lease only when the records' counts say it may be over its share, a move is in flight, or a record gives no count", async () => {
     const clock = new ManualClock();
     let sessions = Array.from({ length: 3 }, (_, i) => movable(`g0-zone-${i}`));
     let leaseReads = 0;
     let leases = new Map([...held("g0", 3), ...held("g2", 3)]);
     let g2Zones: number | undefined = 3;
-    const rebalancer = new Rebalancer({
-      instance: "g0",
-      instances: async () => [
-        live("g0", "mem://g0"),
-        { ...live("g2", "mem://g2"), zones: g2Zones },
-      ],
-      leases: async () => {
+    const rebalancer = g0BesideG2({
+      g2Zones: () => g2Zones,
+      leases: () => {
         leaseReads++;
         return leases;
       },
       sessions: () => sessions,
-      draining: () => false,
-      logger: silentLogger,
       clock,
     });
     const signal = new AbortController().signal;
@@ -254,19 +268,13 @@ describe("a rebalancing round", () => {
     let sessions = Array.from({ length: 202 }, (_, i) => movable(`g0-zone-${i}`));
     let leaseReads = 0;
     let g2Zones = 198;
-    const rebalancer = new Rebalancer({
-      instance: "g0",
-      instances: async () => [
-        live("g0", "mem://g0"),
-        { ...live("g2", "mem://g2"), zones: g2Zones },
-      ],
-      leases: async () => {
+    const rebalancer = g0BesideG2({
+      g2Zones: () => g2Zones,
+      leases: () => {
         leaseReads++;
         return new Map([...held("g0", sessions.length), ...held("g2", g2Zones)]);
       },
       sessions: () => sessions,
-      draining: () => false,
-      logger: silentLogger,
     });
     const signal = new AbortController().signal;
     // 202 and 198: a share of 200, and 2 above it is within 1%.
