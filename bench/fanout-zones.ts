@@ -340,8 +340,8 @@ function failoverTransport(i: number, signal: AbortSignal): MuxTransport {
 
 /**
  * A gRPC transport to `url` made on its first dial: a failover zone knows
- * every instance but dials one, and ten idle transports per zone (a URL,
- * closures, an abort listener each) were a tenth of this process's heap.
+ * every instance but dials one, and an idle transport still holds a URL,
+ * its closures and an abort listener on the zone's signal.
  */
 function lazyTransport(url: string, signal: AbortSignal): MuxTransport {
   let made: ReturnType<typeof grpcMuxTransport> | undefined;
