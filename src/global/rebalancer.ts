@@ -8,8 +8,8 @@
  * the live instance holding the fewest, naming that instance's address. A
  * zone resumes there by versions, so nothing is resent. An instance that
  * joins holds none, so the others shed toward it, a bounded number per round,
- * until the counts are even: within 1% of the share, so that a fleet that
- * grows or shrinks does not move zones to chase a few. The counts in the
+ * until the counts are even: each within 1% of the share, so that a fleet
+ * that grows or shrinks does not move zones to chase a few. The counts in the
  * records are as old as their last announcement, so they only say whether
  * this instance may be over its share; only then (or when a record gives no
  * count, or while a zone asked to move is neither back here nor seen
@@ -86,9 +86,20 @@ function shareOf(zones: readonly number[]): number {
   return Math.ceil(zones.reduce((n, z) => n + z, 0) / zones.length);
 }
 
-/** How far above its share an instance may hold before it sheds: 1% of the share (0 below 100 zones). */
+/** How far from its share an instance may be: 1% of the share (none while the share is under 100). */
 function slackOf(share: number): number {
   return Math.floor(share / 100);
+}
+
+/**
+ * Whether an instance holding `zones` sheds toward the least loaded one,
+ * holding `fewest`: when it is over the share by more than the slack, or
+ * over it at all while the least loaded is under it by more than the slack
+ * (so that a fleet stays within the slack on both sides, not only above).
+ */
+function sheds(zones: number, fewest: number, share: number): boolean {
+  const slack = slackOf(share);
+  return zones > share + slack || (zones > share && fewest < share - slack);
 }
 
 /** A live instance as a round sees it. */
@@ -237,17 +248,14 @@ export class Rebalancer {
     // The records' counts are as old as their last announcement: they only say whether this
     // instance may be over its share. The leases, exact but one row per zone, decide.
     const counted = [...counts].every(([p, n]) => p === instance || n !== undefined);
-    const byRecords = shareOf(
-      [...peers.keys()].map((p) => (p === instance ? held.length : (counts.get(p) ?? 0))),
-    );
-    const maybeOver = !counted || held.length > byRecords + slackOf(byRecords);
+    const others = [...peers.keys()].filter((p) => p !== instance).map((p) => counts.get(p) ?? 0);
+    const byRecords = shareOf([held.length, ...others]);
+    const maybeOver = !counted || sheds(held.length, Math.min(...others), byRecords);
     const leases =
       maybeOver || this.#awaitingLanding(sessions) ? await this.#options.leases(signal) : undefined;
     this.#settle(sessions, leases);
-    if (peers.size < 2 || leases === undefined) {
-      this.#stuck = "";
-      return 0;
-    }
+    // Without the leases nothing was decided: the reason last logged for asking none stays.
+    if (peers.size < 2 || leases === undefined) return 0;
     for (const lease of leases.values()) {
       const peer = peers.get(lease.instance);
       if (lease.online && peer !== undefined && peer.instance !== instance) peer.zones++;
@@ -258,16 +266,16 @@ export class Rebalancer {
     const all = [...peers.values()];
     const share = shareOf(all.map((p) => p.zones));
     const excess = self.zones - share;
-    if (excess <= slackOf(share)) {
-      this.#stuck = "";
-      return 0;
-    }
     const target = all
       .filter((p) => p !== self && p.zoneUrl !== "")
       .sort((a, b) => a.zones - b.zones)[0];
+    if (!sheds(self.zones, target?.zones ?? share, share)) {
+      this.#stuck = "";
+      return 0;
+    }
     if (target === undefined || target.zones >= share) return 0;
     // Several instances over their share shed toward the same one: each sends its part of the room, so together they do not overshoot.
-    const over = all.filter((p) => p.zones > share).length;
+    const over = all.filter((p) => sheds(p.zones, target.zones, share)).length;
     const moves = Math.min(excess, Math.ceil((share - target.zones) / over), this.#maxMoves);
     const now = this.#clock.now();
     // Zones whose last move did not land wait out their hold-off; a zone still closing after an ask is not asked twice.

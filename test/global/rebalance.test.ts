@@ -287,6 +287,35 @@ describe("a rebalancing round", () => {
     expect(leaseReads).toBe(1);
   });
 
+  it("within 1% above the share, still sheds toward an instance more than 1% under it", async () => {
+    const sessions = Array.from({ length: 202 }, (_, i) => movable(`g0-zone-${i}`));
+    let leaseReads = 0;
+    let g2Zones = 199;
+    const rebalancer = new Rebalancer({
+      instance: "g0",
+      instances: async () => [
+        live("g0", "mem://g0"),
+        { ...live("g1", "mem://g1"), zones: 202 },
+        { ...live("g2", "mem://g2"), zones: g2Zones },
+      ],
+      leases: async () => {
+        leaseReads++;
+        return new Map([...held("g0", 202), ...held("g1", 202), ...held("g2", g2Zones)]);
+      },
+      sessions: () => sessions,
+      draining: () => false,
+      logger: silentLogger,
+    });
+    const signal = new AbortController().signal;
+    // 202, 202, 199: a share of 201, everyone within 2 of it: nothing read, nothing moved.
+    expect(await rebalancer.round(signal)).toBe(0);
+    expect(leaseReads).toBe(0);
+    // 202, 202, 196: a share of 200; g0 is only 2 over, but g2 is 4 under: g0 and g1 each send 2.
+    g2Zones = 196;
+    expect(await rebalancer.round(signal)).toBe(2);
+    expect(leaseReads).toBe(1);
+  });
+
   it("a draining instance sheds nothing itself", async () => {
     const sessions = Array.from({ length: 6 }, (_, i) => movable(`g0-zone-${i}`));
     const rebalancer = new Rebalancer({

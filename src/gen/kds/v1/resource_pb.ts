@@ -164,7 +164,7 @@ export type GlobalInstanceSpec = Message<"kds.v1.GlobalInstanceSpec"> & {
   startedAt?: Timestamp | undefined;
 
   /**
-   * How many zones the instance held (sessions with their lease) when it
+   * How many zones the instance held (the sessions it holds) when it
    * last announced itself. Rebalancing takes each instance's load from it,
    * so a round reads one record per instance, not one lease per zone. Unset
    * in a record of an instance that does not count them: the others then
