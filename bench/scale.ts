@@ -154,7 +154,12 @@ const FAILOVER_TIMEOUT_MS = 300_000;
 /** Uncounted changes before the counted ones (the zones' change path compiles over the first ones: bench/fanout.ts). */
 const WARMUP = QUICK ? 1 : 2;
 /** The idle window before the rounds, for the idle PostgreSQL rate; and the wait for the server's counters (see the top). */
-const IDLE_MS = QUICK ? 1_000 : Number(process.env.KDS_BENCH_SCALE_IDLE_SECONDS || 15) * 1000;
+const IDLE_SECONDS = Number(process.env.KDS_BENCH_SCALE_IDLE_SECONDS || 15);
+if (!(IDLE_SECONDS > 0))
+  throw new Error(
+    `KDS_BENCH_SCALE_IDLE_SECONDS must be a number of seconds above 0, got ${process.env.KDS_BENCH_SCALE_IDLE_SECONDS}`,
+  );
+const IDLE_MS = QUICK ? 1_000 : IDLE_SECONDS * 1000;
 const STATS_LAG_MS = QUICK ? 0 : 11_000;
 /** Statements that ran at least this often per change are listed by their text in the summary. */
 const LISTED_PER_CHANGE = 0.5;
