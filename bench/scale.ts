@@ -542,12 +542,27 @@ try {
   log(
     `idle CPU per zone and second: instances ${idleCpu.instancesUsPerZoneSecond.toFixed(1)} µs, zone processes ${idleCpu.zonesUsPerZoneSecond.toFixed(1)} µs`,
   );
+  /** Applies change `seq` through instance 0's admin API, within the round's time (a starved store fails the round, not hangs it). */
   const change = async (seq: number): Promise<void> => {
-    await adminClient((urls[0] as { admin: string }).admin).apply({
-      resources: [
-        { type: "Mesh", name: "default", specJson: JSON.stringify({ description: `seq-${seq}` }) },
-      ],
-    });
+    try {
+      await adminClient((urls[0] as { admin: string }).admin).apply(
+        {
+          resources: [
+            {
+              type: "Mesh",
+              name: "default",
+              specJson: JSON.stringify({ description: `seq-${seq}` }),
+            },
+          ],
+        },
+        { timeoutMs: ROUND_TIMEOUT_MS },
+      );
+    } catch (error) {
+      throw new Error(
+        `change ${seq}: instance 0's admin Apply failed or took over ${ROUND_TIMEOUT_MS / 1000} s (see its log)`,
+        { cause: error },
+      );
+    }
   };
   /** Latencies of one round from `sentAt`, sorted. */
   const arrivalsOf = (lines: Record<string, unknown>[], sentAt: number): number[] =>

@@ -47,7 +47,12 @@ import type {
   WriteOp,
   WriteOptions,
 } from "./contract.ts";
-import { describeTarget, isConnectionError, storeError } from "./postgres/errors.ts";
+import {
+  describeTarget,
+  isConnectTimeout,
+  isConnectionError,
+  storeError,
+} from "./postgres/errors.ts";
 import { markRolledBack } from "./rolled-back.ts";
 import { guarded, type Runner } from "./postgres/guard.ts";
 import { CancelRequests } from "./postgres/cancels.ts";
@@ -90,6 +95,10 @@ const GET_MANY_CHUNK = 10_000;
 
 /** Delays between a watch's reconnect attempts while the database is unreachable. */
 const WATCH_RETRY = resolveBackoff({ baseMs: 200, capMs: 2_000 });
+/** Attempts of one store call whose new connection did not become ready in time (see `#call`). */
+const CONNECT_ATTEMPTS = 3;
+/** The wait before such a call's next attempt. */
+const CONNECT_RETRY = resolveBackoff({ baseMs: 100, capMs: 1_000 });
 
 /** Options of {@link PostgresStore.open}. */
 export interface PostgresStoreOptions {
@@ -908,18 +917,42 @@ export class PostgresStore implements ResourceStore, LeaseStore {
     return this.#listening;
   }
 
-  /** Runs one store call: cancellable through `signal`, failures turned into KdsErrors. */
+  /**
+   * Runs one store call: cancellable through `signal`, failures turned into
+   * KdsErrors. A call whose new connection did not become ready within the
+   * connect timeout runs again, up to {@link CONNECT_ATTEMPTS} times in all:
+   * its statement was never sent (postgres.js sends it only once the server
+   * is ready), and a pool connection is replaced at the end of its lifetime
+   * even while this process is too busy to finish the handshake in time.
+   * A body of several statements outside a transaction is safe to run again
+   * because every such body here reads or writes idempotently (a lease
+   * claim by the same holder).
+   */
   async #call<T>(
     what: string,
     signal: AbortSignal | undefined,
     body: (run: Runner) => Promise<T>,
   ): Promise<T> {
-    if (this.#closed.signal.aborted) throw this.#closed.signal.reason;
-    try {
-      return await guarded(signal, what, this.#cancels, body);
-    } catch (error) {
-      if (signal?.aborted) throw abortError(signal, what);
-      throw storeError(error, this.#target, what);
+    for (let attempt = 1; ; attempt++) {
+      if (this.#closed.signal.aborted) throw this.#closed.signal.reason;
+      try {
+        return await guarded(signal, what, this.#cancels, body);
+      } catch (error) {
+        if (signal?.aborted) throw abortError(signal, what);
+        if (attempt >= CONNECT_ATTEMPTS || !isConnectTimeout(error))
+          throw storeError(error, this.#target, what);
+        const delay = backoffDelay(attempt - 1, CONNECT_RETRY);
+        this.#logger.warn("PostgreSQL store: a new connection timed out; trying the call again", {
+          target: this.#target,
+          call: what,
+          attempt,
+          retryInMs: Math.round(delay),
+        });
+        await sleep(delay, signal).catch(() => {
+          // Only an abort rejects sleep; the next turn of the loop reports it (or the store closing) with its reason.
+        });
+        if (signal?.aborted) throw abortError(signal, what);
+      }
     }
   }
 

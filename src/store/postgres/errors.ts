@@ -61,6 +61,20 @@ export function isConnectionError(error: unknown): boolean {
 }
 
 /**
+ * Whether `error` (or its cause) is postgres.js's `CONNECT_TIMEOUT`: a new
+ * connection did not become ready in time, so the statement waiting for it
+ * was never sent and a retry cannot run anything twice. It is also what a
+ * process whose event loop was busy for longer than the timeout sees while
+ * a connection starts, however quickly the server answered.
+ */
+export function isConnectTimeout(error: unknown): boolean {
+  return (
+    codeOf(error) === "CONNECT_TIMEOUT" ||
+    codeOf((error as { cause?: unknown } | null)?.cause) === "CONNECT_TIMEOUT"
+  );
+}
+
+/**
  * Turns any failure of a PostgreSQL call into a {@link KdsError}: a
  * KdsError passes through; a connection failure becomes `store_unavailable`
  * saying which server and what to check; a refused statement becomes
