@@ -98,7 +98,7 @@ const WATCH_RETRY = resolveBackoff({ baseMs: 200, capMs: 2_000 });
 /** Attempts of one store call whose new connection did not become ready in time (see `#call`). */
 const CONNECT_ATTEMPTS = 3;
 /** The wait before such a call's next attempt. */
-const CONNECT_RETRY = resolveBackoff({ baseMs: 100, capMs: 1_000 });
+const CONNECT_RETRY = resolveBackoff({ baseMs: 250, capMs: 1_000 });
 
 /** Options of {@link PostgresStore.open}. */
 export interface PostgresStoreOptions {
@@ -110,7 +110,7 @@ export interface PostgresStoreOptions {
   readonly historyLimit?: number;
   /** Pool size for queries (the LISTEN connection is one more). Default 10. */
   readonly maxConnections?: number;
-  /** How long to wait for a connection before failing with `store_unavailable`. Default 5,000 ms. */
+  /** How long a new connection may take to become ready, rounded up to whole seconds. A call whose connection misses it runs again, failing with `store_unavailable` after 3 attempts. Default 5,000 ms. */
   readonly connectTimeoutMs?: number;
   /** The safety-net poll of every watch, in case a notification was lost. Default 5,000 ms. */
   readonly pollIntervalMs?: number;
@@ -533,8 +533,10 @@ export class PostgresStore implements ResourceStore, LeaseStore {
         for (const batch of group) if (!batch.settled) await this.#writeGroup([batch]);
         return;
       }
-      // The server answered with an error, so it rolled the transaction back: nothing of it was written (a lost connection may have committed).
-      for (const batch of group) batch.reject(lost ? error : markRolledBack(error));
+      // The server answered with an error, so it rolled the transaction back: nothing of it was written (a lost connection
+      // may have committed; a connection that never became ready sent nothing).
+      const unknown = lost && !isConnectTimeout(error);
+      for (const batch of group) batch.reject(unknown ? error : markRolledBack(error));
       return;
     }
     if (written.changed) for (const w of this.#watchers) w.wake();
@@ -924,9 +926,9 @@ export class PostgresStore implements ResourceStore, LeaseStore {
    * its statement was never sent (postgres.js sends it only once the server
    * is ready), and a pool connection is replaced at the end of its lifetime
    * even while this process is too busy to finish the handshake in time.
-   * A body of several statements outside a transaction is safe to run again
-   * because every such body here reads or writes idempotently (a lease
-   * claim by the same holder).
+   * A body of several statements outside a transaction is safe to run again:
+   * the only one here (a lease claim) runs its later read only when its
+   * write changed nothing.
    */
   async #call<T>(
     what: string,

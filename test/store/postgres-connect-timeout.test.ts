@@ -9,6 +9,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { KdsError } from "../../src/errors.ts";
 import type { LogFields, Logger } from "../../src/log.ts";
 import { PostgresStore } from "../../src/store/postgres.ts";
+import { wasRolledBack } from "../../src/store/rolled-back.ts";
 import { freshDatabase, type TestDatabase } from "../support/postgres.ts";
 import { mesh, types } from "./fixtures.ts";
 
@@ -104,7 +105,12 @@ async function lockResources(url: string, schema: string): Promise<{ release(): 
     locked();
     await released;
   });
-  await Promise.race([isLocked, holding]);
+  try {
+    await Promise.race([isLocked, holding]);
+  } catch (error) {
+    await admin.end();
+    throw error;
+  }
   let ended: Promise<void> | undefined;
   return {
     release: () => {
@@ -133,65 +139,95 @@ async function someoneWaits(url: string): Promise<void> {
 }
 
 /** A store through `proxy` whose pool's open connection is busy with a read held by a lock. */
-async function busyStore(proxy: SilentProxy, schema: string, logger: Logger) {
-  const store = await PostgresStore.open(types, {
-    url: proxy.url,
-    schema,
-    connectTimeoutMs: 1_000,
-    maxConnections: 2,
-    logger,
-  });
-  await store.put(mesh("a"));
-  const lock = await lockResources(database.url, schema);
-  const held = store.get("Mesh", "", "a");
-  await someoneWaits(database.url);
-  return { store, lock, held };
+interface BusyStore {
+  readonly store: PostgresStore;
+  readonly held: Promise<unknown>;
+  /** Lets the held read finish. */
+  release(): Promise<void>;
+  /** Releases the lock and closes the store and the proxy. */
+  close(): Promise<void>;
+}
+
+async function busyStore(
+  schema: string,
+  logger: Logger,
+): Promise<BusyStore & { proxy: SilentProxy }> {
+  const proxy = await SilentProxy.start(new URL(database.url));
+  let store: PostgresStore | undefined;
+  let lock: { release(): Promise<void> } | undefined;
+  const close = async (): Promise<void> => {
+    await lock?.release();
+    await store?.close();
+    await proxy.stop();
+  };
+  try {
+    store = await PostgresStore.open(types, {
+      url: proxy.url,
+      schema,
+      // Long enough for a handshake through the proxy on a loaded machine; the silent ones time out regardless.
+      connectTimeoutMs: 3_000,
+      maxConnections: 2,
+      logger,
+    });
+    await store.put(mesh("a"));
+    lock = await lockResources(database.url, schema);
+    const held = store.get("Mesh", "", "a");
+    held.catch(() => {
+      // Awaited by the test; this only keeps a failure before then from going unhandled.
+    });
+    await someoneWaits(database.url);
+    const release = (lock as { release(): Promise<void> }).release;
+    return { proxy, store, held, release, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
 }
 
 it("runs a call again when its new connection times out, and the call succeeds", async () => {
-  const proxy = await SilentProxy.start(new URL(database.url));
   const { logger, seen } = warnings();
-  const { store, lock, held } = await busyStore(proxy, `connect_retry_${process.pid}`, logger);
+  const busy = await busyStore(`connect_retry_${process.pid}`, logger);
   try {
-    proxy.silent = 1;
-    expect(await store.revision()).toBe(1);
-    expect(proxy.unanswered).toBe(1);
+    busy.proxy.silent = 1;
+    expect(await busy.store.revision()).toBe(1);
+    expect(busy.proxy.unanswered).toBe(1);
     expect(seen.map((w) => [w.message, w.fields.call, w.fields.attempt])).toEqual([
       ["PostgreSQL store: a new connection timed out; trying the call again", "revision", 1],
     ]);
-    await lock.release();
-    expect((await held)?.meta.name).toBe("a");
+    await busy.release();
+    expect(((await busy.held) as { meta: { name: string } } | undefined)?.meta.name).toBe("a");
   } finally {
-    await lock.release();
-    await store.close();
-    await proxy.stop();
+    await busy.close();
   }
 }, 60_000);
 
-it("fails with store_unavailable after three new connections that time out", async () => {
-  const proxy = await SilentProxy.start(new URL(database.url));
+it("fails a write with store_unavailable, written in none of its parts, after three new connections that time out", async () => {
   const { logger, seen } = warnings();
-  const { store, lock, held } = await busyStore(proxy, `connect_fail_${process.pid}`, logger);
+  const busy = await busyStore(`connect_fail_${process.pid}`, logger);
   try {
-    proxy.silent = 10;
-    const failure = await store.revision().then(
+    busy.proxy.silent = 10;
+    const failure = await busy.store.put(mesh("b")).then(
       () => undefined,
       (error: unknown) => error,
     );
     expect(KdsError.is(failure, "store_unavailable")).toBe(true);
     expect((failure as Error).message).toMatch(
-      /^revision: cannot reach PostgreSQL at 127\.0\.0\.1:\d+\/.*CONNECT_TIMEOUT/,
+      /^apply: cannot reach PostgreSQL at 127\.0\.0\.1:\d+\/.*CONNECT_TIMEOUT/,
     );
-    expect(proxy.unanswered).toBe(3);
-    expect(seen.map((w) => w.fields.attempt)).toEqual([1, 2]);
-    // Back: the same store reads again.
-    proxy.silent = 0;
-    await lock.release();
-    expect((await held)?.meta.name).toBe("a");
-    expect(await store.revision()).toBe(1);
+    expect(wasRolledBack(failure)).toBe(true);
+    expect(busy.proxy.unanswered).toBe(3);
+    expect(seen.map((w) => [w.fields.call, w.fields.attempt])).toEqual([
+      ["apply", 1],
+      ["apply", 2],
+    ]);
+    // Back: the same store writes again, and nothing of the failed write is there.
+    busy.proxy.silent = 0;
+    await busy.release();
+    expect(((await busy.held) as { meta: { name: string } } | undefined)?.meta.name).toBe("a");
+    expect(await busy.store.revision()).toBe(1);
+    await busy.store.put(mesh("b"));
+    expect(await busy.store.revision()).toBe(2);
   } finally {
-    await lock.release();
-    await store.close();
-    await proxy.stop();
+    await busy.close();
   }
-}, 60_000);
+}, 90_000);
