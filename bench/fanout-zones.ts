@@ -401,6 +401,18 @@ const progress = setInterval(
   },
   trace ? 5_000 : 30_000,
 );
+// A change that has reached some of these zones but not all after 30 s: how many hold it, and why
+// zones dialed again so far (a failover whose tail does not come back says so without a rerun).
+const changeProgress = setInterval(() => {
+  const t = now();
+  for (const [seq, list] of arrivals) {
+    if (list.length === count || t - (list[0] as number) < 30_000) continue;
+    process.stderr.write(
+      `fan-out: zones ${from}-${from + count - 1}: change ${seq} reached ${list.length} of ${count} after ${Math.round((t - (list[0] as number)) / 1000)} s${retries.size > 0 ? ` retries ${JSON.stringify(Object.fromEntries(retries))}` : ""}\n`,
+    );
+  }
+}, 30_000);
+changeProgress.unref();
 /** Heap and RSS after GC. */
 function memory(): { heap: number; rss: number } {
   for (let i = 0; i < 3; i++) gc();
@@ -517,6 +529,7 @@ void (async () => {
   stop.abort();
   clearInterval(progress);
   clearInterval(progressLines);
+  clearInterval(changeProgress);
   for (const s of floorSessions) s.destroy();
   setTimeout(() => process.exit(0), 500);
 })();

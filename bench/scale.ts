@@ -22,7 +22,7 @@
 //     11 s after the last change, as the server flushes a backend's counters
 //     at most once a second and within 10 s of it going idle) and the NOTIFYs
 //     on the store's channel (this process LISTENs and counts them), over all
-//     the change rounds, minus the mean of the idle rates measured in a window
+//     the change rounds, minus the lower of the idle rates measured in a window
 //     before and one after them (lease and status writes go on meanwhile),
 //     per change;
 //   - failover: the last instance SIGKILLed with every zone connected, and at
@@ -149,8 +149,13 @@ if (!(Number.isInteger(HEARTBEAT_S) && HEARTBEAT_S >= 1))
   );
 /** How long one change may take to reach every zone. */
 const ROUND_TIMEOUT_MS = 120_000;
-/** How long the killed instance's zones may take to be back. */
-const FAILOVER_TIMEOUT_MS = 300_000;
+/**
+ * How long the killed instance's zones may take to be back: at the defaults
+ * a tenth of 100,000 zones redial onto instances on a machine near its
+ * memory, which takes minutes here (the target is 60 s; the run reports what
+ * it took).
+ */
+const FAILOVER_TIMEOUT_MS = 900_000;
 /** Uncounted changes before the counted ones (the zones' change path compiles over the first ones: bench/fanout.ts). */
 const WARMUP = QUICK ? 1 : 2;
 /** The idle window before the rounds, for the idle PostgreSQL rate; and the wait for the server's counters (see the top). */
@@ -613,7 +618,9 @@ try {
   if (!statements) await new Promise((r) => setTimeout(r, STATS_LAG_MS));
   const roundsTo = await pgCounters();
   // A second idle window after the rounds: the background (lease and status writes after the
-  // connect) fades over minutes, so the rounds' share of it is the mean of the rate before and after.
+  // connect) fades over minutes, so the rounds' share of it is the lower of the rates before and
+  // after (the window before can still hold the connect's tail: at 100,000 zones its rate alone
+  // was above the rounds').
   await new Promise((r) => setTimeout(r, IDLE_MS));
   const idleAfter = await pgCounters();
   const delta = (to: Record<string, number>, from: Record<string, number>, k: string): number =>
@@ -623,7 +630,7 @@ try {
   const rateBefore = (k: string): number => delta(idleTo, idleFrom, k) / seconds(idleTo, idleFrom);
   const rateAfter = (k: string): number =>
     delta(idleAfter, roundsTo, k) / seconds(idleAfter, roundsTo);
-  const perSecond = (k: string): number => (rateBefore(k) + rateAfter(k)) / 2;
+  const perSecond = (k: string): number => Math.min(rateBefore(k), rateAfter(k));
   const perChange = (k: string): number =>
     (delta(roundsTo, roundsFrom, k) - perSecond(k) * seconds(roundsTo, roundsFrom)) /
     (WARMUP + ROUNDS);
