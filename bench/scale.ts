@@ -187,9 +187,18 @@ const perInstance = Math.ceil(ZONES / INSTANCES);
 const perProcess = Math.ceil(ZONES / PROCESSES);
 const floorMode: "interleaved" | "after" =
   2 * Math.max(perInstance, perProcess) + 1_000 <= FD_LIMIT ? "interleaved" : "after";
-if (Math.max(perInstance, perProcess) + 1_000 > FD_LIMIT)
+/**
+ * Each instance's zone listener cap (the CLI's `--max-connections`): the
+ * instances left after the failover must hold every zone, with a tenth to
+ * spare for zones a rebalance has in flight. The CLI's default cap, 10,000,
+ * holds only 90,000 zones on 9 instances: at the defaults a tenth of the
+ * zones would have nowhere to go.
+ */
+const perSurvivor = Math.ceil(ZONES / (INSTANCES - 1));
+const ZONE_CAP = Math.max(10_000, Math.ceil(perSurvivor * 1.1));
+if (Math.max(ZONE_CAP, perProcess) + 1_000 > FD_LIMIT)
   log(
-    `warning: ${Math.max(perInstance, perProcess)} sockets per process come close to the open-files limit ${FD_LIMIT}; raise it (ulimit -n) or use more --instances / --processes`,
+    `warning: ${Math.max(ZONE_CAP, perProcess)} sockets per process come close to the open-files limit ${FD_LIMIT}; raise it (ulimit -n) or use more --instances / --processes`,
   );
 
 // The embedded server loads pg_stat_statements, which counts each statement as it ends (see the top).
@@ -280,6 +289,8 @@ try {
           "info",
           "--heartbeat-interval",
           `${HEARTBEAT_S}s`,
+          "--max-connections",
+          String(ZONE_CAP),
         ],
       }),
     });
@@ -775,6 +786,8 @@ try {
       zoneProcesses: zoneProcesses.length,
       dataplanesPerZone: DATAPLANES,
       heartbeatIntervalSeconds: HEARTBEAT_S,
+      /** Each instance's `--max-connections`: the instances left after the failover hold every zone. */
+      zoneConnectionCap: ZONE_CAP,
       floorMode,
       floorBytes: frame.byteLength,
       warmupRounds: WARMUP,
