@@ -24,7 +24,7 @@
 //     on the store's channel (this process LISTENs and counts them), over all
 //     the change rounds, minus the lower of the idle rates measured in a window
 //     before and one after them (lease and status writes go on meanwhile),
-//     per change;
+//     per change, by statement (one that ran less often than idle counts 0);
 //   - failover: the last instance SIGKILLed with every zone connected, and at
 //     once one more change through instance 0; the time from the kill until
 //     every zone holds that change (so the killed instance's zones have a new
@@ -630,8 +630,9 @@ try {
   const roundsTo = await pgCounters();
   // A second idle window after the rounds: the background (lease and status writes after the
   // connect) fades over minutes, so the rounds' share of it is the lower of the rates before and
-  // after (the window before can still hold the connect's tail: at 100,000 zones its rate alone
-  // was above the rounds').
+  // after. Busy instances also put their timed background off: at 100,000 zones the rounds ran
+  // fewer statements a second than either idle window, so each statement's count beyond its own
+  // idle rate is change work, and one that ran less than idle counts 0.
   await new Promise((r) => setTimeout(r, IDLE_MS));
   const idleAfter = await pgCounters();
   const delta = (to: Record<string, number>, from: Record<string, number>, k: string): number =>
@@ -643,7 +644,7 @@ try {
     delta(idleAfter, roundsTo, k) / seconds(idleAfter, roundsTo);
   const perSecond = (k: string): number => Math.min(rateBefore(k), rateAfter(k));
   const perChange = (k: string): number =>
-    (delta(roundsTo, roundsFrom, k) - perSecond(k) * seconds(roundsTo, roundsFrom)) /
+    Math.max(0, delta(roundsTo, roundsFrom, k) - perSecond(k) * seconds(roundsTo, roundsFrom)) /
     (WARMUP + ROUNDS);
   const counterKeys = [...new Set([...Object.keys(idleTo), ...Object.keys(roundsTo)])].filter(
     (k) => k !== "at",
@@ -689,7 +690,7 @@ try {
   };
   const counted = statements ? "statements" : "transactions";
   log(
-    `PostgreSQL per change: ${postgresWork.perChange[counted]?.toFixed(1)} ${counted}, ${postgresWork.perChange.notifies?.toFixed(1)} NOTIFYs (idle: ${postgresWork.idlePerSecond[counted]?.toFixed(1)} ${counted}/s)`,
+    `PostgreSQL per change: ${postgresWork.perChange[counted]?.toFixed(1)} ${counted}, ${postgresWork.perChange.notifies?.toFixed(1)} NOTIFYs (idle: ${postgresWork.idlePerSecond[counted]?.toFixed(1)} ${counted}/s; the rounds: ${((postgresWork.rounds.counted[counted] ?? 0) / postgresWork.rounds.seconds).toFixed(1)}/s)`,
   );
 
   // Failover: the last instance SIGKILLed, and at once one more change through instance 0.

@@ -2,7 +2,9 @@
  * A zone that knows several global instances: each dial uses one of them,
  * and a dial that fails before the global answered, or a session the global
  * ended asking the zone to reconnect (goaway RECONNECT: it drains or evens
- * out its instances), moves the next dial on to the next instance. A
+ * out its instances), moves the next dial on to another instance, picked at
+ * random so that the zones of a failed instance spread over the others
+ * rather than all landing on the one after it in their lists. A
  * RECONNECT naming an instance outside the list is followed once (with
  * `follow`), and a failed dial there falls back to the list.
  *
@@ -40,6 +42,12 @@ export interface FailoverOptions {
    * RECONNECT moves on to the next target, as any RECONNECT does.
    */
   readonly follow?: (url: string) => MuxTransport;
+  /**
+   * Where a dial goes after one that failed (or a RECONNECT naming no
+   * listed instance): a number in [0, 1) picks one of the other transports
+   * (default `Math.random`). Give one for a repeatable order.
+   */
+  readonly random?: () => number;
 }
 
 /** A URL in one spelling (no trailing slash), for comparing addresses; the text itself when it is no URL. */
@@ -61,11 +69,13 @@ function schemeOf(url: string): string | undefined {
 }
 
 /**
- * Dials `transports` one at a time: the current one until a dial fails
- * before the global sent its first frame, or the global sends goaway
- * RECONNECT, then the next one, round robin (or, after a RECONNECT naming
- * one of `options.targets`, that one; or, naming another URL of the same
- * scheme and with `options.follow`, that URL once, then the list again).
+ * Dials `transports` one at a time, the first one first: the current one
+ * until a dial fails before the global sent its first frame, or the global
+ * sends goaway RECONNECT, then another one at random (`options.random`), so
+ * that when an instance fails its zones spread over the rest (or, after a
+ * RECONNECT naming one of `options.targets`, that one; or, naming another
+ * URL of the same scheme and with `options.follow`, that URL once, then the
+ * list again).
  * The zone's reconnect backoff applies between dials as usual. A refusal
  * (unregistered or disabled zone) does not move on: every instance shares
  * the same registry.
@@ -98,7 +108,7 @@ export function failoverMuxTransport(
       if (current === index) current = hinted;
       return;
     }
-    moveOn(index); // the list's next target: where a failed detour falls back to
+    moveOn(index); // another listed target: where a failed detour falls back to
     if (
       hint !== "" &&
       options.follow !== undefined &&
@@ -108,8 +118,13 @@ export function failoverMuxTransport(
     )
       detour = normalUrl(hint);
   };
+  const random = options.random ?? Math.random;
+  /** Another transport than `index`, each of the others equally likely. */
   const moveOn = (index: number): void => {
-    if (current === index) current = (index + 1) % transports.length;
+    if (current !== index || transports.length === 1) return;
+    const others = transports.length - 1;
+    const step = 1 + Math.max(0, Math.min(others - 1, Math.floor(random() * others)));
+    current = (index + step) % transports.length;
   };
   const failed = (index: number, error: unknown): void => {
     if (KdsError.is(error) && REFUSALS.has(error.code)) return;

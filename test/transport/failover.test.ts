@@ -52,7 +52,7 @@ async function dialOnce(t: MuxTransport): Promise<void> {
   }
 }
 
-function setup(urls: string[], follow: boolean) {
+function setup(urls: string[], follow: boolean, random?: () => number) {
   const dials: string[] = [];
   const made: string[] = [];
   const state = { hint: "", down: new Set<string>() };
@@ -60,6 +60,7 @@ function setup(urls: string[], follow: boolean) {
     urls.map((u) => fake(u, dials, state)),
     {
       targets: urls,
+      random,
       follow: follow
         ? (url) => {
             made.push(url);
@@ -70,6 +71,62 @@ function setup(urls: string[], follow: boolean) {
   );
   return { dials, made, state, transport };
 }
+
+describe("failoverMuxTransport after a failed dial", () => {
+  const urls = ["http://g0:5685", "http://g1:5685", "http://g2:5685", "http://g3:5685"];
+
+  it("spreads the zones of a failed instance evenly over the others, not onto the next one", async () => {
+    // 300 zones that all dial g1 first (their lists rotated to start there), with draws spread evenly over [0, 1).
+    const zones = 300;
+    const landed = new Map<string, number>();
+    for (let z = 0; z < zones; z++) {
+      const rotated = [...urls.slice(1), ...urls.slice(0, 1)];
+      const { dials, state, transport } = setup(rotated, false, () => (z + 0.5) / zones);
+      state.down.add("http://g1:5685");
+      await dialOnce(transport); // g1 is down
+      await dialOnce(transport); // another instance
+      expect(dials[0]).toBe("http://g1:5685");
+      const second = dials[1] as string;
+      landed.set(second, (landed.get(second) ?? 0) + 1);
+    }
+    expect(Object.fromEntries(landed)).toEqual({
+      "http://g0:5685": 100,
+      "http://g2:5685": 100,
+      "http://g3:5685": 100,
+    });
+  });
+
+  it("never dials the failed instance next, whatever the draw, and stays put with one instance", async () => {
+    for (const draw of [0, 0.999_999, 1, -0.5]) {
+      const { dials, state, transport } = setup(urls, false, () => draw);
+      state.down.add("http://g0:5685");
+      await dialOnce(transport);
+      await dialOnce(transport);
+      expect(dials[0], `draw ${draw}`).toBe("http://g0:5685");
+      expect(dials[1], `draw ${draw}`).not.toBe("http://g0:5685");
+    }
+    const { dials, state, transport } = setup(["http://g0:5685"], false, () => 0.5);
+    state.down.add("http://g0:5685");
+    await dialOnce(transport);
+    await dialOnce(transport);
+    expect(dials).toEqual(["http://g0:5685", "http://g0:5685"]);
+  });
+
+  it("keeps dialing the instance that answered until it fails or asks the zone to move", async () => {
+    let draws = 0;
+    const { dials, state, transport } = setup(urls, false, () => {
+      draws++;
+      return 0.5;
+    });
+    state.down.add("http://g0:5685");
+    await dialOnce(transport); // g0 down: a draw (0.5 of 3 others: the second, g2)
+    state.hint = "http://g2:5685"; // g2 answers and names itself: stay
+    await dialOnce(transport);
+    await dialOnce(transport);
+    expect(dials).toEqual(["http://g0:5685", "http://g2:5685", "http://g2:5685"]);
+    expect(draws).toBe(1);
+  });
+});
 
 describe("failoverMuxTransport and reconnect_to", () => {
   it("follows a RECONNECT naming an instance outside its list once, then dials its list again", async () => {
