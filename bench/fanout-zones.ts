@@ -403,14 +403,15 @@ const progress = setInterval(
 );
 // A change that has reached some of these zones but not all after 30 s: how many hold it, and why
 // zones dialed again so far (a failover whose tail does not come back says so without a rerun).
+// Only the newest change: an older one a newer replaced before every zone had it never completes.
 const changeProgress = setInterval(() => {
   const t = now();
-  for (const [seq, list] of arrivals) {
-    if (list.length === count || t - (list[0] as number) < 30_000) continue;
-    process.stderr.write(
-      `fan-out: zones ${from}-${from + count - 1}: change ${seq} reached ${list.length} of ${count} after ${Math.round((t - (list[0] as number)) / 1000)} s${retries.size > 0 ? ` retries ${JSON.stringify(Object.fromEntries(retries))}` : ""}\n`,
-    );
-  }
+  const seq = Math.max(...arrivals.keys());
+  const list = arrivals.get(seq);
+  if (list === undefined || list.length >= count || t - (list[0] as number) < 30_000) return;
+  process.stderr.write(
+    `fan-out: zones ${from}-${from + count - 1}: change ${seq} reached ${list.length} of ${count} after ${Math.round((t - (list[0] as number)) / 1000)} s${retries.size > 0 ? ` retries ${JSON.stringify(Object.fromEntries(retries))}` : ""}\n`,
+  );
 }, 30_000);
 changeProgress.unref();
 /** Heap and RSS after GC. */

@@ -24,7 +24,8 @@
 //     on the store's channel (this process LISTENs and counts them), over all
 //     the change rounds, minus the lower of the idle rates measured in a window
 //     before and one after them (lease and status writes go on meanwhile),
-//     per change, by statement (one that ran less often than idle counts 0);
+//     per change; and the statements counted each only beyond its own idle
+//     rate (statementsBeyondIdle, at least 0);
 //   - failover: the last instance SIGKILLed with every zone connected, and at
 //     once one more change through instance 0; the time from the kill until
 //     every zone holds that change (so the killed instance's zones have a new
@@ -67,6 +68,7 @@ import { parseArgs } from "node:util";
 import { create } from "@bufbuild/protobuf";
 import postgres from "postgres";
 import { MeshSpecSchema, exampleTypes } from "../examples/example-kinds/index.ts";
+import { defaultConnectionCaps } from "../src/adapters/node/connection-limits.ts";
 import { adminClient } from "../src/cli/admin-client.ts";
 import { ZoneSpecSchema } from "../src/gen/kds/v1/resource_pb.ts";
 import { ZONE_KIND, createTypeRegistry } from "../src/kinds/builtin-types.ts";
@@ -190,15 +192,16 @@ const floorMode: "interleaved" | "after" =
 /**
  * Each instance's zone listener cap (the CLI's `--max-connections`): the
  * instances left after the failover must hold every zone, with a tenth to
- * spare for zones a rebalance has in flight. The CLI's default cap, 10,000,
- * holds only 90,000 zones on 9 instances: at the defaults a tenth of the
- * zones would have nowhere to go.
+ * spare for zones a rebalance has in flight, and never less than the CLI's
+ * default (from the open-files limit, at most 10,000), which holds only
+ * 90,000 zones on 9 instances: at the defaults a tenth of the zones would
+ * have nowhere to go.
  */
 const perSurvivor = Math.ceil(ZONES / (INSTANCES - 1));
-const ZONE_CAP = Math.max(10_000, Math.ceil(perSurvivor * 1.1));
-if (Math.max(ZONE_CAP, perProcess) + 1_000 > FD_LIMIT)
+const ZONE_CAP = Math.max(defaultConnectionCaps(FD_LIMIT).zones, Math.ceil(perSurvivor * 1.1));
+if (Math.max(perSurvivor, perProcess) + 1_000 > FD_LIMIT)
   log(
-    `warning: ${Math.max(ZONE_CAP, perProcess)} sockets per process come close to the open-files limit ${FD_LIMIT}; raise it (ulimit -n) or use more --instances / --processes`,
+    `warning: ${Math.max(perSurvivor, perProcess)} sockets per process come close to the open-files limit ${FD_LIMIT}; raise it (ulimit -n) or use more --instances / --processes`,
   );
 
 // The embedded server loads pg_stat_statements, which counts each statement as it ends (see the top).
@@ -630,9 +633,10 @@ try {
   const roundsTo = await pgCounters();
   // A second idle window after the rounds: the background (lease and status writes after the
   // connect) fades over minutes, so the rounds' share of it is the lower of the rates before and
-  // after. Busy instances also put their timed background off: at 100,000 zones the rounds ran
-  // fewer statements a second than either idle window, so each statement's count beyond its own
-  // idle rate is change work, and one that ran less than idle counts 0.
+  // after. Busy instances also put their timed background off (at 100,000 zones the rounds ran
+  // fewer statements a second than either idle window), so the figure can come out below zero;
+  // beside it, statementsBeyondIdle counts each statement only beyond its own idle rate, which
+  // cannot, and is biased upward by the background's ups (its downs count 0).
   await new Promise((r) => setTimeout(r, IDLE_MS));
   const idleAfter = await pgCounters();
   const delta = (to: Record<string, number>, from: Record<string, number>, k: string): number =>
@@ -642,10 +646,14 @@ try {
   const rateBefore = (k: string): number => delta(idleTo, idleFrom, k) / seconds(idleTo, idleFrom);
   const rateAfter = (k: string): number =>
     delta(idleAfter, roundsTo, k) / seconds(idleAfter, roundsTo);
-  const perSecond = (k: string): number => Math.min(rateBefore(k), rateAfter(k));
-  const perChange = (k: string): number =>
-    Math.max(0, delta(roundsTo, roundsFrom, k) - perSecond(k) * seconds(roundsTo, roundsFrom)) /
-    (WARMUP + ROUNDS);
+  const roundsSeconds = seconds(roundsTo, roundsFrom);
+  const changes = WARMUP + ROUNDS;
+  /** One statement's (or counter's) count in the rounds beyond its own lower idle rate, per change; at least 0. */
+  const beyondIdle = (k: string): number =>
+    Math.max(
+      0,
+      delta(roundsTo, roundsFrom, k) - Math.min(rateBefore(k), rateAfter(k)) * roundsSeconds,
+    ) / changes;
   const counterKeys = [...new Set([...Object.keys(idleTo), ...Object.keys(roundsTo)])].filter(
     (k) => k !== "at",
   );
@@ -658,20 +666,30 @@ try {
     ),
   });
   const perZoneConnect = (k: string): number => delta(connectTo, connectFrom, k) / ZONES;
+  const idleBefore = figures(rateBefore);
+  const idleLater = figures(rateAfter);
+  const roundsCounted = figures((k) => delta(roundsTo, roundsFrom, k));
+  /** Each figure's lower idle rate (for statements: the lower of the two windows' totals). */
+  const idlePerSecond = Object.fromEntries(
+    Object.keys(roundsCounted).map((k) => [k, Math.min(idleBefore[k] ?? 0, idleLater[k] ?? 0)]),
+  );
+  const perChange: Record<string, number> = Object.fromEntries(
+    Object.keys(roundsCounted).map((k) => [
+      k,
+      ((roundsCounted[k] ?? 0) - (idlePerSecond[k] ?? 0) * roundsSeconds) / changes,
+    ]),
+  );
+  if (statements) perChange.statementsBeyondIdle = sum(beyondIdle);
   const postgresWork = {
     source: statements
       ? "statements: pg_stat_statements calls in the store's database; NOTIFYs this process received on the store's channel; transactions and tuples: pg_stat_database, flushed by the server at most once a second (approximate)"
       : "transactions = xact_commit + xact_rollback and tuples of pg_stat_database for the store's database (each statement outside a transaction counts one); NOTIFYs this process received on the store's channel",
-    idlePerSecondBefore: figures(rateBefore),
-    idlePerSecondAfter: figures(rateAfter),
+    idlePerSecondBefore: idleBefore,
+    idlePerSecondAfter: idleLater,
     /** The rounds' window as counted, before the idle share is taken off. */
-    rounds: {
-      changes: WARMUP + ROUNDS,
-      seconds: seconds(roundsTo, roundsFrom),
-      counted: figures((k) => delta(roundsTo, roundsFrom, k)),
-    },
-    idlePerSecond: figures(perSecond),
-    perChange: figures(perChange),
+    rounds: { changes, seconds: roundsSeconds, counted: roundsCounted },
+    idlePerSecond,
+    perChange,
     /** The connect from cold, per zone: everything counted from the zones' start until their Dataplanes were stored. */
     perZoneConnect: figures(perZoneConnect),
     statementsPerZoneConnect: statementKeys
@@ -681,8 +699,8 @@ try {
     /** The statements that ran about once per change or more, with their text. */
     statementsPerChange: statementKeys
       .map((k) => ({
-        perChange: perChange(k),
-        idlePerSecond: perSecond(k),
+        perChange: beyondIdle(k),
+        idlePerSecond: Math.min(rateBefore(k), rateAfter(k)),
         query: statementText.get(k),
       }))
       .filter((x) => x.perChange >= LISTED_PER_CHANGE)
@@ -690,7 +708,7 @@ try {
   };
   const counted = statements ? "statements" : "transactions";
   log(
-    `PostgreSQL per change: ${postgresWork.perChange[counted]?.toFixed(1)} ${counted}, ${postgresWork.perChange.notifies?.toFixed(1)} NOTIFYs (idle: ${postgresWork.idlePerSecond[counted]?.toFixed(1)} ${counted}/s; the rounds: ${((postgresWork.rounds.counted[counted] ?? 0) / postgresWork.rounds.seconds).toFixed(1)}/s)`,
+    `PostgreSQL per change: ${perChange[counted]?.toFixed(1)} ${counted}${statements ? ` (${perChange.statementsBeyondIdle?.toFixed(1)} counting each only beyond its own idle rate)` : ""}, ${perChange.notifies?.toFixed(1)} NOTIFYs (idle: ${idlePerSecond[counted]?.toFixed(1)} ${counted}/s; the rounds: ${((roundsCounted[counted] ?? 0) / roundsSeconds).toFixed(1)}/s)`,
   );
 
   // Failover: the last instance SIGKILLed, and at once one more change through instance 0.

@@ -240,7 +240,7 @@ export function program(): Command {
     .addOption(heartbeatTimeoutOption())
     .option(
       "--global <urls>",
-      "the global's zone-facing address, e.g. https://global.example:5685; several instances comma-separated (the zone dials the first, and when one fails, another at random; required)",
+      "the global's zone-facing address, e.g. https://global.example:5685; several instances comma-separated (the zone dials the first, and when one fails or asks it to move, another at random; required)",
     )
     .addOption(
       new Option(

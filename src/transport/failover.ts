@@ -27,7 +27,7 @@ export interface FailoverOptions {
   /**
    * The URL each transport dials, in the same order: a goaway RECONNECT
    * naming one of them (`reconnect_to`) moves the next dial there rather than
-   * to the next transport.
+   * to another one at random.
    */
   readonly targets?: readonly string[];
   /**
@@ -39,7 +39,8 @@ export interface FailoverOptions {
    * same credentials and TLS settings as the list (the function's job).
    * When that dial fails before the global answers, the dial after it
    * goes back to the list. Without it (or without `targets`), such a
-   * RECONNECT moves on to the next target, as any RECONNECT does.
+   * RECONNECT moves on to another listed target at random, as a RECONNECT
+   * naming no listed target does.
    */
   readonly follow?: (url: string) => MuxTransport;
   /**
@@ -123,7 +124,10 @@ export function failoverMuxTransport(
   const moveOn = (index: number): void => {
     if (current !== index || transports.length === 1) return;
     const others = transports.length - 1;
-    const step = 1 + Math.max(0, Math.min(others - 1, Math.floor(random() * others)));
+    const draw = random();
+    // A draw outside [0, 1) (or NaN) still picks one of the others: never the same index, never none.
+    const k = Number.isFinite(draw) ? Math.floor(draw * others) : 0;
+    const step = 1 + Math.max(0, Math.min(others - 1, k));
     current = (index + step) % transports.length;
   };
   const failed = (index: number, error: unknown): void => {
@@ -154,7 +158,7 @@ export function failoverMuxTransport(
         try {
           for await (const frame of inbound) {
             answered = true;
-            // Asked to reconnect: this instance drains or sheds zones, so the next dial goes to the one it names, or the next one.
+            // Asked to reconnect: this instance drains or sheds zones, so the next dial goes to the one it names, or another at random.
             if (
               frame.value.case === "goaway" &&
               frame.value.value.reason === GoAwayReason.RECONNECT

@@ -1,7 +1,8 @@
-// failoverMuxTransport and a goaway RECONNECT: a named instance in the list is
-// dialed next; one outside it is followed once with `follow` when its scheme
-// matches the URL dialed (never http <-> https), and a failed dial there falls
-// back to the list.
+// failoverMuxTransport: after a failed dial, or a goaway RECONNECT naming no
+// listed instance, another listed instance at random; a named instance in the
+// list is dialed next; one outside it is followed once with `follow` when its
+// scheme matches the URL dialed (never http <-> https), and a failed dial
+// there falls back to the list.
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { KdsError } from "../../src/errors.ts";
@@ -9,17 +10,24 @@ import { FrameSchema, GoAwayReason, type Frame } from "../../src/gen/kds/mux/v1/
 import { failoverMuxTransport } from "../../src/transport/failover.ts";
 import type { MuxDialRequest, MuxTransport } from "../../src/transport/transport.ts";
 
-/** A transport that records each dial in `dials` and answers with goaway RECONNECT naming `hint` (or fails, when `down`). */
-function fake(
-  url: string,
-  dials: string[],
-  state: { hint: string; down: Set<string> },
-): MuxTransport {
+/** What the fake instances do: `down` ones fail the dial; the others answer with goaway RECONNECT naming `hint`, or, when `plain`, one frame and an end without a goaway. */
+interface FakeState {
+  hint: string;
+  down: Set<string>;
+  plain: boolean;
+}
+
+/** A transport that records each dial in `dials` and answers as `state` says. */
+function fake(url: string, dials: string[], state: FakeState): MuxTransport {
   return {
     name: url,
     open: async () => {
       dials.push(url);
       if (state.down.has(url)) throw new KdsError("transport", `${url} is down`);
+      if (state.plain)
+        return (async function* () {
+          yield create(FrameSchema, {});
+        })();
       const goaway: Frame = create(FrameSchema, {
         value: {
           case: "goaway",
@@ -55,7 +63,7 @@ async function dialOnce(t: MuxTransport): Promise<void> {
 function setup(urls: string[], follow: boolean, random?: () => number) {
   const dials: string[] = [];
   const made: string[] = [];
-  const state = { hint: "", down: new Set<string>() };
+  const state: FakeState = { hint: "", down: new Set<string>(), plain: false };
   const transport = failoverMuxTransport(
     urls.map((u) => fake(u, dials, state)),
     {
@@ -105,11 +113,49 @@ describe("failoverMuxTransport after a failed dial", () => {
       expect(dials[0], `draw ${draw}`).toBe("http://g0:5685");
       expect(dials[1], `draw ${draw}`).not.toBe("http://g0:5685");
     }
-    const { dials, state, transport } = setup(["http://g0:5685"], false, () => 0.5);
+    let draws = 0;
+    const { dials, state, transport } = setup(["http://g0:5685"], false, () => {
+      draws++;
+      return 0.5;
+    });
     state.down.add("http://g0:5685");
     await dialOnce(transport);
     await dialOnce(transport);
     expect(dials).toEqual(["http://g0:5685", "http://g0:5685"]);
+    expect(draws).toBe(0);
+  });
+
+  it("a draw that is not a number still moves on to another instance", async () => {
+    const { dials, state, transport } = setup(urls, false, () => Number.NaN);
+    state.down.add("http://g0:5685");
+    await dialOnce(transport); // g0 down: NaN picks the first of the others
+    state.down.add("http://g1:5685");
+    await dialOnce(transport); // g1 down too: from g1, the first of the others is g2
+    await dialOnce(transport);
+    expect(dials).toEqual(["http://g0:5685", "http://g1:5685", "http://g2:5685"]);
+  });
+
+  it("a RECONNECT naming no listed instance also moves on at random", async () => {
+    // From g0, the others are g1, g2, g3: a draw of 0.9 picks the third.
+    const { dials, state, transport } = setup(urls, false, () => 0.9);
+    state.hint = "http://elsewhere:5685";
+    await dialOnce(transport);
+    state.hint = "http://g3:5685";
+    await dialOnce(transport);
+    expect(dials).toEqual(["http://g0:5685", "http://g3:5685"]);
+  });
+
+  it("redials the same instance, with no draw, after a session that ended without a RECONNECT", async () => {
+    let draws = 0;
+    const { dials, state, transport } = setup(urls, false, () => {
+      draws++;
+      return 0.5;
+    });
+    state.plain = true;
+    await dialOnce(transport);
+    await dialOnce(transport);
+    expect(dials).toEqual(["http://g0:5685", "http://g0:5685"]);
+    expect(draws).toBe(0);
   });
 
   it("keeps dialing the instance that answered until it fails or asks the zone to move", async () => {
@@ -166,7 +212,7 @@ describe("failoverMuxTransport and reconnect_to", () => {
     }
   });
 
-  it("without follow, moves on through its list as before", async () => {
+  it("without follow, a RECONNECT naming an unlisted instance moves on to another listed one", async () => {
     const { dials, state, transport } = setup(["http://g1:5685", "http://g3:5685"], false);
     state.hint = "http://g2:5685";
     await dialOnce(transport);
