@@ -646,14 +646,13 @@ try {
   const rateBefore = (k: string): number => delta(idleTo, idleFrom, k) / seconds(idleTo, idleFrom);
   const rateAfter = (k: string): number =>
     delta(idleAfter, roundsTo, k) / seconds(idleAfter, roundsTo);
+  /** One counter's lower idle rate of the two windows. */
+  const idleRate = (k: string): number => Math.min(rateBefore(k), rateAfter(k));
   const roundsSeconds = seconds(roundsTo, roundsFrom);
   const changes = WARMUP + ROUNDS;
   /** One statement's (or counter's) count in the rounds beyond its own lower idle rate, per change; at least 0. */
   const beyondIdle = (k: string): number =>
-    Math.max(
-      0,
-      delta(roundsTo, roundsFrom, k) - Math.min(rateBefore(k), rateAfter(k)) * roundsSeconds,
-    ) / changes;
+    Math.max(0, delta(roundsTo, roundsFrom, k) - idleRate(k) * roundsSeconds) / changes;
   const counterKeys = [...new Set([...Object.keys(idleTo), ...Object.keys(roundsTo)])].filter(
     (k) => k !== "at",
   );
@@ -700,7 +699,7 @@ try {
     statementsPerChange: statementKeys
       .map((k) => ({
         perChange: beyondIdle(k),
-        idlePerSecond: Math.min(rateBefore(k), rateAfter(k)),
+        idlePerSecond: idleRate(k),
         query: statementText.get(k),
       }))
       .filter((x) => x.perChange >= LISTED_PER_CHANGE)
