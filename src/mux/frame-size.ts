@@ -27,6 +27,7 @@ import {
   toBinary,
   type DescField,
   type DescMessage,
+  type DescOneof,
   type JsonObject,
 } from "@bufbuild/protobuf";
 import { ScalarType } from "@bufbuild/protobuf";
@@ -234,8 +235,57 @@ function sizerOf(desc: DescMessage): Sizer {
   };
   // Registered before the fields compile, so a recursive type finds itself.
   sizers.set(desc, sizer);
-  for (const field of desc.fields) fields.push(fieldSizer(field));
+  for (const run of fieldRuns(desc))
+    fields.push(run.kind === "field" ? fieldSizer(run.field) : oneofSizer(run));
   return sizer;
+}
+
+/** The sizer of a run of a oneof's members: only the set member's is called. */
+function oneofSizer(run: FieldRun & { kind: "oneof" }): Sizer {
+  const pick = oneofPicker(run, fieldSizer);
+  return (message, tally) => {
+    const member = pick(message);
+    return member === undefined ? 0 : member(message, tally);
+  };
+}
+
+/** One field, or the members of one oneof that follow each other in field-number order. */
+export type FieldRun =
+  | { readonly kind: "field"; readonly field: DescField }
+  | { readonly kind: "oneof"; readonly oneof: DescOneof; readonly members: readonly DescField[] };
+
+/**
+ * The fields of `desc` in field-number order, each oneof's members that
+ * follow each other (no other field between them) as one run: a frame's
+ * eleven kinds are looked up by the case set, not tried one by one.
+ */
+export function fieldRuns(desc: DescMessage): FieldRun[] {
+  const runs: FieldRun[] = [];
+  for (const field of [...desc.fields].sort((a, b) => a.number - b.number)) {
+    const last = runs.at(-1);
+    if (field.oneof === undefined) runs.push({ kind: "field", field });
+    else if (last?.kind === "oneof" && last.oneof === field.oneof)
+      (last.members as DescField[]).push(field);
+    else runs.push({ kind: "oneof", oneof: field.oneof, members: [field] });
+  }
+  return runs;
+}
+
+/**
+ * Picks, for a run of a oneof's members, the function (built once per member
+ * by `each`) of the member the message's oneof case names; undefined when
+ * the case is unset or names a member outside the run.
+ */
+export function oneofPicker<F>(
+  run: { readonly oneof: DescOneof; readonly members: readonly DescField[] },
+  each: (field: DescField) => F,
+): (message: Record<string, unknown>) => F | undefined {
+  const byCase = new Map(run.members.map((field) => [field.localName, each(field)] as const));
+  const name = run.oneof.localName;
+  return (message) => {
+    const selected = (message[name] as { case: string | undefined }).case;
+    return selected === undefined ? undefined : byCase.get(selected);
+  };
 }
 
 const IMPLICIT_PRESENCE = 2;

@@ -27,13 +27,16 @@ import {
 import { ScalarType } from "@bufbuild/protobuf";
 import { StructSchema } from "@bufbuild/protobuf/wkt";
 import {
+  fieldRuns,
   holdsJsonStruct,
+  oneofPicker,
   mapKeyOf,
   presence,
   read,
   utf8Length,
   varintSize,
   wireTypeOf,
+  type FieldRun,
 } from "./frame-size.ts";
 
 /** Where a writer writes: the buffer, and a view of it for fixed-width numbers (made on first use). */
@@ -90,9 +93,18 @@ function writerOf(desc: DescMessage): MessageWriter {
   // Registered before the fields compile, so a recursive type finds itself.
   writers.set(desc, writer);
   // In field-number order, as toBinary writes them (the writer walks this list backwards).
-  for (const field of [...desc.fields].sort((a, b) => a.number - b.number))
-    fields.push(fieldWriter(field));
+  for (const run of fieldRuns(desc))
+    fields.push(run.kind === "field" ? fieldWriter(run.field) : oneofWriter(run));
   return writer;
+}
+
+/** The writer of a run of a oneof's members: only the set member's is called. */
+function oneofWriter(run: FieldRun & { kind: "oneof" }): MessageWriter {
+  const pick = oneofPicker(run, fieldWriter);
+  return (message, sink, end) => {
+    const member = pick(message);
+    return member === undefined ? end : member(message, sink, end);
+  };
 }
 
 function fieldWriter(field: DescField): MessageWriter {
