@@ -17,9 +17,10 @@ export interface DeltaDiffState {
    * What the client holds once the responses in flight are applied, key ->
    * version: set when a response is sent, not when it is ACKed (a NACK or a
    * timeout marks what the responses in flight carried as in doubt; see the
-   * discovery server's start-over).
+   * discovery server's start-over). Made at the first entry: most types of
+   * most streams never hold one, and an empty Map is about 180 bytes.
    */
-  readonly known: Map<string, string>;
+  known: Map<string, string> | undefined;
   /** Explicit subscriptions; undefined means all ("*"). */
   names: Set<string> | undefined;
   /** Resources left out as too large, key -> version; made at the first. */
@@ -80,29 +81,12 @@ export interface DeltaPart {
 /**
  * The empty sweep, shared by every type of every stream (a sweep is replaced,
  * never pushed to): an empty array per type and stream was about 130 bytes of
- * every idle zone's.
+ * every idle zone's. A new type's state starts with it.
  */
-const NO_SWEEP: ReadonlyArray<WireResource | string> = Object.freeze([]);
+export const NO_SWEEP: ReadonlyArray<WireResource | string> = Object.freeze([]);
 
-/**
- * The empty work of a new type: the first diff is full. The maps and sets
- * are made when first needed: a server holds this for every type of every
- * stream, and most stay empty.
- */
-export function newDeltaDiffState(): Omit<DeltaDiffState, "known" | "names"> {
-  return {
-    full: true,
-    changed: undefined,
-    sweep: NO_SWEEP,
-    sweepAt: 0,
-    sweepVersion: undefined,
-    taken: undefined,
-    oversized: undefined,
-    held: undefined,
-    heldUpserts: false,
-    heldRemovals: false,
-  };
-}
+/** What a state without `known` holds: nothing (only read, never written). */
+const NOTHING_KNOWN: ReadonlyMap<string, string> = new Map();
 
 /**
  * Takes the work before the snapshot is read (a change that lands while it
@@ -165,7 +149,7 @@ export function nextPart(
   const removed: string[] = [];
   let bytes = 0;
   // What the client will hold once the responses in flight are applied.
-  const known = state.known;
+  const known = state.known ?? NOTHING_KNOWN;
   /** Looks at one key (`r`: its resource, if in the set): "skip" (nothing to send), "taken" (in the response), or "full" (it waits for the next one). */
   const maxEntries = size.entries ?? Infinity;
   const take = (key: string, r: WireResource | undefined): "skip" | "taken" | "full" => {

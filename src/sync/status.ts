@@ -12,7 +12,6 @@ import type { ClientObserver, ServerObserver } from "../discovery/types.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { PeerVersion } from "../metrics.ts";
 import type {
-  SyncCounters,
   SyncError,
   TypeSyncStatus,
   TypeSyncTimes,
@@ -28,17 +27,6 @@ const MAX_REJECTIONS = 20;
 /** Which session-end codes say only that the connection went away: they show in `lastEnd`, never as `lastError`. */
 const CONNECTION_LOST: ReadonlySet<string> = new Set(["transport", "peer_eof", "aborted"]);
 
-type MutableCounters = { -readonly [K in keyof SyncCounters]: SyncCounters[K] };
-type MutableType = {
-  -readonly [K in keyof Omit<TypeSyncStatus, "session" | "times">]: TypeSyncStatus[K];
-} & {
-  session: MutableCounters;
-  times: { -readonly [K in keyof TypeSyncTimes]: TypeSyncTimes[K] };
-  oversized: readonly string[];
-  rejectedResources: ReadonlyArray<{ key: string; reason: string }>;
-  peerRejectedResources: ReadonlyArray<{ key: string; reason: string }>;
-};
-
 /**
  * The empty list every type's record starts with (replaced, never pushed to,
  * when something is recorded): three empty arrays per kind were about 100
@@ -46,34 +34,146 @@ type MutableType = {
  */
 const NONE: readonly never[] = Object.freeze([]);
 
-const zeroCounters = (): MutableCounters => ({
-  sent: 0,
-  resourcesSent: 0,
-  acked: 0,
-  nacked: 0,
-  accepted: 0,
-  resourcesReceived: 0,
-  rejected: 0,
-});
+/**
+ * What a type's record holds of NACKs, rejections, stalls and oversized
+ * resources: made at the first of them. Nearly every zone has none, and
+ * these fields in every type's record were about 100 bytes of each.
+ */
+class Troubles {
+  nacked = 0;
+  rejected = 0;
+  sessionNacked = 0;
+  sessionRejected = 0;
+  lastNackError: string | undefined = undefined;
+  lastRejectError: string | undefined = undefined;
+  oversized: readonly string[] = NONE;
+  rejectedResources: ReadonlyArray<{ key: string; reason: string }> = NONE;
+  peerRejectedResources: ReadonlyArray<{ key: string; reason: string }> = NONE;
+  peerRejectedOmitted = 0;
+  lastNackAt: number | undefined = undefined;
+  lastRejectedAt: number | undefined = undefined;
+  stalledSince: number | undefined = undefined;
+}
 
-/** Adds one to `counter` in the totals of `t`, and in its session's counters when `current` (the event is of the current session). */
-function count(t: MutableType, counter: keyof SyncCounters, current: boolean): void {
-  t[counter] += 1;
-  if (current) t.session[counter] += 1;
+/**
+ * The mutable record of one type, every field written out in one class (the
+ * session's counters and the times flat beside the totals, the kind read
+ * from its {@link ResourceType}): V8 keeps them all in the object. A
+ * spread of counters and nested `session` and `times` objects cost every
+ * type of every zone about 260 bytes more. {@link ZoneStatusRecord.snapshot}
+ * builds the nested shape of {@link TypeSyncStatus}.
+ */
+class TypeRecord {
+  readonly type: ResourceType;
+  sent = 0;
+  resourcesSent = 0;
+  acked = 0;
+  accepted = 0;
+  resourcesReceived = 0;
+  sessionSent = 0;
+  sessionResourcesSent = 0;
+  sessionAcked = 0;
+  sessionAccepted = 0;
+  sessionResourcesReceived = 0;
+  lastAckedVersion: string | undefined = undefined;
+  lastAcceptedVersion: string | undefined = undefined;
+  stalled = false;
+  lastSentAt: number | undefined = undefined;
+  lastReceivedAt: number | undefined = undefined;
+  lastAckAt: number | undefined = undefined;
+  lastAcceptedAt: number | undefined = undefined;
+  troubles: Troubles | undefined = undefined;
+
+  constructor(type: ResourceType) {
+    this.type = type;
+  }
+
+  /** The {@link Troubles} of the type, made at the first. */
+  ensureTroubles(): Troubles {
+    this.troubles ??= new Troubles();
+    return this.troubles;
+  }
+
+  /** Starts the current session's counters at zero. */
+  newSession(): void {
+    this.sessionSent = 0;
+    this.sessionResourcesSent = 0;
+    this.sessionAcked = 0;
+    this.sessionAccepted = 0;
+    this.sessionResourcesReceived = 0;
+    if (this.troubles !== undefined) {
+      this.troubles.sessionNacked = 0;
+      this.troubles.sessionRejected = 0;
+    }
+  }
+
+  /** The status of the type, in {@link TypeSyncStatus}'s shape and field order (the store state from `served`). */
+  snapshot(served: ServedKindState | undefined): TypeSyncStatus {
+    const type = this.type;
+    const tr = this.troubles;
+    return {
+      kind: type.kind,
+      typeUrl: type.typeUrl,
+      // add() leaves local kinds out.
+      direction: type.direction as TypeSyncStatus["direction"],
+      sent: this.sent,
+      resourcesSent: this.resourcesSent,
+      acked: this.acked,
+      nacked: tr?.nacked ?? 0,
+      accepted: this.accepted,
+      resourcesReceived: this.resourcesReceived,
+      rejected: tr?.rejected ?? 0,
+      session: {
+        sent: this.sessionSent,
+        resourcesSent: this.sessionResourcesSent,
+        acked: this.sessionAcked,
+        nacked: tr?.sessionNacked ?? 0,
+        accepted: this.sessionAccepted,
+        resourcesReceived: this.sessionResourcesReceived,
+        rejected: tr?.sessionRejected ?? 0,
+      },
+      lastAckedVersion: this.lastAckedVersion,
+      lastNackError: tr?.lastNackError,
+      stalled: this.stalled,
+      oversized: [...(tr?.oversized ?? NONE)],
+      lastAcceptedVersion: this.lastAcceptedVersion,
+      lastRejectError: tr?.lastRejectError,
+      rejectedResources: [...(tr?.rejectedResources ?? NONE)],
+      peerRejectedResources: [...(tr?.peerRejectedResources ?? NONE)],
+      peerRejectedOmitted: tr?.peerRejectedOmitted ?? 0,
+      storeLoaded: served?.loaded,
+      storeError: served?.error,
+      times: {
+        lastSentAt: this.lastSentAt,
+        lastReceivedAt: this.lastReceivedAt,
+        lastAckAt: this.lastAckAt,
+        lastNackAt: tr?.lastNackAt,
+        lastAcceptedAt: this.lastAcceptedAt,
+        lastRejectedAt: tr?.lastRejectedAt,
+        stalledSince: tr?.stalledSince,
+      },
+    };
+  }
 }
 
 /** The mutable record behind a {@link ZoneStatus}. */
 export class ZoneStatusRecord {
   readonly zone: string;
   #online = false;
-  #connectedAt: Date | undefined;
-  #disconnectedAt: Date | undefined;
+  /** When the session started and ended, in ms: a Date each was about 100 bytes of every zone; snapshot() makes them. */
+  #connectedAt: number | undefined;
+  #disconnectedAt: number | undefined;
   #lastEnd: { code: string; message: string } | undefined;
   #lastError: SyncError | undefined;
   #rtt: (() => number | undefined) | undefined;
   #lastRtt: number | undefined;
   #peer: PeerVersion | undefined;
-  readonly #types = new Map<string, MutableType>();
+  /**
+   * The records of the kinds, in order: a few, searched by type URL. An array
+   * of exactly their number (add() concatenates) costs a zone about 100
+   * bytes less than a Map.
+   */
+  #types: readonly TypeRecord[] = NONE;
   readonly #served: () => readonly ServedKindState[];
   readonly #now: () => number;
   #lastStamp = Number.NEGATIVE_INFINITY;
@@ -106,34 +206,14 @@ export class ZoneStatusRecord {
 
   /** Tracks one more kind (a zone that learned it from the global); local kinds are left out. */
   add(t: ResourceType): void {
-    if (t.direction === "local" || this.#types.has(t.typeUrl)) return;
-    this.#types.set(t.typeUrl, {
-      kind: t.kind,
-      typeUrl: t.typeUrl,
-      direction: t.direction,
-      ...zeroCounters(),
-      session: zeroCounters(),
-      lastAckedVersion: undefined,
-      lastNackError: undefined,
-      stalled: false,
-      oversized: NONE,
-      lastAcceptedVersion: undefined,
-      lastRejectError: undefined,
-      rejectedResources: NONE,
-      peerRejectedResources: NONE,
-      peerRejectedOmitted: 0,
-      storeLoaded: undefined,
-      storeError: undefined,
-      times: {
-        lastSentAt: undefined,
-        lastReceivedAt: undefined,
-        lastAckAt: undefined,
-        lastNackAt: undefined,
-        lastAcceptedAt: undefined,
-        lastRejectedAt: undefined,
-        stalledSince: undefined,
-      },
-    });
+    if (t.direction === "local" || this.#find(t.typeUrl) !== undefined) return;
+    this.#types = this.#types.concat([new TypeRecord(t)]);
+  }
+
+  /** The record of `typeUrl`, if tracked (a loop: every zone's every change comes here). */
+  #find(typeUrl: string): TypeRecord | undefined {
+    for (const t of this.#types) if (t.type.typeUrl === typeUrl) return t;
+    return undefined;
   }
 
   /** Now, strictly after the previous stamp of this record (see {@link TypeSyncTimes}). */
@@ -157,9 +237,9 @@ export class ZoneStatusRecord {
         protocolVersion: peer.protocolVersion,
         features: [...peer.features],
       };
-    this.#connectedAt = new Date(this.#now());
+    this.#connectedAt = this.#now();
     this.#rtt = rtt;
-    for (const t of this.#types.values()) t.session = zeroCounters();
+    for (const t of this.#types) t.newSession();
     return this.#session;
   }
 
@@ -182,13 +262,13 @@ export class ZoneStatusRecord {
     if (!end.graceful && !CONNECTION_LOST.has(end.code)) this.failed(end.code, end.message);
     if (session !== this.#session) return;
     this.#online = false;
-    this.#disconnectedAt = new Date(this.#now());
+    this.#disconnectedAt = this.#now();
     this.#lastEnd = { code: end.code, message: end.message };
     this.#lastRtt = this.#rtt?.();
     this.#rtt = undefined;
-    for (const t of this.#types.values()) {
+    for (const t of this.#types) {
       t.stalled = false;
-      t.times.stalledSince = undefined;
+      if (t.troubles !== undefined) t.troubles.stalledSince = undefined;
     }
   }
 
@@ -198,59 +278,66 @@ export class ZoneStatusRecord {
       // Every zone's every change comes here (a send, its ACK, and the ACK's errors): the counters are
       // named, not reached through count()'s computed keys, and no closure is made per call.
       sent: (typeUrl, info) => {
-        const t = this.#types.get(typeUrl);
+        const t = this.#find(typeUrl);
         if (t === undefined) return;
         t.sent++;
         t.resourcesSent += info.resources;
         if (session === this.#session) {
-          t.session.sent++;
-          t.session.resourcesSent += info.resources;
+          t.sessionSent++;
+          t.sessionResourcesSent += info.resources;
         }
-        t.times.lastSentAt = this.#stamp();
+        t.lastSentAt = this.#stamp();
       },
       acked: (typeUrl, version) => {
-        const t = this.#types.get(typeUrl);
+        const t = this.#find(typeUrl);
         if (t === undefined) return;
         t.acked++;
-        if (session === this.#session) t.session.acked++;
+        if (session === this.#session) t.sessionAcked++;
         t.lastAckedVersion = version;
         t.stalled = false;
         const at = this.#stamp();
-        t.times.lastAckAt = at;
-        t.times.lastReceivedAt = at;
-        t.times.stalledSince = undefined;
+        t.lastAckAt = at;
+        t.lastReceivedAt = at;
+        if (t.troubles !== undefined) t.troubles.stalledSince = undefined;
       },
       nacked: (typeUrl, _version, error) => {
         // The zone refused the global's kinds: the session ends for it, and the reason stays the last error.
         if (typeUrl === KIND_CATALOG_TYPE_URL) this.failed("kinds_refused", error);
         this.#with(typeUrl, (t) => {
-          count(t, "nacked", session === this.#session);
-          t.lastNackError = error;
+          const tr = t.ensureTroubles();
+          tr.nacked++;
+          if (session === this.#session) tr.sessionNacked++;
+          tr.lastNackError = error;
           const at = this.#stamp();
-          t.times.lastNackAt = at;
-          t.times.lastReceivedAt = at;
-          t.times.stalledSince = undefined;
+          tr.lastNackAt = at;
+          t.lastReceivedAt = at;
+          tr.stalledSince = undefined;
         });
       },
       resourceErrors: (typeUrl, errors, omitted) => {
-        const t = this.#types.get(typeUrl);
+        const t = this.#find(typeUrl);
         if (t === undefined) return;
-        // Most ACKs reject nothing and find nothing rejected before: no new array for those.
-        if (errors.length > 0 || t.peerRejectedResources.length > 0)
-          t.peerRejectedResources = errors.map((e) => ({ key: e.key, reason: e.reason }));
-        t.peerRejectedOmitted = omitted;
+        // Most ACKs reject nothing and find nothing rejected before: no new array, nor troubles, for those.
+        const tr = t.troubles;
+        if (errors.length > 0 || (tr !== undefined && tr.peerRejectedResources.length > 0))
+          t.ensureTroubles().peerRejectedResources = errors.map((e) => ({
+            key: e.key,
+            reason: e.reason,
+          }));
+        if (omitted !== 0 || tr !== undefined) t.ensureTroubles().peerRejectedOmitted = omitted;
       },
       // A replaced session's stall is not the zone's: the newer session's ACKs would never clear it.
       stalled: (typeUrl) =>
         void this.#with(typeUrl, (t) => {
           if (session !== this.#session) return;
           t.stalled = true;
-          t.times.stalledSince ??= this.#stamp();
+          t.ensureTroubles().stalledSince ??= this.#stamp();
         }),
       oversized: (typeUrl, key) =>
         void this.#with(typeUrl, (t) => {
-          if (!t.oversized.includes(key) && t.oversized.length < 100)
-            t.oversized = [...t.oversized, key];
+          const tr = t.ensureTroubles();
+          if (!tr.oversized.includes(key) && tr.oversized.length < 100)
+            tr.oversized = [...tr.oversized, key];
         }),
     };
   }
@@ -260,34 +347,37 @@ export class ZoneStatusRecord {
     return {
       // Every change every zone applies comes here: the counters are named, not reached through count()'s computed keys.
       accepted: (typeUrl, info) => {
-        const t = this.#types.get(typeUrl);
+        const t = this.#find(typeUrl);
         if (t === undefined) return;
         t.accepted++;
         t.resourcesReceived += info.resources;
         if (session === this.#session) {
-          t.session.accepted++;
-          t.session.resourcesReceived += info.resources;
+          t.sessionAccepted++;
+          t.sessionResourcesReceived += info.resources;
         }
         t.lastAcceptedVersion = info.version;
         // Accepted, then ACKed at once: received and sent at one time.
         const at = this.#stamp();
-        t.times.lastAcceptedAt = at;
-        t.times.lastReceivedAt = at;
-        t.times.lastSentAt = at;
+        t.lastAcceptedAt = at;
+        t.lastReceivedAt = at;
+        t.lastSentAt = at;
       },
       rejected: (typeUrl, _version, error) =>
         void this.#with(typeUrl, (t) => {
-          count(t, "rejected", session === this.#session);
-          t.lastRejectError = error;
+          const tr = t.ensureTroubles();
+          tr.rejected++;
+          if (session === this.#session) tr.sessionRejected++;
+          tr.lastRejectError = error;
           const at = this.#stamp();
-          t.times.lastRejectedAt = at;
-          t.times.lastReceivedAt = at;
-          t.times.lastSentAt = at;
+          tr.lastRejectedAt = at;
+          t.lastReceivedAt = at;
+          t.lastSentAt = at;
         }),
       resourceRejected: (typeUrl, key, reason) =>
         void this.#with(typeUrl, (t) => {
-          t.rejectedResources = [
-            ...t.rejectedResources.filter((r) => r.key !== key),
+          const tr = t.ensureTroubles();
+          tr.rejectedResources = [
+            ...tr.rejectedResources.filter((r) => r.key !== key),
             { key, reason },
           ].slice(-MAX_REJECTIONS);
         }),
@@ -299,32 +389,21 @@ export class ZoneStatusRecord {
     return {
       zone: this.zone,
       online: this.#online,
-      connectedAt: this.#connectedAt,
-      disconnectedAt: this.#disconnectedAt,
+      connectedAt: this.#connectedAt === undefined ? undefined : new Date(this.#connectedAt),
+      disconnectedAt:
+        this.#disconnectedAt === undefined ? undefined : new Date(this.#disconnectedAt),
       lastEnd: this.#lastEnd,
       lastError: this.#lastError,
       heartbeatRttMs: this.#rtt?.() ?? this.#lastRtt,
       ...(this.#peer === undefined
         ? {}
         : { peer: { ...this.#peer, features: [...this.#peer.features] } }),
-      types: [...this.#types.values()].map((t) => {
-        const served = this.#served().find((k) => k.kind === t.kind);
-        return {
-          ...t,
-          session: { ...t.session },
-          oversized: [...t.oversized],
-          rejectedResources: [...t.rejectedResources],
-          peerRejectedResources: [...t.peerRejectedResources],
-          times: { ...t.times },
-          storeLoaded: served?.loaded,
-          storeError: served?.error,
-        };
-      }),
+      types: this.#types.map((t) => t.snapshot(this.#served().find((k) => k.kind === t.type.kind))),
     };
   }
 
-  #with(typeUrl: string, update: (t: MutableType) => unknown): void {
-    const t = this.#types.get(typeUrl);
+  #with(typeUrl: string, update: (t: TypeRecord) => unknown): void {
+    const t = this.#find(typeUrl);
     if (t !== undefined) update(t);
   }
 }

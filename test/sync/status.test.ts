@@ -191,3 +191,202 @@ describe("ZoneStatusRecord", () => {
     expect(sideOf("zone", "zone-to-global")).toBe("sender");
   });
 });
+
+describe("ZoneStatusRecord snapshot shape", () => {
+  /** A record on a clock that steps 10 ms a read, with every event of one type on both sides. */
+  function exercised(): ZoneStatusRecord {
+    let t = 1_000;
+    const record = new ZoneStatusRecord(
+      "zone-1",
+      types.list(),
+      () => [{ kind: "Mesh", loaded: true, error: "slow", resources: 3 }],
+      () => (t += 10),
+    );
+    record.connected(() => 7, { softwareVersion: "1.2.3", protocolVersion: 3, features: ["x"] });
+    const server = record.serverObserver();
+    const client = record.clientObserver();
+    server.sent?.(meshUrl, { version: "v1", nonce: "n1", resources: 2, removed: 0, bytes: 9 });
+    server.stalled?.(meshUrl, "n1", 5000);
+    server.nacked?.(meshUrl, "v1", "bad", "n1");
+    server.sent?.(meshUrl, { version: "v2", nonce: "n2", resources: 1, removed: 0, bytes: 9 });
+    server.acked?.(meshUrl, "v2", "n2");
+    server.resourceErrors?.(meshUrl, [{ key: "m1", reason: "no" }], 2);
+    server.oversized?.(meshUrl, "big", 1, 0);
+    client.accepted?.(meshUrl, { version: "a1", resources: 4, removed: 0 });
+    client.rejected?.(meshUrl, "a2", "refused");
+    client.resourceRejected?.(meshUrl, "r1", "invalid");
+    return record;
+  }
+
+  it("keeps the fields of a type, their order and their values", () => {
+    const mesh = exercised()
+      .snapshot()
+      .types.find((t) => t.kind === "Mesh");
+    // The order is what JSON output and the admin page show: pinned with the values.
+    expect(mesh === undefined ? [] : Object.keys(mesh)).toEqual([
+      "kind",
+      "typeUrl",
+      "direction",
+      "sent",
+      "resourcesSent",
+      "acked",
+      "nacked",
+      "accepted",
+      "resourcesReceived",
+      "rejected",
+      "session",
+      "lastAckedVersion",
+      "lastNackError",
+      "stalled",
+      "oversized",
+      "lastAcceptedVersion",
+      "lastRejectError",
+      "rejectedResources",
+      "peerRejectedResources",
+      "peerRejectedOmitted",
+      "storeLoaded",
+      "storeError",
+      "times",
+    ]);
+    expect(mesh).toEqual({
+      kind: "Mesh",
+      typeUrl: meshUrl,
+      direction: types.get("Mesh").direction,
+      sent: 2,
+      resourcesSent: 3,
+      acked: 1,
+      nacked: 1,
+      accepted: 1,
+      resourcesReceived: 4,
+      rejected: 1,
+      session: {
+        sent: 2,
+        resourcesSent: 3,
+        acked: 1,
+        nacked: 1,
+        accepted: 1,
+        resourcesReceived: 4,
+        rejected: 1,
+      },
+      lastAckedVersion: "v2",
+      lastNackError: "bad",
+      stalled: false,
+      oversized: ["big"],
+      lastAcceptedVersion: "a1",
+      lastRejectError: "refused",
+      rejectedResources: [{ key: "r1", reason: "invalid" }],
+      peerRejectedResources: [{ key: "m1", reason: "no" }],
+      peerRejectedOmitted: 2,
+      storeLoaded: true,
+      storeError: "slow",
+      times: {
+        lastSentAt: 1080,
+        lastReceivedAt: 1080,
+        lastAckAt: 1060,
+        lastNackAt: 1040,
+        lastAcceptedAt: 1070,
+        lastRejectedAt: 1080,
+        stalledSince: undefined,
+      },
+    });
+    expect(Object.keys(mesh?.session ?? {})).toEqual([
+      "sent",
+      "resourcesSent",
+      "acked",
+      "nacked",
+      "accepted",
+      "resourcesReceived",
+      "rejected",
+    ]);
+    expect(Object.keys(mesh?.times ?? {})).toEqual([
+      "lastSentAt",
+      "lastReceivedAt",
+      "lastAckAt",
+      "lastNackAt",
+      "lastAcceptedAt",
+      "lastRejectedAt",
+      "stalledSince",
+    ]);
+  });
+
+  it("gives an untouched type zeros, empty lists and no times, and the zone's own fields in their order", () => {
+    const status = new ZoneStatusRecord("zone-1", types.list(), undefined, () => 5).snapshot();
+    expect(Object.keys(status)).toEqual([
+      "zone",
+      "online",
+      "connectedAt",
+      "disconnectedAt",
+      "lastEnd",
+      "lastError",
+      "heartbeatRttMs",
+      "types",
+    ]);
+    const kinds = types.list().filter((t) => t.direction !== "local");
+    expect(status.types.map((t) => t.kind)).toEqual(kinds.map((t) => t.kind));
+    const dp = status.types.find((t) => t.kind === "Dataplane");
+    expect(dp).toEqual({
+      kind: "Dataplane",
+      typeUrl: dataplaneUrl,
+      direction: types.get("Dataplane").direction,
+      sent: 0,
+      resourcesSent: 0,
+      acked: 0,
+      nacked: 0,
+      accepted: 0,
+      resourcesReceived: 0,
+      rejected: 0,
+      session: {
+        sent: 0,
+        resourcesSent: 0,
+        acked: 0,
+        nacked: 0,
+        accepted: 0,
+        resourcesReceived: 0,
+        rejected: 0,
+      },
+      lastAckedVersion: undefined,
+      lastNackError: undefined,
+      stalled: false,
+      oversized: [],
+      lastAcceptedVersion: undefined,
+      lastRejectError: undefined,
+      rejectedResources: [],
+      peerRejectedResources: [],
+      peerRejectedOmitted: 0,
+      storeLoaded: undefined,
+      storeError: undefined,
+      times: {
+        lastSentAt: undefined,
+        lastReceivedAt: undefined,
+        lastAckAt: undefined,
+        lastNackAt: undefined,
+        lastAcceptedAt: undefined,
+        lastRejectedAt: undefined,
+        stalledSince: undefined,
+      },
+    });
+  });
+
+  it("keeps a stalled flag through a NACK, which clears only its time, and clears both on an ACK and at the end", () => {
+    let t = 0;
+    const record = new ZoneStatusRecord("zone-1", types.list(), undefined, () => (t += 1));
+    record.connected(() => 1);
+    const server = record.serverObserver();
+    const mesh = () => record.snapshot().types.find((s) => s.kind === "Mesh");
+    server.stalled?.(meshUrl, "n1", 1);
+    expect(mesh()?.stalled).toBe(true);
+    expect(mesh()?.times?.stalledSince).toBeDefined();
+    server.nacked?.(meshUrl, "v1", "bad", "n1");
+    expect(mesh()).toMatchObject({ stalled: true, times: { stalledSince: undefined } });
+    server.stalled?.(meshUrl, "n2", 1);
+    server.acked?.(meshUrl, "v2", "n2");
+    expect(mesh()).toMatchObject({ stalled: false, times: { stalledSince: undefined } });
+    server.stalled?.(meshUrl, "n3", 1);
+    record.disconnected(end("transport", "lost", false));
+    expect(mesh()).toMatchObject({ stalled: false, times: { stalledSince: undefined } });
+    // A new session starts its nack and reject counters at zero too.
+    record.connected(() => 1);
+    expect(mesh()?.session).toMatchObject({ nacked: 0, rejected: 0 });
+    expect(mesh()?.nacked).toBe(1);
+  });
+});
