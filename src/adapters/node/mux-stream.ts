@@ -22,7 +22,12 @@ import type * as http2 from "node:http2";
 import type { PeerInfo } from "../../auth/peer.ts";
 import { KdsError } from "../../errors.ts";
 import { MultiplexService, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
-import type { GlobalServer } from "../../global/global-server.ts";
+import {
+  TRANSPORT_WATCH,
+  type AcceptedFrames,
+  type GlobalServer,
+  type TransportWatch,
+} from "../../global/global-server.ts";
 import { toConnectError } from "../../connect-errors.ts";
 import { drained, grpcFrame, readGrpcFrames } from "./grpc-frames.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
@@ -86,12 +91,17 @@ function serveMuxStream(
   connection: GuardedConnection,
 ): Promise<void> {
   const stream = request.stream;
-  const gone = new AbortController();
-  stream.once("close", () =>
-    gone.abort(new KdsError("aborted", "the zone's HTTP/2 stream closed")),
-  );
-  // A reset or a lost connection also closes the stream, which ends the session through `gone`.
-  stream.on("error", () => undefined);
+  // Until the global admits the stream, its close aborts the admission through `gone`; once admitted, it ends the
+  // session through the session's TransportWatch, and `gone` (most of a KiB with its listener, per idle zone) goes.
+  let gone: AbortController | undefined = new AbortController();
+  let watch: TransportWatch | undefined;
+  stream.once("close", () => {
+    const reason = new KdsError("aborted", "the zone's HTTP/2 stream closed");
+    if (watch !== undefined) watch.gone(reason);
+    else gone?.abort(reason);
+  });
+  // A reset or a lost connection also closes the stream, which ends the session (above).
+  stream.on("error", ignoreStreamError);
   const headers = new Headers();
   for (const [name, value] of Object.entries(request.headers)) {
     if (name.startsWith(":") || value === undefined) continue;
@@ -111,7 +121,13 @@ function serveMuxStream(
         peer,
       ),
     )
-    .then((outbound) => {
+    .then((outbound: AcceptedFrames) => {
+      watch = outbound[TRANSPORT_WATCH];
+      if (watch !== undefined) {
+        // Still open (a close before this aborted `gone`, which the watch heard): the close now goes to the watch.
+        watch.detach();
+        gone = undefined;
+      }
       connection.authenticated(zone);
       return writesFrames(outbound)
         ? writePushed(outbound, stream, response)
@@ -123,6 +139,11 @@ function serveMuxStream(
     );
 }
 
+/** The stream's error listener: one function for every stream, not a closure each. */
+function ignoreStreamError(): void {
+  // Nothing lost: an error closes the stream too, and the close ends the session (serveMuxStream).
+}
+
 /** Writes the session's frames by iteration (a session whose frames are not pushed). */
 async function writeIterated(
   outbound: AsyncIterable<Frame>,
@@ -130,7 +151,7 @@ async function writeIterated(
   response: http2.Http2ServerResponse,
 ): Promise<void> {
   for await (const message of outbound) {
-    if (stream.closed || stream.destroyed) continue; // the session ends through `gone`; its frames go nowhere
+    if (stream.closed || stream.destroyed) continue; // the session ends through the stream's close; its frames go nowhere
     if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
     if (!response.write(grpcFrame(message))) await drained(stream);
   }
@@ -168,7 +189,7 @@ function writePushed(
   return new Promise((resolve, reject) => {
     const flow = frames[WRITE_FRAMES]({
       frame: (message) => {
-        if (stream.closed || stream.destroyed) return true; // the session ends through `gone`; its frames go nowhere
+        if (stream.closed || stream.destroyed) return true; // the session ends through the stream's close; its frames go nowhere
         if (!response.headersSent)
           response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
         if (response.write(grpcFrame(message))) return true;
