@@ -97,10 +97,12 @@ export class CredentialExpiry {
   }
 
   /**
-   * Follows `session` (ready, admitted as `identity`) until it ends: warns
-   * `warnBeforeMs` before its credential expires (at once when that is
+   * Follows `session` (ready, admitted as `identity`) until {@link untrack}:
+   * warns `warnBeforeMs` before its credential expires (at once when that is
    * already past) and ends it at expiry. A credential without an expiry is
-   * not followed.
+   * not followed. The owner calls {@link untrack} once the session ended (the
+   * global server does in its handler of the end it has anyway, rather than
+   * a chain on `closed` here for every session).
    */
   track(session: Session, identity: ZoneIdentity): void {
     const expiresAt = identity.expiresAt;
@@ -119,12 +121,15 @@ export class CredentialExpiry {
     this.#tracked.set(session, tracked);
     this.#report();
     this.#schedule(tracked);
-    void session.closed.then(() => {
-      if (this.#tracked.get(session) !== tracked) return;
-      this.#unschedule(tracked);
-      this.#tracked.delete(session);
-      this.#report();
-    });
+  }
+
+  /** Stops following `session` (it ended): no warning or end for it any more, and the gauge without it. */
+  untrack(session: Session): void {
+    const tracked = this.#tracked.get(session);
+    if (tracked === undefined) return;
+    this.#unschedule(tracked);
+    this.#tracked.delete(session);
+    this.#report();
   }
 
   /** When the credential of `zone`'s newest tracked session expires, and what it is; undefined when none. */

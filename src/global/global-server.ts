@@ -666,6 +666,7 @@ export class GlobalServer implements MuxAcceptor {
 
   /** Forgets, logs and reports the end of `session` of `zone` (`ready`: it was admitted), then waits for its release. */
   async #ended(session: MuxSession, zone: string, ready: boolean, end: SessionEnd): Promise<void> {
+    this.#expiry.untrack(session);
     if (this.#current.get(zone) === session) this.#current.delete(zone);
     // A flood of streams that never say hello is logged once per burst, not once per stream.
     if (!ready && end.code === "handshake_timeout") this.#helloTimeoutLog.note();

@@ -171,6 +171,7 @@ describe("CredentialExpiry", () => {
     const session = fakeSession();
     const identity: ZoneIdentity = { zone: "edge", proof: "certificate", expiresAt };
     expiry.track(session, identity);
+    void session.closed.then(() => expiry.untrack(session)); // as the global server does
     expect(expiry.expiry("edge")).toEqual({ at: expiresAt, credential: "certificate" });
     expect(metrics.earliest).toEqual([expiresAt.getTime() / 1000]);
 
@@ -216,6 +217,7 @@ describe("CredentialExpiry", () => {
     ].map(({ zone, at }) => {
       const session = fakeSession();
       expiry.track(session, { zone, proof: "token", expiresAt: new Date(at) });
+      void session.closed.then(() => expiry.untrack(session)); // as the global server does
       return { zone, session };
     });
     const ended = (): string[] =>
