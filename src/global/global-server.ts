@@ -20,7 +20,13 @@ import { consoleLogger, type Logger } from "../log.ts";
 import { MemoryBudget } from "../mux/budget.ts";
 import { resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
 import { MuxSession } from "../mux/session.ts";
-import { WRITE_FRAMES, writesFrames, type WrittenFrames } from "../mux/frame-push.ts";
+import {
+  WRITE_FRAMES,
+  writesFrames,
+  type FrameFlow,
+  type FrameWriter,
+  type WrittenFrames,
+} from "../mux/frame-push.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
 import type { MuxAcceptor } from "../transport/transport.ts";
@@ -767,38 +773,82 @@ export type AcceptedFrames = AsyncIterable<Frame> &
  * through it with one step, not a generator's several.
  */
 function endsWithStatus(frames: AsyncIterable<Frame>, session: MuxSession): AcceptedFrames {
-  /** The error the frames end with: the session's end, when it was a failure or a revocation. */
-  const endError = (): Error | undefined =>
-    session.end === undefined ? undefined : sessionEndError(session.end);
-  const iterable: AcceptedFrames = {
-    [Symbol.asyncIterator]: () => {
-      const inner = frames[Symbol.asyncIterator]();
-      const last = (r: IteratorResult<Frame>): IteratorResult<Frame> => {
-        if (r.done !== true) return r;
-        const error = endError();
-        if (error !== undefined) throw error;
-        return r;
-      };
-      return {
-        next: () => inner.next().then(last),
-        return: () => inner.return?.() ?? Promise.resolve({ done: true, value: undefined }),
-        throw: (error: unknown) => inner.throw?.(error) ?? Promise.reject(error),
-      };
-    },
-  };
   // Pushed to a writer (frame-push.ts) when the session's frames can be: no promise per frame either.
-  if (writesFrames(frames))
-    iterable[WRITE_FRAMES] = (writer) =>
-      frames[WRITE_FRAMES]({
-        frame: (frame) => writer.frame(frame),
-        end: () => {
-          const error = endError();
-          if (error === undefined) writer.end();
-          else writer.fail(error);
-        },
-        fail: (error) => writer.fail(error),
-      });
-  return iterable;
+  return writesFrames(frames)
+    ? new PushedStatusFrames(frames, session)
+    : new StatusFrames(frames, session);
+}
+
+/** The error the frames of `session` end with: its end, when it was a failure or a revocation. */
+function endError(session: MuxSession): Error | undefined {
+  return session.end === undefined ? undefined : sessionEndError(session.end);
+}
+
+/**
+ * What {@link endsWithStatus} returns: objects with prototype methods, not
+ * literals of closures, as every idle zone's stream holds its own for the
+ * session's life.
+ */
+class StatusFrames implements AcceptedFrames {
+  /** The session's {@link TransportWatch} (set by the admission). */
+  [TRANSPORT_WATCH]: TransportWatch | undefined;
+  protected readonly frames: AsyncIterable<Frame>;
+  protected readonly session: MuxSession;
+
+  constructor(frames: AsyncIterable<Frame>, session: MuxSession) {
+    this.frames = frames;
+    this.session = session;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<Frame> {
+    const inner = this.frames[Symbol.asyncIterator]();
+    const session = this.session;
+    const last = (r: IteratorResult<Frame>): IteratorResult<Frame> => {
+      if (r.done !== true) return r;
+      const error = endError(session);
+      if (error !== undefined) throw error;
+      return r;
+    };
+    return {
+      next: () => inner.next().then(last),
+      return: () => inner.return?.() ?? Promise.resolve({ done: true, value: undefined }),
+      throw: (error: unknown) => inner.throw?.(error) ?? Promise.reject(error),
+    };
+  }
+}
+
+/** {@link StatusFrames} of a session whose frames can be pushed to a writer. */
+class PushedStatusFrames extends StatusFrames implements WrittenFrames {
+  [WRITE_FRAMES](writer: FrameWriter): FrameFlow {
+    return (this.frames as AsyncIterable<Frame> & WrittenFrames)[WRITE_FRAMES](
+      new StatusWriter(writer, this.session),
+    );
+  }
+}
+
+/** Passes the session's pushed frames on to `writer`, and their end as the session's status (see {@link endsWithStatus}). */
+class StatusWriter implements FrameWriter {
+  readonly #writer: FrameWriter;
+  readonly #session: MuxSession;
+
+  constructor(writer: FrameWriter, session: MuxSession) {
+    this.#writer = writer;
+    this.#session = session;
+  }
+
+  frame(frame: Frame): boolean {
+    return this.#writer.frame(frame);
+  }
+
+  end(): void {
+    const error = endError(this.#session);
+    if (error === undefined) this.#writer.end();
+    else this.#writer.fail(error);
+  }
+
+  fail(error: unknown): void {
+    this.#writer.fail(error);
+  }
 }
 
 const failureCodes = new Set([

@@ -32,7 +32,13 @@ import { toConnectError } from "../../connect-errors.ts";
 import { drained, grpcFrame, readGrpcFrames } from "./grpc-frames.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
 import { CLIENT_ID_HEADER } from "../../names.ts";
-import { WRITE_FRAMES, writesFrames, type WrittenFrames } from "../../mux/frame-push.ts";
+import {
+  WRITE_FRAMES,
+  writesFrames,
+  type FrameFlow,
+  type FrameWriter,
+  type WrittenFrames,
+} from "../../mux/frame-push.ts";
 
 /** The path of the mux stream. */
 export const MUX_PATH = `/${MultiplexService.typeName}/${MultiplexService.method.streamMessage.name}`;
@@ -187,19 +193,52 @@ function writePushed(
   response: http2.Http2ServerResponse,
 ): Promise<void> {
   return new Promise((resolve, reject) => {
-    const flow = frames[WRITE_FRAMES]({
-      frame: (message) => {
-        if (stream.closed || stream.destroyed) return true; // the session ends through the stream's close; its frames go nowhere
-        if (!response.headersSent)
-          response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
-        if (response.write(grpcFrame(message))) return true;
-        void drained(stream).then(() => flow.resume());
-        return false;
-      },
-      end: resolve,
-      fail: reject,
-    });
+    const writer = new StreamWriter(stream, response, resolve, reject);
+    writer.flow = frames[WRITE_FRAMES](writer);
   });
+}
+
+/**
+ * The writer of {@link writePushed}: an object with prototype methods, not a
+ * literal of closures, as every idle zone's stream holds one for its life.
+ */
+class StreamWriter implements FrameWriter {
+  /** The flow the writer resumes once the stream drained (set as soon as the frames start). */
+  flow: FrameFlow | undefined;
+  readonly #stream: http2.ServerHttp2Stream;
+  readonly #response: http2.Http2ServerResponse;
+  readonly #resolve: () => void;
+  readonly #reject: (error: unknown) => void;
+
+  constructor(
+    stream: http2.ServerHttp2Stream,
+    response: http2.Http2ServerResponse,
+    resolve: () => void,
+    reject: (error: unknown) => void,
+  ) {
+    this.#stream = stream;
+    this.#response = response;
+    this.#resolve = resolve;
+    this.#reject = reject;
+  }
+
+  frame(message: Frame): boolean {
+    const stream = this.#stream;
+    const response = this.#response;
+    if (stream.closed || stream.destroyed) return true; // the session ends through the stream's close; its frames go nowhere
+    if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
+    if (response.write(grpcFrame(message))) return true;
+    void drained(stream).then(() => this.flow?.resume());
+    return false;
+  }
+
+  end(): void {
+    this.#resolve();
+  }
+
+  fail(error: unknown): void {
+    this.#reject(error);
+  }
 }
 
 /** Why a zone's frame cannot be read, as the connect-node path words it. */
