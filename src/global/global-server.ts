@@ -663,7 +663,8 @@ export class GlobalServer implements MuxAcceptor {
       }
     }
     // Not awaited here: a suspended frame of this function would live as long as the session, in every idle zone's.
-    return session.closed.then((end) => {
+    // Nor returned: this function's own promise would adopt the chain, with more promise machinery per idle zone.
+    void session.closed.then((end) => {
       // The session's end stops the listening on the transport's signal, which may outlive it.
       transport.detach();
       return this.#ended(session, zone, ready, end);

@@ -116,7 +116,9 @@ function serveMuxStream(
   // Read now: a closure here reading the headers later kept them (in this function's context, which the stream's
   // close listener holds) as long as the zone's stream.
   const zone = headers.get(CLIENT_ID_HEADER)?.trim();
-  // A promise chain, not one async function: its suspended frame lived as long as the zone's stream.
+  // A promise chain, not one async function: its suspended frame lived as long as the zone's stream. Nor does the
+  // chain wait for pushed frames (every zone's, on this path): their writer ends the stream itself, so no promises
+  // of the chain are held for the session's life.
   return connection
     .authenticating(
       // The global proves the zone's credentials on the headers before it reads a frame.
@@ -135,14 +137,14 @@ function serveMuxStream(
         gone = undefined;
       }
       connection.authenticated(zone);
-      return writesFrames(outbound)
-        ? writePushed(outbound, stream, response)
-        : writeIterated(outbound, stream, response);
+      if (!writesFrames(outbound))
+        return writeIterated(outbound, stream, response).then(() =>
+          endStream(stream, response, undefined),
+        );
+      writePushed(outbound, stream, response);
+      return undefined;
     })
-    .then(
-      () => endStream(stream, response, undefined),
-      (error: unknown) => endStream(stream, response, error),
-    );
+    .catch((error: unknown) => endStream(stream, response, error));
 }
 
 /** The stream's error listener: one function for every stream, not a closure each. */
@@ -185,17 +187,16 @@ function endStream(
 /**
  * Writes the session's frames as they are pushed (frame-push.ts), as the
  * loop over them would: no promise per frame; a full stream holds them back
- * until it drains. Resolves when they are over; rejects with what they ended with.
+ * until it drains. When they are over, ends the stream with connect's status
+ * trailers (OK, or what they ended with), as {@link endStream}.
  */
 function writePushed(
   frames: WrittenFrames,
   stream: http2.ServerHttp2Stream,
   response: http2.Http2ServerResponse,
-): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const writer = new StreamWriter(stream, response, resolve, reject);
-    writer.flow = frames[WRITE_FRAMES](writer);
-  });
+): void {
+  const writer = new StreamWriter(stream, response);
+  writer.flow = frames[WRITE_FRAMES](writer);
 }
 
 /**
@@ -207,19 +208,10 @@ class StreamWriter implements FrameWriter {
   flow: FrameFlow | undefined;
   readonly #stream: http2.ServerHttp2Stream;
   readonly #response: http2.Http2ServerResponse;
-  readonly #resolve: () => void;
-  readonly #reject: (error: unknown) => void;
 
-  constructor(
-    stream: http2.ServerHttp2Stream,
-    response: http2.Http2ServerResponse,
-    resolve: () => void,
-    reject: (error: unknown) => void,
-  ) {
+  constructor(stream: http2.ServerHttp2Stream, response: http2.Http2ServerResponse) {
     this.#stream = stream;
     this.#response = response;
-    this.#resolve = resolve;
-    this.#reject = reject;
   }
 
   frame(message: Frame): boolean {
@@ -232,12 +224,14 @@ class StreamWriter implements FrameWriter {
     return false;
   }
 
+  // The status goes from a later microtask, as it did when a promise of the frames' end was awaited: not from
+  // inside the session's push of its last frame.
   end(): void {
-    this.#resolve();
+    queueMicrotask(() => endStream(this.#stream, this.#response, undefined));
   }
 
   fail(error: unknown): void {
-    this.#reject(error);
+    queueMicrotask(() => endStream(this.#stream, this.#response, error));
   }
 }
 
