@@ -40,12 +40,24 @@ export interface CredentialExpiryOptions {
   readonly renewHint?: (zone: string) => string;
 }
 
-/** One tracked session. */
+/**
+ * One tracked session, and where its credential stands: the warning is due
+ * next, or only the end. One object per session, and no timer or closure of
+ * its own: every session's next deadline waits in one heap under one timer.
+ */
 interface Tracked {
+  readonly session: Session;
   readonly zone: string;
   readonly expiresAt: Date;
   readonly proof: ZoneIdentity["proof"];
-  cancel: () => void;
+  /** What falls due next: the warning, then the end; after the end fired, nothing (out of the heap). */
+  next: "warning" | "end";
+  /** When `next` falls due, in ms since the epoch. */
+  dueAt: number;
+  /** Arming order, so entries due at the same time fire in the order they were armed, as separate timers would. */
+  order: number;
+  /** Where it sits in the heap; -1 when it is out. */
+  index: number;
 }
 
 /** Throws `invalid_argument` unless `ms` is a usable warning time. */
@@ -64,6 +76,14 @@ export class CredentialExpiry {
   readonly #now: () => number;
   readonly #warnBeforeMs: number;
   readonly #tracked = new Map<Session, Tracked>();
+  /** Tracked sessions whose warning or end is still due, as a binary min-heap by `dueAt` (then `order`). */
+  readonly #heap: Tracked[] = [];
+  /** The next `order`. */
+  #order = 0;
+  /** Cancels the one timer, while it is armed. */
+  #cancelTimer: (() => void) | undefined;
+  /** The deadline the armed timer is for (it may fire before, at the timer limit, and re-arm). */
+  #timerDueAt = 0;
   /** The earliest expiry reported last (ms since the epoch), so the gauge is set only when it changes. */
   #reported: number | undefined;
 
@@ -77,46 +97,39 @@ export class CredentialExpiry {
   }
 
   /**
-   * Follows `session` (ready, admitted as `identity`) until it ends: warns
-   * `warnBeforeMs` before its credential expires (at once when that is
+   * Follows `session` (ready, admitted as `identity`) until {@link untrack}:
+   * warns `warnBeforeMs` before its credential expires (at once when that is
    * already past) and ends it at expiry. A credential without an expiry is
-   * not followed.
+   * not followed. The owner calls {@link untrack} once the session ended (the
+   * global server does in its handler of the end it has anyway, rather than
+   * a chain on `closed` here for every session).
    */
   track(session: Session, identity: ZoneIdentity): void {
     const expiresAt = identity.expiresAt;
     if (expiresAt === undefined || session.end !== undefined) return;
+    const warns = this.#warnBeforeMs > 0;
     const tracked: Tracked = {
+      session,
       zone: identity.zone,
       expiresAt,
       proof: identity.proof,
-      cancel: () => undefined,
+      next: warns ? "warning" : "end",
+      dueAt: warns ? expiresAt.getTime() - this.#warnBeforeMs : expiresAt.getTime(),
+      order: 0,
+      index: -1,
     };
     this.#tracked.set(session, tracked);
     this.#report();
-    const warnAt = expiresAt.getTime() - this.#warnBeforeMs;
-    const expire = (): void => {
-      tracked.cancel = this.#at(expiresAt.getTime(), () => {
-        this.#expire(session, tracked).catch((error: unknown) =>
-          this.#options.logger.error(`ending zone "${tracked.zone}"'s expired session failed`, {
-            zone: tracked.zone,
-            error,
-          }),
-        );
-      });
-    };
-    if (this.#warnBeforeMs > 0 && warnAt < expiresAt.getTime()) {
-      tracked.cancel = this.#at(warnAt, () => {
-        if (this.#tracked.get(session) !== tracked) return;
-        this.#warn(tracked);
-        expire();
-      });
-    } else expire();
-    void session.closed.then(() => {
-      if (this.#tracked.get(session) !== tracked) return;
-      tracked.cancel();
-      this.#tracked.delete(session);
-      this.#report();
-    });
+    this.#schedule(tracked);
+  }
+
+  /** Stops following `session` (it ended): no warning or end for it any more, and the gauge without it. */
+  untrack(session: Session): void {
+    const tracked = this.#tracked.get(session);
+    if (tracked === undefined) return;
+    this.#unschedule(tracked);
+    this.#tracked.delete(session);
+    this.#report();
   }
 
   /** When the credential of `zone`'s newest tracked session expires, and what it is; undefined when none. */
@@ -132,31 +145,68 @@ export class CredentialExpiry {
     };
   }
 
-  /** Calls `fire` once the wall clock reaches `atMs` (at once when it has), re-arming past the timer limit. */
-  #at(atMs: number, fire: () => void): () => void {
-    let cancel: () => void = () => undefined;
-    let cancelled = false;
-    const arm = (): void => {
-      const left = atMs - this.#now();
-      if (left <= 0) {
-        cancel = this.#clock.setTimer(() => {
-          if (!cancelled) fire();
-        }, 0);
-        return;
-      }
-      cancel = this.#clock.setTimer(
-        () => {
-          if (!cancelled) arm();
-        },
-        Math.min(left, MAX_TIMER_MS),
-      );
-    };
-    arm();
-    return () => {
-      cancelled = true;
-      cancel();
-    };
+  /** Puts `t` in the heap at its `dueAt` and re-arms the timer if it is now the earliest. */
+  #schedule(t: Tracked): void {
+    t.order = this.#order++;
+    heapPush(this.#heap, t);
+    this.#arm();
   }
+
+  /** Takes `t` out of the heap (if in it) and re-arms the timer for what is earliest now. */
+  #unschedule(t: Tracked): void {
+    if (t.index < 0) return;
+    heapRemove(this.#heap, t);
+    this.#arm();
+  }
+
+  /**
+   * Arms the one timer for the earliest deadline in the heap (at once when
+   * it has passed, and at most {@link MAX_TIMER_MS} ahead: a later deadline
+   * re-arms when that fires), or none when the heap is empty. A timer
+   * already armed for that deadline stays.
+   */
+  #arm(): void {
+    const first = this.#heap[0];
+    if (first !== undefined && this.#cancelTimer !== undefined && this.#timerDueAt === first.dueAt)
+      return;
+    this.#cancelTimer?.();
+    this.#cancelTimer = undefined;
+    if (first === undefined) return;
+    const left = first.dueAt - this.#now();
+    this.#timerDueAt = first.dueAt;
+    this.#cancelTimer = this.#clock.setTimer(
+      this.#fire,
+      left <= 0 ? 0 : Math.min(left, MAX_TIMER_MS),
+    );
+  }
+
+  /** The timer's callback: one function for the instance. Handles every deadline that has passed, then re-arms. */
+  readonly #fire = (): void => {
+    this.#cancelTimer = undefined;
+    const now = this.#now();
+    for (;;) {
+      const t = this.#heap[0];
+      if (t === undefined || t.dueAt > now) break;
+      heapRemove(this.#heap, t);
+      // A session tracked again since holds a newer entry; this one is done (as its own timers would have found).
+      if (this.#tracked.get(t.session) !== t) continue;
+      if (t.next === "warning") {
+        this.#warn(t);
+        t.next = "end";
+        t.dueAt = t.expiresAt.getTime();
+        t.order = this.#order++;
+        heapPush(this.#heap, t);
+      } else {
+        this.#expire(t).catch((error: unknown) =>
+          this.#options.logger.error(`ending zone "${t.zone}"'s expired session failed`, {
+            zone: t.zone,
+            error,
+          }),
+        );
+      }
+    }
+    this.#arm();
+  };
 
   #warn(t: Tracked): void {
     const what = t.proof === "certificate" ? "client certificate" : "zone token";
@@ -171,7 +221,8 @@ export class CredentialExpiry {
     );
   }
 
-  async #expire(session: Session, t: Tracked): Promise<void> {
+  async #expire(t: Tracked): Promise<void> {
+    const session = t.session;
     if (this.#tracked.get(session) !== t) return;
     const what = t.proof === "certificate" ? "client certificate" : "zone token";
     const message = `zone "${t.zone}"'s ${what} expired at ${t.expiresAt.toISOString()}; global "${this.#options.global}" ended its session (token expired). ${
@@ -196,6 +247,62 @@ export class CredentialExpiry {
       earliest === undefined ? undefined : earliest / 1000,
     );
   }
+}
+
+/** Whether `a` falls due before `b`. */
+function before(a: Tracked, b: Tracked): boolean {
+  return a.dueAt < b.dueAt || (a.dueAt === b.dueAt && a.order < b.order);
+}
+
+/** Adds `t` to the min-heap `heap`. */
+function heapPush(heap: Tracked[], t: Tracked): void {
+  t.index = heap.length;
+  heap.push(t);
+  siftUp(heap, t.index);
+}
+
+/** Takes `t`, which is in the min-heap `heap`, out of it. */
+function heapRemove(heap: Tracked[], t: Tracked): void {
+  const i = t.index;
+  const last = heap.pop() as Tracked; // `t` is in the heap, so it is not empty
+  t.index = -1;
+  if (last === t) return;
+  heap[i] = last;
+  last.index = i;
+  siftUp(heap, i);
+  siftDown(heap, last.index);
+}
+
+function siftUp(heap: Tracked[], i: number): void {
+  const t = heap[i] as Tracked;
+  while (i > 0) {
+    const parentAt = (i - 1) >> 1;
+    const parent = heap[parentAt] as Tracked;
+    if (!before(t, parent)) break;
+    heap[i] = parent;
+    parent.index = i;
+    i = parentAt;
+  }
+  heap[i] = t;
+  t.index = i;
+}
+
+function siftDown(heap: Tracked[], i: number): void {
+  const t = heap[i] as Tracked;
+  const n = heap.length;
+  for (;;) {
+    let child = 2 * i + 1;
+    if (child >= n) break;
+    const right = heap[child + 1];
+    if (right !== undefined && before(right, heap[child] as Tracked)) child++;
+    const c = heap[child] as Tracked;
+    if (!before(c, t)) break;
+    heap[i] = c;
+    c.index = i;
+    i = child;
+  }
+  heap[i] = t;
+  t.index = i;
 }
 
 /** "23 h 59 min", "4 min 10 s", "3 s": a duration for log lines. */

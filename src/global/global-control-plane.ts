@@ -259,10 +259,6 @@ export class GlobalControlPlane {
             filter: filter === undefined ? undefined : (r) => filter(zone, r),
           }),
         );
-        // A session closed for a newer one of its name, here or on another instance (zone-replacements.ts).
-        void session.closed.then((end) => {
-          if (end.code === "replaced") this.#replacements.note(zone);
-        });
         this.ownership.claim(session).catch((error: unknown) => {
           logger.warn(
             `recording that this instance holds zone "${zone}" failed; the next renewal retries`,
@@ -279,6 +275,9 @@ export class GlobalControlPlane {
         }
       },
       onSessionEnded: (session, end) => {
+        // A session closed for a newer one of its name, here or on another instance (zone-replacements.ts).
+        // Noted here, for every session onSession saw, rather than by a chain on each session's `closed`.
+        if (end.code === "replaced") this.#replacements.note(session.peerId);
         this.#offline.poke();
         options.onSessionEnded?.(session, end);
       },

@@ -20,7 +20,13 @@ import { consoleLogger, type Logger } from "../log.ts";
 import { MemoryBudget } from "../mux/budget.ts";
 import { resolveSessionOptions, type SessionOptions } from "../mux/options.ts";
 import { MuxSession } from "../mux/session.ts";
-import { WRITE_FRAMES, writesFrames, type WrittenFrames } from "../mux/frame-push.ts";
+import {
+  WRITE_FRAMES,
+  writesFrames,
+  type FrameFlow,
+  type FrameWriter,
+  type WrittenFrames,
+} from "../mux/frame-push.ts";
 import type { SessionEnd } from "../mux/state.ts";
 import type { Session } from "../mux/views.ts";
 import type { MuxAcceptor } from "../transport/transport.ts";
@@ -397,7 +403,7 @@ export class GlobalServer implements MuxAcceptor {
     identity: ZoneIdentity,
     inbound: AsyncIterable<Frame>,
     signal: AbortSignal,
-  ): Promise<{ outbound: AsyncIterable<Frame>; session: MuxSession }> {
+  ): Promise<{ outbound: AcceptedFrames; session: MuxSession }> {
     const zone = identity.zone;
     const record = await this.#options.registry.get(zone, signal);
     if (record === undefined) {
@@ -422,17 +428,12 @@ export class GlobalServer implements MuxAcceptor {
     });
     this.#live.set(session, identity);
     callEndpoint(session); // the global serves no calls: a zone's calls are refused
-    const onTransportGone = (): void =>
-      session.fail(
-        "transport",
-        `zone "${zone}" cancelled the stream or the connection was lost`,
-        signal.reason,
-      );
-    if (signal.aborted) onTransportGone();
-    else signal.addEventListener("abort", onTransportGone, { once: true, signal: session.signal });
+    const transport = new TransportWatch(session, zone, signal);
     session.attach(inbound);
-    void this.#watch(session, zone);
-    return { outbound: endsWithStatus(session.outbound, session), session };
+    void this.#watch(session, zone, transport);
+    const outbound = endsWithStatus(session.outbound, session);
+    outbound[TRANSPORT_WATCH] = transport;
+    return { outbound, session };
   }
 
   /**
@@ -597,7 +598,7 @@ export class GlobalServer implements MuxAcceptor {
     );
   }
 
-  async #watch(session: MuxSession, zone: string): Promise<void> {
+  async #watch(session: MuxSession, zone: string, transport: TransportWatch): Promise<void> {
     let ready = false;
     try {
       await session.ready;
@@ -662,11 +663,17 @@ export class GlobalServer implements MuxAcceptor {
       }
     }
     // Not awaited here: a suspended frame of this function would live as long as the session, in every idle zone's.
-    return session.closed.then((end) => this.#ended(session, zone, ready, end));
+    // Nor returned: this function's own promise would adopt the chain, with more promise machinery per idle zone.
+    void session.closed.then((end) => {
+      // The session's end stops the listening on the transport's signal, which may outlive it.
+      transport.detach();
+      return this.#ended(session, zone, ready, end);
+    });
   }
 
   /** Forgets, logs and reports the end of `session` of `zone` (`ready`: it was admitted), then waits for its release. */
   async #ended(session: MuxSession, zone: string, ready: boolean, end: SessionEnd): Promise<void> {
+    this.#expiry.untrack(session);
     if (this.#current.get(zone) === session) this.#current.delete(zone);
     // A flood of streams that never say hello is logged once per burst, not once per stream.
     if (!ready && end.code === "handshake_timeout") this.#helloTimeoutLog.note();
@@ -694,6 +701,71 @@ export class GlobalServer implements MuxAcceptor {
 }
 
 /**
+ * Ends an admitted session with `transport` when its transport goes: it
+ * listens to the signal given to {@link GlobalServer.accept} until the
+ * session ends. An object with `handleEvent`, not a closure with the
+ * listener's `signal` option: every idle zone's session holds one, and the
+ * option costs a weak listener on the session's signal besides. A transport
+ * that sees its stream close itself (the node mux stream) takes it from the
+ * frames `accept` returns ({@link TRANSPORT_WATCH}), calls {@link detach}
+ * and then {@link gone} on the close, so it need not keep an AbortSignal per
+ * stream for the session's whole life.
+ */
+export class TransportWatch {
+  readonly #session: MuxSession;
+  readonly #zone: string;
+  /** The signal listened to; undefined once it fired or was let go. */
+  #signal: AbortSignal | undefined;
+
+  /**
+   * @param session - the admitted session
+   * @param zone - its zone, for the end's message
+   * @param signal - the transport's signal (aborted already: the session ends at once)
+   */
+  constructor(session: MuxSession, zone: string, signal: AbortSignal) {
+    this.#session = session;
+    this.#zone = zone;
+    if (signal.aborted) this.gone(signal.reason);
+    else {
+      this.#signal = signal;
+      signal.addEventListener("abort", this, { once: true });
+    }
+  }
+
+  /** The signal's abort: the transport went. */
+  handleEvent(): void {
+    const signal = this.#signal;
+    this.#signal = undefined; // a once listener: it is gone now
+    this.gone(signal?.reason);
+  }
+
+  /** Ends the session because its transport went (the zone cancelled the stream or the connection was lost), for `reason`. */
+  gone(reason: unknown): void {
+    this.#session.fail(
+      "transport",
+      `zone "${this.#zone}" cancelled the stream or the connection was lost`,
+      reason,
+    );
+  }
+
+  /** Stops listening to the signal (the session ended, or the transport reports the close through {@link gone}). */
+  detach(): void {
+    this.#signal?.removeEventListener("abort", this);
+    this.#signal = undefined;
+  }
+}
+
+/**
+ * Where the frames {@link GlobalServer.accept} returns carry their
+ * session's {@link TransportWatch}. Not public: the node mux stream reads it.
+ */
+export const TRANSPORT_WATCH: unique symbol = Symbol("kds-mux.transportWatch");
+
+/** The frames {@link GlobalServer.accept} returns, with what a transport of this package may use of them. */
+export type AcceptedFrames = AsyncIterable<Frame> &
+  Partial<WrittenFrames> & { [TRANSPORT_WATCH]?: TransportWatch };
+
+/**
  * The global's frames of `session`, then, once its goaway is written, the
  * session's end as an error when the global ended it for a failure or a
  * revocation (see {@link sessionEndError}), so the stream ends with a
@@ -701,39 +773,83 @@ export class GlobalServer implements MuxAcceptor {
  * session's, not an async generator: each frame to each zone passes
  * through it with one step, not a generator's several.
  */
-function endsWithStatus(frames: AsyncIterable<Frame>, session: MuxSession): AsyncIterable<Frame> {
-  /** The error the frames end with: the session's end, when it was a failure or a revocation. */
-  const endError = (): Error | undefined =>
-    session.end === undefined ? undefined : sessionEndError(session.end);
-  const iterable: AsyncIterable<Frame> & Partial<WrittenFrames> = {
-    [Symbol.asyncIterator]: () => {
-      const inner = frames[Symbol.asyncIterator]();
-      const last = (r: IteratorResult<Frame>): IteratorResult<Frame> => {
-        if (r.done !== true) return r;
-        const error = endError();
-        if (error !== undefined) throw error;
-        return r;
-      };
-      return {
-        next: () => inner.next().then(last),
-        return: () => inner.return?.() ?? Promise.resolve({ done: true, value: undefined }),
-        throw: (error: unknown) => inner.throw?.(error) ?? Promise.reject(error),
-      };
-    },
-  };
+function endsWithStatus(frames: AsyncIterable<Frame>, session: MuxSession): AcceptedFrames {
   // Pushed to a writer (frame-push.ts) when the session's frames can be: no promise per frame either.
-  if (writesFrames(frames))
-    iterable[WRITE_FRAMES] = (writer) =>
-      frames[WRITE_FRAMES]({
-        frame: (frame) => writer.frame(frame),
-        end: () => {
-          const error = endError();
-          if (error === undefined) writer.end();
-          else writer.fail(error);
-        },
-        fail: (error) => writer.fail(error),
-      });
-  return iterable;
+  return writesFrames(frames)
+    ? new PushedStatusFrames(frames, session)
+    : new StatusFrames(frames, session);
+}
+
+/** The error the frames of `session` end with: its end, when it was a failure or a revocation. */
+function endError(session: MuxSession): Error | undefined {
+  return session.end === undefined ? undefined : sessionEndError(session.end);
+}
+
+/**
+ * What {@link endsWithStatus} returns: objects with prototype methods, not
+ * literals of closures, as every idle zone's stream holds its own for the
+ * session's life.
+ */
+class StatusFrames implements AcceptedFrames {
+  /** The session's {@link TransportWatch} (set by the admission). */
+  [TRANSPORT_WATCH]: TransportWatch | undefined;
+  protected readonly frames: AsyncIterable<Frame>;
+  protected readonly session: MuxSession;
+
+  constructor(frames: AsyncIterable<Frame>, session: MuxSession) {
+    this.frames = frames;
+    this.session = session;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<Frame> {
+    const inner = this.frames[Symbol.asyncIterator]();
+    const session = this.session;
+    const last = (r: IteratorResult<Frame>): IteratorResult<Frame> => {
+      if (r.done !== true) return r;
+      const error = endError(session);
+      if (error !== undefined) throw error;
+      return r;
+    };
+    return {
+      next: () => inner.next().then(last),
+      return: () => inner.return?.() ?? Promise.resolve({ done: true, value: undefined }),
+      throw: (error: unknown) => inner.throw?.(error) ?? Promise.reject(error),
+    };
+  }
+}
+
+/** {@link StatusFrames} of a session whose frames can be pushed to a writer. */
+class PushedStatusFrames extends StatusFrames implements WrittenFrames {
+  [WRITE_FRAMES](writer: FrameWriter): FrameFlow {
+    return (this.frames as AsyncIterable<Frame> & WrittenFrames)[WRITE_FRAMES](
+      new StatusWriter(writer, this.session),
+    );
+  }
+}
+
+/** Passes the session's pushed frames on to `writer`, and their end as the session's status (see {@link endsWithStatus}). */
+class StatusWriter implements FrameWriter {
+  readonly #writer: FrameWriter;
+  readonly #session: MuxSession;
+
+  constructor(writer: FrameWriter, session: MuxSession) {
+    this.#writer = writer;
+    this.#session = session;
+  }
+
+  frame(frame: Frame): boolean {
+    return this.#writer.frame(frame);
+  }
+
+  end(): void {
+    const error = endError(this.#session);
+    if (error === undefined) this.#writer.end();
+    else this.#writer.fail(error);
+  }
+
+  fail(error: unknown): void {
+    this.#writer.fail(error);
+  }
 }
 
 const failureCodes = new Set([

@@ -99,12 +99,6 @@ export class Inbox<T> {
    * frame. It goes when another signal comes, or at close.
    */
   #listened: AbortSignal | undefined;
-  readonly #onAbort = (): void => {
-    const signal = this.#listened;
-    this.#listened = undefined; // a once listener: it is gone now
-    if (signal === undefined || this.#waiter === undefined || this.#waiterSignal !== signal) return;
-    this.#failWaiter(abortError(signal, `recv on the ${this.#lane} lane`));
-  };
   #closedWith: KdsError | undefined;
 
   /**
@@ -137,6 +131,19 @@ export class Inbox<T> {
     this.#memory = memory;
     this.#largestFrameBytes = Math.min(largestFrameBytes, windowBytes);
     this.#maxMemory = MEMORY_PER_WINDOW_BYTE * windowBytes;
+  }
+
+  /**
+   * The abort of the signal listened to ({@link Inbox.recv}'s): fails the
+   * pending receive given that signal. The inbox itself is the listener (an
+   * object with `handleEvent`), not a closure made with each inbox: every
+   * idle session holds two inboxes, most never listening at all.
+   */
+  handleEvent(): void {
+    const signal = this.#listened;
+    this.#listened = undefined; // a once listener: it is gone now
+    if (signal === undefined || this.#waiter === undefined || this.#waiterSignal !== signal) return;
+    this.#failWaiter(abortError(signal, `recv on the ${this.#lane} lane`));
   }
 
   /** Frames received and not yet taken by the view's consumer. */
@@ -272,7 +279,7 @@ export class Inbox<T> {
     this.#waiterDefers = defers;
     if (signal !== undefined && signal !== this.#listened) {
       this.#unlisten();
-      signal.addEventListener("abort", this.#onAbort, { once: true });
+      signal.addEventListener("abort", this, { once: true });
       this.#listened = signal;
     }
   }
@@ -288,7 +295,7 @@ export class Inbox<T> {
   }
 
   #unlisten(): void {
-    this.#listened?.removeEventListener("abort", this.#onAbort);
+    this.#listened?.removeEventListener("abort", this);
     this.#listened = undefined;
   }
 

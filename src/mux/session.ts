@@ -130,8 +130,13 @@ export class MuxSession implements Session {
   readonly #clientInbox: Inbox<MuxResponse>;
   /** Until the hello settled it; then dropped (its resolvers), as `ready` holds the promise. */
   #ready: Deferred<void> | undefined;
-  readonly #closed = deferred<SessionEnd>();
-  readonly #released = deferred<void>();
+  /** Settles `closed`: only the resolver is kept (a deferred's object and reject function are a closure and more per session). */
+  readonly #resolveClosed: (end: SessionEnd) => void;
+  /**
+   * Made when someone asks for {@link released} (most sessions: when they
+   * end), not with every idle session; resolved already when asked after the release.
+   */
+  #released: Deferred<void> | undefined;
   readonly #abort = new AbortController();
   /**
    * Made when a transport asks for {@link transportSignal}: the global's
@@ -184,7 +189,11 @@ export class MuxSession implements Session {
     // Only marks the rejection handled for a caller that never awaits ready: whoever awaits it gets the
     // rejection, and the same end is on `end` and `closed`, so nothing is lost.
     this.ready.catch(() => undefined);
-    this.closed = this.#closed.promise;
+    let resolveClosed!: (end: SessionEnd) => void;
+    this.closed = new Promise<SessionEnd>((resolve) => {
+      resolveClosed = resolve;
+    });
+    this.#resolveClosed = resolveClosed;
 
     const metrics = this.#metrics;
     this.#outbox = new Outbox(
@@ -324,6 +333,15 @@ export class MuxSession implements Session {
 
   /** Resolves once the transport has been released (the session has fully wound down). */
   get released(): Promise<void> {
+    return this.#releasedPromise();
+  }
+
+  /** The release's promise, made on first use (see {@link MuxSession.#released}). */
+  #releasedPromise(): Promise<void> {
+    if (this.#released === undefined) {
+      this.#released = deferred<void>();
+      if (this.#state.kind === "closed") this.#released.resolve();
+    }
     return this.#released.promise;
   }
 
@@ -379,11 +397,11 @@ export class MuxSession implements Session {
       options.reconnectTo,
     );
     await raceAbort(
-      this.#released.promise,
+      this.#releasedPromise(),
       options.signal,
       "waiting for the session to release its transport",
     ).catch(() => undefined); // rejects only when the caller's signal aborts: it stops waiting, the session is ended either way
-    return this.#closed.promise;
+    return this.closed;
   }
 
   /**
@@ -949,7 +967,7 @@ export class MuxSession implements Session {
     this.#stopTick?.();
     this.#stopTick = undefined;
     this.#graceTimer = setTimeout(() => this.#release(), this.#options.closeGraceMs);
-    this.#closed.resolve(end);
+    this.#resolveClosed(end);
     this.#abort.abort(error);
     if (!this.#outboundUsed) this.#outboundDone = true;
     this.#maybeRelease();
@@ -978,7 +996,7 @@ export class MuxSession implements Session {
     const onReleased = this.#onReleased;
     this.#onReleased = undefined;
     onReleased?.();
-    this.#released.resolve();
+    this.#released?.resolve();
   }
 }
 

@@ -171,6 +171,7 @@ describe("CredentialExpiry", () => {
     const session = fakeSession();
     const identity: ZoneIdentity = { zone: "edge", proof: "certificate", expiresAt };
     expiry.track(session, identity);
+    void session.closed.then(() => expiry.untrack(session)); // as the global server does
     expect(expiry.expiry("edge")).toEqual({ at: expiresAt, credential: "certificate" });
     expect(metrics.earliest).toEqual([expiresAt.getTime() / 1000]);
 
@@ -190,6 +191,59 @@ describe("CredentialExpiry", () => {
     await new Promise((r) => setTimeout(r, 0));
     expect(metrics.earliest.at(-1)).toBeUndefined();
     expect(expiry.expiry("edge")).toBeUndefined();
+  });
+
+  it("keeps one timer for many sessions, ending each at its own expiry in order and none that closed first", async () => {
+    const clock = new ManualClock();
+    const wall = 1_800_000_000_000;
+    const now = (): number => wall + clock.now();
+    const logger = recordingLogger();
+    const metrics = expiryMetrics();
+    const expiry = new CredentialExpiry({
+      logger,
+      metrics,
+      clock,
+      now,
+      warnBeforeMs: 1_000,
+      global: "g",
+    });
+    const start = now();
+    // Tracked out of order; zone-4's is past already (warned and ended at once), zone-2 closes before its end.
+    const sessions = [
+      { zone: "zone-3", at: start + 30_000 },
+      { zone: "zone-1", at: start + 10_000 },
+      { zone: "zone-2", at: start + 20_000 },
+      { zone: "zone-4", at: start - 5 },
+    ].map(({ zone, at }) => {
+      const session = fakeSession();
+      expiry.track(session, { zone, proof: "token", expiresAt: new Date(at) });
+      void session.closed.then(() => expiry.untrack(session)); // as the global server does
+      return { zone, session };
+    });
+    const ended = (): string[] =>
+      logger.lines
+        .filter((l) => l.level === "warn")
+        .map((l) => /zone "([^"]+)"/.exec(l.message)?.[1] ?? "");
+    expect(clock.pending).toBe(1);
+    clock.advance(0);
+    expect(ended()).toEqual(["zone-4"]);
+    await sessions[3]?.session.closed;
+    await new Promise((r) => setTimeout(r, 0));
+    expect(metrics.earliest.at(-1)).toBe((start + 10_000) / 1000);
+
+    clock.advance(10_000 - 1_000); // zone-1's warning
+    expect(logger.lines.filter((l) => l.level === "error").length).toBe(2);
+    await sessions[2]?.session.close({ code: "shutdown" });
+    await new Promise((r) => setTimeout(r, 0));
+    expect(clock.pending).toBe(1);
+    clock.advance(30_000);
+    expect(ended()).toEqual(["zone-4", "zone-1", "zone-3"]);
+    // The closed zone-2 was neither warned nor ended.
+    expect(logger.lines.some((l) => l.message.includes(`zone "zone-2"`))).toBe(false);
+    for (const s of sessions) await s.session.closed;
+    await new Promise((r) => setTimeout(r, 0));
+    expect(clock.pending).toBe(0);
+    expect(metrics.earliest.at(-1)).toBeUndefined();
   });
 
   it("refuses a warning time that is not a duration", () => {

@@ -22,12 +22,23 @@ import type * as http2 from "node:http2";
 import type { PeerInfo } from "../../auth/peer.ts";
 import { KdsError } from "../../errors.ts";
 import { MultiplexService, type Frame } from "../../gen/kds/mux/v1/mux_pb.ts";
-import type { GlobalServer } from "../../global/global-server.ts";
+import {
+  TRANSPORT_WATCH,
+  type AcceptedFrames,
+  type GlobalServer,
+  type TransportWatch,
+} from "../../global/global-server.ts";
 import { toConnectError } from "../../connect-errors.ts";
 import { drained, grpcFrame, readGrpcFrames } from "./grpc-frames.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
 import { CLIENT_ID_HEADER } from "../../names.ts";
-import { WRITE_FRAMES, writesFrames, type WrittenFrames } from "../../mux/frame-push.ts";
+import {
+  WRITE_FRAMES,
+  writesFrames,
+  type FrameFlow,
+  type FrameWriter,
+  type WrittenFrames,
+} from "../../mux/frame-push.ts";
 
 /** The path of the mux stream. */
 export const MUX_PATH = `/${MultiplexService.typeName}/${MultiplexService.method.streamMessage.name}`;
@@ -86,12 +97,17 @@ function serveMuxStream(
   connection: GuardedConnection,
 ): Promise<void> {
   const stream = request.stream;
-  const gone = new AbortController();
-  stream.once("close", () =>
-    gone.abort(new KdsError("aborted", "the zone's HTTP/2 stream closed")),
-  );
-  // A reset or a lost connection also closes the stream, which ends the session through `gone`.
-  stream.on("error", () => undefined);
+  // Until the global admits the stream, its close aborts the admission through `gone`; once admitted, it ends the
+  // session through the session's TransportWatch, and `gone` (most of a KiB with its listener, per idle zone) goes.
+  let gone: AbortController | undefined = new AbortController();
+  let watch: TransportWatch | undefined;
+  stream.once("close", () => {
+    const reason = new KdsError("aborted", "the zone's HTTP/2 stream closed");
+    if (watch !== undefined) watch.gone(reason);
+    else gone?.abort(reason);
+  });
+  // A reset or a lost connection also closes the stream, which ends the session (above).
+  stream.on("error", ignoreStreamError);
   const headers = new Headers();
   for (const [name, value] of Object.entries(request.headers)) {
     if (name.startsWith(":") || value === undefined) continue;
@@ -100,7 +116,9 @@ function serveMuxStream(
   // Read now: a closure here reading the headers later kept them (in this function's context, which the stream's
   // close listener holds) as long as the zone's stream.
   const zone = headers.get(CLIENT_ID_HEADER)?.trim();
-  // A promise chain, not one async function: its suspended frame lived as long as the zone's stream.
+  // A promise chain, not one async function: its suspended frame lived as long as the zone's stream. Nor does the
+  // chain wait for pushed frames (every zone's, on this path): their writer ends the stream itself, so no promises
+  // of the chain are held for the session's life.
   return connection
     .authenticating(
       // The global proves the zone's credentials on the headers before it reads a frame.
@@ -111,16 +129,27 @@ function serveMuxStream(
         peer,
       ),
     )
-    .then((outbound) => {
+    .then((outbound: AcceptedFrames) => {
+      watch = outbound[TRANSPORT_WATCH];
+      if (watch !== undefined) {
+        // Still open (a close before this aborted `gone`, which the watch heard): the close now goes to the watch.
+        watch.detach();
+        gone = undefined;
+      }
       connection.authenticated(zone);
-      return writesFrames(outbound)
-        ? writePushed(outbound, stream, response)
-        : writeIterated(outbound, stream, response);
+      if (!writesFrames(outbound))
+        return writeIterated(outbound, stream, response).then(() =>
+          endStream(stream, response, undefined),
+        );
+      writePushed(outbound, stream, response);
+      return undefined;
     })
-    .then(
-      () => endStream(stream, response, undefined),
-      (error: unknown) => endStream(stream, response, error),
-    );
+    .catch((error: unknown) => endStream(stream, response, error));
+}
+
+/** The stream's error listener: one function for every stream, not a closure each. */
+function ignoreStreamError(): void {
+  // Nothing lost: an error closes the stream too, and the close ends the session (serveMuxStream).
 }
 
 /** Writes the session's frames by iteration (a session whose frames are not pushed). */
@@ -130,7 +159,7 @@ async function writeIterated(
   response: http2.Http2ServerResponse,
 ): Promise<void> {
   for await (const message of outbound) {
-    if (stream.closed || stream.destroyed) continue; // the session ends through `gone`; its frames go nowhere
+    if (stream.closed || stream.destroyed) continue; // the session ends through the stream's close; its frames go nowhere
     if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
     if (!response.write(grpcFrame(message))) await drained(stream);
   }
@@ -158,27 +187,52 @@ function endStream(
 /**
  * Writes the session's frames as they are pushed (frame-push.ts), as the
  * loop over them would: no promise per frame; a full stream holds them back
- * until it drains. Resolves when they are over; rejects with what they ended with.
+ * until it drains. When they are over, ends the stream with connect's status
+ * trailers (OK, or what they ended with), as {@link endStream}.
  */
 function writePushed(
   frames: WrittenFrames,
   stream: http2.ServerHttp2Stream,
   response: http2.Http2ServerResponse,
-): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const flow = frames[WRITE_FRAMES]({
-      frame: (message) => {
-        if (stream.closed || stream.destroyed) return true; // the session ends through `gone`; its frames go nowhere
-        if (!response.headersSent)
-          response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
-        if (response.write(grpcFrame(message))) return true;
-        void drained(stream).then(() => flow.resume());
-        return false;
-      },
-      end: resolve,
-      fail: reject,
-    });
-  });
+): void {
+  const writer = new StreamWriter(stream, response);
+  writer.flow = frames[WRITE_FRAMES](writer);
+}
+
+/**
+ * The writer of {@link writePushed}: an object with prototype methods, not a
+ * literal of closures, as every idle zone's stream holds one for its life.
+ */
+class StreamWriter implements FrameWriter {
+  /** The flow the writer resumes once the stream drained (set as soon as the frames start). */
+  flow: FrameFlow | undefined;
+  readonly #stream: http2.ServerHttp2Stream;
+  readonly #response: http2.Http2ServerResponse;
+
+  constructor(stream: http2.ServerHttp2Stream, response: http2.Http2ServerResponse) {
+    this.#stream = stream;
+    this.#response = response;
+  }
+
+  frame(message: Frame): boolean {
+    const stream = this.#stream;
+    const response = this.#response;
+    if (stream.closed || stream.destroyed) return true; // the session ends through the stream's close; its frames go nowhere
+    if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
+    if (response.write(grpcFrame(message))) return true;
+    void drained(stream).then(() => this.flow?.resume());
+    return false;
+  }
+
+  // The status goes from a later microtask, as it did when a promise of the frames' end was awaited: not from
+  // inside the session's push of its last frame.
+  end(): void {
+    queueMicrotask(() => endStream(this.#stream, this.#response, undefined));
+  }
+
+  fail(error: unknown): void {
+    queueMicrotask(() => endStream(this.#stream, this.#response, error));
+  }
 }
 
 /** Why a zone's frame cannot be read, as the connect-node path words it. */
