@@ -11,6 +11,7 @@ import {
 import type { Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import type { ServerStreamView } from "../../src/mux/views.ts";
 import type { MuxRequest } from "../../src/mux/frames.ts";
+import type { ServerObserver } from "../../src/discovery/types.ts";
 import { CatalogGate } from "../../src/sync/catalog-gate.ts";
 import { KIND_CATALOG_TYPE_URL } from "../../src/sync/kind-catalog.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
@@ -103,7 +104,7 @@ describe("CatalogGate", () => {
     const view = gate.watch(
       fedView([create(DiscoveryRequestSchema, { typeUrl: KIND_CATALOG_TYPE_URL })]),
     );
-    const observer = gate.observe({});
+    const observer: ServerObserver = gate; // the session's observer tells it of ACKs
     await view.recv();
     observer.nacked?.(KIND_CATALOG_TYPE_URL, "", "kinds disagree", "1");
     observer.acked?.("type.googleapis.com/kds.example.v1.MeshSpec", "1", "2");
