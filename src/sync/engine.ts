@@ -28,7 +28,7 @@ import type { BackoffOptions } from "../util/backoff.ts";
 import { CatalogGate } from "./catalog-gate.ts";
 import { KindAgreement } from "./kind-agreement.ts";
 import { catalogSource, learnKinds } from "./kinds-exchange.ts";
-import { crossZoneFilter, KnownZones, zoneServes } from "./cross-zone.ts";
+import { crossZoneSends, KnownZones, zoneServes } from "./cross-zone.ts";
 import { SelectorMemo, ZONES_LABEL, selectedFor } from "../kinds/zone-selector.ts";
 import {
   sentBy,
@@ -156,6 +156,11 @@ export class SyncEngine {
     this.#options.types.find(kind)?.whenStale === "withhold";
   /** The last oversized response reported, for {@link #oversizedLog}'s line. */
   #oversized = { peer: "", kind: "", key: "", bytes: 0, limit: 0 };
+  /** The kinds a kind depends on (one function for every stream). */
+  readonly #dependsOn = (typeUrl: string): readonly string[] =>
+    this.#options.types.dependenciesOf(typeUrl);
+  /** {@link SyncEngine.served}, for the zone status records (one function for every zone). */
+  readonly #served = (): ServedKindState[] => this.served();
   /** A type URL's kind (one function for every stream). */
   readonly #kindOf = (url: string): string => this.#options.types.byTypeUrl(url)?.kind ?? url;
   /** A response too large to send, from any stream: kept for {@link #oversizedLog}'s line (one function for every stream). */
@@ -245,24 +250,17 @@ export class SyncEngine {
   }
 
   /**
-   * The source of one cache for `peer`. On the global: zone selectors, the
+   * The source of each cache for `peer`. On the global: zone selectors, the
    * rules of zone-to-zones kinds, then the peer's filter; a kind that needs
    * the zones is served only once they are known, and the filter costs a
    * pass only for kinds that need it (see `SnapshotCache.source`).
    */
-  #source(
-    c: { readonly cache: SnapshotCache; readonly crossZone: boolean },
-    peer: SyncPeer,
-  ): SnapshotSource {
-    if (this.#options.role !== "global") return c.cache.source(peer.filter);
-    const zone = peer.zone;
-    const cross = c.crossZone
-      ? crossZoneFilter(zone, this.#withheld, this.#withholdsStale)
-      : undefined;
+  #sources(peer: SyncPeer): SnapshotSource[] {
     const user = peer.filter;
+    if (this.#options.role !== "global") return this.#caches.map((c) => c.cache.source(user));
+    const zone = peer.zone;
     const types = this.#options.types;
-    const filter = (r: StoredResource): boolean =>
-      (cross === undefined || cross(r)) &&
+    const selected = (r: StoredResource): boolean =>
       selectedFor(
         zone,
         this.zones.labels(zone),
@@ -271,10 +269,20 @@ export class SyncEngine {
         this.#selectors,
       ) &&
       (user === undefined || user(r));
-    // Shared functions, not closures per stream: every idle zone holds a source per cache.
-    const needsZones = c.crossZone ? ALWAYS_NEEDS_ZONES : NEEDS_ZONES_WHEN_SELECTIVE;
-    const inner = c.cache.source(filter, user !== undefined ? ALWAYS_NEEDS_ZONES : needsZones);
-    return new ZoneCacheSource(inner, c.cache, this.zones, types, needsZones);
+    // One scope for both filters of the stream, and the zone-to-zones test inline: every idle zone holds them.
+    const cross = this.#caches.some((c) => c.crossZone)
+      ? (r: StoredResource): boolean =>
+          crossZoneSends(zone, r, this.#withheld, this.#withholdsStale) && selected(r)
+      : selected;
+    return this.#caches.map((c) => {
+      // Shared functions, not closures per stream: every idle zone holds a source per cache.
+      const needsZones = c.crossZone ? ALWAYS_NEEDS_ZONES : NEEDS_ZONES_WHEN_SELECTIVE;
+      const inner = c.cache.source(
+        c.crossZone ? cross : selected,
+        user !== undefined ? ALWAYS_NEEDS_ZONES : needsZones,
+      );
+      return new ZoneCacheSource(inner, c.cache, this.zones, types, needsZones);
+    });
   }
 
   /**
@@ -393,7 +401,7 @@ export class SyncEngine {
           );
     // The global requests the zone's kinds only once the zone has settled the catalog.
     const gate = this.#catalog === undefined ? undefined : new CatalogGate();
-    const sources = this.#caches.map((c) => this.#source(c, peer));
+    const sources = this.#sources(peer);
     if (this.#catalog !== undefined) sources.push(this.#catalog);
     const merged = mergeLaidOut(sources, this.#layout(sources));
     // Tracing (stream-traces.ts): only while a tracing SDK is registered; otherwise nothing is made or wrapped.
@@ -408,7 +416,6 @@ export class SyncEngine {
       context: this.#observerContext(source.typeUrls),
       session,
       zone: peer.zone,
-      peer: this.#options.role === "global" ? `zone "${peer.zone}"` : "the global",
       status: record.serverObserver(number),
       statusClient: record.clientObserver(number),
       metrics: observed,
@@ -423,7 +430,7 @@ export class SyncEngine {
       // The zone fetches the catalog once: a late ACK must not bring it again (its NACK would end the session).
       fetchedOnce: this.#catalog === undefined ? [] : this.#catalog.typeUrls,
       // Kinds go after the kinds they depend on, removals before (docs/kinds.md, "Ordered delivery").
-      dependsOn: (typeUrl) => types.dependenciesOf(typeUrl),
+      dependsOn: this.#dependsOn,
       observer,
     });
     const guard = this.#guard(peer.zone, session.signal);
@@ -470,8 +477,7 @@ export class SyncEngine {
     session: Session,
     peer: SyncPeer,
   ): { readonly serving: ServeTraces; readonly receiving: ReceiveTraces } {
-    const types = this.#options.types;
-    const kindOf = (url: string): string => types.byTypeUrl(url)?.kind ?? url;
+    const kindOf = this.#kindOf;
     return {
       serving: new ServeTraces(changes, peer.zone, kindOf, session.signal),
       receiving: new ReceiveTraces(
@@ -493,7 +499,7 @@ export class SyncEngine {
       options,
       peer: global ? `zone "${zone}"` : "the global",
       zone,
-      kindOf: (url) => this.#options.types.byTypeUrl(url)?.kind ?? url,
+      kindOf: this.#kindOf,
       acceptHint: this.#options.acceptResetHint?.(zone) ?? "acceptReset",
       clock: this.#options.clock ?? systemClock,
       logger: this.#options.logger,
@@ -512,6 +518,7 @@ export class SyncEngine {
       kindOf: this.#kindOf,
       oversized: this.#noteOversized,
       served,
+      role: this.#options.role,
     };
     return this.#observing;
   }
@@ -526,7 +533,7 @@ export class SyncEngine {
   #record(zone: string): ZoneStatusRecord {
     let record = this.#records.get(zone);
     if (record === undefined) {
-      record = new ZoneStatusRecord(zone, this.#options.types.list(), () => this.served());
+      record = new ZoneStatusRecord(zone, this.#options.types.list(), this.#served);
       this.#records.set(zone, record);
     }
     return record;

@@ -36,6 +36,8 @@ export interface StreamObserverContext {
   ) => void;
   /** Every type this side serves, named when a peer requests another. */
   readonly served: readonly string[];
+  /** Which side this is: the global names its peer by the zone, a zone names it "the global". */
+  readonly role: "global" | "zone";
 }
 
 /** The parts of one session's observer; see the module comment. */
@@ -46,8 +48,6 @@ export interface StreamObserverInit {
   readonly session: Session;
   /** The zone of the session. */
   readonly zone: string;
-  /** How the peer is named in log lines (`zone "a"`, `the global`). */
-  readonly peer: string;
   /** The zone status record's server observer for this session. */
   readonly status: ServerObserver;
   /** The zone status record's client observer for this session. */
@@ -65,7 +65,6 @@ export class StreamObserver implements ServerObserver, ClientObserver {
   readonly #context: StreamObserverContext;
   readonly #session: Session;
   readonly #zone: string;
-  readonly #peer: string;
   readonly #status: ServerObserver;
   readonly #statusClient: ClientObserver;
   readonly #metrics: StreamMetrics | undefined;
@@ -83,7 +82,6 @@ export class StreamObserver implements ServerObserver, ClientObserver {
     this.#context = init.context;
     this.#session = init.session;
     this.#zone = init.zone;
-    this.#peer = init.peer;
     this.#status = init.status;
     this.#statusClient = init.statusClient;
     this.#metrics = init.metrics;
@@ -140,7 +138,7 @@ export class StreamObserver implements ServerObserver, ClientObserver {
     this.#status.oversized?.(typeUrl, key, bytes, limit);
     this.serving?.oversized?.(typeUrl, key, bytes, limit);
     const context = this.#context;
-    context.oversized(this.#peer, context.kindOf(typeUrl), key, bytes, limit);
+    context.oversized(this.#peer(), context.kindOf(typeUrl), key, bytes, limit);
   }
 
   /** The resources the peer rejects, with an ACK: each it starts or stops rejecting is logged. */
@@ -174,11 +172,16 @@ export class StreamObserver implements ServerObserver, ClientObserver {
   /** A resource of the peer's accepted response was left out: logged. */
   resourceRejected(typeUrl: string, key: string, reason: string): void {
     this.#statusClient.resourceRejected?.(typeUrl, key, reason);
-    this.#context.logger.warn(`a resource from ${this.#peer} was left out: ${key}: ${reason}`, {
+    this.#context.logger.warn(`a resource from ${this.#peer()} was left out: ${key}: ${reason}`, {
       zone: this.#zone,
       typeUrl,
       key,
     });
+  }
+
+  /** How the peer is named in log lines: made when a line needs it, not held by every session. */
+  #peer(): string {
+    return this.#context.role === "global" ? `zone "${this.#zone}"` : "the global";
   }
 
   /** Logs each resource the peer starts rejecting (with its reason) and each it stops rejecting. */
@@ -197,7 +200,7 @@ export class StreamObserver implements ServerObserver, ClientObserver {
     const omittedBefore = this.#omittedBefore;
     const { logger, kindOf } = this.#context;
     const zone = this.#zone;
-    const peer = this.#peer;
+    const peer = this.#peer();
     const before = reported.get(typeUrl) ?? new Map<string, string>();
     const now = new Map(errors.map((e) => [e.key, e.reason]));
     const kind = kindOf(typeUrl);
