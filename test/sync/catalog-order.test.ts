@@ -11,7 +11,6 @@ import {
 import type { Frame } from "../../src/gen/kds/mux/v1/mux_pb.ts";
 import type { ServerStreamView } from "../../src/mux/views.ts";
 import type { MuxRequest } from "../../src/mux/frames.ts";
-import type { ServerObserver } from "../../src/discovery/types.ts";
 import { CatalogGate } from "../../src/sync/catalog-gate.ts";
 import { KIND_CATALOG_TYPE_URL } from "../../src/sync/kind-catalog.ts";
 import type { MuxTransport } from "../../src/transport/transport.ts";
@@ -99,20 +98,19 @@ function fedView(requests: MuxRequest[]): ServerStreamView {
 }
 
 describe("CatalogGate", () => {
-  it("opens on the catalog's ACK, not on its request or NACK", async () => {
+  it("opens on the catalog's ACK, not on its request or another type's ACK", async () => {
     const gate = new CatalogGate();
     const view = gate.watch(
       fedView([create(DiscoveryRequestSchema, { typeUrl: KIND_CATALOG_TYPE_URL })]),
     );
-    const observer: ServerObserver = gate; // the session's observer tells it of ACKs
+    // Only ACKs reach the gate (from the session's observer): a NACK ends the session instead.
     await view.recv();
-    observer.nacked?.(KIND_CATALOG_TYPE_URL, "", "kinds disagree", "1");
-    observer.acked?.("type.googleapis.com/kds.example.v1.MeshSpec", "1", "2");
+    gate.acked("type.googleapis.com/kds.example.v1.MeshSpec");
     const early = new AbortController();
     const settled = gate.settled(early.signal);
     setTimeout(() => early.abort(), 50);
     expect(await settled).toBe(false);
-    observer.acked?.(KIND_CATALOG_TYPE_URL, "1-abc", "1");
+    gate.acked(KIND_CATALOG_TYPE_URL);
     expect(await gate.settled(new AbortController().signal)).toBe(true);
   });
 
