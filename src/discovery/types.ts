@@ -157,7 +157,7 @@ export interface ServerObserver {
   /**
    * The client asked for a type this server does not serve. The server
    * answers nothing (xDS has no answer for it); the sync layer ends the
-   * session here (`endSessionOnRefusal`), so the request is never silent.
+   * session here (`endOnUnknownType`), so the request is never silent.
    */
   unknownType?(typeUrl: string): void;
 }

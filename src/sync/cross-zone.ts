@@ -25,16 +25,28 @@ export function crossZoneFilter(
   withheld: (origin: string) => boolean,
   withholdsStale: (kind: string) => boolean = () => false,
 ): (resource: StoredResource) => boolean {
-  return (resource) => {
-    const labels = resource.meta.labels;
-    const origin = labels[LABELS.zone];
-    return (
-      origin !== undefined &&
-      origin !== zone &&
-      !withheld(origin) &&
-      !(labels[LABELS.originLastOnline] !== undefined && withholdsStale(resource.kind))
-    );
-  };
+  return (resource) => crossZoneSends(zone, resource, withheld, withholdsStale);
+}
+
+/**
+ * Whether the global sends `zone` the zone-to-zones `resource`: the test of
+ * {@link crossZoneFilter}, for a caller that holds its own filter (one
+ * closure per stream, not two).
+ */
+export function crossZoneSends(
+  zone: string,
+  resource: StoredResource,
+  withheld: (origin: string) => boolean,
+  withholdsStale: (kind: string) => boolean,
+): boolean {
+  const labels = resource.meta.labels;
+  const origin = labels[LABELS.zone];
+  return (
+    origin !== undefined &&
+    origin !== zone &&
+    !withheld(origin) &&
+    !(labels[LABELS.originLastOnline] !== undefined && withholdsStale(resource.kind))
+  );
 }
 
 /** A registered zone as the global's sync sees it. */

@@ -12,27 +12,23 @@
  */
 import { DiscoveryClient } from "../discovery/client.ts";
 import { DiscoveryServer } from "../discovery/server.ts";
-import { mergeSources } from "../discovery/static-source.ts";
+import { mergeLaidOut, SourceLayout } from "../discovery/static-source.ts";
 import {
   defaultDiscoveryOptions,
   type DiscoveryOptions,
-  type ServerObserver,
   type SnapshotSource,
 } from "../discovery/types.ts";
 import type { Logger } from "../log.ts";
 import type { Session } from "../mux/views.ts";
 import type { Metrics } from "../metrics.ts";
-import {
-  combineClientObservers,
-  combineServerObservers,
-  streamObservers,
-} from "./sync-observers.ts";
+import { StreamMetrics } from "./sync-observers.ts";
+import { streamObserver, type StreamObserverContext } from "./stream-observer.ts";
 import type { ResourceStore } from "../store/contract.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { CatalogGate } from "./catalog-gate.ts";
 import { KindAgreement } from "./kind-agreement.ts";
-import { catalogSource, endSessionOnRefusal, learnKinds } from "./kinds-exchange.ts";
-import { crossZoneFilter, KnownZones, zoneServes } from "./cross-zone.ts";
+import { catalogSource, learnKinds } from "./kinds-exchange.ts";
+import { crossZoneSends, KnownZones, zoneServes } from "./cross-zone.ts";
 import { SelectorMemo, ZONES_LABEL, selectedFor } from "../kinds/zone-selector.ts";
 import {
   sentBy,
@@ -160,6 +156,28 @@ export class SyncEngine {
     this.#options.types.find(kind)?.whenStale === "withhold";
   /** The last oversized response reported, for {@link #oversizedLog}'s line. */
   #oversized = { peer: "", kind: "", key: "", bytes: 0, limit: 0 };
+  /** The kinds a kind depends on (one function for every stream). */
+  readonly #dependsOn = (typeUrl: string): readonly string[] =>
+    this.#options.types.dependenciesOf(typeUrl);
+  /** {@link SyncEngine.served}, for the zone status records (one function for every zone). */
+  readonly #served = (): ServedKindState[] => this.served();
+  /** A type URL's kind (one function for every stream). */
+  readonly #kindOf = (url: string): string => this.#options.types.byTypeUrl(url)?.kind ?? url;
+  /** A response too large to send, from any stream: kept for {@link #oversizedLog}'s line (one function for every stream). */
+  readonly #noteOversized = (
+    peer: string,
+    kind: string,
+    key: string,
+    bytes: number,
+    limit: number,
+  ): void => {
+    this.#oversized = { peer, kind, key, bytes, limit };
+    this.#oversizedLog.note();
+  };
+  /** See {@link #layout}; undefined before the first stream. */
+  #laidOut: { readonly caches: number; readonly layout: SourceLayout } | undefined;
+  /** See {@link #observerContext}; undefined before the first stream. */
+  #observing: StreamObserverContext | undefined;
 
   /** @param options - store, types, role */
   constructor(options: SyncEngineOptions) {
@@ -232,24 +250,17 @@ export class SyncEngine {
   }
 
   /**
-   * The source of one cache for `peer`. On the global: zone selectors, the
+   * The source of each cache for `peer`. On the global: zone selectors, the
    * rules of zone-to-zones kinds, then the peer's filter; a kind that needs
    * the zones is served only once they are known, and the filter costs a
    * pass only for kinds that need it (see `SnapshotCache.source`).
    */
-  #source(
-    c: { readonly cache: SnapshotCache; readonly crossZone: boolean },
-    peer: SyncPeer,
-  ): SnapshotSource {
-    if (this.#options.role !== "global") return c.cache.source(peer.filter);
-    const zone = peer.zone;
-    const cross = c.crossZone
-      ? crossZoneFilter(zone, this.#withheld, this.#withholdsStale)
-      : undefined;
+  #sources(peer: SyncPeer): SnapshotSource[] {
     const user = peer.filter;
+    if (this.#options.role !== "global") return this.#caches.map((c) => c.cache.source(user));
+    const zone = peer.zone;
     const types = this.#options.types;
-    const filter = (r: StoredResource): boolean =>
-      (cross === undefined || cross(r)) &&
+    const selected = (r: StoredResource): boolean =>
       selectedFor(
         zone,
         this.zones.labels(zone),
@@ -258,10 +269,20 @@ export class SyncEngine {
         this.#selectors,
       ) &&
       (user === undefined || user(r));
-    // Shared functions, not closures per stream: every idle zone holds a source per cache.
-    const needsZones = c.crossZone ? ALWAYS_NEEDS_ZONES : NEEDS_ZONES_WHEN_SELECTIVE;
-    const inner = c.cache.source(filter, user !== undefined ? ALWAYS_NEEDS_ZONES : needsZones);
-    return new ZoneCacheSource(inner, c.cache, this.zones, types, needsZones);
+    // One scope for both filters of the stream, and the zone-to-zones test inline: every idle zone holds them.
+    const cross = this.#caches.some((c) => c.crossZone)
+      ? (r: StoredResource): boolean =>
+          crossZoneSends(zone, r, this.#withheld, this.#withholdsStale) && selected(r)
+      : selected;
+    return this.#caches.map((c) => {
+      // Shared functions, not closures per stream: every idle zone holds a source per cache.
+      const needsZones = c.crossZone ? ALWAYS_NEEDS_ZONES : NEEDS_ZONES_WHEN_SELECTIVE;
+      const inner = c.cache.source(
+        c.crossZone ? cross : selected,
+        user !== undefined ? ALWAYS_NEEDS_ZONES : needsZones,
+      );
+      return new ZoneCacheSource(inner, c.cache, this.zones, types, needsZones);
+    });
   }
 
   /**
@@ -368,22 +389,21 @@ export class SyncEngine {
         : Math.min(session.peer.maxMessageBytes, session.peer.responseWindowBytes);
     const maxMessageBytes =
       peerMax === undefined ? own : Math.min(own, peerMax - MUX_FRAME_OVERHEAD);
-    // Without metrics nothing reports the stream's events: no lag clocks, no observers to call (per session, they cost memory and a map write per change).
+    // Without metrics nothing reports the stream's events: no lag clocks to keep (per session, they cost memory and a map write per change).
     const metrics = this.#options.metrics;
     const observed =
       metrics === undefined
         ? undefined
-        : streamObservers(
+        : new StreamMetrics(
             metrics,
             this.#options.role === "global" ? peer.zone : session.peerId,
-            (url) => types.byTypeUrl(url)?.kind ?? url,
+            this.#kindOf,
           );
     // The global requests the zone's kinds only once the zone has settled the catalog.
     const gate = this.#catalog === undefined ? undefined : new CatalogGate();
-    const merged = mergeSources([
-      ...this.#caches.map((c) => this.#source(c, peer)),
-      ...(this.#catalog === undefined ? [] : [this.#catalog]),
-    ]);
+    const sources = this.#sources(peer);
+    if (this.#catalog !== undefined) sources.push(this.#catalog);
+    const merged = mergeLaidOut(sources, this.#layout(sources));
     // Tracing (stream-traces.ts): only while a tracing SDK is registered; otherwise nothing is made or wrapped.
     const traces =
       this.#changes === undefined ? undefined : this.#traces(this.#changes, session, peer);
@@ -391,12 +411,17 @@ export class SyncEngine {
     const receiving = traces?.receiving;
     const observedSource = observed === undefined ? merged : observed.source(merged);
     const source = serving === undefined ? observedSource : serving.source(observedSource);
-    const serverObserver = combineServerObservers(
-      record.serverObserver(number),
-      ...(observed === undefined ? [] : [observed.server]),
-      ...(serving === undefined ? [] : [serving.observer()]),
-      this.#logResourceErrors(peer.zone, (url) => types.byTypeUrl(url)?.kind ?? url),
-    );
+    // One object observes both the server and the client of the session (stream-observer.ts).
+    const observer = streamObserver({
+      context: this.#observerContext(source.typeUrls),
+      session,
+      zone: peer.zone,
+      status: record.serverObserver(number),
+      statusClient: record.clientObserver(number),
+      metrics: observed,
+      serving: serving?.observer(),
+      gate,
+    });
     const serverView = gate?.watch(session.server) ?? session.server;
     const server = new DiscoveryServer({
       view: serving === undefined ? serverView : serving.view(serverView),
@@ -405,19 +430,9 @@ export class SyncEngine {
       // The zone fetches the catalog once: a late ACK must not bring it again (its NACK would end the session).
       fetchedOnce: this.#catalog === undefined ? [] : this.#catalog.typeUrls,
       // Kinds go after the kinds they depend on, removals before (docs/kinds.md, "Ordered delivery").
-      dependsOn: (typeUrl) => types.dependenciesOf(typeUrl),
-      observer: endSessionOnRefusal(
-        gate?.observe(serverObserver) ?? serverObserver,
-        session,
-        peer.zone,
-        logger,
-        source.typeUrls,
-      ),
+      dependsOn: this.#dependsOn,
+      observer,
     });
-    const observer =
-      observed === undefined
-        ? record.clientObserver(number)
-        : combineClientObservers(record.clientObserver(number), observed.client);
     const guard = this.#guard(peer.zone, session.signal);
     const storeSink = new StoreSink(store, types, peer.mapping, {
       retry: this.#options.storeRetry,
@@ -436,31 +451,15 @@ export class SyncEngine {
       sink: guard === undefined ? storeSink : guard.wrap(storeSink),
       node,
       maxResponseResources: discovery?.maxResponseResources,
-      observer: {
-        ...observer,
-        resourceRejected: (typeUrl, key, reason) => {
-          observer.resourceRejected?.(typeUrl, key, reason);
-          logger.warn(
-            `a resource from ${this.#options.role === "global" ? `zone "${peer.zone}"` : "the global"} was left out: ${key}: ${reason}`,
-            { zone: peer.zone, typeUrl, key },
-          );
-        },
-      },
+      observer,
     });
-    // A promise chain, not an async function: once the gate settled, nothing of it stays pending for the session's life.
-    const subscribe = (): Promise<void> =>
-      gate === undefined
-        ? client.run(session.signal)
-        : gate
-            .settled(session.signal)
-            .then((settled) => (settled ? client.run(session.signal) : undefined));
     const done = (): void => {
       guard?.close();
       if (this.#guards.get(peer.zone) === guard) this.#guards.delete(peer.zone);
     };
     let running: Promise<unknown>;
     try {
-      running = Promise.all([server.run(session.signal), subscribe()]);
+      running = Promise.all([server.run(session.signal), subscribe(client, gate, session.signal)]);
     } catch (error) {
       done();
       throw error;
@@ -478,8 +477,7 @@ export class SyncEngine {
     session: Session,
     peer: SyncPeer,
   ): { readonly serving: ServeTraces; readonly receiving: ReceiveTraces } {
-    const types = this.#options.types;
-    const kindOf = (url: string): string => types.byTypeUrl(url)?.kind ?? url;
+    const kindOf = this.#kindOf;
     return {
       serving: new ServeTraces(changes, peer.zone, kindOf, session.signal),
       receiving: new ReceiveTraces(
@@ -501,7 +499,7 @@ export class SyncEngine {
       options,
       peer: global ? `zone "${zone}"` : "the global",
       zone,
-      kindOf: (url) => this.#options.types.byTypeUrl(url)?.kind ?? url,
+      kindOf: this.#kindOf,
       acceptHint: this.#options.acceptResetHint?.(zone) ?? "acceptReset",
       clock: this.#options.clock ?? systemClock,
       logger: this.#options.logger,
@@ -512,62 +510,48 @@ export class SyncEngine {
     return guard;
   }
 
-  /** Logs each resource the peer starts rejecting (with its reason) and each it stops rejecting, from the per-resource errors of its ACKs. */
-  #logResourceErrors(zone: string, kindOf: (typeUrl: string) => string): ServerObserver {
-    const { logger } = this.#options;
-    const peer = this.#options.role === "global" ? `zone "${zone}"` : "the global";
-    // Made at the first rejection: nearly every session never has one.
-    let reported: Map<string, Map<string, string>> | undefined;
-    let omittedBefore: Map<string, number> | undefined;
-    return {
-      oversized: (typeUrl, key, bytes, limit) => {
-        this.#oversized = { peer, kind: kindOf(typeUrl), key, bytes, limit };
-        this.#oversizedLog.note();
-      },
-      resourceErrors: (typeUrl, errors, omitted) => {
-        // Nearly every ACK: nothing rejected now, nothing before. Nothing to log, nothing to keep.
-        if (
-          errors.length === 0 &&
-          omitted === 0 &&
-          reported?.has(typeUrl) !== true &&
-          omittedBefore?.has(typeUrl) !== true
-        )
-          return;
-        reported ??= new Map();
-        omittedBefore ??= new Map();
-        const before = reported.get(typeUrl) ?? new Map<string, string>();
-        const now = new Map(errors.map((e) => [e.key, e.reason]));
-        const kind = kindOf(typeUrl);
-        for (const [key, reason] of now) {
-          if (before.get(key) !== reason)
-            logger.warn(`${peer} rejected ${kind} "${key}" and applied the rest: ${reason}`, {
-              zone,
-              typeUrl,
-              key,
-            });
-        }
-        for (const key of before.keys())
-          if (!now.has(key))
-            logger.info(`${peer} no longer rejects ${kind} "${key}"`, { zone, typeUrl, key });
-        if (omitted > 0 && omittedBefore.get(typeUrl) !== omitted)
-          logger.warn(`${peer} rejects ${omitted} more ${kind} resources than it named`, {
-            zone,
-            typeUrl,
-          });
-        if (omitted > 0) omittedBefore.set(typeUrl, omitted);
-        else omittedBefore.delete(typeUrl);
-        if (now.size > 0) reported.set(typeUrl, now);
-        else reported.delete(typeUrl);
-      },
+  /** What every session's observer shares, made at the first session (again only if the served types changed: a zone learned kinds). */
+  #observerContext(served: readonly string[]): StreamObserverContext {
+    if (this.#observing?.served === served) return this.#observing;
+    this.#observing = {
+      logger: this.#options.logger,
+      kindOf: this.#kindOf,
+      oversized: this.#noteOversized,
+      served,
+      role: this.#options.role,
     };
+    return this.#observing;
+  }
+
+  /** How the sources of a stream merge: worked out at the first stream, again only once a cache was added (a zone learned kinds). */
+  #layout(sources: readonly SnapshotSource[]): SourceLayout {
+    if (this.#laidOut?.caches !== this.#caches.length)
+      this.#laidOut = { caches: this.#caches.length, layout: new SourceLayout(sources) };
+    return this.#laidOut.layout;
   }
 
   #record(zone: string): ZoneStatusRecord {
     let record = this.#records.get(zone);
     if (record === undefined) {
-      record = new ZoneStatusRecord(zone, this.#options.types.list(), () => this.served());
+      record = new ZoneStatusRecord(zone, this.#options.types.list(), this.#served);
       this.#records.set(zone, record);
     }
     return record;
   }
+}
+
+/**
+ * Runs `client` once `gate` (if any) has settled, until `signal` aborts. A
+ * function of its own, not a closure in the engine's session code: that
+ * one's context lives as long as the session, and would keep the gate.
+ * A promise chain, not an async function: once the gate settled, nothing
+ * of it stays pending for the session's life.
+ */
+function subscribe(
+  client: DiscoveryClient,
+  gate: CatalogGate | undefined,
+  signal: AbortSignal,
+): Promise<void> {
+  if (gate === undefined) return client.run(signal);
+  return gate.settled(signal).then((settled) => (settled ? client.run(signal) : undefined));
 }

@@ -8,7 +8,7 @@
  */
 import { fetchOnce } from "../discovery/fetch-once.ts";
 import { staticSource } from "../discovery/static-source.ts";
-import type { ServerObserver, SnapshotSource } from "../discovery/types.ts";
+import type { SnapshotSource } from "../discovery/types.ts";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Session } from "../mux/views.ts";
@@ -29,49 +29,49 @@ export function catalogSource(types: TypeRegistry): SnapshotSource {
   return staticSource(KIND_CATALOG_TYPE_URL, [catalogResource(kindCatalog(types.list()))]);
 }
 
-/**
- * `observer`, plus two refusals that end the session, since nothing can
- * sync past them (the goaway tells the peer why):
- *
- * - the zone of `session` NACKs the catalog: log it and end the session with
- *   the zone's reason;
- * - the peer requests a type this side does not serve (none of `served`):
- *   log it and end the session as a protocol error whose cause is an
- *   `unknown_type` error naming the type and the served ones. xDS has no
- *   in-band answer for that (an empty response would mean "no resources"),
- *   and a peer running kds-mux learns the kinds before it requests any, so
- *   only a broken or foreign peer gets here.
+/*
+ * Two refusals end the session, since nothing can sync past them (the goaway
+ * tells the peer why). The session's observer calls them
+ * (stream-observer.ts): functions, not an observer wrapping another, since
+ * every idle zone's session would hold the wrapper.
  */
-export function endSessionOnRefusal(
-  observer: ServerObserver,
+
+/** The zone of `session` NACKed the catalog with `error`: log it and end the session with the zone's reason. */
+export function endOnCatalogRefusal(
   session: Session,
   zone: string,
   logger: Logger,
-  served: readonly string[] = [],
-): ServerObserver {
-  return {
-    ...observer,
-    nacked: (typeUrl, version, error, nonce) => {
-      observer.nacked?.(typeUrl, version, error, nonce);
-      if (typeUrl !== KIND_CATALOG_TYPE_URL) return;
-      logger.error(
-        `zone "${zone}" refused the kinds of this global; ending its session: ${error}`,
-        { zone },
-      );
-      void session.close({ message: error });
-    },
-    unknownType: (typeUrl) => {
-      observer.unknownType?.(typeUrl);
-      const self = `${session.role} "${session.localId}"`;
-      const peer = session.role === "global" ? `zone "${zone}"` : `global "${session.peerId}"`;
-      const error = new KdsError(
-        "unknown_type",
-        `${peer} requested type "${typeUrl}", which ${self} does not serve; it serves ${served.length === 0 ? "no types" : served.join(", ")}. Request only the kinds of the catalog (${KIND_CATALOG_TYPE_URL}), with the direction that flows from ${self}`,
-      );
-      logger.warn(`ending the session: ${error.message}`, { zone, typeUrl });
-      void session.close({ code: "protocol_error", message: error.message, cause: error });
-    },
-  };
+  error: string,
+): void {
+  logger.error(`zone "${zone}" refused the kinds of this global; ending its session: ${error}`, {
+    zone,
+  });
+  void session.close({ message: error });
+}
+
+/**
+ * The peer requested `typeUrl`, which this side does not serve (none of
+ * `served`): log it and end the session as a protocol error whose cause is
+ * an `unknown_type` error naming the type and the served ones. xDS has no
+ * in-band answer for that (an empty response would mean "no resources"),
+ * and a peer running kds-mux learns the kinds before it requests any, so
+ * only a broken or foreign peer gets here.
+ */
+export function endOnUnknownType(
+  session: Session,
+  zone: string,
+  logger: Logger,
+  served: readonly string[],
+  typeUrl: string,
+): void {
+  const self = `${session.role} "${session.localId}"`;
+  const peer = session.role === "global" ? `zone "${zone}"` : `global "${session.peerId}"`;
+  const error = new KdsError(
+    "unknown_type",
+    `${peer} requested type "${typeUrl}", which ${self} does not serve; it serves ${served.length === 0 ? "no types" : served.join(", ")}. Request only the kinds of the catalog (${KIND_CATALOG_TYPE_URL}), with the direction that flows from ${self}`,
+  );
+  logger.warn(`ending the session: ${error.message}`, { zone, typeUrl });
+  void session.close({ code: "protocol_error", message: error.message, cause: error });
 }
 
 /**

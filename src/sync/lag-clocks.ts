@@ -25,6 +25,12 @@ const MAX_TRACKED_KEYS = 10_000;
  */
 export const MAX_TRACKED_RESPONSES = 64;
 
+/** Where {@link TypeLagClocks.stop} reports each stopped clock's time: one object per stream, not a function per type. */
+export interface LagReport {
+  /** A clock of `kind` stopped after `ms`. */
+  lag(kind: string, ms: number): void;
+}
+
 /** The clocks of one type on one stream. */
 export class TypeLagClocks {
   /** The kind's metrics label (looked up once per type and stream, not per event). */
@@ -121,17 +127,17 @@ export class TypeLagClocks {
   }
 
   /**
-   * Stops the clocks the response sent with `nonce` carried, calling
-   * `report` with each one's time (`now` read once); nothing when it
-   * carried none (or was dropped, or already answered).
+   * Stops the clocks the response sent with `nonce` carried, telling
+   * `report` each one's time with this type's kind (`now` read once);
+   * nothing when it carried none (or was dropped, or already answered).
    */
-  stop(nonce: string, now: () => number, report: (ms: number) => void): void {
+  stop(nonce: string, now: () => number, report: LagReport): void {
     const at = this.#find(nonce);
     if (at < 0) return;
     const t = now();
     const flight = this.#flight;
     const end = at + 2 + 2 * (flight[at + 1] as number);
-    for (let i = at + 3; i < end; i += 2) report(t - (flight[i] as number));
+    for (let i = at + 3; i < end; i += 2) report.lag(this.kind, t - (flight[i] as number));
     this.#remove(at);
   }
 

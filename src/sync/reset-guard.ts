@@ -18,7 +18,8 @@
  *
  * @module
  */
-import type { ReceivedResource, ResourceSink } from "../discovery/types.ts";
+import type { Any } from "@bufbuild/protobuf/wkt";
+import type { ReceivedResource, ResourceSink, SinkResult } from "../discovery/types.ts";
 import { KdsError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { Metrics } from "../metrics.ts";
@@ -210,14 +211,42 @@ export class ResetGuard implements DeletionGate {
   /** `sink` with every call serialized with releases; the sink must take this guard as its gate (`StoreSinkOptions.gate`). */
   wrap(sink: ResourceSink): ResourceSink {
     this.#sink = sink;
-    return {
-      versions: (typeUrl, signal) => sink.versions(typeUrl, signal),
-      replace: (typeUrl, resources, signal) =>
-        this.#serial(() => sink.replace(typeUrl, resources, signal)),
-      apply: (typeUrl, resources: readonly ReceivedResource[], removed, signal) =>
-        this.#serial(() => sink.apply(typeUrl, resources, removed, signal)),
-    };
+    return new ResetGuard.#Serialized(this, sink);
   }
+
+  /**
+   * The sink {@link ResetGuard.wrap} returns: a class with its methods on its
+   * prototype, not an object of closures, since every zone's session holds
+   * one. Declared in here to reach the guard's `#serial`.
+   */
+  static readonly #Serialized = class implements ResourceSink {
+    readonly #guard: ResetGuard;
+    readonly #sink: ResourceSink;
+
+    constructor(guard: ResetGuard, sink: ResourceSink) {
+      this.#guard = guard;
+      this.#sink = sink;
+    }
+
+    versions(typeUrl: string, signal: AbortSignal): Promise<Map<string, string>> {
+      return this.#sink.versions(typeUrl, signal);
+    }
+
+    replace(typeUrl: string, resources: readonly Any[], signal: AbortSignal): Promise<SinkResult> {
+      const sink = this.#sink;
+      return this.#guard.#serial(() => sink.replace(typeUrl, resources, signal));
+    }
+
+    apply(
+      typeUrl: string,
+      resources: readonly ReceivedResource[],
+      removed: readonly string[],
+      signal: AbortSignal,
+    ): Promise<SinkResult> {
+      const sink = this.#sink;
+      return this.#guard.#serial(() => sink.apply(typeUrl, resources, removed, signal));
+    }
+  };
 
   resumed(typeUrl: string, held: number): void {
     this.#step(typeUrl, { type: "resumed", total: held });

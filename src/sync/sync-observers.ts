@@ -13,9 +13,15 @@
  *
  * @module
  */
-import type { ClientObserver, ServerObserver, SnapshotSource } from "../discovery/types.ts";
+import type {
+  ClientObserver,
+  ResourceRejection,
+  ServerObserver,
+  Snapshot,
+  SnapshotSource,
+} from "../discovery/types.ts";
 import type { Metrics } from "../metrics.ts";
-import { TypeLagClocks } from "./lag-clocks.ts";
+import { type LagReport, TypeLagClocks } from "./lag-clocks.ts";
 
 /** The observers of one stream, ready to hand to a discovery server and client. */
 export interface StreamObservers {
@@ -27,11 +33,8 @@ export interface StreamObservers {
   source(source: SnapshotSource): SnapshotSource;
 }
 
-/** One type's lag clocks on a stream, and how its lags are reported (made once per type). */
-interface ObservedType {
-  readonly clocks: TypeLagClocks;
-  readonly report: (ms: number) => void;
-}
+/** `performance.now`, as one function for every stream (a default argument would make one per call). */
+const performanceNow = (): number => performance.now();
 
 /**
  * Observers for one stream with `peer`, reporting to `metrics`. `kindOf`
@@ -41,63 +44,170 @@ export function streamObservers(
   metrics: Metrics,
   peer: string,
   kindOf: (typeUrl: string) => string,
-  now: () => number = () => performance.now(),
+  now: () => number = performanceNow,
 ): StreamObservers {
-  const types = new Map<string, ObservedType>();
-  const typeOf = (typeUrl: string): ObservedType => {
-    let t = types.get(typeUrl);
-    if (t === undefined) {
-      const kind = kindOf(typeUrl);
-      t = { clocks: new TypeLagClocks(kind), report: (ms) => metrics.syncLag(peer, kind, ms) };
-      types.set(typeUrl, t);
-    }
-    return t;
-  };
-  const clocks = (typeUrl: string): TypeLagClocks => typeOf(typeUrl).clocks;
-  return {
-    server: {
-      sent: (typeUrl, info) => {
-        const c = clocks(typeUrl);
-        metrics.discovery("response", peer, c.kind);
-        // Nothing running (a response after a NACK, or one carrying what changed before the stream began): no keys to look at.
-        if (c.running) c.send(info.nonce, info.keys);
-      },
-      acked: (typeUrl, _version, nonce) => {
-        const t = typeOf(typeUrl);
-        metrics.discovery("ack", peer, t.clocks.kind);
-        t.clocks.stop(nonce, now, t.report);
-      },
-      nacked: (typeUrl, _version, _error, nonce) => {
-        const c = clocks(typeUrl);
-        metrics.discovery("nack", peer, c.kind);
-        c.putBack(nonce);
-      },
-      stalled: (typeUrl, nonce) => clocks(typeUrl).putBack(nonce),
-      resourceErrors: (typeUrl, errors) => {
-        if (errors.length > 0) metrics.discovery("partial_ack", peer, clocks(typeUrl).kind);
-      },
-    },
-    client: {
-      accepted: (typeUrl) => metrics.discovery("accepted", peer, clocks(typeUrl).kind),
-      rejected: (typeUrl) => metrics.discovery("rejected", peer, clocks(typeUrl).kind),
-    },
-    source: (source) => ({
-      typeUrls: source.typeUrls,
-      snapshot: (typeUrl, signal) => source.snapshot(typeUrl, signal),
-      ...(source.snapshotNow === undefined
-        ? {}
-        : { snapshotNow: (typeUrl: string) => source.snapshotNow?.(typeUrl) }),
-      onChange: (listener, signal) =>
-        source.onChange((typeUrl, key) => {
-          if (key !== undefined) clocks(typeUrl).start(key, now());
-          listener(typeUrl, key);
-        }, signal),
-    }),
-  };
+  return new StreamMetrics(metrics, peer, kindOf, now);
 }
 
-/** One server observer calling each of `observers` in order. */
+/**
+ * The observers of {@link streamObservers} as one object, its server and
+ * client observer both: the methods sit on its prototype, not in closures,
+ * since every idle zone's stream on the global holds one. The engine calls
+ * it directly (sync/stream-observer.ts).
+ */
+export class StreamMetrics implements StreamObservers, ServerObserver, ClientObserver, LagReport {
+  readonly #metrics: Metrics;
+  readonly #peer: string;
+  readonly #kindOf: (typeUrl: string) => string;
+  readonly #now: () => number;
+  /** Each type's clocks (with its kind), made at the type's first event. */
+  readonly #types = new Map<string, TypeLagClocks>();
+
+  /**
+   * @param metrics - where the events and lags go
+   * @param peer - the peer's metrics label
+   * @param kindOf - a type URL's kind (asked once per type)
+   * @param now - the lag clocks' time, in milliseconds
+   */
+  constructor(
+    metrics: Metrics,
+    peer: string,
+    kindOf: (typeUrl: string) => string,
+    now: () => number = performanceNow,
+  ) {
+    this.#metrics = metrics;
+    this.#peer = peer;
+    this.#kindOf = kindOf;
+    this.#now = now;
+  }
+
+  /** This object, as the stream's server observer. */
+  get server(): ServerObserver {
+    return this;
+  }
+
+  /** This object, as the stream's client observer. */
+  get client(): ClientObserver {
+    return this;
+  }
+
+  /** `source`, starting the lag clock at each change it reports. */
+  source(source: SnapshotSource): SnapshotSource {
+    return source.snapshotNow === undefined
+      ? new ObservedSource(source, this)
+      : new ObservedSourceNow(source, this);
+  }
+
+  /** The clocks of `typeUrl` (made at its first event). */
+  #clocks(typeUrl: string): TypeLagClocks {
+    let c = this.#types.get(typeUrl);
+    if (c === undefined) {
+      c = new TypeLagClocks(this.#kindOf(typeUrl));
+      this.#types.set(typeUrl, c);
+    }
+    return c;
+  }
+
+  /** The source reported a change of `key` of `typeUrl`: its clock starts unless it runs. */
+  changed(typeUrl: string, key: string): void {
+    this.#clocks(typeUrl).start(key, this.#now());
+  }
+
+  /** A response left: counted, and it takes the running clocks of what it carried in flight. */
+  sent(typeUrl: string, info: { readonly nonce: string; readonly keys?: readonly string[] }): void {
+    const c = this.#clocks(typeUrl);
+    this.#metrics.discovery("response", this.#peer, c.kind);
+    // Nothing running (a response after a NACK, or one carrying what changed before the stream began): no keys to look at.
+    if (c.running) c.send(info.nonce, info.keys);
+  }
+
+  /** An ACK: counted, and the clocks its response carried stop. */
+  acked(typeUrl: string, _version: string, nonce: string): void {
+    const c = this.#clocks(typeUrl);
+    this.#metrics.discovery("ack", this.#peer, c.kind);
+    c.stop(nonce, this.#now, this);
+  }
+
+  /** A NACK: counted, and the clocks its response carried run again. */
+  nacked(typeUrl: string, _version: string, _error: string, nonce: string): void {
+    const c = this.#clocks(typeUrl);
+    this.#metrics.discovery("nack", this.#peer, c.kind);
+    c.putBack(nonce);
+  }
+
+  /** A response's ACK timed out: the clocks it carried run again. */
+  stalled(typeUrl: string, nonce: string): void {
+    this.#clocks(typeUrl).putBack(nonce);
+  }
+
+  /** An ACK that names rejected resources counts as a partial ACK. */
+  resourceErrors(typeUrl: string, errors: readonly ResourceRejection[]): void {
+    if (errors.length > 0)
+      this.#metrics.discovery("partial_ack", this.#peer, this.#clocks(typeUrl).kind);
+  }
+
+  /** The peer's response was applied. */
+  accepted(typeUrl: string): void {
+    this.#metrics.discovery("accepted", this.#peer, this.#clocks(typeUrl).kind);
+  }
+
+  /** The peer's response was rejected. */
+  rejected(typeUrl: string): void {
+    this.#metrics.discovery("rejected", this.#peer, this.#clocks(typeUrl).kind);
+  }
+
+  /** A lag clock stopped (from {@link TypeLagClocks.stop}). */
+  lag(kind: string, ms: number): void {
+    this.#metrics.syncLag(this.#peer, kind, ms);
+  }
+}
+
+/** A source whose changes start {@link StreamMetrics}' lag clocks (for a source without `snapshotNow`). */
+class ObservedSource implements SnapshotSource {
+  protected readonly inner: SnapshotSource;
+  readonly #observed: StreamMetrics;
+
+  /**
+   * @param inner - the source observed
+   * @param observed - whose clocks its changes start
+   */
+  constructor(inner: SnapshotSource, observed: StreamMetrics) {
+    this.inner = inner;
+    this.#observed = observed;
+  }
+
+  /** The inner source's types. */
+  get typeUrls(): readonly string[] {
+    return this.inner.typeUrls;
+  }
+
+  /** The inner source's set of `typeUrl`. */
+  snapshot(typeUrl: string, signal: AbortSignal): Promise<Snapshot | undefined> {
+    return this.inner.snapshot(typeUrl, signal);
+  }
+
+  /** Calls `listener` on the inner source's changes, each keyed one starting its lag clock first. */
+  onChange(listener: (typeUrl: string, key?: string) => void, signal: AbortSignal): void {
+    const observed = this.#observed;
+    this.inner.onChange((typeUrl, key) => {
+      if (key !== undefined) observed.changed(typeUrl, key);
+      listener(typeUrl, key);
+    }, signal);
+  }
+}
+
+/** {@link ObservedSource} of a source with `snapshotNow`: a separate class, so only such a source's wrapper offers it. */
+class ObservedSourceNow extends ObservedSource {
+  /** The inner source's set of `typeUrl`, at once. */
+  snapshotNow(typeUrl: string): Snapshot | undefined {
+    return this.inner.snapshotNow?.(typeUrl);
+  }
+}
+
+/** One server observer calling each of `observers` in order (the one itself when it is alone). */
 export function combineServerObservers(...observers: ServerObserver[]): ServerObserver {
+  // Nothing to combine: calling it directly saves a loop per event, and the closures below.
+  if (observers.length === 1) return observers[0] as ServerObserver;
   const combined: ServerObserver = {
     sent: (typeUrl, info) => {
       for (const o of observers) o.sent?.(typeUrl, info);
@@ -131,8 +241,10 @@ export function combineServerObservers(...observers: ServerObserver[]): ServerOb
   };
 }
 
-/** One client observer calling each of `observers` in order. */
+/** One client observer calling each of `observers` in order (the one itself when it is alone). */
 export function combineClientObservers(...observers: ClientObserver[]): ClientObserver {
+  // As combineServerObservers.
+  if (observers.length === 1) return observers[0] as ClientObserver;
   return {
     accepted: (typeUrl, info) => {
       for (const o of observers) o.accepted?.(typeUrl, info);

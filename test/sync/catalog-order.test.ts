@@ -98,20 +98,19 @@ function fedView(requests: MuxRequest[]): ServerStreamView {
 }
 
 describe("CatalogGate", () => {
-  it("opens on the catalog's ACK, not on its request or NACK", async () => {
+  it("opens on the catalog's ACK, not on its request or another type's ACK", async () => {
     const gate = new CatalogGate();
     const view = gate.watch(
       fedView([create(DiscoveryRequestSchema, { typeUrl: KIND_CATALOG_TYPE_URL })]),
     );
-    const observer = gate.observe({});
+    // Only ACKs reach the gate (from the session's observer): a NACK ends the session instead.
     await view.recv();
-    observer.nacked?.(KIND_CATALOG_TYPE_URL, "", "kinds disagree", "1");
-    observer.acked?.("type.googleapis.com/kds.example.v1.MeshSpec", "1", "2");
+    gate.acked("type.googleapis.com/kds.example.v1.MeshSpec");
     const early = new AbortController();
     const settled = gate.settled(early.signal);
     setTimeout(() => early.abort(), 50);
     expect(await settled).toBe(false);
-    observer.acked?.(KIND_CATALOG_TYPE_URL, "1-abc", "1");
+    gate.acked(KIND_CATALOG_TYPE_URL);
     expect(await gate.settled(new AbortController().signal)).toBe(true);
   });
 

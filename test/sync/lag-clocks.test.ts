@@ -86,11 +86,7 @@ describe("lag clocks", () => {
             // An answer to one of the last responses (or to one never sent, which changes nothing).
             const nonce = String(sent - s.back);
             if (s.op === "ack") {
-              clocks.stop(
-                nonce,
-                () => now,
-                (ms) => got.push(ms),
-              );
+              clocks.stop(nonce, () => now, { lag: (_kind, ms) => got.push(ms) });
               model.stop(nonce, now, (ms) => want.push(ms));
             } else {
               clocks.putBack(nonce);
