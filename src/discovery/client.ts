@@ -60,8 +60,12 @@ export interface DiscoveryClientInit {
 export class DiscoveryClient {
   readonly #init: DiscoveryClientInit;
   readonly #mode: "sotw" | "delta";
-  readonly #subscribed: ReadonlySet<string>;
-  readonly #accepted = new Map<string, string>();
+  /**
+   * The last accepted version of each type, made at the first accepted
+   * response (or when asked for): a global's client of an idle zone never
+   * accepts one, its zone having nothing to send.
+   */
+  #accepted: Map<string, string> | undefined;
   /** Per type, the resources this client rejected and holds no copy of (reported in every ACK). */
   readonly #rejectedSet = new RejectedSet();
   readonly #maxEntries: number;
@@ -70,13 +74,18 @@ export class DiscoveryClient {
   constructor(init: DiscoveryClientInit) {
     this.#init = init;
     this.#mode = init.mode ?? "delta";
-    this.#subscribed = new Set(init.typeUrls);
     this.#maxEntries = init.maxResponseResources ?? defaultDiscoveryOptions.maxResponseResources;
     assertMaxResponseResources(this.#maxEntries);
   }
 
   /** The last accepted version of each type. */
   acceptedVersions(): ReadonlyMap<string, string> {
+    return this.#acceptedMade(); // the map itself, as it was before it was made lazily: it shows later versions too
+  }
+
+  /** `#accepted`, made if it was not yet (for a version to go in). */
+  #acceptedMade(): Map<string, string> {
+    this.#accepted ??= new Map();
     return this.#accepted;
   }
 
@@ -173,7 +182,7 @@ export class DiscoveryClient {
       () => ({ replaced: true, received: [], removed: [] }),
     );
     if (error === undefined) {
-      this.#accepted.set(typeUrl, versionInfo);
+      this.#acceptedMade().set(typeUrl, versionInfo);
       await this.#reply(
         create(DiscoveryRequestSchema, {
           typeUrl,
@@ -194,7 +203,7 @@ export class DiscoveryClient {
       create(DiscoveryRequestSchema, {
         typeUrl,
         // In delta mode no state-of-the-world version was ever accepted.
-        versionInfo: this.#mode === "sotw" ? (this.#accepted.get(typeUrl) ?? "") : "",
+        versionInfo: this.#mode === "sotw" ? (this.#accepted?.get(typeUrl) ?? "") : "",
         responseNonce: nonce,
         errorDetail: { code: INVALID_ARGUMENT, message: error },
       }),
@@ -237,7 +246,7 @@ export class DiscoveryClient {
       }),
     );
     if (error === undefined) {
-      this.#accepted.set(typeUrl, systemVersionInfo);
+      this.#acceptedMade().set(typeUrl, systemVersionInfo);
       const errorDetail = this.#rejectedSet.detail(typeUrl);
       const replying = this.#reply(
         errorDetail === undefined
@@ -300,7 +309,9 @@ export class DiscoveryClient {
     apply: () => Promise<SinkResult>,
     keys: () => { replaced: boolean; received: readonly string[]; removed: readonly string[] },
   ): Promise<string | undefined> {
-    if (!this.#subscribed.has(typeUrl)) return `this client did not subscribe to ${typeUrl}`;
+    // The types subscribed are a few: searched in the init's list rather than copied into a set per stream.
+    if (!this.#init.typeUrls.includes(typeUrl))
+      return `this client did not subscribe to ${typeUrl}`;
     try {
       const { rejected } = await apply();
       // Nearly always nothing was or is rejected: then the set has nothing to record, and the keys are not listed.

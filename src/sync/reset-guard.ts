@@ -187,16 +187,20 @@ function startNow<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
+/** No state yet: what {@link ResetGuard} reads before its first step. */
+const NO_STATES: ReadonlyMap<string, KindGuardState> = new Map();
+
 /** What {@link ResetGuard.keep} returns when nothing is held (one set for every call: a caller only reads it). */
 const KEEP_NONE: ReadonlySet<string> = new Set();
 
 /** The reset guard of one session (see the module comment). */
 export class ResetGuard implements DeletionGate {
   readonly #init: ResetGuardInit;
-  readonly #states = new Map<string, KindGuardState>();
+  /** Per type, its state once it left `armed`: made at the first step (most sessions hold nothing, and an idle one takes no step). */
+  #states: Map<string, KindGuardState> | undefined;
   #sink: ResourceSink | undefined;
-  /** Sink calls and releases, one at a time. */
-  #queue: Promise<unknown> = Promise.resolve();
+  /** Sink calls and releases, one at a time; undefined while none is queued (not a settled promise kept per session). */
+  #queue: Promise<unknown> | undefined;
   /** Calls in the queue (waiting or running). */
   #running = 0;
   #since: number | undefined;
@@ -269,7 +273,7 @@ export class ResetGuard implements DeletionGate {
   /** The held reset, or undefined when nothing is held. */
   snapshot(): HeldReset | undefined {
     const kinds: HeldKind[] = [];
-    for (const [typeUrl, s] of this.#states)
+    for (const [typeUrl, s] of this.#states ?? NO_STATES)
       if (s.phase === "holding")
         kinds.push({ kind: this.#init.kindOf(typeUrl), held: s.keys.size, of: s.of });
     if (kinds.length === 0 || this.#since === undefined) return undefined;
@@ -289,14 +293,14 @@ export class ResetGuard implements DeletionGate {
     return this.#serial(async () => {
       const sink = this.#sink;
       let deleted = 0;
-      for (const [typeUrl, s] of [...this.#states]) {
+      for (const [typeUrl, s] of [...(this.#states ?? NO_STATES)]) {
         if (s.phase !== "holding") continue;
         this.#step(typeUrl, { type: "released" });
         try {
           if (sink !== undefined) await sink.apply(typeUrl, [], [...s.keys], signal);
         } catch (error) {
           // Nothing was deleted (the sink writes a call atomically): the kind stays held.
-          if (!this.#closed) this.#states.set(typeUrl, s);
+          if (!this.#closed) this.#statesMade().set(typeUrl, s);
           throw error;
         }
         deleted += s.keys.size;
@@ -319,18 +323,24 @@ export class ResetGuard implements DeletionGate {
     this.#closed = true;
     this.#cancelTimer?.();
     this.#cancelTimer = undefined;
-    const held = [...this.#states].filter(([, s]) => s.phase === "holding");
-    this.#states.clear();
+    const held = [...(this.#states ?? NO_STATES)].filter(([, s]) => s.phase === "holding");
+    this.#states = undefined;
     for (const [typeUrl] of held) this.#report(typeUrl);
   }
 
   #state(typeUrl: string): KindGuardState {
-    return this.#states.get(typeUrl) ?? { phase: "armed", total: undefined };
+    return this.#states?.get(typeUrl) ?? { phase: "armed", total: undefined };
+  }
+
+  /** `#states`, made if it was not yet (for a state to go in). */
+  #statesMade(): Map<string, KindGuardState> {
+    this.#states ??= new Map();
+    return this.#states;
   }
 
   #step(typeUrl: string, event: KindGuardEvent): KindGuardState {
     const next = nextKindState(this.#state(typeUrl), event, this.#init.options);
-    if (!this.#closed) this.#states.set(typeUrl, next);
+    if (!this.#closed) this.#statesMade().set(typeUrl, next);
     return next;
   }
 
@@ -365,7 +375,7 @@ export class ResetGuard implements DeletionGate {
   }
 
   #report(typeUrl: string): void {
-    const s = this.#states.get(typeUrl);
+    const s = this.#states?.get(typeUrl);
     this.#init.metrics?.heldDeletions(
       this.#init.zone,
       this.#init.kindOf(typeUrl),
@@ -375,7 +385,9 @@ export class ResetGuard implements DeletionGate {
 
   #serial<T>(work: () => Promise<T>): Promise<T> {
     // Nothing queued or running (nearly every response): start now, not a promise turn later behind a settled queue.
-    const run = this.#running === 0 ? startNow(work) : this.#queue.then(work, work);
+    // (The queue is undefined exactly while no call is in it.)
+    const queue = this.#queue;
+    const run = queue === undefined ? startNow(work) : queue.then(work, work);
     this.#running++;
     // The queue only orders the calls: each caller gets (and handles) its own outcome.
     this.#queue = run.then(this.#settled, this.#settled);
@@ -384,6 +396,7 @@ export class ResetGuard implements DeletionGate {
 
   /** Counts a call of {@link ResetGuard.#serial} out. */
   readonly #settled = (): void => {
-    this.#running--;
+    // The last call out: drop the settled queue (the next call starts at once, without it).
+    if (--this.#running === 0) this.#queue = undefined;
   };
 }
