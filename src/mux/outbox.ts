@@ -23,7 +23,8 @@ import { Ring } from "../util/ring.ts";
 import { creditSize } from "./frame-size.ts";
 import { controlFrame, type FrameValueInit, type Lane } from "./frames.ts";
 import { MAX_WINDOW } from "./options.ts";
-import { WRITE_FRAMES, type WrittenFrames } from "./frame-push.ts";
+import type { WrittenFrames } from "./frame-push.ts";
+import { OutboundFrames, type FrameSource } from "./outbound-frames.ts";
 import { isAborted } from "../util/abort.ts";
 
 interface PendingSend {
@@ -58,7 +59,7 @@ const MAX_BATCH_FRAMES = 128;
 const MAX_BATCH_BYTES = 1024 * 1024;
 
 /** The single writer of a session. */
-export class Outbox {
+export class Outbox implements FrameSource {
   readonly #now: () => number;
   readonly #lanes: Record<Lane, Ring<PendingSend>>;
   /** Window left per lane, after what was accepted. */
@@ -81,12 +82,12 @@ export class Outbox {
   #controlPendingSince: number | undefined;
   #nextLane: Lane = "requests";
   /**
-   * The transport's waiting `next`: pulls again, resolves it and returns true
-   * when a frame (or the end) is there. Retried from a microtask after each
-   * signal, as a waker's promise would, without the promise and the `then`
-   * each wait cost (every frame of every session waits here).
+   * The transport's waiting frames: their `retry` pulls again, hands over
+   * what is there and returns true when a frame (or the end) was. Retried from
+   * a microtask after each signal, as a waker's promise would, without the
+   * promise and the `then` each wait cost (every frame of every session waits here).
    */
-  #retry: (() => boolean) | undefined;
+  #waiting: OutboundFrames | undefined;
   #retryQueued = false;
   #ended = false;
   #peerMaxBytes = Number.POSITIVE_INFINITY;
@@ -290,7 +291,7 @@ export class Outbox {
     };
     queue.push(pending);
     this.#accept(lane, pending);
-    if (this.#retry !== undefined) this.#retryPull();
+    if (this.#waiting !== undefined) this.#retryPull();
     return true;
   }
 
@@ -337,107 +338,45 @@ export class Outbox {
   }
 
   /**
-   * The frames to write, pulled by the transport one at a time. Ends after
-   * the goaway. When the transport stops pulling (the end, or `return`),
-   * nothing more leaves, and `onEnd` runs.
-   *
-   * Written out by hand rather than as an async generator: a frame that is
-   * ready when the transport asks (or that it waited for) costs no generator
-   * resumption, and every response to every zone comes through here.
+   * The frames to write, pulled by the transport one at a time or pushed to
+   * its writer. Ends after the goaway. When the transport stops pulling (the
+   * end, or `return`), nothing more leaves, and `onEnd` runs.
    */
   frames(onEnd?: () => void): AsyncIterableIterator<Frame> & WrittenFrames {
-    let done = false;
-    const stop = (): void => {
-      if (done) return;
-      done = true;
-      // After the session's own end (the usual way here) finish would do nothing: build no error for it.
-      if (!this.#ended && this.#goaway === undefined)
-        this.finish(
-          new KdsError(
-            "session_closed",
-            "the transport stopped taking frames; the session has ended",
-          ),
-        );
-      this.#ended = true;
-      onEnd?.();
-    };
-    const end: IteratorResult<Frame, undefined> = { done: true, value: undefined };
-    /** The next frame, the end, or undefined when nothing is ready. */
-    const pull = (): IteratorResult<Frame, undefined> | undefined => {
-      if (done) return end;
-      const frame = this.#take();
-      if (frame === undefined) return undefined;
-      if (frame !== "end") return { done: false, value: frame };
-      stop();
-      return end;
-    };
-    const iterator: AsyncIterableIterator<Frame> & WrittenFrames = {
-      next: () => {
-        const ready = pull();
-        if (ready !== undefined) return Promise.resolve(ready);
-        return new Promise((resolve) => {
-          this.#retry = () => {
-            const result = pull();
-            if (result === undefined) return false;
-            resolve(result);
-            return true;
-          };
-        });
-      },
-      return: () => {
-        stop();
-        return Promise.resolve(end);
-      },
-      throw: (error: unknown) => {
-        stop();
-        return Promise.reject(error);
-      },
-      [Symbol.asyncIterator]: () => iterator,
-      [WRITE_FRAMES]: (writer) => {
-        let paused = false;
-        let over = false;
-        /** Counts `resume` calls: a writer that resumes before it returns false (it drained at once) is not paused. */
-        let resumes = 0;
-        // Stays the transport's retry (a signal drains again) until the frames are over: no promise per frame.
-        const drain = (): boolean => {
-          while (!paused && !over) {
-            const result = pull();
-            if (result === undefined) return false;
-            if (result.done === true) {
-              over = true;
-              writer.end();
-              return true;
-            }
-            try {
-              const before = resumes;
-              if (!writer.frame(result.value) && resumes === before) paused = true;
-            } catch (error) {
-              // A writer that throws is a bug; the frames end with its error, as a loop over them would.
-              over = true;
-              stop();
-              writer.fail(error);
-              return true;
-            }
-          }
-          return over;
-        };
-        this.#retry = drain;
-        this.#signal();
-        return {
-          resume: () => {
-            resumes++;
-            paused = false;
-            this.#signal();
-          },
-          stop: () => {
-            over = true;
-            stop();
-            if (this.#retry === drain) this.#retry = undefined;
-          },
-        };
-      },
-    };
-    return iterator;
+    return new OutboundFrames(this, onEnd);
+  }
+
+  /** The next frame for {@link OutboundFrames}: a frame, "end" once the frames are over, or undefined when nothing is ready. */
+  take(): Frame | "end" | undefined {
+    return this.#take();
+  }
+
+  /** Has `frames.retry()` run a microtask after each change until it returns true (see {@link OutboundFrames}). */
+  wait(frames: OutboundFrames): void {
+    this.#waiting = frames;
+  }
+
+  /** Stops calling `frames.retry()`, if it is the one waiting. */
+  unwait(frames: OutboundFrames): void {
+    if (this.#waiting === frames) this.#waiting = undefined;
+  }
+
+  /** Something may be ready for the waiting frames. */
+  changed(): void {
+    this.#signal();
+  }
+
+  /** The transport stopped taking frames: nothing more leaves. */
+  stopped(): void {
+    // After the session's own end (the usual way here) finish would do nothing: build no error for it.
+    if (!this.#ended && this.#goaway === undefined)
+      this.finish(
+        new KdsError(
+          "session_closed",
+          "the transport stopped taking frames; the session has ended",
+        ),
+      );
+    this.#ended = true;
   }
 
   /** Accepts waiting sends in order while their lanes have window; refuses those larger than the peer's whole byte window. */
@@ -588,13 +527,13 @@ export class Outbox {
 
   /** Tells the transport's waiting `next` (if any) that something changed: it pulls again a microtask later. */
   #signal(): void {
-    if (this.#retry === undefined || this.#retryQueued) return;
+    if (this.#waiting === undefined || this.#retryQueued) return;
     this.#retryQueued = true;
     queueMicrotask(this.#retryPull);
   }
 
   readonly #retryPull = (): void => {
     this.#retryQueued = false;
-    if (this.#retry?.() === true) this.#retry = undefined;
+    if (this.#waiting?.retry() === true) this.#waiting = undefined;
   };
 }
