@@ -3,7 +3,8 @@
  * range of mux protocol versions it speaks, the named features it accepts
  * and its software version; the session runs the highest version both
  * ranges hold, with the features both sides announced (docs/protocol.md,
- * "Versions and features"). Pure functions: the session calls them.
+ * "Versions and features"). Pure functions (but for sharing equal agreed values):
+ * the session calls them.
  *
  * @module
  */
@@ -165,12 +166,35 @@ export function negotiate(
   return {
     agreement: {
       protocolVersion: version,
-      features,
-      peerVersions: peer,
-      peerSoftwareVersion: hello.softwareVersion,
+      features: sharedFeatures.get(features.join(","), features),
+      peerVersions: sharedRanges.get(`${peer.min}-${peer.max}`, peer),
+      peerSoftwareVersion: sharedSoftware.get(hello.softwareVersion, hello.softwareVersion),
     },
   };
 }
+
+/**
+ * One frozen copy of each equal value, by key: every peer of a fleet sends
+ * the same hello, and a global keeps what it agreed with each for the
+ * session's life. Keeps at most 64 distinct values (what peers send is
+ * theirs to choose, the memory is this side's); past that, `value` itself,
+ * frozen.
+ */
+class SharedValues<T> {
+  readonly #values = new Map<string, T>();
+
+  get(key: string, value: T): T {
+    const known = this.#values.get(key);
+    if (known !== undefined) return known;
+    Object.freeze(value);
+    if (this.#values.size < 64) this.#values.set(key, value);
+    return value;
+  }
+}
+
+const sharedFeatures = new SharedValues<readonly Feature[]>();
+const sharedRanges = new SharedValues<VersionRange>();
+const sharedSoftware = new SharedValues<string>();
 
 /** The refusal of a peer whose range shares no version with this side's: both ranges, and which side to upgrade. */
 function rangeRefusal(

@@ -23,7 +23,8 @@ import { Ring } from "../util/ring.ts";
 import { creditSize } from "./frame-size.ts";
 import { controlFrame, type FrameValueInit, type Lane } from "./frames.ts";
 import { MAX_WINDOW } from "./options.ts";
-import { WRITE_FRAMES, type WrittenFrames } from "./frame-push.ts";
+import type { WrittenFrames } from "./frame-push.ts";
+import { OutboundFrames, type FrameSource } from "./outbound-frames.ts";
 import { isAborted } from "../util/abort.ts";
 
 interface PendingSend {
@@ -57,46 +58,66 @@ const MAX_BATCH_FRAMES = 128;
 /** Most bytes one batch carries (also bounded by the peer's limit). */
 const MAX_BATCH_BYTES = 1024 * 1024;
 
+/** What the outbox keeps per lane: plain fields, so a window update allocates nothing. */
+class LaneState {
+  /** The sends, accepted ones first. */
+  readonly queue: Ring<PendingSend>;
+  /** Window left, after what was accepted. */
+  credit = 0;
+  /** Byte window left, after what was accepted (unbounded for a peer that grants no bytes). */
+  creditBytes = 0;
+  /** The peer's whole byte window: a frame larger than it can never be sent. */
+  windowBytes = Number.POSITIVE_INFINITY;
+  /** How many frames at the head of the queue are accepted (their send resolved). */
+  accepted = 0;
+  /** Credit queued for the peer, in frames and bytes. */
+  grant = 0;
+  grantBytes = 0;
+  /** Since when sends have waited for credit, or undefined. */
+  waitingForCredit: number | undefined = undefined;
+
+  constructor(capacity: number) {
+    this.queue = new Ring(capacity);
+  }
+}
+
+/** Whether the lane's window has room for one more frame of `bytes`, in frames and in bytes. */
+function fits(state: LaneState, bytes: number): boolean {
+  return state.credit > 0 && state.creditBytes >= bytes;
+}
+
+/** Takes `pending`'s frame and bytes from the lane's window and resolves its send. */
+function accept(state: LaneState, pending: PendingSend): void {
+  state.credit--;
+  state.creditBytes -= pending.bytes;
+  state.accepted++;
+  pending.onAbort = undefined;
+  pending.resolve();
+}
+
 /** The single writer of a session. */
-export class Outbox {
+export class Outbox implements FrameSource {
   readonly #now: () => number;
-  readonly #lanes: Record<Lane, Ring<PendingSend>>;
-  /** Window left per lane, after what was accepted. */
-  readonly #credit: Record<Lane, number> = { requests: 0, responses: 0 };
-  /** Byte window left per lane, after what was accepted (unbounded for a peer that grants no bytes). */
-  readonly #creditBytes: Record<Lane, number> = { requests: 0, responses: 0 };
-  /** The peer's whole byte window per lane: a frame larger than it can never be sent. */
-  readonly #windowBytes: Record<Lane, number> = {
-    requests: Number.POSITIVE_INFINITY,
-    responses: Number.POSITIVE_INFINITY,
-  };
-  /** How many frames at the head of each lane's queue are accepted (their send resolved). */
-  readonly #accepted: Record<Lane, number> = { requests: 0, responses: 0 };
+  readonly #requests: LaneState;
+  readonly #responses: LaneState;
   #hello: Frame | undefined;
   #goaway: Frame | undefined;
   #pongId: bigint | undefined;
   #pingId: bigint | undefined;
-  #grant: Record<Lane, number> = { requests: 0, responses: 0 };
-  #grantBytes: Record<Lane, number> = { requests: 0, responses: 0 };
   #controlPendingSince: number | undefined;
   #nextLane: Lane = "requests";
   /**
-   * The transport's waiting `next`: pulls again, resolves it and returns true
-   * when a frame (or the end) is there. Retried from a microtask after each
-   * signal, as a waker's promise would, without the promise and the `then`
-   * each wait cost (every frame of every session waits here).
+   * The transport's waiting frames: their `retry` pulls again, hands over
+   * what is there and returns true when a frame (or the end) was. Retried from
+   * a microtask after each signal, as a waker's promise would, without the
+   * promise and the `then` each wait cost (every frame of every session waits here).
    */
-  #retry: (() => boolean) | undefined;
+  #waiting: OutboundFrames | undefined;
   #retryQueued = false;
   #ended = false;
   #peerMaxBytes = Number.POSITIVE_INFINITY;
   #batching = false;
   readonly #maxQueued: number;
-  /** Since when each lane has had sends waiting for credit, or undefined. */
-  readonly #waitingForCredit: Record<Lane, number | undefined> = {
-    requests: undefined,
-    responses: undefined,
-  };
   readonly #onCreditWait: (lane: Lane, ms: number) => void;
   readonly #onSent: (lane: Lane | "control", bytes: number) => void;
   /** What left so far. */
@@ -119,11 +140,13 @@ export class Outbox {
     this.#now = now;
     this.#onCreditWait = onCreditWait;
     this.#onSent = onSent;
-    this.#lanes = {
-      requests: new Ring(maxQueuedSends + maxWindow),
-      responses: new Ring(maxQueuedSends + maxWindow),
-    };
+    this.#requests = new LaneState(maxQueuedSends + maxWindow);
+    this.#responses = new LaneState(maxQueuedSends + maxWindow);
     this.#maxQueued = maxQueuedSends;
+  }
+
+  #lane(lane: Lane): LaneState {
+    return lane === "requests" ? this.#requests : this.#responses;
   }
 
   /** Queues this side's hello; it leaves before anything else. */
@@ -145,9 +168,10 @@ export class Outbox {
     this.#peerMaxBytes = peerMaxBytes;
     this.#batching = batching;
     for (const lane of ["requests", "responses"] as const) {
-      this.#credit[lane] += window[lane];
-      this.#windowBytes[lane] = windowBytes[lane];
-      this.#creditBytes[lane] += this.#windowBytes[lane];
+      const state = this.#lane(lane);
+      state.credit += window[lane];
+      state.windowBytes = windowBytes[lane];
+      state.creditBytes += state.windowBytes;
     }
     this.#acceptWaiting();
     this.#signal();
@@ -160,17 +184,19 @@ export class Outbox {
     requestBytes = 0,
     responseBytes = 0,
   ): KdsError | undefined {
-    this.#credit.requests += requests;
-    this.#credit.responses += responses;
-    this.#creditBytes.requests += requestBytes;
-    this.#creditBytes.responses += responseBytes;
-    if (this.#credit.requests > 2 ** 31 || this.#credit.responses > 2 ** 31) {
+    const r = this.#requests;
+    const s = this.#responses;
+    r.credit += requests;
+    s.credit += responses;
+    r.creditBytes += requestBytes;
+    s.creditBytes += responseBytes;
+    if (r.credit > 2 ** 31 || s.credit > 2 ** 31) {
       return new KdsError(
         "protocol_error",
         "peer granted more than 2^31 frames of window; a conforming peer grants only what its views consumed",
       );
     }
-    if (this.#creditBytes.requests > 2 ** 40 || this.#creditBytes.responses > 2 ** 40) {
+    if (r.creditBytes > 2 ** 40 || s.creditBytes > 2 ** 40) {
       return new KdsError(
         "protocol_error",
         "peer granted more than 2^40 bytes of window; a conforming peer grants only what its views consumed",
@@ -184,8 +210,9 @@ export class Outbox {
   /** Queues credit for the peer, `frames` frames and `bytes` bytes (coalesced into one window update). */
   grant(lane: Lane, frames: number, bytes: number): void {
     if (this.#ended || this.#goaway !== undefined) return;
-    this.#grant[lane] += frames;
-    this.#grantBytes[lane] += bytes;
+    const state = this.#lane(lane);
+    state.grant += frames;
+    state.grantBytes += bytes;
     this.#controlQueued();
   }
 
@@ -225,10 +252,10 @@ export class Outbox {
         ),
       );
     }
-    if (bytes > this.#windowBytes[lane])
-      return Promise.reject(this.#tooLargeForWindow(lane, bytes));
-    const queue = this.#lanes[lane];
-    if (queue.size - this.#accepted[lane] >= this.#maxQueued) {
+    const state = this.#lane(lane);
+    if (bytes > state.windowBytes) return Promise.reject(this.#tooLargeForWindow(lane, bytes));
+    const queue = state.queue;
+    if (queue.size - state.accepted >= this.#maxQueued) {
       return Promise.reject(
         new KdsError(
           "send_queue_full",
@@ -247,14 +274,14 @@ export class Outbox {
         onAbort: undefined,
       };
       queue.push(pending);
-      if (this.#fits(lane, pending.bytes) && this.#accepted[lane] === queue.size - 1) {
-        this.#accept(lane, pending);
+      if (fits(state, pending.bytes) && state.accepted === queue.size - 1) {
+        accept(state, pending);
       } else {
-        if (!this.#fits(lane, pending.bytes)) this.#waitingForCredit[lane] ??= pending.enqueuedAt;
+        if (!fits(state, pending.bytes)) state.waitingForCredit ??= pending.enqueuedAt;
         if (signal !== undefined) {
           pending.onAbort = () => {
             if (queue.remove((p) => p === pending)) reject(abortError(signal, "send"));
-            if (this.#accepted[lane] === queue.size) this.#creditWaitEnded(lane);
+            if (state.accepted === queue.size) this.#creditWaitEnded(lane);
           };
           signal.addEventListener("abort", pending.onAbort, { once: true });
         }
@@ -275,10 +302,11 @@ export class Outbox {
    */
   offer(lane: Lane, frame: Frame, signal?: AbortSignal): boolean {
     if (this.#ended || this.#goaway !== undefined || isAborted(signal)) return false;
-    const queue = this.#lanes[lane];
+    const state = this.#lane(lane);
+    const queue = state.queue;
     if (queue.size > 0) return false;
     const bytes = creditSize(frame);
-    if (bytes > this.#peerMaxBytes || !this.#fits(lane, bytes)) return false;
+    if (bytes > this.#peerMaxBytes || !fits(state, bytes)) return false;
     const pending: PendingSend = {
       frame,
       bytes,
@@ -289,8 +317,8 @@ export class Outbox {
       onAbort: undefined,
     };
     queue.push(pending);
-    this.#accept(lane, pending);
-    if (this.#retry !== undefined) this.#retryPull();
+    accept(state, pending);
+    if (this.#waiting !== undefined) this.#retryPull();
     return true;
   }
 
@@ -303,9 +331,12 @@ export class Outbox {
   finish(error: KdsError, goaway?: FrameValueInit): void {
     if (this.#goaway !== undefined || this.#ended) return;
     for (const lane of ["requests", "responses"] as const) {
-      const accepted = this.#accepted[lane];
-      this.#accepted[lane] = 0;
-      this.#lanes[lane].drain().forEach((pending, i) => {
+      const state = this.#lane(lane);
+      const accepted = state.accepted;
+      state.accepted = 0;
+      state.grant = 0;
+      state.grantBytes = 0;
+      state.queue.drain().forEach((pending, i) => {
         if (i < accepted) return;
         if (pending.onAbort !== undefined)
           pending.signal?.removeEventListener("abort", pending.onAbort);
@@ -315,8 +346,6 @@ export class Outbox {
     }
     this.#pingId = undefined;
     this.#pongId = undefined;
-    this.#grant = { requests: 0, responses: 0 };
-    this.#grantBytes = { requests: 0, responses: 0 };
     if (goaway === undefined) this.#ended = true;
     else {
       this.#goaway = controlFrame(goaway);
@@ -329,7 +358,7 @@ export class Outbox {
   oldestWaitingSince(): number | undefined {
     let oldest = this.#controlPendingSince;
     for (const lane of ["requests", "responses"] as const) {
-      const head = this.#lanes[lane].peek();
+      const head = this.#lane(lane).queue.peek();
       if (head !== undefined && (oldest === undefined || head.enqueuedAt < oldest))
         oldest = head.enqueuedAt;
     }
@@ -337,154 +366,81 @@ export class Outbox {
   }
 
   /**
-   * The frames to write, pulled by the transport one at a time. Ends after
-   * the goaway. When the transport stops pulling (the end, or `return`),
-   * nothing more leaves, and `onEnd` runs.
-   *
-   * Written out by hand rather than as an async generator: a frame that is
-   * ready when the transport asks (or that it waited for) costs no generator
-   * resumption, and every response to every zone comes through here.
+   * The frames to write, pulled by the transport one at a time or pushed to
+   * its writer. Ends after the goaway. When the transport stops pulling (the
+   * end, or `return`), nothing more leaves, and `onEnd` runs.
    */
   frames(onEnd?: () => void): AsyncIterableIterator<Frame> & WrittenFrames {
-    let done = false;
-    const stop = (): void => {
-      if (done) return;
-      done = true;
-      // After the session's own end (the usual way here) finish would do nothing: build no error for it.
-      if (!this.#ended && this.#goaway === undefined)
-        this.finish(
-          new KdsError(
-            "session_closed",
-            "the transport stopped taking frames; the session has ended",
-          ),
-        );
-      this.#ended = true;
-      onEnd?.();
-    };
-    const end: IteratorResult<Frame, undefined> = { done: true, value: undefined };
-    /** The next frame, the end, or undefined when nothing is ready. */
-    const pull = (): IteratorResult<Frame, undefined> | undefined => {
-      if (done) return end;
-      const frame = this.#take();
-      if (frame === undefined) return undefined;
-      if (frame !== "end") return { done: false, value: frame };
-      stop();
-      return end;
-    };
-    const iterator: AsyncIterableIterator<Frame> & WrittenFrames = {
-      next: () => {
-        const ready = pull();
-        if (ready !== undefined) return Promise.resolve(ready);
-        return new Promise((resolve) => {
-          this.#retry = () => {
-            const result = pull();
-            if (result === undefined) return false;
-            resolve(result);
-            return true;
-          };
-        });
-      },
-      return: () => {
-        stop();
-        return Promise.resolve(end);
-      },
-      throw: (error: unknown) => {
-        stop();
-        return Promise.reject(error);
-      },
-      [Symbol.asyncIterator]: () => iterator,
-      [WRITE_FRAMES]: (writer) => {
-        let paused = false;
-        let over = false;
-        /** Counts `resume` calls: a writer that resumes before it returns false (it drained at once) is not paused. */
-        let resumes = 0;
-        // Stays the transport's retry (a signal drains again) until the frames are over: no promise per frame.
-        const drain = (): boolean => {
-          while (!paused && !over) {
-            const result = pull();
-            if (result === undefined) return false;
-            if (result.done === true) {
-              over = true;
-              writer.end();
-              return true;
-            }
-            try {
-              const before = resumes;
-              if (!writer.frame(result.value) && resumes === before) paused = true;
-            } catch (error) {
-              // A writer that throws is a bug; the frames end with its error, as a loop over them would.
-              over = true;
-              stop();
-              writer.fail(error);
-              return true;
-            }
-          }
-          return over;
-        };
-        this.#retry = drain;
-        this.#signal();
-        return {
-          resume: () => {
-            resumes++;
-            paused = false;
-            this.#signal();
-          },
-          stop: () => {
-            over = true;
-            stop();
-            if (this.#retry === drain) this.#retry = undefined;
-          },
-        };
-      },
-    };
-    return iterator;
+    return new OutboundFrames(this, onEnd);
+  }
+
+  /** The next frame for {@link OutboundFrames}: a frame, "end" once the frames are over, or undefined when nothing is ready. */
+  take(): Frame | "end" | undefined {
+    return this.#take();
+  }
+
+  /** Has `frames.retry()` run a microtask after each change until it returns true (see {@link OutboundFrames}). */
+  wait(frames: OutboundFrames): void {
+    this.#waiting = frames;
+  }
+
+  /** Stops calling `frames.retry()`, if it is the one waiting. */
+  unwait(frames: OutboundFrames): void {
+    if (this.#waiting === frames) this.#waiting = undefined;
+  }
+
+  /** Something may be ready for the waiting frames. */
+  changed(): void {
+    this.#signal();
+  }
+
+  /** The transport stopped taking frames: nothing more leaves. */
+  stopped(): void {
+    // After the session's own end (the usual way here) finish would do nothing: build no error for it.
+    if (!this.#ended && this.#goaway === undefined)
+      this.finish(
+        new KdsError(
+          "session_closed",
+          "the transport stopped taking frames; the session has ended",
+        ),
+      );
+    this.#ended = true;
   }
 
   /** Accepts waiting sends in order while their lanes have window; refuses those larger than the peer's whole byte window. */
   #acceptWaiting(): void {
     for (const lane of ["requests", "responses"] as const) {
-      const queue = this.#lanes[lane];
-      while (this.#accepted[lane] < queue.size) {
-        const pending = queue.at(this.#accepted[lane]) as PendingSend;
-        const tooLarge = pending.bytes > this.#windowBytes[lane];
-        if (!tooLarge && !this.#fits(lane, pending.bytes)) break;
+      const state = this.#lane(lane);
+      const queue = state.queue;
+      while (state.accepted < queue.size) {
+        const pending = queue.at(state.accepted) as PendingSend;
+        const tooLarge = pending.bytes > state.windowBytes;
+        if (!tooLarge && !fits(state, pending.bytes)) break;
         if (pending.onAbort !== undefined)
           pending.signal?.removeEventListener("abort", pending.onAbort);
         if (tooLarge) {
           queue.remove((p) => p === pending);
           pending.reject(this.#tooLargeForWindow(lane, pending.bytes));
-        } else this.#accept(lane, pending);
+        } else accept(state, pending);
       }
-      if (this.#accepted[lane] === queue.size) this.#creditWaitEnded(lane);
+      if (state.accepted === queue.size) this.#creditWaitEnded(lane);
     }
-  }
-
-  /** Whether the lane's window has room for one more frame of `bytes`, in frames and in bytes. */
-  #fits(lane: Lane, bytes: number): boolean {
-    return this.#credit[lane] > 0 && this.#creditBytes[lane] >= bytes;
   }
 
   #tooLargeForWindow(lane: Lane, credit: number): KdsError {
     return new KdsError(
       "message_too_large",
-      `a ${lane === "requests" ? "request" : "response"} of credit size ${credit} bytes exceeds the whole byte window of ${this.#windowBytes[lane]} the peer grants on that lane; split it into smaller messages (the session goes on)`,
+      `a ${lane === "requests" ? "request" : "response"} of credit size ${credit} bytes exceeds the whole byte window of ${this.#lane(lane).windowBytes} the peer grants on that lane; split it into smaller messages (the session goes on)`,
     );
   }
 
   /** Reports the wait for credit on `lane` once nothing on it waits any more. */
   #creditWaitEnded(lane: Lane): void {
-    const since = this.#waitingForCredit[lane];
+    const state = this.#lane(lane);
+    const since = state.waitingForCredit;
     if (since === undefined) return;
-    this.#waitingForCredit[lane] = undefined;
+    state.waitingForCredit = undefined;
     this.#onCreditWait(lane, this.#now() - since);
-  }
-
-  #accept(lane: Lane, pending: PendingSend): void {
-    this.#credit[lane]--;
-    this.#creditBytes[lane] -= pending.bytes;
-    this.#accepted[lane]++;
-    pending.onAbort = undefined;
-    pending.resolve();
   }
 
   #take(): Frame | "end" | undefined {
@@ -505,17 +461,17 @@ export class Outbox {
       this.#pongId = undefined;
       return this.#tookControl(controlFrame({ case: "pong", value: { id } }));
     }
-    if (this.#grant.requests > 0 || this.#grant.responses > 0) {
-      const { requests, responses } = this.#grant;
-      const { requests: requestBytes, responses: responseBytes } = this.#grantBytes;
-      this.#grant = { requests: 0, responses: 0 };
-      this.#grantBytes = { requests: 0, responses: 0 };
-      return this.#tookControl(
-        controlFrame({
-          case: "windowUpdate",
-          value: { requests, responses, requestBytes, responseBytes },
-        }),
-      );
+    const r = this.#requests;
+    const s = this.#responses;
+    if (r.grant > 0 || s.grant > 0) {
+      const value = {
+        requests: r.grant,
+        responses: s.grant,
+        requestBytes: r.grantBytes,
+        responseBytes: s.grantBytes,
+      };
+      r.grant = r.grantBytes = s.grant = s.grantBytes = 0;
+      return this.#tookControl(controlFrame({ case: "windowUpdate", value }));
     }
     if (this.#pingId !== undefined) {
       const id = this.#pingId;
@@ -547,7 +503,7 @@ export class Outbox {
     const first = this.#nextLane;
     const second: Lane = first === "requests" ? "responses" : "requests";
     for (const lane of [first, second])
-      if (this.#accepted[lane] > 0) return this.#lanes[lane].peek();
+      if (this.#lane(lane).accepted > 0) return this.#lane(lane).queue.peek();
     return undefined;
   }
 
@@ -555,9 +511,10 @@ export class Outbox {
     const first = this.#nextLane;
     const second: Lane = first === "requests" ? "responses" : "requests";
     for (const lane of [first, second]) {
-      if (this.#accepted[lane] === 0) continue;
-      const pending = this.#lanes[lane].shift() as PendingSend;
-      this.#accepted[lane]--;
+      const state = this.#lane(lane);
+      if (state.accepted === 0) continue;
+      const pending = state.queue.shift() as PendingSend;
+      state.accepted--;
       this.counters[lane]++;
       this.#onSent(lane, pending.bytes);
       this.#nextLane = second === lane ? first : second;
@@ -573,8 +530,8 @@ export class Outbox {
       this.#hello === undefined &&
       this.#pongId === undefined &&
       this.#pingId === undefined &&
-      this.#grant.requests === 0 &&
-      this.#grant.responses === 0
+      this.#requests.grant === 0 &&
+      this.#responses.grant === 0
     ) {
       this.#controlPendingSince = undefined;
     }
@@ -588,13 +545,13 @@ export class Outbox {
 
   /** Tells the transport's waiting `next` (if any) that something changed: it pulls again a microtask later. */
   #signal(): void {
-    if (this.#retry === undefined || this.#retryQueued) return;
+    if (this.#waiting === undefined || this.#retryQueued) return;
     this.#retryQueued = true;
     queueMicrotask(this.#retryPull);
   }
 
   readonly #retryPull = (): void => {
     this.#retryQueued = false;
-    if (this.#retry?.() === true) this.#retry = undefined;
+    if (this.#waiting?.retry() === true) this.#waiting = undefined;
   };
 }

@@ -107,6 +107,24 @@ describe("negotiate", () => {
     expect(own).toMatchObject({ agreement: { protocolVersion: 3, features: ["calls"] } });
   });
 
+  it("shares one frozen copy of equal agreed features and ranges between peers, and keeps them apart by kind", () => {
+    const agree = (fields: HelloFields) => {
+      const r = negotiate(offer, wire(fields), roles);
+      if (!("agreement" in r)) throw new Error(r.refusal);
+      return r.agreement;
+    };
+    const first = agree({ protocolVersion: 2, maxProtocolVersion: 3, features: ["calls"] });
+    const second = agree({ protocolVersion: 2, maxProtocolVersion: 3, features: ["calls"] });
+    expect(second.features).toBe(first.features);
+    expect(second.peerVersions).toBe(first.peerVersions);
+    expect(Object.isFrozen(first.features)).toBe(true);
+    expect(Object.isFrozen(first.peerVersions)).toBe(true);
+    // A software version spelled as another kind's key stays a string.
+    const odd = agree({ protocolVersion: 2, maxProtocolVersion: 3, softwareVersion: "2-3" });
+    expect(odd.peerSoftwareVersion).toBe("2-3");
+    expect(odd.peerVersions).toBe(first.peerVersions);
+  });
+
   it("refuses an older peer naming both ranges and the peer to upgrade, a newer one naming this side", () => {
     const older = negotiate(offer, wire({ protocolVersion: 1 }), roles);
     expect(older).toEqual({
