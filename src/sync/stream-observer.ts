@@ -20,6 +20,9 @@ import { KIND_CATALOG_TYPE_URL } from "./kind-catalog.ts";
 import { endOnCatalogRefusal, endOnUnknownType } from "./kinds-exchange.ts";
 import type { StreamMetrics } from "./sync-observers.ts";
 
+/** What a server observer is told of a response that left (`ServerObserver.sent`'s second argument). */
+type SentResponse = Parameters<NonNullable<ServerObserver["sent"]>>[1];
+
 /** What every session's observer of one engine shares (made once per engine). */
 export interface StreamObserverContext {
   /** Where to log. */
@@ -90,17 +93,7 @@ export class StreamObserver implements ServerObserver, ClientObserver {
   }
 
   /** A response left. */
-  sent(
-    typeUrl: string,
-    info: {
-      version: string;
-      nonce: string;
-      resources: number;
-      removed: number;
-      bytes: number;
-      keys?: readonly string[];
-    },
-  ): void {
+  sent(typeUrl: string, info: SentResponse): void {
     this.#status.sent?.(typeUrl, info);
     this.#metrics?.sent(typeUrl, info);
     this.serving?.sent?.(typeUrl, info);
