@@ -152,20 +152,19 @@ describe("CredentialExpiry", () => {
     return session as unknown as Session & { closedWith: CloseOptions[] };
   }
 
-  it("follows a certificate valid for 30 days past the timer limit, warning the configured time before", async () => {
+  /** A CredentialExpiry on a manual clock (wall time starts at 1.8e12 ms) warning `warnBeforeMs` before expiry. */
+  function expiryFixture(warnBeforeMs: number) {
     const clock = new ManualClock();
     const wall = 1_800_000_000_000;
     const now = (): number => wall + clock.now();
     const logger = recordingLogger();
     const metrics = expiryMetrics();
-    const expiry = new CredentialExpiry({
-      logger,
-      metrics,
-      clock,
-      now,
-      warnBeforeMs: 60 * 60 * 1000,
-      global: "g",
-    });
+    const expiry = new CredentialExpiry({ logger, metrics, clock, now, warnBeforeMs, global: "g" });
+    return { clock, now, logger, metrics, expiry };
+  }
+
+  it("follows a certificate valid for 30 days past the timer limit, warning the configured time before", async () => {
+    const { clock, now, logger, metrics, expiry } = expiryFixture(60 * 60 * 1000);
     const day = 24 * 60 * 60 * 1000;
     const expiresAt = new Date(now() + 30 * day);
     const session = fakeSession();
@@ -194,19 +193,7 @@ describe("CredentialExpiry", () => {
   });
 
   it("keeps one timer for many sessions, ending each at its own expiry in order and none that closed first", async () => {
-    const clock = new ManualClock();
-    const wall = 1_800_000_000_000;
-    const now = (): number => wall + clock.now();
-    const logger = recordingLogger();
-    const metrics = expiryMetrics();
-    const expiry = new CredentialExpiry({
-      logger,
-      metrics,
-      clock,
-      now,
-      warnBeforeMs: 1_000,
-      global: "g",
-    });
+    const { clock, now, logger, metrics, expiry } = expiryFixture(1_000);
     const start = now();
     // Tracked out of order; zone-4's is past already (warned and ended at once), zone-2 closes before its end.
     const sessions = [
