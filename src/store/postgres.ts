@@ -12,7 +12,9 @@
  *   `historyLimit` changes; watching from before them fails with
  *   `store_compacted`.
  * - **Other instances** learn of commits through LISTEN/NOTIFY (payload: the
- *   revision) and always catch up by revision after listening (again), so a
+ *   revision and the kinds written, and only the watches of those kinds wake;
+ *   see postgres/change-notice.ts) and always catch up by revision after
+ *   listening (again), so a
  *   notification lost during a reconnect loses nothing; a slow poll is the
  *   safety net.
  * - **A lost connection** is ridden out inside `watch`: it keeps its cursor,
@@ -83,6 +85,7 @@ import {
   checkClaim,
 } from "./lease.ts";
 import * as leases from "./postgres/leases.ts";
+import { noticePayload, noticedKinds, wakes } from "./postgres/change-notice.ts";
 import { validateInput, versionConflict } from "./validate.ts";
 
 export type { MigrationReport } from "./postgres/migrations.ts";
@@ -172,7 +175,8 @@ export class PostgresStore implements ResourceStore, LeaseStore {
   readonly #watchOutageMs: number;
   readonly #pageSize: number;
   readonly #logger: Logger;
-  readonly #watchers = new Set<Waker>();
+  /** Each watch's waker, with the kinds it follows (a notification wakes only the watches of a kind it names). */
+  readonly #watchers = new Map<Waker, ReadonlySet<string>>();
   readonly #closed = new AbortController();
   readonly #cancels: CancelRequests;
   /** Writes waiting for the one writer, written in groups (postgres/write-queue.ts). */
@@ -213,9 +217,7 @@ export class PostgresStore implements ResourceStore, LeaseStore {
       connection: { search_path: schema, application_name: "kds-mux" },
     };
     const sql = postgres(options.url, { ...common, max: options.maxConnections ?? 10 });
-    const wakeAll = (): void => {
-      for (const w of store.#watchers) w.wake();
-    };
+    const wakeAll = (): void => store.#wake(undefined);
     // `onnotify` is a postgres.js option its typings omit: it sees every notification of the connection.
     const listenOptions: postgres.Options<Record<string, never>> & {
       onnotify: (channel: string, payload: string) => void;
@@ -225,7 +227,7 @@ export class PostgresStore implements ResourceStore, LeaseStore {
       idle_timeout: 0,
       max_lifetime: null,
       fetch_types: false,
-      onnotify: () => wakeAll(),
+      onnotify: (_channel, payload) => store.#wake(noticedKinds(payload)),
       onclose: () => {
         // The LISTEN died with its connection: the next watch loop listens again, then catches up.
         store.#listening = undefined;
@@ -503,7 +505,7 @@ export class PostgresStore implements ResourceStore, LeaseStore {
    */
   async #writeGroup(group: readonly QueuedWrite<QueuedBatch, ApplyResult>[]): Promise<void> {
     const alone = group.length === 1 ? group[0] : undefined;
-    let written: { changed: boolean; outcomes: Outcome[] };
+    let written: { kinds: ReadonlySet<string> | undefined; outcomes: Outcome[] };
     try {
       written = await this.#call("apply", alone?.signal, (run) =>
         transaction(this.#sql, "", async (tx) => {
@@ -539,7 +541,7 @@ export class PostgresStore implements ResourceStore, LeaseStore {
       for (const batch of group) batch.reject(unknown ? error : markRolledBack(error));
       return;
     }
-    if (written.changed) for (const w of this.#watchers) w.wake();
+    if (written.kinds !== undefined) this.#wake(written.kinds);
     group.forEach((batch, i) => {
       const outcome = written.outcomes[i] as Outcome;
       if ("error" in outcome) batch.reject(outcome.error);
@@ -564,7 +566,7 @@ export class PostgresStore implements ResourceStore, LeaseStore {
     this.#closed.abort(
       new KdsError("store_unavailable", `the PostgreSQL store (${this.#target}) was closed`),
     );
-    for (const w of this.#watchers) w.wake();
+    this.#wake(undefined);
     if (this.#cancels.pending > 0)
       this.#logger.debug(
         `PostgreSQL store: closing waits for ${this.#cancels.pending} cancel requests to end`,
@@ -591,7 +593,7 @@ export class PostgresStore implements ResourceStore, LeaseStore {
     group: readonly QueuedWrite<QueuedBatch, ApplyResult>[],
     startRevision: number,
     compactedThrough: number,
-  ): Promise<{ changed: boolean; outcomes: Outcome[] }> {
+  ): Promise<{ kinds: ReadonlySet<string> | undefined; outcomes: Outcome[] }> {
     // What the group sees: the stored version and creation time of each touched key, updated as batches stage.
     const current = new Map<string, Seen>();
     const refs = group.flatMap((batch) => (batch.settled ? [] : batch.work.refs));
@@ -649,7 +651,9 @@ export class PostgresStore implements ResourceStore, LeaseStore {
       revision = staged.revision;
       outcomes.push({ result: { revision, results: staged.results } });
     }
-    if (changes.length === 0) return { changed: false, outcomes };
+    if (changes.length === 0) return { kinds: undefined, outcomes };
+    const kinds = new Set<string>();
+    for (const c of changes) kinds.add(c.op === "put" ? c.resource.kind : c.ref.kind);
 
     const puts: StoredResource[] = [];
     const deletes: Array<{ kind: string; mesh: string; name: string }> = [];
@@ -720,8 +724,8 @@ export class PostgresStore implements ResourceStore, LeaseStore {
       tx`UPDATE kds_state SET revision = ${String(revision)}::int8, compacted_through = ${String(compacted)}::int8 WHERE id`,
     );
     // Delivered to every listener when (and only if) the transaction commits.
-    await run(tx`SELECT pg_notify(${this.#channel}, ${String(revision)})`);
-    return { changed: true, outcomes };
+    await run(tx`SELECT pg_notify(${this.#channel}, ${noticePayload(revision, kinds)})`);
+    return { kinds, outcomes };
   }
 
   /** Stages one batch over what the group has seen so far (`current`, not changed here); its changes take the revisions after `startRevision`. */
@@ -790,7 +794,7 @@ export class PostgresStore implements ResourceStore, LeaseStore {
     );
     const waker = new Waker();
     const onAbort = (): void => waker.wake();
-    this.#watchers.add(waker);
+    this.#watchers.set(waker, new Set(kinds));
     signal.addEventListener("abort", onAbort, { once: true });
     let cursor = fromRevision;
     let outageSince: number | undefined;
@@ -903,13 +907,18 @@ export class PostgresStore implements ResourceStore, LeaseStore {
     return { head: Number(first.head), compacted: Number(first.compacted), changes };
   }
 
+  /** Wakes the watches of any of `kinds` (every watch when undefined). */
+  #wake(kinds: ReadonlySet<string> | undefined): void {
+    for (const [waker, watched] of this.#watchers) if (wakes(watched, kinds)) waker.wake();
+  }
+
   /** Makes sure the LISTEN connection is up (again); wakes every watcher to catch up when it had to listen anew. */
   #listen(): Promise<void> {
     if (this.#listening === undefined) {
       const listening = this
-        .#listenSql`LISTEN ${this.#listenSql.unsafe(`"${this.#channel}"`)}`.then(() => {
-        for (const w of this.#watchers) w.wake();
-      });
+        .#listenSql`LISTEN ${this.#listenSql.unsafe(`"${this.#channel}"`)}`.then(() =>
+        this.#wake(undefined),
+      );
       this.#listening = listening;
       listening.catch(() => {
         // The watcher awaiting this promise handles the failure; forget it so the next attempt listens again.

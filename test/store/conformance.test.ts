@@ -519,6 +519,59 @@ describe.each([embeddedVariant, postgresServerVariant])("PostgreSQL store: $name
     ]);
   });
 
+  it("names the kinds a write changed in its NOTIFY, sorted after the revision", async () => {
+    const space = await fresh({ pollIntervalMs: 3_600_000 });
+    const { url, schema } = pg(space);
+    const payloads: string[] = [];
+    let heard: () => void = () => undefined;
+    const listener = postgres(url, { max: 1, onnotice: () => undefined });
+    try {
+      await listener.listen(`kds.${schema}`, (payload) => {
+        payloads.push(payload);
+        if (payloads.length === 2) heard();
+      });
+      const both = new Promise<void>((r) => (heard = r));
+      await space.store.apply([
+        { op: "put", input: policy("default", "p") },
+        { op: "put", input: mesh("default") },
+      ]);
+      await space.store.delete("TrafficPolicy", "default", "p");
+      await both;
+      expect(payloads).toEqual(["2 Mesh,TrafficPolicy", "3 TrafficPolicy"]);
+    } finally {
+      await listener.end({ timeout: 5 });
+    }
+  });
+
+  it("wakes every watch on a notification that names no kinds, as an older release sends (no polling)", async () => {
+    const space = await fresh({ pollIntervalMs: 3_600_000 });
+    const { url, schema } = pg(space);
+    const watcher = await space.peer();
+    const admin = postgres(url, { max: 1, onnotice: () => undefined });
+    try {
+      let first: () => void = () => undefined;
+      const firstSeen = new Promise<void>((r) => (first = r));
+      const watched = collect(watcher, 0, (c) => c.length >= 2, {
+        kinds: ["Mesh"],
+        onChange: () => first(),
+      });
+      await space.store.put(mesh("a"));
+      await firstSeen; // the Mesh watch now waits for a notification
+      await space.store.put(policy("a", "p")); // names TrafficPolicy only: the Mesh watch sleeps on
+      // A change of revision 3 written by hand, and a notification with the revision alone, as an older
+      // release sends: it names no kinds, so it must wake the Mesh watch, which then reads revision 3.
+      await admin.unsafe(`
+        INSERT INTO "${schema}".kds_changes (revision, op, kind, mesh, name, labels, spec, created_at, modified_at)
+          SELECT 3, op, kind, mesh, 'b', labels, spec, created_at, modified_at FROM "${schema}".kds_changes WHERE revision = 1;
+        UPDATE "${schema}".kds_state SET revision = 3 WHERE id;
+        SELECT pg_notify('kds.${schema}', '3')`);
+      // Nothing else wakes it (the poll is an hour): a watch left asleep fails this test by its timeout.
+      expect((await watched).map(describeChange)).toEqual(["put Mesh /a@1", "put Mesh /b@3"]);
+    } finally {
+      await admin.end({ timeout: 5 });
+    }
+  });
+
   it("survives its connections being killed mid-watch without losing a change", async () => {
     const space = await fresh({ pollIntervalMs: 3_600_000 });
     const { url } = pg(space);
