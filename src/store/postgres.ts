@@ -217,7 +217,6 @@ export class PostgresStore implements ResourceStore, LeaseStore {
       connection: { search_path: schema, application_name: "kds-mux" },
     };
     const sql = postgres(options.url, { ...common, max: options.maxConnections ?? 10 });
-    const wakeAll = (): void => store.#wake(undefined);
     // `onnotify` is a postgres.js option its typings omit: it sees every notification of the connection.
     const listenOptions: postgres.Options<Record<string, never>> & {
       onnotify: (channel: string, payload: string) => void;
@@ -231,7 +230,7 @@ export class PostgresStore implements ResourceStore, LeaseStore {
       onclose: () => {
         // The LISTEN died with its connection: the next watch loop listens again, then catches up.
         store.#listening = undefined;
-        wakeAll();
+        store.#wake(undefined);
       },
     };
     const listenSql = postgres(options.url, listenOptions);

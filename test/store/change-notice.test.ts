@@ -15,9 +15,14 @@ describe("change notice", () => {
     const many = new Set(Array.from({ length: 200 }, (_, i) => `K${String(i).padStart(60, "0")}`));
     const payload = noticePayload(7, many);
     expect(payload).toBe("7");
-    expect(
-      new TextEncoder().encode(noticePayload(7, new Set(["A".repeat(63)]))).byteLength,
-    ).toBeLessThan(8000);
+    // Kinds of 7,000 characters together (109 of the longest name, 63, and one of 24) are named, and the
+    // payload stays under PostgreSQL's 8,000 bytes at the largest revision; one character more names none.
+    const longest = Array.from({ length: 109 }, (_, i) => `K${String(i).padStart(62, "0")}`);
+    const atLimit = new Set([...longest, "Z".repeat(24)]);
+    const named = noticePayload(Number.MAX_SAFE_INTEGER, atLimit);
+    expect(noticedKinds(named)).toEqual(atLimit);
+    expect(new TextEncoder().encode(named).byteLength).toBeLessThan(8000);
+    expect(noticePayload(7, new Set([...longest, "Z".repeat(25)]))).toBe("7");
   });
 
   it("reads a payload of the revision alone (an older release's) as naming no kinds", () => {
