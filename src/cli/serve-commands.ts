@@ -72,6 +72,9 @@ import { heartbeatSession, type HeartbeatFlags } from "./heartbeat-flags.ts";
 import { ignoreHangup, ReloadingTls, type TlsMaterial } from "./tls-reload.ts";
 import { globalAdminBackend, zoneAdminBackend } from "../admin/role-backends.ts";
 
+/** How long a stopping global waits for the offline records of the zones it held before it closes its store. */
+const RELEASE_WAIT_MS = 10_000;
+
 /** TLS flags of a listener: PEM files. */
 export interface TlsFlags {
   /** --tls-cert: the server's certificate chain. */
@@ -425,6 +428,12 @@ export async function runGlobal(options: GlobalCommandOptions): Promise<void> {
     await drainWithin(global, drainMs, options.logger);
     options.logger.info("shutting down: telling every zone left (goaway) and closing connections");
     await Promise.all([served.close(), admin.close()]);
+    // The zones' leases say they went offline here before the store closes (each write failed or landed; bounded).
+    const unwritten = await global.ownership.released(AbortSignal.timeout(RELEASE_WAIT_MS));
+    if (unwritten > 0)
+      options.logger.warn(
+        `stopping with ${unwritten} zones' offline records not written after ${RELEASE_WAIT_MS} ms; their leases still say they are online here until another instance takes those zones, or until three lease periods after this instance's last announcement, when they read offline`,
+      );
   } finally {
     running.abort(new Error("stopped"));
     await opened.close();

@@ -36,6 +36,8 @@ import { GLOBAL_INSTANCE_KIND, ZONE_INSIGHT_KIND } from "../kinds/builtin-types.
 import { followStore } from "../store/follow.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
+import { BurstLog } from "../util/burst-log.ts";
+import { raceAbort } from "../util/abort.ts";
 
 /**
  * Most leases whose details one period refreshes (in one store batch). It
@@ -158,6 +160,12 @@ export class ZoneOwnership {
   #announced: Promise<unknown> = Promise.resolve();
   /** The last announcement failed (logged once until one lands again). */
   #announceFailing = false;
+  /** The offline records being written for sessions that ended, one per zone at most (see {@link released}). */
+  readonly #releasing = new Set<Promise<void>>();
+  /** Offline records that could not be written: a store that is away fails every one, so they are logged once per burst. */
+  readonly #releaseFailures: BurstLog;
+  /** The latest of those failures, named in the burst's line. */
+  #releaseFailure: { readonly zone: string; readonly error: unknown } | undefined;
 
   /** @param options - store, instance id */
   constructor(options: ZoneOwnershipOptions) {
@@ -177,6 +185,17 @@ export class ZoneOwnership {
     this.#now = options.now ?? Date.now;
     this.#clock = options.clock ?? systemClock;
     this.#startedAt = this.#now();
+    this.#releaseFailures = new BurstLog(
+      (count, windowMs) =>
+        this.#options.logger.warn(
+          count === 1 && windowMs === 0
+            ? `recording that zone "${this.#releaseFailure?.zone ?? "?"}" went offline failed; its lease says it is online here until another instance takes it, or until three lease periods after this instance's last announcement (more such failures are counted in one line every 10 s)`
+            : `recording that ${count} more zones went offline failed in the last ${Math.round(windowMs / 1000)} s (the last: zone "${this.#releaseFailure?.zone ?? "?"}"); their leases say they are online here until another instance takes them, or until three lease periods after this instance's last announcement`,
+          { zone: this.#releaseFailure?.zone, error: this.#releaseFailure?.error, failed: count },
+        ),
+      10_000,
+      this.#clock,
+    );
   }
 
   /** This instance's id. */
@@ -278,7 +297,15 @@ export class ZoneOwnership {
       claiming: true,
     };
     this.#held.set(zone, held);
-    void session.closed.then((end) => this.#release(zone, held, end));
+    void session.closed.then((end) => {
+      const releasing = this.#release(zone, held, end).then(undefined, (error: unknown) => {
+        // The store's failures are caught inside; this is anything else that went wrong building the record.
+        this.#releaseFailure = { zone, error };
+        this.#releaseFailures.note();
+      });
+      this.#releasing.add(releasing);
+      void releasing.then(() => this.#releasing.delete(releasing));
+    });
     await this.#claimWrite(zone, held, signal);
   }
 
@@ -578,11 +605,39 @@ export class ZoneOwnership {
       );
     } catch (error) {
       if (KdsError.is(error, "conflict")) return;
-      this.#options.logger.warn(`recording that zone "${zone}" went offline failed`, {
-        zone,
-        error,
-      });
+      this.#releaseFailure = { zone, error };
+      this.#releaseFailures.note();
     }
+  }
+
+  /**
+   * Resolves once the offline records of the sessions that ended so far (and
+   * of those that end meanwhile) are written or failed, or when `signal`
+   * aborts first; with how many were still being written then. The
+   * failures not yet logged are logged then. A stopping instance waits for
+   * them before it closes its store.
+   */
+  async released(signal?: AbortSignal): Promise<number> {
+    // Each round waits for the writes under way; writes of sessions that end meanwhile make another round.
+    // Bounded: sessions end once each, and a stopping instance admits none.
+    while (this.#releasing.size > 0) {
+      const stopped = await raceAbort(
+        Promise.all(this.#releasing),
+        signal,
+        "waiting for the offline records",
+      ).then(
+        () => false,
+        (error: unknown) => {
+          // The records never reject (failures are logged where they happen): only the caller's signal ends the wait.
+          if (signal?.aborted === true) return true;
+          throw error;
+        },
+      );
+      if (stopped) break;
+    }
+    // What failed is said now: the burst's count would otherwise wait for a next failure that a stopping instance never has.
+    this.#releaseFailures.flush();
+    return this.#releasing.size;
   }
 
   async #write(

@@ -38,6 +38,15 @@ export class BurstLog {
     this.#clock = clock;
   }
 
+  /** Reports the events counted and not reported yet, now (before a stop, say); nothing when there are none. */
+  flush(): void {
+    if (this.#pending === 0 || this.#windowStart === undefined) return;
+    const now = this.#clock.now();
+    this.#report(this.#pending, now - this.#windowStart);
+    this.#pending = 0;
+    this.#windowStart = now;
+  }
+
   /** Records one event, reporting it or the events counted before it when due. */
   note(): void {
     const now = this.#clock.now();

@@ -33,6 +33,7 @@ import {
   zoneInsightType,
 } from "../../src/kinds/builtin-types.ts";
 import { sleep } from "../../src/util/abort.ts";
+import { deferred } from "../../src/util/deferred.ts";
 import { eventually } from "../contract/harness.ts";
 import { ManualClock } from "../support/manual-clock.ts";
 
@@ -538,5 +539,74 @@ describe("ZoneOwnership: one liveness record per instance", () => {
       "every claim written at the period after the outage",
     );
     expect(most).toBe(RENEW_BATCH);
+  });
+});
+
+describe("ZoneOwnership: the offline records of ended sessions", () => {
+  function insightStore(): { inner: InMemoryStore; types: ReturnType<typeof createTypeRegistry> } {
+    const types = createTypeRegistry();
+    types.register(zoneInsightType);
+    types.register(globalInstanceType);
+    return { inner: new InMemoryStore(types), types };
+  }
+  const online = async (store: ResourceStore, zone: string): Promise<boolean | undefined> =>
+    ((await store.get(ZONE_INSIGHT_KIND, "", zone))?.spec as ZoneInsightSpec | undefined)?.online;
+
+  it("released() waits for them to be written, or says how many were left when its signal aborts", async () => {
+    const { inner } = insightStore();
+    let gate = deferred<void>();
+    const store = overriding(inner, {
+      put: async (...args: Parameters<InMemoryStore["put"]>) => {
+        const spec = args[0].spec as ZoneInsightSpec;
+        if (!spec.online) await gate.promise;
+        return inner.put(...args);
+      },
+    });
+    const ownership = new ZoneOwnership({ store, instance: "g0", logger: silentLogger });
+    const sessions = ["a", "b", "c"].map((zone) => fakeSession(zone));
+    for (const s of sessions) await ownership.claim(s);
+    expect(await ownership.released()).toBe(0); // nothing ended
+    for (const s of sessions) await s.close({ code: "reconnect" });
+    const deadline = new AbortController();
+    const early = ownership.released(deadline.signal);
+    deadline.abort();
+    expect(await early).toBe(3);
+    expect(await online(inner, "a")).toBe(true);
+    const all = ownership.released();
+    gate.resolve();
+    expect(await all).toBe(0);
+    for (const zone of ["a", "b", "c"]) expect(await online(inner, zone)).toBe(false);
+    gate = deferred<void>();
+  });
+
+  it("failures are logged once, then counted in one line per burst", async () => {
+    const { inner } = insightStore();
+    const store = overriding(inner, {
+      put: (...args: Parameters<InMemoryStore["put"]>) =>
+        (args[0].spec as ZoneInsightSpec).online
+          ? inner.put(...args)
+          : Promise.reject(new KdsError("store_unavailable", "the store was closed")),
+    });
+    const clock = new ManualClock();
+    const warnings: string[] = [];
+    const ownership = new ZoneOwnership({
+      store,
+      instance: "g0",
+      clock,
+      logger: { ...silentLogger, warn: (message: string) => void warnings.push(message) },
+    });
+    const sessions = ["a", "b", "c", "d", "e"].map((zone) => fakeSession(zone));
+    for (const s of sessions) await ownership.claim(s);
+    for (const s of sessions) await s.close({ code: "reconnect" });
+    await eventually(async () => warnings.length > 0, "the first failure logged");
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/recording that zone "a" went offline failed/);
+    // The rest are counted, and said when a stopping instance has waited for them.
+    expect(await ownership.released()).toBe(0);
+    expect(warnings).toHaveLength(2);
+    expect(warnings[1]).toMatch(/recording that 4 more zones went offline failed .*zone "e"/);
+    clock.advance(20_000);
+    expect(await ownership.released()).toBe(0);
+    expect(warnings).toHaveLength(2);
   });
 });
