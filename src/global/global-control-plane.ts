@@ -483,8 +483,14 @@ export class GlobalControlPlane {
     return drained;
   }
 
-  /** Ends every session; resolves when their transports are released. */
-  close(signal?: AbortSignal): Promise<void> {
-    return this.server.close(signal);
+  /**
+   * Ends every session; resolves when their transports are released and
+   * the records that their zones went offline here are written or failed
+   * (see `ZoneOwnership.released`), or when `signal` aborts. Close the store
+   * after it.
+   */
+  async close(signal?: AbortSignal): Promise<void> {
+    await this.server.close(signal);
+    await this.ownership.released(signal);
   }
 }
