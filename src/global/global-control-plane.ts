@@ -474,7 +474,9 @@ export class GlobalControlPlane {
    */
   async drain(options: DrainOptions): Promise<number> {
     const drained = this.server.drain(options);
-    await this.ownership.announce(options.signal).catch((error: unknown) => {
+    // Bounded by a lease period, not by the drain's signal: that one ends the spread of the goaways, not the news of the drain
+    // (under a storm of writes the announcement can wait in the store's write queue past it).
+    await this.ownership.announce(AbortSignal.timeout(this.ownership.renewMs)).catch((error: unknown) => {
       this.logger.warn(
         "telling the other instances that this one drains failed; its next announcement (every lease period) tells them",
         { error },

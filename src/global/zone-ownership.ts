@@ -203,6 +203,11 @@ export class ZoneOwnership {
     return this.#options.instance;
   }
 
+  /** The lease period: how often this instance announces itself (the `renewMs` option). */
+  get renewMs(): number {
+    return this.#renewMs;
+  }
+
   /**
    * Announces this instance, then follows other instances' claims, announces
    * it again and refreshes its leases every `renewMs`, until `signal` aborts.

@@ -164,6 +164,22 @@ describe("draining a global instance", () => {
     expect(await seen()).toEqual(["g0 mem://g0 draining", "g1 mem://g1 serving"]);
   });
 
+  it("a drain whose deadline passed before its announcement was written still announces it", async () => {
+    const { store, globals } = twoInstances((instance) => ({
+      leaseRenewMs: 3_600_000,
+      rebalance: false,
+      zoneUrl: () => `mem://${instance}`,
+    }));
+    const [a] = globals;
+    await eventually(async () => (await a.readiness()).ready, "a is ready");
+    const deadline = new AbortController();
+    deadline.abort(new Error("the drain timeout passed"));
+    await a.drain({ spreadMs: 0, signal: deadline.signal });
+    expect((await store.get(GLOBAL_INSTANCE_KIND, "", "g0"))?.spec).toMatchObject({
+      draining: true,
+    });
+  });
+
   it("a zone that stops tells the global, which marks it offline with a clean end, not a failure", async () => {
     const types = createTypeRegistry(exampleTypes);
     const global = new GlobalControlPlane({ types, id: "global", logger: silentLogger });
