@@ -476,12 +476,14 @@ export class GlobalControlPlane {
     const drained = this.server.drain(options);
     // Bounded by a lease period, not by the drain's signal: that one ends the spread of the goaways, not the news of the drain
     // (under a storm of writes the announcement can wait in the store's write queue past it).
-    await this.ownership.announce(AbortSignal.timeout(this.ownership.renewMs)).catch((error: unknown) => {
-      this.logger.warn(
-        "telling the other instances that this one drains failed; its next announcement (every lease period) tells them",
-        { error },
-      );
-    });
+    await this.ownership
+      .announce(AbortSignal.timeout(this.ownership.renewMs))
+      .catch((error: unknown) => {
+        this.logger.warn(
+          "telling the other instances that this one drains failed; its next announcement (every lease period) tells them",
+          { error },
+        );
+      });
     return drained;
   }
 
