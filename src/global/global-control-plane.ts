@@ -47,6 +47,7 @@ import { ReplacementWatch } from "./zone-replacements.ts";
 import { OfflineZones, type ZonePresence } from "./offline-zones.ts";
 import type { ResetGuardOptions } from "../sync/reset-guard.ts";
 import type { Clock } from "../util/clock.ts";
+import { raceAbort } from "../util/abort.ts";
 import type { Metrics } from "../metrics.ts";
 import { instrumentStore } from "../observe/store.ts";
 import { readinessOf, StoreHealth, type Readiness } from "../observe/probes.ts";
@@ -470,13 +471,15 @@ export class GlobalControlPlane {
   /**
    * Drains this instance (see `GlobalServer.drain`): it also tells the other
    * instances at once that it drains (its GlobalInstance record), so
-   * rebalancing sends it no zones.
+   * rebalancing sends it no zones. It waits for that record to be written
+   * until `options.signal` aborts at most; the write goes on after it, for
+   * at most a lease period.
    */
   async drain(options: DrainOptions): Promise<number> {
     const drained = this.server.drain(options);
     // Bounded by a lease period, not by the drain's signal: that one ends the spread of the goaways, not the news of the drain
     // (under a storm of writes the announcement can wait in the store's write queue past it).
-    await this.ownership
+    const announced = this.ownership
       .announce(AbortSignal.timeout(this.ownership.renewMs))
       .catch((error: unknown) => {
         this.logger.warn(
@@ -484,6 +487,12 @@ export class GlobalControlPlane {
           { error },
         );
       });
+    // Waited for until the drain's deadline at most; past it, it goes on while the caller closes what is left.
+    await raceAbort(announced, options.signal, "the drain's announcement").catch(
+      (error: unknown) => {
+        if (options.signal?.aborted !== true) throw error;
+      },
+    );
     return drained;
   }
 

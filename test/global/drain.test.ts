@@ -15,6 +15,7 @@ import { ZoneClient, type RetryInfo } from "../../src/zone/zone-client.ts";
 import { ZoneControlPlane } from "../../src/zone/zone-control-plane.ts";
 import { eventually } from "../contract/harness.ts";
 import { mesh } from "../sync/helpers.ts";
+import type { GlobalInstanceSpec } from "../../src/gen/kds/v1/resource_pb.ts";
 
 const stops: AbortController[] = [];
 afterEach(() => {
@@ -164,7 +165,7 @@ describe("draining a global instance", () => {
     expect(await seen()).toEqual(["g0 mem://g0 draining", "g1 mem://g1 serving"]);
   });
 
-  it("a drain whose deadline passed before its announcement was written still announces it", async () => {
+  it("a drain whose deadline passed before its announcement was written still announces it, after it returned", async () => {
     const { store, globals } = twoInstances((instance) => ({
       leaseRenewMs: 3_600_000,
       rebalance: false,
@@ -175,9 +176,13 @@ describe("draining a global instance", () => {
     const deadline = new AbortController();
     deadline.abort(new Error("the drain timeout passed"));
     await a.drain({ spreadMs: 0, signal: deadline.signal });
-    expect((await store.get(GLOBAL_INSTANCE_KIND, "", "g0"))?.spec).toMatchObject({
-      draining: true,
-    });
+    // The drain no longer waits for it past its deadline; the write goes on and lands.
+    await eventually(
+      async () =>
+        ((await store.get(GLOBAL_INSTANCE_KIND, "", "g0"))?.spec as GlobalInstanceSpec | undefined)
+          ?.draining === true,
+      "the record to say that g0 drains",
+    );
   });
 
   it("a zone that stops tells the global, which marks it offline with a clean end, not a failure", async () => {
