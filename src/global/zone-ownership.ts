@@ -37,7 +37,7 @@ import { followStore } from "../store/follow.ts";
 import type { BackoffOptions } from "../util/backoff.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
 import { BurstLog } from "../util/burst-log.ts";
-import { raceAbort } from "../util/abort.ts";
+import { isAborted, raceAbort } from "../util/abort.ts";
 
 /**
  * Most leases whose details one period refreshes (in one store batch). It
@@ -625,20 +625,13 @@ export class ZoneOwnership {
   async released(signal?: AbortSignal): Promise<number> {
     // Each round waits for the writes under way; writes of sessions that end meanwhile make another round.
     // Bounded: sessions end once each, and a stopping instance admits none.
-    while (this.#releasing.size > 0) {
-      const stopped = await raceAbort(
-        Promise.all(this.#releasing),
-        signal,
-        "waiting for the offline records",
-      ).then(
-        () => false,
-        (error: unknown) => {
-          // The records never reject (failures are logged where they happen): only the caller's signal ends the wait.
-          if (signal?.aborted === true) return true;
-          throw error;
-        },
-      );
-      if (stopped) break;
+    while (this.#releasing.size > 0 && !isAborted(signal)) {
+      try {
+        await raceAbort(Promise.all(this.#releasing), signal, "waiting for the offline records");
+      } catch (error) {
+        // The records never reject (failures are logged where they happen): only the caller's signal ends the wait.
+        if (!isAborted(signal)) throw error;
+      }
     }
     // What failed is said now: the burst's count would otherwise wait for a next failure that a stopping instance never has.
     this.#releaseFailures.flush();

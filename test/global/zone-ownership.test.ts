@@ -543,18 +543,18 @@ describe("ZoneOwnership: one liveness record per instance", () => {
 });
 
 describe("ZoneOwnership: the offline records of ended sessions", () => {
-  function insightStore(): { inner: InMemoryStore; types: ReturnType<typeof createTypeRegistry> } {
+  function insightStore(): InMemoryStore {
     const types = createTypeRegistry();
     types.register(zoneInsightType);
     types.register(globalInstanceType);
-    return { inner: new InMemoryStore(types), types };
+    return new InMemoryStore(types);
   }
   const online = async (store: ResourceStore, zone: string): Promise<boolean | undefined> =>
     ((await store.get(ZONE_INSIGHT_KIND, "", zone))?.spec as ZoneInsightSpec | undefined)?.online;
 
   it("released() waits for them to be written, or says how many were left when its signal aborts", async () => {
-    const { inner } = insightStore();
-    let gate = deferred<void>();
+    const inner = insightStore();
+    const gate = deferred<void>();
     const store = overriding(inner, {
       put: async (...args: Parameters<InMemoryStore["put"]>) => {
         const spec = args[0].spec as ZoneInsightSpec;
@@ -576,11 +576,10 @@ describe("ZoneOwnership: the offline records of ended sessions", () => {
     gate.resolve();
     expect(await all).toBe(0);
     for (const zone of ["a", "b", "c"]) expect(await online(inner, zone)).toBe(false);
-    gate = deferred<void>();
   });
 
   it("failures are logged once, then counted in one line per burst", async () => {
-    const { inner } = insightStore();
+    const inner = insightStore();
     const store = overriding(inner, {
       put: (...args: Parameters<InMemoryStore["put"]>) =>
         (args[0].spec as ZoneInsightSpec).online
