@@ -47,7 +47,7 @@ import { ReplacementWatch } from "./zone-replacements.ts";
 import { OfflineZones, type ZonePresence } from "./offline-zones.ts";
 import type { ResetGuardOptions } from "../sync/reset-guard.ts";
 import type { Clock } from "../util/clock.ts";
-import { raceAbort } from "../util/abort.ts";
+import { isAborted, raceAbort } from "../util/abort.ts";
 import type { Metrics } from "../metrics.ts";
 import { instrumentStore } from "../observe/store.ts";
 import { readinessOf, StoreHealth, type Readiness } from "../observe/probes.ts";
@@ -490,7 +490,7 @@ export class GlobalControlPlane {
     // Waited for until the drain's deadline at most; past it, it goes on while the caller closes what is left.
     await raceAbort(announced, options.signal, "the drain's announcement").catch(
       (error: unknown) => {
-        if (options.signal?.aborted !== true) throw error;
+        if (!isAborted(options.signal)) throw error;
       },
     );
     return drained;
