@@ -266,6 +266,34 @@ describe("serveGlobal's direct mux stream", () => {
     }
   });
 
+  it("makes no compatibility request of a zone's stream, and one of every other call", async () => {
+    // On Node the compatibility layer's request and response (ten listeners on the stream with them) would be held
+    // for the zone's life; the direct path takes the stream before they are made.
+    const requests: string[] = [];
+    const onRequest = (request: http2.Http2ServerRequest): void => {
+      requests.push(request.url);
+    };
+    const server = both.direct.server as http2.Http2Server;
+    server.on("request", onRequest);
+    try {
+      const session = await new ZoneClient({
+        name: "zone-1",
+        transport: connectMuxTransport(
+          createGrpcTransport({ baseUrl: both.direct.url, acceptCompression: [] }),
+        ),
+        logger: silentLogger,
+      }).dial();
+      await session.close({ message: "test over" });
+      expect(requests).toEqual([]);
+      // A stream the direct path leaves (a deadline) still reaches connect-node through a request.
+      const timed = await bareCall(both.direct.url, "zone-2", { "grpc-timeout": "10S" });
+      expect(status(timed).code).toBe("zone_not_registered");
+      expect(requests).toEqual([PATH]);
+    } finally {
+      server.off("request", onRequest);
+    }
+  });
+
   it("answers a refused stream with connect-node's status and trailers", async () => {
     const plain = await bareCall(both.direct.url, "zone-2");
     const connect = await bareCall(both.viaConnect.url, "zone-2");
@@ -278,12 +306,12 @@ describe("serveGlobal's direct mux stream", () => {
   it("takes only binary gRPC with uncompressed frames and without a deadline", () => {
     const request = (
       headers: Record<string, string>,
-      over: Partial<{ httpVersionMajor: number; method: string; url: string }> = {},
+      over: Partial<{ ":method": string; ":path": string }> = {},
     ) => ({
-      httpVersionMajor: 2,
-      method: "POST",
-      url: PATH,
-      headers: { "content-type": "application/grpc", ...headers },
+      ":method": "POST",
+      ":path": PATH,
+      "content-type": "application/grpc",
+      ...headers,
       ...over,
     });
     expect(isPlainGrpcMuxStream(request({}))).toBe(true);
@@ -303,10 +331,11 @@ describe("serveGlobal's direct mux stream", () => {
     expect(isPlainGrpcMuxStream(request({ "content-type": "application/grpc-web+proto" }))).toBe(
       false,
     );
-    expect(isPlainGrpcMuxStream(request({}, { httpVersionMajor: 1 }))).toBe(false);
-    expect(isPlainGrpcMuxStream(request({}, { url: "/kds.mux.v1.HalfDuplexService/Open" }))).toBe(
-      false,
-    );
+    expect(isPlainGrpcMuxStream(request({}, { ":method": "GET" }))).toBe(false);
+    expect(
+      isPlainGrpcMuxStream(request({}, { ":path": "/kds.mux.v1.HalfDuplexService/Open" })),
+    ).toBe(false);
+    expect(isPlainGrpcMuxStream(request({}, { ":path": `${PATH}?x=1` }))).toBe(false);
   });
 
   it("leaves every call to connect-node when there are interceptors", async () => {

@@ -17,7 +17,6 @@
  * @module
  */
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { PeerInfo } from "../../auth/peer.ts";
 import { KdsError } from "../../errors.ts";
@@ -43,38 +42,39 @@ import {
 /** The path of the mux stream. */
 export const MUX_PATH = `/${MultiplexService.typeName}/${MultiplexService.method.streamMessage.name}`;
 /** What the global answers with (connect-node's gRPC handler says the same). */
-const RESPONSE_CONTENT_TYPE = "application/grpc+proto";
+const RESPONSE_HEADERS = { ":status": 200, "content-type": "application/grpc+proto" } as const;
+/** The response headers go out with `waitForTrailers`, so the status trailers can follow the last frame. */
+const RESPOND_OPTIONS = { waitForTrailers: true } as const;
 
 /**
- * A request handler for `serveRoutes` that takes a zone's gRPC mux stream
- * (binary, uncompressed frames, no deadline; answered uncompressed whatever
- * the zone accepts) and serves it on `global`; false for any other request,
- * which the caller hands to connect-node. `connection` learns that the
- * stream's connection authenticated once the global admits the stream.
+ * Takes a zone's gRPC mux stream (binary, uncompressed frames, no deadline;
+ * answered uncompressed whatever the zone accepts) as node:http2 hands it
+ * over, before any request object is made of it, and serves it on the
+ * global; false for any other stream, which the caller hands to
+ * connect-node. `connection` learns that the stream's connection
+ * authenticated once the global admits the stream.
  */
+export type MuxStreamClaim = (
+  stream: http2.ServerHttp2Stream,
+  headers: http2.IncomingHttpHeaders,
+  connection: GuardedConnection,
+) => boolean;
+
+/** The {@link MuxStreamClaim} of `global`; `peer` tells what the stream's connection says of the client. */
 export function muxStreamClaim(
   global: GlobalServer,
-  peer: (request: http2.Http2ServerRequest) => PeerInfo,
-): (
-  request: http.IncomingMessage | http2.Http2ServerRequest,
-  response: http.ServerResponse | http2.Http2ServerResponse,
-  connection: GuardedConnection,
-) => boolean {
-  return (request, response, connection) => {
-    if (!isPlainGrpcMuxStream(request)) return false;
-    const h2 = request as http2.Http2ServerRequest;
-    void serveMuxStream(global, h2, response as http2.Http2ServerResponse, peer(h2), connection);
+  peer: (stream: http2.ServerHttp2Stream) => PeerInfo,
+): MuxStreamClaim {
+  return (stream, headers, connection) => {
+    if (!isPlainGrpcMuxStream(headers)) return false;
+    void serveMuxStream(global, stream, headers, peer(stream), connection);
     return true;
   };
 }
 
-/** Whether `request` is a mux stream the direct path serves (see {@link muxStreamClaim}). */
-export function isPlainGrpcMuxStream(
-  request: Pick<http.IncomingMessage, "httpVersionMajor" | "method" | "url" | "headers">,
-): boolean {
-  if (request.httpVersionMajor !== 2 || request.method !== "POST" || request.url !== MUX_PATH)
-    return false;
-  const headers = request.headers;
+/** Whether an HTTP/2 stream with `headers` (pseudo-headers included) is a mux stream the direct path serves (see {@link muxStreamClaim}). */
+export function isPlainGrpcMuxStream(headers: http2.IncomingHttpHeaders): boolean {
+  if (headers[":method"] !== "POST" || headers[":path"] !== MUX_PATH) return false;
   const type = headers["content-type"];
   if (type !== "application/grpc" && type !== "application/grpc+proto") return false;
   return identityOnly(headers["grpc-encoding"]) && headers["grpc-timeout"] === undefined;
@@ -91,12 +91,11 @@ function identityOnly(value: string | string[] | undefined): boolean {
 /** Serves one mux stream until the session's frames end, then sends connect's status trailers. */
 function serveMuxStream(
   global: GlobalServer,
-  request: http2.Http2ServerRequest,
-  response: http2.Http2ServerResponse,
+  stream: http2.ServerHttp2Stream,
+  requestHeaders: http2.IncomingHttpHeaders,
   peer: PeerInfo,
   connection: GuardedConnection,
 ): Promise<void> {
-  const stream = request.stream;
   // Until the global admits the stream, its close aborts the admission through `gone`; once admitted, it ends the
   // session through the session's TransportWatch, and `gone` (most of a KiB with its listener, per idle zone) goes.
   let gone: AbortController | undefined = new AbortController();
@@ -109,7 +108,7 @@ function serveMuxStream(
   // A reset or a lost connection also closes the stream, which ends the session (above).
   stream.on("error", ignoreStreamError);
   const headers = new Headers();
-  for (const [name, value] of Object.entries(request.headers)) {
+  for (const [name, value] of Object.entries(requestHeaders)) {
     if (name.startsWith(":") || value === undefined) continue;
     for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
   }
@@ -138,13 +137,11 @@ function serveMuxStream(
       }
       connection.authenticated(zone);
       if (!writesFrames(outbound))
-        return writeIterated(outbound, stream, response).then(() =>
-          endStream(stream, response, undefined),
-        );
-      writePushed(outbound, stream, response);
+        return writeIterated(outbound, stream).then(() => endStream(stream, undefined));
+      writePushed(outbound, stream);
       return undefined;
     })
-    .catch((error: unknown) => endStream(stream, response, error));
+    .catch((error: unknown) => endStream(stream, error));
 }
 
 /** The stream's error listener: one function for every stream, not a closure each. */
@@ -156,23 +153,18 @@ function ignoreStreamError(): void {
 async function writeIterated(
   outbound: AsyncIterable<Frame>,
   stream: http2.ServerHttp2Stream,
-  response: http2.Http2ServerResponse,
 ): Promise<void> {
   for await (const message of outbound) {
     if (stream.closed || stream.destroyed) continue; // the session ends through the stream's close; its frames go nowhere
-    if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
-    if (!response.write(grpcFrame(message))) await drained(stream);
+    if (!stream.headersSent) stream.respond(RESPONSE_HEADERS, RESPOND_OPTIONS);
+    if (!stream.write(grpcFrame(message))) await drained(stream);
   }
 }
 
 /** Ends the stream with connect's status trailers: OK, or what `failure` says (nothing when the stream is gone). */
-function endStream(
-  stream: http2.ServerHttp2Stream,
-  response: http2.Http2ServerResponse,
-  failure: unknown,
-): void {
+function endStream(stream: http2.ServerHttp2Stream, failure: unknown): void {
   if (stream.closed || stream.destroyed) return;
-  if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
+  if (!stream.headersSent) stream.respond(RESPONSE_HEADERS, RESPOND_OPTIONS);
   const trailers: Record<string, string> = {};
   setTrailerStatus(
     new Headers(),
@@ -180,8 +172,9 @@ function endStream(
   ).forEach((value, name) => {
     trailers[name] = value;
   });
-  response.addTrailers(trailers);
-  response.end();
+  // Asked for once the last DATA frame is queued (the headers went out with waitForTrailers).
+  stream.once("wantTrailers", () => stream.sendTrailers(trailers));
+  stream.end();
 }
 
 /**
@@ -190,12 +183,8 @@ function endStream(
  * until it drains. When they are over, ends the stream with connect's status
  * trailers (OK, or what they ended with), as {@link endStream}.
  */
-function writePushed(
-  frames: WrittenFrames,
-  stream: http2.ServerHttp2Stream,
-  response: http2.Http2ServerResponse,
-): void {
-  const writer = new StreamWriter(stream, response);
+function writePushed(frames: WrittenFrames, stream: http2.ServerHttp2Stream): void {
+  const writer = new StreamWriter(stream);
   writer.flow = frames[WRITE_FRAMES](writer);
 }
 
@@ -207,19 +196,16 @@ class StreamWriter implements FrameWriter {
   /** The flow the writer resumes once the stream drained (set as soon as the frames start). */
   flow: FrameFlow | undefined;
   readonly #stream: http2.ServerHttp2Stream;
-  readonly #response: http2.Http2ServerResponse;
 
-  constructor(stream: http2.ServerHttp2Stream, response: http2.Http2ServerResponse) {
+  constructor(stream: http2.ServerHttp2Stream) {
     this.#stream = stream;
-    this.#response = response;
   }
 
   frame(message: Frame): boolean {
     const stream = this.#stream;
-    const response = this.#response;
     if (stream.closed || stream.destroyed) return true; // the session ends through the stream's close; its frames go nowhere
-    if (!response.headersSent) response.writeHead(200, { "content-type": RESPONSE_CONTENT_TYPE });
-    if (response.write(grpcFrame(message))) return true;
+    if (!stream.headersSent) stream.respond(RESPONSE_HEADERS, RESPOND_OPTIONS);
+    if (stream.write(grpcFrame(message))) return true;
     void drained(stream).then(() => this.flow?.resume());
     return false;
   }
@@ -227,11 +213,11 @@ class StreamWriter implements FrameWriter {
   // The status goes from a later microtask, as it did when a promise of the frames' end was awaited: not from
   // inside the session's push of its last frame.
   end(): void {
-    queueMicrotask(() => endStream(this.#stream, this.#response, undefined));
+    queueMicrotask(() => endStream(this.#stream, undefined));
   }
 
   fail(error: unknown): void {
-    queueMicrotask(() => endStream(this.#stream, this.#response, error));
+    queueMicrotask(() => endStream(this.#stream, error));
   }
 }
 

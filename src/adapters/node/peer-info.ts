@@ -6,8 +6,6 @@
  *
  * @module
  */
-import type * as http from "node:http";
-import type * as http2 from "node:http2";
 import type { TLSSocket } from "node:tls";
 import type { PeerInfo } from "../../auth/peer.ts";
 
@@ -43,8 +41,8 @@ export function subjectAltNames(text: string | undefined): Map<string, string[]>
   return names;
 }
 
-/** What the connection of `request` tells about the client: its certificate, on TLS. */
-export function peerInfo(request: http.IncomingMessage | http2.Http2ServerRequest): PeerInfo {
+/** What the connection of `request` (or of a stream: its session's socket) tells about the client: its certificate, on TLS. */
+export function peerInfo(request: { readonly socket?: unknown }): PeerInfo {
   const socket = request.socket as Partial<TLSSocket> | undefined;
   if (socket?.getPeerCertificate === undefined) return {};
   const cert = socket.getPeerCertificate(false);

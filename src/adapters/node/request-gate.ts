@@ -237,7 +237,7 @@ export interface GatedHandlerOptions {
  * (made per request, its closures kept this handler's context, and with it
  * the request and response, as long as a zone's stream).
  */
-const UNGUARDED: GuardedConnection = {
+export const UNGUARDED: GuardedConnection = {
   authenticated: () => undefined,
   authenticating: (work) => work,
 };

@@ -31,7 +31,7 @@ import {
   type ConnectionLimits,
 } from "./connection-limits.ts";
 import type { GuardedConnection } from "./connection-guard.ts";
-import { gatedHandler, type RequestGate } from "./request-gate.ts";
+import { gatedHandler, UNGUARDED, type RequestGate } from "./request-gate.ts";
 import { HalfDuplexHub } from "../../transport/half-duplex/server.ts";
 import { zoneGate } from "./zone-gate.ts";
 import type { GlobalServer } from "../../global/global-server.ts";
@@ -133,10 +133,16 @@ export async function serveRoutes(
   options: ListenOptions & {
     readMaxBytes?: number;
     beforeClose?: () => Promise<void>;
-    /** Takes a request before the gate (it proves the caller itself before reading the body); true when it took it. */
-    claim?: (
-      request: NodeRequest,
-      response: http.ServerResponse | http2.Http2ServerResponse,
+    /**
+     * Takes an HTTP/2 stream before the gate (it proves the caller itself
+     * before reading the body); true when it took it. Where node:http2 makes
+     * its compatibility request and response through one `stream` listener
+     * (Node, Bun), a stream it takes gets neither; elsewhere (Deno) it is
+     * offered the request's stream.
+     */
+    claimStream?: (
+      stream: http2.ServerHttp2Stream,
+      headers: http2.IncomingHttpHeaders,
       connection: GuardedConnection,
     ) => boolean;
     /** Paths whose body is long-lived by design (a bidi stream), exempt from the request timeout. */
@@ -155,6 +161,9 @@ export async function serveRoutes(
   const limits = options.limits;
   // Created with the servers below; requests only arrive once they listen.
   let guard: ReturnType<typeof limitConnections> | undefined;
+  const claimStream = options.claimStream;
+  /** Whether the h2 server hands streams to `claimStream` before its compatibility layer (set below). */
+  let claimsBeforeCompat = false;
   const gated = gatedHandler({
     serve: (request, response) => {
       // A zone's stream that connect-node decodes (not the direct path's): weigh each frame before connect-node decodes it.
@@ -162,7 +171,17 @@ export async function serveRoutes(
         scanMuxRequestBody(request, options.readMaxBytes);
       void connect(request, response as Parameters<typeof connect>[1]);
     },
-    claim: options.claim,
+    claim:
+      claimStream === undefined
+        ? undefined
+        : (request, _response, connection) =>
+            !claimsBeforeCompat &&
+            request.httpVersionMajor === 2 &&
+            claimStream(
+              (request as http2.Http2ServerRequest).stream,
+              (request as http2.Http2ServerRequest).headers,
+              connection,
+            ),
     gate: options.gate,
     get guard() {
       return guard;
@@ -217,6 +236,14 @@ export async function serveRoutes(
       limits,
       options.gate !== undefined || options.authenticates === true,
     );
+  if (h2 !== undefined && claimStream !== undefined)
+    claimsBeforeCompat = claimBeforeCompat(h2, (stream, headers) =>
+      claimStream(
+        stream,
+        headers,
+        guard?.connection(stream.session?.socket ?? NO_PEER) ?? UNGUARDED,
+      ),
+    );
   const sessions = new Set<http2.Http2Session>();
   h2?.on("session", (session: http2.Http2Session) => {
     sessions.add(session);
@@ -259,6 +286,42 @@ export async function serveRoutes(
     },
   };
 }
+
+/**
+ * Hands every new stream of `server` to `claim` before node:http2's
+ * compatibility layer, which makes a request and a response object of each
+ * (with ten listeners on the stream) for the request handler: a zone's mux
+ * stream, held for the zone's life, needs neither. Node and Bun make them
+ * in the one `stream` listener a request handler installs; that listener
+ * now runs only for what `claim` leaves. False, and nothing changed, where
+ * the server has no such listener (Deno's node:http2 emits requests
+ * itself).
+ */
+function claimBeforeCompat(
+  server: http2.Http2Server | http2.Http2SecureServer,
+  claim: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => boolean,
+): boolean {
+  const listeners = server.listeners("stream");
+  const compat = listeners[0];
+  if (listeners.length !== 1 || typeof compat !== "function") return false;
+  server.removeListener("stream", compat as (...args: unknown[]) => void);
+  server.on(
+    "stream",
+    (
+      stream: http2.ServerHttp2Stream,
+      headers: http2.IncomingHttpHeaders,
+      flags: number,
+      rawHeaders: string[],
+    ) => {
+      if (!claim(stream, headers))
+        Reflect.apply(compat, server, [stream, headers, flags, rawHeaders]);
+    },
+  );
+  return true;
+}
+
+/** The connection of a stream whose session is already gone: no address, which no guard knows. */
+const NO_PEER = { remoteAddress: undefined, remotePort: undefined };
 
 /** How long a new connection may take to send its first bytes on a "both" server (at most the idle timeout). */
 const SNIFF_TIMEOUT_MS = 10_000;
@@ -350,9 +413,9 @@ export function serveGlobal(
       unboundedBody: (path) => path === MUX_PATH,
       readMaxBytes: global.maxMessageBytes,
       beforeClose: () => global.close(),
-      claim:
+      claimStream:
         options.directMuxStream !== false && (options.interceptors ?? []).length === 0
-          ? muxStreamClaim(global, peerInfo)
+          ? muxStreamClaim(global, (stream) => peerInfo({ socket: stream.session?.socket }))
           : undefined,
     },
   );
