@@ -145,7 +145,8 @@ export class ConnectionGuard {
   admit(socket: net.Socket): boolean {
     const { metrics, listener } = this.#options;
     metrics?.connection(listener, "opened");
-    socket.once("close", () => metrics?.connection(listener, "closed"));
+    // `on` (here and below): a socket closes once, and `once` would hold a wrapper for the connection's life.
+    socket.on("close", () => metrics?.connection(listener, "closed"));
     if (this.#all.size >= this.#options.maxConnections) {
       const victim = this.#oldestEvictable();
       if (victim === undefined) {
@@ -179,7 +180,7 @@ export class ConnectionGuard {
       this.#options.authTimeoutMs,
     );
     tracked.timer.unref();
-    socket.once("close", () => this.#forget(tracked));
+    socket.on("close", () => this.#forget(tracked));
     if (key.startsWith("unknown|")) this.#authenticated(tracked, undefined);
     return true;
   }

@@ -263,10 +263,12 @@ function resetWhenAnswered(stream: http2.ServerHttp2Stream): void {
     if (stream.state.localClose === 1) stream.close(http2constants.NGHTTP2_NO_ERROR);
     else timer = setTimeout(check, FINISHED_STREAM_GRACE_MS).unref();
   };
-  stream.once("finish", () => {
+  // `on` (here and below): each fires once per stream or session, and `once` would hold a wrapper (about 110 bytes)
+  // for the life of every zone's stream.
+  stream.on("finish", () => {
     timer = setTimeout(check, FINISHED_STREAM_GRACE_MS).unref();
   });
-  stream.once("close", () => clearTimeout(timer));
+  stream.on("close", () => clearTimeout(timer));
 }
 
 /** Closes `session` (GOAWAY, then cut) once it has had no open stream for `idleTimeoutMs`. */
@@ -308,10 +310,10 @@ function closeWhenIdle(
     open += 1;
     clearTimeout(timer);
     resetWhenAnswered(stream);
-    stream.once("close", () => {
+    stream.on("close", () => {
       open -= 1;
       if (open === 0 && !session.closed && !session.destroyed) arm();
     });
   });
-  session.once("close", () => clearTimeout(timer));
+  session.on("close", () => clearTimeout(timer));
 }

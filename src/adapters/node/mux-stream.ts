@@ -100,7 +100,8 @@ function serveMuxStream(
   // session through the session's TransportWatch, and `gone` (most of a KiB with its listener, per idle zone) goes.
   let gone: AbortController | undefined = new AbortController();
   let watch: TransportWatch | undefined;
-  stream.once("close", () => {
+  // `on`: a stream closes once, and `once` would hold a wrapper (about 110 bytes) for the zone's life.
+  stream.on("close", () => {
     const reason = new KdsError("aborted", "the zone's HTTP/2 stream closed");
     if (watch !== undefined) watch.gone(reason);
     else gone?.abort(reason);

@@ -247,12 +247,13 @@ export async function serveRoutes(
   const sessions = new Set<http2.Http2Session>();
   h2?.on("session", (session: http2.Http2Session) => {
     sessions.add(session);
-    session.once("close", () => sessions.delete(session));
+    // `on` (here and below): a connection closes once, and `once` would hold a wrapper for the connection's life.
+    session.on("close", () => sessions.delete(session));
   });
   const sockets = new Set<Socket>();
   server.on("connection", (socket: Socket) => {
     sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+    socket.on("close", () => sockets.delete(socket));
   });
   const host = options.host ?? "127.0.0.1";
   await new Promise<void>((resolve, reject) => {
