@@ -306,7 +306,7 @@ export class GlobalControlPlane {
             ...options.rebalance,
             instance: this.ownership.instance,
             instances: (signal) => this.ownership.instances(signal),
-            leases: (signal) => this.ownership.leases(signal),
+            leases: (signal) => this.ownership.holders(signal),
             sessions: () => this.server.sessions(),
             draining: () => this.server.draining,
             logger,

@@ -24,6 +24,7 @@ export {
 export {
   ZoneOwnership,
   type LiveInstance,
+  type LeaseHolder,
   type ZoneLease,
   type ZoneOwnershipOptions,
 } from "./zone-ownership.ts";

@@ -13,9 +13,10 @@
  * records are as old as their last announcement, so they only say whether
  * this instance may be over its share; only then (or when a record gives no
  * count, or while a zone asked to move is neither back here nor seen
- * elsewhere) does a round read every zone's lease, which decide. An even
- * fleet costs each instance one read of the records per round, not one of
- * every lease.
+ * elsewhere) does a round count every zone's lease, which decide. The leases
+ * are counted as this instance's ownership watch keeps them
+ * (`ZoneOwnership.holders`), not read from the store: a round costs each
+ * instance one read of the records, never one of every lease.
  *
  * A move may not land: a zone that does not follow the address (an older
  * zone, a scheme it will not switch to), or a load balancer in front of
@@ -35,7 +36,7 @@ import type { RebalanceMoves } from "../observe/zone-status.ts";
 import { sleep } from "../util/abort.ts";
 import { backoffCeiling, resolveBackoff, type BackoffOptions } from "../util/backoff.ts";
 import { systemClock, type Clock } from "../util/clock.ts";
-import type { LiveInstance, ZoneLease } from "./zone-ownership.ts";
+import type { LeaseHolder, LiveInstance } from "./zone-ownership.ts";
 
 /** Tunables of rebalancing; `false` in `GlobalControlPlaneOptions.rebalance` turns it off. */
 export interface RebalanceOptions {
@@ -60,8 +61,8 @@ export interface RebalancerOptions extends RebalanceOptions {
   readonly instance: string;
   /** The live instances sharing the store, this one included (see `ZoneOwnership.instances`). */
   readonly instances: (signal: AbortSignal) => Promise<readonly LiveInstance[]>;
-  /** Every zone's lease (see `ZoneOwnership.leases`); read only when a round needs it (see the top). */
-  readonly leases: (signal: AbortSignal) => Promise<Map<string, ZoneLease>>;
+  /** Who holds every zone's lease (see `ZoneOwnership.holders`); asked only when a round needs it (see the top). */
+  readonly leases: (signal: AbortSignal) => Promise<ReadonlyMap<string, LeaseHolder>>;
   /** The sessions this instance holds now. */
   readonly sessions: () => readonly Session[];
   /** True while this instance drains (it sheds nothing itself then: the drain moves every zone). */
@@ -193,7 +194,7 @@ export class Rebalancer {
    */
   #settle(
     sessions: ReadonlyMap<string, Session>,
-    leases: ReadonlyMap<string, ZoneLease> | undefined,
+    leases: ReadonlyMap<string, LeaseHolder> | undefined,
   ): void {
     const now = this.#clock.now();
     for (const [zone, m] of this.#moves) {
@@ -246,7 +247,7 @@ export class Rebalancer {
     const held = this.#options.sessions().filter((s) => s.end === undefined);
     const sessions = new Map(held.map((s) => [s.peerId, s]));
     // The records' counts are as old as their last announcement: they only say whether this
-    // instance may be over its share. The leases, exact but one row per zone, decide.
+    // instance may be over its share. The leases, exact (kept by the ownership watch), decide.
     const counted = [...counts].every(([p, n]) => p === instance || n !== undefined);
     const others = [...peers.keys()].filter((p) => p !== instance).map((p) => counts.get(p) ?? 0);
     const byRecords = shareOf([held.length, ...others]);

@@ -278,6 +278,55 @@ describe("ZoneOwnership: one liveness record per instance", () => {
     expect((await b.instances()).map((i) => i.instance)).toEqual([]);
   });
 
+  it("holders() says what leases() says of every zone, from the watch: no lease read from the store after the first", async () => {
+    const { make, advance, store, inner } = handClocked();
+    const a = make("g0");
+    const stopA = stopper();
+    a.start(stopA.signal);
+    await advance(PERIOD / 2);
+    await a.claim(fakeSession("zone-0")); // before b started: b reads it when its watch begins
+    let leaseLists = 0;
+    const counted = overriding(store, {
+      list: (kind: string, options?: Parameters<ResourceStore["list"]>[1]) => {
+        if (kind === ZONE_INSIGHT_KIND) leaseLists++;
+        return store.list(kind, options);
+      },
+    });
+    const b = make("g1", { store: counted });
+    b.start(stopper().signal);
+    await advance(PERIOD / 2);
+    const holding = (leases: ReadonlyMap<string, { instance: string; online: boolean }>) =>
+      new Map([...leases].map(([zone, l]) => [zone, { instance: l.instance, online: l.online }]));
+    const agree = async (): Promise<void> => {
+      const before = leaseLists;
+      const holders = await b.holders();
+      expect(leaseLists).toBe(before);
+      expect(holding(holders)).toEqual(holding(await b.leases()));
+    };
+    expect(leaseLists).toBe(1); // the watch's beginning
+    await agree();
+    const ending = fakeSession("zone-1");
+    await a.claim(ending);
+    await a.claim(fakeSession("zone-2"));
+    await b.claim(fakeSession("zone-3"));
+    await advance(PERIOD);
+    await agree();
+    expect((await b.holders()).get("zone-2")).toEqual({ instance: "g0", online: true });
+    expect((await b.holders()).get("zone-3")).toEqual({ instance: "g1", online: true });
+    // A session that ends writes its lease offline; a deleted lease goes.
+    await ending.close();
+    await inner.delete(ZONE_INSIGHT_KIND, "", "zone-0");
+    await advance(PERIOD);
+    await agree();
+    expect((await b.holders()).get("zone-1")).toEqual({ instance: "g0", online: false });
+    expect((await b.holders()).has("zone-0")).toBe(false);
+    // Instance a stops announcing: its zones read offline after 3 periods, as the leases say.
+    stopA.abort();
+    await advance(3 * PERIOD + PERIOD / 10);
+    await agree();
+    expect((await b.holders()).get("zone-2")).toEqual({ instance: "g0", online: false });
+  });
+
   it("a lease left by an earlier run of an instance id reads offline once the id announces again", async () => {
     const { make, advance } = handClocked();
     const first = make("g0");
