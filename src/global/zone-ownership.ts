@@ -147,6 +147,8 @@ export interface ZoneLease extends LeaseHolder {
 
 /** A zone's lease as the ownership watch last saw it: what {@link ZoneOwnership.holders} needs of it, no more. */
 interface FollowedLease {
+  /** The store revision that wrote it (its version). */
+  readonly revision: number;
   readonly instance: string;
   /** The holder said online. */
   readonly online: boolean;
@@ -167,15 +169,17 @@ export class ZoneOwnership {
   readonly #startedAt: number;
   readonly #held = new Map<string, Held>();
   /**
-   * Every zone's lease, kept from the ownership watch (read whole when the
-   * watch begins, then changed by each lease written or deleted), so that
-   * {@link holders} reads no lease from the store.
+   * Every zone's lease, kept from the ownership watch once {@link holders}
+   * was first asked (undefined before: an instance that never rebalances
+   * keeps nothing), so that it reads no lease from the store after that.
    */
-  readonly #followed = new Map<string, FollowedLease>();
+  #followed: Map<string, FollowedLease> | undefined;
+  /** Leases deleted while the first read for `#followed` is under way, by revision: that read must not bring them back. */
+  #gone: Map<string, number> | undefined;
+  /** The first read for `#followed` (shared by the calls that wait for it). */
+  #filling: Promise<void> | undefined;
   /** One string per instance id, shared by the followed leases of its zones. */
   readonly #instanceIds = new Map<string, string>();
-  /** `#followed` is up to date: the watch began and is not failing. */
-  #following = false;
   /** A period's lease work is under way (a slow store can make it outlast the period: the next is skipped, not stacked). */
   #ticking = false;
   /** Periods ticked since this instance started: every {@link DEFAULT_REFRESH_PERIODS}th also prunes long-silent instance records. */
@@ -247,31 +251,21 @@ export class ZoneOwnership {
       what: "zone ownership",
       logger,
       retry: this.#options.retry,
-      // Every lease once, at the revision the watch then follows from: `#followed` is the store's view from there on.
-      begin: async () => {
-        this.#following = false;
-        const { revision, resources } = await store.list(ZONE_INSIGHT_KIND, { signal });
-        this.#followed.clear();
-        for (const r of resources) this.#follow(r.meta.name, r.spec as ZoneInsightSpec);
-        this.#following = true;
-        return revision;
+      begin: (_signal, compacted) => {
+        // The feed could not resume: changes were missed, so the leases kept are read whole again when next asked.
+        if (compacted) this.#unfollow();
+        return store.revision({ signal });
       },
       onChange: (change) => {
         if (change.op === "delete") {
-          this.#followed.delete(change.ref.name);
+          this.#followed?.delete(change.ref.name);
+          this.#gone?.set(change.ref.name, change.revision);
           return;
         }
         const zone = change.resource.meta.name;
         const insight = change.resource.spec as ZoneInsightSpec;
-        this.#follow(zone, insight);
+        if (this.#followed !== undefined) this.#follow(zone, insight, change.revision);
         this.#claimed(zone, insight, change.resource.meta.version);
-      },
-      // While the watch fails, `#followed` may miss writes: holders() reads the leases instead until it answers again.
-      onError: () => {
-        this.#following = false;
-      },
-      onRecovered: () => {
-        this.#following = true;
       },
     });
     void this.#announceLogged(signal);
@@ -404,17 +398,19 @@ export class ZoneOwnership {
 
   /**
    * Who holds each zone's lease, without reading the leases from the store:
-   * they are kept as the ownership watch follows them (read whole once, when
-   * the watch begins), so a call reads only the GlobalInstance records, one
-   * per instance, where {@link leases} reads a row per zone (at 100,000
-   * zones, every instance reading them each rebalancing round took more
-   * CPU than the machine had). While the watch fails, it reads the leases.
+   * the first call reads them whole, and from then on they are kept as the
+   * ownership watch follows them (about 200 bytes per zone), so a later call
+   * reads only the GlobalInstance records, one per instance, where
+   * {@link leases} reads a row per zone (at 100,000 zones, every instance
+   * reading them each rebalancing round took more CPU than the machine had).
    */
   async holders(signal?: AbortSignal): Promise<Map<string, LeaseHolder>> {
-    if (!this.#following) return this.leases(signal);
+    if (this.#followed === undefined || this.#filling !== undefined) await this.#fill(signal);
+    const followed = this.#followed;
+    if (followed === undefined) return this.leases(signal); // the feed started over meanwhile: read them this once
     const records = await this.#records(signal);
     const out = new Map<string, LeaseHolder>();
-    for (const [zone, lease] of this.#followed)
+    for (const [zone, lease] of followed)
       out.set(zone, {
         instance: lease.instance,
         online:
@@ -424,14 +420,53 @@ export class ZoneOwnership {
     return out;
   }
 
-  /** Keeps what {@link holders} needs of the lease `insight` of `zone`. */
-  #follow(zone: string, insight: ZoneInsightSpec): void {
+  /**
+   * Starts keeping the leases: from now on the watch's writes go into
+   * `#followed`, and one read of every lease fills in the rest. The read
+   * comes after that start, so it holds every write the watch handed over
+   * before; a write or deletion the watch hands over while it runs is newer
+   * than what it read of that zone, and is kept.
+   */
+  async #fill(signal?: AbortSignal): Promise<void> {
+    this.#filling ??= (async () => {
+      const followed = new Map<string, FollowedLease>();
+      const gone = new Map<string, number>();
+      this.#followed = followed;
+      this.#gone = gone;
+      try {
+        const { resources } = await this.#options.store.list(ZONE_INSIGHT_KIND, { signal });
+        for (const r of resources) {
+          const revision = Number(r.meta.version);
+          if ((followed.get(r.meta.name)?.revision ?? 0) >= revision) continue;
+          if ((gone.get(r.meta.name) ?? 0) >= revision) continue;
+          this.#follow(r.meta.name, r.spec as ZoneInsightSpec, revision);
+        }
+      } catch (error) {
+        this.#unfollow();
+        throw error;
+      } finally {
+        if (this.#gone === gone) this.#gone = undefined;
+        this.#filling = undefined;
+      }
+    })();
+    await this.#filling;
+  }
+
+  /** Stops keeping the leases (the next {@link holders} reads them whole again). */
+  #unfollow(): void {
+    this.#followed = undefined;
+    this.#gone = undefined;
+  }
+
+  /** Keeps what {@link holders} needs of the lease `insight` of `zone`, written at `revision`. */
+  #follow(zone: string, insight: ZoneInsightSpec, revision: number): void {
     let instance = this.#instanceIds.get(insight.instance);
     if (instance === undefined) {
       instance = insight.instance;
       this.#instanceIds.set(instance, instance);
     }
-    this.#followed.set(zone, {
+    this.#followed?.set(zone, {
+      revision,
       instance,
       online: insight.online,
       connectedAt: connectedOf(insight),

@@ -278,13 +278,13 @@ describe("ZoneOwnership: one liveness record per instance", () => {
     expect((await b.instances()).map((i) => i.instance)).toEqual([]);
   });
 
-  it("holders() says what leases() says of every zone, from the watch: no lease read from the store after the first", async () => {
+  it("holders() says what leases() says of every zone, from the watch: no lease read from the store after its first call", async () => {
     const { make, advance, store, inner } = handClocked();
     const a = make("g0");
     const stopA = stopper();
     a.start(stopA.signal);
     await advance(PERIOD / 2);
-    await a.claim(fakeSession("zone-0")); // before b started: b reads it when its watch begins
+    await a.claim(fakeSession("zone-0")); // before b started: b's first holders() reads it
     let leaseLists = 0;
     const counted = overriding(store, {
       list: (kind: string, options?: Parameters<ResourceStore["list"]>[1]) => {
@@ -303,7 +303,9 @@ describe("ZoneOwnership: one liveness record per instance", () => {
       expect(leaseLists).toBe(before);
       expect(holding(holders)).toEqual(holding(await b.leases()));
     };
-    expect(leaseLists).toBe(1); // the watch's beginning
+    expect(leaseLists).toBe(0); // nothing kept until asked (an instance that never rebalances keeps nothing)
+    expect((await b.holders()).get("zone-0")).toEqual({ instance: "g0", online: true });
+    expect(leaseLists).toBe(1);
     await agree();
     const ending = fakeSession("zone-1");
     await a.claim(ending);
@@ -325,6 +327,40 @@ describe("ZoneOwnership: one liveness record per instance", () => {
     await advance(3 * PERIOD + PERIOD / 10);
     await agree();
     expect((await b.holders()).get("zone-2")).toEqual({ instance: "g0", online: false });
+  });
+
+  it("holders()' first read does not undo a write or a deletion the watch handed over while it ran", async () => {
+    const { make, advance, store, inner } = handClocked();
+    const a = make("g0");
+    a.start(stopper().signal);
+    await advance(PERIOD / 2);
+    const moving = fakeSession("zone-1");
+    await a.claim(moving);
+    await a.claim(fakeSession("zone-2"));
+    // b's first read of the leases is answered with what the store held when it was made, but only once `release` resolves.
+    const release = deferred<void>();
+    const b = make("g1", {
+      store: overriding(store, {
+        list: async (kind: string, options?: Parameters<ResourceStore["list"]>[1]) => {
+          const read = await store.list(kind, options);
+          if (kind === ZONE_INSIGHT_KIND) await release.promise;
+          return read;
+        },
+      }),
+    });
+    b.start(stopper().signal);
+    await advance(PERIOD / 2);
+    const first = b.holders();
+    await advance(PERIOD / 10);
+    // Meanwhile zone-1 moves to b (a newer lease) and zone-2's lease is deleted; b's watch hands both over.
+    await moving.close();
+    await b.claim(fakeSession("zone-1"));
+    await inner.delete(ZONE_INSIGHT_KIND, "", "zone-2");
+    await advance(PERIOD / 10);
+    release.resolve();
+    const holders = await first;
+    expect(holders.get("zone-1")).toEqual({ instance: "g1", online: true });
+    expect(holders.has("zone-2")).toBe(false);
   });
 
   it("a lease left by an earlier run of an instance id reads offline once the id announces again", async () => {
