@@ -814,7 +814,6 @@ function agreed(session: Session): {
   };
 }
 
-/** Milliseconds of a record's `renewedAt` (0, long ago, when unset). */
 /** When the session of a lease started (ms), when it says. */
 function connectedOf(insight: ZoneInsightSpec): number | undefined {
   return insight.connectedAt === undefined
@@ -822,6 +821,7 @@ function connectedOf(insight: ZoneInsightSpec): number | undefined {
     : timestampDate(insight.connectedAt).getTime();
 }
 
+/** Milliseconds of a record's `renewedAt` (0, long ago, when unset). */
 function renewedOf(renewedAt: Timestamp | undefined): number {
   return renewedAt === undefined ? 0 : timestampDate(renewedAt).getTime();
 }
