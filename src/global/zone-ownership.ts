@@ -178,8 +178,6 @@ export class ZoneOwnership {
   #gone: Map<string, number> | undefined;
   /** The first read for `#followed` (shared by the calls that wait for it). */
   #filling: Promise<void> | undefined;
-  /** One string per instance id, shared by the followed leases of its zones. */
-  readonly #instanceIds = new Map<string, string>();
   /** A period's lease work is under way (a slow store can make it outlast the period: the next is skipped, not stacked). */
   #ticking = false;
   /** Periods ticked since this instance started: every {@link DEFAULT_REFRESH_PERIODS}th also prunes long-silent instance records. */
@@ -460,14 +458,9 @@ export class ZoneOwnership {
 
   /** Keeps what {@link holders} needs of the lease `insight` of `zone`, written at `revision`. */
   #follow(zone: string, insight: ZoneInsightSpec, revision: number): void {
-    let instance = this.#instanceIds.get(insight.instance);
-    if (instance === undefined) {
-      instance = insight.instance;
-      this.#instanceIds.set(instance, instance);
-    }
     this.#followed?.set(zone, {
       revision,
-      instance,
+      instance: insight.instance,
       online: insight.online,
       connectedAt: connectedOf(insight),
       renewedAt: renewedOf(insight.renewedAt),
